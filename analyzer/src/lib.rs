@@ -1,0 +1,4 @@
+//! The analyzer: everything after recording. See `docs/ARCHITECTURE.md`.
+
+pub mod symbolize;
+pub mod symbols;

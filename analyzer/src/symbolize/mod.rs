@@ -1,0 +1,3 @@
+//! Symbolization of native addresses (Python code objects carry their own names).
+
+pub mod native;

@@ -1,0 +1,103 @@
+//! Turning a process's function table (`funcs.jsonl`) into [`Function`]s the rest of the
+//! analyzer works with: Python code objects directly, native addresses through DWARF
+//! ([`crate::symbolize::native`]).
+
+use std::path::PathBuf;
+use trace_format::{FuncKind, Process};
+
+/// What kind of code a function is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Language {
+    Python,
+    /// A C function called from Python (`--c-calls`).
+    Builtin,
+    Native,
+}
+
+/// A function as the analyzer sees it: a display name and where its source is.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Function {
+    pub language: Language,
+    /// Short name: `co_name`, or the native function's name without its scope.
+    pub name: String,
+    /// Qualified name: `co_qualname` (`Class.method`, `outer.<locals>.inner`), or the
+    /// demangled native name (`ns::Class::method(int)`).
+    pub qualname: String,
+    /// Source file, when known.
+    pub file: Option<PathBuf>,
+    /// First line of the function's source (decorators included), when known.
+    pub first_line: Option<u32>,
+    /// Last line of the function's source, when known.
+    pub last_line: Option<u32>,
+    /// The native object (executable or shared library) or Python module it belongs to.
+    pub object: Option<String>,
+}
+
+impl Function {
+    /// A key identifying the same function across processes and traces.
+    pub fn key(&self) -> String {
+        match &self.file {
+            Some(f) => format!("{}:{}:{}", f.display(), self.first_line.unwrap_or(0), self.qualname),
+            None => format!("{}:{}", self.object.as_deref().unwrap_or(""), self.qualname),
+        }
+    }
+}
+
+/// Warnings produced while resolving functions (missing debug info, ...), for stderr.
+pub type Warnings = Vec<String>;
+
+/// Resolve every function id of a process. Ids without a record resolve to a placeholder
+/// named `<unknown #id>` (the process died while writing the record).
+pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
+    let mut warnings = Vec::new();
+    let mut out: Vec<Function> = Vec::with_capacity(proc.funcs.len());
+    let mut native = Vec::new();
+    for (id, rec) in proc.funcs.iter().enumerate() {
+        let f = match rec.as_ref().map(|r| &r.kind) {
+            Some(FuncKind::Python { file, qualname, name, first_line, last_line }) => Function {
+                language: Language::Python,
+                name: name.clone(),
+                qualname: qualname.clone(),
+                file: Some(PathBuf::from(file)),
+                first_line: Some(*first_line),
+                last_line: Some(*last_line),
+                object: None,
+            },
+            Some(FuncKind::Builtin { module, qualname }) => Function {
+                language: Language::Builtin,
+                name: qualname.rsplit('.').next().unwrap_or(qualname).to_string(),
+                qualname: qualname.clone(),
+                file: None,
+                first_line: None,
+                last_line: None,
+                object: module.clone(),
+            },
+            Some(FuncKind::Native { addr, module, base, symbol }) => {
+                native.push(crate::symbolize::native::NativeAddr { id: id as u32, addr: *addr, module: module.clone(), base: *base, symbol: symbol.clone() });
+                unknown(id)
+            }
+            None => unknown(id),
+        };
+        out.push(f);
+    }
+    if !native.is_empty() {
+        let (resolved, w) = crate::symbolize::native::resolve(&native);
+        warnings.extend(w);
+        for (a, f) in native.iter().zip(resolved) {
+            out[a.id as usize] = f;
+        }
+    }
+    (out, warnings)
+}
+
+fn unknown(id: usize) -> Function {
+    Function {
+        language: Language::Native,
+        name: format!("<unknown #{id}>"),
+        qualname: format!("<unknown #{id}>"),
+        file: None,
+        first_line: None,
+        last_line: None,
+        object: None,
+    }
+}

@@ -1,0 +1,60 @@
+//! Helpers shared by the end-to-end tests in `tests/`: locate the real `trace` and `slice`
+//! binaries built by `cargo build --workspace`, run them, and make scratch directories.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The workspace root (where `Cargo.toml` and `examples/` are).
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The cargo target profile directory the tests were built into (e.g. `target/debug`).
+pub fn target_dir() -> PathBuf {
+    // The test executable lives in target/<profile>/deps/.
+    let exe = std::env::current_exe().expect("current_exe");
+    exe.parent().and_then(|d| d.parent()).map(Path::to_path_buf).expect("target dir")
+}
+
+/// Path of a workspace binary (`trace` or `slice`). Panics with the fix if it is not built.
+pub fn bin(name: &str) -> PathBuf {
+    let p = target_dir().join(name);
+    assert!(p.exists(), "{} is not built: run `cargo build --workspace` before the tests (the README's test command does)", p.display());
+    p
+}
+
+/// A `Command` for a workspace binary, run from the workspace root.
+pub fn cmd(name: &str) -> Command {
+    let mut c = Command::new(bin(name));
+    c.current_dir(root());
+    c
+}
+
+/// Run a command and return its output (stdout, stderr, status).
+pub fn run(c: &mut Command) -> Output {
+    c.output().unwrap_or_else(|e| panic!("cannot run {c:?}: {e}"))
+}
+
+/// Run a command and require success; returns stdout as a string. On failure, panics with
+/// both output streams so the test log shows what went wrong.
+pub fn run_ok(c: &mut Command) -> String {
+    let out = run(c);
+    assert!(
+        out.status.success(),
+        "{c:?} failed with {}\n--- stdout\n{}\n--- stderr\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A fresh scratch directory (removed when dropped).
+pub fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("slice-e2e-").tempdir().expect("tempdir")
+}
+
+/// Stdout and stderr of an output as strings.
+pub fn texts(out: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}

@@ -1,0 +1,189 @@
+//! Event encoding of a thread stream (`t<tid>-<seq>.ev`), version 1.
+//!
+//! See `docs/trace-format.md` for the normative description. In short: a 64-byte
+//! header, then a sequence of events. Every event starts with a tag byte whose low
+//! two bits say what it is. A zero byte is never the start of an event: it marks the
+//! unwritten tail of a stream (a process that died before closing its stream).
+
+/// Magic bytes at offset 0 of every thread stream.
+pub const STREAM_MAGIC: [u8; 4] = *b"SLEV";
+/// Version of the stream encoding. Readers refuse streams with a higher version.
+pub const STREAM_VERSION: u16 = 1;
+/// Size of the stream header in bytes.
+pub const HEADER_LEN: usize = 64;
+/// Largest encoded size of a call or return event (tag + two 10-byte varints, rounded up).
+pub const MAX_EVENT_LEN: usize = 24;
+
+/// Header flag: the stream was written by the Python shim.
+pub const FLAG_PYTHON: u16 = 1;
+/// Header flag: the stream was written by the native shim.
+pub const FLAG_NATIVE: u16 = 2;
+
+pub(crate) const KIND_MASK: u8 = 0b11;
+pub(crate) const KIND_CALL: u8 = 0b01;
+pub(crate) const KIND_RETURN: u8 = 0b10;
+pub(crate) const KIND_EXT: u8 = 0b11;
+/// Values 0..=62 are stored in the tag byte itself; 63 means "63 + varint follows".
+pub(crate) const INLINE_MAX: u64 = 62;
+pub(crate) const INLINE_ESCAPE: u8 = 63;
+
+/// Extended op: padding up to the next window boundary.
+pub(crate) const EXT_PAD: u8 = 0;
+/// Extended op: thread name (varint length, UTF-8 bytes).
+pub(crate) const EXT_THREAD_NAME: u8 = 2;
+/// Extended op: absolute timestamp (u64 little endian), resets the delta base.
+pub(crate) const EXT_ABS_TS: u8 = 4;
+
+/// One decoded event. Timestamps are absolute, in nanoseconds of `CLOCK_MONOTONIC`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Entry into the function with this id (an index into the process's function table).
+    Call { func: u32, ts: u64 },
+    /// Exit from the innermost open call (normal return, exception or unwinding).
+    Return { ts: u64 },
+    /// The thread's name, as the program set it (Python's `threading.Thread.name`).
+    ThreadName(String),
+}
+
+/// Append an unsigned LEB128 varint to `out` at `pos`; returns the new position.
+///
+/// # Safety
+/// `out` must have room for 10 bytes at `pos`.
+#[inline(always)]
+pub(crate) unsafe fn put_varint(out: *mut u8, mut pos: usize, mut v: u64) -> usize {
+    while v >= 0x80 {
+        *out.add(pos) = (v as u8) | 0x80;
+        v >>= 7;
+        pos += 1;
+    }
+    *out.add(pos) = v as u8;
+    pos + 1
+}
+
+/// Encode a call event into `out` at `pos`. Returns the new position.
+///
+/// # Safety
+/// `out` must have room for [`MAX_EVENT_LEN`] bytes at `pos`.
+#[inline(always)]
+pub unsafe fn encode_call(out: *mut u8, pos: usize, func: u32, dt: u64) -> usize {
+    let f = func as u64;
+    let mut p = pos;
+    if f <= INLINE_MAX {
+        *out.add(p) = ((f as u8) << 2) | KIND_CALL;
+        p += 1;
+    } else {
+        *out.add(p) = (INLINE_ESCAPE << 2) | KIND_CALL;
+        p = put_varint(out, p + 1, f - (INLINE_MAX + 1));
+    }
+    put_varint(out, p, dt)
+}
+
+/// Encode a return event into `out` at `pos`. Returns the new position.
+///
+/// # Safety
+/// `out` must have room for [`MAX_EVENT_LEN`] bytes at `pos`.
+#[inline(always)]
+pub unsafe fn encode_return(out: *mut u8, pos: usize, dt: u64) -> usize {
+    if dt <= INLINE_MAX {
+        *out.add(pos) = ((dt as u8) << 2) | KIND_RETURN;
+        pos + 1
+    } else {
+        *out.add(pos) = (INLINE_ESCAPE << 2) | KIND_RETURN;
+        put_varint(out, pos + 1, dt - (INLINE_MAX + 1))
+    }
+}
+
+/// Read a varint from `buf` at `*pos`. Returns `None` if the buffer ends inside it
+/// or the varint is longer than 10 bytes.
+#[inline(always)]
+pub(crate) fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v: u64 = 0;
+    let mut shift = 0u32;
+    loop {
+        let b = *buf.get(*pos)?;
+        *pos += 1;
+        if shift >= 64 {
+            return None;
+        }
+        v |= ((b & 0x7f) as u64) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+        shift += 7;
+    }
+}
+
+/// Build the 64-byte stream header.
+pub fn encode_header(flags: u16, pid: u32, tid: u64, start_ns: u64, window: u32) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[0..4].copy_from_slice(&STREAM_MAGIC);
+    h[4..6].copy_from_slice(&STREAM_VERSION.to_le_bytes());
+    h[6..8].copy_from_slice(&flags.to_le_bytes());
+    h[8..12].copy_from_slice(&pid.to_le_bytes());
+    h[16..24].copy_from_slice(&tid.to_le_bytes());
+    h[24..32].copy_from_slice(&start_ns.to_le_bytes());
+    h[32..36].copy_from_slice(&window.to_le_bytes());
+    h
+}
+
+/// The decoded stream header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamHeader {
+    pub version: u16,
+    pub flags: u16,
+    pub pid: u32,
+    pub tid: u64,
+    pub start_ns: u64,
+    /// Window size: the writer pads to multiples of this many bytes (from file start).
+    pub window: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enc(f: impl FnOnce(*mut u8) -> usize) -> Vec<u8> {
+        let mut b = vec![0u8; MAX_EVENT_LEN];
+        let n = f(b.as_mut_ptr());
+        b.truncate(n);
+        b
+    }
+
+    #[test]
+    fn small_call_is_two_bytes_and_never_starts_with_zero() {
+        let b = enc(|p| unsafe { encode_call(p, 0, 0, 5) });
+        assert_eq!(b, vec![KIND_CALL, 5]);
+        assert_ne!(b[0], 0);
+    }
+
+    #[test]
+    fn large_ids_and_deltas_round_trip() {
+        for &(id, dt) in &[(62u32, 0u64), (63, 1), (64, 127), (1_000_000, 1 << 40), (u32::MAX, u64::MAX)] {
+            let b = enc(|p| unsafe { encode_call(p, 0, id, dt) });
+            assert!(b.len() <= MAX_EVENT_LEN);
+            assert_eq!(b[0] & KIND_MASK, KIND_CALL);
+            let mut pos = 1;
+            let got_id = if (b[0] >> 2) == INLINE_ESCAPE {
+                get_varint(&b, &mut pos).unwrap() + INLINE_MAX + 1
+            } else {
+                (b[0] >> 2) as u64
+            };
+            assert_eq!(got_id, id as u64);
+            assert_eq!(get_varint(&b, &mut pos).unwrap(), dt);
+            assert_eq!(pos, b.len());
+        }
+    }
+
+    #[test]
+    fn short_return_is_one_byte() {
+        assert_eq!(enc(|p| unsafe { encode_return(p, 0, 62) }).len(), 1);
+        assert_eq!(enc(|p| unsafe { encode_return(p, 0, 63) }).len(), 2);
+        assert_eq!(enc(|p| unsafe { encode_return(p, 0, 0) }), vec![KIND_RETURN]);
+    }
+
+    #[test]
+    fn truncated_varint_is_none() {
+        let mut pos = 0;
+        assert_eq!(get_varint(&[0x80, 0x80], &mut pos), None);
+    }
+}

@@ -1,0 +1,64 @@
+//! The trace directory format (see `docs/trace-format.md`).
+//!
+//! - [`writer`]: what the shims use inside a traced process (mmap-backed, lock-free per thread).
+//! - [`reader`]: what `trace info`/`trace dump` and `slice` use to read a trace back.
+//! - [`meta`]: the JSON documents (`meta.json`, `proc.json`, `funcs.jsonl`).
+//! - [`event`]: the binary encoding of thread streams.
+
+pub mod event;
+pub mod meta;
+pub mod reader;
+pub mod writer;
+
+pub use event::{Event, StreamHeader};
+pub use meta::{ExitStatus, FuncKind, FuncRecord, ProcMeta, TraceMeta, TRACE_FORMAT_NAME, TRACE_FORMAT_VERSION};
+pub use reader::{EventIter, Process, ThreadStream, TraceDir};
+
+use std::path::{Path, PathBuf};
+
+/// Run-level document at the root of a trace directory.
+pub const META_FILE: &str = "meta.json";
+/// Per-process document.
+pub const PROC_META_FILE: &str = "proc.json";
+/// Per-process function table.
+pub const FUNCS_FILE: &str = "funcs.jsonl";
+/// Environment variable through which `trace run` tells the shims where to write.
+pub const ENV_TRACE_DIR: &str = "SLICE_TRACE_DIR";
+/// Environment variable carrying recording options to the shims (comma-separated).
+pub const ENV_TRACE_OPTIONS: &str = "SLICE_TRACE_OPTIONS";
+
+/// Errors reading a trace directory. Each names the file, the problem and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    #[error("{path}: no such trace directory (record one with `trace run -o {path} -- <command>`)")]
+    NotFound { path: PathBuf },
+    #[error("{path}: not a directory; a trace is the directory that `trace run` writes (default ./trace.d)")]
+    NotADirectory { path: PathBuf },
+    #[error("{path}: not a trace directory (no valid meta.json); record one with `trace run -o {path} -- <command>`")]
+    NotATrace { path: PathBuf },
+    #[error("{path}: written by a newer version of the trace format ({found}; this program reads up to {supported}); upgrade `slice`/`trace` to read it")]
+    NewerVersion { path: PathBuf, found: u64, supported: u64 },
+    #[error("{path}: invalid JSON: {msg}; the trace is damaged, record it again")]
+    BadJson { path: PathBuf, msg: String },
+    #[error("{path}: the stream header is truncated ({len} of 64 bytes); the file was cut short, record the trace again")]
+    TruncatedHeader { path: PathBuf, len: u64 },
+    #[error("{path}: not a thread stream (bad magic bytes); the trace is damaged, record it again")]
+    BadMagic { path: PathBuf },
+    #[error("{path}: the stream ends inside an event at byte {offset}; the events before it were read")]
+    TruncatedEvent { path: PathBuf, offset: u64 },
+    #[error("{path}: corrupt stream at byte {offset} ({what}); the events before it were read")]
+    Corrupt { path: PathBuf, offset: u64, what: &'static str },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+}
+
+impl FormatError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> FormatError {
+        FormatError::Io { path: path.to_path_buf(), source }
+    }
+
+    /// Whether the error leaves the events read before it usable (a damaged tail).
+    pub fn is_damaged_tail(&self) -> bool {
+        matches!(self, FormatError::TruncatedEvent { .. } | FormatError::Corrupt { .. })
+    }
+}

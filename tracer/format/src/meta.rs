@@ -1,0 +1,119 @@
+//! JSON documents of a trace directory: `meta.json` (one per run), `proc.json` (one per
+//! traced process) and the lines of `funcs.jsonl` (one per function a process reached).
+
+use serde::{Deserialize, Serialize};
+
+/// Value of [`TraceMeta::format`]; identifies a directory written by `trace run`.
+pub const TRACE_FORMAT_NAME: &str = "slice-trace";
+/// Version of the trace directory layout and of its JSON documents.
+pub const TRACE_FORMAT_VERSION: u32 = 1;
+
+/// `meta.json`: written by `trace run` when the run starts, rewritten when it ends.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TraceMeta {
+    /// Always [`TRACE_FORMAT_NAME`].
+    pub format: String,
+    /// [`TRACE_FORMAT_VERSION`] of the writer.
+    pub version: u32,
+    /// Name and version of the program that wrote the trace, e.g. `trace 0.1.0`.
+    pub tool: String,
+    /// The traced command line, as given to `trace run`.
+    pub argv: Vec<String>,
+    /// Working directory of the traced command.
+    pub cwd: String,
+    /// What kind of target `trace run` launched: `python` or `native`.
+    pub target_kind: String,
+    /// Wall-clock start of the run, milliseconds since the Unix epoch.
+    pub start_unix_ms: u64,
+    /// Wall-clock end of the run; absent while the run is going on or if `trace` was killed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_unix_ms: Option<u64>,
+    /// Duration of the run in nanoseconds; absent like `end_unix_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ns: Option<u64>,
+    /// How the top process ended; absent like `end_unix_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit: Option<ExitStatus>,
+    /// Recording options in force (`c_calls`, ...), as free-form JSON.
+    #[serde(default)]
+    pub options: serde_json::Value,
+}
+
+/// How a process ended: exactly one of `code` and `signal` is set.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExitStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    #[serde(default)]
+    pub core_dumped: bool,
+}
+
+/// `p<pid>/proc.json`: written by a shim when it starts recording in a process.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ProcMeta {
+    pub pid: u32,
+    pub ppid: u32,
+    /// The process's command line (`/proc/self/cmdline`).
+    pub argv: Vec<String>,
+    /// The process's executable (`/proc/self/exe`).
+    pub exe: String,
+    pub cwd: String,
+    /// `python` or `native`.
+    pub kind: String,
+    /// Runtime description, e.g. `CPython 3.11.7`.
+    #[serde(default)]
+    pub runtime: String,
+    /// `CLOCK_MONOTONIC` nanoseconds when recording started in this process.
+    pub start_ns: u64,
+    /// If the process was created by `fork` from a traced process, that parent's pid.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<u32>,
+}
+
+/// One line of `p<pid>/funcs.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct FuncRecord {
+    /// Dense id used by the events of this process, from 0.
+    pub id: u32,
+    #[serde(flatten)]
+    pub kind: FuncKind,
+}
+
+/// What a function id stands for.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FuncKind {
+    /// A Python code object.
+    Python {
+        /// `co_filename`, made absolute when it names an existing relative path.
+        file: String,
+        /// `co_qualname` (`co_name` before Python 3.11).
+        qualname: String,
+        /// `co_name`.
+        name: String,
+        /// `co_firstlineno`: the first decorator line for decorated functions.
+        first_line: u32,
+        /// Largest line number in the code object's position table.
+        last_line: u32,
+    },
+    /// A function implemented in C and called from Python (recorded with `--c-calls`).
+    Builtin {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        module: Option<String>,
+        qualname: String,
+    },
+    /// A native function entered through `-finstrument-functions`.
+    Native {
+        /// Run-time address of the function.
+        addr: u64,
+        /// Path of the ELF object that contains it (executable or shared library).
+        module: String,
+        /// Run-time address at which that object is loaded (`dladdr`'s `dli_fbase`).
+        base: u64,
+        /// Nearest dynamic symbol, if `dladdr` found one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        symbol: Option<String>,
+    },
+}

@@ -1,0 +1,458 @@
+//! Reading a trace directory: its documents, and its thread streams event by event.
+//!
+//! Streams are memory-mapped and decoded lazily, so reading a trace costs memory for the
+//! function tables only, never for the events.
+
+use crate::event::{self, get_varint, Event, StreamHeader, HEADER_LEN, STREAM_MAGIC, STREAM_VERSION};
+use crate::meta::{FuncRecord, ProcMeta, TraceMeta, TRACE_FORMAT_NAME, TRACE_FORMAT_VERSION};
+use crate::{FormatError, FUNCS_FILE, META_FILE, PROC_META_FILE};
+use memmap2::Mmap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+/// A trace directory, with every process's documents loaded (events are read on demand).
+#[derive(Debug)]
+pub struct TraceDir {
+    pub root: PathBuf,
+    pub meta: TraceMeta,
+    /// Processes in the order they started.
+    pub processes: Vec<Process>,
+}
+
+/// One traced process (one program image: an `exec` starts a new one).
+#[derive(Debug)]
+pub struct Process {
+    pub dir: PathBuf,
+    pub meta: ProcMeta,
+    /// Function table, indexed by id. Ids that no complete record describes are `None`.
+    pub funcs: Vec<Option<FuncRecord>>,
+    /// Thread streams, main thread first, then by start time.
+    pub threads: Vec<ThreadStream>,
+}
+
+/// One thread's event stream.
+#[derive(Debug, Clone)]
+pub struct ThreadStream {
+    pub path: PathBuf,
+    pub header: StreamHeader,
+    /// File size in bytes.
+    pub size: u64,
+}
+
+impl TraceDir {
+    /// Open a trace directory and load its documents.
+    pub fn open(root: &Path) -> Result<TraceDir, FormatError> {
+        if !root.exists() {
+            return Err(FormatError::NotFound { path: root.to_path_buf() });
+        }
+        if !root.is_dir() {
+            return Err(FormatError::NotADirectory { path: root.to_path_buf() });
+        }
+        let meta = read_meta(root)?;
+        let mut processes = Vec::new();
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(root)
+            .map_err(|e| FormatError::io(root, e))?
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.is_dir() && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('p')))
+            .collect();
+        entries.sort();
+        for dir in entries {
+            if !dir.join(PROC_META_FILE).exists() {
+                continue;
+            }
+            processes.push(Process::open(&dir)?);
+        }
+        processes.sort_by_key(|p| (p.meta.start_ns, p.meta.pid));
+        Ok(TraceDir { root: root.to_path_buf(), meta, processes })
+    }
+
+    /// Total number of thread streams.
+    pub fn thread_count(&self) -> usize {
+        self.processes.iter().map(|p| p.threads.len()).sum()
+    }
+}
+
+/// Read and check `meta.json`.
+pub fn read_meta(root: &Path) -> Result<TraceMeta, FormatError> {
+    let path = root.join(META_FILE);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(FormatError::NotATrace { path: root.to_path_buf() });
+        }
+        Err(e) => return Err(FormatError::io(&path, e)),
+    };
+    // Check the version before the shape, so a newer trace says "newer", not "corrupt".
+    let raw: serde_json::Value = serde_json::from_str(&text).map_err(|e| FormatError::BadJson { path: path.clone(), msg: e.to_string() })?;
+    if raw.get("format").and_then(|f| f.as_str()) != Some(TRACE_FORMAT_NAME) {
+        return Err(FormatError::NotATrace { path: root.to_path_buf() });
+    }
+    let version = raw.get("version").and_then(|v| v.as_u64()).unwrap_or(0);
+    if version > TRACE_FORMAT_VERSION as u64 {
+        return Err(FormatError::NewerVersion { path, found: version, supported: TRACE_FORMAT_VERSION as u64 });
+    }
+    serde_json::from_value(raw).map_err(|e| FormatError::BadJson { path, msg: e.to_string() })
+}
+
+impl Process {
+    /// Load a process directory: `proc.json`, `funcs.jsonl` and the stream headers.
+    pub fn open(dir: &Path) -> Result<Process, FormatError> {
+        let mpath = dir.join(PROC_META_FILE);
+        let text = std::fs::read_to_string(&mpath).map_err(|e| FormatError::io(&mpath, e))?;
+        let meta: ProcMeta = serde_json::from_str(&text).map_err(|e| FormatError::BadJson { path: mpath.clone(), msg: e.to_string() })?;
+        let funcs = read_funcs(&dir.join(FUNCS_FILE))?;
+        let mut threads = Vec::new();
+        for e in std::fs::read_dir(dir).map_err(|e| FormatError::io(dir, e))? {
+            let path = match e {
+                Ok(e) => e.path(),
+                Err(_) => continue,
+            };
+            if path.extension().and_then(|x| x.to_str()) != Some("ev") {
+                continue;
+            }
+            threads.push(ThreadStream::open(&path)?);
+        }
+        let pid = meta.pid as u64;
+        threads.sort_by_key(|t| (t.header.tid != pid, t.header.start_ns, t.header.tid));
+        Ok(Process { dir: dir.to_path_buf(), meta, funcs, threads })
+    }
+
+    /// The record of function `id`, if the table has one.
+    pub fn func(&self, id: u32) -> Option<&FuncRecord> {
+        self.funcs.get(id as usize).and_then(|f| f.as_ref())
+    }
+}
+
+/// Read `funcs.jsonl`. A last line without its newline (a process killed while writing
+/// it) is ignored; any other bad line is an error.
+pub fn read_funcs(path: &Path) -> Result<Vec<Option<FuncRecord>>, FormatError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(FormatError::io(path, e)),
+    };
+    let complete = match text.rfind('\n') {
+        Some(i) => &text[..=i],
+        None => "",
+    };
+    let mut funcs: Vec<Option<FuncRecord>> = Vec::new();
+    for (n, line) in complete.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let rec: FuncRecord = serde_json::from_str(line).map_err(|e| FormatError::BadJson { path: path.to_path_buf(), msg: format!("line {}: {e}", n + 1) })?;
+        let i = rec.id as usize;
+        if i >= funcs.len() {
+            funcs.resize(i + 1, None);
+        }
+        funcs[i] = Some(rec);
+    }
+    Ok(funcs)
+}
+
+impl ThreadStream {
+    /// Read and check a stream's header.
+    pub fn open(path: &Path) -> Result<ThreadStream, FormatError> {
+        use std::io::Read;
+        let mut f = File::open(path).map_err(|e| FormatError::io(path, e))?;
+        let size = f.metadata().map_err(|e| FormatError::io(path, e))?.len();
+        let mut h = [0u8; HEADER_LEN];
+        let mut got = 0;
+        while got < HEADER_LEN {
+            match f.read(&mut h[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) => return Err(FormatError::io(path, e)),
+            }
+        }
+        if got < HEADER_LEN {
+            return Err(FormatError::TruncatedHeader { path: path.to_path_buf(), len: got as u64 });
+        }
+        let header = decode_header(path, &h)?;
+        Ok(ThreadStream { path: path.to_path_buf(), header, size })
+    }
+
+    /// Map the stream and iterate over its events.
+    pub fn events(&self) -> Result<EventIter, FormatError> {
+        let f = File::open(&self.path).map_err(|e| FormatError::io(&self.path, e))?;
+        // SAFETY: trace files are not modified by us while mapped; a concurrent writer only
+        // appends into zeroed space, which the decoder treats as the end of the stream.
+        let map = unsafe { Mmap::map(&f) }.map_err(|e| FormatError::io(&self.path, e))?;
+        #[cfg(unix)]
+        let _ = map.advise(memmap2::Advice::Sequential);
+        Ok(EventIter { map, pos: HEADER_LEN, ts: self.header.start_ns, window: self.header.window.max(1) as usize, state: IterState::Running, path: self.path.clone() })
+    }
+}
+
+fn decode_header(path: &Path, h: &[u8; HEADER_LEN]) -> Result<StreamHeader, FormatError> {
+    if h[0..4] != STREAM_MAGIC {
+        return Err(FormatError::BadMagic { path: path.to_path_buf() });
+    }
+    let u16_at = |i: usize| u16::from_le_bytes([h[i], h[i + 1]]);
+    let u32_at = |i: usize| u32::from_le_bytes([h[i], h[i + 1], h[i + 2], h[i + 3]]);
+    let u64_at = |i: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&h[i..i + 8]);
+        u64::from_le_bytes(b)
+    };
+    let version = u16_at(4);
+    if version > STREAM_VERSION {
+        return Err(FormatError::NewerVersion { path: path.to_path_buf(), found: version as u64, supported: STREAM_VERSION as u64 });
+    }
+    Ok(StreamHeader { version, flags: u16_at(6), pid: u32_at(8), tid: u64_at(16), start_ns: u64_at(24), window: u32_at(32) })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IterState {
+    Running,
+    /// Reached the end of the file or a closed stream's end.
+    Ended,
+    /// Reached zeroed space: the writing process did not close the stream.
+    Unclosed,
+    /// Stopped at a decoding error (already reported).
+    Failed,
+}
+
+/// Iterator over a thread stream's events.
+pub struct EventIter {
+    map: Mmap,
+    pos: usize,
+    ts: u64,
+    window: usize,
+    state: IterState,
+    path: PathBuf,
+}
+
+impl EventIter {
+    /// After the iterator ended: whether the stream ended in unwritten space, i.e. its
+    /// process died or was still running without closing it (all its events were read).
+    pub fn unclosed(&self) -> bool {
+        self.state == IterState::Unclosed
+    }
+
+    /// Byte offset of the next event.
+    pub fn offset(&self) -> usize {
+        self.pos
+    }
+
+    fn fail(&mut self, at: usize, what: &'static str) -> Option<Result<Event, FormatError>> {
+        self.state = IterState::Failed;
+        Some(Err(FormatError::Corrupt { path: self.path.clone(), offset: at as u64, what }))
+    }
+
+    fn truncated(&mut self, at: usize) -> Option<Result<Event, FormatError>> {
+        self.state = IterState::Failed;
+        Some(Err(FormatError::TruncatedEvent { path: self.path.clone(), offset: at as u64 }))
+    }
+}
+
+impl Iterator for EventIter {
+    type Item = Result<Event, FormatError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if self.state != IterState::Running {
+                return None;
+            }
+            let buf: &[u8] = &self.map;
+            let start = self.pos;
+            let Some(&tag) = buf.get(start) else {
+                self.state = IterState::Ended;
+                return None;
+            };
+            if tag == 0 {
+                self.state = IterState::Unclosed;
+                return None;
+            }
+            let mut p = start + 1;
+            let arg = (tag >> 2) as u64;
+            match tag & event::KIND_MASK {
+                event::KIND_CALL => {
+                    let func = if arg == event::INLINE_ESCAPE as u64 {
+                        match get_varint(buf, &mut p) {
+                            Some(v) => v + event::INLINE_MAX + 1,
+                            None => return self.truncated(start),
+                        }
+                    } else {
+                        arg
+                    };
+                    let Some(dt) = get_varint(buf, &mut p) else { return self.truncated(start) };
+                    if func > u32::MAX as u64 {
+                        return self.fail(start, "function id out of range");
+                    }
+                    self.pos = p;
+                    self.ts = self.ts.wrapping_add(dt);
+                    return Some(Ok(Event::Call { func: func as u32, ts: self.ts }));
+                }
+                event::KIND_RETURN => {
+                    let dt = if arg == event::INLINE_ESCAPE as u64 {
+                        match get_varint(buf, &mut p) {
+                            Some(v) => v + event::INLINE_MAX + 1,
+                            None => return self.truncated(start),
+                        }
+                    } else {
+                        arg
+                    };
+                    self.pos = p;
+                    self.ts = self.ts.wrapping_add(dt);
+                    return Some(Ok(Event::Return { ts: self.ts }));
+                }
+                event::KIND_EXT => match tag >> 2 {
+                    event::EXT_PAD => {
+                        self.pos = (start / self.window + 1) * self.window;
+                        continue;
+                    }
+                    event::EXT_THREAD_NAME => {
+                        let Some(n) = get_varint(buf, &mut p) else { return self.truncated(start) };
+                        let end = p.saturating_add(n as usize);
+                        let Some(bytes) = buf.get(p..end) else { return self.truncated(start) };
+                        let name = String::from_utf8_lossy(bytes).into_owned();
+                        self.pos = end;
+                        return Some(Ok(Event::ThreadName(name)));
+                    }
+                    event::EXT_ABS_TS => {
+                        let Some(bytes) = buf.get(p..p + 8) else { return self.truncated(start) };
+                        let mut b = [0u8; 8];
+                        b.copy_from_slice(bytes);
+                        self.ts = u64::from_le_bytes(b);
+                        self.pos = p + 8;
+                        continue;
+                    }
+                    _ => return self.fail(start, "unknown extended event"),
+                },
+                _ => return self.fail(start, "unknown event tag"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::meta::{FuncKind, ProcMeta};
+    use crate::writer::{create_process_dir, write_proc_meta, FuncTableWriter, StreamWriter};
+
+    fn proc_meta(pid: u32) -> ProcMeta {
+        ProcMeta { pid, ppid: 1, argv: vec!["x".into()], exe: "/x".into(), cwd: "/".into(), kind: "python".into(), runtime: String::new(), start_ns: 5, forked_from: None }
+    }
+
+    fn write_meta(root: &Path, version: u32) {
+        let m = TraceMeta {
+            format: TRACE_FORMAT_NAME.into(),
+            version,
+            tool: "test".into(),
+            argv: vec!["prog".into()],
+            cwd: "/".into(),
+            target_kind: "python".into(),
+            start_unix_ms: 0,
+            end_unix_ms: None,
+            duration_ns: None,
+            exit: None,
+            options: serde_json::Value::Null,
+        };
+        std::fs::write(root.join(META_FILE), serde_json::to_string(&m).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn round_trip_across_windows() {
+        let d = tempfile::tempdir().unwrap();
+        write_meta(d.path(), 1);
+        let pdir = create_process_dir(d.path(), 42).unwrap();
+        write_proc_meta(&pdir, &proc_meta(42)).unwrap();
+        let ft = FuncTableWriter::create(&pdir.join(FUNCS_FILE)).unwrap();
+        for id in 0..100u32 {
+            ft.append(&FuncRecord { id, kind: FuncKind::Builtin { module: None, qualname: format!("f{id}") } }).unwrap();
+        }
+        let mut w = StreamWriter::create(&pdir.join("t42-0.ev"), 1, 42, 42, 1000, 64 << 10).unwrap();
+        w.thread_name("MainThread");
+        let mut expect = vec![Event::ThreadName("MainThread".into())];
+        let mut ts = 1000u64;
+        for i in 0..100_000u64 {
+            ts += i % 300;
+            let id = (i % 100) as u32;
+            w.call(id, ts);
+            expect.push(Event::Call { func: id, ts });
+            ts += 7;
+            w.ret(ts);
+            expect.push(Event::Return { ts });
+        }
+        assert!(w.len() > 3 * (64 << 10), "must span several windows");
+        w.finish();
+        let t = TraceDir::open(d.path()).unwrap();
+        assert_eq!(t.processes.len(), 1);
+        let p = &t.processes[0];
+        assert_eq!(p.funcs.len(), 100);
+        let got: Vec<Event> = p.threads[0].events().unwrap().map(|e| e.unwrap()).collect();
+        assert_eq!(got.len(), expect.len());
+        assert_eq!(got, expect);
+    }
+
+    #[test]
+    fn unclosed_stream_keeps_its_events() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("t1-0.ev");
+        let mut w = StreamWriter::create(&path, 1, 1, 1, 0, 64 << 10).unwrap();
+        w.call(3, 10);
+        w.call(4, 20);
+        std::mem::forget(w); // like a process killed before closing
+        let s = ThreadStream::open(&path).unwrap();
+        let mut it = s.events().unwrap();
+        let got: Vec<Event> = it.by_ref().map(|e| e.unwrap()).collect();
+        assert_eq!(got, vec![Event::Call { func: 3, ts: 10 }, Event::Call { func: 4, ts: 20 }]);
+        assert!(it.unclosed());
+    }
+
+    #[test]
+    fn truncated_event_is_an_error_not_a_panic() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("t1-0.ev");
+        let mut w = StreamWriter::create(&path, 1, 1, 1, 0, 64 << 10).unwrap();
+        w.call(1000, 1 << 30);
+        w.finish();
+        let len = std::fs::metadata(&path).unwrap().len();
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(len - 1).unwrap();
+        let s = ThreadStream::open(&path).unwrap();
+        let r: Vec<_> = s.events().unwrap().collect();
+        assert_eq!(r.len(), 1);
+        assert!(matches!(r[0], Err(FormatError::TruncatedEvent { .. })));
+    }
+
+    #[test]
+    fn header_checks() {
+        let d = tempfile::tempdir().unwrap();
+        let short = d.path().join("short.ev");
+        std::fs::write(&short, b"SLEV").unwrap();
+        assert!(matches!(ThreadStream::open(&short), Err(FormatError::TruncatedHeader { .. })));
+        let bad = d.path().join("bad.ev");
+        std::fs::write(&bad, [7u8; 64]).unwrap();
+        assert!(matches!(ThreadStream::open(&bad), Err(FormatError::BadMagic { .. })));
+        let newer = d.path().join("newer.ev");
+        let mut h = crate::event::encode_header(0, 1, 1, 0, 65536);
+        h[4] = 99;
+        std::fs::write(&newer, h).unwrap();
+        assert!(matches!(ThreadStream::open(&newer), Err(FormatError::NewerVersion { found: 99, .. })));
+    }
+
+    #[test]
+    fn directory_checks() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(matches!(TraceDir::open(&d.path().join("nope")), Err(FormatError::NotFound { .. })));
+        assert!(matches!(TraceDir::open(d.path()), Err(FormatError::NotATrace { .. })));
+        write_meta(d.path(), 7);
+        assert!(matches!(TraceDir::open(d.path()), Err(FormatError::NewerVersion { found: 7, .. })));
+        std::fs::write(d.path().join(META_FILE), "{\"format\": \"slice-trace\", ").unwrap();
+        assert!(matches!(TraceDir::open(d.path()), Err(FormatError::BadJson { .. })));
+    }
+
+    #[test]
+    fn half_written_func_line_is_ignored() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join(FUNCS_FILE);
+        std::fs::write(&p, "{\"id\":0,\"kind\":\"builtin\",\"qualname\":\"len\"}\n{\"id\":1,\"kin").unwrap();
+        let f = read_funcs(&p).unwrap();
+        assert_eq!(f.len(), 1);
+    }
+}

@@ -1,0 +1,318 @@
+//! Writers used inside traced processes by the shims.
+//!
+//! A thread stream is a file mapped into memory window by window (`MAP_SHARED`): every
+//! event is in the kernel's page cache the moment it is written, so a process that is
+//! killed, aborts, calls `_exit` or crashes still leaves every event it recorded. No
+//! system call happens on the hot path except when a window fills up.
+
+use crate::event::{self, encode_header, MAX_EVENT_LEN};
+use crate::meta::{FuncRecord, ProcMeta};
+use std::ffi::CString;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Default window: how much of a stream file is mapped at a time.
+pub const DEFAULT_WINDOW: usize = 4 << 20;
+
+/// `CLOCK_MONOTONIC` in nanoseconds (a vDSO call, no system call).
+#[inline(always)]
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes into the timespec we own.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
+}
+
+fn cpath(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))
+}
+
+/// Writer of one thread's event stream. Not thread safe: one per thread.
+pub struct StreamWriter {
+    fd: libc::c_int,
+    base: *mut u8,
+    pos: usize,
+    window: usize,
+    window_index: u64,
+    last_ts: u64,
+    events: u64,
+}
+
+// SAFETY: the writer owns its mapping and file descriptor; moving it between threads is fine
+// (it is never shared).
+unsafe impl Send for StreamWriter {}
+
+impl StreamWriter {
+    /// Create `path` (which must not exist) and write the stream header.
+    pub fn create(path: &Path, flags: u16, pid: u32, tid: u64, start_ns: u64, window: usize) -> io::Result<Self> {
+        let window = window.max(64 << 10);
+        let c = cpath(path)?;
+        // SAFETY: plain system calls on a path and descriptor we own.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_CLOEXEC, 0o644) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let mut w = StreamWriter { fd, base: std::ptr::null_mut(), pos: 0, window, window_index: 0, last_ts: start_ns, events: 0 };
+        if !w.map_window(0) {
+            let e = io::Error::last_os_error();
+            // SAFETY: fd is ours.
+            unsafe { libc::close(fd) };
+            w.fd = -1;
+            return Err(e);
+        }
+        let h = encode_header(flags, pid, tid, start_ns, window as u32);
+        // SAFETY: the window is at least 64 KiB, the header is 64 bytes.
+        unsafe { std::ptr::copy_nonoverlapping(h.as_ptr(), w.base, h.len()) };
+        w.pos = h.len();
+        Ok(w)
+    }
+
+    fn map_window(&mut self, index: u64) -> bool {
+        let off = index * self.window as u64;
+        // SAFETY: we extend and map our own file descriptor.
+        unsafe {
+            if libc::ftruncate(self.fd, (off + self.window as u64) as libc::off_t) != 0 {
+                return false;
+            }
+            let p = libc::mmap(std::ptr::null_mut(), self.window, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, self.fd, off as libc::off_t);
+            if p == libc::MAP_FAILED {
+                return false;
+            }
+            self.base = p as *mut u8;
+        }
+        self.window_index = index;
+        self.pos = 0;
+        true
+    }
+
+    /// Move to the next window. Returns false (and stops recording) if that fails,
+    /// e.g. because the disk is full.
+    #[cold]
+    #[inline(never)]
+    fn advance(&mut self) -> bool {
+        if self.base.is_null() {
+            return false;
+        }
+        // SAFETY: pos < window here (we only advance when less than MAX_EVENT_LEN is left),
+        // and the old mapping is ours.
+        unsafe {
+            if self.pos < self.window {
+                *self.base.add(self.pos) = (event::EXT_PAD << 2) | event::KIND_EXT;
+            }
+            libc::munmap(self.base as *mut libc::c_void, self.window);
+        }
+        self.base = std::ptr::null_mut();
+        let next = self.window_index + 1;
+        self.map_window(next)
+    }
+
+    #[inline(always)]
+    fn room(&mut self, len: usize) -> bool {
+        if self.pos + len > self.window {
+            return self.advance();
+        }
+        !self.base.is_null()
+    }
+
+    /// Record entry into function `func` at monotonic time `ts`.
+    #[inline(always)]
+    pub fn call(&mut self, func: u32, ts: u64) {
+        if !self.room(MAX_EVENT_LEN) {
+            return;
+        }
+        let dt = ts.saturating_sub(self.last_ts);
+        self.last_ts = ts;
+        // SAFETY: room() guaranteed MAX_EVENT_LEN bytes at pos.
+        self.pos = unsafe { event::encode_call(self.base, self.pos, func, dt) };
+        self.events += 1;
+    }
+
+    /// Record exit from the innermost open call at monotonic time `ts`.
+    #[inline(always)]
+    pub fn ret(&mut self, ts: u64) {
+        if !self.room(MAX_EVENT_LEN) {
+            return;
+        }
+        let dt = ts.saturating_sub(self.last_ts);
+        self.last_ts = ts;
+        // SAFETY: room() guaranteed MAX_EVENT_LEN bytes at pos.
+        self.pos = unsafe { event::encode_return(self.base, self.pos, dt) };
+        self.events += 1;
+    }
+
+    /// Record the thread's name (at most 255 bytes are kept).
+    pub fn thread_name(&mut self, name: &str) {
+        let mut n = name.len().min(255);
+        while !name.is_char_boundary(n) {
+            n -= 1;
+        }
+        if !self.room(n + 12) {
+            return;
+        }
+        // SAFETY: room() guaranteed n + 12 bytes at pos.
+        unsafe {
+            *self.base.add(self.pos) = (event::EXT_THREAD_NAME << 2) | event::KIND_EXT;
+            let p = event::put_varint(self.base, self.pos + 1, n as u64);
+            std::ptr::copy_nonoverlapping(name.as_ptr(), self.base.add(p), n);
+            self.pos = p + n;
+        }
+    }
+
+    /// Number of call and return events written so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Bytes of the stream written so far, header included.
+    pub fn len(&self) -> u64 {
+        self.window_index * self.window as u64 + self.pos as u64
+    }
+
+    /// Whether nothing but the header was written.
+    pub fn is_empty(&self) -> bool {
+        self.events == 0
+    }
+
+    /// Close the stream: unmap, cut the file to the bytes written, close. Idempotent.
+    pub fn finish(&mut self) {
+        if self.fd < 0 {
+            return;
+        }
+        let len = self.len();
+        // SAFETY: mapping and descriptor are ours.
+        unsafe {
+            if !self.base.is_null() {
+                libc::munmap(self.base as *mut libc::c_void, self.window);
+                libc::ftruncate(self.fd, len as libc::off_t);
+            }
+            libc::close(self.fd);
+        }
+        self.base = std::ptr::null_mut();
+        self.fd = -1;
+    }
+
+    /// In a child after `fork`: let go of the parent's stream without touching its file.
+    pub fn abandon(&mut self) {
+        if self.fd < 0 {
+            return;
+        }
+        // SAFETY: the child's copy of the mapping and descriptor are its own to release.
+        unsafe {
+            if !self.base.is_null() {
+                libc::munmap(self.base as *mut libc::c_void, self.window);
+            }
+            libc::close(self.fd);
+        }
+        self.base = std::ptr::null_mut();
+        self.fd = -1;
+    }
+}
+
+impl Drop for StreamWriter {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// Appender of `funcs.jsonl`: one `write(2)` per record, so a crash never leaves half a
+/// record followed by a whole one.
+pub struct FuncTableWriter {
+    fd: libc::c_int,
+}
+
+impl FuncTableWriter {
+    pub fn create(path: &Path) -> io::Result<Self> {
+        let c = cpath(path)?;
+        // SAFETY: plain open of a path we own.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_WRONLY | libc::O_CREAT | libc::O_APPEND | libc::O_CLOEXEC, 0o644) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(FuncTableWriter { fd })
+    }
+
+    /// Append one record as a JSON line.
+    pub fn append(&self, rec: &FuncRecord) -> io::Result<()> {
+        let mut line = serde_json::to_vec(rec).map_err(io::Error::other)?;
+        line.push(b'\n');
+        write_all_fd(self.fd, &line)
+    }
+
+    /// In a child after `fork`: close the inherited descriptor.
+    pub fn abandon(&mut self) {
+        if self.fd >= 0 {
+            // SAFETY: the descriptor is ours.
+            unsafe { libc::close(self.fd) };
+            self.fd = -1;
+        }
+    }
+}
+
+impl Drop for FuncTableWriter {
+    fn drop(&mut self) {
+        self.abandon();
+    }
+}
+
+fn write_all_fd(fd: libc::c_int, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        // SAFETY: writing from a slice we own.
+        let n = unsafe { libc::write(fd, buf.as_ptr() as *const libc::c_void, buf.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        buf = &buf[n as usize..];
+    }
+    Ok(())
+}
+
+/// Create this process's directory `p<pid>` under the trace root (`p<pid>.1`, `p<pid>.2`,
+/// ... when an earlier image of the same pid, before an `exec`, already made one).
+pub fn create_process_dir(root: &Path, pid: u32) -> io::Result<PathBuf> {
+    for n in 0..10_000u32 {
+        let name = if n == 0 { format!("p{pid}") } else { format!("p{pid}.{n}") };
+        let dir = root.join(name);
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(io::Error::new(io::ErrorKind::AlreadyExists, "too many process directories for one pid"))
+}
+
+/// Write `proc.json` into a process directory.
+pub fn write_proc_meta(dir: &Path, meta: &ProcMeta) -> io::Result<()> {
+    let mut s = serde_json::to_vec_pretty(meta).map_err(io::Error::other)?;
+    s.push(b'\n');
+    std::fs::write(dir.join(crate::PROC_META_FILE), s)
+}
+
+/// File name of a thread stream inside a process directory.
+pub fn stream_file_name(tid: u64, seq: u32) -> String {
+    format!("t{tid}-{seq}.ev")
+}
+
+/// Read this process's command line, executable, working directory and parent pid from
+/// `/proc/self` (works the same for every language).
+pub fn current_proc_meta(kind: &str, runtime: &str, forked_from: Option<u32>) -> ProcMeta {
+    let argv = std::fs::read("/proc/self/cmdline")
+        .map(|b| b.split(|&c| c == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect())
+        .unwrap_or_default();
+    let exe = std::fs::read_link("/proc/self/exe").map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    let cwd = std::env::current_dir().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+    // SAFETY: getpid/getppid cannot fail.
+    let (pid, ppid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
+    ProcMeta { pid, ppid, argv, exe, cwd, kind: kind.to_string(), runtime: runtime.to_string(), start_ns: monotonic_ns(), forked_from }
+}
+
+/// The calling thread's kernel thread id.
+pub fn gettid() -> u64 {
+    // SAFETY: gettid cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u64 }
+}
