@@ -73,7 +73,13 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
                 object: module.clone(),
             },
             Some(FuncKind::Native { addr, module, base, symbol }) => {
-                native.push(crate::symbolize::native::NativeAddr { id: id as u32, addr: *addr, module: module.clone(), base: *base, symbol: symbol.clone() });
+                native.push(crate::symbolize::native::NativeAddr {
+                    id: id as u32,
+                    addr: *addr,
+                    module: module.clone(),
+                    base: *base,
+                    symbol: symbol.clone(),
+                });
                 unknown(id)
             }
             None => unknown(id),

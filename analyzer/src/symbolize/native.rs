@@ -20,7 +20,15 @@ pub fn resolve(addrs: &[NativeAddr]) -> (Vec<Function>, Vec<String>) {
         .iter()
         .map(|a| {
             let name = a.symbol.clone().unwrap_or_else(|| format!("{:#x}", a.addr));
-            Function { language: Language::Native, name: name.clone(), qualname: name, file: None, first_line: None, last_line: None, object: Some(a.module.clone()) }
+            Function {
+                language: Language::Native,
+                name: name.clone(),
+                qualname: name,
+                file: None,
+                first_line: None,
+                last_line: None,
+                object: Some(a.module.clone()),
+            }
         })
         .collect();
     (funcs, Vec::new())

@@ -163,11 +163,7 @@ mod tests {
             assert!(b.len() <= MAX_EVENT_LEN);
             assert_eq!(b[0] & KIND_MASK, KIND_CALL);
             let mut pos = 1;
-            let got_id = if (b[0] >> 2) == INLINE_ESCAPE {
-                get_varint(&b, &mut pos).unwrap() + INLINE_MAX + 1
-            } else {
-                (b[0] >> 2) as u64
-            };
+            let got_id = if (b[0] >> 2) == INLINE_ESCAPE { get_varint(&b, &mut pos).unwrap() + INLINE_MAX + 1 } else { (b[0] >> 2) as u64 };
             assert_eq!(got_id, id as u64);
             assert_eq!(get_varint(&b, &mut pos).unwrap(), dt);
             assert_eq!(pos, b.len());

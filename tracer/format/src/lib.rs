@@ -11,7 +11,10 @@ pub mod reader;
 pub mod writer;
 
 pub use event::{Event, StreamHeader};
-pub use meta::{ExitStatus, FuncKind, FuncRecord, ProcMeta, TraceMeta, TRACE_FORMAT_NAME, TRACE_FORMAT_VERSION};
+pub use meta::{
+    ExitStatus, FileFingerprint, FuncKind, FuncRecord, ProcMeta, SourcesDoc, TraceMeta, SOURCES_FILE, TRACE_FORMAT_NAME,
+    TRACE_FORMAT_VERSION,
+};
 pub use reader::{EventIter, Process, ThreadStream, TraceDir};
 
 use std::path::{Path, PathBuf};

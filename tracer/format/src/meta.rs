@@ -117,3 +117,26 @@ pub enum FuncKind {
         symbol: Option<String>,
     },
 }
+
+/// Name of the fingerprint document written by `trace run` after the target exits.
+pub const SOURCES_FILE: &str = "sources.json";
+
+/// `sources.json`: fingerprints of the files the run executed (Python sources, native
+/// objects), taken right after the run, so that `slice` can tell when a file has changed
+/// since and refuse to print lines that are no longer the ones that ran.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct SourcesDoc {
+    pub files: Vec<FileFingerprint>,
+}
+
+/// Fingerprint of one file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct FileFingerprint {
+    /// Absolute path as the trace names it.
+    pub path: String,
+    pub size: u64,
+    /// Modification time, ns since the epoch.
+    pub mtime_ns: i128,
+    /// Lowercase hex SHA-256 of the content.
+    pub sha256: String,
+}

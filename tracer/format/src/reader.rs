@@ -84,7 +84,8 @@ pub fn read_meta(root: &Path) -> Result<TraceMeta, FormatError> {
         Err(e) => return Err(FormatError::io(&path, e)),
     };
     // Check the version before the shape, so a newer trace says "newer", not "corrupt".
-    let raw: serde_json::Value = serde_json::from_str(&text).map_err(|e| FormatError::BadJson { path: path.clone(), msg: e.to_string() })?;
+    let raw: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| FormatError::BadJson { path: path.clone(), msg: e.to_string() })?;
     if raw.get("format").and_then(|f| f.as_str()) != Some(TRACE_FORMAT_NAME) {
         return Err(FormatError::NotATrace { path: root.to_path_buf() });
     }
@@ -141,7 +142,8 @@ pub fn read_funcs(path: &Path) -> Result<Vec<Option<FuncRecord>>, FormatError> {
         if line.trim().is_empty() {
             continue;
         }
-        let rec: FuncRecord = serde_json::from_str(line).map_err(|e| FormatError::BadJson { path: path.to_path_buf(), msg: format!("line {}: {e}", n + 1) })?;
+        let rec: FuncRecord = serde_json::from_str(line)
+            .map_err(|e| FormatError::BadJson { path: path.to_path_buf(), msg: format!("line {}: {e}", n + 1) })?;
         let i = rec.id as usize;
         if i >= funcs.len() {
             funcs.resize(i + 1, None);
@@ -181,7 +183,14 @@ impl ThreadStream {
         let map = unsafe { Mmap::map(&f) }.map_err(|e| FormatError::io(&self.path, e))?;
         #[cfg(unix)]
         let _ = map.advise(memmap2::Advice::Sequential);
-        Ok(EventIter { map, pos: HEADER_LEN, ts: self.header.start_ns, window: self.header.window.max(1) as usize, state: IterState::Running, path: self.path.clone() })
+        Ok(EventIter {
+            map,
+            pos: HEADER_LEN,
+            ts: self.header.start_ns,
+            window: self.header.window.max(1) as usize,
+            state: IterState::Running,
+            path: self.path.clone(),
+        })
     }
 }
 
@@ -335,7 +344,17 @@ mod tests {
     use crate::writer::{create_process_dir, write_proc_meta, FuncTableWriter, StreamWriter};
 
     fn proc_meta(pid: u32) -> ProcMeta {
-        ProcMeta { pid, ppid: 1, argv: vec!["x".into()], exe: "/x".into(), cwd: "/".into(), kind: "python".into(), runtime: String::new(), start_ns: 5, forked_from: None }
+        ProcMeta {
+            pid,
+            ppid: 1,
+            argv: vec!["x".into()],
+            exe: "/x".into(),
+            cwd: "/".into(),
+            kind: "python".into(),
+            runtime: String::new(),
+            start_ns: 5,
+            forked_from: None,
+        }
     }
 
     fn write_meta(root: &Path, version: u32) {

@@ -75,7 +75,14 @@ impl StreamWriter {
             if libc::ftruncate(self.fd, (off + self.window as u64) as libc::off_t) != 0 {
                 return false;
             }
-            let p = libc::mmap(std::ptr::null_mut(), self.window, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, self.fd, off as libc::off_t);
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                self.window,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                self.fd,
+                off as libc::off_t,
+            );
             if p == libc::MAP_FAILED {
                 return false;
             }
