@@ -1,4 +1,11 @@
-//! The analyzer: everything after recording. See `docs/ARCHITECTURE.md`.
+//! The analyzer: everything after recording. Reading a trace into call trees ([`fold`],
+//! [`calltree`]), pruning and selecting ([`prune`], [`select`]), extracting sources
+//! ([`source`]), and building prompts ([`prompt`]) for the `slice` CLI ([`cli`]).
 
+pub mod calltree;
+pub mod fold;
+pub mod pathclass;
+pub mod source;
 pub mod symbolize;
 pub mod symbols;
+pub mod testutil;

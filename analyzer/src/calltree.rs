@@ -1,0 +1,254 @@
+//! The call tree of one thread, folded with the method's rules (see `docs/prompts.md`):
+//!
+//! - under one parent, repeated calls to the same function are one node (subtrees merged);
+//! - the same function under different parents stays separate nodes;
+//! - each node keeps its call count and inclusive time;
+//! - when a function already on the path from the root is called again, that call is a node
+//!   marked recursive and nothing deeper under it is kept.
+//!
+//! Node 0 is a synthetic root (no function). Children are kept in the order of their first
+//! call, so a pre-order walk is the call order. Function indices point into
+//! [`CallTree::funcs`], the function table of the process the tree comes from.
+
+use crate::symbols::Function;
+use rustc_hash::FxHashMap;
+use std::sync::Arc;
+
+/// Index of a node in [`CallTree::nodes`].
+pub type NodeId = u32;
+/// The synthetic root.
+pub const ROOT: NodeId = 0;
+/// Function index of the root (it has none).
+pub const NO_FUNC: u32 = u32::MAX;
+
+/// One node: a function called from the node's parent (all such calls merged).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Index into [`CallTree::funcs`], or [`NO_FUNC`] for the root.
+    pub func: u32,
+    /// Parent node (the root is its own parent).
+    pub parent: NodeId,
+    /// Children in order of first call.
+    pub children: Vec<NodeId>,
+    /// Number of calls merged into this node (for a recursive node: recursive calls made
+    /// from its parent).
+    pub count: u64,
+    /// Inclusive time of those calls, in nanoseconds.
+    pub time_ns: u64,
+    /// The function was already on the path from the root: nothing below is recorded.
+    pub recursive: bool,
+    /// Depth: 0 for the root, 1 for its children, ...
+    pub depth: u32,
+}
+
+/// A folded call tree.
+#[derive(Debug, Clone)]
+pub struct CallTree {
+    pub funcs: Arc<Vec<Function>>,
+    pub nodes: Vec<Node>,
+}
+
+impl CallTree {
+    /// An empty tree (root only) over a function table.
+    pub fn new(funcs: Arc<Vec<Function>>) -> CallTree {
+        CallTree {
+            funcs,
+            nodes: vec![Node { func: NO_FUNC, parent: ROOT, children: Vec::new(), count: 0, time_ns: 0, recursive: false, depth: 0 }],
+        }
+    }
+
+    /// Number of nodes, the root excluded.
+    pub fn len(&self) -> usize {
+        self.nodes.len() - 1
+    }
+
+    /// Whether the tree has no node but the root.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.len() <= 1
+    }
+
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id as usize]
+    }
+
+    /// The function of a node (`None` for the root and for ids missing from the table).
+    pub fn func(&self, id: NodeId) -> Option<&Function> {
+        let f = self.nodes[id as usize].func;
+        if f == NO_FUNC {
+            None
+        } else {
+            self.funcs.get(f as usize)
+        }
+    }
+
+    /// Function of a function index.
+    pub fn function(&self, func: u32) -> Option<&Function> {
+        self.funcs.get(func as usize)
+    }
+
+    /// Node ids in pre-order (root excluded): a caller before its callees, callees in call order.
+    pub fn preorder(&self) -> Vec<NodeId> {
+        let mut out = Vec::with_capacity(self.len());
+        let mut stack: Vec<NodeId> = self.nodes[0].children.iter().rev().copied().collect();
+        while let Some(n) = stack.pop() {
+            out.push(n);
+            stack.extend(self.nodes[n as usize].children.iter().rev().copied());
+        }
+        out
+    }
+
+    /// Node ids from the root's child down to `id`.
+    pub fn path(&self, mut id: NodeId) -> Vec<NodeId> {
+        let mut p = Vec::new();
+        while id != ROOT {
+            p.push(id);
+            id = self.nodes[id as usize].parent;
+        }
+        p.reverse();
+        p
+    }
+
+    /// Largest depth of any node.
+    pub fn max_depth(&self) -> u32 {
+        self.nodes.iter().map(|n| n.depth).max().unwrap_or(0)
+    }
+
+    /// Number of nodes in the subtree of `id`, `id` included.
+    pub fn subtree_size(&self, id: NodeId) -> usize {
+        let mut n = 0;
+        let mut stack = vec![id];
+        while let Some(x) = stack.pop() {
+            n += 1;
+            stack.extend(self.nodes[x as usize].children.iter().copied());
+        }
+        n
+    }
+
+    /// Rebuild the tree keeping only some nodes, with the folding rules applied again.
+    ///
+    /// `decide(tree, node)` says, for each node, whether to keep it, drop it with its whole
+    /// subtree, or splice it out (the node goes, its children are attached to its nearest
+    /// kept ancestor and merged with that ancestor's children of the same function).
+    pub fn rebuild(&self, mut decide: impl FnMut(&CallTree, NodeId) -> Keep) -> CallTree {
+        let mut b = TreeBuilder::new(self.funcs.clone());
+        // (source node, destination parent)
+        let mut stack: Vec<(NodeId, NodeId)> = self.nodes[0].children.iter().rev().map(|&c| (c, ROOT)).collect();
+        while let Some((src, dst_parent)) = stack.pop() {
+            let n = &self.nodes[src as usize];
+            let dst = match decide(self, src) {
+                Keep::Drop => continue,
+                Keep::Splice => dst_parent,
+                Keep::Keep => {
+                    let d = b.child(dst_parent, n.func);
+                    let dn = &mut b.tree.nodes[d as usize];
+                    dn.count += n.count;
+                    dn.time_ns += n.time_ns;
+                    dn.recursive |= n.recursive;
+                    d
+                }
+            };
+            stack.extend(n.children.iter().rev().map(|&c| (c, dst)));
+        }
+        b.finish()
+    }
+}
+
+/// What [`CallTree::rebuild`] does with a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    Keep,
+    /// Remove the node and everything under it.
+    Drop,
+    /// Remove the node only: its children move up to the nearest kept ancestor.
+    Splice,
+}
+
+/// Builds a tree node by node, merging a parent's calls to the same function.
+pub struct TreeBuilder {
+    pub tree: CallTree,
+    index: FxHashMap<u64, NodeId>,
+}
+
+impl TreeBuilder {
+    pub fn new(funcs: Arc<Vec<Function>>) -> TreeBuilder {
+        TreeBuilder { tree: CallTree::new(funcs), index: FxHashMap::default() }
+    }
+
+    /// The child of `parent` for `func`, created (after the existing children) if missing.
+    #[inline]
+    pub fn child(&mut self, parent: NodeId, func: u32) -> NodeId {
+        let key = ((parent as u64) << 32) | func as u64;
+        let nodes = &mut self.tree.nodes;
+        *self.index.entry(key).or_insert_with(|| {
+            let id = nodes.len() as NodeId;
+            let depth = nodes[parent as usize].depth + 1;
+            nodes.push(Node { func, parent, children: Vec::new(), count: 0, time_ns: 0, recursive: false, depth });
+            nodes[parent as usize].children.push(id);
+            id
+        })
+    }
+
+    pub fn node_mut(&mut self, id: NodeId) -> &mut Node {
+        &mut self.tree.nodes[id as usize]
+    }
+
+    pub fn finish(self) -> CallTree {
+        self.tree
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::symbols::Language;
+
+    fn funcs(names: &[&str]) -> Arc<Vec<Function>> {
+        Arc::new(
+            names
+                .iter()
+                .map(|n| Function {
+                    language: Language::Python,
+                    name: n.to_string(),
+                    qualname: n.to_string(),
+                    file: None,
+                    first_line: None,
+                    last_line: None,
+                    object: None,
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn builder_merges_same_function_under_one_parent() {
+        let mut b = TreeBuilder::new(funcs(&["a", "b"]));
+        let a = b.child(ROOT, 0);
+        let b1 = b.child(a, 1);
+        let b2 = b.child(a, 1);
+        assert_eq!(b1, b2);
+        let t = b.finish();
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.node(b1).depth, 2);
+    }
+
+    #[test]
+    fn rebuild_splice_merges_lifted_children() {
+        // root -> a -> h -> b ; a -> b  : splicing h merges both b under a.
+        let mut b = TreeBuilder::new(funcs(&["a", "h", "b", "c"]));
+        let a = b.child(ROOT, 0);
+        let h = b.child(a, 1);
+        let hb = b.child(h, 2);
+        b.node_mut(hb).count = 2;
+        let hbc = b.child(hb, 3);
+        b.node_mut(hbc).count = 1;
+        let ab = b.child(a, 2);
+        b.node_mut(ab).count = 3;
+        let t = b.finish();
+        let r = t.rebuild(|t, n| if t.node(n).func == 1 { Keep::Splice } else { Keep::Keep });
+        let names: Vec<(String, u64, u32)> =
+            r.preorder().iter().map(|&n| (r.func(n).unwrap().name.clone(), r.node(n).count, r.node(n).depth)).collect();
+        assert_eq!(names, vec![("a".into(), 0, 1), ("b".into(), 5, 2), ("c".into(), 1, 3)]);
+        let d = t.rebuild(|t, n| if t.node(n).func == 1 { Keep::Drop } else { Keep::Keep });
+        assert_eq!(d.len(), 2);
+    }
+}

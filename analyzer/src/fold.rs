@@ -1,0 +1,332 @@
+//! Reading a trace directory into call trees: one per thread of every process, folded while
+//! the events stream by (memory grows with the tree, never with the number of events).
+
+use crate::calltree::{CallTree, NodeId, TreeBuilder, ROOT};
+use crate::symbols::{resolve_process, Function, Language};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use trace_format::{Event, FormatError, ProcMeta, ThreadStream, TraceDir, TraceMeta};
+
+/// How the folder treats a function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FoldClass {
+    /// An ordinary function: a node.
+    Visible,
+    /// Not a node: its callees attach to the nearest visible ancestor. Python's import
+    /// machinery (`<frozen importlib._bootstrap>`, `..._bootstrap_external`) and
+    /// comprehension/generator-expression frames (their code is part of the enclosing function).
+    Transparent,
+}
+
+/// Python comprehension and generator-expression code objects.
+pub const COMPREHENSIONS: [&str; 4] = ["<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"];
+
+/// The fold-time class of a function (see [`FoldClass`]).
+pub fn fold_class(f: &Function) -> FoldClass {
+    if f.language != Language::Python {
+        return FoldClass::Visible;
+    }
+    let file = f.file.as_deref().map(|p| p.to_string_lossy()).unwrap_or_default();
+    if file.starts_with("<frozen importlib._bootstrap") || COMPREHENSIONS.contains(&f.name.as_str()) {
+        FoldClass::Transparent
+    } else {
+        FoldClass::Visible
+    }
+}
+
+/// What folding one stream found besides the tree.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FoldInfo {
+    /// Call and return events read.
+    pub events: u64,
+    /// Last thread name the stream recorded.
+    pub thread_name: Option<String>,
+    /// Returns with no open call (ignored).
+    pub unmatched_returns: u64,
+    /// Calls still open at the end of the stream (closed at its last timestamp).
+    pub open_at_end: u64,
+    /// The damage that stopped reading early, if any (the events before it were used).
+    pub damaged: Option<String>,
+}
+
+#[derive(Clone, Copy)]
+struct Frame {
+    node: NodeId,
+    start: u64,
+    /// Function whose `on_path` count this frame holds, or `u32::MAX` for a transparent frame.
+    func: u32,
+}
+
+/// Fold a sequence of events into a call tree. `classes[id]` gives each function id's
+/// [`FoldClass`] (ids past its end are visible).
+pub fn fold_events<I>(funcs: Arc<Vec<Function>>, classes: &[FoldClass], events: I) -> (CallTree, FoldInfo)
+where
+    I: IntoIterator<Item = Result<Event, FormatError>>,
+{
+    let mut b = TreeBuilder::new(funcs);
+    let mut info = FoldInfo::default();
+    let mut stack: Vec<Frame> = Vec::with_capacity(256);
+    let mut on_path: Vec<u32> = vec![0; classes.len()];
+    // Cut mode: inside a recursive call, events are consumed but not recorded.
+    let mut skip: u64 = 0;
+    let mut cut = Frame { node: ROOT, start: 0, func: u32::MAX };
+    let mut last_ts = 0u64;
+    for ev in events {
+        match ev {
+            Ok(Event::Call { func, ts }) => {
+                info.events += 1;
+                last_ts = ts;
+                if skip > 0 {
+                    skip += 1;
+                    continue;
+                }
+                let cur = match stack.last() {
+                    Some(f) => f.node,
+                    None => ROOT,
+                };
+                if classes.get(func as usize) == Some(&FoldClass::Transparent) {
+                    stack.push(Frame { node: cur, start: ts, func: u32::MAX });
+                    continue;
+                }
+                let fi = func as usize;
+                if fi >= on_path.len() {
+                    on_path.resize(fi + 1, 0);
+                }
+                let n = b.child(cur, func);
+                if on_path[fi] > 0 {
+                    let node = b.node_mut(n);
+                    node.recursive = true;
+                    node.count += 1;
+                    skip = 1;
+                    cut = Frame { node: n, start: ts, func };
+                } else {
+                    b.node_mut(n).count += 1;
+                    on_path[fi] += 1;
+                    stack.push(Frame { node: n, start: ts, func });
+                }
+            }
+            Ok(Event::Return { ts }) => {
+                info.events += 1;
+                last_ts = ts;
+                if skip > 0 {
+                    skip -= 1;
+                    if skip == 0 {
+                        b.node_mut(cut.node).time_ns += ts.saturating_sub(cut.start);
+                    }
+                    continue;
+                }
+                match stack.pop() {
+                    Some(f) => {
+                        if f.func != u32::MAX {
+                            on_path[f.func as usize] -= 1;
+                            b.node_mut(f.node).time_ns += ts.saturating_sub(f.start);
+                        }
+                    }
+                    None => info.unmatched_returns += 1,
+                }
+            }
+            Ok(Event::ThreadName(n)) => info.thread_name = Some(n),
+            Err(e) => {
+                info.damaged = Some(e.to_string());
+                break;
+            }
+        }
+    }
+    if skip > 0 {
+        info.open_at_end += skip;
+        b.node_mut(cut.node).time_ns += last_ts.saturating_sub(cut.start);
+    }
+    for f in stack.drain(..).rev() {
+        if f.func != u32::MAX {
+            info.open_at_end += 1;
+            b.node_mut(f.node).time_ns += last_ts.saturating_sub(f.start);
+        }
+    }
+    (b.finish(), info)
+}
+
+/// One thread's tree, with what identifies the thread.
+#[derive(Debug, Clone)]
+pub struct ThreadTree {
+    pub pid: u32,
+    pub tid: u64,
+    pub thread_name: Option<String>,
+    /// The process's main thread (tid == pid).
+    pub is_main: bool,
+    pub tree: CallTree,
+    pub info: FoldInfo,
+    pub stream: PathBuf,
+}
+
+/// One traced process: its functions and its threads' trees (main thread first).
+#[derive(Debug, Clone)]
+pub struct ProcessTrees {
+    pub meta: ProcMeta,
+    pub funcs: Arc<Vec<Function>>,
+    pub threads: Vec<ThreadTree>,
+}
+
+/// A trace directory read into trees.
+#[derive(Debug, Clone)]
+pub struct LoadedTrace {
+    pub dir: PathBuf,
+    pub meta: TraceMeta,
+    /// Processes in start order.
+    pub processes: Vec<ProcessTrees>,
+    /// Things the user should know (damaged stream tails, unresolved functions), for stderr.
+    pub warnings: Vec<String>,
+}
+
+/// Errors loading a trace.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    #[error("{path}: the trace recorded no process (no p<pid>/ directory with a proc.json); the target may not have started or the shim was not loaded; record it again with `trace run`")]
+    NoProcess { path: PathBuf },
+}
+
+/// Open a trace directory and fold every thread stream.
+pub fn load_trace(dir: &Path) -> Result<LoadedTrace, LoadError> {
+    let td = TraceDir::open(dir)?;
+    if td.processes.is_empty() {
+        return Err(LoadError::NoProcess { path: dir.to_path_buf() });
+    }
+    let mut warnings = Vec::new();
+    let mut processes = Vec::new();
+    for p in &td.processes {
+        let (funcs, w) = resolve_process(p);
+        warnings.extend(w);
+        let funcs = Arc::new(funcs);
+        let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
+        let mut threads = Vec::new();
+        for s in &p.threads {
+            let t = fold_stream(&funcs, &classes, s)?;
+            if let Some(d) = &t.info.damaged {
+                warnings.push(format!("{d} (damaged stream tail)"));
+            }
+            threads.push(t);
+        }
+        processes.push(ProcessTrees { meta: p.meta.clone(), funcs, threads });
+    }
+    Ok(LoadedTrace { dir: dir.to_path_buf(), meta: td.meta, processes, warnings })
+}
+
+fn fold_stream(funcs: &Arc<Vec<Function>>, classes: &[FoldClass], s: &ThreadStream) -> Result<ThreadTree, FormatError> {
+    let iter = s.events()?;
+    let (tree, info) = fold_events(funcs.clone(), classes, iter);
+    Ok(ThreadTree {
+        pid: s.header.pid,
+        tid: s.header.tid,
+        thread_name: info.thread_name.clone(),
+        is_main: s.header.tid == s.header.pid as u64,
+        tree,
+        info,
+        stream: s.path.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{py_funcs, Ev};
+
+    fn fold(names: &[&str], evs: &[Ev]) -> (CallTree, FoldInfo) {
+        let funcs = Arc::new(py_funcs(names));
+        let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
+        fold_events(funcs, &classes, Ev::events(evs))
+    }
+
+    /// Tree as indented "name xcount [R]" lines.
+    fn show(t: &CallTree) -> Vec<String> {
+        t.preorder()
+            .iter()
+            .map(|&n| {
+                let node = t.node(n);
+                format!(
+                    "{}{} x{}{}",
+                    "  ".repeat(node.depth as usize - 1),
+                    t.func(n).unwrap().name,
+                    node.count,
+                    if node.recursive { " R" } else { "" }
+                )
+            })
+            .collect()
+    }
+
+    use Ev::{C, R};
+
+    #[test]
+    fn repeated_calls_under_one_parent_merge_with_their_subtrees() {
+        // main -> a -> x ; main -> a -> y : one node a (x2) with children x and y.
+        let (t, _) = fold(&["main", "a", "x", "y"], &[C(0), C(1), C(2), R, R, C(1), C(3), R, R, R]);
+        assert_eq!(show(&t), vec!["main x1", "  a x2", "    x x1", "    y x1"]);
+    }
+
+    #[test]
+    fn same_function_under_different_parents_stays_separate() {
+        let (t, _) = fold(&["main", "a", "b", "x"], &[C(0), C(1), C(3), R, R, C(2), C(3), R, R, R]);
+        assert_eq!(show(&t), vec!["main x1", "  a x1", "    x x1", "  b x1", "    x x1"]);
+    }
+
+    #[test]
+    fn recursion_is_cut_at_the_first_recursive_call() {
+        // f -> f -> f -> g : one recursive node under f, nothing below it, but events consumed.
+        let (t, info) = fold(&["f", "g", "h"], &[C(0), C(0), C(0), C(1), R, R, R, C(0), R, C(2), R, R]);
+        assert_eq!(show(&t), vec!["f x1", "  f x2 R", "  h x1"]);
+        assert_eq!(info.events, 12);
+    }
+
+    #[test]
+    fn indirect_recursion_is_cut_too() {
+        let (t, _) = fold(&["a", "b"], &[C(0), C(1), C(0), C(1), R, R, R, R]);
+        assert_eq!(show(&t), vec!["a x1", "  b x1", "    a x1 R"]);
+    }
+
+    #[test]
+    fn unmatched_returns_are_ignored_and_open_calls_closed() {
+        let funcs = Arc::new(py_funcs(&["a", "b"]));
+        let classes = vec![FoldClass::Visible; 2];
+        let evs = vec![
+            Ok(Event::Return { ts: 5 }),
+            Ok(Event::Call { func: 0, ts: 10 }),
+            Ok(Event::Call { func: 1, ts: 20 }),
+            Ok(Event::Return { ts: 25 }),
+            Ok(Event::Call { func: 1, ts: 30 }),
+        ];
+        let (t, info) = fold_events(funcs, &classes, evs);
+        assert_eq!(info.unmatched_returns, 1);
+        assert_eq!(info.open_at_end, 2);
+        assert_eq!(show(&t), vec!["a x1", "  b x2"]);
+        let a = t.preorder()[0];
+        assert_eq!(t.node(a).time_ns, 20); // 10 .. last ts 30
+        let b = t.preorder()[1];
+        assert_eq!(t.node(b).time_ns, 5); // 5 + (30 - 30)
+    }
+
+    #[test]
+    fn import_machinery_and_comprehensions_are_transparent() {
+        let mut funcs = py_funcs(&["main", "_find_and_load", "<module>", "<listcomp>", "helper"]);
+        funcs[1].file = Some("<frozen importlib._bootstrap>".into());
+        let funcs = Arc::new(funcs);
+        let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
+        assert_eq!(classes[1], FoldClass::Transparent);
+        assert_eq!(classes[3], FoldClass::Transparent);
+        let evs = [C(0), C(1), C(2), R, R, C(3), C(4), R, R, R];
+        let (t, _) = fold_events(funcs, &classes, Ev::events(&evs));
+        assert_eq!(show(&t), vec!["main x1", "  <module> x1", "  helper x1"]);
+    }
+
+    #[test]
+    fn damaged_tail_keeps_events_before_it() {
+        let funcs = Arc::new(py_funcs(&["a"]));
+        let evs = vec![
+            Ok(Event::Call { func: 0, ts: 1 }),
+            Err(FormatError::TruncatedEvent { path: "t.ev".into(), offset: 70 }),
+            Ok(Event::Return { ts: 2 }),
+        ];
+        let (t, info) = fold_events(funcs, &[FoldClass::Visible], evs);
+        assert_eq!(t.len(), 1);
+        assert!(info.damaged.unwrap().contains("t.ev"));
+    }
+}

@@ -1,0 +1,146 @@
+//! Where a function's code comes from: the program, the standard library, or installed
+//! third-party packages; and the module name used by `--module`.
+
+use crate::symbols::{Function, Language};
+use std::path::Path;
+
+/// Origin of a function's code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The program's own code (anything not below).
+    Program,
+    /// Python's standard library (`.../lib/python3.X/...` outside `site-packages`, frozen
+    /// modules), or for native code the C/C++ runtime (`/usr/include/...`, system libraries).
+    Stdlib,
+    /// Installed packages: `site-packages` or `dist-packages`.
+    SitePackages,
+}
+
+fn has_component_prefix(path: &str, prefix: &str) -> bool {
+    path.split('/').any(|c| c.starts_with(prefix))
+}
+
+/// Classify a Python source path.
+pub fn python_origin(path: &str) -> Origin {
+    if path.starts_with("<frozen ") {
+        return Origin::Stdlib;
+    }
+    if path.contains("/site-packages/") || path.contains("/dist-packages/") {
+        return Origin::SitePackages;
+    }
+    // /usr/lib/python3.11/json/..., /usr/local/lib/python3.12/..., ~/.pyenv/versions/3.11.7/lib/python3.11/...
+    if path.split('/').collect::<Vec<_>>().windows(2).any(|w| w[0].starts_with("lib") && w[1].starts_with("python3")) {
+        return Origin::Stdlib;
+    }
+    Origin::Program
+}
+
+/// Classify a native function by its source file or object.
+pub fn native_origin(file: Option<&str>, object: Option<&str>) -> Origin {
+    if let Some(f) = file {
+        if f.starts_with("/usr/include/") || f.starts_with("/usr/lib/gcc/") || has_component_prefix(f, "rustc") || f.contains("/library/std/") {
+            return Origin::Stdlib;
+        }
+        return Origin::Program;
+    }
+    if let Some(o) = object {
+        if o.starts_with("/lib") || o.starts_with("/usr/lib") {
+            return Origin::Stdlib;
+        }
+    }
+    Origin::Program
+}
+
+/// Origin of a function.
+pub fn origin(f: &Function) -> Origin {
+    let file = f.file.as_deref().map(|p| p.to_string_lossy().into_owned());
+    match f.language {
+        Language::Python => file.as_deref().map(python_origin).unwrap_or(Origin::Program),
+        Language::Builtin => Origin::Stdlib,
+        Language::Native => native_origin(file.as_deref(), f.object.as_deref()),
+    }
+}
+
+/// The module a function belongs to: the dotted Python module name derived from its file
+/// (relative to `site-packages`, the standard library directory, or `cwd`), or for native
+/// code the file name of its object.
+pub fn module_name(f: &Function, cwd: &Path) -> String {
+    if f.language != Language::Python {
+        let o = f.object.as_deref().unwrap_or("");
+        return o.rsplit('/').next().unwrap_or(o).to_string();
+    }
+    let Some(file) = f.file.as_deref() else { return String::new() };
+    let s = file.to_string_lossy();
+    if let Some(inner) = s.strip_prefix("<frozen ").and_then(|r| r.strip_suffix('>')) {
+        return inner.to_string();
+    }
+    let rel: &str = if let Some(i) = s.rfind("/site-packages/").map(|i| i + 15).or_else(|| s.rfind("/dist-packages/").map(|i| i + 15)) {
+        &s[i..]
+    } else if let Some(i) = stdlib_dir_end(&s) {
+        &s[i..]
+    } else if let Ok(r) = file.strip_prefix(cwd) {
+        return dotted(&r.to_string_lossy());
+    } else {
+        s.rsplit('/').next().unwrap_or(&s)
+    };
+    dotted(rel)
+}
+
+fn stdlib_dir_end(s: &str) -> Option<usize> {
+    let mut off = 0;
+    let parts: Vec<&str> = s.split('/').collect();
+    for w in parts.windows(2) {
+        off += w[0].len() + 1;
+        if w[0].starts_with("lib") && w[1].starts_with("python3") {
+            return Some(off + w[1].len() + 1).filter(|&e| e <= s.len());
+        }
+    }
+    None
+}
+
+fn dotted(rel: &str) -> String {
+    let rel = rel.strip_suffix(".py").unwrap_or(rel);
+    let rel = rel.strip_suffix("/__init__").unwrap_or(rel);
+    rel.trim_start_matches('/').replace('/', ".")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn pyf(file: &str) -> Function {
+        Function {
+            language: Language::Python,
+            name: "f".into(),
+            qualname: "f".into(),
+            file: Some(PathBuf::from(file)),
+            first_line: Some(1),
+            last_line: Some(2),
+            object: None,
+        }
+    }
+
+    #[test]
+    fn origins() {
+        assert_eq!(python_origin("/usr/lib/python3.11/json/decoder.py"), Origin::Stdlib);
+        assert_eq!(python_origin("/root/.pyenv/versions/3.11.7/lib/python3.11/re/__init__.py"), Origin::Stdlib);
+        assert_eq!(python_origin("<frozen runpy>"), Origin::Stdlib);
+        assert_eq!(python_origin("/usr/local/lib/python3.11/dist-packages/rich/table.py"), Origin::SitePackages);
+        assert_eq!(python_origin("/home/u/.local/lib/python3.11/site-packages/rich/table.py"), Origin::SitePackages);
+        assert_eq!(python_origin("/home/u/proj/app.py"), Origin::Program);
+        assert_eq!(native_origin(Some("/usr/include/c++/12/bits/stl_vector.h"), None), Origin::Stdlib);
+        assert_eq!(native_origin(None, Some("/usr/lib/x86_64-linux-gnu/libc.so.6")), Origin::Stdlib);
+        assert_eq!(native_origin(Some("/home/u/x.c"), Some("/home/u/x")), Origin::Program);
+    }
+
+    #[test]
+    fn module_names() {
+        let cwd = Path::new("/home/u/proj");
+        assert_eq!(module_name(&pyf("/usr/local/lib/python3.11/dist-packages/rich/table.py"), cwd), "rich.table");
+        assert_eq!(module_name(&pyf("/usr/local/lib/python3.11/site-packages/rich/__init__.py"), cwd), "rich");
+        assert_eq!(module_name(&pyf("/usr/lib/python3.11/json/decoder.py"), cwd), "json.decoder");
+        assert_eq!(module_name(&pyf("/home/u/proj/pkg/util.py"), cwd), "pkg.util");
+        assert_eq!(module_name(&pyf("<frozen runpy>"), cwd), "runpy");
+    }
+}

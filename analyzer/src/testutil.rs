@@ -1,0 +1,131 @@
+//! Test support: synthetic traces written through `trace_format::writer`, exactly as the
+//! shims write them. Used by the analyzer's unit tests and usable by end-to-end tests.
+
+use crate::symbols::{Function, Language};
+use std::path::{Path, PathBuf};
+use trace_format::writer::{create_process_dir, write_proc_meta, FuncTableWriter, StreamWriter};
+use trace_format::{Event, FormatError, FuncKind, FuncRecord, ProcMeta, TraceMeta, TRACE_FORMAT_NAME, TRACE_FORMAT_VERSION};
+
+/// A compact event for tests: `C(id)` calls function `id`, `R` returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ev {
+    C(u32),
+    R,
+}
+
+impl Ev {
+    /// Decoded events with timestamps 10, 20, 30, ...
+    pub fn events(evs: &[Ev]) -> Vec<Result<Event, FormatError>> {
+        evs.iter()
+            .enumerate()
+            .map(|(i, e)| {
+                let ts = (i as u64 + 1) * 10;
+                Ok(match *e {
+                    Ev::C(func) => Event::Call { func, ts },
+                    Ev::R => Event::Return { ts },
+                })
+            })
+            .collect()
+    }
+}
+
+/// Python functions named `names`, without files.
+pub fn py_funcs(names: &[&str]) -> Vec<Function> {
+    names
+        .iter()
+        .map(|n| Function {
+            language: Language::Python,
+            name: n.rsplit('.').next().unwrap_or(n).to_string(),
+            qualname: n.to_string(),
+            file: None,
+            first_line: None,
+            last_line: None,
+            object: None,
+        })
+        .collect()
+}
+
+/// A Python function record for [`TraceBuilder::process`].
+pub fn py(file: &str, qualname: &str, first_line: u32, last_line: u32) -> FuncKind {
+    FuncKind::Python {
+        file: file.to_string(),
+        qualname: qualname.to_string(),
+        name: qualname.rsplit('.').next().unwrap_or(qualname).to_string(),
+        first_line,
+        last_line,
+    }
+}
+
+/// Writes a trace directory: `meta.json`, then processes with their function tables and
+/// thread streams.
+pub struct TraceBuilder {
+    pub root: PathBuf,
+    pub meta: TraceMeta,
+}
+
+impl TraceBuilder {
+    /// Start a trace directory at `root` (created) for a Python run of `argv` in `cwd`.
+    pub fn new(root: &Path, argv: &[&str], cwd: &Path) -> std::io::Result<TraceBuilder> {
+        std::fs::create_dir_all(root)?;
+        let meta = TraceMeta {
+            format: TRACE_FORMAT_NAME.into(),
+            version: TRACE_FORMAT_VERSION,
+            tool: "testutil".into(),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            cwd: cwd.to_string_lossy().into_owned(),
+            target_kind: "python".into(),
+            start_unix_ms: 0,
+            end_unix_ms: None,
+            duration_ns: None,
+            exit: None,
+            options: serde_json::Value::Null,
+        };
+        let b = TraceBuilder { root: root.to_path_buf(), meta };
+        b.write_meta()?;
+        Ok(b)
+    }
+
+    /// (Re)write `meta.json`.
+    pub fn write_meta(&self) -> std::io::Result<()> {
+        std::fs::write(self.root.join(trace_format::META_FILE), serde_json::to_vec_pretty(&self.meta).map_err(std::io::Error::other)?)
+    }
+
+    /// Add a process with function table `funcs` (ids in order) and one stream per entry of
+    /// `threads`: `(tid, thread name, events)`. The first thread should have `tid == pid`.
+    pub fn process(&self, pid: u32, funcs: &[FuncKind], threads: &[(u64, &str, &[Ev])]) -> std::io::Result<PathBuf> {
+        let dir = create_process_dir(&self.root, pid)?;
+        let meta = ProcMeta {
+            pid,
+            ppid: 1,
+            argv: self.meta.argv.clone(),
+            exe: "/usr/bin/python3".into(),
+            cwd: self.meta.cwd.clone(),
+            kind: "python".into(),
+            runtime: "CPython 3.11.0".into(),
+            start_ns: pid as u64,
+            forked_from: None,
+        };
+        write_proc_meta(&dir, &meta)?;
+        let ft = FuncTableWriter::create(&dir.join(trace_format::FUNCS_FILE))?;
+        for (id, k) in funcs.iter().enumerate() {
+            ft.append(&FuncRecord { id: id as u32, kind: k.clone() })?;
+        }
+        for (seq, (tid, name, evs)) in threads.iter().enumerate() {
+            let path = dir.join(trace_format::writer::stream_file_name(*tid, seq as u32));
+            let mut w = StreamWriter::create(&path, trace_format::event::FLAG_PYTHON, pid, *tid, 1000 + seq as u64, 64 << 10)?;
+            if !name.is_empty() {
+                w.thread_name(name);
+            }
+            let mut ts = 1000 + seq as u64;
+            for e in evs.iter() {
+                ts += 10;
+                match *e {
+                    Ev::C(f) => w.call(f, ts),
+                    Ev::R => w.ret(ts),
+                }
+            }
+            w.finish();
+        }
+        Ok(dir)
+    }
+}
