@@ -1,1 +1,149 @@
-fn main() {}
+//! `trace`: record which functions a program runs, into a trace directory that `slice` reads.
+
+mod detect;
+mod dump;
+mod run;
+mod stats;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use trace_format::TraceDir;
+
+#[derive(Parser)]
+#[command(
+    name = "trace",
+    version,
+    about = "Record the functions a program calls, for `slice` to turn into LLM prompts",
+    long_about = "Record the functions a program calls, per process and thread, into a trace directory.\n\n\
+Python programs (CPython 3.11) are recorded through a C-level profile hook loaded via PYTHONPATH; \
+native programs must be built with `-finstrument-functions -g` and are recorded through LD_PRELOAD.",
+    after_help = "Examples:\n  \
+trace run -- python3 examples/python/shop_app.py            # writes ./trace.d\n  \
+trace run -o rich.d -- rich data.csv                         # a console script\n  \
+trace run -o m.d -- python3 -m json.tool data.json           # a module\n  \
+trace info trace.d                                           # what was recorded\n  \
+trace dump trace.d --limit 20                                # events as JSON lines\n  \
+slice from-trace trace.d -q \"How are totals computed?\"      # then ask about it"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a command and record it. Its stdin, stdout, stderr and exit status are passed through.
+    #[command(after_help = "Examples:\n  \
+trace run -- python3 app.py --flag input.csv\n  \
+trace run -o rich.d -- rich data.csv\n  \
+trace run --c-calls -- python3 -m mypkg.cli args\n  \
+trace run -- ./build/app input.txt          # built with -finstrument-functions -g\n\n\
+Every Python process the command starts (subprocesses, forks, console scripts) is recorded into its own\n\
+p<pid> directory. `trace` exits with the command's exit status; if the command is killed by a signal,\n\
+`trace` reports it and dies by the same signal. Python's -I, -E and -S flags are refused (they disable\n\
+the PYTHONPATH/site mechanism the recorder is loaded through).")]
+    Run {
+        /// Trace directory to write (replaced if it holds an earlier trace).
+        #[arg(short, long, value_name = "DIR", default_value = "trace.d")]
+        output: PathBuf,
+        /// Also record calls of C functions (builtins, C extension functions) from Python.
+        #[arg(long)]
+        c_calls: bool,
+        /// Do not print the summary line.
+        #[arg(short, long)]
+        quiet: bool,
+        /// The command to run, after `--`.
+        #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<OsString>,
+    },
+    /// Summarize a trace: command, exit status, duration, processes, threads, events, functions.
+    Info {
+        /// The trace directory.
+        #[arg(default_value = "trace.d")]
+        dir: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a trace's events as JSON lines (pid, tid, kind, func id and name, ts, depth).
+    Dump {
+        /// The trace directory.
+        #[arg(default_value = "trace.d")]
+        dir: PathBuf,
+        /// Only this process.
+        #[arg(long)]
+        pid: Option<u32>,
+        /// Only this thread (kernel thread id).
+        #[arg(long)]
+        tid: Option<u64>,
+        /// Stop after this many lines.
+        #[arg(long, value_name = "N")]
+        limit: Option<u64>,
+        /// Print the function tables (funcs.jsonl of every process) instead of the events.
+        #[arg(long)]
+        funcs: bool,
+    },
+}
+
+fn open(dir: &std::path::Path) -> Result<TraceDir> {
+    TraceDir::open(dir).map_err(anyhow::Error::from)
+}
+
+fn real_main() -> Result<i32> {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Run { output, c_calls, quiet, command } => run::run(run::RunOptions { output, c_calls, quiet, command }),
+        Cmd::Info { dir, json } => {
+            let trace = open(&dir)?;
+            let s = stats::summarize(&trace)?;
+            if json {
+                let mut v = serde_json::to_value(&s)?;
+                v["meta"] = serde_json::to_value(&trace.meta)?;
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                print!("{}", stats::render(&trace, &s));
+            }
+            report_damage(&s.damaged)
+        }
+        Cmd::Dump { dir, pid, tid, limit, funcs } => {
+            let trace = open(&dir)?;
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            let r = dump::dump(&trace, &dump::DumpOptions { pid, tid, limit, funcs }, &mut out).and_then(|d| {
+                out.flush().context("cannot write to stdout")?;
+                Ok(d)
+            });
+            match r {
+                Ok(damaged) => report_damage(&damaged),
+                Err(e) if is_broken_pipe(&e) => Ok(0),
+                Err(e) => Err(e),
+            }
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+}
+
+fn report_damage(damaged: &[String]) -> Result<i32> {
+    for d in damaged {
+        eprintln!("trace: error: {d}");
+    }
+    Ok(if damaged.is_empty() { 0 } else { 1 })
+}
+
+fn main() {
+    let code = match real_main() {
+        Ok(code) => code,
+        Err(e) => {
+            let code = e.downcast_ref::<run::ExitWith>().map(|x| x.code).unwrap_or(1);
+            eprintln!("trace: error: {e:#}");
+            code
+        }
+    };
+    std::process::exit(code);
+}

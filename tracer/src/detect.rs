@@ -1,0 +1,339 @@
+//! What kind of program `trace run` was asked to launch, and whether it can be recorded.
+
+use object::{Object, ObjectSection, ObjectSymbol};
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+/// How the target will be recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TargetKind {
+    /// A CPython interpreter, or a script whose shebang names one.
+    Python,
+    /// An ELF built with `-finstrument-functions`.
+    Native,
+    /// Anything else that can run (a shell script...): both shims' environments are set, so
+    /// Python and instrumented programs it starts are recorded.
+    Other,
+}
+
+impl TargetKind {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            TargetKind::Python => "python",
+            TargetKind::Native => "native",
+            TargetKind::Other => "other",
+        }
+    }
+}
+
+/// A refusal to run the target, with the exit status `trace` should use.
+#[derive(Debug)]
+pub struct Refusal {
+    pub message: String,
+    pub code: i32,
+}
+
+impl Refusal {
+    fn new(code: i32, message: String) -> Refusal {
+        Refusal { message, code }
+    }
+}
+
+/// Whether a file name looks like a CPython interpreter: `python`, `python3`, `python3.11`.
+pub fn is_python_name(name: &OsStr) -> bool {
+    let b = name.as_bytes();
+    b.starts_with(b"python") && b[6..].iter().all(|c| c.is_ascii_digit() || *c == b'.')
+}
+
+/// Find `cmd` like `execvp` does: as a path if it contains a slash, else on `PATH`.
+pub fn resolve_command(cmd: &OsStr, path_var: Option<&OsStr>) -> Option<PathBuf> {
+    if cmd.as_bytes().contains(&b'/') {
+        let p = PathBuf::from(cmd);
+        return p.exists().then_some(p);
+    }
+    let path_var = path_var.map(OsString::from).unwrap_or_else(|| OsString::from("/usr/local/bin:/usr/bin:/bin"));
+    for dir in std::env::split_paths(&path_var) {
+        let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+        let p = dir.join(cmd);
+        if p.is_file() && is_executable(&p) {
+            return Some(p);
+        }
+    }
+    None
+}
+
+fn is_executable(p: &Path) -> bool {
+    std::fs::metadata(p).map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false)
+}
+
+/// The flags that make a native program traceable, for error messages.
+pub const NATIVE_HOWTO: &str = "rebuild it with function instrumentation and debug info:\n  \
+     C/C++ (gcc or clang): add `-finstrument-functions -g` to CFLAGS/CXXFLAGS and link normally\n  \
+     Rust: stable rustc has no such flag (nightly's `-Z instrument-mcount` calls mcount, not \
+     __cyg_profile_func_enter), so Rust programs cannot be recorded this way yet";
+
+/// Classify the program `argv[0]` names. `args` are the remaining arguments (used to check
+/// that a Python script given to an interpreter exists).
+pub fn classify(argv: &[OsString], path_var: Option<&OsStr>) -> Result<(PathBuf, TargetKind), Refusal> {
+    let cmd = &argv[0];
+    let Some(path) = resolve_command(cmd, path_var) else {
+        let shown = cmd.to_string_lossy();
+        let msg = if cmd.as_bytes().contains(&b'/') {
+            format!("{shown}: no such file")
+        } else {
+            format!("{shown}: command not found (not on PATH)")
+        };
+        return Err(Refusal::new(127, msg));
+    };
+    if path.is_dir() {
+        return Err(Refusal::new(126, format!("{}: is a directory, not a program", path.display())));
+    }
+    let head = read_head(&path).map_err(|e| Refusal::new(126, format!("{}: cannot read: {e}", path.display())))?;
+    let looks_python = path.extension() == Some(OsStr::new("py")) || shebang(&head).is_some_and(|(i, a)| shebang_is_python(&i, &a));
+    if !is_executable(&path) {
+        let hint = if looks_python {
+            format!("; run it with the interpreter: `trace run -- python3 {}`", path.display())
+        } else {
+            format!("; make it executable (`chmod +x {}`) or name its interpreter", path.display())
+        };
+        return Err(Refusal::new(126, format!("{}: is not executable{hint}", path.display())));
+    }
+    let name = path.file_name().unwrap_or_default();
+    if is_python_name(name) || is_python_name(cmd) {
+        check_python_args(&argv[1..])?;
+        return Ok((path, TargetKind::Python));
+    }
+    if let Some((interp, args)) = shebang(&head) {
+        if shebang_is_python(&interp, &args) {
+            check_python_args(&args)?;
+            return Ok((path, TargetKind::Python));
+        }
+        return Ok((path, TargetKind::Other));
+    }
+    if head.starts_with(b"\x7fELF") {
+        let data = std::fs::read(&path).map_err(|e| Refusal::new(126, format!("{}: cannot read: {e}", path.display())))?;
+        let info = elf_info(&data);
+        if info.links_libpython {
+            check_python_args(&argv[1..])?;
+            return Ok((path, TargetKind::Python));
+        }
+        if info.instrumented {
+            return Ok((path, TargetKind::Native));
+        }
+        return Err(Refusal::new(
+            126,
+            format!(
+                "{}: this native program was not built with -finstrument-functions, so its calls cannot be recorded; {NATIVE_HOWTO}",
+                path.display()
+            ),
+        ));
+    }
+    if looks_python {
+        return Err(Refusal::new(
+            126,
+            format!("{}: a Python file without a `#!` line; run it with the interpreter: `trace run -- python3 {}`", path.display(), path.display()),
+        ));
+    }
+    Ok((path, TargetKind::Other))
+}
+
+fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 512];
+    let mut n = 0;
+    while n < buf.len() {
+        let k = f.read(&mut buf[n..])?;
+        if k == 0 {
+            break;
+        }
+        n += k;
+    }
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// `#!interpreter args...` of a script: the interpreter and its arguments.
+pub fn shebang(head: &[u8]) -> Option<(OsString, Vec<OsString>)> {
+    let rest = head.strip_prefix(b"#!")?;
+    let line = rest.split(|&c| c == b'\n').next()?;
+    let mut words = line.split(|c| c.is_ascii_whitespace()).filter(|w| !w.is_empty()).map(|w| OsStr::from_bytes(w).to_os_string());
+    let interp = words.next()?;
+    Some((interp, words.collect()))
+}
+
+/// Whether a shebang runs Python: `#!/usr/bin/python3` or `#!/usr/bin/env [-S] python3`.
+fn shebang_is_python(interp: &OsStr, args: &[OsString]) -> bool {
+    let name = Path::new(interp).file_name().unwrap_or_default();
+    if is_python_name(name) {
+        return true;
+    }
+    if name == "env" {
+        if let Some(prog) = args.iter().find(|a| !a.as_bytes().starts_with(b"-") && !a.as_bytes().contains(&b'=')) {
+            return is_python_name(Path::new(prog).file_name().unwrap_or_default());
+        }
+    }
+    false
+}
+
+/// Check the interpreter's arguments: refuse the flags that switch off `site` or
+/// `PYTHONPATH` (the recorder cannot load then), and a script that does not exist.
+pub fn check_python_args(args: &[OsString]) -> Result<(), Refusal> {
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_bytes();
+        if a == b"--" {
+            return check_script(args.get(i + 1));
+        }
+        if a == b"-" || !a.starts_with(b"-") {
+            return check_script(Some(&args[i]));
+        }
+        if a.starts_with(b"--") {
+            if a == b"--check-hash-based-pycs" {
+                i += 1;
+            }
+            i += 1;
+            continue;
+        }
+        for (k, &c) in a.iter().enumerate().skip(1) {
+            match c {
+                b'c' | b'm' => return Ok(()),
+                b'I' | b'E' | b'S' => {
+                    return Err(Refusal::new(
+                        2,
+                        format!(
+                            "python -{}: this flag makes Python ignore PYTHONPATH or the site module, through which `trace` loads its recorder; run without it",
+                            c as char
+                        ),
+                    ))
+                }
+                b'W' | b'X' => {
+                    if k + 1 == a.len() {
+                        i += 1;
+                    }
+                    break;
+                }
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    Ok(())
+}
+
+fn check_script(script: Option<&OsString>) -> Result<(), Refusal> {
+    let Some(s) = script else { return Ok(()) };
+    if s == "-" {
+        return Ok(());
+    }
+    let p = Path::new(s);
+    if !p.exists() {
+        return Err(Refusal::new(2, format!("{}: no such Python script", p.display())));
+    }
+    Ok(())
+}
+
+/// What `trace` needs to know about an ELF file.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ElfInfo {
+    pub links_libpython: bool,
+    pub instrumented: bool,
+}
+
+pub fn elf_info(data: &[u8]) -> ElfInfo {
+    let Ok(file) = object::File::parse(data) else { return ElfInfo::default() };
+    let links_libpython = file
+        .section_by_name(".dynstr")
+        .and_then(|s| s.data().ok())
+        .is_some_and(|d| d.split(|&c| c == 0).any(|name| name.starts_with(b"libpython")));
+    let is_cyg = |name: Result<&str, object::Error>| name.is_ok_and(|n| n == "__cyg_profile_func_enter");
+    let instrumented = file.symbols().any(|s| is_cyg(s.name())) || file.dynamic_symbols().any(|s| is_cyg(s.name()));
+    ElfInfo { links_libpython, instrumented }
+}
+
+/// The CPython `major.minor` the Python shim was built for (its exported
+/// `SLICETRACE_PYTHON_VERSION`).
+pub fn shim_python_version(data: &[u8]) -> Option<String> {
+    let file = object::File::parse(data).ok()?;
+    let sym = file.dynamic_symbols().chain(file.symbols()).find(|s| s.name() == Ok("SLICETRACE_PYTHON_VERSION"))?;
+    let addr = sym.address();
+    for sec in file.sections() {
+        if addr >= sec.address() && addr + 16 <= sec.address() + sec.size() {
+            let d = sec.data().ok()?;
+            let off = (addr - sec.address()) as usize;
+            let bytes = d.get(off..off + 16)?;
+            let end = bytes.iter().position(|&c| c == 0).unwrap_or(16);
+            let v = std::str::from_utf8(&bytes[..end]).ok()?;
+            return (!v.is_empty()).then(|| v.to_string());
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn python_names() {
+        for n in ["python", "python3", "python3.11", "python2.7"] {
+            assert!(is_python_name(OsStr::new(n)), "{n}");
+        }
+        for n in ["pythonw", "ipython", "python3-config", "py"] {
+            assert!(!is_python_name(OsStr::new(n)), "{n}");
+        }
+    }
+
+    #[test]
+    fn shebangs() {
+        let (i, a) = shebang(b"#!/usr/bin/env python3\nimport x").unwrap();
+        assert!(shebang_is_python(&i, &a));
+        let (i, a) = shebang(b"#!/opt/venv/bin/python -u\n").unwrap();
+        assert_eq!(a, os(&["-u"]));
+        assert!(shebang_is_python(&i, &a));
+        let (i, a) = shebang(b"#!/usr/bin/env -S python3.11 -u\n").unwrap();
+        assert!(shebang_is_python(&i, &a));
+        let (i, a) = shebang(b"#!/bin/sh\n").unwrap();
+        assert!(!shebang_is_python(&i, &a));
+        assert!(shebang(b"\x7fELF").is_none());
+    }
+
+    #[test]
+    fn python_args() {
+        assert!(check_python_args(&os(&["-c", "pass"])).is_ok());
+        assert!(check_python_args(&os(&["-m", "json.tool"])).is_ok());
+        assert!(check_python_args(&os(&["-u", "-W", "ignore", "/nonexistent/x.py"])).unwrap_err().message.contains("no such Python script"));
+        assert!(check_python_args(&os(&["-Wignore", "/nonexistent/x.py"])).is_err());
+        assert!(check_python_args(&os(&["-X", "dev", "-c", "1"])).is_ok());
+        assert_eq!(check_python_args(&os(&["-I", "-c", "1"])).unwrap_err().code, 2);
+        assert!(check_python_args(&os(&["-uS"])).is_err());
+        assert!(check_python_args(&os(&[])).is_ok());
+        assert!(check_python_args(&os(&["-"])).is_ok());
+    }
+
+    #[test]
+    fn commands() {
+        assert!(resolve_command(OsStr::new("sh"), Some(OsStr::new("/bin:/usr/bin"))).is_some());
+        assert!(resolve_command(OsStr::new("no-such-command-xyz"), Some(OsStr::new("/bin"))).is_none());
+        let r = classify(&os(&["no-such-command-xyz"]), Some(OsStr::new("/bin"))).unwrap_err();
+        assert_eq!(r.code, 127);
+    }
+
+    #[test]
+    fn plain_elf_is_refused_with_the_flags() {
+        let r = classify(&os(&["/bin/true"]), None).unwrap_err();
+        assert!(r.message.contains("-finstrument-functions -g"), "{}", r.message);
+        assert_eq!(r.code, 126);
+    }
+
+    #[test]
+    fn not_elf_is_not_instrumented() {
+        assert_eq!(elf_info(b"#!/bin/sh\n"), ElfInfo::default());
+    }
+}

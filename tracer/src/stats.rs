@@ -1,0 +1,163 @@
+//! `trace info`: what a trace holds, counted by reading every stream once.
+
+use anyhow::Result;
+use serde::Serialize;
+use std::fmt::Write as _;
+use trace_format::{Event, TraceDir};
+
+#[derive(Debug, Serialize)]
+pub struct ThreadSummary {
+    pub tid: u64,
+    pub name: Option<String>,
+    pub file: String,
+    pub events: u64,
+    pub calls: u64,
+    /// The stream was not closed (its process was killed, called `_exit`, or exec'd).
+    pub unclosed: bool,
+    pub duration_ns: u64,
+    /// A damaged tail: the events before it were counted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ProcSummary {
+    pub dir: String,
+    pub pid: u32,
+    pub ppid: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<u32>,
+    pub argv: Vec<String>,
+    pub kind: String,
+    pub runtime: String,
+    pub functions: usize,
+    pub events: u64,
+    pub threads: Vec<ThreadSummary>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub processes: usize,
+    pub threads: usize,
+    pub events: u64,
+    pub functions: usize,
+    pub procs: Vec<ProcSummary>,
+    /// Messages about damaged streams.
+    pub damaged: Vec<String>,
+}
+
+pub fn summarize(trace: &TraceDir) -> Result<Summary> {
+    let mut procs = Vec::new();
+    let mut damaged = Vec::new();
+    for p in &trace.processes {
+        let mut threads = Vec::new();
+        for t in &p.threads {
+            let mut ts = ThreadSummary {
+                tid: t.header.tid,
+                name: None,
+                file: t.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                events: 0,
+                calls: 0,
+                unclosed: false,
+                duration_ns: 0,
+                error: None,
+            };
+            let mut it = t.events()?;
+            let mut last = t.header.start_ns;
+            for ev in it.by_ref() {
+                match ev {
+                    Ok(Event::Call { ts: at, .. }) => {
+                        ts.events += 1;
+                        ts.calls += 1;
+                        last = at;
+                    }
+                    Ok(Event::Return { ts: at }) => {
+                        ts.events += 1;
+                        last = at;
+                    }
+                    Ok(Event::ThreadName(n)) => ts.name = Some(n),
+                    Err(e) => {
+                        damaged.push(e.to_string());
+                        ts.error = Some(e.to_string());
+                    }
+                }
+            }
+            ts.unclosed = it.unclosed();
+            ts.duration_ns = last.saturating_sub(t.header.start_ns);
+            threads.push(ts);
+        }
+        procs.push(ProcSummary {
+            dir: p.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            pid: p.meta.pid,
+            ppid: p.meta.ppid,
+            forked_from: p.meta.forked_from,
+            argv: p.meta.argv.clone(),
+            kind: p.meta.kind.clone(),
+            runtime: p.meta.runtime.clone(),
+            functions: p.funcs.iter().flatten().count(),
+            events: threads.iter().map(|t| t.events).sum(),
+            threads,
+        });
+    }
+    Ok(Summary {
+        processes: procs.len(),
+        threads: procs.iter().map(|p| p.threads.len()).sum(),
+        events: procs.iter().map(|p| p.events).sum(),
+        functions: procs.iter().map(|p| p.functions).sum(),
+        procs,
+        damaged,
+    })
+}
+
+fn secs(ns: u64) -> String {
+    format!("{:.3} s", ns as f64 / 1e9)
+}
+
+/// The human-readable report of `trace info`.
+pub fn render(trace: &TraceDir, s: &Summary) -> String {
+    let m = &trace.meta;
+    let mut o = String::new();
+    let _ = writeln!(o, "trace:      {}", trace.root.display());
+    let _ = writeln!(o, "command:    {}", m.argv.join(" "));
+    let _ = writeln!(o, "cwd:        {}", m.cwd);
+    let _ = writeln!(o, "target:     {}", m.target_kind);
+    let exit = match m.exit {
+        Some(e) => match (e.code, e.signal) {
+            (Some(c), _) => format!("exit code {c}"),
+            (None, Some(sig)) => format!("killed by {}{}", crate::run::signal_name(sig), if e.core_dumped { ", core dumped" } else { "" }),
+            _ => "unknown".into(),
+        },
+        None => "unknown (the run did not finish: `trace` itself was stopped)".into(),
+    };
+    let _ = writeln!(o, "exit:       {exit}");
+    let _ = writeln!(o, "duration:   {}", m.duration_ns.map(secs).unwrap_or_else(|| "unknown".into()));
+    let _ = writeln!(o, "options:    {}", m.options);
+    let _ = writeln!(o, "processes:  {}", s.processes);
+    let _ = writeln!(o, "threads:    {}", s.threads);
+    let _ = writeln!(o, "events:     {}", s.events);
+    let _ = writeln!(o, "functions:  {}", s.functions);
+    for p in &s.procs {
+        let _ = writeln!(o);
+        let forked = p.forked_from.map(|f| format!(", forked from {f}")).unwrap_or_default();
+        let _ = writeln!(o, "{}: pid {} (parent {}{forked}), {} {}", p.dir, p.pid, p.ppid, p.kind, p.runtime);
+        let _ = writeln!(o, "  argv:      {}", p.argv.join(" "));
+        let _ = writeln!(o, "  functions: {}, events: {}", p.functions, p.events);
+        for t in &p.threads {
+            let state = match (&t.error, t.unclosed) {
+                (Some(e), _) => format!(" [damaged: {e}]"),
+                (None, true) => " [not closed: the process was killed or exited abruptly]".into(),
+                _ => String::new(),
+            };
+            let _ = writeln!(
+                o,
+                "  thread {} {:<16} {:>10} events {:>9} calls  {}{state}",
+                t.tid,
+                t.name.as_deref().unwrap_or("?"),
+                t.events,
+                t.calls,
+                secs(t.duration_ns)
+            );
+        }
+    }
+    o
+}
