@@ -2,10 +2,14 @@
 //! [`calltree`]), pruning and selecting ([`prune`], [`select`]), extracting sources
 //! ([`source`]), and building prompts ([`prompt`]) for the `slice` CLI ([`cli`]).
 
+pub mod analysis;
 pub mod calltree;
 pub mod fold;
 pub mod pathclass;
+pub mod prune;
+pub mod select;
 pub mod source;
 pub mod symbolize;
 pub mod symbols;
 pub mod testutil;
+pub mod tokens;

@@ -1,0 +1,194 @@
+//! From trace directories to the trees every `slice` view shows: load and fold
+//! ([`crate::fold`]), prune start-up ([`crate::prune`]), select ([`crate::select`]).
+
+use crate::calltree::CallTree;
+use crate::fold::{load_trace, LoadError, LoadedTrace};
+use crate::prune::{entry_modules, prune_baseline, prune_imports, Baseline};
+use crate::select::Selection;
+use crate::source::SourceCache;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use trace_format::TraceMeta;
+
+/// Start-up pruning mode.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum PruneMode {
+    Off,
+    /// Python: drop the work done while importing modules (the default).
+    #[default]
+    Auto,
+    /// Drop the leaves that these baseline runs also reached at the same path, repeatedly.
+    Baseline(Vec<PathBuf>),
+}
+
+/// How to turn traces into trees.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub prune: PruneMode,
+    pub selection: Selection,
+}
+
+/// One thread's tree, ready to show.
+#[derive(Debug, Clone)]
+pub struct PreparedThread {
+    /// e.g. `process 123 (python3 app.py), thread MainThread`.
+    pub label: String,
+    pub pid: u32,
+    pub tid: u64,
+    pub name: Option<String>,
+    pub is_main: bool,
+    pub tree: CallTree,
+    /// Function indices of the entry module(s) (`<module>` of the script that was run).
+    pub entry: HashSet<u32>,
+}
+
+/// One trace, ready to show.
+pub struct PreparedTrace {
+    pub dir: PathBuf,
+    pub meta: TraceMeta,
+    pub cwd: PathBuf,
+    /// Threads with a non-empty tree, main threads first.
+    pub threads: Vec<PreparedThread>,
+    /// What pruning and selection did, for the prompt.
+    pub notes: Vec<String>,
+    pub sources: SourceCache,
+    /// Every source file the run executed (from the function tables), for whole-file comparisons.
+    pub files_executed: Vec<PathBuf>,
+    /// Nodes before pruning/selection and after.
+    pub nodes_recorded: usize,
+    pub nodes_shown: usize,
+    pub events: u64,
+}
+
+/// Errors preparing traces.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error("{path}: nothing left to show: the run recorded {recorded} tree nodes, start-up pruning removed {pruned} and the selection options removed the rest; use `--prune-startup off` or loosen --include/--focus/--max-depth/--no-site-packages")]
+    Empty { path: PathBuf, recorded: usize, pruned: usize },
+    #[error("{path}: the trace recorded no function calls (the shim may not have been active); record it again with `trace run`")]
+    NoCalls { path: PathBuf },
+}
+
+/// Load, prune and select several traces. Warnings (damaged streams...) are returned for stderr.
+pub fn prepare(dirs: &[PathBuf], opts: &Options) -> Result<(Vec<PreparedTrace>, Vec<String>), PrepareError> {
+    let mut warnings = Vec::new();
+    let baseline = match &opts.prune {
+        PruneMode::Baseline(b) => {
+            let mut base = Baseline::new();
+            for d in b {
+                let t = load_trace(d)?;
+                warnings.extend(t.warnings.iter().map(|w| format!("baseline: {w}")));
+                for p in &t.processes {
+                    for th in &p.threads {
+                        base.add(&th.tree);
+                    }
+                }
+            }
+            Some(base)
+        }
+        _ => None,
+    };
+    let mut out = Vec::new();
+    for d in dirs {
+        let t = load_trace(d)?;
+        warnings.extend(t.warnings.iter().cloned());
+        out.push(prepare_one(t, opts, baseline.as_ref())?);
+    }
+    Ok((out, warnings))
+}
+
+fn short_argv(argv: &[String]) -> String {
+    let s = argv.join(" ");
+    if s.chars().count() > 80 {
+        let cut: String = s.chars().take(77).collect();
+        format!("{cut}...")
+    } else {
+        s
+    }
+}
+
+fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> Result<PreparedTrace, PrepareError> {
+    let cwd = PathBuf::from(&t.meta.cwd);
+    let mut notes = Vec::new();
+    let mut threads = Vec::new();
+    let (mut recorded, mut pruned, mut shown, mut events) = (0usize, 0usize, 0usize, 0u64);
+    let nproc = t.processes.len();
+    let mut files: Vec<PathBuf> = Vec::new();
+    let mut seen_files = HashSet::new();
+    for p in &t.processes {
+        for f in p.funcs.iter() {
+            if let Some(file) = &f.file {
+                let s = file.to_string_lossy();
+                if !s.starts_with('<') && seen_files.insert(file.clone()) {
+                    files.push(file.clone());
+                }
+            }
+        }
+        let nthreads = p.threads.len();
+        for th in &p.threads {
+            events += th.info.events;
+            recorded += th.tree.len();
+            let entry = entry_modules(&th.tree, th.is_main);
+            let (tree, removed) = match (&opts.prune, baseline) {
+                (PruneMode::Baseline(_), Some(b)) => prune_baseline(&th.tree, b),
+                (PruneMode::Auto, _) => prune_imports(&th.tree, &entry),
+                _ => (th.tree.clone(), 0),
+            };
+            pruned += removed;
+            let tree = opts.selection.apply(&tree, &cwd);
+            shown += tree.len();
+            if tree.is_empty() {
+                continue;
+            }
+            let name = th.thread_name.clone();
+            let tname = name.clone().unwrap_or_else(|| if th.is_main { "main".into() } else { format!("tid {}", th.tid) });
+            let label = if nproc > 1 {
+                format!("process {} ({}), thread {}", p.meta.pid, short_argv(&p.meta.argv), tname)
+            } else if nthreads > 1 {
+                format!("thread {tname}")
+            } else {
+                String::new()
+            };
+            threads.push(PreparedThread { label, pid: th.pid, tid: th.tid, name, is_main: th.is_main, tree, entry });
+        }
+    }
+    if recorded == 0 {
+        return Err(PrepareError::NoCalls { path: t.dir.clone() });
+    }
+    if threads.is_empty() {
+        return Err(PrepareError::Empty { path: t.dir.clone(), recorded, pruned });
+    }
+    match &opts.prune {
+        PruneMode::Auto if pruned > 0 => notes.push(format!(
+            "Start-up pruning (automatic): {pruned} of {recorded} tree nodes were work done while importing modules and are not shown."
+        )),
+        PruneMode::Baseline(b) => notes.push(format!(
+            "Start-up pruning: {pruned} of {recorded} tree nodes also ran at the same place in the baseline run ({}) and are not shown.",
+            b.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        )),
+        _ => {}
+    }
+    let sources = SourceCache::new(SourceCache::read_sources_doc(&t.dir), t.meta.start_unix_ms, &cwd);
+    Ok(PreparedTrace {
+        dir: t.dir,
+        meta: t.meta,
+        cwd,
+        threads,
+        notes,
+        sources,
+        files_executed: files,
+        nodes_recorded: recorded,
+        nodes_shown: shown,
+        events,
+    })
+}
+
+/// A path for display: relative to `cwd` when inside it.
+pub fn display_path(file: &Path, cwd: &Path) -> String {
+    match file.strip_prefix(cwd) {
+        Ok(r) if !r.as_os_str().is_empty() => r.display().to_string(),
+        _ => file.display().to_string(),
+    }
+}

@@ -1,0 +1,215 @@
+//! Start-up pruning: removing the part of a run that is not the feature.
+//!
+//! - Baseline ([`Baseline`], [`prune_baseline`]): a leaf of the analyzed tree that also
+//!   occurs at the same path (the sequence of function keys from the root) in a baseline run
+//!   is removed; this repeats until no leaf qualifies, so whole start-up subtrees go while
+//!   anything with a feature-only call below it stays.
+//! - Automatic, for Python ([`prune_imports`]): the work done while importing modules is
+//!   start-up. Every `<module>` node reached through an import (that is, every module body
+//!   but the entry script's) is removed with its subtree.
+
+use crate::calltree::{CallTree, Keep, NodeId, ROOT};
+use crate::symbols::{Function, Language};
+use std::collections::{HashMap, HashSet};
+
+/// Whether a function is a Python module body.
+pub fn is_module(f: &Function) -> bool {
+    f.language == Language::Python && f.name == "<module>"
+}
+
+/// The function indices of the entry module(s) of a thread's tree: `<module>` nodes with no
+/// `<module>` above them. Only a process's main thread runs its entry script; in other
+/// threads every module body is an import.
+pub fn entry_modules(tree: &CallTree, main_thread: bool) -> HashSet<u32> {
+    let mut out = HashSet::new();
+    if !main_thread {
+        return out;
+    }
+    // (node, has a module ancestor)
+    let mut stack: Vec<(NodeId, bool)> = tree.node(ROOT).children.iter().map(|&c| (c, false)).collect();
+    while let Some((n, under_module)) = stack.pop() {
+        let m = tree.func(n).is_some_and(is_module);
+        if m && !under_module {
+            out.insert(tree.node(n).func);
+        }
+        let below = under_module || m;
+        stack.extend(tree.node(n).children.iter().map(|&c| (c, below)));
+    }
+    out
+}
+
+/// Remove the subtrees of module bodies reached through an import (all `<module>` nodes but
+/// the entry modules). Returns the pruned tree and the number of nodes removed.
+pub fn prune_imports(tree: &CallTree, entry: &HashSet<u32>) -> (CallTree, usize) {
+    let before = tree.len();
+    let t = tree.rebuild(|t, n| {
+        let node = t.node(n);
+        if t.func(n).is_some_and(is_module) && !entry.contains(&node.func) {
+            Keep::Drop
+        } else {
+            Keep::Keep
+        }
+    });
+    let removed = before - t.len();
+    (t, removed)
+}
+
+/// The paths a baseline run reached, as a trie of function keys.
+#[derive(Debug, Default)]
+pub struct Baseline {
+    /// Trie nodes; node 0 is the root. Each maps a function key to a child.
+    children: Vec<HashMap<String, usize>>,
+}
+
+impl Baseline {
+    pub fn new() -> Baseline {
+        Baseline { children: vec![HashMap::new()] }
+    }
+
+    /// Add every path of a tree.
+    pub fn add(&mut self, tree: &CallTree) {
+        let mut stack: Vec<(NodeId, usize)> = tree.node(ROOT).children.iter().map(|&c| (c, 0)).collect();
+        while let Some((n, at)) = stack.pop() {
+            let key = node_key(tree, n);
+            let next = match self.children[at].get(&key) {
+                Some(&c) => c,
+                None => {
+                    let c = self.children.len();
+                    self.children.push(HashMap::new());
+                    self.children[at].insert(key, c);
+                    c
+                }
+            };
+            stack.extend(tree.node(n).children.iter().map(|&c| (c, next)));
+        }
+    }
+
+    /// Number of paths (trie nodes, the root excluded).
+    pub fn len(&self) -> usize {
+        self.children.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn node_key(tree: &CallTree, n: NodeId) -> String {
+    tree.func(n).map(|f| f.key()).unwrap_or_else(|| format!("<unknown #{}>", tree.node(n).func))
+}
+
+/// Remove, repeatedly, the leaves that the baseline reached at the same path. Returns the
+/// pruned tree and the number of nodes removed.
+pub fn prune_baseline(tree: &CallTree, base: &Baseline) -> (CallTree, usize) {
+    let order = tree.preorder();
+    // Baseline trie node of each analyzed node (same path), if any.
+    let mut at: Vec<Option<usize>> = vec![None; tree.nodes.len()];
+    at[ROOT as usize] = Some(0);
+    for &n in &order {
+        let p = tree.node(n).parent;
+        at[n as usize] = at[p as usize].and_then(|b| base.children[b].get(&node_key(tree, n)).copied());
+    }
+    // Post-order (reverse pre-order visits children before parents): a node goes when the
+    // baseline has its path and all its children went (it became a leaf).
+    let mut gone = vec![false; tree.nodes.len()];
+    for &n in order.iter().rev() {
+        let node = tree.node(n);
+        gone[n as usize] = at[n as usize].is_some() && node.children.iter().all(|&c| gone[c as usize]);
+    }
+    let before = tree.len();
+    let t = tree.rebuild(|_, n| if gone[n as usize] { Keep::Drop } else { Keep::Keep });
+    let removed = before - t.len();
+    (t, removed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fold::{fold_class, fold_events, FoldClass};
+    use crate::testutil::{py_funcs, Ev, Ev::C, Ev::R};
+    use std::sync::Arc;
+
+    fn tree(names: &[&str], evs: &[Ev]) -> CallTree {
+        let mut funcs = py_funcs(names);
+        for f in &mut funcs {
+            f.file = Some(format!("/p/{}.py", f.qualname).into());
+        }
+        let funcs = Arc::new(funcs);
+        let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
+        fold_events(funcs, &classes, Ev::events(evs)).0
+    }
+
+    fn show(t: &CallTree) -> Vec<String> {
+        t.preorder().iter().map(|&n| format!("{}{}", "  ".repeat(t.node(n).depth as usize - 1), t.func(n).unwrap().qualname)).collect()
+    }
+
+    const NAMES: &[&str] = &["main", "setup", "config", "feature", "log"];
+
+    fn base(evs: &[Ev]) -> Baseline {
+        let mut b = Baseline::new();
+        b.add(&tree(NAMES, evs));
+        b
+    }
+
+    #[test]
+    fn leaf_at_same_path_is_removed() {
+        let t = tree(NAMES, &[C(0), C(1), R, C(3), R, R]);
+        let (p, removed) = prune_baseline(&t, &base(&[C(0), C(1), R, R]));
+        assert_eq!(show(&p), vec!["main", "  feature"]);
+        assert_eq!(removed, 1);
+    }
+
+    #[test]
+    fn same_function_at_another_path_is_kept() {
+        // Baseline calls log from setup; the feature calls log from feature.
+        let t = tree(NAMES, &[C(0), C(3), C(4), R, R, R]);
+        let (p, removed) = prune_baseline(&t, &base(&[C(0), C(1), C(4), R, R, R]));
+        assert_eq!(show(&p), vec!["main", "  feature", "    log"]);
+        assert_eq!(removed, 0);
+    }
+
+    #[test]
+    fn removal_repeats_up_whole_startup_subtrees() {
+        // setup -> config -> log is all baseline: the whole subtree goes, leaf by leaf.
+        let evs = [C(0), C(1), C(2), C(4), R, R, R, C(3), R, R];
+        let t = tree(NAMES, &evs);
+        let (p, removed) = prune_baseline(&t, &base(&[C(0), C(1), C(2), C(4), R, R, R, R]));
+        assert_eq!(show(&p), vec!["main", "  feature"]);
+        assert_eq!(removed, 3);
+    }
+
+    #[test]
+    fn parent_with_a_feature_only_child_stays() {
+        // In the feature run, setup also calls feature: setup stays, its baseline leaf config goes.
+        let t = tree(NAMES, &[C(0), C(1), C(2), R, C(3), R, R, R]);
+        let (p, _) = prune_baseline(&t, &base(&[C(0), C(1), C(2), R, R, R]));
+        assert_eq!(show(&p), vec!["main", "  setup", "    feature"]);
+    }
+
+    #[test]
+    fn identical_run_prunes_to_nothing() {
+        let evs = [C(0), C(1), R, C(3), R, R];
+        let t = tree(NAMES, &evs);
+        let (p, removed) = prune_baseline(&t, &base(&evs));
+        assert!(p.is_empty());
+        assert_eq!(removed, 3);
+    }
+
+    #[test]
+    fn import_time_work_is_pruned_but_not_the_entry_module() {
+        // <module>(entry) -> <module>(imported) -> helper ; <module>(entry) -> main
+        let mut funcs = py_funcs(&["<module>", "<module>", "helper", "main"]);
+        funcs[0].file = Some("/p/app.py".into());
+        funcs[1].file = Some("/p/lib.py".into());
+        let funcs = Arc::new(funcs);
+        let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
+        let t = fold_events(funcs, &classes, Ev::events(&[C(0), C(1), C(2), R, R, C(3), R, R])).0;
+        let entry = entry_modules(&t, true);
+        assert_eq!(entry, [0].into_iter().collect());
+        let (p, removed) = prune_imports(&t, &entry);
+        assert_eq!(show(&p), vec!["<module>", "  main"]);
+        assert_eq!(removed, 2);
+        // Off the main thread, every module body is an import.
+        assert!(entry_modules(&t, false).is_empty());
+    }
+}
