@@ -1,0 +1,141 @@
+//! Demangling of native symbol names, and splitting a demangled C++/Rust name into its
+//! scope and short name.
+
+/// Which mangling scheme a name may use (from the compile unit's `DW_AT_language`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    C,
+    Cpp,
+    Rust,
+    Unknown,
+}
+
+impl Lang {
+    pub fn from_dwarf(lang: gimli::DwLang) -> Lang {
+        match lang {
+            gimli::DW_LANG_C | gimli::DW_LANG_C89 | gimli::DW_LANG_C99 | gimli::DW_LANG_C11 | gimli::DW_LANG_C17 => Lang::C,
+            gimli::DW_LANG_C_plus_plus
+            | gimli::DW_LANG_C_plus_plus_03
+            | gimli::DW_LANG_C_plus_plus_11
+            | gimli::DW_LANG_C_plus_plus_14
+            | gimli::DW_LANG_C_plus_plus_17
+            | gimli::DW_LANG_C_plus_plus_20 => Lang::Cpp,
+            gimli::DW_LANG_Rust => Lang::Rust,
+            _ => Lang::Unknown,
+        }
+    }
+}
+
+/// Demangle a linkage name. C++ names keep their parameter list (so overloads stay
+/// distinct) but lose the return type that template manglings carry; Rust names lose
+/// their hash. A name that is not mangled is returned as is.
+pub fn demangle(name: &str, lang: Lang) -> String {
+    let looks_rust = name.starts_with("_R") || (name.starts_with("_ZN") && name.ends_with('E') && name.contains("17h"));
+    if lang == Lang::Rust || (lang == Lang::Unknown && looks_rust) {
+        if let Ok(d) = rustc_demangle::try_demangle(name) {
+            return format!("{d:#}");
+        }
+    }
+    if name.starts_with("_Z") {
+        if let Ok(sym) = cpp_demangle::Symbol::new(name) {
+            let opts = cpp_demangle::DemangleOptions::new().no_return_type();
+            if let Ok(d) = sym.demangle(&opts) {
+                return d;
+            }
+        }
+    }
+    name.to_string()
+}
+
+/// The short name of a demangled qualified name: its last scope component, without the
+/// parameter list (`ns::Shape::area() const` -> `area`, `max_of<int>(...)` -> `max_of<int>`).
+/// A lambda's call operator is named after the lambda (`{lambda(int)#1}`).
+pub fn short_name(qualname: &str) -> String {
+    let parts = split_scope(qualname);
+    let last = parts.last().copied().unwrap_or(qualname);
+    if last == "operator()" && parts.len() >= 2 {
+        let prev = parts[parts.len() - 2];
+        if prev.starts_with("{lambda") || prev.starts_with("{closure") {
+            return prev.to_string();
+        }
+    }
+    last.to_string()
+}
+
+/// Split a demangled name at its top-level `::`, dropping the parameter list and the
+/// qualifiers after it. Operator names (`operator<<`, `operator()`) are kept whole.
+pub fn split_scope(q: &str) -> Vec<&str> {
+    let b = q.as_bytes();
+    let mut parts = Vec::new();
+    let mut depth: i32 = 0;
+    let mut start = 0;
+    let mut i = 0;
+    while i < b.len() {
+        if depth == 0 && q[i..].starts_with("operator") && (i == 0 || !is_ident(b[i - 1])) {
+            let mut j = i + "operator".len();
+            if q[j..].starts_with("()") || q[j..].starts_with("[]") {
+                j += 2;
+            } else if j < b.len() && !is_ident(b[j]) && b[j] != b' ' {
+                while j < b.len() && b"<>=!+-*/%^&|~,".contains(&b[j]) {
+                    j += 1;
+                }
+            }
+            i = j.max(i + 1);
+            continue;
+        }
+        match b[i] {
+            b'<' | b'(' | b'[' | b'{' => {
+                if b[i] == b'(' && depth == 0 {
+                    break;
+                }
+                depth += 1;
+            }
+            b'>' | b')' | b']' | b'}' => depth -= 1,
+            b':' if depth == 0 && b.get(i + 1) == Some(&b':') => {
+                parts.push(&q[start..i]);
+                i += 2;
+                start = i;
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    let end = i.min(q.len());
+    parts.push(q[start..end].trim_end());
+    parts
+}
+
+fn is_ident(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpp_names() {
+        assert_eq!(demangle("_ZNK6Circle4areaEv", Lang::Cpp), "Circle::area() const");
+        // Template functions lose the return type but keep parameters.
+        assert_eq!(
+            demangle("_Z6max_ofIiET_RKSt6vectorIS0_SaIS0_EE", Lang::Cpp),
+            "max_of<int>(std::vector<int, std::allocator<int> > const&)"
+        );
+        assert_eq!(short_name("Circle::area() const"), "area");
+        assert_eq!(short_name("max_of<int>(std::vector<int, std::allocator<int> > const&)"), "max_of<int>");
+        assert_eq!(short_name("main::{lambda(int)#1}::operator()(int) const"), "{lambda(int)#1}");
+        assert_eq!(short_name("geo::operator<<(std::ostream&, geo::Point const&)"), "operator<<");
+        assert_eq!(short_name("Vec<int>::operator[](unsigned long)"), "operator[]");
+        assert_eq!(short_name("a::b<c::d>::e"), "e");
+        assert_eq!(short_name("plain_c"), "plain_c");
+    }
+
+    #[test]
+    fn rust_and_plain_names() {
+        assert_eq!(demangle("_ZN4core3fmt5write17h0123456789abcdefE", Lang::Unknown), "core::fmt::write");
+        assert_eq!(demangle("main", Lang::C), "main");
+        assert_eq!(demangle("_Znot_valid", Lang::Cpp), "_Znot_valid");
+        assert_eq!(short_name("core::fmt::write"), "write");
+    }
+}
