@@ -133,7 +133,11 @@ pub fn classify(argv: &[OsString], path_var: Option<&OsStr>) -> Result<(PathBuf,
     if looks_python {
         return Err(Refusal::new(
             126,
-            format!("{}: a Python file without a `#!` line; run it with the interpreter: `trace run -- python3 {}`", path.display(), path.display()),
+            format!(
+                "{}: a Python file without a `#!` line; run it with the interpreter: `trace run -- python3 {}`",
+                path.display(),
+                path.display()
+            ),
         ));
     }
     Ok((path, TargetKind::Other))
@@ -308,7 +312,10 @@ mod tests {
     fn python_args() {
         assert!(check_python_args(&os(&["-c", "pass"])).is_ok());
         assert!(check_python_args(&os(&["-m", "json.tool"])).is_ok());
-        assert!(check_python_args(&os(&["-u", "-W", "ignore", "/nonexistent/x.py"])).unwrap_err().message.contains("no such Python script"));
+        assert!(check_python_args(&os(&["-u", "-W", "ignore", "/nonexistent/x.py"]))
+            .unwrap_err()
+            .message
+            .contains("no such Python script"));
         assert!(check_python_args(&os(&["-Wignore", "/nonexistent/x.py"])).is_err());
         assert!(check_python_args(&os(&["-X", "dev", "-c", "1"])).is_ok());
         assert_eq!(check_python_args(&os(&["-I", "-c", "1"])).unwrap_err().code, 2);

@@ -61,16 +61,7 @@ pub fn dump(trace: &TraceDir, opts: &DumpOptions, out: &mut impl Write) -> Resul
                 continue;
             }
             let mut depth: u64 = 0;
-            let base = |kind| Line {
-                pid: p.meta.pid,
-                tid: t.header.tid,
-                kind,
-                func: None,
-                name: None,
-                at: None,
-                ts: None,
-                depth: None,
-            };
+            let base = |kind| Line { pid: p.meta.pid, tid: t.header.tid, kind, func: None, name: None, at: None, ts: None, depth: None };
             for ev in t.events()? {
                 if opts.limit.is_some_and(|l| written >= l) {
                     return Ok(damaged);

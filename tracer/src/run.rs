@@ -101,7 +101,8 @@ fn python_runtime(shim: &Path) -> Result<tempfile::TempDir> {
     let rt = tempfile::Builder::new().prefix("slice-trace-rt-").tempdir().context("cannot create a temporary directory (check $TMPDIR)")?;
     std::fs::write(rt.path().join("sitecustomize.py"), SITECUSTOMIZE.replace("@PY_VERSION@", &version))
         .context("cannot write sitecustomize.py into the temporary directory")?;
-    std::os::unix::fs::symlink(shim, rt.path().join("_slicetrace.so")).context("cannot link the Python shim into the temporary directory")?;
+    std::os::unix::fs::symlink(shim, rt.path().join("_slicetrace.so"))
+        .context("cannot link the Python shim into the temporary directory")?;
     Ok(rt)
 }
 
@@ -165,7 +166,10 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         bail!("the Python shim {PY_SHIM} is not next to {} (nor in ../lib); build it with `cargo build --workspace`", exe_dir.display());
     }
     if kind == TargetKind::Native && native_shim.is_none() {
-        bail!("the native shim {NATIVE_SHIM} is not next to {} (nor in ../lib); build it with `cargo build --workspace`", exe_dir.display());
+        bail!(
+            "the native shim {NATIVE_SHIM} is not next to {} (nor in ../lib); build it with `cargo build --workspace`",
+            exe_dir.display()
+        );
     }
 
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
@@ -318,7 +322,6 @@ fn fingerprint(path: &Path) -> Option<FileFingerprint> {
     })
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,7 +346,11 @@ mod tests {
         // An earlier trace is replaced.
         let old = d.path().join("old.d");
         std::fs::create_dir(&old).unwrap();
-        std::fs::write(old.join(META_FILE), r#"{"format":"slice-trace","version":1,"tool":"t","argv":[],"cwd":"/","target_kind":"python","start_unix_ms":0}"#).unwrap();
+        std::fs::write(
+            old.join(META_FILE),
+            r#"{"format":"slice-trace","version":1,"tool":"t","argv":[],"cwd":"/","target_kind":"python","start_unix_ms":0}"#,
+        )
+        .unwrap();
         std::fs::create_dir(old.join("p1")).unwrap();
         prepare_output(&old).unwrap();
         assert!(!old.join("p1").exists());

@@ -274,7 +274,8 @@ unsafe fn cfunc_id(proc: &mut Proc, func: *mut ffi::PyObject) -> Option<u32> {
         (tm, format!("{tq}.{name}"))
     } else {
         let m = (*cf).m_module;
-        let module = if !m.is_null() && ffi::PyUnicode_Check(m) != 0 { Bound::from_borrowed_ptr(py, m).extract::<String>().ok() } else { None };
+        let module =
+            if !m.is_null() && ffi::PyUnicode_Check(m) != 0 { Bound::from_borrowed_ptr(py, m).extract::<String>().ok() } else { None };
         (module, name)
     };
     let id = proc.next_id;
@@ -372,7 +373,8 @@ fn open_process(py: Python<'_>, root: &Path, c_calls: bool, generation: u32, for
     let dir = create_process_dir(root, pid).map_err(|e| format!("cannot create a process directory in {}: {e}", root.display()))?;
     let meta = current_proc_meta("python", &runtime_name(py), forked_from);
     write_proc_meta(&dir, &meta).map_err(|e| format!("cannot write {}/proc.json: {e}", dir.display()))?;
-    let funcs = FuncTableWriter::create(&dir.join(FUNCS_FILE)).map_err(|e| format!("cannot create {}: {e}", dir.join(FUNCS_FILE).display()))?;
+    let funcs =
+        FuncTableWriter::create(&dir.join(FUNCS_FILE)).map_err(|e| format!("cannot create {}: {e}", dir.join(FUNCS_FILE).display()))?;
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     Ok(Proc { pid, funcs, dir, cwd, next_id: 0, generation, thread_seq: 0, c_calls, cfuncs: HashMap::new() })
 }
@@ -439,7 +441,7 @@ fn start_new_thread(
     let entry = wrap_pyfunction!(thread_entry, py)?;
     let kwargs = kwargs.unwrap_or_else(|| py.None().into_bound(py));
     let packed = PyTuple::new(py, [function, args, kwargs])?;
-    Ok(orig.call1(py, (entry, packed))?)
+    orig.call1(py, (entry, packed))
 }
 
 /// First (C) function of every new thread: start recording, then run the thread's function.
