@@ -4,8 +4,10 @@
 
 pub mod analysis;
 pub mod calltree;
+pub mod cli;
 pub mod fold;
 pub mod pathclass;
+pub mod prompt;
 pub mod prune;
 pub mod select;
 pub mod source;

@@ -38,7 +38,11 @@ pub fn python_origin(path: &str) -> Origin {
 /// Classify a native function by its source file or object.
 pub fn native_origin(file: Option<&str>, object: Option<&str>) -> Origin {
     if let Some(f) = file {
-        if f.starts_with("/usr/include/") || f.starts_with("/usr/lib/gcc/") || has_component_prefix(f, "rustc") || f.contains("/library/std/") {
+        if f.starts_with("/usr/include/")
+            || f.starts_with("/usr/lib/gcc/")
+            || has_component_prefix(f, "rustc")
+            || f.contains("/library/std/")
+        {
             return Origin::Stdlib;
         }
         return Origin::Program;

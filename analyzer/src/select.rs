@@ -146,8 +146,8 @@ pub fn absolute(file: &Path, cwd: &Path) -> PathBuf {
 mod tests {
     use super::*;
     use crate::fold::{fold_class, fold_events, FoldClass};
-    use crate::testutil::{Ev, Ev::C, Ev::R};
     use crate::testutil::py_funcs;
+    use crate::testutil::{Ev, Ev::C, Ev::R};
     use std::sync::Arc;
 
     /// main(app.py) -> json.loads(stdlib) -> cb(app.py) ; main -> rich.print(site) -> rich.render(site) ; main -> work -> deep

@@ -1,0 +1,204 @@
+//! Options shared by the `slice` subcommands that read traces and show trees.
+
+use crate::analysis::{Options, PruneMode};
+use crate::prompt::render::Format;
+use crate::prompt::{Layout, Order, Variant};
+use crate::select::{compile, Selection};
+use crate::tokens::Tokenizer;
+use clap::Args;
+use std::path::PathBuf;
+
+/// A usage error found after parsing (bad regex, conflicting options): exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Start-up pruning and selection: which part of the recorded tree to show.
+#[derive(Debug, Clone, Args)]
+pub struct SelectArgs {
+    /// Start-up pruning: `auto` (Python: drop the work done while importing modules; the
+    /// default), `off`, or a baseline trace directory (a run that only starts and exits):
+    /// leaves that the baseline also reached at the same path are removed, repeatedly.
+    #[arg(long, value_name = "auto|off|BASELINE.d", default_value = "auto", help_heading = "Selection")]
+    pub prune_startup: String,
+
+    /// Show only functions whose qualified name matches (others are hidden, their callees
+    /// move up). Repeatable: any may match.
+    #[arg(long, value_name = "REGEX", help_heading = "Selection")]
+    pub include: Vec<String>,
+    /// Drop functions whose qualified name matches, with everything they called.
+    #[arg(long, value_name = "REGEX", help_heading = "Selection")]
+    pub exclude: Vec<String>,
+    /// Show only functions whose source path matches (like --include).
+    #[arg(long, value_name = "REGEX", help_heading = "Selection")]
+    pub include_file: Vec<String>,
+    /// Drop functions whose source path matches (like --exclude).
+    #[arg(long, value_name = "REGEX", help_heading = "Selection")]
+    pub exclude_file: Vec<String>,
+    /// Show only functions whose module matches: the dotted Python module (`rich.table`) or
+    /// the native object's file name (`libfoo.so`).
+    #[arg(long = "module", value_name = "REGEX", help_heading = "Selection")]
+    pub include_module: Vec<String>,
+    /// Drop functions whose module matches, with everything they called.
+    #[arg(long, value_name = "REGEX", help_heading = "Selection")]
+    pub exclude_module: Vec<String>,
+    /// Keep only the paths from the root to functions whose qualified name matches.
+    #[arg(long, value_name = "REGEX", help_heading = "Selection")]
+    pub focus: Vec<String>,
+    /// With --focus: also keep everything the matching functions called.
+    #[arg(long, requires = "focus", help_heading = "Selection")]
+    pub focus_subtree: bool,
+    /// Drop calls deeper than N levels (the first function is level 1).
+    #[arg(long, value_name = "N", help_heading = "Selection")]
+    pub max_depth: Option<u32>,
+    /// Show standard-library code (hidden by default in prompts: models know it, and it is
+    /// most of the calls of any Python program; program code it calls back stays visible).
+    #[arg(long, overrides_with = "no_stdlib", help_heading = "Selection")]
+    pub stdlib: bool,
+    /// Hide standard-library code.
+    #[arg(long, overrides_with = "stdlib", help_heading = "Selection")]
+    pub no_stdlib: bool,
+    /// Show installed packages (site-packages/dist-packages; the default).
+    #[arg(long, overrides_with = "no_site_packages", help_heading = "Selection")]
+    pub site_packages: bool,
+    /// Hide installed packages (program code they call back stays visible).
+    #[arg(long, overrides_with = "site_packages", help_heading = "Selection")]
+    pub no_site_packages: bool,
+}
+
+impl SelectArgs {
+    /// Analysis options. `hide_stdlib_default`: whether the standard library is hidden
+    /// when neither --stdlib nor --no-stdlib is given.
+    pub fn options(&self, hide_stdlib_default: bool) -> Result<Options, UsageError> {
+        let prune = match self.prune_startup.as_str() {
+            "auto" => PruneMode::Auto,
+            "off" | "none" => PruneMode::Off,
+            dir => PruneMode::Baseline(vec![PathBuf::from(dir)]),
+        };
+        let c = |opt: &str, v: &[String]| compile(opt, v).map_err(UsageError);
+        let selection = Selection {
+            hide_stdlib: if self.stdlib {
+                false
+            } else if self.no_stdlib {
+                true
+            } else {
+                hide_stdlib_default
+            },
+            hide_site_packages: self.no_site_packages,
+            include: c("--include", &self.include)?,
+            include_file: c("--include-file", &self.include_file)?,
+            include_module: c("--module", &self.include_module)?,
+            exclude: c("--exclude", &self.exclude)?,
+            exclude_file: c("--exclude-file", &self.exclude_file)?,
+            exclude_module: c("--exclude-module", &self.exclude_module)?,
+            focus: c("--focus", &self.focus)?,
+            focus_subtree: self.focus_subtree,
+            max_depth: self.max_depth,
+        };
+        Ok(Options { prune, selection })
+    }
+}
+
+/// Source order option.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OrderArg {
+    Call,
+    Sorted,
+}
+
+/// What the prompt contains and how it is written.
+#[derive(Debug, Clone, Args)]
+pub struct PromptArgs {
+    /// Prompt variant of the method: full (tree + sources in call order, repeated where a
+    /// function repeats), A (tree + sources sorted, once each), C (sources in call order, no
+    /// tree), CA (sources sorted, no tree), T (tree only).
+    #[arg(long, value_name = "full|A|C|CA|T", default_value = "full", help_heading = "Prompt layout")]
+    pub variant: Variant,
+    /// Include the call tree (overrides the variant).
+    #[arg(long, overrides_with = "no_tree", help_heading = "Prompt layout")]
+    pub tree: bool,
+    /// Leave the call tree out (overrides the variant).
+    #[arg(long, overrides_with = "tree", help_heading = "Prompt layout")]
+    pub no_tree: bool,
+    /// Include the sources (overrides the variant).
+    #[arg(long, overrides_with = "no_sources", help_heading = "Prompt layout")]
+    pub sources: bool,
+    /// Leave the sources out (overrides the variant).
+    #[arg(long, overrides_with = "sources", help_heading = "Prompt layout")]
+    pub no_sources: bool,
+    /// Order of the sources: call (tree pre-order) or sorted (by qualified name, once each).
+    #[arg(long, value_enum, help_heading = "Prompt layout")]
+    pub order: Option<OrderArg>,
+    /// In call order, repeat a function's source wherever it appears in the tree.
+    #[arg(long, overrides_with = "dedupe", help_heading = "Prompt layout")]
+    pub repeat: bool,
+    /// Show each function's source once.
+    #[arg(long, overrides_with = "repeat", help_heading = "Prompt layout")]
+    pub dedupe: bool,
+    /// Output format: markdown, xml (XML-tagged sections) or json (docs/slice-json.md).
+    #[arg(long, value_name = "markdown|xml|json", default_value = "markdown", help_heading = "Output")]
+    pub format: Format,
+    /// Use this minijinja template instead of the default of the format (see prompts/).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub template: Option<PathBuf>,
+    /// Tokenizer for counts and --budget: o200k_base (GPT-4o and later) or cl100k_base (GPT-4).
+    #[arg(long, value_name = "NAME", default_value = "o200k_base", help_heading = "Output")]
+    pub tokenizer: Tokenizer,
+    /// Guarantee a prompt of at most N tokens: bodies are elided, then sources dropped, least
+    /// relevant first, then the tree is cut (all marked and listed); see docs/prompts.md.
+    #[arg(long, value_name = "N", help_heading = "Output")]
+    pub budget: Option<usize>,
+}
+
+impl PromptArgs {
+    /// The layout: the variant's, with the long options applied on top.
+    pub fn layout(&self) -> Result<Layout, UsageError> {
+        let mut l = self.variant.layout();
+        if self.tree {
+            l.tree = true;
+        }
+        if self.no_tree {
+            l.tree = false;
+        }
+        if self.sources {
+            l.sources = true;
+        }
+        if self.no_sources {
+            l.sources = false;
+        }
+        if let Some(o) = self.order {
+            l.order = match o {
+                OrderArg::Call => Order::Call,
+                OrderArg::Sorted => Order::Sorted,
+            };
+            if l.order == Order::Sorted {
+                l.repeat = false;
+            }
+        }
+        if self.repeat {
+            if l.order == Order::Sorted {
+                return Err(UsageError("--repeat needs call order: sorted sources are listed once each (use --order call)".into()));
+            }
+            l.repeat = true;
+        }
+        if self.dedupe {
+            l.repeat = false;
+        }
+        if !l.tree && !l.sources {
+            return Err(UsageError("nothing to show: --no-tree together with --no-sources (or variant T with --no-tree)".into()));
+        }
+        Ok(l)
+    }
+
+    /// The user template, read.
+    pub fn template(&self) -> anyhow::Result<Option<(String, String)>> {
+        use anyhow::Context;
+        match &self.template {
+            None => Ok(None),
+            Some(p) => {
+                let s = std::fs::read_to_string(p).with_context(|| format!("{}: cannot read the template", p.display()))?;
+                Ok(Some((p.display().to_string(), s)))
+            }
+        }
+    }
+}

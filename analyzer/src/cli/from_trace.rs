@@ -1,0 +1,93 @@
+//! `slice from-trace`: the prompt.
+
+use super::common::{PromptArgs, SelectArgs};
+use super::{read_question, warn_all};
+use crate::analysis::prepare;
+use crate::prompt::budget::fit;
+use crate::prompt::render::Renderer;
+use crate::prompt::Model;
+use anyhow::Context;
+use clap::Args;
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct FromTraceArgs {
+    /// Trace directories written by `trace run`. With several, the prompt holds the question,
+    /// then each run's tree and sources in turn (sorted variants: one deduplicated source list).
+    #[arg(required = true, value_name = "TRACE.d")]
+    pub traces: Vec<PathBuf>,
+    /// The question to ask about the run (`-` reads it from standard input).
+    #[arg(short, long, value_name = "TEXT")]
+    pub question: String,
+    /// Write the prompt to FILE instead of standard output.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub prompt: PromptArgs,
+    #[command(flatten)]
+    pub select: SelectArgs,
+}
+
+pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
+    let layout = a.prompt.layout()?;
+    let opts = a.select.options(true)?;
+    let question = read_question(&a.question)?;
+    if question.trim().is_empty() {
+        return Err(super::common::UsageError("the question is empty: pass it with -q \"...\"".into()).into());
+    }
+    let template = a.prompt.template()?;
+    let renderer = Renderer::new(a.prompt.format, template)?;
+    let (mut traces, warnings) = prepare(&a.traces, &opts)?;
+    warn_all(&warnings);
+    let model = Model::build(&question, &mut traces);
+    warn_all(&model.notes);
+    let fitted = fit(&model, layout, &renderer, a.prompt.tokenizer, a.prompt.budget)?;
+    match &a.output {
+        Some(p) => std::fs::write(p, &fitted.text).with_context(|| format!("{}: cannot write the prompt", p.display()))?,
+        None => {
+            let mut out = std::io::stdout().lock();
+            // A closed pipe (`| head`) is not an error worth a message.
+            if let Err(e) = out.write_all(fitted.text.as_bytes()).and_then(|_| out.flush()) {
+                if e.kind() != std::io::ErrorKind::BrokenPipe {
+                    return Err(e).context("writing the prompt to standard output");
+                }
+            }
+        }
+    }
+    let functions: HashSet<&str> =
+        model.traces.iter().flat_map(|t| t.threads.iter()).flat_map(|th| th.nodes.iter()).map(|n| n.key.as_str()).collect();
+    let nodes: usize = model.traces.iter().flat_map(|t| t.threads.iter()).map(|th| th.nodes.len()).sum();
+    eprintln!(
+        "slice: {} tokens ({}), {} lines, {} characters, {} functions, {} tree nodes",
+        fitted.tokens,
+        a.prompt.tokenizer,
+        fitted.text.lines().count(),
+        fitted.text.chars().count(),
+        functions.len(),
+        nodes
+    );
+    if let Some(r) = &fitted.report {
+        if r.elided.is_empty() && r.dropped.is_empty() && r.tree_depth.is_none() && !r.collapsed_repeats {
+            eprintln!("slice: budget {}: everything fits", r.budget);
+        } else {
+            eprintln!(
+                "slice: budget {}: kept {} functions whole, elided {} bodies, dropped {} sources{}{}",
+                r.budget,
+                r.kept,
+                r.elided.len(),
+                r.dropped.len(),
+                if r.collapsed_repeats { ", repeated sources shown once" } else { "" },
+                r.tree_depth.map(|d| format!(", tree cut below depth {d}")).unwrap_or_default()
+            );
+            if !r.elided.is_empty() {
+                eprintln!("slice: bodies elided: {}", r.elided.join(", "));
+            }
+            if !r.dropped.is_empty() {
+                eprintln!("slice: sources dropped: {}", r.dropped.join(", "));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! `slice stats`: prompt statistics as a table.
+
+use super::common::SelectArgs;
+use super::{read_question, warn_all};
+use crate::analysis::prepare;
+use crate::prompt::render::{Format, Renderer};
+use crate::prompt::{Model, Plan, SourceState, Variant};
+use crate::tokens::Tokenizer;
+use clap::Args;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    /// Trace directories written by `trace run`.
+    #[arg(required = true, value_name = "TRACE.d")]
+    pub traces: Vec<PathBuf>,
+    /// The question (counted in the prompt sizes; a placeholder if omitted).
+    #[arg(short, long, value_name = "TEXT", default_value = "(question)")]
+    pub question: String,
+    /// Tokenizer: o200k_base or cl100k_base.
+    #[arg(long, value_name = "NAME", default_value = "o200k_base")]
+    pub tokenizer: Tokenizer,
+    /// Count the prompts in this format.
+    #[arg(long, value_name = "markdown|xml|json", default_value = "markdown")]
+    pub format: Format,
+    #[command(flatten)]
+    pub select: SelectArgs,
+}
+
+struct Row {
+    what: String,
+    items: String,
+    lines: usize,
+    chars: usize,
+    tokens: usize,
+}
+
+fn row(what: impl Into<String>, items: impl Into<String>, text: &str, tok: Tokenizer) -> Row {
+    Row { what: what.into(), items: items.into(), lines: text.lines().count(), chars: text.chars().count(), tokens: tok.count(text) }
+}
+
+pub fn run(a: StatsArgs) -> anyhow::Result<()> {
+    let opts = a.select.options(true)?;
+    let question = read_question(&a.question)?;
+    let (mut traces, warnings) = prepare(&a.traces, &opts)?;
+    warn_all(&warnings);
+    let model = Model::build(&question, &mut traces);
+    let tok = a.tokenizer;
+    let renderer = Renderer::new(a.format, None)?;
+
+    let nodes: usize = model.traces.iter().flat_map(|t| t.threads.iter()).map(|th| th.nodes.len()).sum();
+    let recorded: usize = traces.iter().map(|t| t.nodes_recorded).sum();
+    let events: u64 = traces.iter().map(|t| t.events).sum();
+    let shown_funcs: Vec<_> = model.funcs.values().collect();
+    let with_code = shown_funcs.iter().filter(|f| matches!(f.source, SourceState::Code(_))).count();
+    let mut tree_files = BTreeSet::new();
+    for t in &traces {
+        for th in &t.threads {
+            for n in th.tree.preorder() {
+                if let Some(f) = th.tree.func(n).and_then(|f| f.file.as_ref()) {
+                    if !f.to_string_lossy().starts_with('<') {
+                        tree_files.insert(t.sources.resolve(f));
+                    }
+                }
+            }
+        }
+    }
+    let all_files: BTreeSet<PathBuf> = model.traces.iter().flat_map(|t| t.files_executed.iter().cloned()).collect();
+
+    let mut rows = Vec::new();
+    // Sections of the `full` layout, each function once.
+    let doc = model.doc(Variant::A.layout(), &Plan::default());
+    let tree_text: String = doc.traces.iter().flat_map(|t| t.threads.iter()).map(|th| format!("{}\n", th.tree)).collect();
+    let src_text: String = doc.sorted_sources.iter().filter_map(|s| s.code.as_ref()).map(|c| format!("{c}\n")).collect();
+    rows.push(row("question", "", &question, tok));
+    rows.push(row("call tree", format!("{nodes} nodes"), &tree_text, tok));
+    rows.push(row("sources (each function once)", format!("{with_code} functions"), &src_text, tok));
+    for v in Variant::ALL {
+        let text = renderer.render(&model, &model.doc(v.layout(), &Plan::default()))?;
+        rows.push(row(format!("prompt {v}"), "", &text, tok));
+    }
+    let read_all = |files: &BTreeSet<PathBuf>| -> String {
+        files
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(f).ok())
+            .map(|mut s| {
+                if !s.ends_with('\n') {
+                    s.push('\n');
+                }
+                s
+            })
+            .collect()
+    };
+    rows.push(row("whole files of the tree's functions", format!("{} files", tree_files.len()), &read_all(&tree_files), tok));
+    rows.push(row("every file the run executed, whole", format!("{} files", all_files.len()), &read_all(&all_files), tok));
+
+    println!("traces: {}", model.traces.iter().map(|t| format!("{} ({})", t.dir, t.command)).collect::<Vec<_>>().join("; "));
+    println!(
+        "events: {events}; recorded tree nodes: {recorded}; shown tree nodes: {nodes}; functions: {} ({with_code} with source); files: {}; tokenizer: {tok}",
+        shown_funcs.len(),
+        tree_files.len()
+    );
+    println!();
+    let w = rows.iter().map(|r| r.what.len()).max().unwrap_or(10).max(7);
+    let wi = rows.iter().map(|r| r.items.len()).max().unwrap_or(5).max(5);
+    println!("{:<w$}  {:>wi$}  {:>9}  {:>11}  {:>10}", "section", "items", "lines", "characters", "tokens");
+    for r in &rows {
+        println!("{:<w$}  {:>wi$}  {:>9}  {:>11}  {:>10}", r.what, r.items, r.lines, r.chars, r.tokens);
+    }
+    Ok(())
+}

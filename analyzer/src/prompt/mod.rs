@@ -1,0 +1,699 @@
+//! Prompts: the question, the call tree(s) and the source of the functions that ran, in the
+//! variants of the method (see `docs/prompts.md`).
+//!
+//! [`Model`] gathers once what every rendering needs (trees, function facts, extracted
+//! sources); [`Model::doc`] lays it out for a [`Layout`] and a budget [`Plan`] into a
+//! [`Doc`], which [`render`] turns into Markdown, XML or JSON.
+
+pub mod budget;
+pub mod render;
+#[cfg(test)]
+mod tests;
+
+use crate::analysis::{display_path, PreparedTrace};
+use crate::calltree::NodeId;
+use crate::pathclass::{module_name, origin, Origin};
+use crate::prune::is_module;
+use crate::source::{CodeKind, Extract, Unavailable};
+use crate::symbols::{Function, Language};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::str::FromStr;
+
+/// The method's prompt variants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Variant {
+    /// Tree, then sources in tree order, repeated where a function repeats in the tree.
+    #[default]
+    Full,
+    /// Tree, then sources sorted by qualified name, once each.
+    A,
+    /// Sources in tree order (repeated like `full`), no tree.
+    C,
+    /// Sources sorted by qualified name, once each, no tree.
+    CA,
+    /// Tree only.
+    T,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 5] = [Variant::Full, Variant::A, Variant::C, Variant::CA, Variant::T];
+
+    pub fn layout(self) -> Layout {
+        let (tree, sources, order, repeat) = match self {
+            Variant::Full => (true, true, Order::Call, true),
+            Variant::A => (true, true, Order::Sorted, false),
+            Variant::C => (false, true, Order::Call, true),
+            Variant::CA => (false, true, Order::Sorted, false),
+            Variant::T => (true, false, Order::Call, false),
+        };
+        Layout { tree, sources, order, repeat }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Full => "full",
+            Variant::A => "A",
+            Variant::C => "C",
+            Variant::CA => "CA",
+            Variant::T => "T",
+        }
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Variant {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "full" => Variant::Full,
+            "a" => Variant::A,
+            "c" => Variant::C,
+            "ca" => Variant::CA,
+            "t" => Variant::T,
+            _ => return Err(format!("unknown variant {s:?}: use full, A, C, CA or T")),
+        })
+    }
+}
+
+/// Order of the source section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Order {
+    /// Pre-order of the tree: a caller before its callees, callees in call order.
+    Call,
+    /// By qualified name (then file and line), once each, one list for all traces.
+    Sorted,
+}
+
+/// What a prompt contains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Layout {
+    pub tree: bool,
+    pub sources: bool,
+    pub order: Order,
+    /// With `order: call`: one source block per tree node (a function that appears at several
+    /// places is repeated); otherwise once each, at its first appearance.
+    pub repeat: bool,
+}
+
+impl Layout {
+    /// The variant this layout is, if it is one.
+    pub fn variant(&self) -> Option<Variant> {
+        Variant::ALL.into_iter().find(|v| v.layout() == *self)
+    }
+}
+
+/// How much of a function a prompt shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// The whole source.
+    Body,
+    /// Decorators and signature, body elided (marked).
+    Signature,
+    /// Only its name in the tree.
+    Name,
+}
+
+/// Budget decisions applied when laying out a prompt. `Default` shows everything.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Per function key; absent = [`Level::Body`].
+    pub levels: HashMap<String, Level>,
+    /// Show each function's source once even when the layout repeats.
+    pub collapse_repeats: bool,
+    /// Cut the trees below this depth.
+    pub tree_depth: Option<u32>,
+    /// Lines explaining what the budget removed (part of the prompt).
+    pub notes: Vec<String>,
+}
+
+impl Plan {
+    pub fn level(&self, key: &str) -> Level {
+        self.levels.get(key).copied().unwrap_or(Level::Body)
+    }
+}
+
+/// Why a function has no source block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceState {
+    /// Shown (for the entry module: top-level statements with def/class bodies elided).
+    Code(Extract),
+    /// Ran, but its lines cannot be shown (changed or missing file): a block with a note.
+    Unavailable(String),
+    /// Not shown by policy: class bodies, imported module bodies, built-ins, code without a file.
+    Omitted(&'static str),
+}
+
+/// Facts about one function, shared by all renderings.
+#[derive(Debug, Clone)]
+pub struct FuncInfo {
+    pub key: String,
+    pub qualname: String,
+    pub language: Language,
+    /// Display path (relative to the run's directory when inside it), or the native object.
+    pub file: String,
+    pub line: Option<u32>,
+    pub module: String,
+    pub origin: Origin,
+    pub source: SourceState,
+    /// Smallest depth at which it appears in any tree.
+    pub min_depth: u32,
+    /// Index of its first appearance in the pre-order walk of all trees.
+    pub first_index: usize,
+    /// How many question words its name, file and code contain (weighted).
+    pub relevance: u32,
+}
+
+impl FuncInfo {
+    /// Fence language for its code.
+    pub fn lang(&self) -> &'static str {
+        match self.language {
+            Language::Python => "python",
+            Language::Builtin => "",
+            Language::Native => {
+                let ext = self.file.rsplit('.').next().unwrap_or("");
+                match ext {
+                    "c" | "h" => "c",
+                    "cc" | "cpp" | "cxx" | "hpp" | "hh" | "hxx" => "cpp",
+                    "rs" => "rust",
+                    _ => "",
+                }
+            }
+        }
+    }
+}
+
+/// A node of a thread's tree, for layout.
+#[derive(Debug, Clone)]
+pub struct ModelNode {
+    pub id: NodeId,
+    pub parent: NodeId,
+    pub depth: u32,
+    /// Key into [`Model::funcs`].
+    pub key: String,
+    pub count: u64,
+    pub time_ns: u64,
+    pub recursive: bool,
+    /// Number of nodes below it.
+    pub descendants: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct ModelThread {
+    pub label: String,
+    pub pid: u32,
+    pub tid: u64,
+    pub name: Option<String>,
+    pub is_main: bool,
+    /// Pre-order.
+    pub nodes: Vec<ModelNode>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ModelTrace {
+    pub dir: String,
+    pub command: String,
+    pub cwd: String,
+    pub threads: Vec<ModelThread>,
+    pub notes: Vec<String>,
+    /// Every source file the run executed (absolute), for whole-file comparisons.
+    pub files_executed: Vec<std::path::PathBuf>,
+}
+
+/// Everything a prompt is laid out from.
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub question: String,
+    pub traces: Vec<ModelTrace>,
+    pub funcs: HashMap<String, FuncInfo>,
+    /// Notes for the whole prompt (e.g. changed files).
+    pub notes: Vec<String>,
+}
+
+const STOPWORDS: &[&str] = &[
+    "the",
+    "and",
+    "for",
+    "with",
+    "what",
+    "which",
+    "why",
+    "how",
+    "does",
+    "did",
+    "when",
+    "where",
+    "this",
+    "that",
+    "from",
+    "into",
+    "are",
+    "not",
+    "but",
+    "can",
+    "you",
+    "its",
+    "has",
+    "have",
+    "was",
+    "were",
+    "will",
+    "would",
+    "should",
+    "there",
+    "their",
+    "them",
+    "then",
+    "than",
+    "who",
+    "whom",
+    "all",
+    "any",
+    "use",
+    "used",
+    "using",
+    "get",
+    "set",
+    "run",
+    "runs",
+    "call",
+    "calls",
+    "called",
+    "function",
+    "functions",
+    "code",
+    "program",
+    "work",
+    "works",
+];
+
+/// Lowercase words of a question worth matching against code (3+ characters, no stopwords).
+pub fn question_words(q: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for w in q.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+        let w = w.trim_matches('_').to_lowercase();
+        if w.chars().count() >= 3 && !STOPWORDS.contains(&w.as_str()) && !out.contains(&w) {
+            out.push(w);
+        }
+    }
+    out
+}
+
+fn relevance(words: &[String], f: &FuncInfo) -> u32 {
+    let name = f.qualname.to_lowercase();
+    let file = f.file.to_lowercase();
+    let code = match &f.source {
+        SourceState::Code(e) => e.code.to_lowercase(),
+        _ => String::new(),
+    };
+    words
+        .iter()
+        .map(|w| 4 * name.contains(w.as_str()) as u32 + 2 * file.contains(w.as_str()) as u32 + code.contains(w.as_str()) as u32)
+        .sum()
+}
+
+impl Model {
+    /// Gather trees, function facts and sources from prepared traces.
+    pub fn build(question: &str, traces: &mut [PreparedTrace]) -> Model {
+        let mut funcs: HashMap<String, FuncInfo> = HashMap::new();
+        let mut mtraces = Vec::new();
+        let mut index = 0usize;
+        let mut unavailable_files: BTreeMap<String, String> = BTreeMap::new();
+        for t in traces.iter_mut() {
+            let cwd = t.cwd.clone();
+            let mut threads = Vec::new();
+            for th in &t.threads {
+                let tree = &th.tree;
+                let mut nodes = Vec::with_capacity(tree.len());
+                for n in tree.preorder() {
+                    let node = tree.node(n);
+                    let f = tree.func(n);
+                    let key = f.map(Function::key).unwrap_or_else(|| format!("<unknown #{}>", node.func));
+                    if !funcs.contains_key(&key) {
+                        let entry = th.entry.contains(&node.func);
+                        let info = func_info(&key, f, entry, &cwd, &mut t.sources, node.depth, index);
+                        if let SourceState::Unavailable(why) = &info.source {
+                            unavailable_files.entry(info.file.clone()).or_insert_with(|| why.clone());
+                        }
+                        funcs.insert(key.clone(), info);
+                    } else if let Some(fi) = funcs.get_mut(&key) {
+                        fi.min_depth = fi.min_depth.min(node.depth);
+                    }
+                    index += 1;
+                    nodes.push(ModelNode {
+                        id: n,
+                        parent: node.parent,
+                        depth: node.depth,
+                        key,
+                        count: node.count,
+                        time_ns: node.time_ns,
+                        recursive: node.recursive,
+                        descendants: tree.subtree_size(n) - 1,
+                    });
+                }
+                threads.push(ModelThread {
+                    label: th.label.clone(),
+                    pid: th.pid,
+                    tid: th.tid,
+                    name: th.name.clone(),
+                    is_main: th.is_main,
+                    nodes,
+                });
+            }
+            mtraces.push(ModelTrace {
+                dir: t.dir.display().to_string(),
+                command: t.meta.argv.join(" "),
+                cwd: t.meta.cwd.clone(),
+                threads,
+                notes: t.notes.clone(),
+                files_executed: t.files_executed.iter().map(|f| t.sources.resolve(f)).collect(),
+            });
+        }
+        let words = question_words(question);
+        for f in funcs.values_mut() {
+            f.relevance = relevance(&words, f);
+        }
+        let notes = unavailable_files.iter().map(|(file, why)| format!("{file}: {why}")).collect();
+        Model { question: question.trim().to_string(), traces: mtraces, funcs, notes }
+    }
+
+    /// Function keys in priority order, most important first: closest to the question (words
+    /// of the question in the name, file or code), then closest to the root, then earliest
+    /// in call order.
+    pub fn priority(&self) -> Vec<String> {
+        let mut v: Vec<&FuncInfo> = self.funcs.values().collect();
+        v.sort_by(|a, b| b.relevance.cmp(&a.relevance).then(a.min_depth.cmp(&b.min_depth)).then(a.first_index.cmp(&b.first_index)));
+        v.into_iter().map(|f| f.key.clone()).collect()
+    }
+
+    /// Lay the prompt out.
+    pub fn doc(&self, layout: Layout, plan: &Plan) -> Doc {
+        let mut seen: HashSet<&str> = HashSet::new();
+        let repeat = layout.repeat && !plan.collapse_repeats && layout.order == Order::Call;
+        let mut traces = Vec::new();
+        for (i, t) in self.traces.iter().enumerate() {
+            let mut threads = Vec::new();
+            let mut sources = Vec::new();
+            for th in &t.threads {
+                let (text, nodes) = self.tree_text(th, plan);
+                threads.push(DocThread {
+                    label: th.label.clone(),
+                    pid: th.pid,
+                    tid: th.tid,
+                    name: th.name.clone(),
+                    main: th.is_main,
+                    tree: text,
+                    fence: fence_for(&[]),
+                    nodes,
+                });
+                if layout.sources && layout.order == Order::Call {
+                    for n in &th.nodes {
+                        if plan.tree_depth.is_some_and(|d| n.depth > d) {
+                            continue;
+                        }
+                        if !repeat && seen.contains(n.key.as_str()) {
+                            continue;
+                        }
+                        if let Some(s) = self.source_block(&n.key, plan) {
+                            seen.insert(&n.key);
+                            sources.push(s);
+                        }
+                    }
+                }
+            }
+            for th in &mut threads {
+                th.fence = fence_for(&[&th.tree]);
+            }
+            traces.push(DocTrace {
+                index: i + 1,
+                dir: t.dir.clone(),
+                command: t.command.clone(),
+                threads,
+                sources,
+                notes: t.notes.clone(),
+            });
+        }
+        let mut sorted = Vec::new();
+        if layout.sources && layout.order == Order::Sorted {
+            let mut keys: Vec<&FuncInfo> = Vec::new();
+            for t in &self.traces {
+                for th in &t.threads {
+                    for n in &th.nodes {
+                        if plan.tree_depth.is_some_and(|d| n.depth > d) {
+                            continue;
+                        }
+                        if seen.insert(&n.key) {
+                            keys.push(&self.funcs[&n.key]);
+                        }
+                    }
+                }
+            }
+            keys.sort_by(|a, b| a.qualname.cmp(&b.qualname).then(a.file.cmp(&b.file)).then(a.line.cmp(&b.line)));
+            sorted = keys.iter().filter_map(|f| self.source_block(&f.key, plan)).collect();
+        }
+        let mut notes = self.notes.clone();
+        notes.extend(plan.notes.iter().cloned());
+        Doc {
+            question: self.question.clone(),
+            variant: layout.variant().map(|v| v.name().to_string()),
+            layout,
+            multiple_traces: self.traces.len() > 1,
+            traces,
+            sorted_sources: sorted,
+            notes,
+        }
+    }
+
+    fn source_block(&self, key: &str, plan: &Plan) -> Option<DocSource> {
+        let f = self.funcs.get(key)?;
+        let level = plan.level(key);
+        if level == Level::Name {
+            return None;
+        }
+        let (code, note, first, last, elided) = match &f.source {
+            SourceState::Omitted(_) => return None,
+            SourceState::Unavailable(why) => (None, Some(why.clone()), f.line, None, false),
+            SourceState::Code(e) => {
+                let (code, elided) = match (&e.signature, level) {
+                    (Some(sig), Level::Signature) => (sig.clone(), true),
+                    _ => (e.code.clone(), false),
+                };
+                let note = match e.kind {
+                    CodeKind::Module => {
+                        Some("module body: top-level statements; the bodies of its functions and classes are elided".to_string())
+                    }
+                    _ => None,
+                };
+                (Some(code), note, Some(e.first_line), Some(e.last_line), elided)
+            }
+        };
+        let fence = fence_for(&[code.as_deref().unwrap_or("")]);
+        Some(DocSource {
+            key: key.to_string(),
+            qualname: f.qualname.clone(),
+            file: f.file.clone(),
+            first_line: first,
+            last_line: last,
+            lang: f.lang().to_string(),
+            fence,
+            code,
+            note,
+            elided,
+        })
+    }
+
+    fn tree_text(&self, th: &ModelThread, plan: &Plan) -> (String, Vec<DocNode>) {
+        let mut out = String::new();
+        let mut nodes = Vec::new();
+        for n in &th.nodes {
+            if plan.tree_depth.is_some_and(|d| n.depth > d) {
+                continue;
+            }
+            let f = &self.funcs[&n.key];
+            let indent = "  ".repeat(n.depth.saturating_sub(1) as usize);
+            out.push_str(&indent);
+            out.push_str(&f.qualname);
+            match f.line {
+                Some(l) if !f.file.is_empty() => out.push_str(&format!("  ({}:{l})", f.file)),
+                _ if !f.file.is_empty() => out.push_str(&format!("  ({})", f.file)),
+                _ => {}
+            }
+            if n.count > 1 {
+                out.push_str(&format!(" ×{}", n.count));
+            }
+            if n.recursive {
+                out.push_str(" ↻ recursive");
+            }
+            let level = plan.level(&n.key);
+            if level == Level::Name && matches!(f.source, SourceState::Code(_)) {
+                out.push_str(" [source omitted: budget]");
+            }
+            out.push('\n');
+            if plan.tree_depth.is_some_and(|d| n.depth == d) && n.descendants > 0 {
+                out.push_str(&"  ".repeat(n.depth as usize));
+                out.push_str(&format!("… {} more calls below (elided to fit the budget)\n", n.descendants));
+            }
+            nodes.push(DocNode {
+                id: n.id,
+                parent: n.parent,
+                depth: n.depth,
+                function: n.key.clone(),
+                count: n.count,
+                time_ns: n.time_ns,
+                recursive: n.recursive,
+                level,
+            });
+        }
+        while out.ends_with('\n') {
+            out.pop();
+        }
+        (out, nodes)
+    }
+}
+
+fn func_info(
+    key: &str,
+    f: Option<&Function>,
+    entry_module: bool,
+    cwd: &std::path::Path,
+    cache: &mut crate::source::SourceCache,
+    depth: u32,
+    index: usize,
+) -> FuncInfo {
+    let Some(f) = f else {
+        return FuncInfo {
+            key: key.to_string(),
+            qualname: key.to_string(),
+            language: Language::Native,
+            file: String::new(),
+            line: None,
+            module: String::new(),
+            origin: Origin::Program,
+            source: SourceState::Omitted("unknown function"),
+            min_depth: depth,
+            first_index: index,
+            relevance: 0,
+        };
+    };
+    let file = match (&f.file, &f.object) {
+        (Some(p), _) => display_path(&cache.resolve(p), cwd),
+        (None, Some(o)) => o.rsplit('/').next().unwrap_or(o).to_string(),
+        (None, None) => String::new(),
+    };
+    let source = if is_module(f) && !entry_module {
+        SourceState::Omitted("imported module body (import-time work)")
+    } else {
+        match cache.extract(f, is_module(f)) {
+            Ok(e) if e.kind == CodeKind::Class => SourceState::Omitted("class body (its methods that ran appear separately)"),
+            Ok(e) => SourceState::Code(e),
+            Err(Unavailable::NoFile) => SourceState::Omitted("no source file"),
+            Err(u) => SourceState::Unavailable(u.note()),
+        }
+    };
+    FuncInfo {
+        key: key.to_string(),
+        qualname: f.qualname.clone(),
+        language: f.language,
+        file,
+        line: f.first_line,
+        module: module_name(f, cwd),
+        origin: origin(f),
+        source,
+        min_depth: depth,
+        first_index: index,
+        relevance: 0,
+    }
+}
+
+/// A code fence longer than any run of backticks in `texts` (at least three).
+pub fn fence_for(texts: &[&str]) -> String {
+    let mut longest = 0;
+    for t in texts {
+        let mut run = 0;
+        for c in t.chars() {
+            if c == '`' {
+                run += 1;
+                longest = longest.max(run);
+            } else {
+                run = 0;
+            }
+        }
+    }
+    "`".repeat((longest + 1).max(3))
+}
+
+/// A laid-out prompt: what templates receive.
+#[derive(Debug, Clone, Serialize)]
+pub struct Doc {
+    pub question: String,
+    /// The variant name when the layout is one of the method's variants.
+    pub variant: Option<String>,
+    pub layout: Layout,
+    pub multiple_traces: bool,
+    pub traces: Vec<DocTrace>,
+    /// With `order: sorted`: the one deduplicated source list of all traces.
+    pub sorted_sources: Vec<DocSource>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DocTrace {
+    /// 1-based.
+    pub index: usize,
+    pub dir: String,
+    pub command: String,
+    pub threads: Vec<DocThread>,
+    /// With `order: call`: this trace's sources in tree order.
+    pub sources: Vec<DocSource>,
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DocThread {
+    /// Empty for the only thread of the only process.
+    pub label: String,
+    pub pid: u32,
+    pub tid: u64,
+    pub name: Option<String>,
+    pub main: bool,
+    /// The tree as indented text.
+    pub tree: String,
+    pub fence: String,
+    pub nodes: Vec<DocNode>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DocNode {
+    pub id: u32,
+    pub parent: u32,
+    pub depth: u32,
+    pub function: String,
+    pub count: u64,
+    pub time_ns: u64,
+    pub recursive: bool,
+    pub level: Level,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DocSource {
+    pub key: String,
+    pub qualname: String,
+    pub file: String,
+    pub first_line: Option<u32>,
+    pub last_line: Option<u32>,
+    pub lang: String,
+    pub fence: String,
+    /// `None` when the source cannot be shown (see `note`).
+    pub code: Option<String>,
+    pub note: Option<String>,
+    /// The body is elided (signature only).
+    pub elided: bool,
+}

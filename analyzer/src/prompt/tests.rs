@@ -1,0 +1,371 @@
+//! Prompt tests on a synthetic but realistic Python run (real files, a real trace directory
+//! written through the trace-format writer).
+
+use super::budget::{fit, BudgetError};
+use super::render::{Format, Renderer};
+use super::*;
+use crate::analysis::{prepare, Options, PruneMode};
+use crate::select::Selection;
+use crate::testutil::{py, Ev, Ev::C, Ev::R, TraceBuilder};
+use crate::tokens::Tokenizer;
+use std::path::{Path, PathBuf};
+
+const APP: &str = r#"import lib
+from lib import decorate
+
+
+def helper(x):
+    return x * 2
+
+
+@decorate
+def compute(n):
+    """Compute.
+with a docstring line at column 0
+"""
+    total = sum(helper(i) for i in range(n))
+    return total
+
+
+def fact(n):
+    if n <= 1:
+        return 1
+    return n * fact(n - 1)
+
+
+class Greeter:
+    def greet(self, name):
+        return f"hi {name}"
+
+
+def main():
+    compute(3)
+    fact(3)
+    Greeter().greet("x")
+    compute(2)
+
+
+main()
+"#;
+
+const LIB: &str = "def decorate(f):\n    return f\n\n\nVALUE = 1\n";
+
+fn line_of(src: &str, needle: &str) -> u32 {
+    src.lines().position(|l| l.contains(needle)).map(|i| i as u32 + 1).unwrap_or_else(|| panic!("{needle} not in source"))
+}
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    proj: PathBuf,
+    trace: PathBuf,
+}
+
+/// Functions of the fixture run, in id order.
+fn funcs(proj: &Path) -> Vec<trace_format::FuncKind> {
+    let app = proj.join("app.py").to_string_lossy().into_owned();
+    let lib = proj.join("lib.py").to_string_lossy().into_owned();
+    let n = APP.lines().count() as u32;
+    vec![
+        py(&app, "<module>", 1, n),                                                               // 0
+        py(&lib, "<module>", 1, 5),                                                               // 1
+        py(&lib, "decorate", 1, 2),                                                               // 2
+        py(&app, "helper", line_of(APP, "def helper"), line_of(APP, "return x * 2")),             // 3
+        py(&app, "compute", line_of(APP, "@decorate"), line_of(APP, "return total")),             // 4
+        py(&app, "compute.<locals>.<genexpr>", line_of(APP, "total ="), line_of(APP, "total =")), // 5
+        py(&app, "fact", line_of(APP, "def fact"), line_of(APP, "return n * fact")),              // 6
+        py(&app, "Greeter", line_of(APP, "class Greeter"), line_of(APP, "return f\"hi")),         // 7
+        py(&app, "Greeter.greet", line_of(APP, "def greet"), line_of(APP, "return f\"hi")),       // 8
+        py(&app, "main", line_of(APP, "def main"), line_of(APP, "compute(2)")),                   // 9
+        py("<frozen importlib._bootstrap>", "_find_and_load", 1, 1),                              // 10
+        py("/usr/lib/python3.11/json/__init__.py", "dumps", 1, 1),                                // 11
+    ]
+}
+
+fn events() -> Vec<Ev> {
+    let mut e = vec![C(0), C(10), C(1), C(2), R, R, R, C(7), R, C(2), R, C(9)];
+    // compute(3): genexpr resumed 4 times, helper called 3 times
+    e.extend([C(4), C(5), C(3), R, R, C(5), C(3), R, R, C(5), C(3), R, R, C(5), R, C(11), R, R]);
+    // fact(3) recursion
+    e.extend([C(6), C(6), C(6), R, R, R]);
+    e.extend([C(8), R]);
+    // compute(2)
+    e.extend([C(4), C(5), C(3), R, R, C(5), C(3), R, R, C(5), R, R]);
+    e.extend([R, R]);
+    e
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let proj = dir.path().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::write(proj.join("app.py"), APP).unwrap();
+    std::fs::write(proj.join("lib.py"), LIB).unwrap();
+    let trace = dir.path().join("trace.d");
+    let b = TraceBuilder::new(&trace, &["python3", "app.py"], &proj).unwrap();
+    b.process(100, &funcs(&proj), &[(100, "MainThread", &events())]).unwrap();
+    Fixture { _dir: dir, proj, trace }
+}
+
+fn opts() -> Options {
+    Options { prune: PruneMode::Auto, selection: Selection { hide_stdlib: true, ..Default::default() } }
+}
+
+fn model_with(dirs: &[PathBuf], o: &Options, q: &str) -> Model {
+    let (mut t, _) = prepare(dirs, o).unwrap();
+    Model::build(q, &mut t)
+}
+
+fn render(m: &Model, v: Variant, f: Format) -> String {
+    Renderer::new(f, None).unwrap().render(m, &m.doc(v.layout(), &Plan::default())).unwrap()
+}
+
+fn pos(hay: &str, needle: &str) -> usize {
+    hay.find(needle).unwrap_or_else(|| panic!("{needle:?} not found in:\n{hay}"))
+}
+
+const Q: &str = "How does compute use helper?";
+
+#[test]
+fn full_prompt_has_question_tree_and_sources_in_call_order() {
+    let fx = fixture();
+    let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
+    let p = render(&m, Variant::Full, Format::Markdown);
+    assert!(p.starts_with("# Question\n\nHow does compute use helper?\n"), "{p}");
+    let tree = "<module>  (app.py:1)\n  Greeter  (app.py:24)\n  decorate  (lib.py:1)\n  main  (app.py:29)\n    compute  (app.py:9) ×2\n      helper  (app.py:5) ×5\n    fact  (app.py:18)\n      fact  (app.py:18) ↻ recursive\n    Greeter.greet  (app.py:25)\n";
+    assert!(p.contains(tree), "{p}");
+    // Sources follow the tree's pre-order, callee after caller.
+    let order =
+        ["#### `<module>`", "#### `decorate`", "#### `main`", "#### `compute`", "#### `helper`", "#### `fact`", "#### `Greeter.greet`"];
+    let mut last = 0;
+    for o in order {
+        let at = pos(&p, o);
+        assert!(at > last, "{o} out of order");
+        last = at;
+    }
+    assert!(pos(&p, "### Call tree") < pos(&p, "### Source code"));
+    // `full` repeats a function's source where it repeats in the tree (fact, recursive).
+    assert_eq!(p.matches("#### `fact`").count(), 2);
+    // Class bodies and the imported module's body are not shown; stdlib is hidden.
+    assert!(!p.contains("#### `Greeter` "));
+    assert!(!p.contains("lib.py:1-5"));
+    assert!(!p.contains("dumps"));
+}
+
+#[test]
+fn sources_are_exact() {
+    let fx = fixture();
+    let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
+    let p = render(&m, Variant::Full, Format::Markdown);
+    let compute = "#### `compute` (app.py:9-15)\n\n```python\n@decorate\ndef compute(n):\n    \"\"\"Compute.\nwith a docstring line at column 0\n\"\"\"\n    total = sum(helper(i) for i in range(n))\n    return total\n```\n";
+    assert!(p.contains(compute), "{p}");
+    assert!(p.contains("```python\ndef helper(x):\n    return x * 2\n```"));
+    assert!(p.contains("```python\n    def greet(self, name):\n        return f\"hi {name}\"\n```"));
+    // The entry module: top-level statements, bodies elided.
+    let module = &p[pos(&p, "#### `<module>`")..pos(&p, "#### `decorate`")];
+    assert!(module.contains("def helper(x):\n    ...  # body elided\n"), "{module}");
+    assert!(module.contains("class Greeter:\n    ...  # body elided\n"));
+    assert!(module.contains("\nmain()\n"));
+    assert!(!module.contains("return x * 2"));
+}
+
+#[test]
+fn variants_have_the_papers_meaning() {
+    let fx = fixture();
+    let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
+    let a = render(&m, Variant::A, Format::Markdown);
+    assert!(a.contains("### Call tree"));
+    assert_eq!(a.matches("#### `fact`").count(), 1);
+    let sorted =
+        ["#### `<module>`", "#### `Greeter.greet`", "#### `compute`", "#### `decorate`", "#### `fact`", "#### `helper`", "#### `main`"];
+    let mut last = 0;
+    for o in sorted {
+        let at = pos(&a, o);
+        assert!(at > last, "A: {o} not sorted");
+        last = at;
+    }
+    let c = render(&m, Variant::C, Format::Markdown);
+    assert!(!c.contains("Call tree") && !c.contains("×2"));
+    assert_eq!(c.matches("#### `fact`").count(), 2);
+    assert!(pos(&c, "#### `main`") < pos(&c, "#### `compute`"));
+    let ca = render(&m, Variant::CA, Format::Markdown);
+    assert!(!ca.contains("Call tree"));
+    assert_eq!(ca.matches("#### `fact`").count(), 1);
+    assert!(pos(&ca, "#### `compute`") < pos(&ca, "#### `main`"));
+    let t = render(&m, Variant::T, Format::Markdown);
+    assert!(t.contains("### Call tree") && !t.contains("```python"));
+    // Long options give the same layouts.
+    assert_eq!(Layout { tree: true, sources: true, order: Order::Sorted, repeat: false }.variant(), Some(Variant::A));
+    assert_eq!("ca".parse::<Variant>().unwrap(), Variant::CA);
+}
+
+#[test]
+fn pruning_off_shows_imported_modules_in_the_tree_only() {
+    let fx = fixture();
+    let o = Options { prune: PruneMode::Off, selection: Selection { hide_stdlib: true, ..Default::default() } };
+    let m = model_with(std::slice::from_ref(&fx.trace), &o, Q);
+    let p = render(&m, Variant::Full, Format::Markdown);
+    assert!(p.contains("\n  <module>  (lib.py:1)\n    decorate  (lib.py:1)\n"), "{p}");
+    assert_eq!(p.matches("#### `<module>`").count(), 1);
+    let with_stdlib = Options { prune: PruneMode::Off, selection: Selection::default() };
+    let p = render(&model_with(std::slice::from_ref(&fx.trace), &with_stdlib, Q), Variant::T, Format::Markdown);
+    assert!(p.contains("      dumps  (/usr/lib/python3.11/json/__init__.py:1)"), "{p}");
+}
+
+#[test]
+fn changed_source_file_is_reported_not_printed() {
+    let fx = fixture();
+    // The run "started" long after the files were written... then app.py changes.
+    let mut meta: trace_format::TraceMeta = serde_json::from_str(&std::fs::read_to_string(fx.trace.join("meta.json")).unwrap()).unwrap();
+    let now = std::time::SystemTime::now();
+    meta.start_unix_ms = now.duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64 - 60_000;
+    let lib = std::fs::File::options().write(true).open(fx.proj.join("lib.py")).unwrap();
+    lib.set_modified(now - std::time::Duration::from_secs(3600)).unwrap();
+    std::fs::write(fx.trace.join("meta.json"), serde_json::to_string(&meta).unwrap()).unwrap();
+    std::fs::write(fx.proj.join("app.py"), APP.replace("return x * 2", "return x * 3")).unwrap();
+    let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
+    let p = render(&m, Variant::Full, Format::Markdown);
+    assert!(!p.contains("return x * 3") && !p.contains("return x * 2"));
+    assert!(p.contains("source not shown: the file changed since the run"), "{p}");
+    assert!(m.notes.iter().any(|n| n.starts_with("app.py: ")));
+    // lib.py did not change (written before the start): still shown.
+    assert!(p.contains("def decorate(f):\n    return f"));
+}
+
+#[test]
+fn fences_are_longer_than_any_backtick_run() {
+    assert_eq!(fence_for(&["a ``` b", "````"]), "`````");
+    assert_eq!(fence_for(&["plain"]), "```");
+    let dir = tempfile::tempdir().unwrap();
+    let src = "def f():\n    return \"\"\"\n```python\nx\n````\n\"\"\"\n";
+    std::fs::write(dir.path().join("m.py"), src).unwrap();
+    let trace = dir.path().join("t.d");
+    let b = TraceBuilder::new(&trace, &["python3", "m.py"], dir.path()).unwrap();
+    let file = dir.path().join("m.py").to_string_lossy().into_owned();
+    b.process(1, &[py(&file, "f", 1, 6)], &[(1, "", &[C(0), R])]).unwrap();
+    let m = model_with(&[trace], &opts(), "q");
+    let p = render(&m, Variant::Full, Format::Markdown);
+    assert!(p.contains("`````python\ndef f():"), "{p}");
+    assert!(p.contains("\"\"\"\n`````"), "{p}");
+}
+
+#[test]
+fn xml_and_json_formats() {
+    let fx = fixture();
+    let m = model_with(std::slice::from_ref(&fx.trace), &opts(), "Is a < b </source> safe?");
+    let x = render(&m, Variant::Full, Format::Xml);
+    assert!(x.starts_with("<question>\nIs a < b <\\/source> safe?\n</question>"), "{x}");
+    assert!(x.contains("<call_tree>\n<module>  (app.py:1)"));
+    assert!(x.contains("<source function=\"compute\" file=\"app.py\" lines=\"9-15\">\n@decorate\n"), "{x}");
+    assert!(x.contains("<run index=\"1\" command=\"python3 app.py\">"));
+    let j = render(&m, Variant::Full, Format::Json);
+    let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+    assert_eq!(v["schema"], "slice-prompt");
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["variant"], "full");
+    let nodes = v["traces"][0]["threads"][0]["nodes"].as_array().unwrap();
+    let compute = nodes.iter().find(|n| v["functions"][n["function"].as_str().unwrap()]["qualname"] == "compute").unwrap();
+    assert_eq!(compute["count"], 2);
+    let parent = nodes.iter().find(|n| n["id"] == compute["parent"]).unwrap();
+    assert_eq!(v["functions"][parent["function"].as_str().unwrap()]["qualname"], "main");
+    let key = compute["function"].as_str().unwrap();
+    assert!(v["sources"][key]["code"].as_str().unwrap().starts_with("@decorate\ndef compute(n):"));
+    assert_eq!(v["sources"][key]["first_line"], 9);
+    assert_eq!(v["functions"][key]["file"], "app.py");
+    assert_eq!(v["functions"][key]["origin"], "program");
+    assert!(v["traces"][0]["sources"].as_array().unwrap().len() >= 7);
+}
+
+#[test]
+fn several_traces_in_one_prompt() {
+    let fx = fixture();
+    let fx2 = fixture();
+    let m = model_with(&[fx.trace.clone(), fx2.trace.clone()], &opts(), Q);
+    let p = render(&m, Variant::Full, Format::Markdown);
+    let r1 = pos(&p, "## Run 1: `python3 app.py`");
+    let r2 = pos(&p, "## Run 2: `python3 app.py`");
+    assert!(r1 < r2);
+    // question, tree 1, sources 1, tree 2, sources 2
+    let t1 = pos(&p, "### Call tree");
+    let s1 = pos(&p, "### Source code");
+    let t2 = r2 + pos(&p[r2..], "### Call tree");
+    let s2 = r2 + pos(&p[r2..], "### Source code");
+    assert!(pos(&p, "# Question") < r1 && r1 < t1 && t1 < s1 && s1 < r2 && r2 < t2 && t2 < s2);
+    // Sorted variants: one deduplicated list (the two runs executed different copies of the
+    // files, so each function appears once per copy).
+    let a = render(&m, Variant::A, Format::Markdown);
+    assert_eq!(a.matches("## Source code").count(), 1);
+    assert_eq!(a.matches("#### `helper`").count(), 2);
+    let same = model_with(&[fx.trace.clone(), fx.trace.clone()], &opts(), Q);
+    assert_eq!(render(&same, Variant::CA, Format::Markdown).matches("#### `helper`").count(), 1);
+}
+
+#[test]
+fn user_templates() {
+    let fx = fixture();
+    let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
+    let tpl = "Q={{ question }}{% for t in traces %}{% for s in t.sources %}|{{ s.qualname }}{% endfor %}{% endfor %}".to_string();
+    let r = Renderer::new(Format::Markdown, Some(("mine.j2".into(), tpl))).unwrap();
+    let out = r.render(&m, &m.doc(Variant::Full.layout(), &Plan::default())).unwrap();
+    assert!(out.starts_with("Q=How does compute use helper?|<module>|decorate|main|compute|helper|fact|fact|Greeter.greet"), "{out}");
+    let bad = Renderer::new(Format::Markdown, Some(("bad.j2".into(), "{% for %}".into())));
+    assert!(bad.is_err_and(|e| e.to_string().contains("bad.j2")));
+}
+
+#[test]
+fn budget_is_never_exceeded_and_degrades_in_order() {
+    let fx = fixture();
+    let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
+    let r = Renderer::new(Format::Markdown, None).unwrap();
+    let tok = Tokenizer::O200kBase;
+    let full = fit(&m, Variant::Full.layout(), &r, tok, None).unwrap();
+    assert_eq!(full.tokens, tok.count(&full.text));
+    let mut last_tokens = usize::MAX;
+    let mut saw_elided = false;
+    let mut saw_dropped = false;
+    let mut saw_cut = false;
+    for budget in (120..=full.tokens + 10).rev().step_by(7) {
+        match fit(&m, Variant::Full.layout(), &r, tok, Some(budget)) {
+            Ok(f) => {
+                assert!(f.tokens <= budget, "{} > {budget}", f.tokens);
+                assert_eq!(f.tokens, tok.count(&f.text));
+                let rep = f.report.unwrap();
+                if f.tokens < full.tokens {
+                    assert!(f.text.contains(&format!("To fit the budget of {budget} tokens")), "{}", f.text);
+                }
+                saw_elided |= !rep.elided.is_empty() && f.text.contains("...  # body elided\n```");
+                saw_dropped |= !rep.dropped.is_empty() && f.text.contains("[source omitted: budget]");
+                saw_cut |= rep.tree_depth.is_some() && f.text.contains("more calls below");
+                // The question is always there, whole.
+                assert!(f.text.contains(Q));
+                last_tokens = last_tokens.min(f.tokens);
+            }
+            Err(BudgetError::TooSmall { needed, .. }) => assert!(needed > budget),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(saw_elided && saw_dropped && saw_cut, "{saw_elided} {saw_dropped} {saw_cut}");
+    assert!(matches!(fit(&m, Variant::Full.layout(), &r, tok, Some(10)), Err(BudgetError::TooSmall { .. })));
+}
+
+#[test]
+fn budget_keeps_the_functions_closest_to_the_question() {
+    let fx = fixture();
+    let m = model_with(std::slice::from_ref(&fx.trace), &opts(), "Why does greet say hi?");
+    let prio = m.priority();
+    assert_eq!(m.funcs[&prio[0]].qualname, "Greeter.greet");
+    // Then by depth: the module (depth 1) before main (depth 2)... ties by call order.
+    let q2 = model_with(std::slice::from_ref(&fx.trace), &opts(), "nothing matches zzz");
+    let names: Vec<&str> = q2.priority().iter().map(|k| q2.funcs[k].qualname.as_str()).collect();
+    assert_eq!(names, vec!["<module>", "Greeter", "decorate", "main", "compute", "fact", "Greeter.greet", "helper"]);
+    let r = Renderer::new(Format::Markdown, None).unwrap();
+    let full = fit(&m, Variant::Full.layout(), &r, Tokenizer::O200kBase, None).unwrap();
+    let f = fit(&m, Variant::Full.layout(), &r, Tokenizer::O200kBase, Some(full.tokens * 2 / 3)).unwrap();
+    let rep = f.report.unwrap();
+    assert!(!rep.elided.contains(&"Greeter.greet".to_string()) && !rep.dropped.contains(&"Greeter.greet".to_string()));
+    assert!(f.text.contains("def greet(self, name):\n        return f\"hi {name}\""));
+}
+
+#[test]
+fn question_words_skip_stopwords() {
+    assert_eq!(question_words("Why does --emoji not work for files?"), vec!["emoji", "files"]);
+}
