@@ -84,12 +84,18 @@ pub fn split_scope(q: &str) -> Vec<&str> {
             continue;
         }
         match b[i] {
-            b'<' | b'(' | b'[' | b'{' => {
-                if b[i] == b'(' && depth == 0 {
-                    break;
+            b'(' if depth == 0 => {
+                // Either the parameter list, or the parameters of an enclosing function
+                // whose local entity follows (`f(int)::{lambda()#1}`).
+                match matching_paren(b, i) {
+                    Some(close) if q[close + 1..].starts_with("::") => {
+                        i = close + 1;
+                        continue;
+                    }
+                    _ => break,
                 }
-                depth += 1;
             }
+            b'<' | b'(' | b'[' | b'{' => depth += 1,
             b'>' | b')' | b']' | b'}' => depth -= 1,
             b':' if depth == 0 && b.get(i + 1) == Some(&b':') => {
                 parts.push(&q[start..i]);
@@ -104,6 +110,24 @@ pub fn split_scope(q: &str) -> Vec<&str> {
     let end = i.min(q.len());
     parts.push(q[start..end].trim_end());
     parts
+}
+
+/// Index of the `)` that closes the `(` at `open`.
+fn matching_paren(b: &[u8], open: usize) -> Option<usize> {
+    let mut depth = 0i32;
+    for (j, &c) in b.iter().enumerate().skip(open) {
+        match c {
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(j);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 fn is_ident(c: u8) -> bool {
@@ -125,6 +149,11 @@ mod tests {
         assert_eq!(short_name("Circle::area() const"), "area");
         assert_eq!(short_name("max_of<int>(std::vector<int, std::allocator<int> > const&)"), "max_of<int>");
         assert_eq!(short_name("main::{lambda(int)#1}::operator()(int) const"), "{lambda(int)#1}");
+        assert_eq!(
+            short_name("report(std::vector<int> const&)::{lambda(geo::Shape const&)#2}::operator()(geo::Shape const&) const"),
+            "{lambda(geo::Shape const&)#2}"
+        );
+        assert_eq!(short_name("f(int)::Local::run()"), "run");
         assert_eq!(short_name("geo::operator<<(std::ostream&, geo::Point const&)"), "operator<<");
         assert_eq!(short_name("Vec<int>::operator[](unsigned long)"), "operator[]");
         assert_eq!(short_name("a::b<c::d>::e"), "e");

@@ -121,13 +121,13 @@ fn resolve_module(module: &str, items: &[&NativeAddr]) -> (Vec<Function>, Option
 
     let debug = find_debug_file(path, &obj);
     let dwarf_found = match &debug {
-        DebugSource::Itself => Some(symbolize_dwarf(&obj, &link)),
+        DebugSource::Itself => Some(symbolize_dwarf(&obj, &link, &symbols)),
         DebugSource::File(p) => match std::fs::File::open(p).and_then(|f| {
             // SAFETY: as above.
             unsafe { memmap2::Mmap::map(&f) }
         }) {
             Ok(dmap) => match object::File::parse(&*dmap) {
-                Ok(dobj) => Some(symbolize_dwarf(&dobj, &link)),
+                Ok(dobj) => Some(symbolize_dwarf(&dobj, &link, &symbols)),
                 Err(_) => None,
             },
             Err(_) => None,
@@ -224,7 +224,7 @@ fn find_debug_file(path: &Path, obj: &object::File) -> DebugSource {
 // ---------------------------------------------------------------------------------------
 
 struct SymbolTable {
-    /// (address, size, demangled name), sorted by address.
+    /// (address, size, raw name), sorted by address.
     syms: Vec<(u64, u64, String)>,
 }
 
@@ -234,21 +234,28 @@ impl SymbolTable {
             .symbols()
             .chain(obj.dynamic_symbols())
             .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
-            .filter_map(|s| s.name().ok().filter(|n| !n.is_empty()).map(|n| (s.address(), s.size(), demangle(n, Lang::Unknown))))
+            .filter_map(|s| s.name().ok().filter(|n| !n.is_empty()).map(|n| (s.address(), s.size(), n.to_string())))
             .collect();
         syms.sort();
         syms.dedup_by_key(|s| s.0);
         SymbolTable { syms }
     }
 
+    /// The demangled name of the function containing `addr`.
     fn lookup(&self, addr: u64) -> Option<String> {
         let i = self.syms.partition_point(|s| s.0 <= addr);
         let (start, size, name) = self.syms.get(i.checked_sub(1)?)?;
         if *start == addr || addr < start + (*size).max(1) {
-            Some(name.clone())
+            Some(demangle(name, Lang::Unknown))
         } else {
             None
         }
+    }
+
+    /// The raw name of the symbol at exactly `addr`.
+    fn exact(&self, addr: u64) -> Option<&str> {
+        let i = self.syms.partition_point(|s| s.0 < addr);
+        self.syms.get(i).filter(|s| s.0 == addr).map(|s| s.2.as_str())
     }
 }
 
@@ -286,7 +293,7 @@ fn load_dwarf<'a>(sections: &'a [(gimli::SectionId, Cow<'a, [u8]>)], endian: gim
 
 /// Resolve link-time addresses with the DWARF of `obj`; `None` for addresses DWARF does
 /// not describe.
-fn symbolize_dwarf(obj: &object::File, link: &[u64]) -> Result<Vec<Option<Function>>, gimli::Error> {
+fn symbolize_dwarf(obj: &object::File, link: &[u64], symbols: &SymbolTable) -> Result<Vec<Option<Function>>, gimli::Error> {
     let endian = if obj.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
     let sections: Vec<(gimli::SectionId, Cow<[u8]>)> = SECTIONS
         .iter()
@@ -302,7 +309,20 @@ fn symbolize_dwarf(obj: &object::File, link: &[u64]) -> Result<Vec<Option<Functi
     let mut out = Vec::with_capacity(link.len());
     for &a in link {
         if let Some(s) = found.get(&a) {
-            out.push(Some(s.to_function()));
+            let mut f = s.to_function();
+            // Functions with internal linkage (static functions, lambdas, templates over
+            // local types) have no DW_AT_linkage_name; the symbol table keeps their mangled
+            // name, which demangles to the full qualified name with parameters.
+            if !s.has_linkage {
+                if let Some(raw) = symbols.exact(a).filter(|r| r.starts_with("_Z") || r.starts_with("_R")) {
+                    let q = demangle(raw, s.lang);
+                    if q != raw {
+                        f.name = short_name(&q);
+                        f.qualname = q;
+                    }
+                }
+            }
+            out.push(Some(f));
             continue;
         }
         if ctx.is_none() {
@@ -342,9 +362,12 @@ fn addr2line_function(ctx: &addr2line::Context<R>, addr: u64) -> Option<Function
 }
 
 /// What the DIE walk learns about one subprogram.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct Sub {
     qualname: String,
+    /// Whether the name came from DW_AT_linkage_name.
+    has_linkage: bool,
+    lang: Lang,
     file: Option<PathBuf>,
     decl_line: Option<u32>,
     /// Low address of the subprogram (to prefer exact matches).
@@ -390,6 +413,7 @@ fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashMap<u
         let mut lang = Lang::Unknown;
         let mut subs: Vec<(Vec<u64>, Sub)> = Vec::new();
         let mut stack: Vec<(isize, Option<usize>)> = Vec::new();
+        let mut scopes: Vec<Scope> = Vec::new();
         let mut depth: isize = 0;
         let mut files: HashMap<u64, Option<PathBuf>> = HashMap::new();
         let mut entries = unit.entries();
@@ -397,6 +421,9 @@ fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashMap<u
             depth += delta;
             while stack.last().is_some_and(|(d, _)| *d >= depth) {
                 stack.pop();
+            }
+            while scopes.last().is_some_and(|s| s.depth >= depth) {
+                scopes.pop();
             }
             match entry.tag() {
                 gimli::DW_TAG_compile_unit | gimli::DW_TAG_partial_unit => {
@@ -416,21 +443,53 @@ fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashMap<u
                     let idx = if hits.is_empty() {
                         None
                     } else {
-                        let (name, decl_file, decl_line) = die_identity(&unit, entry, lang);
+                        let id = die_identity(&unit, entry);
+                        // A lambda's call operator has no declaration line of its own: it is
+                        // where its closure type is declared.
+                        let class = scopes.iter().rev().find(|s| s.is_type);
+                        let (decl_file, decl_line) = match (id.file, id.line) {
+                            (None, None) => class.map_or((None, None), |c| (c.file, c.line)),
+                            fl => fl,
+                        };
                         let file = decl_file.and_then(|f| files.entry(f).or_insert_with(|| file_path(&unit, f)).clone());
                         let low = ranges.iter().map(|r| r.0).min().unwrap_or(0);
+                        let has_linkage = id.linkage.is_some();
+                        let qualname = match (id.linkage, id.name) {
+                            (Some(l), _) => demangle(&l, lang),
+                            (None, Some(n)) => {
+                                let mut q: Vec<&str> = scopes.iter().filter_map(|s| s.name.as_deref()).collect();
+                                q.push(&n);
+                                q.join("::")
+                            }
+                            (None, None) => format!("{low:#x}"),
+                        };
                         let sub = Sub {
-                            qualname: name.unwrap_or_else(|| format!("{low:#x}")),
+                            qualname,
+                            has_linkage,
+                            lang,
                             file,
                             decl_line: decl_line.map(|l| l as u32),
                             low,
                             ranges,
-                            ..Sub::default()
+                            inlined: Vec::new(),
+                            last_line: None,
                         };
                         subs.push((hits, sub));
                         Some(subs.len() - 1)
                     };
                     stack.push((depth, idx));
+                }
+                gimli::DW_TAG_namespace | gimli::DW_TAG_class_type | gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type
+                    if entry.has_children() =>
+                {
+                    let id = die_identity(&unit, entry);
+                    scopes.push(Scope {
+                        depth,
+                        is_type: entry.tag() != gimli::DW_TAG_namespace,
+                        name: id.name,
+                        file: id.file,
+                        line: id.line,
+                    });
                 }
                 gimli::DW_TAG_inlined_subroutine => {
                     if let Some(&(_, Some(i))) = stack.last() {
@@ -472,13 +531,9 @@ fn die_ranges<'a>(unit: &gimli::UnitRef<R<'a>>, entry: &gimli::DebuggingInformat
     out
 }
 
-/// Name (demangled), decl file index and decl line of a subprogram, following
+/// Linkage name, name, decl file index and decl line of a DIE, following
 /// `DW_AT_specification` and `DW_AT_abstract_origin` within the unit.
-fn die_identity<'a>(
-    unit: &gimli::UnitRef<R<'a>>,
-    entry: &gimli::DebuggingInformationEntry<R<'a>>,
-    lang: Lang,
-) -> (Option<String>, Option<u64>, Option<u64>) {
+fn die_identity<'a>(unit: &gimli::UnitRef<R<'a>>, entry: &gimli::DebuggingInformationEntry<R<'a>>) -> Identity {
     let mut id = Identity::default();
     let mut next = id.visit(unit, entry);
     for _ in 0..8 {
@@ -488,8 +543,16 @@ fn die_identity<'a>(
             Err(_) => break,
         };
     }
-    let qual = id.linkage.map(|l| demangle(&l, lang)).or(id.name);
-    (qual, id.file, id.line)
+    id
+}
+
+/// An enclosing namespace or type, for names and declaration lines of what it contains.
+struct Scope {
+    depth: isize,
+    is_type: bool,
+    name: Option<String>,
+    file: Option<u64>,
+    line: Option<u64>,
 }
 
 #[derive(Default)]

@@ -1,0 +1,137 @@
+//! Helpers shared by the native end-to-end tests (`native_trace.rs`, `native_symbolize.rs`):
+//! build the C/C++ examples, record them with `trace run`, and read the recorded calls back
+//! with the trace-format reader and the analyzer's symbolizer.
+#![allow(dead_code)]
+
+use analyzer::symbols::{resolve_process, Function};
+use slice_trace_e2e::{cmd, root, run};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::Mutex;
+use trace_format::{Event, TraceDir};
+
+/// Build `examples/c` and `examples/cpp` with their Makefiles (once per test binary).
+pub fn build_examples() {
+    static BUILT: Mutex<bool> = Mutex::new(false);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if *built {
+        return;
+    }
+    for dir in ["examples/c", "examples/cpp"] {
+        let out = std::process::Command::new("make").arg("-s").arg("-C").arg(root().join(dir)).output().expect("run make");
+        assert!(out.status.success(), "make -C {dir} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    *built = true;
+}
+
+pub fn example(rel: &str) -> PathBuf {
+    root().join("examples").join(rel)
+}
+
+/// `trace run -o <dir> -- <prog> <args>`, from the example's directory.
+pub fn trace(dir: &Path, prog: &Path, args: &[&str]) -> Output {
+    let mut c = cmd("trace");
+    c.arg("run").arg("-o").arg(dir).arg("--").arg(prog).args(args);
+    c.current_dir(prog.parent().unwrap_or(&root()));
+    run(&mut c)
+}
+
+/// One call as seen in a thread: nesting depth (1 = outermost) and function.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub depth: usize,
+    pub func: u32,
+    pub parent: Option<u32>,
+}
+
+pub struct Thread {
+    pub tid: u64,
+    pub calls: Vec<Call>,
+    /// Open calls left at the end of the stream (a crash or `_exit`).
+    pub open_at_end: usize,
+}
+
+pub struct Proc {
+    pub dir: PathBuf,
+    pub meta: trace_format::ProcMeta,
+    pub funcs: Vec<Function>,
+    pub warnings: Vec<String>,
+    pub threads: Vec<Thread>,
+}
+
+impl Proc {
+    pub fn name(&self, id: u32) -> &str {
+        &self.funcs[id as usize].qualname
+    }
+
+    /// The function whose qualified name is `q` (panics with the list if there is none).
+    pub fn func(&self, q: &str) -> &Function {
+        self.funcs
+            .iter()
+            .find(|f| f.qualname == q)
+            .unwrap_or_else(|| panic!("no function {q:?} in {:?}", self.funcs.iter().map(|f| &f.qualname).collect::<Vec<_>>()))
+    }
+
+    /// Number of calls to `q` over all threads.
+    pub fn count(&self, q: &str) -> usize {
+        self.threads.iter().flat_map(|t| &t.calls).filter(|c| self.name(c.func) == q).count()
+    }
+
+    /// Distinct direct callees of `q` over all threads.
+    pub fn callees(&self, q: &str) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .threads
+            .iter()
+            .flat_map(|t| &t.calls)
+            .filter(|c| c.parent.is_some_and(|p| self.name(p) == q))
+            .map(|c| self.name(c.func).to_string())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// The call sequence of a thread as `depth:name` strings.
+    pub fn sequence(&self, t: usize) -> Vec<String> {
+        self.threads[t].calls.iter().map(|c| format!("{}:{}", c.depth, self.name(c.func))).collect()
+    }
+}
+
+/// Read a trace: every process, its resolved functions and its threads' calls.
+pub fn load(dir: &Path) -> Vec<Proc> {
+    let trace = TraceDir::open(dir).unwrap_or_else(|e| panic!("cannot open trace {}: {e}", dir.display()));
+    let mut out = Vec::new();
+    for p in &trace.processes {
+        let (funcs, warnings) = resolve_process(p);
+        let mut threads = Vec::new();
+        for s in &p.threads {
+            let mut calls = Vec::new();
+            let mut stack: Vec<u32> = Vec::new();
+            for ev in s.events().expect("events") {
+                match ev.unwrap_or_else(|e| panic!("{}: {e}", s.path.display())) {
+                    Event::Call { func, .. } => {
+                        calls.push(Call { depth: stack.len() + 1, func, parent: stack.last().copied() });
+                        stack.push(func);
+                    }
+                    Event::Return { .. } => {
+                        stack.pop();
+                    }
+                    Event::ThreadName(_) => {}
+                }
+            }
+            threads.push(Thread { tid: s.header.tid, calls, open_at_end: stack.len() });
+        }
+        out.push(Proc { dir: p.dir.clone(), meta: p.meta.clone(), funcs, warnings, threads });
+    }
+    out
+}
+
+/// The 1-based line of the first line of `file` that contains `needle`, and the line of
+/// the first `}` at column 0 after it (the end of a top-level function).
+pub fn source_span(file: &Path, needle: &str) -> (u32, u32) {
+    let text = std::fs::read_to_string(file).expect("read source");
+    let lines: Vec<&str> = text.lines().collect();
+    let i = lines.iter().position(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle:?} not in {}", file.display()));
+    let j = (i..lines.len()).find(|&j| lines[j] == "}").expect("closing brace");
+    (i as u32 + 1, j as u32 + 1)
+}

@@ -1,0 +1,272 @@
+//! End-to-end: record the C and C++ examples with `trace run` (the native shim preloaded),
+//! read the traces back, symbolize them, and check the calls, threads, processes, exit
+//! statuses and source spans.
+
+mod native_support;
+
+use native_support::*;
+use slice_trace_e2e::{scratch, texts};
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+
+fn c_src(name: &str) -> PathBuf {
+    example("c").join(name)
+}
+
+#[test]
+fn scene_threads_function_pointers_plugin_and_recursion() {
+    build_examples();
+    let s = scratch();
+    let t = s.path().join("t.d");
+    let out = trace(&t, &example("c/build/scene"), &["--threads", "2", "--plugin", "./libplugin.so"]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("total area: 26.927") && stdout.contains("plugin score: 3.942"), "{stdout}");
+
+    let procs = load(&t);
+    assert_eq!(procs.len(), 1);
+    let p = &procs[0];
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    assert_eq!(p.meta.kind, "native");
+    // Main thread and two workers, each in its own stream.
+    assert_eq!(p.threads.len(), 3, "{:?}", p.threads.iter().map(|t| t.tid).collect::<Vec<_>>());
+    assert_eq!(p.threads[0].tid, p.meta.pid as u64);
+    assert_eq!(p.sequence(0)[0], "1:main");
+    for w in 1..3 {
+        let seq = p.sequence(w);
+        assert_eq!(&seq[..2], ["1:worker", "2:scene_total_area"], "thread {w}: {seq:?}");
+    }
+    assert!(p.threads.iter().all(|t| t.open_at_end == 0));
+
+    // Callers and callees, across the executable, libshapes.so and the dlopen()ed plugin.
+    assert_eq!(p.callees("main"), ["parallel_area", "run_plugin", "scene_parse", "scene_print", "scene_total_area"]);
+    assert_eq!(p.callees("scene_parse"), ["parse_shape"]);
+    assert_eq!(p.callees("parse_shape"), ["parse_number", "shape_circle", "shape_rect", "shape_square"]);
+    assert_eq!(p.callees("shape_square"), ["shape_rect"]);
+    // Function pointers: shape_area dispatches to both implementations.
+    assert_eq!(p.callees("shape_area"), ["circle_area", "rect_area"]);
+    assert_eq!(p.callees("shape_perimeter"), ["circle_perimeter", "rect_perimeter"]);
+    assert_eq!(p.callees("run_plugin"), ["plugin_score"]);
+    assert_eq!(p.callees("plugin_score"), ["weight"]);
+    // Recursion: scene_total_area calls itself.
+    assert_eq!(p.callees("scene_total_area"), ["scene_total_area", "shape_area"]);
+    // Counts (spec c1,r2x3,s4,c0.5,r1x1).
+    assert_eq!(p.count("shape_circle"), 2);
+    assert_eq!(p.count("shape_rect"), 3);
+    assert_eq!(p.count("weight"), 5);
+    assert_eq!(p.count("worker"), 2);
+    // main area (5 leaves, 9 calls), two workers over 3 + 2 shapes (5 + 3 calls).
+    assert_eq!(p.count("scene_total_area"), 9 + 5 + 3);
+
+    // Objects and sources.
+    let so = |q: &str| p.func(q).object.clone().unwrap_or_default();
+    assert!(so("main").ends_with("examples/c/build/scene"), "{}", so("main"));
+    assert!(so("shape_area").ends_with("examples/c/build/libshapes.so"));
+    assert!(so("plugin_score").ends_with("examples/c/build/libplugin.so"));
+    for (q, file, needle) in [
+        ("scene_total_area", "scene.c", "double scene_total_area(const struct scene *sc, int from, int to)"),
+        ("main", "main.c", "int main(int argc, char **argv)"),
+        ("rect_area", "shapes.c", "static double rect_area(const struct shape *s)"),
+        ("plugin_score", "plugin.c", "double plugin_score(const struct scene *sc)"),
+        // GNU style: the return type is on the line before the name; it is included.
+        ("circle_area", "shapes.c", "static double\ncircle_area"),
+    ] {
+        let f = p.func(q);
+        let path = c_src(file);
+        assert_eq!(f.file.as_deref(), Some(path.as_path()), "{q}");
+        let want = if needle.contains('\n') {
+            let (first, last) = source_span(&path, needle.split('\n').nth(1).unwrap_or_default());
+            (first - 1, last)
+        } else {
+            source_span(&path, needle)
+        };
+        assert_eq!((f.first_line, f.last_line), (Some(want.0), Some(want.1)), "{q} in {file}");
+        assert_eq!(f.name, q);
+    }
+}
+
+#[test]
+fn fork_child_records_its_own_process_with_context() {
+    build_examples();
+    let s = scratch();
+    let t = s.path().join("t.d");
+    let out = trace(&t, &example("c/build/forker"), &[]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("child: sum of squares 14") && stdout.contains("parent: child exited with 7"), "{stdout}");
+    let procs = load(&t);
+    assert_eq!(procs.len(), 2, "{:?}", procs.iter().map(|p| &p.dir).collect::<Vec<_>>());
+    let parent = procs.iter().find(|p| p.meta.forked_from.is_none()).expect("parent");
+    let child = procs.iter().find(|p| p.meta.forked_from == Some(parent.meta.pid)).expect("child with forked_from");
+    assert_eq!(parent.sequence(0), ["1:main", "2:spawn", "3:parent_work", "4:square"]);
+    // The child's stream starts with the functions open at the fork.
+    assert_eq!(child.sequence(0), ["1:main", "2:spawn", "3:child_work", "4:square", "4:square", "4:square"]);
+    assert_eq!(child.threads[0].tid, child.meta.pid as u64);
+    assert_eq!(child.func("child_work").file.as_deref(), Some(c_src("forker.c").as_path()));
+}
+
+#[test]
+fn exec_of_an_instrumented_program_gets_a_new_process_image() {
+    build_examples();
+    let s = scratch();
+    let t = s.path().join("t.d");
+    let out = trace(&t, &example("c/build/forker"), &["exec"]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("fib(10) = 55"), "{stdout}");
+    let procs = load(&t);
+    assert_eq!(procs.len(), 3);
+    let fib = procs.iter().find(|p| p.meta.exe.ends_with("/build/fib")).expect("fib image");
+    assert!(fib.dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(".1")), "{}", fib.dir.display());
+    // The forked child before exec: same pid, its own directory.
+    let before = procs.iter().find(|p| p.meta.pid == fib.meta.pid && p.dir != fib.dir).expect("pre-exec image");
+    assert_eq!(before.sequence(0), ["1:main", "2:spawn", "3:exec_fib"]);
+    // fib(10) makes 177 calls; main computes it twice.
+    assert_eq!(fib.count("fib"), 2 * 177);
+    assert_eq!(fib.callees("main"), ["fib", "sum_to"]);
+    assert_eq!(fib.callees("sum_to"), ["add"]);
+    assert_eq!(fib.count("add"), 1000);
+}
+
+/// How each ending of crash.c must be reported, and what the trace must hold.
+#[test]
+fn crashes_exits_and_signals_leave_complete_traces_and_pass_the_status_through() {
+    build_examples();
+    let cases: [(&str, Option<i32>, Option<i32>); 7] = [
+        ("segv", None, Some(libc_sig::SEGV)),
+        ("abort", None, Some(libc_sig::ABRT)),
+        ("term", None, Some(libc_sig::TERM)),
+        ("int", None, Some(libc_sig::INT)),
+        ("exit", Some(5), None),
+        ("_exit", Some(6), None),
+        ("handler", Some(42), None),
+    ];
+    for (mode, code, signal) in cases {
+        let s = scratch();
+        let t = s.path().join("t.d");
+        let out = trace(&t, &example("c/build/crash"), &[mode]);
+        let (stdout, stderr) = texts(&out);
+        assert_eq!(out.status.code(), code, "{mode}: {stderr}");
+        assert_eq!(out.status.signal(), signal, "{mode}: {stderr}");
+        assert!(stdout.contains("sum: 15"), "{mode}: {stdout}");
+        let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(t.join("meta.json")).unwrap()).unwrap();
+        match (code, signal) {
+            (Some(c), _) => assert_eq!(meta["exit"]["code"], c, "{mode}: {meta}"),
+            (_, Some(sig)) => assert_eq!(meta["exit"]["signal"], sig, "{mode}: {meta}"),
+            _ => unreachable!(),
+        }
+        let procs = load(&t);
+        assert_eq!(procs.len(), 1, "{mode}");
+        let p = &procs[0];
+        let seq = p.sequence(0);
+        let want_prefix =
+            ["1:main", "2:work", "3:depth_sum", "4:depth_sum", "5:depth_sum", "6:depth_sum", "7:depth_sum", "8:depth_sum", "3:fail"];
+        assert_eq!(&seq[..want_prefix.len()], want_prefix, "{mode}: {seq:?}");
+        if mode == "handler" {
+            // The program's own handler ran (inside raise, called from fail).
+            assert!(stdout.contains("handler: caught SIGTERM"), "{stdout}");
+            assert_eq!(seq.last().map(String::as_str), Some("4:on_term"), "{seq:?}");
+        } else {
+            assert_eq!(seq.len(), want_prefix.len(), "{mode}: {seq:?}");
+        }
+        // Every ending but a normal exit() leaves main, work and fail open.
+        let open = p.threads[0].open_at_end;
+        if mode == "exit" {
+            assert!(open <= 3, "{mode}: {open}");
+        } else {
+            assert!(open >= 3, "{mode}: {open} open calls");
+        }
+    }
+}
+
+mod libc_sig {
+    pub const INT: i32 = 2;
+    pub const ABRT: i32 = 6;
+    pub const SEGV: i32 = 11;
+    pub const TERM: i32 = 15;
+}
+
+#[test]
+fn uninstrumented_binary_is_refused_with_the_build_flags() {
+    build_examples();
+    let s = scratch();
+    let t = s.path().join("t.d");
+    let out = trace(&t, &example("c/build/plain"), &[]);
+    let (stdout, stderr) = texts(&out);
+    assert!(!out.status.success());
+    assert!(stderr.contains("-finstrument-functions"), "{stderr}");
+    assert!(stderr.contains("plain"), "{stderr}");
+    assert!(!stdout.contains("plain: not instrumented"), "the target must not run: {stdout}");
+}
+
+#[test]
+fn cpp_classes_virtual_calls_templates_lambdas_and_exceptions() {
+    build_examples();
+    let s = scratch();
+    let t = s.path().join("t.d");
+    let out = trace(&t, &example("cpp/build/shapes"), &["c1,r2x3,s2"]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("total area 13.142, 1 square(s)"), "{stdout}");
+    let p = &load(&t)[0];
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    let src = |f: &str| example("cpp").join(f);
+
+    // Virtual calls resolve to the overriders, with demangled qualified names.
+    let report = "report(std::vector<std::unique_ptr<geo::Shape, std::default_delete<geo::Shape> >, std::allocator<std::unique_ptr<geo::Shape, std::default_delete<geo::Shape> > > > const&)";
+    let callees = p.callees(report);
+    for want in [
+        "geo::Circle::area() const",
+        "geo::Rect::area() const",
+        "geo::Circle::name[abi:cxx11]() const",
+        "geo::Rect::name[abi:cxx11]() const",
+    ] {
+        assert!(callees.iter().any(|c| c == want), "{want} not in {callees:?}");
+    }
+    let area = p.func("geo::Circle::area() const");
+    assert_eq!(area.name, "area");
+    assert_eq!(area.file.as_deref(), Some(src("shapes.cpp").as_path()));
+    assert_eq!((area.first_line, area.last_line), {
+        let (a, b) = source_span(&src("shapes.cpp"), "double Circle::area() const");
+        (Some(a), Some(b))
+    });
+    // An inline member defined in the header.
+    let cname = p.func("geo::Circle::name[abi:cxx11]() const");
+    assert_eq!(cname.file.as_deref(), Some(src("shapes.hpp").as_path()));
+    let hpp = std::fs::read_to_string(src("shapes.hpp")).unwrap();
+    let line = hpp.lines().position(|l| l.contains("std::string name() const override { return \"circle\"; }")).unwrap() as u32 + 1;
+    assert_eq!((cname.first_line, cname.last_line), (Some(line), Some(line)));
+
+    // Templates: two instantiations; the span starts at the `template <...>` line.
+    let sums: Vec<_> = p.funcs.iter().filter(|f| f.name.starts_with("sum_by<")).collect();
+    assert_eq!(sums.len(), 2, "{sums:?}");
+    let (decl, end) = source_span(&src("main.cpp"), "T sum_by(");
+    for f in &sums {
+        assert_eq!((f.first_line, f.last_line), (Some(decl - 1), Some(end)), "{}", f.qualname);
+        // The lambdas are called from the template.
+        let lambdas = p.callees(&f.qualname);
+        assert!(lambdas.iter().any(|l| l.contains("{lambda(geo::Shape const&)#")), "{lambdas:?}");
+    }
+    let lambda = p
+        .funcs
+        .iter()
+        .find(|f| f.qualname.ends_with("{lambda(geo::Shape const&)#2}::operator()(geo::Shape const&) const"))
+        .expect("second lambda");
+    assert!(lambda.qualname.starts_with("report("), "{}", lambda.qualname);
+    assert_eq!(lambda.name, "{lambda(geo::Shape const&)#2}");
+    let (l2, _) = source_span(&src("main.cpp"), "int named = sum_by<int>(shapes, [](const geo::Shape &s) {");
+    assert_eq!((lambda.first_line, lambda.last_line), (Some(l2), Some(l2 + 2)));
+
+    // Exceptions: the exit hook runs while unwinding, so the stream stays balanced and
+    // main carries on after the catch.
+    let s2 = scratch();
+    let t2 = s2.path().join("t.d");
+    let out = trace(&t2, &example("cpp/build/shapes"), &["c1,q"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(texts(&out).0.contains("error: shape spec too short: 'q'"));
+    let p = &load(&t2)[0];
+    assert_eq!(p.threads[0].open_at_end, 0);
+    // parse_one is static: its qualified name comes from the symbol table's mangled name.
+    assert_eq!(p.count("geo::parse_one(std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > const&)"), 2);
+    assert!(p.count("geo::Circle::area() const") == 0, "report must not run after the exception");
+}
