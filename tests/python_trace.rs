@@ -423,3 +423,24 @@ fn rich_cli_from_pypi_is_recorded() {
     assert!(in_pkg("rich_cli") > 0);
     assert!(fs.iter().any(|f| f["qualname"] == "Table.add_row"), "the CSV rows go through rich.table.Table.add_row");
 }
+
+/// The `sitecustomize.py` that `trace run` writes refuses a CPython other than the one the
+/// shim was built for, with one line on stderr, and the program runs normally.
+#[test]
+fn another_python_version_runs_untraced_with_one_warning() {
+    let s = scratch();
+    let text = std::fs::read_to_string(root().join("tracer/src/sitecustomize.py")).unwrap().replace("@PY_VERSION@", "3.99");
+    write_script(s.path(), "sitecustomize.py", &text);
+    std::fs::create_dir(s.path().join("t.d")).unwrap();
+    let o = run(Command::new(python())
+        .current_dir(s.path())
+        .env("PYTHONPATH", s.path())
+        .env("SLICE_TRACE_DIR", s.path().join("t.d"))
+        .args(["-c", "import sys; print('ran', sys.modules.get('_slicetrace'))"]));
+    let (out, err) = texts(&o);
+    assert!(o.status.success());
+    assert_eq!(out.trim(), "ran None");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("is not supported (the recorder was built for CPython 3.99)"), "{err}");
+    assert_eq!(std::fs::read_dir(s.path().join("t.d")).unwrap().count(), 0, "nothing may be recorded");
+}

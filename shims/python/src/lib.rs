@@ -312,18 +312,18 @@ unsafe extern "C" fn profile(_obj: *mut ffi::PyObject, frame: *mut ffi::PyFrameO
             }
         }
         ffi::PyTrace_C_CALL => {
-            let ts = monotonic_ns();
             let Some(proc) = PROC.get().as_mut() else { return 0 };
             if !proc.c_calls {
                 return 0;
             }
+            let ts = monotonic_ns();
             if let (Some(id), Some(w)) = (cfunc_id(proc, arg), current_writer(None)) {
                 w.call(id, ts);
             }
         }
         ffi::PyTrace_C_RETURN | ffi::PyTrace_C_EXCEPTION => {
-            let ts = monotonic_ns();
             let Some(proc) = PROC.get().as_ref() else { return 0 };
+            let ts = monotonic_ns();
             if proc.c_calls && ffi::PyCFunction_Check(arg) != 0 && !(*(arg as *mut ffi::PyCFunctionObject)).m_ml.is_null() {
                 if let Some(w) = current_writer(None) {
                     w.ret(ts);
