@@ -285,10 +285,7 @@ fn load_dwarf<'a>(sections: &'a [(gimli::SectionId, Cow<'a, [u8]>)], endian: gim
         let data: &'a [u8] = sections.iter().find(|(s, _)| *s == id).map(|(_, d)| d.as_ref()).unwrap_or(&[]);
         Ok(gimli::EndianSlice::new(data, endian))
     };
-    match gimli::Dwarf::load(get) {
-        Ok(d) => d,
-        Err(_) => gimli::Dwarf::default(),
-    }
+    gimli::Dwarf::load(get).unwrap_or_default()
 }
 
 /// Resolve link-time addresses with the DWARF of `obj`; `None` for addresses DWARF does
