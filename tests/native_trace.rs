@@ -270,3 +270,36 @@ fn cpp_classes_virtual_calls_templates_lambdas_and_exceptions() {
     assert_eq!(p.count("geo::parse_one(std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > const&)"), 2);
     assert!(p.count("geo::Circle::area() const") == 0, "report must not run after the exception");
 }
+
+#[test]
+fn slice_from_trace_prints_the_native_tree_and_exact_sources() {
+    build_examples();
+    let s = scratch();
+    let t = s.path().join("t.d");
+    let out = trace(&t, &example("c/build/scene"), &["--plugin", "./libplugin.so"]);
+    assert!(out.status.success(), "{}", texts(&out).1);
+    let prompt =
+        slice_trace_e2e::run_ok(slice_trace_e2e::cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How is the total area computed?"));
+    // The tree: callers, callees, counts, the recursion cut, the worker threads.
+    // (paths are shown relative to the traced command's directory, here examples/c/build)
+    for (head, tail) in [
+        ("main  (", "main.c:63)"),
+        ("    parse_shape  (", "scene.c:14) ×5"),
+        ("      shape_circle  (", "shapes.c:31) ×2"),
+        ("    shape_area  (", "shapes.c:49) ×5"),
+        ("      circle_area  (", "shapes.c:6) ×2"),
+        ("    scene_total_area  (", "scene.c:51) ×2 ↻ recursive"),
+        ("worker  (", "main.c:19)"),
+        ("    plugin_score  (", "plugin.c:9)"),
+    ] {
+        assert!(prompt.lines().any(|l| l.starts_with(head) && l.ends_with(tail)), "{head:?}..{tail:?} not in\n{prompt}");
+    }
+    // The sources: exact spans, the GNU-style return type line included.
+    let (first, last) = source_span(&c_src("scene.c"), "double scene_total_area(");
+    assert!(prompt.contains(&format!("scene.c:{first}-{last})")), "{prompt}");
+    let circle = "```c\nstatic double\ncircle_area(const struct shape *s)\n{\n    return PI * s->a * s->a;\n}\n```";
+    assert!(prompt.contains(circle), "{prompt}");
+    let weight = std::fs::read_to_string(c_src("plugin.c")).unwrap();
+    let weight: String = weight.lines().skip(3).take(4).map(|l| format!("{l}\n")).collect();
+    assert!(prompt.contains(&weight), "{weight} not in {prompt}");
+}
