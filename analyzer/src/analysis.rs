@@ -185,10 +185,41 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     })
 }
 
-/// A path for display: relative to `cwd` when inside it.
+/// A path for display: relative to `cwd` when inside it; installed packages as
+/// `site-packages/<path in the package directory>`; the Python standard library as
+/// `stdlib/<path>`; anything else absolute.
 pub fn display_path(file: &Path, cwd: &Path) -> String {
-    match file.strip_prefix(cwd) {
-        Ok(r) if !r.as_os_str().is_empty() => r.display().to_string(),
-        _ => file.display().to_string(),
+    if let Ok(r) = file.strip_prefix(cwd) {
+        if !r.as_os_str().is_empty() {
+            return r.display().to_string();
+        }
+    }
+    let s = file.to_string_lossy();
+    for marker in ["/site-packages/", "/dist-packages/"] {
+        if let Some(i) = s.rfind(marker) {
+            return format!("{}{}", &marker[1..], &s[i + marker.len()..]);
+        }
+    }
+    if crate::pathclass::python_origin(&s) == crate::pathclass::Origin::Stdlib && !s.starts_with('<') {
+        let parts: Vec<&str> = s.split('/').collect();
+        if let Some(i) = parts.windows(2).position(|w| w[0].starts_with("lib") && w[1].starts_with("python3")) {
+            return format!("stdlib/{}", parts[i + 2..].join("/"));
+        }
+    }
+    s.into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_paths() {
+        let cwd = Path::new("/home/u/proj");
+        assert_eq!(display_path(Path::new("/home/u/proj/app/x.py"), cwd), "app/x.py");
+        assert_eq!(display_path(Path::new("/v/lib/python3.11/site-packages/click/core.py"), cwd), "site-packages/click/core.py");
+        assert_eq!(display_path(Path::new("/usr/lib/python3/dist-packages/rich/table.py"), cwd), "dist-packages/rich/table.py");
+        assert_eq!(display_path(Path::new("/usr/lib/python3.11/json/decoder.py"), cwd), "stdlib/json/decoder.py");
+        assert_eq!(display_path(Path::new("/opt/x.py"), cwd), "/opt/x.py");
     }
 }

@@ -39,6 +39,9 @@ pub struct Node {
     pub recursive: bool,
     /// Depth: 0 for the root, 1 for its children, ...
     pub depth: u32,
+    /// Called directly by Python's import machinery (a module body, a finder, a loader):
+    /// import-time work.
+    pub via_import: bool,
 }
 
 /// A folded call tree.
@@ -53,7 +56,7 @@ impl CallTree {
     pub fn new(funcs: Arc<Vec<Function>>) -> CallTree {
         CallTree {
             funcs,
-            nodes: vec![Node { func: NO_FUNC, parent: ROOT, children: Vec::new(), count: 0, time_ns: 0, recursive: false, depth: 0 }],
+            nodes: vec![Node { func: NO_FUNC, parent: ROOT, children: Vec::new(), count: 0, time_ns: 0, recursive: false, depth: 0, via_import: false }],
         }
     }
 
@@ -144,6 +147,7 @@ impl CallTree {
                     dn.count += n.count;
                     dn.time_ns += n.time_ns;
                     dn.recursive |= n.recursive;
+                    dn.via_import |= n.via_import;
                     d
                 }
             };
@@ -182,7 +186,7 @@ impl TreeBuilder {
         *self.index.entry(key).or_insert_with(|| {
             let id = nodes.len() as NodeId;
             let depth = nodes[parent as usize].depth + 1;
-            nodes.push(Node { func, parent, children: Vec::new(), count: 0, time_ns: 0, recursive: false, depth });
+            nodes.push(Node { func, parent, children: Vec::new(), count: 0, time_ns: 0, recursive: false, depth, via_import: false });
             nodes[parent as usize].children.push(id);
             id
         })

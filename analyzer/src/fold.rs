@@ -12,10 +12,14 @@ use trace_format::{Event, FormatError, ProcMeta, ThreadStream, TraceDir, TraceMe
 pub enum FoldClass {
     /// An ordinary function: a node.
     Visible,
-    /// Not a node: its callees attach to the nearest visible ancestor. Python's import
-    /// machinery (`<frozen importlib._bootstrap>`, `..._bootstrap_external`) and
-    /// comprehension/generator-expression frames (their code is part of the enclosing function).
+    /// Not a node: its callees attach to the nearest visible ancestor. Comprehension and
+    /// generator-expression frames (their code is part of the enclosing function).
     Transparent,
+    /// Python's import machinery (`<frozen importlib._bootstrap>`, `..._bootstrap_external`):
+    /// transparent, and the nodes it calls directly are marked [`Node::via_import`].
+    ///
+    /// [`Node::via_import`]: crate::calltree::Node::via_import
+    Import,
 }
 
 /// Python comprehension and generator-expression code objects.
@@ -27,7 +31,9 @@ pub fn fold_class(f: &Function) -> FoldClass {
         return FoldClass::Visible;
     }
     let file = f.file.as_deref().map(|p| p.to_string_lossy()).unwrap_or_default();
-    if file.starts_with("<frozen importlib._bootstrap") || COMPREHENSIONS.contains(&f.name.as_str()) {
+    if file.starts_with("<frozen importlib._bootstrap") {
+        FoldClass::Import
+    } else if COMPREHENSIONS.contains(&f.name.as_str()) {
         FoldClass::Transparent
     } else {
         FoldClass::Visible
@@ -55,6 +61,8 @@ struct Frame {
     start: u64,
     /// Function whose `on_path` count this frame holds, or `u32::MAX` for a transparent frame.
     func: u32,
+    /// An import-machinery frame.
+    import: bool,
 }
 
 /// Fold a sequence of events into a call tree. `classes[id]` gives each function id's
@@ -69,7 +77,7 @@ where
     let mut on_path: Vec<u32> = vec![0; classes.len()];
     // Cut mode: inside a recursive call, events are consumed but not recorded.
     let mut skip: u64 = 0;
-    let mut cut = Frame { node: ROOT, start: 0, func: u32::MAX };
+    let mut cut = Frame { node: ROOT, start: 0, func: u32::MAX, import: false };
     let mut last_ts = 0u64;
     for ev in events {
         match ev {
@@ -80,29 +88,39 @@ where
                     skip += 1;
                     continue;
                 }
-                let cur = match stack.last() {
-                    Some(f) => f.node,
-                    None => ROOT,
+                let (cur, in_import) = match stack.last() {
+                    Some(f) => (f.node, f.import),
+                    None => (ROOT, false),
                 };
-                if classes.get(func as usize) == Some(&FoldClass::Transparent) {
-                    stack.push(Frame { node: cur, start: ts, func: u32::MAX });
-                    continue;
+                match classes.get(func as usize) {
+                    Some(FoldClass::Transparent) => {
+                        stack.push(Frame { node: cur, start: ts, func: u32::MAX, import: false });
+                        continue;
+                    }
+                    Some(FoldClass::Import) => {
+                        stack.push(Frame { node: cur, start: ts, func: u32::MAX, import: true });
+                        continue;
+                    }
+                    _ => {}
                 }
                 let fi = func as usize;
                 if fi >= on_path.len() {
                     on_path.resize(fi + 1, 0);
                 }
                 let n = b.child(cur, func);
+                if in_import {
+                    b.node_mut(n).via_import = true;
+                }
                 if on_path[fi] > 0 {
                     let node = b.node_mut(n);
                     node.recursive = true;
                     node.count += 1;
                     skip = 1;
-                    cut = Frame { node: n, start: ts, func };
+                    cut = Frame { node: n, start: ts, func, import: false };
                 } else {
                     b.node_mut(n).count += 1;
                     on_path[fi] += 1;
-                    stack.push(Frame { node: n, start: ts, func });
+                    stack.push(Frame { node: n, start: ts, func, import: false });
                 }
             }
             Ok(Event::Return { ts }) => {
@@ -310,11 +328,14 @@ mod tests {
         funcs[1].file = Some("<frozen importlib._bootstrap>".into());
         let funcs = Arc::new(funcs);
         let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
-        assert_eq!(classes[1], FoldClass::Transparent);
+        assert_eq!(classes[1], FoldClass::Import);
         assert_eq!(classes[3], FoldClass::Transparent);
         let evs = [C(0), C(1), C(2), R, R, C(3), C(4), R, R, R];
         let (t, _) = fold_events(funcs, &classes, Ev::events(&evs));
         assert_eq!(show(&t), vec!["main x1", "  <module> x1", "  helper x1"]);
+        let module = t.preorder()[1];
+        assert!(t.node(module).via_import);
+        assert!(!t.node(t.preorder()[2]).via_import);
     }
 
     #[test]

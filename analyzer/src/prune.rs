@@ -5,8 +5,9 @@
 //!   is removed; this repeats until no leaf qualifies, so whole start-up subtrees go while
 //!   anything with a feature-only call below it stays.
 //! - Automatic, for Python ([`prune_imports`]): the work done while importing modules is
-//!   start-up. Every `<module>` node reached through an import (that is, every module body
-//!   but the entry script's) is removed with its subtree.
+//!   start-up. Every node called directly by the import machinery (module bodies, import
+//!   finders and loaders) and every `<module>` node but the entry script's is removed with
+//!   its subtree.
 
 use crate::calltree::{CallTree, Keep, NodeId, ROOT};
 use crate::symbols::{Function, Language};
@@ -44,7 +45,7 @@ pub fn prune_imports(tree: &CallTree, entry: &HashSet<u32>) -> (CallTree, usize)
     let before = tree.len();
     let t = tree.rebuild(|t, n| {
         let node = t.node(n);
-        if t.func(n).is_some_and(is_module) && !entry.contains(&node.func) {
+        if (node.via_import || t.func(n).is_some_and(is_module)) && !entry.contains(&node.func) {
             Keep::Drop
         } else {
             Keep::Keep
@@ -209,6 +210,14 @@ mod tests {
         let (p, removed) = prune_imports(&t, &entry);
         assert_eq!(show(&p), vec!["<module>", "  main"]);
         assert_eq!(removed, 2);
+        // A finder called by the import machinery is import-time work too.
+        let mut funcs = py_funcs(&["<module>", "_find_and_load", "Finder.find_spec", "main"]);
+        funcs[1].file = Some("<frozen importlib._bootstrap>".into());
+        let funcs = Arc::new(funcs);
+        let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
+        let t2 = fold_events(funcs, &classes, Ev::events(&[C(0), C(1), C(2), R, R, C(3), R, R])).0;
+        let (p2, _) = prune_imports(&t2, &entry_modules(&t2, true));
+        assert_eq!(show(&p2), vec!["<module>", "  main"]);
         // Off the main thread, every module body is an import.
         assert!(entry_modules(&t, false).is_empty());
     }

@@ -1,0 +1,159 @@
+//! Folded stacks: the text format of Brendan Gregg's `stackcollapse` scripts, read by inferno,
+//! `flamegraph.pl`, speedscope and most flamegraph tools. One line per call-tree node:
+//!
+//! ```text
+//! main;load_catalogue;parse_row 6
+//! ```
+//!
+//! the frames from the outermost call to the node, separated by `;`, a space, and the node's
+//! *self* value. A flamegraph frame's width is the sum of the values of the lines that start with
+//! its stack, so it shows the node's inclusive value:
+//!
+//! - [`Weight::Calls`]: the value of a line is the node's call count (calls merged into it). A
+//!   frame is then as wide as the calls made in its subtree, itself included, and the values of
+//!   all lines add up to the number of calls in the (pruned, selected) tree.
+//! - [`Weight::Time`]: the value is the node's self time in nanoseconds (inclusive time less
+//!   the callees'), so a frame is as wide as its inclusive time and the lines add up to the
+//!   total time of the top-level calls. Lines whose self time is 0 are left out (their callees'
+//!   lines carry the frame).
+//!
+//! Frame names are qualified names, with the location added where two functions share one
+//! ([`super::FrameNames`]). A `;` inside a name (Rust `[u8; 4]`) is written as `,`, and line
+//! breaks and tabs as spaces, so every line splits back into the same frames. With several
+//! views (threads), each stack starts with a frame naming its thread.
+
+use super::{func_of, self_time, FrameNames, View};
+use crate::calltree::{NodeId, ROOT};
+use std::io::{self, Write};
+
+/// What a stack line's value counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Weight {
+    /// Self time in nanoseconds (frames as wide as their inclusive time).
+    #[default]
+    Time,
+    /// Call counts (frames as wide as the number of calls made in their subtree).
+    Calls,
+}
+
+impl Weight {
+    /// The unit, as inferno's "count name".
+    pub fn unit(self) -> &'static str {
+        match self {
+            Weight::Time => "ns",
+            Weight::Calls => "calls",
+        }
+    }
+}
+
+/// A frame name made safe for folded stacks.
+pub fn frame(name: &str) -> String {
+    name.chars()
+        .map(|c| match c {
+            ';' => ',',
+            '\n' | '\r' | '\t' => ' ',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect::<String>()
+        .trim()
+        .to_string()
+}
+
+/// What [`write`] wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub lines: usize,
+    /// Sum of the values of all lines.
+    pub sum: u64,
+}
+
+/// Write the folded stacks of views, in call order (a node's line before its callees', the
+/// callees in order of first call). `thread_frames`: start each stack with the view's label.
+pub fn write(out: &mut impl Write, views: &[View], names: &FrameNames, weight: Weight, thread_frames: bool) -> io::Result<Totals> {
+    let mut totals = Totals::default();
+    let mut line = String::new();
+    for v in views {
+        let t = &v.tree;
+        // (node, length of `line` before this node's frame was appended)
+        let base = if thread_frames { frame(&v.label) } else { String::new() };
+        let mut stack: Vec<(NodeId, String)> = t.node(ROOT).children.iter().rev().map(|&c| (c, base.clone())).collect();
+        while let Some((n, prefix)) = stack.pop() {
+            let node = t.node(n);
+            let f = func_of(t, n);
+            line.clear();
+            line.push_str(&prefix);
+            if !line.is_empty() {
+                line.push(';');
+            }
+            line.push_str(&frame(names.name(&f)));
+            let value = match weight {
+                Weight::Calls => node.count,
+                Weight::Time => self_time(t, n),
+            };
+            if value > 0 {
+                writeln!(out, "{line} {value}")?;
+                totals.lines += 1;
+                totals.sum += value;
+            }
+            stack.extend(node.children.iter().rev().map(|&c| (c, line.clone())));
+        }
+    }
+    Ok(totals)
+}
+
+/// The folded stacks as a string.
+pub fn to_string(views: &[View], names: &FrameNames, weight: Weight, thread_frames: bool) -> (String, Totals) {
+    let mut out = Vec::new();
+    // Writing into a Vec cannot fail.
+    let totals = write(&mut out, views, names, weight, thread_frames).unwrap_or_default();
+    (String::from_utf8_lossy(&out).into_owned(), totals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{Ev::C, Ev::R};
+    use crate::views::tests::tree_of;
+    use crate::views::{total_calls, total_time};
+    use std::path::Path;
+
+    fn sample() -> View {
+        // main -> a x2 -> f ; main -> b ; helper defined twice (two files) under main and b
+        let t = tree_of(
+            &["main", "a", "f", "b", "helper", "helper"],
+            &["/p/app.py", "/p/app.py", "/p/f.py", "/p/app.py", "/p/x.py", "/p/y.py"],
+            &[C(0), C(1), C(2), R, R, C(1), R, C(3), C(4), R, R, C(5), R, R],
+        );
+        View { label: "thread; main".into(), tree: t }
+    }
+
+    #[test]
+    fn calls_weight_sums_to_the_tree_calls() {
+        let v = sample();
+        let names = FrameNames::new([&v.tree], Path::new("/p"));
+        let (s, totals) = to_string(std::slice::from_ref(&v), &names, Weight::Calls, false);
+        assert_eq!(
+            s,
+            "main 1\nmain;a 2\nmain;a;f 1\nmain;b 1\nmain;b;helper (x.py:1) 1\nmain;helper (y.py:1) 1\n",
+            "{s}"
+        );
+        assert_eq!(totals.sum, total_calls(&v.tree));
+        assert_eq!(totals.lines, 6);
+    }
+
+    #[test]
+    fn time_weight_sums_to_the_total_time_and_frames_are_escaped() {
+        let v = sample();
+        let names = FrameNames::new([&v.tree], Path::new("/p"));
+        let (s, totals) = to_string(std::slice::from_ref(&v), &names, Weight::Time, true);
+        assert_eq!(totals.sum, total_time(&v.tree));
+        for l in s.lines() {
+            assert!(l.starts_with("thread, main;main"), "{l}");
+            let (stack, value) = l.rsplit_once(' ').unwrap();
+            assert!(value.parse::<u64>().unwrap() > 0);
+            assert!(!stack.contains('\n'));
+        }
+        assert_eq!(frame("f<[u8; 4]>\tx\n"), "f<[u8, 4]> x");
+    }
+}
