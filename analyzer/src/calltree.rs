@@ -56,7 +56,16 @@ impl CallTree {
     pub fn new(funcs: Arc<Vec<Function>>) -> CallTree {
         CallTree {
             funcs,
-            nodes: vec![Node { func: NO_FUNC, parent: ROOT, children: Vec::new(), count: 0, time_ns: 0, recursive: false, depth: 0, via_import: false }],
+            nodes: vec![Node {
+                func: NO_FUNC,
+                parent: ROOT,
+                children: Vec::new(),
+                count: 0,
+                time_ns: 0,
+                recursive: false,
+                depth: 0,
+                via_import: false,
+            }],
         }
     }
 

@@ -31,6 +31,11 @@ pub fn fold_class(f: &Function) -> FoldClass {
         return FoldClass::Visible;
     }
     let file = f.file.as_deref().map(|p| p.to_string_lossy()).unwrap_or_default();
+    // `trace run`'s own bootstrap (a sitecustomize.py in a temporary `slice-trace-rt-*`
+    // directory) is not part of the program.
+    if file.contains("/slice-trace-rt-") {
+        return FoldClass::Transparent;
+    }
     if file.starts_with("<frozen importlib._bootstrap") {
         FoldClass::Import
     } else if COMPREHENSIONS.contains(&f.name.as_str()) {

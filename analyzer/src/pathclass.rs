@@ -82,12 +82,33 @@ pub fn module_name(f: &Function, cwd: &Path) -> String {
         &s[i..]
     } else if let Some(i) = stdlib_dir_end(&s) {
         &s[i..]
-    } else if let Ok(r) = file.strip_prefix(cwd) {
-        return dotted(&r.to_string_lossy());
     } else {
-        s.rsplit('/').next().unwrap_or(&s)
+        return package_module(file).unwrap_or_else(|| match file.strip_prefix(cwd) {
+            Ok(r) => dotted(&r.to_string_lossy()),
+            Err(_) => dotted(s.rsplit('/').next().unwrap_or(&s)),
+        });
     };
     dotted(rel)
+}
+
+/// The dotted module name of a program file from its package directories (those with an
+/// `__init__.py`), as Python would import it: `.../shop/pricing.py` -> `shop.pricing`.
+fn package_module(file: &Path) -> Option<String> {
+    let stem = file.file_stem()?.to_string_lossy().into_owned();
+    let mut parts = if stem == "__init__" { Vec::new() } else { vec![stem] };
+    let mut dir = file.parent();
+    while let Some(d) = dir {
+        if !d.join("__init__.py").exists() {
+            break;
+        }
+        parts.push(d.file_name()?.to_string_lossy().into_owned());
+        dir = d.parent();
+    }
+    if parts.len() < 2 {
+        return None; // not inside a package: the caller falls back to the path
+    }
+    parts.reverse();
+    Some(parts.join("."))
 }
 
 fn stdlib_dir_end(s: &str) -> Option<usize> {
@@ -145,6 +166,13 @@ mod tests {
         assert_eq!(module_name(&pyf("/usr/local/lib/python3.11/site-packages/rich/__init__.py"), cwd), "rich");
         assert_eq!(module_name(&pyf("/usr/lib/python3.11/json/decoder.py"), cwd), "json.decoder");
         assert_eq!(module_name(&pyf("/home/u/proj/pkg/util.py"), cwd), "pkg.util");
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("shop")).unwrap();
+        std::fs::write(d.path().join("shop/__init__.py"), "").unwrap();
+        let f = d.path().join("shop/pricing.py");
+        assert_eq!(module_name(&pyf(f.to_str().unwrap()), cwd), "shop.pricing");
+        let f = d.path().join("shop/__init__.py");
+        assert_eq!(module_name(&pyf(f.to_str().unwrap()), cwd), "shop");
         assert_eq!(module_name(&pyf("<frozen runpy>"), cwd), "runpy");
     }
 }

@@ -299,7 +299,11 @@ const STOPWORDS: &[&str] = &[
 pub fn question_words(q: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for w in q.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
-        let w = w.trim_matches('_').to_lowercase();
+        let mut w = w.trim_matches('_').to_lowercase();
+        // A light stem so `borders` matches `border`, `draws` matches `draw`.
+        if w.len() > 4 && w.ends_with('s') && !w.ends_with("ss") {
+            w.pop();
+        }
         if w.chars().count() >= 3 && !STOPWORDS.contains(&w.as_str()) && !out.contains(&w) {
             out.push(w);
         }

@@ -1,0 +1,354 @@
+//! End-to-end tests of `slice from-trace` and `slice stats` on real traces recorded by
+//! `trace run` from the Python examples (and rich-cli from PyPI).
+
+use slice_trace_e2e::{bin, cmd, root, run, run_ok, scratch, target_dir, texts};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+fn python() -> String {
+    std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string())
+}
+
+fn trace(cwd: &Path, out: &Path, argv: &[&str]) {
+    let mut c = cmd("trace");
+    c.current_dir(cwd).arg("run").arg("-o").arg(out).arg("--").args(argv);
+    let o = run(&mut c);
+    assert!(o.status.success() || out.join("meta.json").exists(), "trace run failed: {:?}", texts(&o));
+}
+
+/// One recorded run of the shop example, shared by the tests of this file.
+fn shop() -> &'static PathBuf {
+    static T: OnceLock<PathBuf> = OnceLock::new();
+    T.get_or_init(|| {
+        let dir = scratch().keep();
+        let out = dir.join("shop.d");
+        let app = root().join("examples/python/shop_app.py");
+        trace(&dir, &out, &[&python(), app.to_str().unwrap()]);
+        out
+    })
+}
+
+fn slice(args: &[&str]) -> (String, String, i32) {
+    let o = run(Command::new(bin("slice")).args(args));
+    let (out, err) = texts(&o);
+    (out, err, o.status.code().unwrap_or(-1))
+}
+
+fn slice_ok(args: &[&str]) -> (String, String) {
+    let (out, err, code) = slice(args);
+    assert_eq!(code, 0, "slice {args:?} failed:\n{err}");
+    (out, err)
+}
+
+fn tokens_reported(stderr: &str) -> usize {
+    let l =
+        stderr.lines().find(|l| l.starts_with("slice: ") && l.contains(" tokens (")).unwrap_or_else(|| panic!("no token line in {stderr}"));
+    l["slice: ".len()..].split_whitespace().next().unwrap().parse().unwrap()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+const Q: &str = "How is the price of a bundle computed?";
+
+#[test]
+fn shop_prompt_has_question_tree_and_exact_sources() {
+    let t = shop();
+    let (p, err) = slice_ok(&["from-trace", s(t), "-q", Q]);
+    assert!(p.starts_with(&format!("# Question\n\n{Q}\n")));
+    // Tree: recursion cut, counts, threads and the subprocess labelled.
+    assert!(p.contains("bundle_price  (") && p.contains("↻ recursive"), "{p}");
+    assert!(p.contains("part_price  (") && p.contains(" ×"));
+    assert!(p.contains("thread stats-"), "threads are labelled by name");
+    assert!(p.contains("checksum.py), thread MainThread") && p.contains("fletcher16"), "the subprocess has its tree");
+    // The exact source of bundle_price: lines 6-11 of shop/pricing.py, nothing of its neighbours.
+    let src = std::fs::read_to_string(root().join("examples/python/shop/pricing.py")).unwrap();
+    let want: Vec<&str> = src.lines().skip(5).take(6).collect();
+    let file = root().join("examples/python/shop/pricing.py");
+    let block = format!("#### `bundle_price` ({}:6-11)\n\n```python\n{}\n```\n", file.display(), want.join("\n"));
+    assert!(p.contains(&block), "no exact bundle_price block in:\n{p}");
+    assert!(!p.contains("def part_price(item):\n    if hasattr(item, \"parts\"):\n        return bundle_price(item)\n    return item.price_cents\n\n\ndef discounted"));
+    // Callee after caller.
+    assert!(p.find("#### `main`").unwrap() < p.find("#### `load_catalogue`").unwrap());
+    assert!(p.find("#### `load_catalogue`").unwrap() < p.find("#### `parse_row`").unwrap());
+    // Import-time work is pruned by default, the standard library hidden.
+    assert!(err.contains("tokens (o200k_base)"));
+    assert!(p.contains("Start-up pruning (automatic)"));
+    assert!(!p.contains("subprocess.py") && !p.contains("stdlib/"));
+    assert!(tokens_reported(&err) > 500);
+}
+
+#[test]
+fn variants_and_their_long_options() {
+    let t = shop();
+    let get = |extra: &[&str]| {
+        let mut a = vec!["from-trace", s(t), "-q", Q];
+        a.extend_from_slice(extra);
+        slice_ok(&a).0
+    };
+    let full = get(&[]);
+    let a = get(&["--variant", "A"]);
+    let c = get(&["--variant", "C"]);
+    let ca = get(&["--variant", "CA"]);
+    let tr = get(&["--variant", "T"]);
+    assert!(full.matches("#### `bundle_price`").count() > 1, "full repeats");
+    assert_eq!(a.matches("#### `bundle_price`").count(), 1, "A: once each");
+    assert!(a.contains("### Call tree") && !c.contains("### Call tree") && !ca.contains("### Call tree"));
+    assert!(c.matches("#### `bundle_price`").count() > 1);
+    assert!(!tr.contains("```python") && tr.contains("bundle_price"));
+    // Sorted by qualified name.
+    assert!(ca.find("#### `add_bundles`").unwrap() < ca.find("#### `bundle_price`").unwrap());
+    assert!(ca.find("#### `bundle_price`").unwrap() < ca.find("#### `main`").unwrap());
+    // Long options reproduce the variants exactly.
+    assert_eq!(get(&["--no-tree", "--order", "sorted"]), ca);
+    assert_eq!(get(&["--order", "sorted"]), a);
+    assert_eq!(get(&["--no-tree"]), c);
+    assert_eq!(get(&["--no-sources"]), tr);
+    assert_eq!(get(&["--variant", "full", "--dedupe"]).matches("#### `bundle_price`").count(), 1);
+    let (_, err, code) = slice(&["from-trace", s(t), "-q", Q, "--order", "sorted", "--repeat"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn budget_is_exact_and_reports_what_it_dropped() {
+    let t = shop();
+    for budget in [4000usize, 2500, 1500] {
+        let b = budget.to_string();
+        let (p, err) = slice_ok(&["from-trace", s(t), "-q", Q, "--budget", &b]);
+        let n = tokens_reported(&err);
+        assert!(n <= budget, "{n} > {budget}");
+        assert!(p.contains(&format!("To fit the budget of {budget} tokens")), "{p}");
+        assert!(err.contains(&format!("slice: budget {budget}: kept")));
+        assert!(p.contains(Q));
+        // Same count with the other tokenizer's budget honoured too.
+        let (_, err) = slice_ok(&["from-trace", s(t), "-q", Q, "--budget", &b, "--tokenizer", "cl100k_base"]);
+        assert!(tokens_reported(&err) <= budget);
+    }
+    // The code closest to the question survives longest.
+    let (p, _) = slice_ok(&["from-trace", s(t), "-q", Q, "--budget", "2500"]);
+    assert!(p.contains("def bundle_price(bundle):"), "{p}");
+    let (_, err, code) = slice(&["from-trace", s(t), "-q", Q, "--budget", "40"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("too small"), "{err}");
+}
+
+#[test]
+fn xml_json_and_user_templates() {
+    let t = shop();
+    let (x, _) = slice_ok(&["from-trace", s(t), "-q", Q, "--format", "xml"]);
+    assert!(x.starts_with("<question>\nHow is the price"));
+    assert!(x.contains("<call_tree thread=\"process ") && x.contains("<source function=\"bundle_price\""));
+    let (j, _) = slice_ok(&["from-trace", s(t), "-q", Q, "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    let threads = v["traces"][0]["threads"].as_array().unwrap();
+    assert!(threads.len() >= 4, "main thread, 3 stats threads, the subprocess");
+    let nodes = threads[0]["nodes"].as_array().unwrap();
+    let bp = nodes.iter().find(|n| v["functions"][n["function"].as_str().unwrap()]["qualname"] == "bundle_price").unwrap();
+    assert!(v["sources"][bp["function"].as_str().unwrap()]["code"].as_str().unwrap().starts_with("def bundle_price(bundle):"));
+    let d = scratch();
+    let tpl = d.path().join("mine.j2");
+    std::fs::write(&tpl, "Q: {{ question }}\n{% for t in traces %}{% for s in t.sources %}{{ s.qualname }};{% endfor %}{% endfor %}")
+        .unwrap();
+    let (p, _) = slice_ok(&["from-trace", s(t), "-q", Q, "--template", s(&tpl), "--dedupe"]);
+    assert!(p.starts_with(&format!("Q: {Q}\n")) && p.contains("bundle_price;"), "{p}");
+    std::fs::write(&tpl, "{% if %}").unwrap();
+    let (_, err, code) = slice(&["from-trace", s(t), "-q", Q, "--template", s(&tpl)]);
+    assert_eq!(code, 1);
+    assert!(err.contains("mine.j2"), "{err}");
+}
+
+#[test]
+fn selection_options() {
+    let t = shop();
+    let tree = |extra: &[&str]| {
+        let mut a = vec!["from-trace", s(t), "-q", Q, "--variant", "T"];
+        a.extend_from_slice(extra);
+        slice_ok(&a).0
+    };
+    let f = tree(&["--focus", "^Bundle.value_cents$"]);
+    assert!(f.contains("Bundle.value_cents") && f.contains("item_lines") && !f.contains("load_catalogue") && !f.contains("fletcher16"));
+    assert!(!f.contains("format_cents"));
+    assert!(!f.contains("bundle_price"), "without --focus-subtree the callees go");
+    let fs = tree(&["--focus", "^Bundle.value_cents$", "--focus-subtree"]);
+    assert!(fs.contains("bundle_price") && fs.contains("part_price"));
+    let d = tree(&["--max-depth", "2"]);
+    assert!(d.contains("\n  main  (") && !d.contains("\n    load_catalogue"));
+    let m = tree(&["--module", "^shop\\.pricing$"]);
+    assert!(m.contains("bundle_price") && !m.contains("parse_row"));
+    let x = tree(&["--exclude", "^compute_all$"]);
+    assert!(!x.contains("CategoryStats.__init__") && x.contains("thread stats-"));
+    let xf = tree(&["--exclude-file", "report\\.py$"]);
+    assert!(!xf.contains("category_report") && !xf.contains("item_lines"));
+    let std = tree(&["--stdlib"]);
+    assert!(std.contains("stdlib/subprocess.py"), "--stdlib shows the standard library");
+    let nosite = tree(&["--no-site-packages", "--stdlib"]);
+    assert!(!nosite.contains("site-packages/"));
+    let (_, err, code) = slice(&["from-trace", s(t), "-q", Q, "--include", "("]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--include") && err.contains("regular expression"), "{err}");
+}
+
+#[test]
+fn baseline_pruning_removes_what_startup_also_did() {
+    let d = scratch();
+    let app = root().join("examples/python/shop_app.py");
+    // A baseline that starts the same program and stops early (an empty catalogue).
+    std::fs::write(d.path().join("empty.csv"), "").unwrap();
+    let base = d.path().join("base.d");
+    trace(d.path(), &base, &[&python(), s(&app), "empty.csv"]);
+    let t = shop();
+    let (p, err) = slice_ok(&["from-trace", s(t), "-q", Q, "--variant", "T", "--prune-startup", s(&base)]);
+    assert!(p.contains("also ran at the same place in the baseline run"), "{p}\n{err}");
+    // The baseline's leaf Inventory.__init__ under load_catalogue is gone; the feature stays.
+    let lc = p.find("load_catalogue").unwrap();
+    let next_sibling = p[lc..].find("\n    add_bundles").unwrap() + lc;
+    assert!(!p[lc..next_sibling].contains("Inventory.__init__"), "{p}");
+    assert!(p[lc..next_sibling].contains("parse_row"));
+    // Import-time module bodies ran in the baseline too; trace's own bootstrap is never shown.
+    assert!(!p.contains("models.py:1)") && !p.contains("sitecustomize"), "{p}");
+    let (off, _) = slice_ok(&["from-trace", s(t), "-q", Q, "--variant", "T", "--prune-startup", "off"]);
+    assert!(off.contains("<module>  (") && off.matches("<module>").count() > p.matches("<module>").count());
+}
+
+#[test]
+fn bad_input_gives_clear_errors() {
+    let d = scratch();
+    let (_, err, code) = slice(&["from-trace", s(&d.path().join("nope.d")), "-q", "x"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no such trace directory"), "{err}");
+    let empty = d.path().join("empty.d");
+    std::fs::create_dir(&empty).unwrap();
+    let (_, err, code) = slice(&["from-trace", s(&empty), "-q", "x"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not a trace directory"), "{err}");
+    // A newer format version.
+    let newer = d.path().join("newer.d");
+    std::fs::create_dir(&newer).unwrap();
+    let meta = std::fs::read_to_string(shop().join("meta.json")).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&meta).unwrap();
+    v["version"] = 99.into();
+    std::fs::write(newer.join("meta.json"), v.to_string()).unwrap();
+    let (_, err, code) = slice(&["from-trace", s(&newer), "-q", "x"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("newer version") && err.contains("upgrade"), "{err}");
+    // Only meta.json: no process.
+    std::fs::write(newer.join("meta.json"), meta).unwrap();
+    let (_, err, code) = slice(&["from-trace", s(&newer), "-q", "x"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no process"), "{err}");
+    // A truncated stream: a warning naming the file, and the events before the damage are used.
+    let cut = d.path().join("cut.d");
+    copy_dir(shop(), &cut);
+    let stream = std::fs::read_dir(&cut)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .flat_map(|p| std::fs::read_dir(p.path()).unwrap().flatten())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "ev"))
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let len = std::fs::metadata(&stream).unwrap().len();
+    let bytes = std::fs::read(&stream).unwrap();
+    std::fs::write(&stream, &bytes[..(len as usize * 2 / 3)]).unwrap();
+    let (p, err, code) = slice(&["from-trace", s(&cut), "-q", "x", "--variant", "T"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(p.contains("main  ("));
+    if err.contains("warning") {
+        assert!(err.contains(".ev"), "{err}");
+    }
+    // Usage errors: exit 2.
+    let (_, _, code) = slice(&["from-trace", s(shop())]);
+    assert_eq!(code, 2, "-q is required");
+    let (_, _, code) = slice(&["from-trace", s(shop()), "-q", "x", "--variant", "Z"]);
+    assert_eq!(code, 2);
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            copy_dir(&p, &to.join(e.file_name()));
+        } else {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn changed_source_is_reported_not_printed() {
+    let d = scratch();
+    let script = d.path().join("app.py");
+    std::fs::write(&script, "def greet(name):\n    return 'hi ' + name\n\n\nprint(greet('x'))\n").unwrap();
+    let t = d.path().join("t.d");
+    trace(d.path(), &t, &[&python(), "app.py"]);
+    let (p, _) = slice_ok(&["from-trace", s(&t), "-q", "What does greet return?"]);
+    assert!(p.contains("def greet(name):\n    return 'hi ' + name\n```"), "{p}");
+    std::fs::write(&script, "def greet(name):\n    return 'hello ' + name\n\n\nprint(greet('x'))\n").unwrap();
+    let (p, err) = slice_ok(&["from-trace", s(&t), "-q", "What does greet return?"]);
+    assert!(!p.contains("'hello '") && !p.contains("'hi '"), "{p}");
+    assert!(p.contains("the file changed since the run"));
+    assert!(err.contains("app.py") && err.contains("warning"), "{err}");
+}
+
+#[test]
+fn several_traces_in_one_prompt() {
+    let d = scratch();
+    std::fs::write(d.path().join("a.py"), "def alpha():\n    return 1\n\n\nalpha()\n").unwrap();
+    std::fs::write(d.path().join("b.py"), "def beta():\n    return 2\n\n\nbeta()\n").unwrap();
+    trace(d.path(), &d.path().join("a.d"), &[&python(), "a.py"]);
+    trace(d.path(), &d.path().join("b.d"), &[&python(), "b.py"]);
+    let (p, _) = slice_ok(&["from-trace", s(&d.path().join("a.d")), s(&d.path().join("b.d")), "-q", "Compare"]);
+    let idx = |n: &str| p.find(n).unwrap_or_else(|| panic!("{n} missing:\n{p}"));
+    assert!(idx("# Question") < idx("## Run 1:"));
+    assert!(idx("## Run 1:") < idx("#### `alpha`") && idx("#### `alpha`") < idx("## Run 2:") && idx("## Run 2:") < idx("#### `beta`"));
+    let (ca, _) = slice_ok(&["from-trace", s(&d.path().join("a.d")), s(&d.path().join("b.d")), "-q", "Compare", "--variant", "CA"]);
+    assert_eq!(ca.matches("## Source code").count(), 1);
+    assert!(ca.find("#### `alpha`").unwrap() < ca.find("#### `beta`").unwrap());
+}
+
+#[test]
+fn stats_table() {
+    let (out, _) = slice_ok(&["stats", s(shop()), "-q", Q]);
+    for row in ["question", "call tree", "sources (each function once)", "prompt full", "prompt A", "prompt C", "prompt CA", "prompt T"] {
+        assert!(out.contains(row), "{row} missing:\n{out}");
+    }
+    assert!(out.contains("every file the run executed, whole"));
+    let full: usize = out.lines().find(|l| l.starts_with("prompt full")).unwrap().split_whitespace().last().unwrap().parse().unwrap();
+    let whole: usize = out.lines().find(|l| l.starts_with("every file")).unwrap().split_whitespace().last().unwrap().parse().unwrap();
+    assert!(full > 0 && whole > full, "{out}");
+}
+
+/// rich-cli from PyPI (the third-party CLI of the method's paper), in the venv that
+/// tests/python_trace.rs also uses.
+#[test]
+fn rich_cli_prompt() {
+    let venv = target_dir().join("e2e-venv");
+    let rich = venv.join("bin/rich");
+    if !rich.exists() {
+        let o = run(Command::new(python()).args(["-m", "venv"]).arg(&venv));
+        assert!(o.status.success(), "`python3 -m venv` failed (on Debian: apt-get install python3-venv): {:?}", texts(&o));
+        let o = run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", "rich-cli"]));
+        assert!(o.status.success(), "pip install rich-cli failed: {:?}", texts(&o));
+    }
+    let d = scratch();
+    std::fs::write(d.path().join("data.csv"), "name,qty,price\napple,3,1.20\npear,5,0.80\nplum,7,2.10\n").unwrap();
+    let t = d.path().join("rich.d");
+    let mut c = cmd("trace");
+    c.current_dir(d.path()).env("COLUMNS", "60").env("TERM", "dumb").arg("run").arg("-o").arg(&t).arg("--").arg(&rich).arg("data.csv");
+    run_ok(&mut c);
+    let q = "Which function draws the table borders when I run rich data.csv?";
+    let (p, err) = slice_ok(&["from-trace", s(&t), "-q", q]);
+    assert!(p.contains("Table._render  (site-packages/rich/table.py:"), "{p}");
+    assert!(p.contains("#### `Table._render` (site-packages/rich/table.py:") && p.contains("def _render("));
+    assert!(p.contains("render_csv") && p.contains("Box.get_top"));
+    assert!(tokens_reported(&err) > 10_000);
+    let (p8, err8) = slice_ok(&["from-trace", s(&t), "-q", q, "--budget", "8000"]);
+    assert!(tokens_reported(&err8) <= 8000);
+    assert!(p8.contains("Table._render"), "the tree keeps its shape");
+    assert!(p8.contains("To fit the budget of 8000 tokens"));
+}
