@@ -15,3 +15,4 @@ pub mod symbolize;
 pub mod symbols;
 pub mod testutil;
 pub mod tokens;
+pub mod views;

@@ -1,8 +1,14 @@
 //! The `slice` command line. One module per subcommand; shared options in [`common`].
 
 pub mod common;
+pub mod diff;
+pub mod flamegraph;
+pub mod folded;
 pub mod from_trace;
+pub mod graph;
 pub mod stats;
+pub mod tree;
+pub mod view_common;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -37,6 +43,16 @@ pub enum Command {
     /// Print prompt statistics as a table: functions, files, lines and tokens per section and
     /// per variant, beside the whole files the run touched.
     Stats(stats::StatsArgs),
+    /// Print the call tree in the terminal: call counts, inclusive and self time, per thread.
+    Tree(tree::TreeArgs),
+    /// Write an interactive flamegraph SVG (zoom, search) of the call tree.
+    Flamegraph(flamegraph::FlamegraphArgs),
+    /// Print folded stacks (`a;b;c N`) for inferno, flamegraph.pl, speedscope.
+    Folded(folded::FoldedArgs),
+    /// Compare two runs: the call paths and functions only one of them reached.
+    Diff(diff::DiffArgs),
+    /// Print the function-level call graph (all contexts merged) as Graphviz DOT.
+    Graph(graph::GraphArgs),
 }
 
 /// Run the CLI: exit status 0 on success, 1 on errors, 2 on usage errors.
@@ -45,6 +61,11 @@ pub fn main() -> ExitCode {
     let r = match cli.command {
         Command::FromTrace(a) => from_trace::run(a),
         Command::Stats(a) => stats::run(a),
+        Command::Tree(a) => tree::run(a),
+        Command::Flamegraph(a) => flamegraph::run(a),
+        Command::Folded(a) => folded::run(a),
+        Command::Diff(a) => diff::run(a),
+        Command::Graph(a) => graph::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

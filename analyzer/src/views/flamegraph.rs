@@ -47,9 +47,11 @@ pub fn write_svg(out: &mut impl Write, views: &[View], names: &FrameNames, flame
     opt.colors = Palette::Basic(BasicPalette::Hot);
     // Same name, same colour: a function is easy to spot wherever it was called.
     opt.hash = true;
-    // The lines are in call order and each subtree's lines are together: keep that order.
-    opt.no_sort = true;
-    from_lines(&mut opt, text.lines(), out)?;
+    // The lines are in call order and each subtree's lines are together (so inferno's merging
+    // of adjacent lines with a common prefix rebuilds the tree): keep that order. Flame-chart
+    // mode is inferno's way to take unsorted lines; it reverses them, so they go in reversed.
+    opt.flame_chart = true;
+    from_lines(&mut opt, text.lines().rev(), out)?;
     Ok(totals)
 }
 

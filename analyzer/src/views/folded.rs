@@ -70,12 +70,18 @@ pub struct Totals {
 
 /// Write the folded stacks of views, in call order (a node's line before its callees', the
 /// callees in order of first call). `thread_frames`: start each stack with the view's label.
-pub fn write(out: &mut impl Write, views: &[View], names: &FrameNames, weight: Weight, thread_frames: bool) -> io::Result<Totals> {
+pub fn write<W: Write + ?Sized>(
+    out: &mut W,
+    views: &[View],
+    names: &FrameNames,
+    weight: Weight,
+    thread_frames: bool,
+) -> io::Result<Totals> {
     let mut totals = Totals::default();
     let mut line = String::new();
     for v in views {
         let t = &v.tree;
-        // (node, length of `line` before this node's frame was appended)
+        // (node, the stack of its caller)
         let base = if thread_frames { frame(&v.label) } else { String::new() };
         let mut stack: Vec<(NodeId, String)> = t.node(ROOT).children.iter().rev().map(|&c| (c, base.clone())).collect();
         while let Some((n, prefix)) = stack.pop() {
@@ -133,11 +139,7 @@ mod tests {
         let v = sample();
         let names = FrameNames::new([&v.tree], Path::new("/p"));
         let (s, totals) = to_string(std::slice::from_ref(&v), &names, Weight::Calls, false);
-        assert_eq!(
-            s,
-            "main 1\nmain;a 2\nmain;a;f 1\nmain;b 1\nmain;b;helper (x.py:1) 1\nmain;helper (y.py:1) 1\n",
-            "{s}"
-        );
+        assert_eq!(s, "main 1\nmain;a 2\nmain;a;f 1\nmain;b 1\nmain;b;helper (x.py:1) 1\nmain;helper (y.py:1) 1\n", "{s}");
         assert_eq!(totals.sum, total_calls(&v.tree));
         assert_eq!(totals.lines, 6);
     }

@@ -103,6 +103,7 @@ pub fn merge<'a>(trees: impl IntoIterator<Item = &'a CallTree>) -> CallTree {
             dn.count += n.count;
             dn.time_ns += n.time_ns;
             dn.recursive |= n.recursive;
+            dn.via_import |= n.via_import;
             stack.extend(n.children.iter().rev().map(|&c| (c, d)));
         }
     }

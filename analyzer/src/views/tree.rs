@@ -51,7 +51,7 @@ impl Palette {
 }
 
 /// Write `text` in `style` (no escapes for the plain style).
-pub fn paint(out: &mut impl Write, style: Style, text: &str) -> io::Result<()> {
+pub fn paint<W: Write + ?Sized>(out: &mut W, style: Style, text: &str) -> io::Result<()> {
     if style == Style::new() {
         out.write_all(text.as_bytes())
     } else {
@@ -60,7 +60,7 @@ pub fn paint(out: &mut impl Write, style: Style, text: &str) -> io::Result<()> {
 }
 
 /// Render one view: a header naming it, a column header, then the tree.
-pub fn render(out: &mut impl Write, view: &View, cwd: &Path, pal: &Palette) -> io::Result<()> {
+pub fn render<W: Write + ?Sized>(out: &mut W, view: &View, cwd: &Path, pal: &Palette) -> io::Result<()> {
     let t = &view.tree;
     let total = total_time(t);
     let header = format!(
@@ -119,7 +119,7 @@ pub fn render(out: &mut impl Write, view: &View, cwd: &Path, pal: &Palette) -> i
 }
 
 /// Render every view, a blank line between them.
-pub fn render_all(out: &mut impl Write, views: &[View], cwd: &Path, pal: &Palette) -> io::Result<()> {
+pub fn render_all<W: Write + ?Sized>(out: &mut W, views: &[View], cwd: &Path, pal: &Palette) -> io::Result<()> {
     for (i, v) in views.iter().enumerate() {
         if i > 0 {
             writeln!(out)?;

@@ -1,0 +1,49 @@
+//! `slice folded`: folded stacks for flamegraph tools.
+
+use super::common::SelectArgs;
+use super::tree::print_notes;
+use super::view_common::write_output;
+use super::warn_all;
+use crate::analysis::prepare;
+use crate::views::folded::{self, Weight};
+use crate::views::{self, FrameNames, Threads};
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct FoldedArgs {
+    /// Trace directory written by `trace run`.
+    #[arg(value_name = "TRACE.d", default_value = "trace.d")]
+    pub trace: PathBuf,
+    /// What a line's value counts: `time` (self time in ns: frames as wide as their inclusive
+    /// time) or `calls` (the node's call count: frames as wide as the calls in their subtree;
+    /// all values add up to the calls in the tree).
+    #[arg(long, value_enum, default_value = "time")]
+    pub weight: Weight,
+    /// `separate`: each stack starts with a frame naming its thread (when the run has more
+    /// than one); `merged`: the threads' trees merged by call path, no thread frame.
+    #[arg(long, value_enum, default_value = "separate")]
+    pub threads: Threads,
+    /// Write to FILE instead of standard output.
+    #[arg(short, long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub select: SelectArgs,
+}
+
+pub fn run(a: FoldedArgs) -> anyhow::Result<()> {
+    let opts = a.select.options(true)?;
+    let (traces, warnings) = prepare(std::slice::from_ref(&a.trace), &opts)?;
+    warn_all(&warnings);
+    let t = &traces[0];
+    print_notes(t);
+    let vs = views::views(t, a.threads);
+    let names = FrameNames::new(vs.iter().map(|v| &v.tree), &t.cwd);
+    let mut totals = folded::Totals::default();
+    write_output(a.output.as_deref(), "folded stacks", |w| {
+        totals = folded::write(w, &vs, &names, a.weight, vs.len() > 1)?;
+        Ok(())
+    })?;
+    eprintln!("slice: {} stacks, {} {} in total", totals.lines, totals.sum, a.weight.unit());
+    Ok(())
+}

@@ -1,0 +1,409 @@
+//! `slice diff`: the differential slice of two runs, for "works here, fails there" questions.
+//!
+//! Each run's threads are merged into one tree ([`super::merge`]); the two trees are then laid
+//! over each other by call path. A path is the sequence of functions from a thread's first
+//! call down to a node, each function named by its *diff key*: the source file relative to
+//! the run's working directory (or the native object's file name) and the qualified name, so the
+//! same function matches in both runs even when the traces number functions differently, the
+//! runs were made from different checkouts, or lines moved. A node is then in both runs, only
+//! in A, or only in B; every path below a one-sided node is one-sided too.
+//!
+//! The text shows the one-sided nodes, under the callers both runs share (for context), like a
+//! unified diff: `-` only in run A, `+` only in run B.
+
+use super::{func_of, location, merge};
+use crate::analysis::{display_path, PreparedTrace};
+use crate::calltree::{CallTree, NodeId, ROOT};
+use crate::prompt::{fence_for, DocSource, Layout, Model, ModelNode, ModelThread, ModelTrace, Order, Plan};
+use crate::symbols::Function;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+/// Which runs reached a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Both,
+    OnlyA,
+    OnlyB,
+}
+
+/// A node of the union of the two trees.
+#[derive(Debug, Clone)]
+pub struct DiffNode {
+    pub parent: usize,
+    pub children: Vec<usize>,
+    pub depth: u32,
+    /// The diff key (see the module docs).
+    pub key: String,
+    /// The function, from run A when A reached it, else from run B.
+    pub func: Function,
+    /// Display location (`file:line`).
+    pub location: String,
+    pub count_a: u64,
+    pub count_b: u64,
+    pub recursive: bool,
+}
+
+impl DiffNode {
+    pub fn side(&self) -> Side {
+        match (self.count_a > 0, self.count_b > 0) {
+            (true, false) => Side::OnlyA,
+            (false, true) => Side::OnlyB,
+            _ => Side::Both,
+        }
+    }
+}
+
+/// A function reached by one run only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OneSided {
+    pub qualname: String,
+    pub location: String,
+    pub calls: u64,
+}
+
+/// The two runs laid over each other.
+#[derive(Debug, Clone)]
+pub struct Diff {
+    /// Node 0 is the root.
+    pub nodes: Vec<DiffNode>,
+    /// Functions that only run A reached anywhere, in call order.
+    pub funcs_only_a: Vec<OneSided>,
+    pub funcs_only_b: Vec<OneSided>,
+    /// Whether a node's subtree holds a one-sided node (what the views show).
+    pub shown: Vec<bool>,
+}
+
+/// The diff key of a function: file relative to the run's directory, and qualified name.
+pub fn diff_key(f: &Function, cwd: &Path) -> String {
+    match (&f.file, &f.object) {
+        (Some(p), _) => format!("{}::{}", display_path(p, cwd), f.qualname),
+        (None, Some(o)) => format!("{}::{}", o.rsplit('/').next().unwrap_or(o), f.qualname),
+        (None, None) => f.qualname.clone(),
+    }
+}
+
+/// Lay two trees (each a whole run, see [`super::merge`]) over each other.
+pub fn diff(a: &CallTree, cwd_a: &Path, b: &CallTree, cwd_b: &Path) -> Diff {
+    let root = DiffNode {
+        parent: 0,
+        children: Vec::new(),
+        depth: 0,
+        key: String::new(),
+        func: func_of(a, ROOT),
+        location: String::new(),
+        count_a: 0,
+        count_b: 0,
+        recursive: false,
+    };
+    let mut nodes = vec![root];
+    let mut index: HashMap<(usize, String), usize> = HashMap::new();
+    for (side_b, t, cwd) in [(false, a, cwd_a), (true, b, cwd_b)] {
+        let mut at: Vec<usize> = vec![0; t.nodes.len()];
+        for n in t.preorder() {
+            let node = t.node(n);
+            let f = func_of(t, n);
+            let key = diff_key(&f, cwd);
+            let parent = at[node.parent as usize];
+            let d = *index.entry((parent, key.clone())).or_insert_with(|| {
+                let id = nodes.len();
+                let depth = nodes[parent].depth + 1;
+                let location = location(&f, cwd);
+                nodes.push(DiffNode {
+                    parent,
+                    children: Vec::new(),
+                    depth,
+                    key,
+                    func: f,
+                    location,
+                    count_a: 0,
+                    count_b: 0,
+                    recursive: false,
+                });
+                nodes[parent].children.push(id);
+                id
+            });
+            at[n as usize] = d;
+            let dn = &mut nodes[d];
+            if side_b {
+                dn.count_b += node.count;
+            } else {
+                dn.count_a += node.count;
+            }
+            dn.recursive |= node.recursive;
+        }
+    }
+    // A node is shown when it or something below it is one-sided (children have larger ids).
+    let mut shown = vec![false; nodes.len()];
+    for i in (1..nodes.len()).rev() {
+        if nodes[i].side() != Side::Both {
+            shown[i] = true;
+        }
+        if shown[i] {
+            shown[nodes[i].parent] = true;
+        }
+    }
+    // Functions per run, keyed by diff key, in call order.
+    let mut seen: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for n in &nodes[1..] {
+        let e = seen.entry(n.key.as_str()).or_default();
+        e.0 += n.count_a;
+        e.1 += n.count_b;
+    }
+    let mut funcs_only_a = Vec::new();
+    let mut funcs_only_b = Vec::new();
+    let mut listed: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    for i in preorder(&nodes) {
+        let n = &nodes[i];
+        let (ca, cb) = seen[n.key.as_str()];
+        if (ca == 0 || cb == 0) && listed.insert(n.key.as_str()) {
+            let one = OneSided { qualname: n.func.qualname.clone(), location: n.location.clone(), calls: ca + cb };
+            if cb == 0 {
+                funcs_only_a.push(one);
+            } else {
+                funcs_only_b.push(one);
+            }
+        }
+    }
+    Diff { nodes, funcs_only_a, funcs_only_b, shown }
+}
+
+fn preorder(nodes: &[DiffNode]) -> Vec<usize> {
+    let mut out = Vec::with_capacity(nodes.len());
+    let mut stack: Vec<usize> = nodes[0].children.iter().rev().copied().collect();
+    while let Some(n) = stack.pop() {
+        out.push(n);
+        stack.extend(nodes[n].children.iter().rev().copied());
+    }
+    out
+}
+
+impl Diff {
+    /// Nodes shown, in call order (run A's order first, then what only B called).
+    pub fn shown_preorder(&self) -> Vec<usize> {
+        preorder(&self.nodes).into_iter().filter(|&n| self.shown[n]).collect()
+    }
+
+    /// Number of one-sided nodes per side: (only in A, only in B).
+    pub fn counts(&self) -> (usize, usize) {
+        let a = self.nodes[1..].iter().filter(|n| n.side() == Side::OnlyA).count();
+        let b = self.nodes[1..].iter().filter(|n| n.side() == Side::OnlyB).count();
+        (a, b)
+    }
+
+    /// Whether the runs reached exactly the same call paths.
+    pub fn is_empty(&self) -> bool {
+        self.counts() == (0, 0)
+    }
+
+    /// A both-sides node from which the runs call different functions.
+    pub fn is_divergence(&self, n: usize) -> bool {
+        self.nodes[n].side() == Side::Both && self.nodes[n].children.iter().any(|&c| self.nodes[c].side() != Side::Both)
+    }
+
+    /// The tree lines: `(marker, text)` where the marker is `-`, `+` or ` `.
+    pub fn lines(&self) -> Vec<(char, String)> {
+        self.shown_preorder()
+            .into_iter()
+            .map(|i| {
+                let n = &self.nodes[i];
+                let marker = match n.side() {
+                    Side::Both => ' ',
+                    Side::OnlyA => '-',
+                    Side::OnlyB => '+',
+                };
+                let mut s = format!("{}{}", "  ".repeat(n.depth as usize - 1), n.func.qualname);
+                if !n.location.is_empty() {
+                    s.push_str(&format!("  ({})", n.location));
+                }
+                let count = n.count_a + n.count_b;
+                if n.side() != Side::Both && count > 1 {
+                    s.push_str(&format!(" ×{count}"));
+                }
+                if n.recursive {
+                    s.push_str(" ↻ recursive");
+                }
+                (marker, s)
+            })
+            .collect()
+    }
+
+    /// The tree as unified-diff text.
+    pub fn text(&self) -> String {
+        self.lines().into_iter().map(|(m, s)| format!("{m} {s}\n")).collect()
+    }
+}
+
+/// Diff two prepared runs: every thread of each run merged.
+pub fn diff_traces(a: &PreparedTrace, b: &PreparedTrace) -> Diff {
+    let ta = merge(a.threads.iter().map(|t| &t.tree));
+    let tb = merge(b.threads.iter().map(|t| &t.tree));
+    diff(&ta, &a.cwd, &tb, &b.cwd)
+}
+
+/// The differential slice as a Markdown prompt section: the question (if any), the differing
+/// paths, the functions only one run reached, and the source of the functions where the runs
+/// part ways and of those on the differing paths, extracted by the prompt's source machinery
+/// (`traces`: run A then run B, as given to [`diff_traces`]).
+pub fn prompt(question: Option<&str>, d: &Diff, traces: &mut [PreparedTrace]) -> String {
+    let cmd = |t: &PreparedTrace| t.meta.argv.join(" ");
+    let (cmd_a, cmd_b) = (cmd(&traces[0]), cmd(&traces[1]));
+    let (dir_a, dir_b) = (traces[0].dir.display().to_string(), traces[1].dir.display().to_string());
+    let model = Model::build(question.unwrap_or(""), traces);
+    // Sources: divergence points and one-sided nodes, in call order, each function once.
+    let mut nodes = Vec::new();
+    for i in d.shown_preorder() {
+        let n = &d.nodes[i];
+        if n.side() == Side::Both && !d.is_divergence(i) {
+            continue;
+        }
+        let key = n.func.key();
+        if !model.funcs.contains_key(&key) {
+            continue;
+        }
+        nodes.push(ModelNode {
+            id: i as NodeId,
+            parent: n.parent as NodeId,
+            depth: n.depth,
+            key,
+            count: n.count_a + n.count_b,
+            time_ns: 0,
+            recursive: n.recursive,
+            descendants: 0,
+        });
+    }
+    let why: HashMap<String, &str> = d
+        .shown_preorder()
+        .into_iter()
+        .map(|i| {
+            let n = &d.nodes[i];
+            let why = match n.side() {
+                Side::OnlyA => "only run A reached it here",
+                Side::OnlyB => "only run B reached it here",
+                Side::Both => "both runs; from here they call different functions",
+            };
+            (n.func.key(), why)
+        })
+        .rev()
+        .collect();
+    let restricted = Model {
+        question: model.question.clone(),
+        traces: vec![ModelTrace {
+            dir: format!("{dir_a} vs {dir_b}"),
+            command: format!("{cmd_a} vs {cmd_b}"),
+            cwd: traces[0].meta.cwd.clone(),
+            threads: vec![ModelThread { label: String::new(), pid: 0, tid: 0, name: None, is_main: true, nodes }],
+            notes: Vec::new(),
+            files_executed: Vec::new(),
+        }],
+        funcs: model.funcs.clone(),
+        notes: model.notes.clone(),
+    };
+    let layout = Layout { tree: false, sources: true, order: Order::Call, repeat: false };
+    let doc = restricted.doc(layout, &Plan::default());
+    let sources: Vec<DocSource> = doc.traces.into_iter().flat_map(|t| t.sources).collect();
+
+    let tree = d.text();
+    let fence = fence_for(&[&tree]);
+    let mut s = String::new();
+    if let Some(q) = question.map(str::trim).filter(|q| !q.is_empty()) {
+        s.push_str(&format!("# Question\n\n{q}\n\n"));
+    }
+    s.push_str("# Differential slice\n\n");
+    s.push_str(&format!("The program was run twice and both runs were recorded. Run A: `{cmd_a}`. Run B: `{cmd_b}`.\n"));
+    s.push_str(
+        "Below are the call paths that only one of the runs reached (each line a function that ran, indented under its caller; \
+`-`: only in run A, `+`: only in run B; unmarked lines are callers both runs share, shown for context), the functions \
+only one run reached at all, and the source code of the functions where the runs part ways and of the functions on \
+the differing paths, in call order.\n",
+    );
+    for n in &doc.notes {
+        s.push_str(&format!("\n> {n}\n"));
+    }
+    s.push_str("\n## Call paths only in one run\n\n");
+    if d.is_empty() {
+        s.push_str("Both runs reached exactly the same call paths.\n");
+    } else {
+        s.push_str(&format!("{fence}diff\n{tree}{fence}\n"));
+    }
+    s.push_str("\n## Functions reached by only one run\n\n");
+    let list = |v: &[OneSided]| -> String {
+        if v.is_empty() {
+            "none".to_string()
+        } else {
+            v.iter().map(|f| format!("`{}` ({})", f.qualname, f.location)).collect::<Vec<_>>().join(", ")
+        }
+    };
+    s.push_str(&format!("- Only in run A: {}\n", list(&d.funcs_only_a)));
+    s.push_str(&format!("- Only in run B: {}\n", list(&d.funcs_only_b)));
+    if !sources.is_empty() {
+        s.push_str("\n## Source code\n");
+        for src in &sources {
+            let lines = match (src.first_line, src.last_line) {
+                (Some(a), Some(b)) => format!(":{a}-{b}"),
+                (Some(a), None) => format!(":{a}"),
+                _ => String::new(),
+            };
+            let why = why.get(&src.key).copied().unwrap_or("");
+            s.push_str(&format!("\n#### `{}` ({}{lines}): {why}\n", src.qualname, src.file));
+            if let Some(note) = &src.note {
+                s.push_str(&format!("\n_{note}_\n"));
+            }
+            if let Some(code) = &src.code {
+                s.push_str(&format!("\n{}{}\n{code}\n{}\n", src.fence, src.lang, src.fence));
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{Ev::C, Ev::R};
+    use crate::views::tests::tree_of;
+
+    #[test]
+    fn one_sided_paths_and_functions() {
+        // A: main -> parse -> emojize ; main -> log
+        // B: main -> read_file -> parse ; main -> log      (different function ids, other cwd)
+        let a = tree_of(
+            &["main", "parse", "emojize", "log"],
+            &["/a/app.py", "/a/app.py", "/a/emoji.py", "/a/app.py"],
+            &[C(0), C(1), C(2), R, R, C(3), R, R],
+        );
+        let b = tree_of(
+            &["log", "main", "read_file", "parse"],
+            &["/b/app.py", "/b/app.py", "/b/app.py", "/b/app.py"],
+            &[C(1), C(2), C(3), R, R, C(0), R, R],
+        );
+        let d = diff(&a, Path::new("/a"), &b, Path::new("/b"));
+        assert_eq!(d.counts(), (2, 2));
+        let text = d.text();
+        assert_eq!(
+            text,
+            "  main  (app.py:1)\n\
+             -   parse  (app.py:1)\n\
+             -     emojize  (emoji.py:1)\n\
+             +   read_file  (app.py:1)\n\
+             +     parse  (app.py:1)\n"
+        );
+        // parse ran in both runs (at different paths): not a one-sided function.
+        let names = |v: &[OneSided]| v.iter().map(|f| f.qualname.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&d.funcs_only_a), vec!["emojize"]);
+        assert_eq!(names(&d.funcs_only_b), vec!["read_file"]);
+        let main = d.shown_preorder()[0];
+        assert!(d.is_divergence(main));
+    }
+
+    #[test]
+    fn identical_runs_have_no_difference() {
+        let evs = [C(0), C(1), R, R];
+        let a = tree_of(&["main", "f"], &["/a/m.py", "/a/m.py"], &evs);
+        let b = tree_of(&["main", "f"], &["/a/m.py", "/a/m.py"], &evs);
+        let d = diff(&a, Path::new("/a"), &b, Path::new("/a"));
+        assert!(d.is_empty());
+        assert_eq!(d.text(), "");
+        assert!(d.funcs_only_a.is_empty() && d.funcs_only_b.is_empty());
+    }
+}
