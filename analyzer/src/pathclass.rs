@@ -97,14 +97,16 @@ fn package_module(file: &Path) -> Option<String> {
     let stem = file.file_stem()?.to_string_lossy().into_owned();
     let mut parts = if stem == "__init__" { Vec::new() } else { vec![stem] };
     let mut dir = file.parent();
+    let mut in_package = false;
     while let Some(d) = dir {
         if !d.join("__init__.py").exists() {
             break;
         }
+        in_package = true;
         parts.push(d.file_name()?.to_string_lossy().into_owned());
         dir = d.parent();
     }
-    if parts.len() < 2 {
+    if !in_package {
         return None; // not inside a package: the caller falls back to the path
     }
     parts.reverse();
