@@ -47,8 +47,12 @@ pub fn run(a: TreeArgs) -> anyhow::Result<()> {
     };
     let pal = tree::Palette::new(color);
     let exit = match &t.meta.exit {
-        Some(e) => format!(", {}", serde_json::to_string(e).unwrap_or_default()),
-        None => String::new(),
+        Some(e) => match (e.code, e.signal) {
+            (Some(c), _) => format!(", exit {c}"),
+            (None, Some(s)) => format!(", killed by signal {s}{}", if e.core_dumped { " (core dumped)" } else { "" }),
+            _ => String::new(),
+        },
+        None => ", exit status not recorded".to_string(),
     };
     write_output(a.output.as_deref(), "tree", |w| {
         tree::paint(w, pal.header, &format!("# {}: {}{exit}, {} events", t.dir.display(), t.meta.argv.join(" "), t.events))?;

@@ -7,7 +7,7 @@
 
 use super::folded::{self, Weight};
 use super::{FrameNames, View};
-use inferno::flamegraph::{color::BasicPalette, color::Palette, from_lines, Options};
+use inferno::flamegraph::{color::BasicPalette, color::Palette, from_lines, Options, TextTruncateDirection};
 use std::io::{self, Write};
 
 /// What to draw.
@@ -47,6 +47,8 @@ pub fn write_svg(out: &mut impl Write, views: &[View], names: &FrameNames, flame
     opt.colors = Palette::Basic(BasicPalette::Hot);
     // Same name, same colour: a function is easy to spot wherever it was called.
     opt.hash = true;
+    // Names that do not fit keep their beginning: `bundle_pr..`, not `..dle_price`.
+    opt.text_truncate_direction = TextTruncateDirection::Right;
     // The lines are in call order and each subtree's lines are together (so inferno's merging
     // of adjacent lines with a common prefix rebuilds the tree): keep that order. Flame-chart
     // mode is inferno's way to take unsorted lines; it reverses them, so they go in reversed.
@@ -65,7 +67,7 @@ mod tests {
     #[test]
     fn svg_has_title_frames_and_call_order() {
         let t = tree_of(&["<module>", "zeta", "alpha"], &["/p/app.py", "/p/app.py", "/p/app.py"], &[C(0), C(1), R, C(2), R, R]);
-        let views = vec![View { label: "main".into(), tree: t }];
+        let views = vec![View { label: "main".into(), frame: "main".into(), tree: t }];
         let names = FrameNames::new(views.iter().map(|v| &v.tree), Path::new("/p"));
         let mut svg = Vec::new();
         let flame = Flame { title: "python3 app.py --x <y>".into(), subtitle: None, weight: Weight::Calls };
@@ -84,7 +86,7 @@ mod tests {
     #[test]
     fn empty_selection_is_an_error_not_an_empty_svg() {
         let t = tree_of(&["a"], &["/p/a.py"], &[]);
-        let views = vec![View { label: "main".into(), tree: t }];
+        let views = vec![View { label: "main".into(), frame: "main".into(), tree: t }];
         let names = FrameNames::default();
         let flame = Flame { title: "x".into(), subtitle: None, weight: Weight::Time };
         assert!(matches!(write_svg(&mut Vec::new(), &views, &names, &flame), Err(FlameError::Empty("time"))));

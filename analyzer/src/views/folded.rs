@@ -69,7 +69,7 @@ pub struct Totals {
 }
 
 /// Write the folded stacks of views, in call order (a node's line before its callees', the
-/// callees in order of first call). `thread_frames`: start each stack with the view's label.
+/// callees in order of first call). `thread_frames`: start each stack with the view's thread frame.
 pub fn write<W: Write + ?Sized>(
     out: &mut W,
     views: &[View],
@@ -82,7 +82,7 @@ pub fn write<W: Write + ?Sized>(
     for v in views {
         let t = &v.tree;
         // (node, the stack of its caller)
-        let base = if thread_frames { frame(&v.label) } else { String::new() };
+        let base = if thread_frames { frame(&v.frame) } else { String::new() };
         let mut stack: Vec<(NodeId, String)> = t.node(ROOT).children.iter().rev().map(|&c| (c, base.clone())).collect();
         while let Some((n, prefix)) = stack.pop() {
             let node = t.node(n);
@@ -131,7 +131,7 @@ mod tests {
             &["/p/app.py", "/p/app.py", "/p/f.py", "/p/app.py", "/p/x.py", "/p/y.py"],
             &[C(0), C(1), C(2), R, R, C(1), R, C(3), C(4), R, R, C(5), R, R],
         );
-        View { label: "thread; main".into(), tree: t }
+        View { label: "process 1, thread; main".into(), frame: "thread; main".into(), tree: t }
     }
 
     #[test]

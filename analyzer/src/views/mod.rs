@@ -35,6 +35,8 @@ pub enum Threads {
 pub struct View {
     /// e.g. `process 123 (python3 app.py), thread MainThread`, or `all 5 threads of 2 processes`.
     pub label: String,
+    /// A short name for a flamegraph's thread frame: `MainThread [pid 123]`.
+    pub frame: String,
     pub tree: CallTree,
 }
 
@@ -46,13 +48,13 @@ pub fn views(trace: &PreparedTrace, mode: Threads) -> Vec<View> {
             .threads
             .iter()
             .map(|th| {
+                let tname = th.name.clone().unwrap_or_else(|| if th.is_main { "main".into() } else { format!("tid {}", th.tid) });
                 let label = if th.label.starts_with("process ") {
                     th.label.clone()
                 } else {
-                    let tname = th.name.clone().unwrap_or_else(|| if th.is_main { "main".into() } else { format!("tid {}", th.tid) });
                     format!("process {} ({argv}), thread {tname}", th.pid)
                 };
-                View { label, tree: th.tree.clone() }
+                View { label, frame: format!("{tname} [pid {}]", th.pid), tree: th.tree.clone() }
             })
             .collect(),
         Threads::Merged => {
@@ -65,7 +67,7 @@ pub fn views(trace: &PreparedTrace, mode: Threads) -> Vec<View> {
                 (_, 1) => format!("process {} ({argv}), all {n} threads merged", pids[0]),
                 (_, p) => format!("{argv}: all {n} threads of {p} processes merged"),
             };
-            vec![View { label, tree: merge(trace.threads.iter().map(|t| &t.tree)) }]
+            vec![View { label, frame: "all threads".into(), tree: merge(trace.threads.iter().map(|t| &t.tree)) }]
         }
     }
 }

@@ -132,7 +132,7 @@ pub fn render_all<W: Write + ?Sized>(out: &mut W, views: &[View], cwd: &Path, pa
 /// The tree as plain lines (no colour), for tests and for embedding.
 pub fn plain(tree: &CallTree, label: &str, cwd: &Path) -> String {
     let mut out = Vec::new();
-    let view = View { label: label.to_string(), tree: tree.clone() };
+    let view = View { label: label.to_string(), frame: label.to_string(), tree: tree.clone() };
     // Writing into a Vec cannot fail.
     let _ = render(&mut out, &view, cwd, &Palette::default());
     String::from_utf8_lossy(&out).into_owned()
@@ -168,7 +168,7 @@ mod tests {
     #[test]
     fn colour_only_when_asked() {
         let t = tree_of(&["main"], &["/p/app.py"], &[C(0), R]);
-        let view = View { label: "x".into(), tree: t };
+        let view = View { label: "x".into(), frame: "x".into(), tree: t };
         let mut plain_out = Vec::new();
         render(&mut plain_out, &view, Path::new("/p"), &Palette::new(false)).unwrap();
         assert!(!plain_out.contains(&0x1b));
