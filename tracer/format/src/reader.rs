@@ -190,9 +190,15 @@ impl ThreadStream {
             window: self.header.window.max(1) as usize,
             state: IterState::Running,
             path: self.path.clone(),
+            released: 0,
         })
     }
 }
+
+/// How much of a stream is read before the pages behind the reading position are released.
+const RELEASE_CHUNK: usize = 8 << 20;
+/// Alignment of released ranges (a multiple of every page size Linux uses).
+const RELEASE_ALIGN: usize = 1 << 20;
 
 fn decode_header(path: &Path, h: &[u8; HEADER_LEN]) -> Result<StreamHeader, FormatError> {
     if h[0..4] != STREAM_MAGIC {
@@ -231,9 +237,28 @@ pub struct EventIter {
     window: usize,
     state: IterState,
     path: PathBuf,
+    /// Bytes at the start of the map whose pages were released (see [`EventIter::release`]).
+    released: usize,
 }
 
 impl EventIter {
+    /// Drop the pages already read from this process's memory, so reading a stream of any
+    /// size keeps a bounded resident set (the pages stay in the page cache).
+    #[cold]
+    fn release(&mut self) {
+        let upto = self.pos & !(RELEASE_ALIGN - 1);
+        if upto > self.released {
+            #[cfg(unix)]
+            // SAFETY: the map is a read-only shared mapping of the file: MADV_DONTNEED only
+            // drops this process's page-table entries for the range, and a later access faults
+            // the same file contents back in, so no reader ever sees different bytes.
+            unsafe {
+                let _ = self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, self.released, upto - self.released);
+            }
+            self.released = upto;
+        }
+    }
+
     /// After the iterator ended: whether the stream ended in unwritten space, i.e. its
     /// process died or was still running without closing it (all its events were read).
     pub fn unclosed(&self) -> bool {
@@ -261,6 +286,9 @@ impl Iterator for EventIter {
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
+        if self.pos >= self.released + RELEASE_CHUNK {
+            self.release();
+        }
         loop {
             if self.state != IterState::Running {
                 return None;
@@ -406,6 +434,37 @@ mod tests {
         let got: Vec<Event> = p.threads[0].events().unwrap().map(|e| e.unwrap()).collect();
         assert_eq!(got.len(), expect.len());
         assert_eq!(got, expect);
+    }
+
+    #[test]
+    fn streams_larger_than_the_release_chunk_read_back_whole() {
+        // Past RELEASE_CHUNK the reader releases the pages behind it; every event must still
+        // decode, in order, across the released boundaries.
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("t1-0.ev");
+        let mut w = StreamWriter::create(&path, 1, 1, 1, 0, 1 << 20).unwrap();
+        let pairs = (2 * RELEASE_CHUNK / 3) as u64 + 1000; // 2 + 1 bytes a pair: over two chunks
+        for i in 0..pairs {
+            w.call((i % 50) as u32, i * 15 + 10);
+            w.ret(i * 15 + 15);
+        }
+        w.finish();
+        assert!(std::fs::metadata(&path).unwrap().len() as usize > 2 * RELEASE_CHUNK);
+        let s = ThreadStream::open(&path).unwrap();
+        let (mut n, mut last_ts) = (0u64, 0u64);
+        for e in s.events().unwrap() {
+            match e.unwrap() {
+                Event::Call { func, ts } => {
+                    assert_eq!(func as u64, (n / 2) % 50);
+                    last_ts = ts;
+                }
+                Event::Return { ts } => last_ts = ts,
+                Event::ThreadName(_) => continue,
+            }
+            n += 1;
+        }
+        assert_eq!(n, 2 * pairs);
+        assert_eq!(last_ts, 15 * pairs);
     }
 
     #[test]
