@@ -392,13 +392,20 @@ mod bench {
             }
         }
         w.finish();
-        let funcs = Arc::new(py_funcs(&(0..500).map(|i| format!("f{i}")).collect::<Vec<_>>().iter().map(|s| s.as_str()).collect::<Vec<_>>()));
+        let funcs =
+            Arc::new(py_funcs(&(0..500).map(|i| format!("f{i}")).collect::<Vec<_>>().iter().map(|s| s.as_str()).collect::<Vec<_>>()));
         let classes = vec![FoldClass::Visible; 500];
         let s = ThreadStream::open(&path).unwrap();
         let t0 = std::time::Instant::now();
         let (tree, info) = fold_events(funcs, &classes, s.events().unwrap());
         let dt = t0.elapsed().as_secs_f64();
-        eprintln!("folded {} events into {} nodes in {:.3} s: {:.1} M events/s", info.events, tree.len(), dt, info.events as f64 / dt / 1e6);
+        eprintln!(
+            "folded {} events into {} nodes in {:.3} s: {:.1} M events/s",
+            info.events,
+            tree.len(),
+            dt,
+            info.events as f64 / dt / 1e6
+        );
         assert_eq!(info.events, n);
     }
 }
