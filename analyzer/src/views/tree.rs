@@ -2,10 +2,10 @@
 //! and call count, like `uftrace graph` or `perf report --children`:
 //!
 //! ```text
-//!     TOTAL      SELF   CALLS  FUNCTION
-//!   4.12 ms   15.0 µs      ×1  main  (app.py:53)
-//!   1.20 ms   40.1 µs      ×1  ├─ load_catalogue  (app.py:24)
-//!   1.02 ms    310 µs      ×6  │  └─ parse_row  (shop/models.py:47)
+//!     TOTAL      SELF    CALLS  FUNCTION
+//!   4.12 ms   15.0 µs       ×1  main  (app.py:53)
+//!   1.20 ms   40.1 µs       ×1  ├─ load_catalogue  (app.py:24)
+//!   1.02 ms    310 µs       ×6  │  └─ parse_row  (shop/models.py:47)
 //! ```
 //!
 //! `TOTAL`: inclusive time of all calls merged into the node; `SELF`: that time less the
@@ -72,7 +72,7 @@ pub fn render<W: Write + ?Sized>(out: &mut W, view: &View, cwd: &Path, pal: &Pal
     );
     paint(out, pal.header, &header)?;
     writeln!(out)?;
-    paint(out, pal.header, &format!("{:>9} {:>9} {:>7}  FUNCTION", "TOTAL", "SELF", "CALLS"))?;
+    paint(out, pal.header, &format!("{:>9} {:>9} {:>8}  FUNCTION", "TOTAL", "SELF", "CALLS"))?;
     writeln!(out)?;
     // (node, guide prefix of its children)
     let mut stack: Vec<(NodeId, String)> = t.node(ROOT).children.iter().rev().map(|&c| (c, String::new())).collect();
@@ -99,7 +99,7 @@ pub fn render<W: Write + ?Sized>(out: &mut W, view: &View, cwd: &Path, pal: &Pal
         };
         paint(out, tstyle, &format!("{:>9}", human_ns(node.time_ns)))?;
         write!(out, " {:>9} ", human_ns(self_time(t, n)))?;
-        paint(out, pal.count, &format!("{:>7}", format!("×{}", node.count)))?;
+        paint(out, pal.count, &format!("{:>8}", format!("×{}", node.count)))?;
         write!(out, "  ")?;
         paint(out, pal.guide, &format!("{prefix}{branch}"))?;
         paint(out, pal.name, &f.qualname)?;
@@ -155,13 +155,13 @@ mod tests {
         let s = plain(&t, "process 1 (python3 app.py), thread MainThread", Path::new("/p"));
         let lines: Vec<&str> = s.lines().collect();
         assert!(lines[0].starts_with("── process 1 (python3 app.py), thread MainThread ── 5 nodes, 6 calls, "), "{s}");
-        assert_eq!(lines[1], "    TOTAL      SELF   CALLS  FUNCTION");
+        assert_eq!(lines[1], "    TOTAL      SELF    CALLS  FUNCTION");
         // main: 10..120 -> 110 ns inclusive; self = 110 - a(20..70 + 80..90 = 60) - b(100..110 = 10) = 40
-        assert_eq!(lines[2], "   110 ns     40 ns      ×1  main  (app.py:1)");
-        assert_eq!(lines[3], "    60 ns     30 ns      ×2  ├─ a  (app.py:1)");
-        assert_eq!(lines[4], "    30 ns     20 ns      ×1  │  └─ f  (lib/f.py:1)");
-        assert_eq!(lines[5], "    10 ns     10 ns      ×1  │     └─ f  (lib/f.py:1) ↻ recursive");
-        assert_eq!(lines[6], "    10 ns     10 ns      ×1  └─ b  (app.py:1)");
+        assert_eq!(lines[2], "   110 ns     40 ns       ×1  main  (app.py:1)");
+        assert_eq!(lines[3], "    60 ns     30 ns       ×2  ├─ a  (app.py:1)");
+        assert_eq!(lines[4], "    30 ns     20 ns       ×1  │  └─ f  (lib/f.py:1)");
+        assert_eq!(lines[5], "    10 ns     10 ns       ×1  │     └─ f  (lib/f.py:1) ↻ recursive");
+        assert_eq!(lines[6], "    10 ns     10 ns       ×1  └─ b  (app.py:1)");
         assert_eq!(lines.len(), 7);
     }
 
