@@ -28,8 +28,11 @@ trace run -- python3 app.py input.csv\n  \
 slice from-trace trace.d -q \"Which function draws the table borders?\" > prompt.md\n  \
 slice from-trace trace.d -q \"...\" --variant A --budget 8000 --format xml\n  \
 slice from-trace feature.d --prune-startup baseline.d -q \"...\"\n  \
-slice stats trace.d",
-    after_help = "Prompt variants, defaults and the budget policy: docs/prompts.md. JSON schema: docs/slice-json.md."
+slice stats trace.d\n  \
+slice tree trace.d --focus parse\n  \
+slice flamegraph trace.d -o flame.svg\n  \
+slice diff works.d fails.d --format prompt -q \"...\"",
+    after_help = "Prompt variants, defaults and the budget policy: docs/prompts.md. JSON schema: docs/slice-json.md. Views (tree, flamegraph, folded, diff, graph): docs/views.md."
 )]
 pub struct Cli {
     #[command(subcommand)]
