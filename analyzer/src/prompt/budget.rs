@@ -1,27 +1,32 @@
 //! Fitting a prompt into a token budget, exactly.
 //!
 //! Policy (deterministic; see `docs/prompts.md`): functions are ranked by
-//! [`Model::priority`] (closest to the question, then closest to the root, then earliest
-//! call). The prompt is degraded by a fixed sequence of steps until the rendered text,
-//! counted with the real tokenizer, fits:
+//! [`Model::priority`] (BM25F relevance to the question, then closest to the root, then
+//! earliest call); the first of that ranking is the *top* function. The prompt is degraded
+//! by a fixed sequence of steps, in segments, until the rendered text, counted with the real
+//! tokenizer, fits:
 //!
-//! 1. repeated source blocks (layouts that repeat) are shown once;
-//! 2. function by function, least important first: the body is elided (decorators and
-//!    signature kept, the body replaced by a marked `...`); and, interleaved with it,
-//! 3. function by function, least important first: the source is dropped, the function
-//!    stays in the tree by name, marked `[source omitted: budget]`. This second walk starts
-//!    when the first is halfway through the functions, so the least important half loses
-//!    its signatures before the most important half loses its bodies;
-//! 4. the tree is cut below depth D, D decreasing from the deepest level to 1, each cut
-//!    marked with the number of calls it hides.
+//! 1. repeated source blocks (layouts that repeat) are shown once; then a walk from the least
+//!    to the most important function steps each one down a level, keeping as many functions
+//!    at signature level as at body level: while fewer have a signature than a body, the least
+//!    important body is elided (decorators and signature kept, the body replaced by a marked
+//!    `...`; skipped where that saves nothing), otherwise the least important signature is
+//!    dropped (the function stays in the tree by name, marked `[name only]`). The walk stops
+//!    when only the top function keeps its source, whole;
+//! 2. the tree is cut below depth D, D decreasing from the deepest level to 1, except the
+//!    paths from the root to the top function (and to any function whose source is still
+//!    shown); each cut is marked with the number of calls it hides;
+//! 3. the top function's body is elided and the tree is cut again from the full depth;
+//! 4. the top function's source is dropped and the tree is cut again.
 //!
-//! The smallest number of steps that fits is found by bisection over the step sequence; the
-//! result is always re-counted, so the output is never over the budget. Every elision is
-//! marked in place and summarised in a note at the top of the prompt.
+//! The first segment whose last state fits is searched by bisection for its smallest number
+//! of steps that fits; the result is always re-counted, so the output is never over the
+//! budget. Every elision is marked in place and summarised in a note at the top of the prompt.
 
 use super::render::{Renderer, TemplateError};
-use super::{Layout, Level, Model, Plan, SourceState};
+use super::{Layout, Level, Model, Plan, SourceState, NAME_ONLY_MARK};
 use crate::tokens::Tokenizer;
+use std::collections::VecDeque;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Step {
@@ -61,6 +66,18 @@ pub enum BudgetError {
     Template(#[from] TemplateError),
 }
 
+fn has_block(model: &Model, k: &str) -> bool {
+    model.funcs.get(k).is_some_and(|f| matches!(f.source, SourceState::Code(_) | SourceState::Unavailable(_)))
+}
+
+/// Whether eliding the body saves something (a short body costs less than its marker).
+fn elision_saves(model: &Model, k: &str) -> bool {
+    match model.funcs.get(k).map(|f| &f.source) {
+        Some(SourceState::Code(e)) => e.signature.as_ref().is_some_and(|sig| sig.len() + 40 < e.code.len()),
+        _ => false,
+    }
+}
+
 fn names(model: &Model, keys: &[String]) -> Vec<String> {
     keys.iter().map(|k| model.funcs.get(k).map(|f| f.qualname.clone()).unwrap_or_else(|| k.clone())).collect()
 }
@@ -74,7 +91,7 @@ fn list(names: &[String]) -> String {
     s
 }
 
-fn plan_for(model: &Model, steps: &[Step], budget: usize, tok: Tokenizer) -> (Plan, BudgetReport) {
+fn plan_for(model: &Model, steps: &[Step], top: Option<&String>, budget: usize, tok: Tokenizer) -> (Plan, BudgetReport) {
     let mut plan = Plan::default();
     let mut sig = Vec::new();
     let mut name = Vec::new();
@@ -115,17 +132,79 @@ fn plan_for(model: &Model, steps: &[Step], budget: usize, tok: Tokenizer) -> (Pl
         }
         if !report.dropped.is_empty() {
             parts.push(format!(
-                "{} functions are shown by name only (marked `[source omitted: budget]` in the tree): {}",
+                "{} functions are shown by name only (marked `{}` in the tree): {}",
                 name.len(),
+                NAME_ONLY_MARK.trim(),
                 list(&report.dropped)
             ));
         }
         if let Some(d) = plan.tree_depth {
-            parts.push(format!("the call tree is cut below depth {d} (marked `… N more calls below`)"));
+            plan.tree_keep = model
+                .funcs
+                .values()
+                .filter(|f| Some(&f.key) == top || (has_block(model, &f.key) && plan.level(&f.key) != Level::Name))
+                .map(|f| f.key.clone())
+                .collect();
+            let mut kept = names(model, &plan.tree_keep.iter().cloned().collect::<Vec<_>>());
+            kept.sort();
+            parts
+                .push(format!("the call tree is cut below depth {d} (marked `… N more calls below`), except the paths to {}", list(&kept)));
         }
         plan.notes.push(format!("To fit the budget of {budget} tokens ({}): {}.", tok.name(), parts.join("; ")));
     }
     (plan, report)
+}
+
+/// The degradation sequence, in segments: each is (base steps, further steps); the states of
+/// a segment are `base + steps[..k]`, k = 0..=steps.len().
+fn segments(model: &Model, layout: Layout, prio: &[String]) -> Vec<(Vec<Step>, Vec<Step>)> {
+    let top = prio.first();
+    let mut walk = Vec::new();
+    if layout.sources {
+        if layout.repeat {
+            walk.push(Step::CollapseRepeats);
+        }
+        // Least important first; as many signatures as bodies, until only the top is left.
+        let mut bodies: VecDeque<&String> = prio.iter().rev().filter(|k| has_block(model, k)).collect();
+        let mut sigs: VecDeque<&String> = VecDeque::new();
+        loop {
+            let only_top = bodies.len() == 1 && Some(bodies[0]) == top;
+            if !sigs.is_empty() && (sigs.len() >= bodies.len() || bodies.is_empty() || only_top) {
+                if let Some(k) = sigs.pop_front() {
+                    walk.push(Step::Name(k.clone()));
+                }
+            } else if !bodies.is_empty() && !only_top {
+                if let Some(k) = bodies.pop_front() {
+                    if elision_saves(model, k) {
+                        walk.push(Step::Signature(k.clone()));
+                    }
+                    sigs.push_back(k);
+                }
+            } else {
+                break;
+            }
+        }
+    }
+    let cuts: Vec<Step> = if layout.tree {
+        let max = model.traces.iter().flat_map(|t| t.threads.iter()).flat_map(|th| th.nodes.iter()).map(|n| n.depth).max().unwrap_or(1);
+        (1..max).rev().map(Step::TreeDepth).collect()
+    } else {
+        Vec::new()
+    };
+    let mut segs = vec![(Vec::new(), walk.clone())];
+    if !cuts.is_empty() {
+        segs.push((walk.clone(), cuts.clone()));
+    }
+    if let Some(top) = top.filter(|k| layout.sources && has_block(model, k)) {
+        let mut base = walk.clone();
+        if elision_saves(model, top) {
+            base.push(Step::Signature(top.clone()));
+            segs.push((base.clone(), cuts.clone()));
+        }
+        base.push(Step::Name(top.clone()));
+        segs.push((base, cuts));
+    }
+    segs
 }
 
 /// Render a prompt, fitted into `budget` tokens when one is given.
@@ -134,64 +213,44 @@ pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, b
     let tokens = tok.count(&full);
     let Some(budget) = budget else { return Ok(Fitted { text: full, tokens, report: None }) };
     if tokens <= budget {
-        let report = plan_for(model, &[], budget, tok).1;
+        let report = plan_for(model, &[], None, budget, tok).1;
         return Ok(Fitted { text: full, tokens, report: Some(report) });
     }
-    // The step sequence.
     let prio = model.priority();
-    let has_block = |k: &String| matches!(model.funcs[k].source, SourceState::Code(_) | SourceState::Unavailable(_));
-    let mut steps = Vec::new();
-    if layout.sources {
-        if layout.repeat {
-            steps.push(Step::CollapseRepeats);
-        }
-        // Two walks from the least to the most important function: the first elides bodies,
-        // the second drops sources. The second starts when the first is halfway, so the least
-        // important half loses its signatures before the most important half loses its bodies.
-        let blocks: Vec<&String> = prio.iter().rev().filter(|k| has_block(k)).collect();
-        let half = blocks.len().div_ceil(2);
-        for (i, k) in blocks.iter().enumerate() {
-            // Only where eliding saves something (a short body costs less than its marker).
-            if let SourceState::Code(e) = &model.funcs[*k].source {
-                if e.signature.as_ref().is_some_and(|sig| sig.len() + 40 < e.code.len()) {
-                    steps.push(Step::Signature((*k).clone()));
-                }
-            }
-            if i >= half {
-                steps.push(Step::Name(blocks[i - half].clone()));
-            }
-        }
-        for k in &blocks[blocks.len() - half..] {
-            steps.push(Step::Name((*k).clone()));
-        }
-    }
-    if layout.tree {
-        let max = model.traces.iter().flat_map(|t| t.threads.iter()).flat_map(|th| th.nodes.iter()).map(|n| n.depth).max().unwrap_or(1);
-        for d in (1..max).rev() {
-            steps.push(Step::TreeDepth(d));
-        }
-    }
-    let eval = |k: usize| -> Result<(String, usize, BudgetReport), BudgetError> {
-        let (plan, report) = plan_for(model, &steps[..k], budget, tok);
+    let top = prio.first();
+    let eval = |steps: &[Step]| -> Result<(String, usize, BudgetReport), BudgetError> {
+        let (plan, report) = plan_for(model, steps, top, budget, tok);
         let text = renderer.render(model, &model.doc(layout, &plan))?;
         let n = tok.count(&text);
         Ok((text, n, report))
     };
-    let last = eval(steps.len())?;
-    if last.1 > budget {
-        return Err(BudgetError::TooSmall { budget, needed: last.1, tokenizer: tok.name() });
-    }
-    let (mut lo, mut hi) = (0usize, steps.len());
-    let mut best = last;
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        let r = eval(mid)?;
-        if r.1 <= budget {
-            hi = mid;
-            best = r;
-        } else {
-            lo = mid;
+    let state = |base: &[Step], steps: &[Step], k: usize| -> Vec<Step> { base.iter().chain(&steps[..k]).cloned().collect() };
+    let mut smallest = None;
+    for (base, steps) in segments(model, layout, &prio) {
+        let last = eval(&state(&base, &steps, steps.len()))?;
+        if last.1 > budget {
+            smallest = Some(smallest.map_or(last.1, |s: usize| s.min(last.1)));
+            continue;
         }
+        // Smallest k that fits: k = 0 first (a later segment may start small enough), then
+        // bisection between a k that does not fit and one that does.
+        let first = eval(&base)?;
+        if first.1 <= budget {
+            return Ok(Fitted { text: first.0, tokens: first.1, report: Some(first.2) });
+        }
+        let (mut lo, mut hi) = (0usize, steps.len());
+        let mut best = last;
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            let r = eval(&state(&base, &steps, mid))?;
+            if r.1 <= budget {
+                hi = mid;
+                best = r;
+            } else {
+                lo = mid;
+            }
+        }
+        return Ok(Fitted { text: best.0, tokens: best.1, report: Some(best.2) });
     }
-    Ok(Fitted { text: best.0, tokens: best.1, report: Some(best.2) })
+    Err(BudgetError::TooSmall { budget, needed: smallest.unwrap_or(tokens), tokenizer: tok.name() })
 }

@@ -6,6 +6,7 @@
 //! [`Doc`], which [`render`] turns into Markdown, XML or JSON.
 
 pub mod budget;
+pub mod relevance;
 pub mod render;
 #[cfg(test)]
 mod tests;
@@ -129,8 +130,10 @@ pub struct Plan {
     pub levels: HashMap<String, Level>,
     /// Show each function's source once even when the layout repeats.
     pub collapse_repeats: bool,
-    /// Cut the trees below this depth.
+    /// Cut the trees below this depth...
     pub tree_depth: Option<u32>,
+    /// ...except the paths from the root to every node of these functions (keys).
+    pub tree_keep: HashSet<String>,
     /// Lines explaining what the budget removed (part of the prompt).
     pub notes: Vec<String>,
 }
@@ -138,6 +141,37 @@ pub struct Plan {
 impl Plan {
     pub fn level(&self, key: &str) -> Level {
         self.levels.get(key).copied().unwrap_or(Level::Body)
+    }
+
+    /// Which nodes of a thread's tree (pre-order) the plan shows, and for each shown node how
+    /// many nodes are hidden right below it (in the subtrees of its hidden children). A node is shown when it is no deeper than
+    /// `tree_depth`, or its subtree holds a node of a function in `tree_keep`.
+    pub fn visible(&self, nodes: &[ModelNode]) -> Vec<(bool, usize)> {
+        let Some(d) = self.tree_depth else { return nodes.iter().map(|_| (true, 0)).collect() };
+        // Pre-order: a node's subtree is the range i..=i+descendants.
+        let mut kept = vec![0usize; nodes.len() + 1];
+        for (i, n) in nodes.iter().enumerate() {
+            kept[i + 1] = kept[i] + self.tree_keep.contains(&n.key) as usize;
+        }
+        let end = |i: usize| (i + 1 + nodes[i].descendants).min(nodes.len());
+        let shown: Vec<bool> = nodes.iter().enumerate().map(|(i, n)| n.depth <= d || kept[end(i)] > kept[i]).collect();
+        // Hidden nodes are counted at their nearest shown ancestor: a hidden node's parent is
+        // shown or hidden itself, so adding each hidden child's whole subtree to a shown parent
+        // counts every hidden node once.
+        let mut hidden = vec![0usize; nodes.len()];
+        let mut stack: Vec<usize> = Vec::new();
+        for (i, n) in nodes.iter().enumerate() {
+            while stack.last().is_some_and(|&p| nodes[p].depth >= n.depth) {
+                stack.pop();
+            }
+            if let Some(&p) = stack.last() {
+                if !shown[i] && shown[p] {
+                    hidden[p] += 1 + n.descendants;
+                }
+            }
+            stack.push(i);
+        }
+        shown.into_iter().zip(hidden).collect()
     }
 }
 
@@ -168,8 +202,8 @@ pub struct FuncInfo {
     pub min_depth: u32,
     /// Index of its first appearance in the pre-order walk of all trees.
     pub first_index: usize,
-    /// How many question words its name, file and code contain (weighted).
-    pub relevance: u32,
+    /// BM25F score of its name, file and code for the question (see [`relevance`]).
+    pub relevance: f64,
 }
 
 impl FuncInfo {
@@ -238,90 +272,12 @@ pub struct Model {
     pub notes: Vec<String>,
 }
 
-const STOPWORDS: &[&str] = &[
-    "the",
-    "and",
-    "for",
-    "with",
-    "what",
-    "which",
-    "why",
-    "how",
-    "does",
-    "did",
-    "when",
-    "where",
-    "this",
-    "that",
-    "from",
-    "into",
-    "are",
-    "not",
-    "but",
-    "can",
-    "you",
-    "its",
-    "has",
-    "have",
-    "was",
-    "were",
-    "will",
-    "would",
-    "should",
-    "there",
-    "their",
-    "them",
-    "then",
-    "than",
-    "who",
-    "whom",
-    "all",
-    "any",
-    "use",
-    "used",
-    "using",
-    "get",
-    "set",
-    "run",
-    "runs",
-    "call",
-    "calls",
-    "called",
-    "function",
-    "functions",
-    "code",
-    "program",
-    "work",
-    "works",
-];
+/// Appended in the tree to a function whose source the budget dropped.
+pub const NAME_ONLY_MARK: &str = " [name only]";
 
-/// Lowercase words of a question worth matching against code (3+ characters, no stopwords).
+/// The distinct terms of a question that relevance is computed from (see [`relevance`]).
 pub fn question_words(q: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for w in q.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
-        let mut w = w.trim_matches('_').to_lowercase();
-        // A light stem so `borders` matches `border`, `draws` matches `draw`.
-        if w.len() > 4 && w.ends_with('s') && !w.ends_with("ss") {
-            w.pop();
-        }
-        if w.chars().count() >= 3 && !STOPWORDS.contains(&w.as_str()) && !out.contains(&w) {
-            out.push(w);
-        }
-    }
-    out
-}
-
-fn relevance(words: &[String], f: &FuncInfo) -> u32 {
-    let name = f.qualname.to_lowercase();
-    let file = f.file.to_lowercase();
-    let code = match &f.source {
-        SourceState::Code(e) => e.code.to_lowercase(),
-        _ => String::new(),
-    };
-    words
-        .iter()
-        .map(|w| 4 * name.contains(w.as_str()) as u32 + 2 * file.contains(w.as_str()) as u32 + code.contains(w.as_str()) as u32)
-        .sum()
+    relevance::question_terms(q)
 }
 
 impl Model {
@@ -381,21 +337,17 @@ impl Model {
                 files_executed: t.files_executed.iter().map(|f| t.sources.resolve(f)).collect(),
             });
         }
-        let words = question_words(question);
-        for f in funcs.values_mut() {
-            f.relevance = relevance(&words, f);
-        }
+        score(&mut funcs, question);
         let notes = unavailable_files.iter().map(|(file, why)| format!("{file}: {why}")).collect();
         Model { question: question.trim().to_string(), traces: mtraces, funcs, notes }
     }
 
-    /// Function keys in priority order, most important first: closest to the question (words
-    /// of the question in the name, file or code), then closest to the root, then earliest
-    /// in call order.
+    /// Function keys in priority order, most important first: closest to the question (the
+    /// BM25F score of [`relevance`]), then closest to the root, then earliest in call order.
     pub fn priority(&self) -> Vec<String> {
-        let mut v: Vec<&FuncInfo> = self.funcs.values().collect();
-        v.sort_by(|a, b| b.relevance.cmp(&a.relevance).then(a.min_depth.cmp(&b.min_depth)).then(a.first_index.cmp(&b.first_index)));
-        v.into_iter().map(|f| f.key.clone()).collect()
+        let v: Vec<&FuncInfo> = self.funcs.values().collect();
+        let keys: Vec<(f64, u32, usize)> = v.iter().map(|f| (f.relevance, f.min_depth, f.first_index)).collect();
+        relevance::rank(&keys).into_iter().map(|i| v[i].key.clone()).collect()
     }
 
     /// Lay the prompt out.
@@ -419,8 +371,9 @@ impl Model {
                     nodes,
                 });
                 if layout.sources && layout.order == Order::Call {
-                    for n in &th.nodes {
-                        if plan.tree_depth.is_some_and(|d| n.depth > d) {
+                    let vis = plan.visible(&th.nodes);
+                    for (n, (shown, _)) in th.nodes.iter().zip(vis) {
+                        if !shown {
                             continue;
                         }
                         if !repeat && seen.contains(n.key.as_str()) {
@@ -450,8 +403,9 @@ impl Model {
             let mut keys: Vec<&FuncInfo> = Vec::new();
             for t in &self.traces {
                 for th in &t.threads {
-                    for n in &th.nodes {
-                        if plan.tree_depth.is_some_and(|d| n.depth > d) {
+                    let vis = plan.visible(&th.nodes);
+                    for (n, (shown, _)) in th.nodes.iter().zip(vis) {
+                        if !shown {
                             continue;
                         }
                         if seen.insert(&n.key) {
@@ -517,8 +471,9 @@ impl Model {
     fn tree_text(&self, th: &ModelThread, plan: &Plan) -> (String, Vec<DocNode>) {
         let mut out = String::new();
         let mut nodes = Vec::new();
-        for n in &th.nodes {
-            if plan.tree_depth.is_some_and(|d| n.depth > d) {
+        let vis = plan.visible(&th.nodes);
+        for (n, (shown, hidden)) in th.nodes.iter().zip(vis) {
+            if !shown {
                 continue;
             }
             let f = &self.funcs[&n.key];
@@ -537,13 +492,13 @@ impl Model {
                 out.push_str(" ↻ recursive");
             }
             let level = plan.level(&n.key);
-            if level == Level::Name && matches!(f.source, SourceState::Code(_)) {
-                out.push_str(" [source omitted: budget]");
+            if level == Level::Name && matches!(f.source, SourceState::Code(_) | SourceState::Unavailable(_)) {
+                out.push_str(NAME_ONLY_MARK);
             }
             out.push('\n');
-            if plan.tree_depth.is_some_and(|d| n.depth == d) && n.descendants > 0 {
+            if hidden > 0 {
                 out.push_str(&"  ".repeat(n.depth as usize));
-                out.push_str(&format!("… {} more calls below (elided to fit the budget)\n", n.descendants));
+                out.push_str(&format!("… {hidden} more calls below (elided to fit the budget)\n"));
             }
             nodes.push(DocNode {
                 id: n.id,
@@ -560,6 +515,32 @@ impl Model {
             out.pop();
         }
         (out, nodes)
+    }
+}
+
+/// Score every function for the question: one BM25F document per function (its qualified
+/// name, display path and the code the prompt shows), IDF over the functions of the slice.
+fn score(funcs: &mut HashMap<String, FuncInfo>, question: &str) {
+    let query = relevance::question_terms(question);
+    // A fixed order, so that nothing depends on the hash map's.
+    let mut keys: Vec<String> = funcs.keys().cloned().collect();
+    keys.sort();
+    let docs: Vec<relevance::Document<'_>> = keys
+        .iter()
+        .map(|k| {
+            let f = &funcs[k];
+            let code = match &f.source {
+                SourceState::Code(e) => e.code.as_str(),
+                _ => "",
+            };
+            relevance::Document { name: &f.qualname, path: &f.file, code }
+        })
+        .collect();
+    let scores = relevance::scores(&docs, &query);
+    for (k, s) in keys.iter().zip(scores) {
+        if let Some(f) = funcs.get_mut(k) {
+            f.relevance = s;
+        }
     }
 }
 
@@ -584,7 +565,7 @@ fn func_info(
             source: SourceState::Omitted("unknown function"),
             min_depth: depth,
             first_index: index,
-            relevance: 0,
+            relevance: 0.0,
         };
     };
     let file = match (&f.file, &f.object) {
@@ -613,7 +594,7 @@ fn func_info(
         source,
         min_depth: depth,
         first_index: index,
-        relevance: 0,
+        relevance: 0.0,
     }
 }
 

@@ -1,0 +1,385 @@
+//! Lexical relevance of the functions of a slice to the question: BM25F over identifier
+//! tokens (see `docs/prompts.md`, "Token counting and `--budget N`").
+//!
+//! Each function is a document with three fields: its qualified name, its display path and
+//! the code the prompt would show. Text is cut into terms by [`terms`]: identifiers are split
+//! at `_`, `.`, `/` and every other non-alphanumeric character and at CamelCase and
+//! letter/digit boundaries, lowercased, stemmed by [`stem`]; pure numbers and one-letter
+//! pieces are dropped. The question gives its terms the same way, without stopwords and
+//! words under three letters ([`question_terms`]).
+//!
+//! For a question term `t` and a function `d`:
+//!
+//! ```text
+//! tf(t,d)  = Σ_field w_f · n_f(t,d) / (1 − b_f + b_f · len_f(d) / avglen_f)
+//! idf(t)   = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))
+//! score(d) = Σ_t idf(t) · tf(t,d) / (k1 + tf(t,d))
+//! ```
+//!
+//! with `n_f` the occurrences of `t` in field `f`, `len_f` the field's length in terms,
+//! `avglen_f` its mean over the slice, `N` the number of functions in the slice and `df(t)`
+//! the number of them with `t` in any field; `k1 = 1.2`, name `w = 3, b = 0.5`, code
+//! `w = 1, b = 0.75`, path `w = 0.5, b = 0`. A term that many functions share (`table` in
+//! rich) therefore counts little, a rare one (`border`) much, and repeating a term in a long
+//! body saturates instead of growing without bound. Scores are rounded to 1e-6 so that the
+//! ranking does not depend on the last bit of a floating-point logarithm.
+
+use std::collections::HashMap;
+
+/// BM25 saturation constant.
+pub const K1: f64 = 1.2;
+/// (weight, length normalisation) of the qualified name.
+pub const NAME: (f64, f64) = (3.0, 0.5);
+/// (weight, length normalisation) of the code.
+pub const CODE: (f64, f64) = (1.0, 0.75);
+/// (weight, length normalisation) of the display path.
+pub const PATH: (f64, f64) = (0.5, 0.0);
+
+/// Question words that carry no meaning about code.
+pub const STOPWORDS: &[&str] = &[
+    "the",
+    "and",
+    "for",
+    "with",
+    "what",
+    "which",
+    "why",
+    "how",
+    "does",
+    "did",
+    "when",
+    "where",
+    "this",
+    "that",
+    "these",
+    "those",
+    "from",
+    "into",
+    "onto",
+    "are",
+    "not",
+    "but",
+    "can",
+    "could",
+    "you",
+    "its",
+    "has",
+    "have",
+    "had",
+    "was",
+    "were",
+    "will",
+    "would",
+    "should",
+    "there",
+    "their",
+    "them",
+    "then",
+    "than",
+    "who",
+    "whom",
+    "all",
+    "any",
+    "use",
+    "used",
+    "using",
+    "get",
+    "set",
+    "run",
+    "runs",
+    "call",
+    "calls",
+    "called",
+    "function",
+    "functions",
+    "method",
+    "methods",
+    "code",
+    "program",
+    "work",
+    "works",
+    "happen",
+    "happens",
+    "about",
+    "some",
+];
+
+/// A light, deterministic suffix stemmer (a small subset of Porter's step 1): plural `-s`,
+/// `-es`, `-ies`, then `-ing` and `-ed` (when a vowel stays before them, undoubling a final
+/// double consonant other than l, s, z), then a final `-e`. Both the question and the code go
+/// through it, so only consistency matters: `borders`/`border`, `draws`/`drawing`/`draw`,
+/// `parse`/`parsed`/`parses`/`parsing`, `tables`/`table` meet.
+pub fn stem(w: &str) -> String {
+    if !w.bytes().all(|b| b.is_ascii_lowercase()) {
+        return w.to_string();
+    }
+    let mut s = w.to_string();
+    if s.len() > 4 && s.ends_with("ies") {
+        s.truncate(s.len() - 3);
+        s.push('y');
+    } else if s.ends_with("sses") {
+        s.truncate(s.len() - 2);
+    } else if s.len() > 3 && s.ends_with('s') && !s.ends_with("ss") && !s.ends_with("us") && !s.ends_with("is") {
+        s.pop();
+    }
+    let has_vowel = |x: &str| x.bytes().any(|b| b"aeiouy".contains(&b));
+    let mut stripped = false;
+    for suffix in ["ing", "ed"] {
+        if s.ends_with(suffix) && !s.ends_with("eed") {
+            let stem = &s[..s.len() - suffix.len()];
+            if stem.len() >= 3 && has_vowel(stem) {
+                s.truncate(stem.len());
+                stripped = true;
+                let b = s.as_bytes();
+                let n = b.len();
+                if n >= 2 && b[n - 1] == b[n - 2] && !b"aeiouylsz".contains(&b[n - 1]) {
+                    s.pop();
+                }
+            }
+            break;
+        }
+    }
+    if !stripped && s.len() >= 4 && s.ends_with('e') && !s.ends_with("ee") {
+        s.pop();
+    }
+    s
+}
+
+/// The raw words of a text: identifier pieces split at non-alphanumeric characters, CamelCase
+/// and letter/digit boundaries, lowercased (not stemmed, nothing dropped).
+fn pieces(text: &str, mut f: impl FnMut(&str)) {
+    let mut buf = String::new();
+    let mut flush = |buf: &mut String| {
+        if !buf.is_empty() {
+            f(&buf.to_lowercase());
+            buf.clear();
+        }
+    };
+    let chars: Vec<char> = text.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        if !c.is_alphanumeric() {
+            flush(&mut buf);
+            continue;
+        }
+        if let Some(&p) = buf.chars().last().as_ref() {
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            let boundary = (p.is_lowercase() && c.is_uppercase())
+                || (p.is_uppercase() && c.is_uppercase() && next_lower)
+                || (p.is_numeric() != c.is_numeric());
+            if boundary {
+                flush(&mut buf);
+            }
+        }
+        buf.push(c);
+    }
+    flush(&mut buf);
+}
+
+/// The terms of a piece of code or a name: [`pieces`], stemmed, without pure numbers and
+/// one-character pieces.
+pub fn terms(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    pieces(text, |p| {
+        if p.chars().count() >= 2 && !p.chars().all(|c| c.is_numeric()) {
+            out.push(stem(p));
+        }
+    });
+    out
+}
+
+/// The distinct terms of a question, in order: words of 3+ characters that are not
+/// stopwords, split and stemmed like code.
+pub fn question_terms(q: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for w in q.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.')) {
+        let lw = w.to_lowercase();
+        if lw.trim_matches(|c| c == '_' || c == '.').chars().count() < 3 || STOPWORDS.contains(&lw.as_str()) {
+            continue;
+        }
+        pieces(w, |p| {
+            if p.chars().count() >= 2 && !p.chars().all(|c| c.is_numeric()) && !STOPWORDS.contains(&p) {
+                let t = stem(p);
+                if !out.contains(&t) {
+                    out.push(t);
+                }
+            }
+        });
+    }
+    out
+}
+
+/// The text of one function, as scored.
+#[derive(Debug, Clone, Default)]
+pub struct Document<'a> {
+    pub name: &'a str,
+    pub path: &'a str,
+    pub code: &'a str,
+}
+
+/// Per field: occurrences of each question term, and the field's length in terms.
+struct Counted {
+    counts: [Vec<u32>; 3],
+    len: [usize; 3],
+}
+
+fn count(text: &str, query: &[String]) -> (Vec<u32>, usize) {
+    let mut n = vec![0u32; query.len()];
+    let mut len = 0usize;
+    let index: HashMap<&str, usize> = query.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
+    for t in terms(text) {
+        len += 1;
+        if let Some(&i) = index.get(t.as_str()) {
+            n[i] += 1;
+        }
+    }
+    (n, len)
+}
+
+/// BM25F scores of `docs` for the question terms `query` (see the module documentation),
+/// rounded to 1e-6. All zero when the query is empty.
+pub fn scores(docs: &[Document<'_>], query: &[String]) -> Vec<f64> {
+    if query.is_empty() || docs.is_empty() {
+        return vec![0.0; docs.len()];
+    }
+    let counted: Vec<Counted> = docs
+        .iter()
+        .map(|d| {
+            let (n0, l0) = count(d.name, query);
+            let (n1, l1) = count(d.code, query);
+            let (n2, l2) = count(d.path, query);
+            Counted { counts: [n0, n1, n2], len: [l0, l1, l2] }
+        })
+        .collect();
+    let n = docs.len() as f64;
+    let params = [NAME, CODE, PATH];
+    let avg: Vec<f64> = (0..3).map(|f| counted.iter().map(|c| c.len[f]).sum::<usize>() as f64 / n).collect();
+    let idf: Vec<f64> = (0..query.len())
+        .map(|t| {
+            let df = counted.iter().filter(|c| c.counts.iter().any(|f| f[t] > 0)).count() as f64;
+            (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+        })
+        .collect();
+    counted
+        .iter()
+        .map(|c| {
+            let mut score = 0.0;
+            for (t, idf) in idf.iter().enumerate() {
+                let mut tf = 0.0;
+                for (f, (w, b)) in params.iter().enumerate() {
+                    let k = c.counts[f][t];
+                    if k == 0 {
+                        continue;
+                    }
+                    let norm = if avg[f] > 0.0 { 1.0 - b + b * c.len[f] as f64 / avg[f] } else { 1.0 };
+                    tf += w * k as f64 / norm;
+                }
+                score += idf * tf / (K1 + tf);
+            }
+            (score * 1e6).round() / 1e6
+        })
+        .collect()
+}
+
+/// Indices of the functions in priority order: higher score first, then smaller depth, then
+/// earlier first call. `keys[i] = (score, min_depth, first_index)`.
+pub fn rank(keys: &[(f64, u32, usize)]) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..keys.len()).collect();
+    idx.sort_by(|&a, &b| {
+        let (sa, da, ia) = keys[a];
+        let (sb, db, ib) = keys[b];
+        sb.total_cmp(&sa).then(da.cmp(&db)).then(ia.cmp(&ib))
+    });
+    idx
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stemming_meets_the_usual_forms() {
+        for (a, b) in [
+            ("borders", "border"),
+            ("draws", "draw"),
+            ("drawing", "draw"),
+            ("parsed", "parse"),
+            ("parsing", "parses"),
+            ("tables", "table"),
+            ("properties", "property"),
+            ("detected", "detect"),
+            ("padded", "pad"),
+            ("running", "run"),
+        ] {
+            assert_eq!(stem(a), stem(b), "{a} vs {b}");
+        }
+        for (a, b) in [("string", "str"), ("class", "clas"), ("status", "statu"), ("border", "bord")] {
+            assert_ne!(stem(a), stem(b), "{a} vs {b}");
+        }
+        assert_eq!(stem("Ünïcode"), "Ünïcode");
+    }
+
+    #[test]
+    fn identifiers_are_split() {
+        assert_eq!(terms("Table._render"), vec!["tabl", "render"]);
+        assert_eq!(terms("border_style = get_style(self.border_style)"), vec!["border", "styl", "get", "styl", "self", "border", "styl"]);
+        assert_eq!(terms("HTTPServer.getTopBorder2x i 42"), vec!["http", "server", "get", "top", "border"]);
+        assert_eq!(terms("site-packages/rich/table.py"), vec!["sit", "packag", "rich", "tabl", "py"]);
+    }
+
+    #[test]
+    fn question_terms_skip_stopwords_and_stem() {
+        assert_eq!(question_terms("Why does --emoji not work for files?"), vec!["emoji", "fil"]);
+        assert_eq!(question_terms("Which function draws the table borders?"), vec!["draw", "tabl", "border"]);
+        assert_eq!(question_terms("What does Table._render do with show_edge?"), vec!["tabl", "render", "show", "edg"]);
+        assert!(question_terms("How does it work?").is_empty());
+    }
+
+    fn doc<'a>(name: &'a str, code: &'a str) -> Document<'a> {
+        Document { name, path: "app.py", code }
+    }
+
+    #[test]
+    fn a_rare_term_in_one_body_beats_a_common_term_in_many_names() {
+        let docs = vec![
+            doc("Table.__init__", "def __init__(self):\n    self.rows = []"),
+            doc("Table.add_row", "def add_row(self, row):\n    self.rows.append(row)"),
+            doc("Table.add_column", "def add_column(self, c):\n    self.columns.append(c)"),
+            doc("Table.get_row_style", "def get_row_style(self, i):\n    return self.style"),
+            doc("Table.__rich_measure__", "def __rich_measure__(self):\n    return 1"),
+            doc("Segment.line", "def line(cls):\n    return cls('\\n')"),
+            doc("Box.get_top", "def get_top(self, widths):\n    # the top border of a box\n    return self.top * 3"),
+        ];
+        let s = scores(&docs, &question_terms("Which function draws the table borders?"));
+        let order = rank(&s.iter().enumerate().map(|(i, &x)| (x, 1, i)).collect::<Vec<_>>());
+        assert_eq!(order[0], 6, "{s:?}");
+        assert!(s[0] > 0.0 && s[5] == 0.0, "{s:?}");
+        // The common term still separates the Table methods from the rest.
+        assert!(s[..5].iter().all(|&x| x > s[5]));
+    }
+
+    #[test]
+    fn name_outweighs_body_and_repetition_saturates() {
+        let docs = vec![
+            doc("render_csv", "def render_csv(path):\n    return load(path)"),
+            doc("main", "def main():\n    # csv\n    x = 1"),
+            doc("loader", "def loader():\n    csv; csv; csv; csv; csv; csv; csv; csv; csv; csv; csv; csv"),
+            doc("other", "def other():\n    pass"),
+            doc("more", "def more():\n    pass"),
+        ];
+        let s = scores(&docs, &question_terms("How is the CSV file parsed?"));
+        assert!(s[0] > s[1], "{s:?}");
+        // Twelve occurrences are worth less than three times one.
+        assert!(s[2] < 3.0 * s[1], "{s:?}");
+        assert_eq!(s[3], 0.0);
+    }
+
+    #[test]
+    fn ties_fall_back_to_depth_then_call_order() {
+        let docs = vec![doc("a", "border"), doc("b", "border"), doc("c", "border"), doc("d", "nothing")];
+        let s = scores(&docs, &question_terms("border"));
+        assert!(s[0] == s[1] && s[1] == s[2] && s[0] > s[3]);
+        let keys = vec![(s[0], 3, 0), (s[1], 2, 5), (s[2], 2, 1), (s[3], 1, 2)];
+        assert_eq!(rank(&keys), vec![2, 1, 0, 3]);
+        assert_eq!(scores(&docs, &[]), vec![0.0; 4]);
+    }
+}
