@@ -14,7 +14,7 @@
 
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyModule, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyModule, PyTuple};
 use std::cell::{Cell, UnsafeCell};
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void, CStr};
@@ -70,6 +70,8 @@ struct Proc {
     generation: u32,
     thread_seq: u32,
     c_calls: bool,
+    /// Recording through the frame-evaluation hook (PEP 523) rather than the profile hook.
+    eval_hook: bool,
     /// C functions seen so far (with `c_calls`), by `PyMethodDef` address.
     cfuncs: HashMap<usize, u32>,
 }
@@ -226,6 +228,76 @@ fn describe_code(code: &Bound<'_, PyAny>, cwd: &Path) -> FuncKind {
         qualname = name.clone();
     }
     let first_line = code.getattr("co_firstlineno").and_then(|v| v.extract::<u32>()).unwrap_or(0);
+    let table = code.getattr("co_linetable").ok();
+    let parsed = table.as_ref().and_then(|t| t.cast::<PyBytes>().ok()).and_then(|t| last_line_of(t.as_bytes(), first_line));
+    let last_line = parsed.unwrap_or_else(|| last_line_from_co_lines(code, first_line));
+    if cfg!(debug_assertions) {
+        // Debug builds (the tests) check the fast path against `co_lines()`.
+        let slow = last_line_from_co_lines(code, first_line);
+        if parsed != Some(slow) {
+            warn(&format!("internal: last line of {qualname} from co_linetable is {parsed:?}, co_lines says {slow}"));
+        }
+    }
+    FuncKind::Python { file: absolute_file(&s("co_filename"), cwd), qualname, name, first_line, last_line }
+}
+
+/// The largest line `co_lines()` reports, computed from the location table (`co_linetable`,
+/// CPython 3.11's format, `Objects/locations.md`) without creating a Python object per entry:
+/// describing a function this way costs a few hundred instructions instead of tens of
+/// thousands. `None` if the table is malformed.
+fn last_line_of(table: &[u8], first_line: u32) -> Option<u32> {
+    fn varint(t: &[u8], i: &mut usize) -> Option<u64> {
+        let mut v = 0u64;
+        let mut shift = 0;
+        loop {
+            let b = *t.get(*i)?;
+            *i += 1;
+            v |= ((b & 63) as u64) << shift;
+            if b & 64 == 0 {
+                return Some(v);
+            }
+            shift += 6;
+            if shift > 60 {
+                return None;
+            }
+        }
+    }
+    fn svarint(t: &[u8], i: &mut usize) -> Option<i64> {
+        let v = varint(t, i)?;
+        Some(if v & 1 != 0 { -((v >> 1) as i64) } else { (v >> 1) as i64 })
+    }
+    let mut line = first_line as i64;
+    let mut last = first_line as i64;
+    let mut i = 0;
+    while i < table.len() {
+        let head = table[i];
+        if head & 0x80 == 0 {
+            return None;
+        }
+        i += 1;
+        let code = (head >> 3) & 15;
+        match code {
+            0..=9 => i += 1,
+            10..=12 => {
+                line += (code - 10) as i64;
+                i += 2;
+            }
+            13 => line += svarint(table, &mut i)?,
+            14 => {
+                line += svarint(table, &mut i)?;
+                varint(table, &mut i)?;
+                varint(table, &mut i)?;
+                varint(table, &mut i)?;
+            }
+            _ => continue, // 15: no location (co_lines reports None)
+        }
+        last = last.max(line);
+    }
+    (i == table.len()).then(|| u32::try_from(last).ok()).flatten()
+}
+
+/// The slow way (a Python tuple per entry), for tables [`last_line_of`] does not understand.
+fn last_line_from_co_lines(code: &Bound<'_, PyAny>, first_line: u32) -> u32 {
     let mut last_line = first_line;
     if let Ok(lines) = code.call_method0("co_lines").and_then(|l| l.try_iter()) {
         for item in lines.flatten() {
@@ -234,7 +306,7 @@ fn describe_code(code: &Bound<'_, PyAny>, cwd: &Path) -> FuncKind {
             }
         }
     }
-    FuncKind::Python { file: absolute_file(&s("co_filename"), cwd), qualname, name, first_line, last_line }
+    last_line
 }
 
 /// `co_filename` made absolute when it names an existing file relative to the start-up cwd.
@@ -335,6 +407,58 @@ unsafe extern "C" fn profile(_obj: *mut ffi::PyObject, frame: *mut ffi::PyFrameO
     0
 }
 
+extern "C" {
+    /// CPython's own frame evaluator (exported by 3.11's `cpython/ceval.h`).
+    fn _PyEval_EvalFrameDefault(
+        tstate: *mut ffi::PyThreadState,
+        frame: *mut ffi::_PyInterpreterFrame,
+        throwflag: c_int,
+    ) -> *mut ffi::PyObject;
+}
+
+/// Index of `f_code` among the leading pointer fields of CPython 3.11's `_PyInterpreterFrame`
+/// (`f_func, f_globals, f_builtins, f_locals, f_code, ...`, `internal/pycore_frame.h`). The
+/// shim is built for one `major.minor` and `trace run` refuses any other, so the layout is fixed.
+const FRAME_CODE_SLOT: usize = 4;
+
+/// The frame-evaluation hook (PEP 523): every Python frame, including generator and coroutine
+/// resumptions, is evaluated through it, so one call event before and one return event after
+/// `_PyEval_EvalFrameDefault` record it. Unlike a profile function it leaves CPython's
+/// specialising interpreter on and materialises no frame objects.
+unsafe extern "C" fn eval_frame(
+    tstate: *mut ffi::PyThreadState,
+    frame: *mut ffi::_PyInterpreterFrame,
+    throwflag: c_int,
+) -> *mut ffi::PyObject {
+    let code = *(frame as *mut *mut ffi::PyObject).add(FRAME_CODE_SLOT);
+    let recorded = match PROC.get().as_mut() {
+        Some(proc) => match (code_id(proc, code), current_writer(None)) {
+            (Some(id), Some(w)) => {
+                w.call(id, monotonic_ns());
+                true
+            }
+            _ => false,
+        },
+        None => false,
+    };
+    let result = _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+    if recorded {
+        // The stream may have been closed (a fork, the process exit) while the frame ran:
+        // look the writer up again.
+        if let Some(w) = current_writer(None) {
+            w.ret(monotonic_ns());
+        }
+    }
+    result
+}
+
+/// Whether the frame-evaluation hook can be used: nobody else (a debugger, a JIT) installed one.
+unsafe fn eval_hook_free() -> bool {
+    let interp = ffi::PyInterpreterState_Get();
+    let current = ffi::_PyInterpreterState_GetEvalFrameFunc(interp);
+    current as *const () == _PyEval_EvalFrameDefault as *const ()
+}
+
 /// Record a call for every frame already on the current thread's stack (outermost first),
 /// so the returns that follow have matching calls.
 unsafe fn record_open_frames(py: Python<'_>) {
@@ -367,7 +491,14 @@ fn runtime_name(py: Python<'_>) -> String {
 }
 
 /// Create this process's directory and function table.
-fn open_process(py: Python<'_>, root: &Path, c_calls: bool, generation: u32, forked_from: Option<u32>) -> Result<Proc, String> {
+fn open_process(
+    py: Python<'_>,
+    root: &Path,
+    c_calls: bool,
+    eval_hook: bool,
+    generation: u32,
+    forked_from: Option<u32>,
+) -> Result<Proc, String> {
     // SAFETY: getpid cannot fail.
     let pid = unsafe { libc::getpid() } as u32;
     let dir = create_process_dir(root, pid).map_err(|e| format!("cannot create a process directory in {}: {e}", root.display()))?;
@@ -376,7 +507,7 @@ fn open_process(py: Python<'_>, root: &Path, c_calls: bool, generation: u32, for
     let funcs =
         FuncTableWriter::create(&dir.join(FUNCS_FILE)).map_err(|e| format!("cannot create {}: {e}", dir.join(FUNCS_FILE).display()))?;
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    Ok(Proc { pid, funcs, dir, cwd, next_id: 0, generation, thread_seq: 0, c_calls, cfuncs: HashMap::new() })
+    Ok(Proc { pid, funcs, dir, cwd, next_id: 0, generation, thread_seq: 0, c_calls, eval_hook, cfuncs: HashMap::new() })
 }
 
 /// Start recording in this process (called once by `sitecustomize`). Returns whether
@@ -390,8 +521,12 @@ fn start(py: Python<'_>) -> PyResult<bool> {
         }
         let Some(root) = std::env::var_os(ENV_TRACE_DIR).filter(|v| !v.is_empty()) else { return Ok(false) };
         let options = std::env::var(ENV_TRACE_OPTIONS).unwrap_or_default();
-        let c_calls = options.split(',').any(|o| o.trim() == "c_calls");
-        let proc = match open_process(py, Path::new(&root), c_calls, 1, None) {
+        let has = |name: &str| options.split(',').any(|o| o.trim() == name);
+        let c_calls = has("c_calls");
+        // C calls are only reported to profile functions; `profile_hook` forces the profile
+        // function (for comparisons).
+        let eval_hook = !c_calls && !has("profile_hook") && eval_hook_free();
+        let proc = match open_process(py, Path::new(&root), c_calls, eval_hook, 1, None) {
             Ok(p) => p,
             Err(e) => {
                 warn(&format!("{e}; running without recording"));
@@ -403,8 +538,14 @@ fn start(py: Python<'_>) -> PyResult<bool> {
         ffi::Py_AtExit(Some(finish_all));
         wrap_thread_start(py)?;
         current_writer(Some("MainThread"));
-        ffi::PyEval_SetProfile(Some(profile), std::ptr::null_mut());
-        record_open_frames(py);
+        if eval_hook {
+            // Frames already running (site, this sitecustomize) were not entered through the
+            // hook and will not return through it: they are not recorded.
+            ffi::_PyInterpreterState_SetEvalFrameFunc(ffi::PyInterpreterState_Get(), Some(eval_frame));
+        } else {
+            ffi::PyEval_SetProfile(Some(profile), std::ptr::null_mut());
+            record_open_frames(py);
+        }
     }
     Ok(true)
 }
@@ -447,13 +588,24 @@ fn start_new_thread(
 /// First (C) function of every new thread: start recording, then run the thread's function.
 #[pyfunction]
 fn thread_entry(function: Bound<'_, PyAny>, args: Bound<'_, PyAny>, kwargs: Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-    // `threading` starts threads with the bound method `Thread._bootstrap`: use its name.
-    let name = function.getattr("__self__").and_then(|t| t.getattr("name")).and_then(|n| n.extract::<String>()).ok();
+    // `threading` starts threads with the bound method `Thread._bootstrap`: use its name. Read
+    // `_name` (an instance attribute: no Python code runs, so with the frame-evaluation hook
+    // nothing is recorded before the stream has its name), else the `name` property.
+    let owner = function.getattr("__self__").ok();
+    let name = owner.as_ref().and_then(|t| t.getattr("_name").or_else(|_| t.getattr("name")).ok()).and_then(|n| n.extract::<String>().ok());
     // SAFETY: GIL held.
     unsafe {
-        if PROC.get().is_some() {
-            current_writer(Some(name.as_deref().unwrap_or("Thread")));
-            ffi::PyEval_SetProfile(Some(profile), std::ptr::null_mut());
+        if let Some(proc) = PROC.get().as_ref() {
+            let eval_hook = proc.eval_hook;
+            let name = name.as_deref().unwrap_or("Thread");
+            let existed = !CURRENT.with(|c| c.get()).is_null();
+            if let (Some(w), true) = (current_writer(Some(name)), existed) {
+                // Events were recorded (by the `name` property) before: name the stream from here.
+                w.thread_name(name);
+            }
+            if !eval_hook {
+                ffi::PyEval_SetProfile(Some(profile), std::ptr::null_mut());
+            }
         }
     }
     let args = args.cast_into::<PyTuple>()?;
@@ -488,7 +640,7 @@ fn after_fork_child(py: Python<'_>) {
             .and_then(|n| n.extract::<String>())
             .ok();
         let root = old.dir.parent().map(Path::to_path_buf).unwrap_or_default();
-        match open_process(py, &root, old.c_calls, old.generation.wrapping_add(1).max(1), Some(old.pid)) {
+        match open_process(py, &root, old.c_calls, old.eval_hook, old.generation.wrapping_add(1).max(1), Some(old.pid)) {
             Ok(p) => *PROC.get() = Some(p),
             Err(e) => {
                 warn(&format!("{e}; the forked child is not recorded"));

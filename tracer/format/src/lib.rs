@@ -4,7 +4,9 @@
 //! - [`reader`]: what `trace info`/`trace dump` and `slice` use to read a trace back.
 //! - [`meta`]: the JSON documents (`meta.json`, `proc.json`, `funcs.jsonl`).
 //! - [`event`]: the binary encoding of thread streams.
+//! - [`clock`]: the shims' timestamp source (`CLOCK_MONOTONIC`, through the TSC where possible).
 
+pub mod clock;
 pub mod event;
 pub mod meta;
 pub mod reader;

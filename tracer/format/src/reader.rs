@@ -289,6 +289,33 @@ impl Iterator for EventIter {
         if self.pos >= self.released + RELEASE_CHUNK {
             self.release();
         }
+        // Fast path, most events: a return with its delta in the tag, or a call of an id in the
+        // tag followed by a one-byte delta.
+        if self.state == IterState::Running {
+            let buf: &[u8] = &self.map;
+            if let Some(&tag) = buf.get(self.pos) {
+                let arg = tag >> 2;
+                if arg != event::INLINE_ESCAPE {
+                    match tag & event::KIND_MASK {
+                        event::KIND_RETURN => {
+                            self.pos += 1;
+                            self.ts = self.ts.wrapping_add(arg as u64);
+                            return Some(Ok(Event::Return { ts: self.ts }));
+                        }
+                        event::KIND_CALL => {
+                            if let Some(&dt) = buf.get(self.pos + 1) {
+                                if dt < 0x80 {
+                                    self.pos += 2;
+                                    self.ts = self.ts.wrapping_add(dt as u64);
+                                    return Some(Ok(Event::Call { func: arg as u32, ts: self.ts }));
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
         loop {
             if self.state != IterState::Running {
                 return None;

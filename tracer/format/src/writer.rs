@@ -15,13 +15,11 @@ use std::path::{Path, PathBuf};
 /// Default window: how much of a stream file is mapped at a time.
 pub const DEFAULT_WINDOW: usize = 4 << 20;
 
-/// `CLOCK_MONOTONIC` in nanoseconds (a vDSO call, no system call).
+/// `CLOCK_MONOTONIC` in nanoseconds: the timestamps of events. Read from the CPU's
+/// time-stamp counter where the kernel uses it too (see [`crate::clock`]), else through the vDSO.
 #[inline(always)]
 pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
+    crate::clock::now_ns()
 }
 
 fn cpath(path: &Path) -> io::Result<CString> {
@@ -111,6 +109,7 @@ impl StreamWriter {
         }
         self.base = std::ptr::null_mut();
         let next = self.window_index + 1;
+        crate::clock::refine();
         self.map_window(next)
     }
 
