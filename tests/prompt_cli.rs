@@ -351,4 +351,20 @@ fn rich_cli_prompt() {
     assert!(tokens_reported(&err8) <= 8000);
     assert!(p8.contains("Table._render"), "the tree keeps its shape");
     assert!(p8.contains("To fit the budget of 8000 tokens"));
+    // The function that draws the borders is the most relevant to the question (the rare
+    // `border` in its body outweighs `table`, which hundreds of rich functions share): at 8000
+    // tokens it keeps its whole source while the rest is stepped down to names.
+    let q = "Which function draws the table borders?";
+    let (p8, err8) = slice_ok(&["from-trace", s(&t), "-q", q, "--budget", "8000"]);
+    assert!(tokens_reported(&err8) <= 8000, "{err8}");
+    let at = p8.find("#### `Table._render` (site-packages/rich/table.py:").unwrap_or_else(|| panic!("no Table._render source:\n{p8}"));
+    let block = &p8[at..];
+    let block = &block[..block[4..].find("\n#### ").map_or(block.len(), |e| e + 4)];
+    assert!(block.contains("def _render(") && block.contains("_box.get_top(widths)") && block.contains("border_style"), "{block}");
+    assert!(!block.contains("# body elided"), "{block}");
+    let line = p8.lines().find(|l| l.trim_start().starts_with("Table._render  (site-packages/rich/table.py:")).unwrap();
+    assert!(!line.contains("[name only]"), "{line}");
+    // The others are marked where the tree shows them, and listed on stderr.
+    assert!(p8.lines().any(|l| l.trim_start().starts_with("Command.main  (") && l.ends_with(" [name only]")), "{p8}");
+    assert!(err8.contains("sources dropped: ") && err8.contains("Command.main"), "{err8}");
 }

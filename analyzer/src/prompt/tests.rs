@@ -370,3 +370,68 @@ fn question_words_are_stemmed_terms_without_stopwords() {
     assert_eq!(question_words("Why does --emoji not work for files?"), vec!["emoji", "fil"]);
     assert_eq!(question_words("Which function draws the table borders?"), vec!["draw", "tabl", "border"]);
 }
+
+#[test]
+fn tree_cuts_keep_the_paths_to_kept_functions_and_count_every_hidden_call() {
+    let fx = fixture();
+    let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
+    let greet = m.funcs.values().find(|f| f.qualname == "Greeter.greet").unwrap().key.clone();
+    let th = &m.traces[0].threads[0];
+    for d in 1..=4 {
+        for keep in [vec![], vec![greet.clone()]] {
+            let plan = Plan { tree_depth: Some(d), tree_keep: keep.iter().cloned().collect(), ..Default::default() };
+            let vis = plan.visible(&th.nodes);
+            let shown = vis.iter().filter(|v| v.0).count();
+            let hidden: usize = vis.iter().filter(|v| v.0).map(|v| v.1).sum();
+            assert_eq!(shown + hidden, th.nodes.len(), "depth {d} keep {keep:?}");
+            for (n, (s, _)) in th.nodes.iter().zip(&vis) {
+                assert_eq!(*s, n.depth <= d || (n.key == greet && !keep.is_empty()) || (!keep.is_empty() && m.funcs[&n.key].qualname == "main"));
+            }
+        }
+    }
+    let plan = Plan { tree_depth: Some(1), tree_keep: [greet.clone()].into_iter().collect(), ..Default::default() };
+    let (text, _) = m.tree_text(th, &plan);
+    assert_eq!(
+        text,
+        "<module>  (app.py:1)\n  … 2 more calls below (elided to fit the budget)\n  main  (app.py:29)\n    … 4 more calls below (elided to fit the budget)\n    Greeter.greet  (app.py:25)",
+    );
+}
+
+#[test]
+fn the_top_function_keeps_its_body_longest() {
+    let fx = fixture();
+    let q = "Why does greet say hi?";
+    let m = model_with(std::slice::from_ref(&fx.trace), &opts(), q);
+    let r = Renderer::new(Format::Markdown, None).unwrap();
+    let tok = Tokenizer::O200kBase;
+    let body = "def greet(self, name):\n        return f\"hi {name}\"";
+    let full = fit(&m, Variant::Full.layout(), &r, tok, None).unwrap();
+    let mut cut_with_body = false;
+    let mut lost = false;
+    for budget in (100..full.tokens).rev() {
+        let Ok(f) = fit(&m, Variant::Full.layout(), &r, tok, Some(budget)) else { break };
+        assert!(f.tokens <= budget);
+        let rep = f.report.unwrap();
+        if !f.text.contains(body) {
+            // Greet loses its body last: after every other source and after the tree was cut
+            // as far as it goes (then the tree comes back whole, greet by name).
+            assert!(cut_with_body, "{}", f.text);
+            assert_eq!(rep.kept, 0, "{}", f.text);
+            lost = true;
+        } else if lost {
+            panic!("greet's body came back at a smaller budget:\n{}", f.text);
+        } else if rep.tree_depth.is_some() {
+            cut_with_body = true;
+            assert_eq!(rep.kept, 1);
+            assert!(f.text.contains("    Greeter.greet  (app.py:25)\n"), "the path to greet stays:\n{}", f.text);
+            assert!(f.text.contains("except the paths to `Greeter.greet`"), "{}", f.text);
+        }
+        // Every function without its source is marked wherever the tree shows it.
+        for name in &rep.dropped {
+            for l in f.text.lines().filter(|l| l.trim_start().starts_with(&format!("{name}  ("))) {
+                assert!(l.ends_with(" [name only]"), "{l}:\n{}", f.text);
+            }
+        }
+    }
+    assert!(cut_with_body && lost);
+}
