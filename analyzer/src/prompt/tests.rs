@@ -385,7 +385,10 @@ fn tree_cuts_keep_the_paths_to_kept_functions_and_count_every_hidden_call() {
             let hidden: usize = vis.iter().filter(|v| v.0).map(|v| v.1).sum();
             assert_eq!(shown + hidden, th.nodes.len(), "depth {d} keep {keep:?}");
             for (n, (s, _)) in th.nodes.iter().zip(&vis) {
-                assert_eq!(*s, n.depth <= d || (n.key == greet && !keep.is_empty()) || (!keep.is_empty() && m.funcs[&n.key].qualname == "main"));
+                assert_eq!(
+                    *s,
+                    n.depth <= d || (n.key == greet && !keep.is_empty()) || (!keep.is_empty() && m.funcs[&n.key].qualname == "main")
+                );
             }
         }
     }
