@@ -367,4 +367,12 @@ fn rich_cli_prompt() {
     // The others are marked where the tree shows them, and listed on stderr.
     assert!(p8.lines().any(|l| l.trim_start().starts_with("Command.main  (") && l.ends_with(" [name only]")), "{p8}");
     assert!(err8.contains("sources dropped: ") && err8.contains("Command.main"), "{err8}");
+    // A tree-only prompt too small for the whole tree is cut, but keeps the path from the root
+    // to the most relevant function.
+    let (t3, err3) = slice_ok(&["from-trace", s(&t), "-q", q, "--variant", "T", "--budget", "3000"]);
+    assert!(tokens_reported(&err3) <= 3000, "{err3}");
+    assert!(t3.contains("more calls below") && t3.contains("except the paths to `Table._render`"), "{t3}");
+    for f in ["run  (", "Command.main  (", "main  (site-packages/rich_cli/", "Console.print  (", "Table._render  ("] {
+        assert!(t3.lines().any(|l| l.trim_start().starts_with(f)), "{f} missing from the path:\n{t3}");
+    }
 }

@@ -91,7 +91,10 @@ fn list(names: &[String]) -> String {
     s
 }
 
-fn plan_for(model: &Model, steps: &[Step], top: Option<&String>, budget: usize, tok: Tokenizer) -> (Plan, BudgetReport) {
+/// The plan (and its report) for a state: `steps` applied in order. `top`: the function whose
+/// paths tree cuts keep; `sources`: whether the layout shows sources (then the paths to every
+/// function whose source is still shown are kept too).
+fn plan_for(model: &Model, steps: &[Step], top: Option<&String>, sources: bool, budget: usize, tok: Tokenizer) -> (Plan, BudgetReport) {
     let mut plan = Plan::default();
     let mut sig = Vec::new();
     let mut name = Vec::new();
@@ -116,7 +119,11 @@ fn plan_for(model: &Model, steps: &[Step], top: Option<&String>, budget: usize, 
         dropped: names(model, &name),
         collapsed_repeats: plan.collapse_repeats,
         tree_depth: plan.tree_depth,
-        kept: model.funcs.values().filter(|f| matches!(f.source, SourceState::Code(_)) && plan.level(&f.key) == Level::Body).count(),
+        kept: if sources {
+            model.funcs.values().filter(|f| matches!(f.source, SourceState::Code(_)) && plan.level(&f.key) == Level::Body).count()
+        } else {
+            0
+        },
     };
     if !steps.is_empty() {
         let mut parts = Vec::new();
@@ -142,7 +149,7 @@ fn plan_for(model: &Model, steps: &[Step], top: Option<&String>, budget: usize, 
             plan.tree_keep = model
                 .funcs
                 .values()
-                .filter(|f| Some(&f.key) == top || (has_block(model, &f.key) && plan.level(&f.key) != Level::Name))
+                .filter(|f| Some(&f.key) == top || (sources && has_block(model, &f.key) && plan.level(&f.key) != Level::Name))
                 .map(|f| f.key.clone())
                 .collect();
             let mut kept = names(model, &plan.tree_keep.iter().cloned().collect::<Vec<_>>());
@@ -213,13 +220,13 @@ pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, b
     let tokens = tok.count(&full);
     let Some(budget) = budget else { return Ok(Fitted { text: full, tokens, report: None }) };
     if tokens <= budget {
-        let report = plan_for(model, &[], None, budget, tok).1;
+        let report = plan_for(model, &[], None, layout.sources, budget, tok).1;
         return Ok(Fitted { text: full, tokens, report: Some(report) });
     }
     let prio = model.priority();
     let top = prio.first();
     let eval = |steps: &[Step]| -> Result<(String, usize, BudgetReport), BudgetError> {
-        let (plan, report) = plan_for(model, steps, top, budget, tok);
+        let (plan, report) = plan_for(model, steps, top, layout.sources, budget, tok);
         let text = renderer.render(model, &model.doc(layout, &plan))?;
         let n = tok.count(&text);
         Ok((text, n, report))
