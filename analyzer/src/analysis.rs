@@ -99,10 +99,22 @@ pub fn prepare(dirs: &[PathBuf], opts: &Options) -> Result<(Vec<PreparedTrace>, 
     Ok((out, warnings))
 }
 
-fn short_argv(argv: &[String]) -> String {
-    let s = argv.join(" ");
-    if s.chars().count() > 80 {
-        let cut: String = s.chars().take(77).collect();
+/// A process's command line for labels: the program by its file name, arguments under the
+/// run's directory relative to it, and at most 100 characters.
+fn short_argv(argv: &[String], cwd: &Path) -> String {
+    let mut parts: Vec<String> = Vec::with_capacity(argv.len());
+    for (i, a) in argv.iter().enumerate() {
+        let p = Path::new(a);
+        let shown = if i == 0 && p.is_absolute() {
+            p.file_name().map(|n| n.to_string_lossy().into_owned())
+        } else {
+            p.strip_prefix(cwd).ok().filter(|r| p.is_absolute() && !r.as_os_str().is_empty()).map(|r| r.display().to_string())
+        };
+        parts.push(shown.unwrap_or_else(|| a.clone()));
+    }
+    let s = parts.join(" ");
+    if s.chars().count() > 100 {
+        let cut: String = s.chars().take(97).collect();
         format!("{cut}...")
     } else {
         s
@@ -145,7 +157,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             let name = th.thread_name.clone();
             let tname = name.clone().unwrap_or_else(|| if th.is_main { "main".into() } else { format!("tid {}", th.tid) });
             let label = if nproc > 1 {
-                format!("process {} ({}), thread {}", p.meta.pid, short_argv(&p.meta.argv), tname)
+                format!("process {} ({}), thread {}", p.meta.pid, short_argv(&p.meta.argv, &cwd), tname)
             } else if nthreads > 1 {
                 format!("thread {tname}")
             } else {
@@ -221,5 +233,25 @@ mod tests {
         assert_eq!(display_path(Path::new("/usr/lib/python3/dist-packages/rich/table.py"), cwd), "dist-packages/rich/table.py");
         assert_eq!(display_path(Path::new("/usr/lib/python3.11/json/decoder.py"), cwd), "stdlib/json/decoder.py");
         assert_eq!(display_path(Path::new("/opt/x.py"), cwd), "/opt/x.py");
+    }
+}
+
+#[cfg(test)]
+mod label_tests {
+    use super::short_argv;
+    use std::path::Path;
+
+    #[test]
+    fn labels_keep_the_script_name_however_deep_the_checkout() {
+        let argv: Vec<String> =
+            ["/root/.pyenv/versions/3.11.7/bin/python3", "/a/very/long/checkout/path/of/some/user/examples/python/checksum.py", "x"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        assert_eq!(short_argv(&argv, Path::new("/a/very/long/checkout/path/of/some/user")), "python3 examples/python/checksum.py x");
+        assert_eq!(short_argv(&argv, Path::new("/elsewhere")), "python3 /a/very/long/checkout/path/of/some/user/examples/python/checksum.py x");
+        let long: Vec<String> = vec!["prog".into(), "a".repeat(200)];
+        let l = short_argv(&long, Path::new("/"));
+        assert!(l.ends_with("...") && l.chars().count() == 100);
     }
 }
