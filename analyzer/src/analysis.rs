@@ -249,7 +249,10 @@ mod label_tests {
                 .map(|s| s.to_string())
                 .collect();
         assert_eq!(short_argv(&argv, Path::new("/a/very/long/checkout/path/of/some/user")), "python3 examples/python/checksum.py x");
-        assert_eq!(short_argv(&argv, Path::new("/elsewhere")), "python3 /a/very/long/checkout/path/of/some/user/examples/python/checksum.py x");
+        assert_eq!(
+            short_argv(&argv, Path::new("/elsewhere")),
+            "python3 /a/very/long/checkout/path/of/some/user/examples/python/checksum.py x"
+        );
         let long: Vec<String> = vec!["prog".into(), "a".repeat(200)];
         let l = short_argv(&long, Path::new("/"));
         assert!(l.ends_with("...") && l.chars().count() == 100);
