@@ -89,12 +89,22 @@ pub fn now_ns() -> u64 {
     slow_now()
 }
 
-/// A (tsc, ns) pair read as close together as possible.
+/// A (tsc, ns) pair read as close together as possible: of a few tries, the one whose two
+/// counter reads are nearest (a thread preempted between them would skew the rate).
 fn pair() -> (u64, u64) {
-    let a = rdtsc();
-    let ns = system_ns();
-    let b = rdtsc();
-    (a + (b.wrapping_sub(a) / 2), ns)
+    let mut best = (0u64, 0u64);
+    let mut best_span = u64::MAX;
+    for _ in 0..8 {
+        let a = rdtsc();
+        let ns = system_ns();
+        let b = rdtsc();
+        let span = b.wrapping_sub(a);
+        if span < best_span {
+            best_span = span;
+            best = (a + span / 2, ns);
+        }
+    }
+    best
 }
 
 /// The ticks-to-ns factor (32.32 fixed point) between two pairs, if it is plausible.
