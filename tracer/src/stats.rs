@@ -1,9 +1,10 @@
-//! `trace info`: what a trace holds, counted by reading every stream once.
+//! `trace info`: what a trace holds: from the totals in the headers of streams closed
+//! normally, by reading the others once.
 
 use anyhow::Result;
 use serde::Serialize;
 use std::fmt::Write as _;
-use trace_format::{Event, TraceDir};
+use trace_format::TraceDir;
 
 #[derive(Debug, Serialize)]
 pub struct ThreadSummary {
@@ -52,39 +53,19 @@ pub fn summarize(trace: &TraceDir) -> Result<Summary> {
     for p in &trace.processes {
         let mut threads = Vec::new();
         for t in &p.threads {
-            let mut ts = ThreadSummary {
+            let sum = t.summary()?;
+            let error = sum.error.as_ref().map(|e| e.to_string());
+            damaged.extend(error.clone());
+            threads.push(ThreadSummary {
                 tid: t.header.tid,
-                name: None,
+                name: sum.name.clone(),
                 file: t.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-                events: 0,
-                calls: 0,
-                unclosed: false,
-                duration_ns: 0,
-                error: None,
-            };
-            let mut it = t.events()?;
-            let mut last = t.header.start_ns;
-            for ev in it.by_ref() {
-                match ev {
-                    Ok(Event::Call { ts: at, .. }) => {
-                        ts.events += 1;
-                        ts.calls += 1;
-                        last = at;
-                    }
-                    Ok(Event::Return { ts: at }) => {
-                        ts.events += 1;
-                        last = at;
-                    }
-                    Ok(Event::ThreadName(n)) => ts.name = Some(n),
-                    Err(e) => {
-                        damaged.push(e.to_string());
-                        ts.error = Some(e.to_string());
-                    }
-                }
-            }
-            ts.unclosed = it.unclosed();
-            ts.duration_ns = last.saturating_sub(t.header.start_ns);
-            threads.push(ts);
+                events: sum.events(),
+                calls: sum.calls,
+                unclosed: sum.unclosed,
+                duration_ns: sum.end_ns.saturating_sub(t.header.start_ns),
+                error,
+            });
         }
         procs.push(ProcSummary {
             dir: p.dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),

@@ -8,11 +8,17 @@
 //! `trace-format` writer (mmap-backed: every event survives `_exit`, `abort`, crashes and
 //! `SIGKILL` without any flush, so no signal handler is installed).
 //!
-//! Hot path (one call or return): a thread-local pointer, a lock-free hash lookup of the
-//! function address in a process-wide table, a shadow-stack store and a 1-3 byte event
-//! written into the mapped window. A function seen for the first time takes the cold path
-//! under a lock: `dladdr` names its object and load address, and its record is appended to
-//! `funcs.jsonl` before the first event that uses its id.
+//! Hot path (one call or return, in `hot.c`): the thread's state in an initial-exec TLS block
+//! (no `__tls_get_addr` call), the function's id from a per-thread direct-mapped cache, a
+//! shadow-stack store, one `rdtsc` converted to ns with a multiply and a shift, and a 1-3 byte
+//! event written into the mapped window. Everything else is Rust, below: the thread's first
+//! event, a cache miss (a lock-free lookup in the process-wide address -> id table), a full
+//! window, a return that skips frames (longjmp). A function seen for the first time takes the
+//! cold path under a lock: `dladdr` names its object and load address, and its record is
+//! appended to `funcs.jsonl` before the first event that uses its id.
+//!
+//! The library must be loaded at start-up (`LD_PRELOAD`, as `trace run` does), not with
+//! `dlopen`: initial-exec TLS needs the static TLS block.
 //!
 //! Processes and threads:
 //! - threads: each gets its own stream on its first event; a `pthread_key` destructor
@@ -27,13 +33,13 @@
 
 #![allow(clippy::missing_safety_doc)]
 
-use std::cell::Cell;
 use std::ffi::CStr;
 use std::path::PathBuf;
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use trace_format::clock::TscCalibration;
 use trace_format::event::FLAG_NATIVE;
-use trace_format::writer::{self, FuncTableWriter, StreamWriter};
+use trace_format::writer::{self, FuncTableWriter, RawCursor, StreamWriter};
 use trace_format::{FuncKind, FuncRecord, ENV_TRACE_DIR, FUNCS_FILE};
 
 // ---------------------------------------------------------------------------------------
@@ -180,124 +186,176 @@ fn insert(addr: u64, id: u32) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Per-thread state
+// Per-thread state. The hot path (hot.c) keeps it in an initial-exec TLS block, `SltThread`;
+// the Rust side keeps the stream writer in a `ThreadState` it points to.
 // ---------------------------------------------------------------------------------------
 
 /// Functions remembered for replay after `fork` and for matching returns (deeper calls are
-/// counted but not remembered).
+/// counted but not remembered). Same as `SLT_STACK_CAP` in hot.c.
 const STACK_CAP: usize = 1024;
-/// Thread-local pointer values that are not a `ThreadState`.
-const T_STARTING: usize = 1;
-const T_DEAD: usize = 2;
+/// Entries of a thread's direct-mapped address -> id cache (`SLT_CACHE_SIZE` in hot.c).
+const CACHE_SIZE: usize = 512;
+
+/// Modes of a thread (`SLT_*` in hot.c).
+const M_UNINIT: u32 = 0;
+const M_ACTIVE: u32 = 1;
+/// The shim itself runs on this thread: events from code it calls (an instrumented allocator,
+/// a signal handler) are dropped, entry and exit alike.
+const M_BUSY: u32 = 2;
+/// Not recording: no trace directory, the stream could not be created or has stopped, or the
+/// thread is exiting.
+const M_OFF: u32 = 3;
+
+#[repr(C)]
+struct CacheEntry {
+    addr: u64,
+    id: u64,
+}
+
+/// `struct slt_thread` of hot.c: a thread's hot state (opaque outside this crate).
+#[repr(C)]
+pub struct SltThread {
+    cur: RawCursor,
+    depth: u64,
+    stack: *mut u64,
+    /// The thread's `ThreadState`.
+    rust: *mut libc::c_void,
+    mode: u32,
+    pad: u32,
+    cache: [CacheEntry; CACHE_SIZE],
+}
+
+extern "C" {
+    fn slt_thread_state() -> *mut SltThread;
+    fn slt_enter(this_fn: *mut libc::c_void);
+    fn slt_exit(this_fn: *mut libc::c_void);
+    fn slt_cache_put(t: *mut SltThread, addr: u64, id: u64);
+    fn slt_cache_clear(t: *mut SltThread);
+    static mut slt_calibration: *const TscCalibration;
+}
 
 struct ThreadState {
     writer: Option<StreamWriter>,
-    /// Creating the stream failed (no trace dir, disk full): stop trying.
-    failed: bool,
-    /// The shim is running on this thread: events from code it calls (an instrumented
-    /// allocator, a signal handler) are dropped, entry and exit alike.
-    busy: bool,
-    depth: usize,
     stack: Box<[u64; STACK_CAP]>,
 }
 
-thread_local! {
-    static TS: Cell<*mut ThreadState> = const { Cell::new(null_mut()) };
+impl SltThread {
+    /// Give the C side's position back to the writer (before Rust writes or closes).
+    fn pull(&mut self) -> Option<&mut StreamWriter> {
+        if self.rust.is_null() {
+            return None;
+        }
+        // SAFETY: `rust` is this thread's own state (see start_thread).
+        let st = unsafe { &mut *(self.rust as *mut ThreadState) };
+        let w = st.writer.as_mut()?;
+        if self.mode == M_ACTIVE || self.mode == M_BUSY {
+            // SAFETY: the cursor came from this writer's `cursor()`, and hot.c only moved it
+            // forward by whole events while pos <= limit.
+            unsafe { w.set_cursor(&self.cur) };
+        }
+        Some(w)
+    }
+
+    /// Lend the writer's position to the C side; a stopped stream turns recording off.
+    fn push(&mut self) {
+        publish_calibration();
+        let cur = if self.rust.is_null() {
+            None
+        } else {
+            // SAFETY: this thread's own state.
+            unsafe { (*(self.rust as *mut ThreadState)).writer.as_mut().and_then(|w| w.cursor()) }
+        };
+        match cur {
+            Some(c) => {
+                self.cur = c;
+                self.mode = M_ACTIVE;
+            }
+            None => self.mode = M_OFF,
+        }
+    }
 }
 
-#[inline(always)]
-fn thread_state() -> Option<&'static mut ThreadState> {
-    let p = TS.with(|c| c.get());
-    if (p as usize) > T_DEAD {
-        // SAFETY: a live ThreadState owned by this thread.
-        return Some(unsafe { &mut *p });
+/// Let hot.c read the clock's TSC calibration (it asks Rust's clock while there is none).
+fn publish_calibration() {
+    if let Some(c) = trace_format::clock::tsc_calibration() {
+        // SAFETY: a pointer-sized store; hot.c only reads it (a stale value is still a valid,
+        // published calibration, since they are never freed or changed).
+        unsafe { std::ptr::addr_of_mut!(slt_calibration).write_volatile(c) };
     }
-    if p.is_null() {
-        return new_thread_state();
-    }
-    None
 }
 
+/// The thread's first event (or its first after a fork): create its state and stream. The
+/// mode is then ACTIVE, or OFF if this thread records nothing.
 #[cold]
 #[inline(never)]
-fn new_thread_state() -> Option<&'static mut ThreadState> {
+fn start_thread(t: &mut SltThread) {
     if ROOT.load(Ordering::Relaxed).is_null() || STATE.load(Ordering::Acquire) == DISABLED {
-        return None;
+        t.mode = M_OFF;
+        return;
     }
     // Allocation may run instrumented code (a custom allocator): mark the thread first.
-    TS.with(|c| c.set(T_STARTING as *mut ThreadState));
-    let st =
-        Box::into_raw(Box::new(ThreadState { writer: None, failed: false, busy: false, depth: 0, stack: Box::new([0u64; STACK_CAP]) }));
-    TS.with(|c| c.set(st));
-    let key = KEY.load(Ordering::Relaxed);
-    if key != u64::MAX {
-        // SAFETY: the key was created by the constructor.
-        unsafe { libc::pthread_setspecific(key as libc::pthread_key_t, st as *const libc::c_void) };
+    t.mode = M_BUSY;
+    if t.rust.is_null() {
+        let st = Box::into_raw(Box::new(ThreadState { writer: None, stack: Box::new([0u64; STACK_CAP]) }));
+        t.rust = st as *mut libc::c_void;
+        // SAFETY: just allocated; the stack lives as long as the state.
+        t.stack = unsafe { (*st).stack.as_mut_ptr() };
+        t.depth = 0;
+        let key = KEY.load(Ordering::Relaxed);
+        if key != u64::MAX {
+            // SAFETY: the key was created by the constructor.
+            unsafe { libc::pthread_setspecific(key as libc::pthread_key_t, st as *const libc::c_void) };
+        }
     }
-    // SAFETY: just allocated, owned by this thread.
-    Some(unsafe { &mut *st })
+    // SAFETY: t is this thread's block.
+    unsafe { slt_cache_clear(t) };
+    // SAFETY: this thread's own state.
+    let st = unsafe { &mut *(t.rust as *mut ThreadState) };
+    st.writer = open_stream(t.depth as usize, &st.stack[..]);
+    // The cursor of the new stream (a forked child's block still holds its parent's).
+    t.push();
 }
 
 /// `pthread_key` destructor: the thread is exiting.
 extern "C" fn thread_exit(p: *mut libc::c_void) {
     let st = p as *mut ThreadState;
-    TS.with(|c| {
-        if c.get() == st {
-            c.set(T_DEAD as *mut ThreadState);
-        }
-    });
+    // SAFETY: this thread's block.
+    let t = unsafe { &mut *slt_thread_state() };
+    if t.rust == p {
+        t.pull();
+        t.mode = M_OFF;
+        t.rust = null_mut();
+        t.stack = null_mut();
+    }
     if !st.is_null() {
-        // SAFETY: the pointer came from Box::into_raw in new_thread_state, and the thread
-        // that owns it is exiting (no other reference remains).
+        // SAFETY: the pointer came from Box::into_raw in start_thread, and the thread that
+        // owns it is exiting (no other reference remains). Dropping the writer closes it.
         drop(unsafe { Box::from_raw(st) });
     }
 }
 
-impl ThreadState {
-    /// The thread's stream, created (with its process directory) on first use.
-    #[inline(always)]
-    fn writer(&mut self) -> Option<&mut StreamWriter> {
-        if self.writer.is_none() {
-            if self.failed {
-                return None;
-            }
-            self.open_stream();
-        }
-        self.writer.as_mut()
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn open_stream(&mut self) {
-        let Some(dir) = ensure_process() else {
-            self.failed = true;
-            return;
-        };
-        let pid = std::process::id();
-        let tid = writer::gettid();
-        let seq = THREAD_SEQ.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(writer::stream_file_name(tid, seq));
-        let now = writer::monotonic_ns();
-        match StreamWriter::create(&path, FLAG_NATIVE, pid, tid, now, writer::DEFAULT_WINDOW) {
-            Ok(mut w) => {
-                if tid != pid as u64 {
-                    if let Some(name) = thread_name() {
-                        w.thread_name(&name);
-                    }
-                }
-                // After a fork: re-enter the functions open at the fork, so the child's
-                // tree starts where the parent was.
-                let known = self.depth.min(STACK_CAP);
-                for i in 0..known {
-                    if let Some(id) = id_of(self.stack[i]) {
-                        w.call(id, now);
-                    }
-                }
-                self.writer = Some(w);
-            }
-            Err(_) => self.failed = true,
+/// Create the thread's stream (with its process directory). After a fork, `depth` and
+/// `stack` are the calls open at the fork: the stream starts by re-entering them, so the
+/// child's tree starts where the parent was.
+fn open_stream(depth: usize, stack: &[u64]) -> Option<StreamWriter> {
+    let dir = ensure_process()?;
+    let pid = std::process::id();
+    let tid = writer::gettid();
+    let seq = THREAD_SEQ.fetch_add(1, Ordering::Relaxed);
+    let path = dir.join(writer::stream_file_name(tid, seq));
+    let now = writer::monotonic_ns();
+    let mut w = StreamWriter::create(&path, FLAG_NATIVE, pid, tid, now, writer::DEFAULT_WINDOW).ok()?;
+    if tid != pid as u64 {
+        if let Some(name) = thread_name() {
+            w.thread_name(&name);
         }
     }
+    for &addr in &stack[..depth.min(STACK_CAP)] {
+        if let Some(id) = id_of(addr) {
+            w.call(id, now);
+        }
+    }
+    Some(w)
 }
 
 fn thread_name() -> Option<String> {
@@ -471,69 +529,100 @@ unsafe fn module_path(proc: &mut Proc, base: u64, fname: *const libc::c_char) ->
 }
 
 // ---------------------------------------------------------------------------------------
-// The hooks
+// The hooks: hot.c's `slt_enter`/`slt_exit` (the compiler turns these into a jump), which
+// call the slow paths below for anything but the common case.
 // ---------------------------------------------------------------------------------------
 
 /// Called by `-finstrument-functions` code on entry to every instrumented function.
+// The signature is gcc's; `this_fn` is only used as a number (never dereferenced).
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 #[no_mangle]
 pub extern "C" fn __cyg_profile_func_enter(this_fn: *mut libc::c_void, _call_site: *mut libc::c_void) {
-    let Some(st) = thread_state() else { return };
-    if st.busy {
-        return;
-    }
-    st.busy = true;
-    enter(st, this_fn as u64);
-    st.busy = false;
-}
-
-#[inline(always)]
-fn enter(st: &mut ThreadState, addr: u64) {
-    if st.writer().is_none() {
-        return;
-    }
-    let Some(id) = id_of(addr) else { return };
-    if st.depth < STACK_CAP {
-        st.stack[st.depth] = addr;
-    }
-    st.depth += 1;
-    if let Some(w) = st.writer.as_mut() {
-        w.call(id, writer::monotonic_ns());
-    }
+    // SAFETY: hot.c's entry point; it only touches this thread's block.
+    unsafe { slt_enter(this_fn) }
 }
 
 /// Called by `-finstrument-functions` code on exit from every instrumented function
 /// (normal return and C++ exception unwinding).
+// The signature is gcc's; `this_fn` is only used as a number (never dereferenced).
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 #[no_mangle]
 pub extern "C" fn __cyg_profile_func_exit(this_fn: *mut libc::c_void, _call_site: *mut libc::c_void) {
-    let Some(st) = thread_state() else { return };
-    if st.busy {
-        return;
-    }
-    st.busy = true;
-    exit(st, this_fn as u64);
-    st.busy = false;
+    // SAFETY: hot.c's entry point; it only touches this thread's block.
+    unsafe { slt_exit(this_fn) }
 }
 
-#[inline(always)]
-fn exit(st: &mut ThreadState, addr: u64) {
-    if st.writer().is_none() {
+/// The clock, while hot.c has no TSC calibration to read.
+#[no_mangle]
+pub extern "C" fn slt_now_slow() -> u64 {
+    let ns = writer::monotonic_ns();
+    publish_calibration();
+    ns
+}
+
+/// Start a slow path: the thread records (its stream is created on its first event); its
+/// mode is then BUSY until `push`.
+unsafe fn begin_slow(t: &mut SltThread) -> bool {
+    if t.mode == M_UNINIT {
+        start_thread(t);
+    }
+    if t.mode != M_ACTIVE {
+        return false;
+    }
+    t.mode = M_BUSY;
+    true
+}
+
+/// Entry, when hot.c cannot record it by itself: the thread's first event, a function not
+/// in the thread's cache, a full window.
+#[no_mangle]
+pub unsafe extern "C" fn slt_enter_slow(t: *mut SltThread, addr: u64) {
+    let t = &mut *t;
+    if !begin_slow(t) {
+        return;
+    }
+    if let Some(id) = id_of(addr) {
+        slt_cache_put(t, addr, id as u64);
+        let depth = t.depth as usize;
+        if depth < STACK_CAP {
+            *t.stack.add(depth) = addr;
+        }
+        t.depth += 1;
+        if let Some(w) = t.pull() {
+            w.call(id, writer::monotonic_ns());
+        }
+    }
+    t.push();
+}
+
+/// Exit, when hot.c cannot record it by itself: the thread's first event, a return with no
+/// open call or that skips frames (longjmp), a full window.
+#[no_mangle]
+pub unsafe extern "C" fn slt_exit_slow(t: *mut SltThread, addr: u64) {
+    let t = &mut *t;
+    if !begin_slow(t) {
         return;
     }
     // Frames skipped by longjmp never return: if the exiting function is deeper in the
     // stack than the top, close the skipped frames first.
+    let depth = t.depth as usize;
     let mut returns = 1;
-    if st.depth > 0 && st.depth <= STACK_CAP && st.stack[st.depth - 1] != addr {
-        if let Some(k) = st.stack[..st.depth - 1].iter().rposition(|&a| a == addr) {
-            returns += st.depth - 1 - k;
+    if depth > 0 && depth <= STACK_CAP {
+        let stack = std::slice::from_raw_parts(t.stack, depth);
+        if stack[depth - 1] != addr {
+            if let Some(k) = stack[..depth - 1].iter().rposition(|&a| a == addr) {
+                returns += depth - 1 - k;
+            }
         }
     }
-    st.depth = st.depth.saturating_sub(returns);
+    t.depth = depth.saturating_sub(returns) as u64;
     let now = writer::monotonic_ns();
-    if let Some(w) = st.writer.as_mut() {
+    if let Some(w) = t.pull() {
         for _ in 0..returns {
             w.ret(now);
         }
     }
+    t.push();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -569,15 +658,13 @@ extern "C" fn constructor() {
 
 /// `exit()` (or return from `main`): close the calling thread's stream, cut to its length.
 extern "C" fn destructor() {
-    let p = TS.with(|c| c.get());
-    if (p as usize) > T_DEAD {
-        // SAFETY: this thread's own state.
-        let st = unsafe { &mut *p };
-        if !st.busy {
-            if let Some(w) = st.writer.as_mut() {
-                w.finish();
-            }
+    // SAFETY: this thread's block.
+    let t = unsafe { &mut *slt_thread_state() };
+    if t.mode == M_ACTIVE {
+        if let Some(w) = t.pull() {
+            w.finish();
         }
+        t.mode = M_OFF;
     }
 }
 
@@ -599,13 +686,130 @@ extern "C" fn after_fork_child() {
     THREAD_SEQ.store(0, Ordering::Relaxed);
     COLD.0.store(false, Ordering::Release);
     STATE.store(UNINIT, Ordering::Release);
-    let t = TS.with(|c| c.get());
-    if (t as usize) > T_DEAD {
+    // SAFETY: this thread's block; the only thread of the child.
+    let t = unsafe { &mut *slt_thread_state() };
+    if !t.rust.is_null() {
         // SAFETY: this thread's own state.
-        let st = unsafe { &mut *t };
-        if let Some(mut w) = st.writer.take() {
+        if let Some(mut w) = unsafe { (*(t.rust as *mut ThreadState)).writer.take() } {
             w.abandon();
         }
-        st.failed = false;
+    }
+    // The next event opens the child's stream (replaying the open calls) with fresh ids.
+    t.mode = M_UNINIT;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    extern "C" {
+        fn slt_thread_size() -> u64;
+        fn slt_cache_size() -> u64;
+        fn slt_test_encode(t: *mut SltThread, kinds: *const u8, ids: *const u64, times: *const u64, n: u64) -> u64;
+        fn slt_test_now() -> u64;
+    }
+
+    #[test]
+    fn c_and_rust_agree_on_the_thread_block_layout() {
+        // SAFETY: plain C functions returning constants.
+        unsafe {
+            assert_eq!(slt_thread_size() as usize, std::mem::size_of::<SltThread>());
+            assert_eq!(slt_cache_size() as usize, CACHE_SIZE);
+        }
+    }
+
+    /// Events of every shape: ids inline and escaped (one to five varint bytes), deltas of
+    /// zero to many bytes, and times that go back (delta 0, the base stays).
+    fn events() -> Vec<(u8, u64, u64)> {
+        let mut out = Vec::new();
+        let mut ts = 1_000u64;
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for i in 0..60_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let dt = match i % 7 {
+                0 => 0,
+                1 => x % 63,
+                2 => 63 + x % 65,
+                3 => x % 20_000,
+                4 => x % (1 << 40),
+                _ => x % 128,
+            };
+            ts = if i % 97 == 0 { ts.saturating_sub(x % 500) } else { ts + dt };
+            let id = match i % 5 {
+                0 => x % 63,
+                1 => 63 + x % 200,
+                2 => x % (1 << 20),
+                3 => u32::MAX as u64 - x % 3,
+                _ => 62 + x % 3,
+            };
+            out.push(if i % 3 == 2 { (2, 0, ts) } else { (1, id, ts) });
+        }
+        out
+    }
+
+    #[test]
+    fn c_encoder_writes_the_same_stream_as_the_rust_writer() {
+        let d = tempfile::tempdir().unwrap();
+        let evs = events();
+        let window = 64 << 10;
+        let rust_path = d.path().join("rust.ev");
+        let mut w = StreamWriter::create(&rust_path, FLAG_NATIVE, 7, 8, 1_000, window).unwrap();
+        w.thread_name("worker");
+        for &(k, id, ts) in &evs {
+            if k == 1 {
+                w.call(id as u32, ts);
+            } else {
+                w.ret(ts);
+            }
+        }
+        w.finish();
+
+        let c_path = d.path().join("c.ev");
+        let mut w = StreamWriter::create(&c_path, FLAG_NATIVE, 7, 8, 1_000, window).unwrap();
+        w.thread_name("worker");
+        let kinds: Vec<u8> = evs.iter().map(|e| e.0).collect();
+        let ids: Vec<u64> = evs.iter().map(|e| e.1).collect();
+        let times: Vec<u64> = evs.iter().map(|e| e.2).collect();
+        // SAFETY: a zeroed block is valid (null pointers, mode 0); only `cur` is used.
+        let mut t: Box<SltThread> = Box::new(unsafe { std::mem::zeroed() });
+        let mut done = 0usize;
+        let mut windows = 0;
+        while done < evs.len() {
+            t.cur = w.cursor().expect("the stream is open");
+            // SAFETY: the arrays hold n entries from `done`; the cursor is the writer's.
+            let n = unsafe {
+                slt_test_encode(&mut *t, kinds[done..].as_ptr(), ids[done..].as_ptr(), times[done..].as_ptr(), (evs.len() - done) as u64)
+            };
+            // SAFETY: hot.c moved the cursor by whole events while pos <= limit.
+            unsafe { w.set_cursor(&t.cur) };
+            done += n as usize;
+            windows += 1;
+        }
+        w.finish();
+        assert!(windows > 3, "the events must span several windows");
+        let (a, b) = (std::fs::read(&rust_path).unwrap(), std::fs::read(&c_path).unwrap());
+        assert_eq!(a.len(), b.len());
+        assert!(a == b, "streams differ at byte {:?}", a.iter().zip(&b).position(|(x, y)| x != y));
+        // And the stream reads back as the events (times that went back read as the base).
+        let s = trace_format::ThreadStream::open(&c_path).unwrap();
+        let calls = s.events().unwrap().filter(|e| matches!(e, Ok(trace_format::Event::Call { .. }))).count();
+        assert_eq!(calls, kinds.iter().filter(|&&k| k == 1).count());
+        assert_eq!(s.header.totals.unwrap().calls as usize, calls);
+    }
+
+    #[test]
+    fn c_clock_is_the_rust_clock() {
+        // Before and after a calibration is published, hot.c's reads stay between Rust's.
+        for _ in 0..2 {
+            let a = writer::monotonic_ns();
+            // SAFETY: reads the clock.
+            let c = unsafe { slt_test_now() };
+            let b = writer::monotonic_ns();
+            assert!(a <= c + 1_000 && c <= b + 1_000, "{a} {c} {b}");
+            std::thread::sleep(std::time::Duration::from_millis(15));
+            publish_calibration();
+        }
     }
 }

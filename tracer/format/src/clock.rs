@@ -35,17 +35,20 @@ const TSC: u8 = 4;
 
 static MODE: AtomicU8 = AtomicU8::new(UNKNOWN);
 
-/// A conversion from ticks to ns: `ns = base_ns + ((tsc - base_tsc) * mult) >> 32`.
-/// Each slot is written once, before its index is published in `ACTIVE`.
-struct Calibration {
-    base_tsc: AtomicU64,
-    base_ns: AtomicU64,
-    mult: AtomicU64,
+/// A conversion from ticks to ns: `ns = base_ns + ((tsc - base_tsc) * mult) >> 32`, with
+/// `tsc - base_tsc` saturating at 0 and the product taken in 128 bits. Each slot is written
+/// once, before its index is published in `ACTIVE`. `#[repr(C)]`: the native shim's C hot path
+/// reads it (as three `uint64_t`) through [`tsc_calibration`].
+#[repr(C)]
+pub struct TscCalibration {
+    pub base_tsc: AtomicU64,
+    pub base_ns: AtomicU64,
+    pub mult: AtomicU64,
 }
 
 #[allow(clippy::declare_interior_mutable_const)]
-const EMPTY: Calibration = Calibration { base_tsc: AtomicU64::new(0), base_ns: AtomicU64::new(0), mult: AtomicU64::new(0) };
-static SLOTS: [Calibration; 2] = [EMPTY, EMPTY];
+const EMPTY: TscCalibration = TscCalibration { base_tsc: AtomicU64::new(0), base_ns: AtomicU64::new(0), mult: AtomicU64::new(0) };
+static SLOTS: [TscCalibration; 2] = [EMPTY, EMPTY];
 /// Index of the calibration in use (0: first, 1: refined).
 static ACTIVE: AtomicU8 = AtomicU8::new(0);
 /// The (tsc, ns) pair the calibrations measure from.
@@ -177,6 +180,13 @@ pub fn refine() {
         c.mult.store(mult, Ordering::Relaxed);
         ACTIVE.store(1, Ordering::Release);
     }
+}
+
+/// The calibration [`now_ns`] uses, while it reads the TSC (`None` while calibrating, or when
+/// it reads `clock_gettime`). It changes at most once more, when [`refine`] publishes the
+/// refined one; a calibration is never modified after it is published.
+pub fn tsc_calibration() -> Option<&'static TscCalibration> {
+    (MODE.load(Ordering::Acquire) == TSC).then(|| &SLOTS[ACTIVE.load(Ordering::Acquire) as usize])
 }
 
 /// Whether the clock reads the TSC (false while calibrating).

@@ -18,6 +18,13 @@ pub const MAX_EVENT_LEN: usize = 24;
 pub const FLAG_PYTHON: u16 = 1;
 /// Header flag: the stream was written by the native shim.
 pub const FLAG_NATIVE: u16 = 2;
+/// Header flag: the writer closed the stream normally and stored its totals
+/// ([`StreamTotals`]) in the header. Set last, after the totals, so a stream whose process
+/// died while closing it is read as not closed. Readers that do not know it ignore it (the
+/// totals live in bytes they treat as reserved).
+pub const FLAG_CLOSED: u16 = 4;
+/// Offset of the totals ([`StreamTotals`]) in the header.
+pub const TOTALS_OFFSET: usize = 36;
 
 pub(crate) const KIND_MASK: u8 = 0b11;
 pub(crate) const KIND_CALL: u8 = 0b01;
@@ -126,6 +133,53 @@ pub fn encode_header(flags: u16, pid: u32, tid: u64, start_ns: u64, window: u32)
     h
 }
 
+/// What a stream holds, stored in its header when it is closed normally (see [`FLAG_CLOSED`]),
+/// so a summary of a trace need not decode its events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamTotals {
+    /// Offset of the last thread-name event (0: none; `u32::MAX`: beyond 4 GiB, not stored).
+    pub name_offset: u32,
+    /// Call events.
+    pub calls: u64,
+    /// Return events.
+    pub returns: u64,
+    /// Time of the last event (`start_ns` if there is none).
+    pub end_ns: u64,
+}
+
+impl StreamTotals {
+    /// The 28 header bytes at [`TOTALS_OFFSET`].
+    pub fn encode(&self) -> [u8; HEADER_LEN - TOTALS_OFFSET] {
+        let mut b = [0u8; HEADER_LEN - TOTALS_OFFSET];
+        b[0..4].copy_from_slice(&self.name_offset.to_le_bytes());
+        b[4..12].copy_from_slice(&self.calls.to_le_bytes());
+        b[12..20].copy_from_slice(&self.returns.to_le_bytes());
+        b[20..28].copy_from_slice(&self.end_ns.to_le_bytes());
+        b
+    }
+
+    /// Read the totals from a whole header (whether its flag says they are valid is the caller's business).
+    pub fn decode(h: &[u8; HEADER_LEN]) -> StreamTotals {
+        let u64_at = |i: usize| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&h[i..i + 8]);
+            u64::from_le_bytes(b)
+        };
+        let o = TOTALS_OFFSET;
+        StreamTotals {
+            name_offset: u32::from_le_bytes([h[o], h[o + 1], h[o + 2], h[o + 3]]),
+            calls: u64_at(o + 4),
+            returns: u64_at(o + 12),
+            end_ns: u64_at(o + 20),
+        }
+    }
+
+    /// Call and return events.
+    pub fn events(&self) -> u64 {
+        self.calls + self.returns
+    }
+}
+
 /// The decoded stream header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StreamHeader {
@@ -136,6 +190,9 @@ pub struct StreamHeader {
     pub start_ns: u64,
     /// Window size: the writer pads to multiples of this many bytes (from file start).
     pub window: u32,
+    /// The totals the writer stored when it closed the stream ([`FLAG_CLOSED`]); `None` for a
+    /// stream that was not closed normally (or was written before totals existed).
+    pub totals: Option<StreamTotals>,
 }
 
 #[cfg(test)]

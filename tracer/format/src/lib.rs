@@ -12,12 +12,12 @@ pub mod meta;
 pub mod reader;
 pub mod writer;
 
-pub use event::{Event, StreamHeader};
+pub use event::{Event, StreamHeader, StreamTotals};
 pub use meta::{
     ExitStatus, FileFingerprint, FuncKind, FuncRecord, ProcMeta, SourcesDoc, TraceMeta, SOURCES_FILE, TRACE_FORMAT_NAME,
     TRACE_FORMAT_VERSION,
 };
-pub use reader::{EventIter, Process, ThreadStream, TraceDir};
+pub use reader::{EventIter, Process, StreamSummary, ThreadStream, TraceDir};
 
 use std::path::{Path, PathBuf};
 

@@ -3,7 +3,7 @@
 //! Streams are memory-mapped and decoded lazily, so reading a trace costs memory for the
 //! function tables only, never for the events.
 
-use crate::event::{self, get_varint, Event, StreamHeader, HEADER_LEN, STREAM_MAGIC, STREAM_VERSION};
+use crate::event::{self, get_varint, Event, StreamHeader, StreamTotals, FLAG_CLOSED, HEADER_LEN, STREAM_MAGIC, STREAM_VERSION};
 use crate::meta::{FuncRecord, ProcMeta, TraceMeta, TRACE_FORMAT_NAME, TRACE_FORMAT_VERSION};
 use crate::{FormatError, FUNCS_FILE, META_FILE, PROC_META_FILE};
 use memmap2::Mmap;
@@ -195,6 +195,92 @@ impl ThreadStream {
     }
 }
 
+/// What a thread stream holds: its counts, last time and name.
+#[derive(Debug, Default)]
+pub struct StreamSummary {
+    pub calls: u64,
+    pub returns: u64,
+    /// Time of the last event (`start_ns` if there is none).
+    pub end_ns: u64,
+    /// The thread's name (the last thread-name event).
+    pub name: Option<String>,
+    /// The stream ends in unwritten space: its process did not close it.
+    pub unclosed: bool,
+    /// A damaged tail: the counts are of the events before it.
+    pub error: Option<FormatError>,
+    /// The counts come from the header's totals (the stream was closed normally), not from
+    /// decoding the events.
+    pub from_totals: bool,
+}
+
+impl StreamSummary {
+    /// Call and return events.
+    pub fn events(&self) -> u64 {
+        self.calls + self.returns
+    }
+}
+
+impl ThreadStream {
+    /// Count what the stream holds: from the totals in its header when it was closed normally
+    /// (reading only its thread-name event), else by decoding every event.
+    pub fn summary(&self) -> Result<StreamSummary, FormatError> {
+        if let Some(t) = self.header.totals {
+            let name = match t.name_offset {
+                0 => Some(None),
+                u32::MAX => None,
+                off => self.name_at(off as usize)?.map(Some),
+            };
+            if let Some(name) = name {
+                return Ok(StreamSummary {
+                    calls: t.calls,
+                    returns: t.returns,
+                    end_ns: t.end_ns,
+                    name,
+                    unclosed: false,
+                    error: None,
+                    from_totals: true,
+                });
+            }
+        }
+        self.scan_summary()
+    }
+
+    /// The thread-name event at `offset`, if there is one there.
+    fn name_at(&self, offset: usize) -> Result<Option<String>, FormatError> {
+        if offset < HEADER_LEN || offset as u64 >= self.size {
+            return Ok(None);
+        }
+        let mut it = self.events()?;
+        it.pos = offset;
+        Ok(match it.next() {
+            Some(Ok(Event::ThreadName(n))) => Some(n),
+            _ => None,
+        })
+    }
+
+    /// [`ThreadStream::summary`] by decoding every event.
+    pub fn scan_summary(&self) -> Result<StreamSummary, FormatError> {
+        let mut s = StreamSummary { end_ns: self.header.start_ns, ..StreamSummary::default() };
+        let mut it = self.events()?;
+        for ev in it.by_ref() {
+            match ev {
+                Ok(Event::Call { ts, .. }) => {
+                    s.calls += 1;
+                    s.end_ns = ts;
+                }
+                Ok(Event::Return { ts }) => {
+                    s.returns += 1;
+                    s.end_ns = ts;
+                }
+                Ok(Event::ThreadName(n)) => s.name = Some(n),
+                Err(e) => s.error = Some(e),
+            }
+        }
+        s.unclosed = it.unclosed();
+        Ok(s)
+    }
+}
+
 /// How much of a stream is read before the pages behind the reading position are released.
 const RELEASE_CHUNK: usize = 8 << 20;
 /// Alignment of released ranges (a multiple of every page size Linux uses).
@@ -215,7 +301,9 @@ fn decode_header(path: &Path, h: &[u8; HEADER_LEN]) -> Result<StreamHeader, Form
     if version > STREAM_VERSION {
         return Err(FormatError::NewerVersion { path: path.to_path_buf(), found: version as u64, supported: STREAM_VERSION as u64 });
     }
-    Ok(StreamHeader { version, flags: u16_at(6), pid: u32_at(8), tid: u64_at(16), start_ns: u64_at(24), window: u32_at(32) })
+    let flags = u16_at(6);
+    let totals = (flags & FLAG_CLOSED != 0).then(|| StreamTotals::decode(h));
+    Ok(StreamHeader { version, flags, pid: u32_at(8), tid: u64_at(16), start_ns: u64_at(24), window: u32_at(32), totals })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -492,6 +580,74 @@ mod tests {
         }
         assert_eq!(n, 2 * pairs);
         assert_eq!(last_ts, 15 * pairs);
+    }
+
+    #[test]
+    fn closed_stream_stores_totals_equal_to_a_scan() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("t1-0.ev");
+        let mut w = StreamWriter::create(&path, 1, 1, 1, 100, 64 << 10).unwrap();
+        w.thread_name("first");
+        let mut ts = 100;
+        for i in 0..50_000u64 {
+            ts += i % 200;
+            w.call((i % 70) as u32, ts);
+            if i == 30_000 {
+                w.thread_name("renamed"); // a later name, in a later window
+            }
+            ts += 3;
+            w.ret(ts);
+        }
+        w.ret(ts - 50); // an earlier time: delta 0, the base stays
+        w.finish();
+        let s = ThreadStream::open(&path).unwrap();
+        let t = s.header.totals.expect("a closed stream has totals");
+        assert_ne!(s.header.flags & FLAG_CLOSED, 0);
+        assert_eq!((t.calls, t.returns, t.end_ns), (50_000, 50_001, ts));
+        let fast = s.summary().unwrap();
+        assert!(fast.from_totals);
+        let scan = s.scan_summary().unwrap();
+        assert!(!scan.from_totals);
+        assert_eq!((fast.calls, fast.returns, fast.end_ns), (scan.calls, scan.returns, scan.end_ns));
+        assert_eq!(fast.name.as_deref(), Some("renamed"));
+        assert_eq!(scan.name.as_deref(), Some("renamed"));
+        assert!(!fast.unclosed && !scan.unclosed && fast.error.is_none());
+        // Readers that do not know the totals see the same events as before.
+        assert_eq!(s.events().unwrap().count(), 100_003);
+    }
+
+    #[test]
+    fn stream_without_totals_is_scanned() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("t1-0.ev");
+        let mut w = StreamWriter::create(&path, 2, 1, 1, 0, 64 << 10).unwrap();
+        w.call(3, 10);
+        w.ret(25);
+        w.call(4, 30);
+        std::mem::forget(w); // killed: never closed
+        let s = ThreadStream::open(&path).unwrap();
+        assert_eq!(s.header.totals, None);
+        let sum = s.summary().unwrap();
+        assert!(!sum.from_totals && sum.unclosed);
+        assert_eq!((sum.calls, sum.returns, sum.end_ns, sum.name), (2, 1, 30, None));
+    }
+
+    #[test]
+    fn totals_pointing_at_no_thread_name_fall_back_to_a_scan() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("t1-0.ev");
+        let mut w = StreamWriter::create(&path, 2, 1, 1, 0, 64 << 10).unwrap();
+        w.thread_name("worker");
+        w.call(1, 5);
+        w.finish();
+        // Damage the stored offset: it now points at the call event.
+        let mut bytes = std::fs::read(&path).unwrap();
+        let off = crate::event::TOTALS_OFFSET;
+        bytes[off..off + 4].copy_from_slice(&(HEADER_LEN as u32 + 9).to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let sum = ThreadStream::open(&path).unwrap().summary().unwrap();
+        assert!(!sum.from_totals);
+        assert_eq!((sum.calls, sum.name.as_deref()), (1, Some("worker")));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! killed, aborts, calls `_exit` or crashes still leaves every event it recorded. No
 //! system call happens on the hot path except when a window fills up.
 
-use crate::event::{self, encode_header, MAX_EVENT_LEN};
+use crate::event::{self, encode_header, StreamTotals, FLAG_CLOSED, MAX_EVENT_LEN, TOTALS_OFFSET};
 use crate::meta::{FuncRecord, ProcMeta};
 use std::ffi::CString;
 use std::io;
@@ -34,7 +34,28 @@ pub struct StreamWriter {
     window: usize,
     window_index: u64,
     last_ts: u64,
-    events: u64,
+    calls: u64,
+    returns: u64,
+    flags: u16,
+    /// Offset of the last thread-name event (0: none).
+    name_offset: u64,
+}
+
+/// The hot state of a stream, lent to an encoder outside this crate (the native shim's C hot
+/// path) that writes the same encoding as [`event::encode_call`]/[`event::encode_return`]
+/// straight into the mapped window. An event may start at `pos` while `pos <= limit`; then the
+/// encoder hands the cursor back with [`StreamWriter::set_cursor`] (to move to the next window,
+/// write other events, or close the stream).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct RawCursor {
+    pub pos: *mut u8,
+    pub limit: *mut u8,
+    /// Time of the previous event: deltas are taken from it; a time before it gives delta 0
+    /// and leaves it unchanged (so it always equals the time a reader reconstructs).
+    pub last_ts: u64,
+    pub calls: u64,
+    pub returns: u64,
 }
 
 // SAFETY: the writer owns its mapping and file descriptor; moving it between threads is fine
@@ -51,7 +72,18 @@ impl StreamWriter {
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        let mut w = StreamWriter { fd, base: std::ptr::null_mut(), pos: 0, window, window_index: 0, last_ts: start_ns, events: 0 };
+        let mut w = StreamWriter {
+            fd,
+            base: std::ptr::null_mut(),
+            pos: 0,
+            window,
+            window_index: 0,
+            last_ts: start_ns,
+            calls: 0,
+            returns: 0,
+            flags,
+            name_offset: 0,
+        };
         if !w.map_window(0) {
             let e = io::Error::last_os_error();
             // SAFETY: fd is ours.
@@ -121,17 +153,29 @@ impl StreamWriter {
         !self.base.is_null()
     }
 
+    /// Delta of `ts` to the previous event: 0 for a time before it (a core whose counter is
+    /// a little behind), which then stays the base.
+    #[inline(always)]
+    fn delta(&mut self, ts: u64) -> u64 {
+        if ts > self.last_ts {
+            let dt = ts - self.last_ts;
+            self.last_ts = ts;
+            dt
+        } else {
+            0
+        }
+    }
+
     /// Record entry into function `func` at monotonic time `ts`.
     #[inline(always)]
     pub fn call(&mut self, func: u32, ts: u64) {
         if !self.room(MAX_EVENT_LEN) {
             return;
         }
-        let dt = ts.saturating_sub(self.last_ts);
-        self.last_ts = ts;
+        let dt = self.delta(ts);
         // SAFETY: room() guaranteed MAX_EVENT_LEN bytes at pos.
         self.pos = unsafe { event::encode_call(self.base, self.pos, func, dt) };
-        self.events += 1;
+        self.calls += 1;
     }
 
     /// Record exit from the innermost open call at monotonic time `ts`.
@@ -140,11 +184,42 @@ impl StreamWriter {
         if !self.room(MAX_EVENT_LEN) {
             return;
         }
-        let dt = ts.saturating_sub(self.last_ts);
-        self.last_ts = ts;
+        let dt = self.delta(ts);
         // SAFETY: room() guaranteed MAX_EVENT_LEN bytes at pos.
         self.pos = unsafe { event::encode_return(self.base, self.pos, dt) };
-        self.events += 1;
+        self.returns += 1;
+    }
+
+    /// Lend the hot state to an outside encoder (see [`RawCursor`]). `None` once the stream has
+    /// stopped (closed, or a window could not be mapped): nothing more can be written.
+    pub fn cursor(&mut self) -> Option<RawCursor> {
+        if !self.room(MAX_EVENT_LEN) {
+            return None;
+        }
+        // SAFETY: pos and window - MAX_EVENT_LEN are inside the mapped window.
+        let (pos, limit) = unsafe { (self.base.add(self.pos), self.base.add(self.window - MAX_EVENT_LEN)) };
+        Some(RawCursor { pos, limit, last_ts: self.last_ts, calls: self.calls, returns: self.returns })
+    }
+
+    /// Take back a cursor lent by [`StreamWriter::cursor`].
+    ///
+    /// # Safety
+    /// `c` must come from this writer's last `cursor()` call, with `pos` moved forward by
+    /// whole events (of the stream encoding) written from there, never past `limit +
+    /// MAX_EVENT_LEN`, and no other method called in between.
+    pub unsafe fn set_cursor(&mut self, c: &RawCursor) {
+        if self.base.is_null() {
+            return;
+        }
+        // A cursor that does not point into this window (not from this writer) is ignored.
+        let pos = (c.pos as usize).wrapping_sub(self.base as usize);
+        if pos < self.pos || pos > self.window {
+            return;
+        }
+        self.pos = pos;
+        self.last_ts = c.last_ts;
+        self.calls = c.calls;
+        self.returns = c.returns;
     }
 
     /// Record the thread's name (at most 255 bytes are kept).
@@ -156,6 +231,7 @@ impl StreamWriter {
         if !self.room(n + 12) {
             return;
         }
+        self.name_offset = self.len();
         // SAFETY: room() guaranteed n + 12 bytes at pos.
         unsafe {
             *self.base.add(self.pos) = (event::EXT_THREAD_NAME << 2) | event::KIND_EXT;
@@ -167,7 +243,7 @@ impl StreamWriter {
 
     /// Number of call and return events written so far.
     pub fn events(&self) -> u64 {
-        self.events
+        self.calls + self.returns
     }
 
     /// Bytes of the stream written so far, header included.
@@ -177,20 +253,38 @@ impl StreamWriter {
 
     /// Whether nothing but the header was written.
     pub fn is_empty(&self) -> bool {
-        self.events == 0
+        self.events() == 0
     }
 
-    /// Close the stream: unmap, cut the file to the bytes written, close. Idempotent.
+    /// The totals [`StreamWriter::finish`] stores in the header.
+    pub fn totals(&self) -> StreamTotals {
+        StreamTotals {
+            name_offset: u32::try_from(self.name_offset).unwrap_or(u32::MAX),
+            calls: self.calls,
+            returns: self.returns,
+            end_ns: self.last_ts,
+        }
+    }
+
+    /// Close the stream: unmap, cut the file to the bytes written, store the totals in the
+    /// header and set its [`FLAG_CLOSED`] (in that order), close. Idempotent.
     pub fn finish(&mut self) {
         if self.fd < 0 {
             return;
         }
         let len = self.len();
-        // SAFETY: mapping and descriptor are ours.
+        let totals = self.totals().encode();
+        let flags = (self.flags | FLAG_CLOSED).to_le_bytes();
+        // SAFETY: mapping and descriptor are ours; pwrite from buffers we own.
         unsafe {
             if !self.base.is_null() {
                 libc::munmap(self.base as *mut libc::c_void, self.window);
-                libc::ftruncate(self.fd, len as libc::off_t);
+                if libc::ftruncate(self.fd, len as libc::off_t) == 0
+                    && libc::pwrite(self.fd, totals.as_ptr() as *const libc::c_void, totals.len(), TOTALS_OFFSET as libc::off_t)
+                        == totals.len() as isize
+                {
+                    libc::pwrite(self.fd, flags.as_ptr() as *const libc::c_void, flags.len(), 6);
+                }
             }
             libc::close(self.fd);
         }

@@ -1,0 +1,249 @@
+/* The native shim's hot path: __cyg_profile_func_enter/exit for the common case.
+ *
+ * Why C: the per-thread state must be reachable without a call. Rust's `thread_local!` in a
+ * cdylib uses the general-dynamic TLS model (a call to __tls_get_addr on every access, 8% of a
+ * traced program's instructions); stable Rust cannot ask for another model. Here the state is
+ * `static __thread` with the initial-exec model: one %fs-relative access. That model requires
+ * the library to be loaded at program start-up, which LD_PRELOAD does (its TLS block is part of
+ * the static TLS of every thread); the shim must not be loaded with dlopen (glibc would refuse it
+ * with "cannot allocate memory in static TLS block").
+ *
+ * Everything that is not the common case goes to Rust (lib.rs), which owns the stream writer,
+ * the process-wide function table and all system calls:
+ *   - the thread's first event (mode UNINIT) and any event while the shim itself runs (BUSY);
+ *   - a function address missing from this thread's direct-mapped id cache;
+ *   - a full window, a return that does not match the shadow stack (longjmp), a clock that is
+ *     not yet calibrated (or not the TSC).
+ * The events are encoded exactly as trace_format::event::encode_call/encode_return do
+ * (the tests in lib.rs compare the two encoders stream for stream).
+ */
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+#define SLT_HIDDEN __attribute__((visibility("hidden")))
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* Modes of a thread (slt_thread.mode). UNINIT must be 0: TLS starts zeroed. */
+#define SLT_UNINIT 0u
+#define SLT_ACTIVE 1u
+#define SLT_BUSY 2u
+#define SLT_OFF 3u
+
+#define SLT_STACK_CAP 1024u
+#define SLT_CACHE_BITS 9u
+#define SLT_CACHE_SIZE (1u << SLT_CACHE_BITS)
+
+/* Tag layout of trace_format::event. */
+#define KIND_CALL 1u
+#define KIND_RETURN 2u
+#define INLINE_MAX 62u
+#define INLINE_ESCAPE 63u
+
+/* Keep in sync with `SltThread` in lib.rs (#[repr(C)]). */
+struct slt_cache_entry {
+    uint64_t addr;
+    uint64_t id;
+};
+
+struct slt_thread {
+    /* The first five fields are trace_format::writer::RawCursor. */
+    uint8_t *pos;        /* next byte of the mapped window to write */
+    uint8_t *limit;      /* an event may start at pos while pos <= limit (window end - MAX_EVENT_LEN) */
+    uint64_t last_ns;    /* time of the previous event (delta base) */
+    uint64_t calls;      /* call events written */
+    uint64_t returns;    /* return events written */
+    uint64_t depth;      /* open calls (may exceed SLT_STACK_CAP) */
+    uint64_t *stack;     /* addresses of the first SLT_STACK_CAP open calls */
+    void *rust;          /* lib.rs ThreadState */
+    uint32_t mode;
+    uint32_t pad;
+    struct slt_cache_entry cache[SLT_CACHE_SIZE];
+};
+
+/* Keep in sync with trace_format::clock::TscCalibration (#[repr(C)]). */
+struct slt_calibration {
+    uint64_t base_tsc;
+    uint64_t base_ns;
+    uint64_t mult;
+};
+
+static __thread struct slt_thread slt_tls __attribute__((tls_model("initial-exec")));
+
+/* The TSC calibration in use, or NULL (then Rust's clock is asked). Set by lib.rs. */
+SLT_HIDDEN const struct slt_calibration *volatile slt_calibration;
+
+/* Slow paths, in lib.rs. */
+extern void slt_enter_slow(struct slt_thread *t, uint64_t addr);
+extern void slt_exit_slow(struct slt_thread *t, uint64_t addr);
+extern uint64_t slt_now_slow(void);
+
+SLT_HIDDEN struct slt_thread *slt_thread_state(void)
+{
+    return &slt_tls;
+}
+
+SLT_HIDDEN uint64_t slt_cache_size(void)
+{
+    return SLT_CACHE_SIZE;
+}
+
+SLT_HIDDEN uint64_t slt_thread_size(void)
+{
+    return sizeof(struct slt_thread);
+}
+
+static inline uint32_t cache_slot(uint64_t addr)
+{
+    return (uint32_t)((addr * 0x9E3779B97F4A7C15ull) >> (64 - SLT_CACHE_BITS));
+}
+
+SLT_HIDDEN void slt_cache_put(struct slt_thread *t, uint64_t addr, uint64_t id)
+{
+    struct slt_cache_entry *e = &t->cache[cache_slot(addr)];
+    e->addr = addr;
+    e->id = id;
+}
+
+/* Forget every id (a new thread, or a forked child whose ids start again): no address
+ * matches UINT64_MAX. */
+SLT_HIDDEN void slt_cache_clear(struct slt_thread *t)
+{
+    for (uint32_t i = 0; i < SLT_CACHE_SIZE; i++) {
+        t->cache[i].addr = UINT64_MAX;
+        t->cache[i].id = 0;
+    }
+}
+
+static inline uint64_t now_ns(void)
+{
+#if defined(__x86_64__)
+    const struct slt_calibration *c = slt_calibration;
+    if (LIKELY(c != 0)) {
+        uint64_t tsc = __rdtsc();
+        uint64_t base = c->base_tsc;
+        uint64_t d = tsc > base ? tsc - base : 0;
+        return c->base_ns + (uint64_t)(((unsigned __int128)d * c->mult) >> 32);
+    }
+#endif
+    return slt_now_slow();
+}
+
+static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)v | 0x80;
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+static inline uint8_t *encode_call(uint8_t *p, uint64_t id, uint64_t dt)
+{
+    if (LIKELY(id <= INLINE_MAX)) {
+        *p++ = (uint8_t)((id << 2) | KIND_CALL);
+    } else {
+        *p++ = (uint8_t)((INLINE_ESCAPE << 2) | KIND_CALL);
+        p = put_varint(p, id - (INLINE_MAX + 1));
+    }
+    return put_varint(p, dt);
+}
+
+static inline uint8_t *encode_return(uint8_t *p, uint64_t dt)
+{
+    if (LIKELY(dt <= INLINE_MAX)) {
+        *p++ = (uint8_t)((dt << 2) | KIND_RETURN);
+        return p;
+    }
+    *p++ = (uint8_t)((INLINE_ESCAPE << 2) | KIND_RETURN);
+    return put_varint(p, dt - (INLINE_MAX + 1));
+}
+
+/* Delta to the previous event, as StreamWriter computes it: 0 for an earlier time, which
+ * then does not become the base. */
+static inline uint64_t delta(struct slt_thread *t, uint64_t ts)
+{
+    uint64_t last = t->last_ns;
+    uint64_t later = ts > last;
+    t->last_ns = later ? ts : last;
+    return later ? ts - last : 0;
+}
+
+SLT_HIDDEN void slt_enter(void *this_fn)
+{
+    struct slt_thread *t = &slt_tls;
+    uint64_t addr = (uint64_t)this_fn;
+    if (UNLIKELY(t->mode != SLT_ACTIVE)) {
+        if (t->mode == SLT_UNINIT)
+            slt_enter_slow(t, addr);
+        return;
+    }
+    struct slt_cache_entry *e = &t->cache[cache_slot(addr)];
+    uint8_t *p = t->pos;
+    if (UNLIKELY(e->addr != addr || p > t->limit)) {
+        slt_enter_slow(t, addr);
+        return;
+    }
+    uint64_t d = t->depth;
+    if (LIKELY(d < SLT_STACK_CAP))
+        t->stack[d] = addr;
+    t->depth = d + 1;
+    t->pos = encode_call(p, e->id, delta(t, now_ns()));
+    t->calls++;
+}
+
+SLT_HIDDEN void slt_exit(void *this_fn)
+{
+    struct slt_thread *t = &slt_tls;
+    uint64_t addr = (uint64_t)this_fn;
+    if (UNLIKELY(t->mode != SLT_ACTIVE)) {
+        if (t->mode == SLT_UNINIT)
+            slt_exit_slow(t, addr);
+        return;
+    }
+    uint64_t d = t->depth;
+    uint8_t *p = t->pos;
+    /* The common case: the function on top of the shadow stack returns (or the stack is
+     * deeper than it remembers). Returns with no open call, frames skipped by longjmp and a
+     * full window go to Rust. */
+    if (UNLIKELY(d == 0 || p > t->limit || (d <= SLT_STACK_CAP && t->stack[d - 1] != addr))) {
+        slt_exit_slow(t, addr);
+        return;
+    }
+    t->depth = d - 1;
+    t->pos = encode_return(p, delta(t, now_ns()));
+    t->returns++;
+}
+
+/* ---- For the tests in lib.rs: the same encoders, driven from Rust. ---- */
+
+/* Write `n` events through this file's encoders into the cursor of `t`: kinds[i] is 1 for a
+ * call of ids[i], 2 for a return; times are absolute. Returns the number written before the
+ * window filled. */
+SLT_HIDDEN uint64_t slt_test_encode(struct slt_thread *t, const uint8_t *kinds, const uint64_t *ids, const uint64_t *times, uint64_t n)
+{
+    uint64_t i;
+    for (i = 0; i < n; i++) {
+        if (t->pos > t->limit)
+            break;
+        if (kinds[i] == KIND_CALL) {
+            t->pos = encode_call(t->pos, ids[i], delta(t, times[i]));
+            t->calls++;
+        } else {
+            t->pos = encode_return(t->pos, delta(t, times[i]));
+            t->returns++;
+        }
+    }
+    return i;
+}
+
+/* The clock as the hooks read it. */
+SLT_HIDDEN uint64_t slt_test_now(void)
+{
+    return now_ns();
+}
