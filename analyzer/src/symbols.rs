@@ -34,6 +34,20 @@ pub struct Function {
 }
 
 impl Function {
+    /// Placeholder for an id with no record in the function table (the process died while
+    /// writing it).
+    pub fn unknown(id: u32) -> Function {
+        Function {
+            language: Language::Native,
+            name: format!("<unknown #{id}>"),
+            qualname: format!("<unknown #{id}>"),
+            file: None,
+            first_line: None,
+            last_line: None,
+            object: None,
+        }
+    }
+
     /// A key identifying the same function across processes and traces.
     pub fn key(&self) -> String {
         match &self.file {
@@ -80,9 +94,9 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
                     base: *base,
                     symbol: symbol.clone(),
                 });
-                unknown(id)
+                Function::unknown(id as u32)
             }
-            None => unknown(id),
+            None => Function::unknown(id as u32),
         };
         out.push(f);
     }
@@ -94,16 +108,4 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
         }
     }
     (out, warnings)
-}
-
-fn unknown(id: usize) -> Function {
-    Function {
-        language: Language::Native,
-        name: format!("<unknown #{id}>"),
-        qualname: format!("<unknown #{id}>"),
-        file: None,
-        first_line: None,
-        last_line: None,
-        object: None,
-    }
 }

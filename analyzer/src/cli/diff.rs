@@ -1,7 +1,7 @@
 //! `slice diff`: what one run reached that the other did not.
 
 use super::common::SelectArgs;
-use super::tree::print_notes;
+use super::view_common::print_notes;
 use super::view_common::{write_output, ColorArg};
 use super::{read_question, warn_all};
 use crate::analysis::prepare;

@@ -1,12 +1,10 @@
 //! `slice flamegraph`: an interactive SVG flamegraph.
 
 use super::common::SelectArgs;
-use super::tree::print_notes;
-use super::warn_all;
-use crate::analysis::prepare;
+use super::view_common::load_views;
 use crate::views::flamegraph::{write_svg, Flame};
 use crate::views::folded::Weight;
-use crate::views::{self, FrameNames, Threads};
+use crate::views::{FrameNames, Threads};
 use anyhow::Context;
 use clap::Args;
 use std::io::Write;
@@ -34,12 +32,8 @@ pub struct FlamegraphArgs {
 }
 
 pub fn run(a: FlamegraphArgs) -> anyhow::Result<()> {
-    let opts = a.select.options(true)?;
-    let (traces, warnings) = prepare(std::slice::from_ref(&a.trace), &opts)?;
-    warn_all(&warnings);
-    let t = &traces[0];
-    print_notes(t);
-    let vs = views::views(t, a.threads);
+    let (t, vs) = load_views(&a.trace, &a.select, a.threads)?;
+    let t = &t;
     let names = FrameNames::new(vs.iter().map(|v| &v.tree), &t.cwd);
     let flame = Flame {
         title: a.title.clone().unwrap_or_else(|| t.meta.argv.join(" ")),

@@ -1,12 +1,10 @@
 //! `slice folded`: folded stacks for flamegraph tools.
 
 use super::common::SelectArgs;
-use super::tree::print_notes;
+use super::view_common::load_views;
 use super::view_common::write_output;
-use super::warn_all;
-use crate::analysis::prepare;
 use crate::views::folded::{self, Weight};
-use crate::views::{self, FrameNames, Threads};
+use crate::views::{FrameNames, Threads};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -32,12 +30,8 @@ pub struct FoldedArgs {
 }
 
 pub fn run(a: FoldedArgs) -> anyhow::Result<()> {
-    let opts = a.select.options(true)?;
-    let (traces, warnings) = prepare(std::slice::from_ref(&a.trace), &opts)?;
-    warn_all(&warnings);
-    let t = &traces[0];
-    print_notes(t);
-    let vs = views::views(t, a.threads);
+    let (t, vs) = load_views(&a.trace, &a.select, a.threads)?;
+    let t = &t;
     let names = FrameNames::new(vs.iter().map(|v| &v.tree), &t.cwd);
     let mut totals = folded::Totals::default();
     write_output(a.output.as_deref(), "folded stacks", |w| {

@@ -1,11 +1,9 @@
 //! `slice graph`: the function-level call graph as Graphviz DOT.
 
 use super::common::SelectArgs;
-use super::tree::print_notes;
+use super::view_common::load_views;
 use super::view_common::write_output;
-use super::warn_all;
-use crate::analysis::prepare;
-use crate::views::{self, graph, FrameNames, Threads};
+use crate::views::{graph, FrameNames, Threads};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -23,12 +21,8 @@ pub struct GraphArgs {
 }
 
 pub fn run(a: GraphArgs) -> anyhow::Result<()> {
-    let opts = a.select.options(true)?;
-    let (traces, warnings) = prepare(std::slice::from_ref(&a.trace), &opts)?;
-    warn_all(&warnings);
-    let t = &traces[0];
-    print_notes(t);
-    let vs = views::views(t, Threads::Separate);
+    let (t, vs) = load_views(&a.trace, &a.select, Threads::Separate)?;
+    let t = &t;
     let names = FrameNames::new(vs.iter().map(|v| &v.tree), &t.cwd);
     let g = graph::build(&vs, &names, &t.cwd);
     let dot = graph::to_dot(&g, &t.meta.argv.join(" "));

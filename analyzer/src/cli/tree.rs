@@ -1,10 +1,9 @@
 //! `slice tree`: the call tree in the terminal.
 
 use super::common::SelectArgs;
+use super::view_common::load_views;
 use super::view_common::{write_output, ColorArg};
-use super::warn_all;
-use crate::analysis::{prepare, PreparedTrace};
-use crate::views::{self, tree, Threads};
+use crate::views::{tree, Threads};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -27,20 +26,9 @@ pub struct TreeArgs {
     pub select: SelectArgs,
 }
 
-/// Notes of a prepared trace (what pruning and selection did), for stderr.
-pub fn print_notes(t: &PreparedTrace) {
-    for n in &t.notes {
-        eprintln!("slice: {}: {n}", t.dir.display());
-    }
-}
-
 pub fn run(a: TreeArgs) -> anyhow::Result<()> {
-    let opts = a.select.options(true)?;
-    let (traces, warnings) = prepare(std::slice::from_ref(&a.trace), &opts)?;
-    warn_all(&warnings);
-    let t = &traces[0];
-    print_notes(t);
-    let vs = views::views(t, a.threads);
+    let (t, vs) = load_views(&a.trace, &a.select, a.threads)?;
+    let t = &t;
     let color = match (a.color, &a.output) {
         (super::view_common::ColorArg::Auto, Some(_)) => false,
         (c, _) => c.enabled(),

@@ -1,6 +1,10 @@
 //! Options and output handling shared by the view subcommands (`tree`, `folded`,
 //! `flamegraph`, `graph`, `diff`).
 
+use super::common::SelectArgs;
+use super::warn_all;
+use crate::analysis::{prepare, PreparedTrace};
+use crate::views::{self, Threads, View};
 use anyhow::Context;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -45,4 +49,23 @@ pub fn write_output(path: Option<&Path>, what: &str, f: impl FnOnce(&mut dyn Wri
             }
         }
     }
+}
+
+/// Notes of a prepared trace (what pruning and selection did), for stderr.
+pub fn print_notes(t: &PreparedTrace) {
+    for n in &t.notes {
+        eprintln!("slice: {}: {n}", t.dir.display());
+    }
+}
+
+/// Load one trace for a view: prepare it with the selection, report its warnings and notes on
+/// stderr, and split it into per-thread (or merged) views.
+pub fn load_views(trace: &Path, select: &SelectArgs, threads: Threads) -> anyhow::Result<(PreparedTrace, Vec<View>)> {
+    let opts = select.options(true)?;
+    let (mut traces, warnings) = prepare(&[trace.to_path_buf()], &opts)?;
+    warn_all(&warnings);
+    let t = traces.pop().context("internal error: no prepared trace")?;
+    print_notes(&t);
+    let vs = views::views(&t, threads);
+    Ok((t, vs))
 }

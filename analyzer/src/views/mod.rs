@@ -14,7 +14,7 @@ pub mod tree;
 
 use crate::analysis::{display_path, PreparedTrace};
 use crate::calltree::{CallTree, NodeId, TreeBuilder, NO_FUNC, ROOT};
-use crate::symbols::{Function, Language};
+use crate::symbols::Function;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -86,7 +86,7 @@ pub fn merge<'a>(trees: impl IntoIterator<Item = &'a CallTree>) -> CallTree {
             if remap.contains_key(&n.func) {
                 continue;
             }
-            let f = t.function(n.func).cloned().unwrap_or_else(|| unknown(n.func));
+            let f = t.function(n.func).cloned().unwrap_or_else(|| Function::unknown(n.func));
             let id = *index.entry(f.key()).or_insert_with(|| {
                 table.push(f);
                 (table.len() - 1) as u32
@@ -112,22 +112,10 @@ pub fn merge<'a>(trees: impl IntoIterator<Item = &'a CallTree>) -> CallTree {
     b.finish()
 }
 
-fn unknown(id: u32) -> Function {
-    Function {
-        language: Language::Native,
-        name: format!("<unknown #{id}>"),
-        qualname: format!("<unknown #{id}>"),
-        file: None,
-        first_line: None,
-        last_line: None,
-        object: None,
-    }
-}
-
 /// The function of a node, or a placeholder for an id missing from the table.
 pub fn func_of(tree: &CallTree, n: NodeId) -> Function {
     let id = tree.node(n).func;
-    tree.function(id).cloned().unwrap_or_else(|| unknown(id))
+    tree.function(id).cloned().unwrap_or_else(|| Function::unknown(id))
 }
 
 /// Self time of a node: its inclusive time less its children's (never negative).
