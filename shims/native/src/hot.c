@@ -10,7 +10,8 @@
  *
  * Everything that is not the common case goes to Rust (lib.rs), which owns the stream writer,
  * the process-wide function table and all system calls:
- *   - the thread's first event (mode UNINIT) and any event while the shim itself runs (BUSY);
+ *   - the thread's first event (mode UNINIT); events while the shim itself runs (BUSY) or
+ *     does not record (OFF) are dropped;
  *   - a function address missing from this thread's direct-mapped id cache;
  *   - a full window, a return that does not match the shadow stack (longjmp), a clock that is
  *     not yet calibrated (or not the TSC).
@@ -53,7 +54,7 @@ struct slt_cache_entry {
 struct slt_thread {
     /* The first five fields are trace_format::writer::RawCursor. */
     uint8_t *pos;        /* next byte of the mapped window to write */
-    uint8_t *limit;      /* an event may start at pos while pos <= limit (window end - MAX_EVENT_LEN) */
+    uint8_t *limit;      /* an event may start at pos while pos < limit; NULL unless mode is ACTIVE */
     uint64_t last_ns;    /* time of the previous event (delta base) */
     uint64_t calls;      /* call events written */
     uint64_t returns;    /* return events written */
@@ -119,18 +120,28 @@ SLT_HIDDEN void slt_cache_clear(struct slt_thread *t)
     }
 }
 
-static inline uint64_t now_ns(void)
+/* ns from a TSC read, as trace_format::clock::now_ns computes it. */
+static inline uint64_t tsc_ns(const struct slt_calibration *c, uint64_t tsc)
+{
+    uint64_t base = c->base_tsc;
+    uint64_t d = tsc > base ? tsc - base : 0;
+    return c->base_ns + (uint64_t)(((unsigned __int128)d * c->mult) >> 32);
+}
+
+static inline uint64_t read_tsc(void)
 {
 #if defined(__x86_64__)
-    const struct slt_calibration *c = slt_calibration;
-    if (LIKELY(c != 0)) {
-        uint64_t tsc = __rdtsc();
-        uint64_t base = c->base_tsc;
-        uint64_t d = tsc > base ? tsc - base : 0;
-        return c->base_ns + (uint64_t)(((unsigned __int128)d * c->mult) >> 32);
-    }
+    return __rdtsc();
+#else
+    return 0;
 #endif
-    return slt_now_slow();
+}
+
+/* The clock as the hooks read it (for the tests). */
+static uint64_t now_ns(void)
+{
+    const struct slt_calibration *c = slt_calibration;
+    return c ? tsc_ns(c, read_tsc()) : slt_now_slow();
 }
 
 static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
@@ -174,50 +185,77 @@ static inline uint64_t delta(struct slt_thread *t, uint64_t ts)
     return later ? ts - last : 0;
 }
 
-SLT_HIDDEN void slt_enter(void *this_fn)
+/* The fast paths below need: a recording thread (limit is NULL unless the mode is ACTIVE, so
+ * `pos < limit` also checks the mode), room in the window, and (entry) the function in the
+ * cache or (exit) the function on top of the shadow stack, or deeper than the stack
+ * remembers. With a TSC calibration they call nothing (no stack frame); without one they ask
+ * Rust's clock. Anything else is a tail call to Rust. */
+
+static inline void record_call(struct slt_thread *t, uint64_t addr, uint64_t id, uint8_t *p, uint64_t ns)
 {
-    struct slt_thread *t = &slt_tls;
-    uint64_t addr = (uint64_t)this_fn;
-    if (UNLIKELY(t->mode != SLT_ACTIVE)) {
-        if (t->mode == SLT_UNINIT)
-            slt_enter_slow(t, addr);
-        return;
-    }
-    struct slt_cache_entry *e = &t->cache[cache_slot(addr)];
-    uint8_t *p = t->pos;
-    if (UNLIKELY(e->addr != addr || p > t->limit)) {
-        slt_enter_slow(t, addr);
-        return;
-    }
     uint64_t d = t->depth;
     if (LIKELY(d < SLT_STACK_CAP))
         t->stack[d] = addr;
     t->depth = d + 1;
-    t->pos = encode_call(p, e->id, delta(t, now_ns()));
+    t->pos = encode_call(p, id, delta(t, ns));
     t->calls++;
+}
+
+static inline void record_return(struct slt_thread *t, uint64_t d, uint8_t *p, uint64_t ns)
+{
+    t->depth = d - 1;
+    t->pos = encode_return(p, delta(t, ns));
+    t->returns++;
+}
+
+/* The fast paths without a TSC calibration (yet, or ever): the clock is Rust's. Out of line,
+ * so that the fast paths stay without a stack frame. */
+static __attribute__((noinline)) void enter_slow_clock(struct slt_thread *t, uint64_t addr, uint64_t id, uint8_t *p)
+{
+    record_call(t, addr, id, p, slt_now_slow());
+}
+
+static __attribute__((noinline)) void exit_slow_clock(struct slt_thread *t, uint64_t d, uint8_t *p)
+{
+    record_return(t, d, p, slt_now_slow());
+}
+
+SLT_HIDDEN void slt_enter(void *this_fn)
+{
+    struct slt_thread *t = &slt_tls;
+    uint64_t addr = (uint64_t)this_fn;
+    const struct slt_calibration *c = slt_calibration;
+    struct slt_cache_entry *e = &t->cache[cache_slot(addr)];
+    uint8_t *p = t->pos;
+    if (UNLIKELY(!(p < t->limit && e->addr == addr))) {
+        if (t->mode == SLT_UNINIT || t->mode == SLT_ACTIVE)
+            slt_enter_slow(t, addr);
+        return;
+    }
+    if (UNLIKELY(c == 0)) {
+        enter_slow_clock(t, addr, e->id, p);
+        return;
+    }
+    record_call(t, addr, e->id, p, tsc_ns(c, read_tsc()));
 }
 
 SLT_HIDDEN void slt_exit(void *this_fn)
 {
     struct slt_thread *t = &slt_tls;
     uint64_t addr = (uint64_t)this_fn;
-    if (UNLIKELY(t->mode != SLT_ACTIVE)) {
-        if (t->mode == SLT_UNINIT)
+    const struct slt_calibration *c = slt_calibration;
+    uint64_t d = t->depth;
+    uint8_t *p = t->pos;
+    if (UNLIKELY(!(p < t->limit && (d - 1 < SLT_STACK_CAP ? t->stack[d - 1] == addr : d != 0)))) {
+        if (t->mode == SLT_UNINIT || t->mode == SLT_ACTIVE)
             slt_exit_slow(t, addr);
         return;
     }
-    uint64_t d = t->depth;
-    uint8_t *p = t->pos;
-    /* The common case: the function on top of the shadow stack returns (or the stack is
-     * deeper than it remembers). Returns with no open call, frames skipped by longjmp and a
-     * full window go to Rust. */
-    if (UNLIKELY(d == 0 || p > t->limit || (d <= SLT_STACK_CAP && t->stack[d - 1] != addr))) {
-        slt_exit_slow(t, addr);
+    if (UNLIKELY(c == 0)) {
+        exit_slow_clock(t, d, p);
         return;
     }
-    t->depth = d - 1;
-    t->pos = encode_return(p, delta(t, now_ns()));
-    t->returns++;
+    record_return(t, d, p, tsc_ns(c, read_tsc()));
 }
 
 /* ---- For the tests in lib.rs: the same encoders, driven from Rust. ---- */
@@ -229,7 +267,7 @@ SLT_HIDDEN uint64_t slt_test_encode(struct slt_thread *t, const uint8_t *kinds, 
 {
     uint64_t i;
     for (i = 0; i < n; i++) {
-        if (t->pos > t->limit)
+        if (!(t->pos < t->limit))
             break;
         if (kinds[i] == KIND_CALL) {
             t->pos = encode_call(t->pos, ids[i], delta(t, times[i]));
@@ -242,7 +280,6 @@ SLT_HIDDEN uint64_t slt_test_encode(struct slt_thread *t, const uint8_t *kinds, 
     return i;
 }
 
-/* The clock as the hooks read it. */
 SLT_HIDDEN uint64_t slt_test_now(void)
 {
     return now_ns();

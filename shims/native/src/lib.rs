@@ -256,6 +256,14 @@ impl SltThread {
         Some(w)
     }
 
+    /// Any mode but ACTIVE: hot.c's fast paths test only `pos < limit`, so `limit` is null
+    /// unless the thread records (the position stays, for `pull`).
+    fn set_mode(&mut self, mode: u32) {
+        debug_assert_ne!(mode, M_ACTIVE);
+        self.mode = mode;
+        self.cur.limit = null_mut();
+    }
+
     /// Lend the writer's position to the C side; a stopped stream turns recording off.
     fn push(&mut self) {
         publish_calibration();
@@ -270,7 +278,7 @@ impl SltThread {
                 self.cur = c;
                 self.mode = M_ACTIVE;
             }
-            None => self.mode = M_OFF,
+            None => self.set_mode(M_OFF),
         }
     }
 }
@@ -290,11 +298,11 @@ fn publish_calibration() {
 #[inline(never)]
 fn start_thread(t: &mut SltThread) {
     if ROOT.load(Ordering::Relaxed).is_null() || STATE.load(Ordering::Acquire) == DISABLED {
-        t.mode = M_OFF;
+        t.set_mode(M_OFF);
         return;
     }
     // Allocation may run instrumented code (a custom allocator): mark the thread first.
-    t.mode = M_BUSY;
+    t.set_mode(M_BUSY);
     if t.rust.is_null() {
         let st = Box::into_raw(Box::new(ThreadState { writer: None, stack: Box::new([0u64; STACK_CAP]) }));
         t.rust = st as *mut libc::c_void;
@@ -323,7 +331,7 @@ extern "C" fn thread_exit(p: *mut libc::c_void) {
     let t = unsafe { &mut *slt_thread_state() };
     if t.rust == p {
         t.pull();
-        t.mode = M_OFF;
+        t.set_mode(M_OFF);
         t.rust = null_mut();
         t.stack = null_mut();
     }
@@ -569,7 +577,7 @@ unsafe fn begin_slow(t: &mut SltThread) -> bool {
     if t.mode != M_ACTIVE {
         return false;
     }
-    t.mode = M_BUSY;
+    t.set_mode(M_BUSY);
     true
 }
 
@@ -664,7 +672,7 @@ extern "C" fn destructor() {
         if let Some(w) = t.pull() {
             w.finish();
         }
-        t.mode = M_OFF;
+        t.set_mode(M_OFF);
     }
 }
 
@@ -695,7 +703,7 @@ extern "C" fn after_fork_child() {
         }
     }
     // The next event opens the child's stream (replaying the open calls) with fresh ids.
-    t.mode = M_UNINIT;
+    t.set_mode(M_UNINIT);
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ pub struct StreamWriter {
 
 /// The hot state of a stream, lent to an encoder outside this crate (the native shim's C hot
 /// path) that writes the same encoding as [`event::encode_call`]/[`event::encode_return`]
-/// straight into the mapped window. An event may start at `pos` while `pos <= limit`; then the
+/// straight into the mapped window. An event may start at `pos` while `pos < limit`; then the
 /// encoder hands the cursor back with [`StreamWriter::set_cursor`] (to move to the next window,
 /// write other events, or close the stream).
 #[repr(C)]
@@ -197,7 +197,7 @@ impl StreamWriter {
             return None;
         }
         // SAFETY: pos and window - MAX_EVENT_LEN are inside the mapped window.
-        let (pos, limit) = unsafe { (self.base.add(self.pos), self.base.add(self.window - MAX_EVENT_LEN)) };
+        let (pos, limit) = unsafe { (self.base.add(self.pos), self.base.add(self.window - MAX_EVENT_LEN + 1)) };
         Some(RawCursor { pos, limit, last_ts: self.last_ts, calls: self.calls, returns: self.returns })
     }
 
@@ -205,8 +205,8 @@ impl StreamWriter {
     ///
     /// # Safety
     /// `c` must come from this writer's last `cursor()` call, with `pos` moved forward by
-    /// whole events (of the stream encoding) written from there, never past `limit +
-    /// MAX_EVENT_LEN`, and no other method called in between.
+    /// whole events (of the stream encoding), each starting before `limit`, and no other
+    /// method called in between.
     pub unsafe fn set_cursor(&mut self, c: &RawCursor) {
         if self.base.is_null() {
             return;
