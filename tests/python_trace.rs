@@ -290,6 +290,60 @@ if len(sys.argv) == 1:\n    os.execv(sys.executable, [sys.executable, sys.argv[0
     }
 }
 
+/// `slice folded --weight calls` of a trace, sorted, with the pids of thread labels (which
+/// differ between runs) replaced by `[pid]`.
+fn folded_calls(dir: &Path) -> Vec<String> {
+    let out = run_ok(cmd("slice").args(["folded", "--weight", "calls"]).arg(dir));
+    let mut lines: Vec<String> = out.lines().map(strip_pids).collect();
+    lines.sort();
+    lines
+}
+
+fn strip_pids(line: &str) -> String {
+    let mut s = String::new();
+    let mut rest = line;
+    while let Some(i) = rest.find("[pid ") {
+        s.push_str(&rest[..i]);
+        let tail = &rest[i + 5..];
+        let digits = tail.chars().take_while(|c| c.is_ascii_digit()).count();
+        if tail[digits..].starts_with(']') {
+            s.push_str("[pid]");
+            rest = &tail[digits + 1..];
+        } else {
+            s.push_str("[pid ");
+            rest = tail;
+        }
+    }
+    s.push_str(rest);
+    s
+}
+
+#[test]
+fn eval_and_profile_hooks_record_the_same_call_tree() {
+    let s = scratch();
+    let app = root().join("examples/python/shop_app.py");
+    let mut trees = Vec::new();
+    for hook in ["eval", "profile"] {
+        let out = s.path().join(format!("{hook}.d"));
+        let mut c = cmd("trace");
+        c.current_dir(root()).args(["run", "-q", "--python-hook", hook, "-o"]).arg(&out).args(["--", &python(), app.to_str().unwrap()]);
+        run_ok(&mut c);
+        assert_eq!(info(&out)["meta"]["options"]["python_hook"], hook);
+        trees.push(folded_calls(&out));
+    }
+    // Generators (shop/report.py), threads, a subprocess: the same stacks, the same counts.
+    let (eval, profile) = (&trees[0], &trees[1]);
+    assert!(eval.iter().any(|l| l.contains("category_report;item_lines ")), "{eval:#?}");
+    assert!(eval.len() > 20, "{eval:#?}");
+    assert_eq!(eval, profile);
+    // --c-calls needs the profile hook.
+    let mut c = cmd("trace");
+    c.current_dir(s.path()).args(["run", "--c-calls", "--python-hook", "eval", "--", &python(), "-c", "pass"]);
+    let out = run(&mut c);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(texts(&out).1.contains("--c-calls needs --python-hook profile"), "{:?}", texts(&out));
+}
+
 #[test]
 fn c_calls_are_off_by_default_and_recorded_with_the_option() {
     let s = scratch();

@@ -18,7 +18,8 @@ use trace_format::TraceDir;
     version,
     about = "Record the functions a program calls, for `slice` to turn into LLM prompts",
     long_about = "Record the functions a program calls, per process and thread, into a trace directory.\n\n\
-Python programs (CPython 3.11) are recorded through a C-level profile hook loaded via PYTHONPATH; \
+Python programs (CPython 3.11) are recorded through a frame-evaluation hook (or, with --python-hook profile, \
+the C-level profile hook) loaded via PYTHONPATH; \
 native programs must be built with `-finstrument-functions -g` and are recorded through LD_PRELOAD.",
     after_help = "Examples:\n  \
 trace run -- python3 examples/python/shop_app.py            # writes ./trace.d\n  \
@@ -40,6 +41,7 @@ enum Cmd {
 trace run -- python3 app.py --flag input.csv\n  \
 trace run -o rich.d -- rich data.csv\n  \
 trace run --c-calls -- python3 -m mypkg.cli args\n  \
+trace run --python-hook profile -- python3 app.py   # the PyEval_SetProfile hook\n  \
 trace run -- ./build/app input.txt          # built with -finstrument-functions -g\n\n\
 Every Python process the command starts (subprocesses, forks, console scripts) is recorded into its own\n\
 p<pid> directory. `trace` exits with the command's exit status; if the command is killed by a signal,\n\
@@ -50,8 +52,16 @@ the PYTHONPATH/site mechanism the recorder is loaded through).")]
         #[arg(short, long, value_name = "DIR", default_value = "trace.d")]
         output: PathBuf,
         /// Also record calls of C functions (builtins, C extension functions) from Python.
+        /// Implies `--python-hook profile` (C calls are only reported to profile functions).
         #[arg(long)]
         c_calls: bool,
+        /// How Python calls are hooked: `eval` (default), a PEP 523 frame-evaluation function
+        /// around every Python frame (keeps CPython's specialising interpreter: the fastest);
+        /// `profile`, the C-level `PyEval_SetProfile` hook (what cProfile uses: slower, and
+        /// the only one that sees C calls). Both record the same Python calls. With another
+        /// frame-evaluation hook already installed (a debugger), `profile` is used.
+        #[arg(long, value_enum, value_name = "HOOK")]
+        python_hook: Option<run::PythonHook>,
         /// Do not print the summary line.
         #[arg(short, long)]
         quiet: bool,
@@ -95,7 +105,9 @@ fn open(dir: &std::path::Path) -> Result<TraceDir> {
 fn real_main() -> Result<i32> {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Run { output, c_calls, quiet, command } => run::run(run::RunOptions { output, c_calls, quiet, command }),
+        Cmd::Run { output, c_calls, python_hook, quiet, command } => {
+            run::run(run::RunOptions { output, c_calls, python_hook, quiet, command })
+        }
         Cmd::Info { dir, json } => {
             let trace = open(&dir)?;
             let s = stats::summarize(&trace)?;

@@ -25,9 +25,29 @@ pub const PY_SHIM: &str = "libslicetrace_py.so";
 /// File name of the native shim, as cargo builds it.
 pub const NATIVE_SHIM: &str = "libslicetrace_native.so";
 
+/// How the Python shim hooks calls (`--python-hook`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PythonHook {
+    /// PEP 523 frame-evaluation function.
+    Eval,
+    /// `PyEval_SetProfile`.
+    Profile,
+}
+
+impl PythonHook {
+    fn as_str(self) -> &'static str {
+        match self {
+            PythonHook::Eval => "eval",
+            PythonHook::Profile => "profile",
+        }
+    }
+}
+
 pub struct RunOptions {
     pub output: PathBuf,
     pub c_calls: bool,
+    /// `None`: `eval`, or `profile` with `c_calls`.
+    pub python_hook: Option<PythonHook>,
     pub quiet: bool,
     pub command: Vec<OsString>,
 }
@@ -111,6 +131,18 @@ fn python_runtime(shim: &Path) -> Result<tempfile::TempDir> {
     Ok(rt)
 }
 
+/// `SLICE_TRACE_OPTIONS` for the shims (comma-separated).
+fn shim_options(c_calls: bool, hook: PythonHook) -> String {
+    let mut o = Vec::new();
+    if c_calls {
+        o.push("c_calls");
+    }
+    if hook == PythonHook::Profile {
+        o.push("profile_hook");
+    }
+    o.join(",")
+}
+
 static CHILD: AtomicI32 = AtomicI32::new(0);
 
 extern "C" fn forward_signal(sig: libc::c_int) {
@@ -159,6 +191,19 @@ pub fn run(opts: RunOptions) -> Result<i32> {
     if opts.command.is_empty() {
         return Err(ExitWith { code: 2, message: "no command given; usage: trace run [-o DIR] -- <command> [args...]".into() }.into());
     }
+    let hook = match (opts.python_hook, opts.c_calls) {
+        (Some(PythonHook::Eval), true) => {
+            return Err(ExitWith {
+                code: 2,
+                message: "--c-calls needs --python-hook profile (C calls are only reported to profile functions); drop --python-hook eval"
+                    .into(),
+            }
+            .into())
+        }
+        (Some(h), _) => h,
+        (None, true) => PythonHook::Profile,
+        (None, false) => PythonHook::Eval,
+    };
     let path_var = std::env::var_os("PATH");
     let (resolved, kind) = match detect::classify(&opts.command, path_var.as_deref()) {
         Ok(k) => k,
@@ -192,7 +237,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         end_unix_ms: None,
         duration_ns: None,
         exit: None,
-        options: serde_json::json!({ "c_calls": opts.c_calls }),
+        options: serde_json::json!({ "c_calls": opts.c_calls, "python_hook": hook.as_str() }),
     };
     write_json_atomic(&out.join(META_FILE), &meta)?;
 
@@ -205,7 +250,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
     let mut cmd = Command::new(&opts.command[0]);
     cmd.args(&opts.command[1..]);
     cmd.env(ENV_TRACE_DIR, &out);
-    cmd.env(ENV_TRACE_OPTIONS, if opts.c_calls { "c_calls" } else { "" });
+    cmd.env(ENV_TRACE_OPTIONS, shim_options(opts.c_calls, hook));
     if let Some(rt) = &runtime {
         let mut pp = OsString::from(rt.path());
         if let Some(old) = std::env::var_os("PYTHONPATH").filter(|v| !v.is_empty()) {
@@ -370,6 +415,13 @@ mod tests {
         assert_eq!(fp.size, 3);
         assert_eq!(fp.sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
         assert!(fingerprint(&d.path().join("missing.py")).is_none());
+    }
+
+    #[test]
+    fn shim_options_name_the_hook_and_c_calls() {
+        assert_eq!(shim_options(false, PythonHook::Eval), "");
+        assert_eq!(shim_options(false, PythonHook::Profile), "profile_hook");
+        assert_eq!(shim_options(true, PythonHook::Profile), "c_calls,profile_hook");
     }
 
     #[test]

@@ -421,6 +421,24 @@ extern "C" {
 /// shim is built for one `major.minor` and `trace run` refuses any other, so the layout is fixed.
 const FRAME_CODE_SLOT: usize = 4;
 
+/// Byte offset of `char owner` in 3.11's `_PyInterpreterFrame` (after its 8 pointers,
+/// `int stacktop` and `bool is_entry`), and its value for a frame on the thread's stack.
+const FRAME_OWNER_OFFSET: usize = 69;
+const FRAME_OWNED_BY_THREAD: u8 = 0;
+/// Byte offset of `int co_flags` in 3.11's `PyCodeObject`.
+const CODE_FLAGS_OFFSET: usize = 48;
+/// `CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR`.
+const CO_GENERATOR_LIKE: c_int = 0x20 | 0x80 | 0x200;
+
+/// Calling a generator (coroutine, async generator) function evaluates its frame once on the
+/// thread's stack, to create the generator object (`RETURN_GENERATOR`) before any of its body
+/// runs; its resumptions evaluate the frame the generator owns. A profile function sees no
+/// call for the creation: neither does the hook, so both record the same calls.
+unsafe fn creates_generator(frame: *mut ffi::_PyInterpreterFrame, code: *mut ffi::PyObject) -> bool {
+    *(frame as *const u8).add(FRAME_OWNER_OFFSET) == FRAME_OWNED_BY_THREAD
+        && (code as *const u8).add(CODE_FLAGS_OFFSET).cast::<c_int>().read_unaligned() & CO_GENERATOR_LIKE != 0
+}
+
 /// The frame-evaluation hook (PEP 523): every Python frame, including generator and coroutine
 /// resumptions, is evaluated through it, so one call event before and one return event after
 /// `_PyEval_EvalFrameDefault` record it. Unlike a profile function it leaves CPython's
@@ -431,8 +449,11 @@ unsafe extern "C" fn eval_frame(
     throwflag: c_int,
 ) -> *mut ffi::PyObject {
     let code = *(frame as *mut *mut ffi::PyObject).add(FRAME_CODE_SLOT);
+    if creates_generator(frame, code) {
+        return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+    }
     let recorded = match PROC.get().as_mut() {
-        Some(proc) => match (code_id(proc, code), current_writer(None)) {
+        Some(proc) => match (code_id_keeping_error(proc, code, throwflag != 0), current_writer(None)) {
             (Some(id), Some(w)) => {
                 w.call(id, monotonic_ns());
                 true
@@ -450,6 +471,20 @@ unsafe extern "C" fn eval_frame(
         }
     }
     result
+}
+
+/// [`code_id`] for a frame resumed to raise (a generator's `throw`/`close`): the pending
+/// exception is set aside while a new function is described (which calls into Python) and put
+/// back for the frame to raise.
+unsafe fn code_id_keeping_error(proc: &mut Proc, code: *mut ffi::PyObject, throwing: bool) -> Option<u32> {
+    if !throwing {
+        return code_id(proc, code);
+    }
+    let (mut t, mut v, mut tb) = (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
+    ffi::PyErr_Fetch(&mut t, &mut v, &mut tb);
+    let id = code_id(proc, code);
+    ffi::PyErr_Restore(t, v, tb);
+    id
 }
 
 /// Whether the frame-evaluation hook can be used: nobody else (a debugger, a JIT) installed one.
