@@ -303,3 +303,60 @@ fn slice_from_trace_prints_the_native_tree_and_exact_sources() {
     let weight: String = weight.lines().skip(3).take(4).map(|l| format!("{l}\n")).collect();
     assert!(prompt.contains(&weight), "{weight} not in {prompt}");
 }
+
+/// A signal handler that calls instrumented functions, arriving thousands of times in the
+/// middle of other calls' events: the stream must stay well formed (no event written over
+/// another), every call of the main loop recorded, and the handler's calls either recorded
+/// whole or dropped.
+#[test]
+fn signal_handlers_calling_instrumented_code_leave_a_well_formed_stream() {
+    let s = scratch();
+    let src = s.path().join("sig.c");
+    std::fs::write(
+        &src,
+        r#"#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+static volatile long handled;
+static int in_handler(int x) { return x + 1; }
+static void on_alarm(int sig) { handled = in_handler((int)handled); (void)sig; }
+static int leaf(int x) { return x * 3; }
+static int mid(int x) { return leaf(x) + leaf(x + 1); }
+int main(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGPROF, &sa, NULL);
+    struct itimerval it = { { 0, 50 }, { 0, 50 } };
+    setitimer(ITIMER_PROF, &it, NULL);
+    long sum = 0;
+    for (int i = 0; i < 3000000; i++) sum += mid(i);
+    struct itimerval off = { { 0, 0 }, { 0, 0 } };
+    setitimer(ITIMER_PROF, &off, NULL);
+    printf("%ld %ld\n", sum, handled > 0 ? 1L : 0L);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let bin = s.path().join("sig");
+    let cc = std::process::Command::new("cc").args(["-finstrument-functions", "-g", "-O0", "-o"]).arg(&bin).arg(&src).output().unwrap();
+    assert!(cc.status.success(), "{:?}", texts(&cc));
+    let t = s.path().join("t.d");
+    let out = trace(&t, &bin, &[]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.trim_end().ends_with(" 1"), "the handler ran: {stdout}");
+    let procs = load(&t); // panics on a corrupt stream
+    let p = &procs[0];
+    assert_eq!(p.threads.len(), 1);
+    assert_eq!(p.threads[0].open_at_end, 0, "calls and returns balance");
+    assert_eq!(p.count("mid"), 3_000_000);
+    assert_eq!(p.count("leaf"), 6_000_000);
+    // Recorded handler calls sit where the signal arrived, always with their own callee.
+    assert!(p.callees("mid").iter().all(|c| c == "leaf" || c == "on_alarm"), "{:?}", p.callees("mid"));
+    assert!(p.callees("leaf").iter().all(|c| c == "on_alarm"), "{:?}", p.callees("leaf"));
+    assert!(p.callees("on_alarm").iter().all(|c| c == "in_handler"), "{:?}", p.callees("on_alarm"));
+    assert!(p.callees("in_handler").is_empty());
+}

@@ -186,7 +186,7 @@ static inline uint64_t delta(struct slt_thread *t, uint64_t ts)
 }
 
 /* The fast paths below need: a recording thread (limit is NULL unless the mode is ACTIVE, so
- * `pos < limit` also checks the mode), room in the window, and (entry) the function in the
+ * `pos < limit` also checks the mode; and NULL while a fast path runs), room in the window, and (entry) the function in the
  * cache or (exit) the function on top of the shadow stack, or deeper than the stack
  * remembers. With a TSC calibration they call nothing (no stack frame); without one they ask
  * Rust's clock. Anything else is a tail call to Rust. */
@@ -210,52 +210,88 @@ static inline void record_return(struct slt_thread *t, uint64_t d, uint8_t *p, u
 
 /* The fast paths without a TSC calibration (yet, or ever): the clock is Rust's. Out of line,
  * so that the fast paths stay without a stack frame. */
-static __attribute__((noinline)) void enter_slow_clock(struct slt_thread *t, uint64_t addr, uint64_t id, uint8_t *p)
+static void give_limit(struct slt_thread *t, uint8_t *lim);
+
+static __attribute__((noinline)) void enter_slow_clock(struct slt_thread *t, uint64_t addr, uint64_t id, uint8_t *p, uint8_t *lim)
 {
     record_call(t, addr, id, p, slt_now_slow());
+    give_limit(t, lim);
 }
 
-static __attribute__((noinline)) void exit_slow_clock(struct slt_thread *t, uint64_t d, uint8_t *p)
+static __attribute__((noinline)) void exit_slow_clock(struct slt_thread *t, uint64_t d, uint8_t *p, uint8_t *lim)
 {
     record_return(t, d, p, slt_now_slow());
+    give_limit(t, lim);
+}
+
+/* While a fast path runs, `limit` is NULL: an event of a signal handler that interrupts it
+ * then finds no room, and as a NULL limit with mode ACTIVE means "inside a fast path", it is
+ * dropped (like every event while the Rust side runs) instead of being written over. A
+ * handler that runs just before the limit is taken records its events whole: the fast path
+ * reads the position and the stack only after it took the limit. */
+static inline uint8_t *take_limit(struct slt_thread *t)
+{
+    uint8_t *lim = t->limit;
+    __atomic_store_n(&t->limit, (uint8_t *)0, __ATOMIC_RELAXED);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    return lim;
+}
+
+static inline __attribute__((always_inline)) void give_limit(struct slt_thread *t, uint8_t *lim)
+{
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    __atomic_store_n(&t->limit, lim, __ATOMIC_RELAXED);
+}
+
+/* Not the fast path: the thread's first event, or Rust's part (a NULL limit with mode
+ * ACTIVE: a signal handler's event inside a fast path, dropped). */
+static inline int wants_slow(struct slt_thread *t, uint8_t *lim)
+{
+    return t->mode == SLT_UNINIT || (t->mode == SLT_ACTIVE && lim != 0);
 }
 
 SLT_HIDDEN void slt_enter(void *this_fn)
 {
     struct slt_thread *t = &slt_tls;
     uint64_t addr = (uint64_t)this_fn;
+    uint8_t *lim = take_limit(t);
     const struct slt_calibration *c = slt_calibration;
     struct slt_cache_entry *e = &t->cache[cache_slot(addr)];
     uint8_t *p = t->pos;
-    if (UNLIKELY(!(p < t->limit && e->addr == addr))) {
-        if (t->mode == SLT_UNINIT || t->mode == SLT_ACTIVE)
+    if (UNLIKELY(!(p < lim && e->addr == addr))) {
+        give_limit(t, lim);
+        if (wants_slow(t, lim))
             slt_enter_slow(t, addr);
         return;
     }
     if (UNLIKELY(c == 0)) {
-        enter_slow_clock(t, addr, e->id, p);
+        enter_slow_clock(t, addr, e->id, p, lim);
         return;
     }
     record_call(t, addr, e->id, p, tsc_ns(c, read_tsc()));
+    give_limit(t, lim);
 }
 
 SLT_HIDDEN void slt_exit(void *this_fn)
 {
     struct slt_thread *t = &slt_tls;
     uint64_t addr = (uint64_t)this_fn;
+    uint8_t *lim = take_limit(t);
     const struct slt_calibration *c = slt_calibration;
     uint64_t d = t->depth;
     uint8_t *p = t->pos;
-    if (UNLIKELY(!(p < t->limit && (d - 1 < SLT_STACK_CAP ? t->stack[d - 1] == addr : d != 0)))) {
-        if (t->mode == SLT_UNINIT || t->mode == SLT_ACTIVE)
+    if (UNLIKELY(!(p < lim && (d - 1 < SLT_STACK_CAP ? t->stack[d - 1] == addr : d != 0)))) {
+        give_limit(t, lim);
+        if (wants_slow(t, lim))
             slt_exit_slow(t, addr);
         return;
     }
     if (UNLIKELY(c == 0)) {
-        exit_slow_clock(t, d, p);
+        exit_slow_clock(t, d, p, lim);
         return;
     }
     record_return(t, d, p, tsc_ns(c, read_tsc()));
+    give_limit(t, lim);
 }
 
 /* ---- For the tests in lib.rs: the same encoders, driven from Rust. ---- */
