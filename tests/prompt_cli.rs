@@ -1,14 +1,10 @@
 //! End-to-end tests of `slice from-trace` and `slice stats` on real traces recorded by
 //! `trace run` from the Python examples (and rich-cli from PyPI).
 
-use slice_trace_e2e::{bin, cmd, root, run, run_ok, scratch, target_dir, texts};
+use slice_trace_e2e::{bin, cmd, python, rich_cli, root, run, run_ok, scratch, texts};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-
-fn python() -> String {
-    std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_string())
-}
 
 fn trace(cwd: &Path, out: &Path, argv: &[&str]) {
     let mut c = cmd("trace");
@@ -327,14 +323,7 @@ fn stats_table() {
 /// tests/python_trace.rs also uses.
 #[test]
 fn rich_cli_prompt() {
-    let venv = target_dir().join("e2e-venv");
-    let rich = venv.join("bin/rich");
-    if !rich.exists() {
-        let o = run(Command::new(python()).args(["-m", "venv"]).arg(&venv));
-        assert!(o.status.success(), "`python3 -m venv` failed (on Debian: apt-get install python3-venv): {:?}", texts(&o));
-        let o = run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", "rich-cli"]));
-        assert!(o.status.success(), "pip install rich-cli failed: {:?}", texts(&o));
-    }
+    let rich = rich_cli();
     let d = scratch();
     std::fs::write(d.path().join("data.csv"), "name,qty,price\napple,3,1.20\npear,5,0.80\nplum,7,2.10\n").unwrap();
     let t = d.path().join("rich.d");

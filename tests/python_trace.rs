@@ -4,15 +4,11 @@
 //! `trace info --json` and `trace dump`.
 
 use serde_json::Value;
-use slice_trace_e2e::{cmd, root, run, run_ok, scratch, target_dir, texts};
+use slice_trace_e2e::{cmd, python, rich_cli, root, run, run_ok, scratch, target_dir, texts};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-fn python() -> String {
-    std::env::var("SLICE_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
-}
 
 fn info(dir: &Path) -> Value {
     let out = run_ok(cmd("trace").arg("info").arg("--json").arg(dir));
@@ -449,14 +445,7 @@ fn every_cpython_311_on_the_machine_is_recorded() {
 /// under the target directory (reused across runs).
 #[test]
 fn rich_cli_from_pypi_is_recorded() {
-    let venv = target_dir().join("e2e-venv");
-    let rich = venv.join("bin/rich");
-    if !rich.exists() {
-        let o = run(Command::new(python()).args(["-m", "venv"]).arg(&venv));
-        assert!(o.status.success(), "`{} -m venv` failed (on Debian: apt-get install python3-venv): {:?}", python(), texts(&o));
-        let o = run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", "rich-cli"]));
-        assert!(o.status.success(), "pip install rich-cli failed (is PyPI reachable?): {:?}", texts(&o));
-    }
+    let rich = rich_cli();
     let s = scratch();
     std::fs::write(s.path().join("data.csv"), "name,qty\napple,3\npear,5\n").unwrap();
     let out = s.path().join("rich.d");

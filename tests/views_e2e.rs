@@ -3,14 +3,10 @@
 //! once per test binary with the real `trace` binary and Python shim.
 
 use serde_json::Value;
-use slice_trace_e2e::{cmd, root, run, run_ok, target_dir, texts};
+use slice_trace_e2e::{cmd, python, root, run, run_ok, target_dir, texts};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-
-fn python() -> String {
-    std::env::var("SLICE_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
-}
 
 /// The recordings shared by the tests.
 struct Runs {

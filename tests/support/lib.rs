@@ -58,3 +58,52 @@ pub fn scratch() -> tempfile::TempDir {
 pub fn texts(out: &Output) -> (String, String) {
     (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
+
+/// The Python interpreter the tests trace (`SLICE_TEST_PYTHON`, default `python3`).
+pub fn python() -> String {
+    std::env::var("SLICE_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// The `rich` console script of rich-cli (a real third-party CLI from PyPI), installed once
+/// into a venv under the target directory and reused. Test binaries that run at the same
+/// time (nextest) wait for each other through a lock directory.
+pub fn rich_cli() -> PathBuf {
+    let venv = target_dir().join("e2e-venv");
+    let rich = venv.join("bin/rich");
+    let lock = target_dir().join("e2e-venv.lock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(900);
+    loop {
+        if rich.exists() {
+            return rich;
+        }
+        match std::fs::create_dir(&lock) {
+            Ok(()) => break,
+            Err(_) if std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(500)),
+            Err(e) => panic!(
+                "{}: waited 15 minutes for another test to install rich-cli ({e}); remove the directory if no test is running",
+                lock.display()
+            ),
+        }
+    }
+    let install = || -> Result<(), String> {
+        if venv.exists() {
+            // A venv left half-made by an interrupted run.
+            std::fs::remove_dir_all(&venv).map_err(|e| format!("{}: {e}", venv.display()))?;
+        }
+        let o = run(Command::new(python()).args(["-m", "venv"]).arg(&venv));
+        if !o.status.success() {
+            return Err(format!("`{} -m venv` failed (on Debian: apt-get install python3-venv): {:?}", python(), texts(&o)));
+        }
+        let o = run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", "rich-cli"]));
+        if !o.status.success() {
+            return Err(format!("pip install rich-cli failed (is PyPI reachable?): {:?}", texts(&o)));
+        }
+        Ok(())
+    };
+    let r = install();
+    let _ = std::fs::remove_dir(&lock);
+    if let Err(e) = r {
+        panic!("{e}");
+    }
+    rich
+}
