@@ -413,19 +413,15 @@ fn init_process() -> bool {
     }
     // SAFETY: set once by the constructor, never freed.
     let root = unsafe { &*root };
-    let pid = std::process::id();
-    let Ok(dir) = writer::create_process_dir(root, pid) else {
-        warn_once(&format!("cannot create a process directory under {}; this process is not traced", root.display()));
-        return false;
-    };
     let forked = FORKED_FROM.load(Ordering::Relaxed);
-    let meta = writer::current_proc_meta("native", &runtime(), (forked != 0).then_some(forked));
-    let Ok(funcs) = FuncTableWriter::create(&dir.join(FUNCS_FILE)) else {
-        return false;
-    };
-    if writer::write_proc_meta(&dir, &meta).is_err() {
-        return false;
-    }
+    let writer::ProcessFiles { dir, meta, funcs } =
+        match writer::ProcessFiles::create(root, "native", &runtime(), (forked != 0).then_some(forked)) {
+            Ok(f) => f,
+            Err(e) => {
+                warn_once(&format!("{e}; this process is not traced (check that {} is writable)", root.display()));
+                return false;
+            }
+        };
     // SAFETY: AT_PHDR is an address inside the main executable's first mapping.
     let main_base = unsafe {
         let phdr = libc::getauxval(libc::AT_PHDR) as *const libc::c_void;
@@ -436,7 +432,7 @@ fn init_process() -> bool {
             u64::MAX
         }
     };
-    let proc = Proc { pid, dir, funcs, next_id: 0, main_base, exe: meta.exe, modules: Vec::new() };
+    let proc = Proc { pid: meta.pid, dir, funcs, next_id: 0, main_base, exe: meta.exe, modules: Vec::new() };
     PROC.store(Box::into_raw(Box::new(proc)), Ordering::Release);
     true
 }

@@ -21,10 +21,7 @@ use std::ffi::{c_int, c_void, CStr};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use trace_format::event::FLAG_PYTHON;
-use trace_format::writer::{
-    create_process_dir, current_proc_meta, gettid, monotonic_ns, stream_file_name, write_proc_meta, FuncTableWriter, StreamWriter,
-    DEFAULT_WINDOW,
-};
+use trace_format::writer::{gettid, monotonic_ns, stream_file_name, FuncTableWriter, ProcessFiles, StreamWriter, DEFAULT_WINDOW};
 use trace_format::{FuncKind, FuncRecord, ENV_TRACE_DIR, ENV_TRACE_OPTIONS, FUNCS_FILE};
 
 /// The CPython `major.minor` this shim was compiled for. `trace run` reads this exported
@@ -534,15 +531,21 @@ fn open_process(
     generation: u32,
     forked_from: Option<u32>,
 ) -> Result<Proc, String> {
-    // SAFETY: getpid cannot fail.
-    let pid = unsafe { libc::getpid() } as u32;
-    let dir = create_process_dir(root, pid).map_err(|e| format!("cannot create a process directory in {}: {e}", root.display()))?;
-    let meta = current_proc_meta("python", &runtime_name(py), forked_from);
-    write_proc_meta(&dir, &meta).map_err(|e| format!("cannot write {}/proc.json: {e}", dir.display()))?;
-    let funcs =
-        FuncTableWriter::create(&dir.join(FUNCS_FILE)).map_err(|e| format!("cannot create {}: {e}", dir.join(FUNCS_FILE).display()))?;
+    let files = ProcessFiles::create(root, "python", &runtime_name(py), forked_from)
+        .map_err(|e| format!("{e} (check that the trace directory {} is writable)", root.display()))?;
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    Ok(Proc { pid, funcs, dir, cwd, next_id: 0, generation, thread_seq: 0, c_calls, eval_hook, cfuncs: HashMap::new() })
+    Ok(Proc {
+        pid: files.meta.pid,
+        funcs: files.funcs,
+        dir: files.dir,
+        cwd,
+        next_id: 0,
+        generation,
+        thread_seq: 0,
+        c_calls,
+        eval_hook,
+        cfuncs: HashMap::new(),
+    })
 }
 
 /// Start recording in this process (called once by `sitecustomize`). Returns whether

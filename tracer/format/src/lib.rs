@@ -32,7 +32,8 @@ pub const ENV_TRACE_DIR: &str = "SLICE_TRACE_DIR";
 /// Environment variable carrying recording options to the shims (comma-separated).
 pub const ENV_TRACE_OPTIONS: &str = "SLICE_TRACE_OPTIONS";
 
-/// Errors reading a trace directory. Each names the file, the problem and what to do.
+/// Errors reading a trace directory (and, as `Io`, creating a process's files in one). Each names
+/// the file, the problem and what to do.
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
     #[error("{path}: no such trace directory (record one with `trace run -o {path} -- <command>`)")]

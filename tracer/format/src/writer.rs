@@ -393,6 +393,28 @@ pub fn write_proc_meta(dir: &Path, meta: &ProcMeta) -> io::Result<()> {
     std::fs::write(dir.join(crate::PROC_META_FILE), s)
 }
 
+/// What a shim opens when it starts recording in a process: its directory `p<pid>` (see
+/// [`create_process_dir`]), its `proc.json` (from [`current_proc_meta`]) and its empty
+/// `funcs.jsonl`.
+pub struct ProcessFiles {
+    pub dir: PathBuf,
+    pub meta: ProcMeta,
+    pub funcs: FuncTableWriter,
+}
+
+impl ProcessFiles {
+    /// Create this process's files under the trace root. `kind`, `runtime` and `forked_from`
+    /// go into `proc.json`. The error names the file that could not be created.
+    pub fn create(root: &Path, kind: &str, runtime: &str, forked_from: Option<u32>) -> Result<ProcessFiles, crate::FormatError> {
+        let meta = current_proc_meta(kind, runtime, forked_from);
+        let dir = create_process_dir(root, meta.pid).map_err(|e| crate::FormatError::io(&root.join(format!("p{}", meta.pid)), e))?;
+        let funcs_path = dir.join(crate::FUNCS_FILE);
+        let funcs = FuncTableWriter::create(&funcs_path).map_err(|e| crate::FormatError::io(&funcs_path, e))?;
+        write_proc_meta(&dir, &meta).map_err(|e| crate::FormatError::io(&dir.join(crate::PROC_META_FILE), e))?;
+        Ok(ProcessFiles { dir, meta, funcs })
+    }
+}
+
 /// File name of a thread stream inside a process directory.
 pub fn stream_file_name(tid: u64, seq: u32) -> String {
     format!("t{tid}-{seq}.ev")
@@ -415,4 +437,33 @@ pub fn current_proc_meta(kind: &str, runtime: &str, forked_from: Option<u32>) ->
 pub fn gettid() -> u64 {
     // SAFETY: gettid cannot fail.
     unsafe { libc::syscall(libc::SYS_gettid) as u64 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_files_are_created_once_per_image() {
+        let d = tempfile::tempdir().unwrap();
+        let pid = std::process::id();
+        let a = ProcessFiles::create(d.path(), "native", "glibc x", None).unwrap();
+        assert_eq!(a.dir, d.path().join(format!("p{pid}")));
+        assert_eq!((a.meta.pid, a.meta.kind.as_str(), a.meta.runtime.as_str()), (pid, "native", "glibc x"));
+        let text = std::fs::read_to_string(a.dir.join(crate::PROC_META_FILE)).unwrap();
+        assert_eq!(serde_json::from_str::<ProcMeta>(&text).unwrap(), a.meta);
+        assert_eq!(std::fs::read(a.dir.join(crate::FUNCS_FILE)).unwrap(), b"");
+        // A later image of the same pid (after exec) gets its own directory.
+        let b = ProcessFiles::create(d.path(), "python", "CPython", Some(1)).unwrap();
+        assert_eq!(b.dir, d.path().join(format!("p{pid}.1")));
+        assert_eq!(b.meta.forked_from, Some(1));
+    }
+
+    #[test]
+    fn process_files_error_names_the_path() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("missing");
+        let e = ProcessFiles::create(&root, "native", "", None).err().expect("the root does not exist").to_string();
+        assert!(e.contains(&root.display().to_string()), "{e}");
+    }
 }
