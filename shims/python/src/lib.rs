@@ -170,8 +170,11 @@ unsafe fn new_thread_rec(name: Option<&str>) -> Option<&'static mut StreamWriter
     Some(&mut *(*rec).writer.get())
 }
 
+/// A warning on stderr. Never `eprintln!`: it panics when stderr fails (a closed pipe), and
+/// this runs inside the C hooks, where a panic aborts the traced program.
 fn warn(msg: &str) {
-    eprintln!("trace: {msg}");
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "trace: {msg}");
 }
 
 /// `co_extra` holds a plain integer, nothing to free.
