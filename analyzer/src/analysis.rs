@@ -31,8 +31,12 @@ pub struct Options {
 /// One thread's tree, ready to show.
 #[derive(Debug, Clone)]
 pub struct PreparedThread {
-    /// e.g. `process 123 (python3 app.py), thread MainThread`.
+    /// What tells it apart within its trace: `process 123 (python3 app.py), thread MainThread`
+    /// when the run had several processes, `thread MainThread` when one process had several
+    /// threads, empty for a single-threaded run. See [`PreparedThread::full_label`].
     pub label: String,
+    /// Its process's command line, as [`short_argv`] shows it.
+    pub command: String,
     pub pid: u32,
     pub tid: u64,
     pub name: Option<String>,
@@ -40,6 +44,27 @@ pub struct PreparedThread {
     pub tree: CallTree,
     /// Function indices of the entry module(s) (`<module>` of the script that was run).
     pub entry: HashSet<u32>,
+}
+
+impl PreparedThread {
+    /// The thread's name, `main` for an unnamed main thread, else `tid <tid>`.
+    pub fn thread_name(&self) -> String {
+        thread_name(self.name.as_deref(), self.is_main, self.tid)
+    }
+
+    /// The label naming its process and thread, however many the run had:
+    /// `process 123 (python3 app.py), thread MainThread`.
+    pub fn full_label(&self) -> String {
+        format!("process {} ({}), thread {}", self.pid, self.command, self.thread_name())
+    }
+}
+
+fn thread_name(name: Option<&str>, is_main: bool, tid: u64) -> String {
+    match name {
+        Some(n) => n.to_string(),
+        None if is_main => "main".into(),
+        None => format!("tid {tid}"),
+    }
 }
 
 /// One trace, ready to show.
@@ -101,7 +126,7 @@ pub fn prepare(dirs: &[PathBuf], opts: &Options) -> Result<(Vec<PreparedTrace>, 
 
 /// A process's command line for labels: the program by its file name, arguments under the
 /// run's directory relative to it, and at most 100 characters.
-fn short_argv(argv: &[String], cwd: &Path) -> String {
+pub fn short_argv(argv: &[String], cwd: &Path) -> String {
     let mut parts: Vec<String> = Vec::with_capacity(argv.len());
     for (i, a) in argv.iter().enumerate() {
         let p = Path::new(a);
@@ -139,6 +164,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             }
         }
         let nthreads = p.threads.len();
+        let command = short_argv(&p.meta.argv, &cwd);
         for th in &p.threads {
             events += th.info.events;
             recorded += th.tree.len();
@@ -154,16 +180,22 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             if tree.is_empty() {
                 continue;
             }
-            let name = th.thread_name.clone();
-            let tname = name.clone().unwrap_or_else(|| if th.is_main { "main".into() } else { format!("tid {}", th.tid) });
-            let label = if nproc > 1 {
-                format!("process {} ({}), thread {}", p.meta.pid, short_argv(&p.meta.argv, &cwd), tname)
-            } else if nthreads > 1 {
-                format!("thread {tname}")
-            } else {
-                String::new()
+            let mut pt = PreparedThread {
+                label: String::new(),
+                command: command.clone(),
+                pid: th.pid,
+                tid: th.tid,
+                name: th.thread_name.clone(),
+                is_main: th.is_main,
+                tree,
+                entry,
             };
-            threads.push(PreparedThread { label, pid: th.pid, tid: th.tid, name, is_main: th.is_main, tree, entry });
+            if nproc > 1 {
+                pt.label = pt.full_label();
+            } else if nthreads > 1 {
+                pt.label = format!("thread {}", pt.thread_name());
+            }
+            threads.push(pt);
         }
     }
     if recorded == 0 {

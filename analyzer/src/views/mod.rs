@@ -12,7 +12,7 @@ pub mod folded;
 pub mod graph;
 pub mod tree;
 
-use crate::analysis::{display_path, PreparedTrace};
+use crate::analysis::{display_path, short_argv, PreparedTrace};
 use crate::calltree::{CallTree, NodeId, TreeBuilder, NO_FUNC, ROOT};
 use crate::symbols::Function;
 use std::collections::HashMap;
@@ -42,22 +42,14 @@ pub struct View {
 
 /// The views of a prepared trace.
 pub fn views(trace: &PreparedTrace, mode: Threads) -> Vec<View> {
-    let argv = short(&trace.meta.argv.join(" "), 80);
     match mode {
         Threads::Separate => trace
             .threads
             .iter()
-            .map(|th| {
-                let tname = th.name.clone().unwrap_or_else(|| if th.is_main { "main".into() } else { format!("tid {}", th.tid) });
-                let label = if th.label.starts_with("process ") {
-                    th.label.clone()
-                } else {
-                    format!("process {} ({argv}), thread {tname}", th.pid)
-                };
-                View { label, frame: format!("{tname} [pid {}]", th.pid), tree: th.tree.clone() }
-            })
+            .map(|th| View { label: th.full_label(), frame: format!("{} [pid {}]", th.thread_name(), th.pid), tree: th.tree.clone() })
             .collect(),
         Threads::Merged => {
+            let argv = short_argv(&trace.meta.argv, &trace.cwd);
             let mut pids: Vec<u32> = trace.threads.iter().map(|t| t.pid).collect();
             pids.sort_unstable();
             pids.dedup();
@@ -212,16 +204,6 @@ fn three_digits(v: f64) -> String {
         format!("{v:.1}")
     } else {
         format!("{v:.0}")
-    }
-}
-
-/// At most `max` characters, with `...` when cut.
-pub fn short(s: &str, max: usize) -> String {
-    if s.chars().count() > max {
-        let cut: String = s.chars().take(max.saturating_sub(3)).collect();
-        format!("{cut}...")
-    } else {
-        s.to_string()
     }
 }
 
