@@ -74,8 +74,8 @@ pub const NATIVE_HOWTO: &str = "rebuild it with function instrumentation and deb
      Rust: stable rustc has no such flag (nightly's `-Z instrument-mcount` calls mcount, not \
      __cyg_profile_func_enter), so Rust programs cannot be recorded this way yet";
 
-/// Classify the program `argv[0]` names. `args` are the remaining arguments (used to check
-/// that a Python script given to an interpreter exists).
+/// Classify the program `argv[0]` names (`argv` is not empty). The remaining arguments are
+/// checked when it is a Python interpreter (refused flags, a script that does not exist).
 pub fn classify(argv: &[OsString], path_var: Option<&OsStr>) -> Result<(PathBuf, TargetKind), Refusal> {
     let cmd = &argv[0];
     let Some(path) = resolve_command(cmd, path_var) else {
@@ -113,8 +113,7 @@ pub fn classify(argv: &[OsString], path_var: Option<&OsStr>) -> Result<(PathBuf,
         return Ok((path, TargetKind::Other));
     }
     if head.starts_with(b"\x7fELF") {
-        let data = std::fs::read(&path).map_err(|e| Refusal::new(126, format!("{}: cannot read: {e}", path.display())))?;
-        let info = elf_info(&data);
+        let info = elf_info(&map_file(&path).map_err(|e| Refusal::new(126, format!("{}: cannot read: {e}", path.display())))?);
         if info.links_libpython {
             check_python_args(&argv[1..])?;
             return Ok((path, TargetKind::Python));
@@ -141,6 +140,15 @@ pub fn classify(argv: &[OsString], path_var: Option<&OsStr>) -> Result<(PathBuf,
         ));
     }
     Ok((path, TargetKind::Other))
+}
+
+/// Map a file to parse it: only the pages the parser touches (headers, symbol tables) are
+/// read, not a whole large executable.
+pub fn map_file(path: &Path) -> std::io::Result<memmap2::Mmap> {
+    let file = std::fs::File::open(path)?;
+    // SAFETY: a read-only private mapping of a file we only parse; if the file changes while
+    // mapped, parsing may fail (the callers treat that as "unknown") but memory stays valid.
+    unsafe { memmap2::Mmap::map(&file) }
 }
 
 fn read_head(path: &Path) -> std::io::Result<Vec<u8>> {

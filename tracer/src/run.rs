@@ -116,10 +116,7 @@ fn prepare_output(out: &Path) -> Result<()> {
 fn python_runtime(shim: &Path) -> Result<tempfile::TempDir> {
     // Mapped, not read: only the pages of the ELF headers, the dynamic symbols and the
     // version string are touched (reading the whole 8 MB shim cost ~12 ms per run).
-    let file = std::fs::File::open(shim).with_context(|| format!("cannot read the Python shim {}", shim.display()))?;
-    // SAFETY: a read-only private mapping of a file we only parse; if the file changes while
-    // mapped, parsing may fail (reported below) but memory stays valid.
-    let data = unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("cannot read the Python shim {}", shim.display()))?;
+    let data = detect::map_file(shim).with_context(|| format!("cannot read the Python shim {}", shim.display()))?;
     let Some(version) = detect::shim_python_version(&data) else {
         bail!("{}: cannot tell which CPython version this shim was built for; rebuild it with `cargo build --workspace`", shim.display());
     };
