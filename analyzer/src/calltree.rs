@@ -125,15 +125,15 @@ impl CallTree {
         self.nodes.iter().map(|n| n.depth).max().unwrap_or(0)
     }
 
-    /// Number of nodes in the subtree of `id`, `id` included.
-    pub fn subtree_size(&self, id: NodeId) -> usize {
-        let mut n = 0;
-        let mut stack = vec![id];
-        while let Some(x) = stack.pop() {
-            n += 1;
-            stack.extend(self.nodes[x as usize].children.iter().copied());
+    /// Number of nodes in each node's subtree, the node included, indexed by node id: one
+    /// pass from the leaves up (children always have larger ids than their parent).
+    pub fn subtree_sizes(&self) -> Vec<usize> {
+        let mut size = vec![1usize; self.nodes.len()];
+        for id in (1..self.nodes.len()).rev() {
+            let p = self.nodes[id].parent as usize;
+            size[p] += size[id];
         }
-        n
+        size
     }
 
     /// Rebuild the tree keeping only some nodes, with the folding rules applied again.
@@ -242,6 +242,19 @@ mod tests {
         let t = b.finish();
         assert_eq!(t.len(), 2);
         assert_eq!(t.node(b1).depth, 2);
+    }
+
+    #[test]
+    fn subtree_sizes_count_every_node_below() {
+        // root -> a -> (b -> c, d) ; root -> e
+        let mut b = TreeBuilder::new(funcs(&["a", "b", "c", "d", "e"]));
+        let a = b.child(ROOT, 0);
+        let bb = b.child(a, 1);
+        let c = b.child(bb, 2);
+        let d = b.child(a, 3);
+        let e = b.child(ROOT, 4);
+        let s = b.finish().subtree_sizes();
+        assert_eq!((s[ROOT as usize], s[a as usize], s[bb as usize], s[c as usize], s[d as usize], s[e as usize]), (6, 4, 2, 1, 1, 1));
     }
 
     #[test]

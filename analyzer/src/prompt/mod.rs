@@ -293,6 +293,7 @@ impl Model {
             for th in &t.threads {
                 let tree = &th.tree;
                 let mut nodes = Vec::with_capacity(tree.len());
+                let sizes = tree.subtree_sizes();
                 for n in tree.preorder() {
                     let node = tree.node(n);
                     let f = tree.func(n);
@@ -316,7 +317,7 @@ impl Model {
                         count: node.count,
                         time_ns: node.time_ns,
                         recursive: node.recursive,
-                        descendants: tree.subtree_size(n) - 1,
+                        descendants: sizes[n as usize] - 1,
                     });
                 }
                 threads.push(ModelThread {
