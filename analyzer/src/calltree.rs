@@ -93,6 +93,15 @@ impl CallTree {
         }
     }
 
+    /// The [`Function::key`] of a node's function ([`Function::unknown`]'s for an id missing
+    /// from the table), the one identity every view, the prompt and pruning match on.
+    pub fn func_key(&self, id: NodeId) -> String {
+        match self.func(id) {
+            Some(f) => f.key(),
+            None => Function::unknown(self.nodes[id as usize].func).key(),
+        }
+    }
+
     /// Function of a function index.
     pub fn function(&self, func: u32) -> Option<&Function> {
         self.funcs.get(func as usize)

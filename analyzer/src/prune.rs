@@ -71,7 +71,7 @@ impl Baseline {
     pub fn add(&mut self, tree: &CallTree) {
         let mut stack: Vec<(NodeId, usize)> = tree.node(ROOT).children.iter().map(|&c| (c, 0)).collect();
         while let Some((n, at)) = stack.pop() {
-            let key = node_key(tree, n);
+            let key = tree.func_key(n);
             let next = match self.children[at].get(&key) {
                 Some(&c) => c,
                 None => {
@@ -95,10 +95,6 @@ impl Baseline {
     }
 }
 
-fn node_key(tree: &CallTree, n: NodeId) -> String {
-    tree.func(n).map(|f| f.key()).unwrap_or_else(|| format!("<unknown #{}>", tree.node(n).func))
-}
-
 /// Remove, repeatedly, the leaves that the baseline reached at the same path. Returns the
 /// pruned tree and the number of nodes removed.
 pub fn prune_baseline(tree: &CallTree, base: &Baseline) -> (CallTree, usize) {
@@ -108,7 +104,7 @@ pub fn prune_baseline(tree: &CallTree, base: &Baseline) -> (CallTree, usize) {
     at[ROOT as usize] = Some(0);
     for &n in &order {
         let p = tree.node(n).parent;
-        at[n as usize] = at[p as usize].and_then(|b| base.children[b].get(&node_key(tree, n)).copied());
+        at[n as usize] = at[p as usize].and_then(|b| base.children[b].get(&tree.func_key(n)).copied());
     }
     // Post-order (reverse pre-order visits children before parents): a node goes when the
     // baseline has its path and all its children went (it became a leaf).

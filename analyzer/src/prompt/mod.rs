@@ -297,7 +297,7 @@ impl Model {
                 for n in tree.preorder() {
                     let node = tree.node(n);
                     let f = tree.func(n);
-                    let key = f.map(Function::key).unwrap_or_else(|| format!("<unknown #{}>", node.func));
+                    let key = tree.func_key(n);
                     if !funcs.contains_key(&key) {
                         let entry = th.entry.contains(&node.func);
                         let info = func_info(&key, f, entry, &cwd, &mut t.sources, node.depth, index);
