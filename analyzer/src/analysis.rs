@@ -239,15 +239,12 @@ pub fn display_path(file: &Path, cwd: &Path) -> String {
         }
     }
     let s = file.to_string_lossy();
-    for marker in ["/site-packages/", "/dist-packages/"] {
-        if let Some(i) = s.rfind(marker) {
-            return format!("{}{}", &marker[1..], &s[i + marker.len()..]);
-        }
+    if let Some((name, i)) = crate::pathclass::packages_dir_end(&s) {
+        return format!("{name}/{}", &s[i..]);
     }
-    if crate::pathclass::python_origin(&s) == crate::pathclass::Origin::Stdlib && !s.starts_with('<') {
-        let parts: Vec<&str> = s.split('/').collect();
-        if let Some(i) = parts.windows(2).position(|w| w[0].starts_with("lib") && w[1].starts_with("python3")) {
-            return format!("stdlib/{}", parts[i + 2..].join("/"));
+    if !s.starts_with('<') {
+        if let Some(i) = crate::pathclass::stdlib_dir_end(&s) {
+            return format!("stdlib/{}", &s[i..]);
         }
     }
     s.into_owned()

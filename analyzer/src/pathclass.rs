@@ -25,11 +25,10 @@ pub fn python_origin(path: &str) -> Origin {
     if path.starts_with("<frozen ") {
         return Origin::Stdlib;
     }
-    if path.contains("/site-packages/") || path.contains("/dist-packages/") {
+    if packages_dir_end(path).is_some() {
         return Origin::SitePackages;
     }
-    // /usr/lib/python3.11/json/..., /usr/local/lib/python3.12/..., ~/.pyenv/versions/3.11.7/lib/python3.11/...
-    if path.split('/').collect::<Vec<_>>().windows(2).any(|w| w[0].starts_with("lib") && w[1].starts_with("python3")) {
+    if stdlib_dir_end(path).is_some() {
         return Origin::Stdlib;
     }
     Origin::Program
@@ -78,7 +77,7 @@ pub fn module_name(f: &Function, cwd: &Path) -> String {
     if let Some(inner) = s.strip_prefix("<frozen ").and_then(|r| r.strip_suffix('>')) {
         return inner.to_string();
     }
-    let rel: &str = if let Some(i) = s.rfind("/site-packages/").map(|i| i + 15).or_else(|| s.rfind("/dist-packages/").map(|i| i + 15)) {
+    let rel: &str = if let Some((_, i)) = packages_dir_end(&s) {
         &s[i..]
     } else if let Some(i) = stdlib_dir_end(&s) {
         &s[i..]
@@ -113,13 +112,21 @@ fn package_module(file: &Path) -> Option<String> {
     Some(parts.join("."))
 }
 
-fn stdlib_dir_end(s: &str) -> Option<usize> {
+/// The installed-packages directory of a path: its name (`site-packages` or `dist-packages`)
+/// and where the path inside it starts.
+pub(crate) fn packages_dir_end(s: &str) -> Option<(&'static str, usize)> {
+    ["site-packages", "dist-packages"].into_iter().find_map(|name| s.rfind(&format!("/{name}/")).map(|i| (name, i + name.len() + 2)))
+}
+
+/// Where the path inside the Python standard library directory starts (`/usr/lib/python3.11/`,
+/// `/usr/local/lib/python3.12/`, `~/.pyenv/versions/3.11.7/lib/python3.11/`...).
+pub(crate) fn stdlib_dir_end(s: &str) -> Option<usize> {
     let mut off = 0;
     let parts: Vec<&str> = s.split('/').collect();
     for w in parts.windows(2) {
         off += w[0].len() + 1;
         if w[0].starts_with("lib") && w[1].starts_with("python3") {
-            return Some(off + w[1].len() + 1).filter(|&e| e <= s.len());
+            return Some((off + w[1].len() + 1).min(s.len()));
         }
     }
     None
