@@ -360,3 +360,41 @@ int main(void) {
     assert!(p.callees("on_alarm").iter().all(|c| c == "in_handler"), "{:?}", p.callees("on_alarm"));
     assert!(p.callees("in_handler").is_empty());
 }
+
+/// clang as well as gcc: the same program built with `clang -finstrument-functions -g` is
+/// recorded, symbolized with exact source spans, and printed by `slice`.
+#[test]
+fn clang_built_program_is_recorded_and_symbolized() {
+    let s = scratch();
+    let exe = s.path().join("fib-clang");
+    let out = slice_trace_e2e::run(
+        std::process::Command::new("clang").args(["-finstrument-functions", "-g", "-O0", "-o"]).arg(&exe).arg(c_src("fib.c")),
+    );
+    assert!(out.status.success(), "clang failed (CI installs it: apt-get install clang): {:?}", texts(&out));
+    let t = s.path().join("t.d");
+    let out = trace(&t, &exe, &["10", "1"]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stdout.contains("fib(10) = 55"), "{stdout}");
+
+    let procs = load(&t);
+    assert_eq!(procs.len(), 1);
+    let p = &procs[0];
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    assert_eq!(p.callees("main"), ["fib", "sum_to"]);
+    assert_eq!(p.callees("sum_to"), ["add"]);
+    // fib(10) makes 177 calls; main calls it twice.
+    assert_eq!(p.count("fib"), 2 * 177);
+    assert_eq!(p.count("add"), 1000);
+    let (first, last) = source_span(&c_src("fib.c"), "static long fib(");
+    let f = p.func("fib");
+    assert_eq!((f.first_line, f.last_line), (Some(first), Some(last)), "{f:?}");
+    assert_eq!(f.file.as_deref(), Some(c_src("fib.c").as_path()));
+
+    let prompt = slice_trace_e2e::run_ok(slice_trace_e2e::cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How is fib computed?"));
+    assert!(prompt.lines().any(|l| l.starts_with("  fib  (") && l.ends_with("×2")), "{prompt}");
+    assert!(prompt.lines().any(|l| l.starts_with("    fib  (") && l.ends_with("↻ recursive")), "{prompt}");
+    let src = std::fs::read_to_string(c_src("fib.c")).unwrap();
+    let block: Vec<&str> = src.lines().skip(first as usize - 1).take((last - first + 1) as usize).collect();
+    assert!(prompt.contains(&format!("```c\n{}\n```", block.join("\n"))), "{prompt}");
+}
