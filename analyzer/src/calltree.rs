@@ -31,8 +31,13 @@ pub struct Node {
     /// Children in order of first call.
     pub children: Vec<NodeId>,
     /// Number of calls merged into this node (for a recursive node: recursive calls made
-    /// from its parent).
+    /// from its parent). Resumptions of a suspended generator or coroutine are not calls: they
+    /// are in [`Node::resumes`].
     pub count: u64,
+    /// Number of times a suspended frame of this function (a generator or coroutine) was
+    /// resumed here (streams that record resumes separately: Python 3.12+; see
+    /// `docs/trace-format.md`).
+    pub resumes: u64,
     /// Inclusive time of those calls, in nanoseconds.
     pub time_ns: u64,
     /// The function was already on the path from the root: nothing below is recorded.
@@ -61,6 +66,7 @@ impl CallTree {
                 parent: ROOT,
                 children: Vec::new(),
                 count: 0,
+                resumes: 0,
                 time_ns: 0,
                 recursive: false,
                 depth: 0,
@@ -163,6 +169,7 @@ impl CallTree {
                     let d = b.child(dst_parent, n.func);
                     let dn = &mut b.tree.nodes[d as usize];
                     dn.count += n.count;
+                    dn.resumes += n.resumes;
                     dn.time_ns += n.time_ns;
                     dn.recursive |= n.recursive;
                     dn.via_import |= n.via_import;
@@ -204,7 +211,17 @@ impl TreeBuilder {
         *self.index.entry(key).or_insert_with(|| {
             let id = nodes.len() as NodeId;
             let depth = nodes[parent as usize].depth + 1;
-            nodes.push(Node { func, parent, children: Vec::new(), count: 0, time_ns: 0, recursive: false, depth, via_import: false });
+            nodes.push(Node {
+                func,
+                parent,
+                children: Vec::new(),
+                count: 0,
+                resumes: 0,
+                time_ns: 0,
+                recursive: false,
+                depth,
+                via_import: false,
+            });
             nodes[parent as usize].children.push(id);
             id
         })

@@ -86,7 +86,8 @@ where
     let mut last_ts = 0u64;
     for ev in events {
         match ev {
-            Ok(Event::Call { func, ts }) => {
+            Ok(ev @ (Event::Call { func, ts } | Event::Resume { func, ts })) => {
+                let resume = matches!(ev, Event::Resume { .. });
                 info.events += 1;
                 last_ts = ts;
                 if skip > 0 {
@@ -116,14 +117,17 @@ where
                 if in_import {
                     b.node_mut(n).via_import = true;
                 }
-                if on_path[fi] > 0 {
-                    let node = b.node_mut(n);
-                    node.recursive = true;
+                let node = b.node_mut(n);
+                if resume {
+                    node.resumes += 1;
+                } else {
                     node.count += 1;
+                }
+                if on_path[fi] > 0 {
+                    node.recursive = true;
                     skip = 1;
                     cut = Frame { node: n, start: ts, func, import: false };
                 } else {
-                    b.node_mut(n).count += 1;
                     on_path[fi] += 1;
                     stack.push(Frame { node: n, start: ts, func, import: false });
                 }

@@ -109,7 +109,7 @@ pub fn load(dir: &Path) -> Vec<Proc> {
             let mut stack: Vec<u32> = Vec::new();
             for ev in s.events().expect("events") {
                 match ev.unwrap_or_else(|e| panic!("{}: {e}", s.path.display())) {
-                    Event::Call { func, .. } => {
+                    Event::Call { func, .. } | Event::Resume { func, .. } => {
                         calls.push(Call { depth: stack.len() + 1, func, parent: stack.last().copied() });
                         stack.push(func);
                     }

@@ -67,10 +67,11 @@ pub fn dump(trace: &TraceDir, opts: &DumpOptions, out: &mut impl Write) -> Resul
                     return Ok(damaged);
                 }
                 let line = match ev {
-                    Ok(Event::Call { func, ts }) => {
+                    Ok(ev @ (Event::Call { func, ts } | Event::Resume { func, ts })) => {
                         let (name, loc) = p.func(func).map(|f| describe(&f.kind)).unwrap_or_else(|| ("?".into(), None));
                         depth += 1;
-                        Line { func: Some(func), name: Some(name), at: loc, ts: Some(ts), depth: Some(depth), ..base("call") }
+                        let kind = if matches!(ev, Event::Resume { .. }) { "resume" } else { "call" };
+                        Line { func: Some(func), name: Some(name), at: loc, ts: Some(ts), depth: Some(depth), ..base(kind) }
                     }
                     Ok(Event::Return { ts }) => {
                         let v = Line { ts: Some(ts), depth: Some(depth), ..base("return") };

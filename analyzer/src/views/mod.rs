@@ -95,6 +95,7 @@ pub fn merge<'a>(trees: impl IntoIterator<Item = &'a CallTree>) -> CallTree {
             let d = b.child(parent, remap.get(&n.func).copied().unwrap_or(NO_FUNC));
             let dn = b.node_mut(d);
             dn.count += n.count;
+            dn.resumes += n.resumes;
             dn.time_ns += n.time_ns;
             dn.recursive |= n.recursive;
             dn.via_import |= n.via_import;

@@ -8,7 +8,8 @@
 /// Magic bytes at offset 0 of every thread stream.
 pub const STREAM_MAGIC: [u8; 4] = *b"SLEV";
 /// Version of the stream encoding. Readers refuse streams with a higher version.
-pub const STREAM_VERSION: u16 = 1;
+/// Version 2 added the resume marker ([`EXT_RESUME`]); version 1 streams are read as before.
+pub const STREAM_VERSION: u16 = 2;
 /// Size of the stream header in bytes.
 pub const HEADER_LEN: usize = 64;
 /// Largest encoded size of a call or return event (tag + two 10-byte varints, rounded up).
@@ -40,12 +41,20 @@ pub(crate) const EXT_PAD: u8 = 0;
 pub(crate) const EXT_THREAD_NAME: u8 = 2;
 /// Extended op: absolute timestamp (u64 little endian), resets the delta base.
 pub(crate) const EXT_ABS_TS: u8 = 4;
+/// Extended op (stream version 2): the call event that follows immediately resumes a suspended
+/// frame (a generator, coroutine or async generator continuing after `yield`/`await`) instead
+/// of starting a new call. It pairs with a return like a call does.
+pub const EXT_RESUME: u8 = 6;
 
 /// One decoded event. Timestamps are absolute, in nanoseconds of `CLOCK_MONOTONIC`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
     /// Entry into the function with this id (an index into the process's function table).
     Call { func: u32, ts: u64 },
+    /// Re-entry into a suspended frame of the function with this id (a generator or coroutine
+    /// resumed after `yield`/`await`). Opens a frame like [`Event::Call`] and pairs with a
+    /// [`Event::Return`]; it is not a new call.
+    Resume { func: u32, ts: u64 },
     /// Exit from the innermost open call (normal return, exception or unwinding).
     Return { ts: u64 },
     /// The thread's name, as the program set it (Python's `threading.Thread.name`).
@@ -83,6 +92,17 @@ pub unsafe fn encode_call(out: *mut u8, pos: usize, func: u32, dt: u64) -> usize
         p = put_varint(out, p + 1, f - (INLINE_MAX + 1));
     }
     put_varint(out, p, dt)
+}
+
+/// Encode a resume event (the [`EXT_RESUME`] marker, then a call event) into `out` at `pos`.
+/// Returns the new position. At most 1 + 16 bytes, within [`MAX_EVENT_LEN`].
+///
+/// # Safety
+/// `out` must have room for [`MAX_EVENT_LEN`] bytes at `pos`.
+#[inline(always)]
+pub unsafe fn encode_resume(out: *mut u8, pos: usize, func: u32, dt: u64) -> usize {
+    *out.add(pos) = (EXT_RESUME << 2) | KIND_EXT;
+    encode_call(out, pos + 1, func, dt)
 }
 
 /// Encode a return event into `out` at `pos`. Returns the new position.
@@ -232,6 +252,14 @@ mod tests {
         assert_eq!(enc(|p| unsafe { encode_return(p, 0, 62) }).len(), 1);
         assert_eq!(enc(|p| unsafe { encode_return(p, 0, 63) }).len(), 2);
         assert_eq!(enc(|p| unsafe { encode_return(p, 0, 0) }), vec![KIND_RETURN]);
+    }
+
+    #[test]
+    fn resume_is_a_marker_then_a_call_within_the_event_bound() {
+        let b = enc(|p| unsafe { encode_resume(p, 0, u32::MAX, u64::MAX) });
+        assert!(b.len() <= MAX_EVENT_LEN);
+        assert_eq!(b[0], (EXT_RESUME << 2) | KIND_EXT);
+        assert_eq!(b[1..], enc(|p| unsafe { encode_call(p, 0, u32::MAX, u64::MAX) })[..]);
     }
 
     #[test]

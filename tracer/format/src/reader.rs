@@ -264,7 +264,7 @@ impl ThreadStream {
         let mut it = self.events()?;
         for ev in it.by_ref() {
             match ev {
-                Ok(Event::Call { ts, .. }) => {
+                Ok(Event::Call { ts, .. } | Event::Resume { ts, .. }) => {
                     s.calls += 1;
                     s.end_ns = ts;
                 }
@@ -369,6 +369,33 @@ impl EventIter {
     }
 }
 
+/// Why a call event's body could not be decoded.
+enum CallError {
+    Truncated,
+    IdOutOfRange,
+}
+
+/// Decode the body of a call event whose tag byte is `tag` (already consumed; `*p` is just
+/// after it): the function id and the time delta.
+#[inline]
+fn decode_call(buf: &[u8], tag: u8, p: &mut usize) -> Result<(u32, u64), CallError> {
+    let arg = (tag >> 2) as u64;
+    let func =
+        if arg == event::INLINE_ESCAPE as u64 { get_varint(buf, p).ok_or(CallError::Truncated)? + event::INLINE_MAX + 1 } else { arg };
+    let dt = get_varint(buf, p).ok_or(CallError::Truncated)?;
+    let func = u32::try_from(func).map_err(|_| CallError::IdOutOfRange)?;
+    Ok((func, dt))
+}
+
+impl EventIter {
+    fn bad_call(&mut self, start: usize, e: CallError) -> Option<Result<Event, FormatError>> {
+        match e {
+            CallError::Truncated => self.truncated(start),
+            CallError::IdOutOfRange => self.fail(start, "function id out of range"),
+        }
+    }
+}
+
 impl Iterator for EventIter {
     type Item = Result<Event, FormatError>;
 
@@ -422,21 +449,13 @@ impl Iterator for EventIter {
             let arg = (tag >> 2) as u64;
             match tag & event::KIND_MASK {
                 event::KIND_CALL => {
-                    let func = if arg == event::INLINE_ESCAPE as u64 {
-                        match get_varint(buf, &mut p) {
-                            Some(v) => v + event::INLINE_MAX + 1,
-                            None => return self.truncated(start),
-                        }
-                    } else {
-                        arg
+                    let (func, dt) = match decode_call(buf, tag, &mut p) {
+                        Ok(v) => v,
+                        Err(e) => return self.bad_call(start, e),
                     };
-                    let Some(dt) = get_varint(buf, &mut p) else { return self.truncated(start) };
-                    if func > u32::MAX as u64 {
-                        return self.fail(start, "function id out of range");
-                    }
                     self.pos = p;
                     self.ts = self.ts.wrapping_add(dt);
-                    return Some(Ok(Event::Call { func: func as u32, ts: self.ts }));
+                    return Some(Ok(Event::Call { func, ts: self.ts }));
                 }
                 event::KIND_RETURN => {
                     let dt = if arg == event::INLINE_ESCAPE as u64 {
@@ -463,6 +482,20 @@ impl Iterator for EventIter {
                         let name = String::from_utf8_lossy(bytes).into_owned();
                         self.pos = end;
                         return Some(Ok(Event::ThreadName(name)));
+                    }
+                    event::EXT_RESUME => {
+                        let Some(&call_tag) = buf.get(p) else { return self.truncated(start) };
+                        if call_tag & event::KIND_MASK != event::KIND_CALL {
+                            return self.fail(start, "resume marker not followed by a call");
+                        }
+                        p += 1;
+                        let (func, dt) = match decode_call(buf, call_tag, &mut p) {
+                            Ok(v) => v,
+                            Err(e) => return self.bad_call(start, e),
+                        };
+                        self.pos = p;
+                        self.ts = self.ts.wrapping_add(dt);
+                        return Some(Ok(Event::Resume { func, ts: self.ts }));
                     }
                     event::EXT_ABS_TS => {
                         let Some(bytes) = buf.get(p..p + 8) else { return self.truncated(start) };
@@ -534,8 +567,13 @@ mod tests {
         for i in 0..100_000u64 {
             ts += i % 300;
             let id = (i % 100) as u32;
-            w.call(id, ts);
-            expect.push(Event::Call { func: id, ts });
+            if i % 5 == 4 {
+                w.resume(id + 60, ts); // ids on both sides of the inline limit (62)
+                expect.push(Event::Resume { func: id + 60, ts });
+            } else {
+                w.call(id, ts);
+                expect.push(Event::Call { func: id, ts });
+            }
             ts += 7;
             w.ret(ts);
             expect.push(Event::Return { ts });
@@ -574,7 +612,7 @@ mod tests {
                     last_ts = ts;
                 }
                 Event::Return { ts } => last_ts = ts,
-                Event::ThreadName(_) => continue,
+                Event::Resume { .. } | Event::ThreadName(_) => continue,
             }
             n += 1;
         }

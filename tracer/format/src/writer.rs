@@ -178,6 +178,19 @@ impl StreamWriter {
         self.calls += 1;
     }
 
+    /// Record the resumption of a suspended frame of `func` (a generator or coroutine) at `ts`.
+    /// Counted with the calls in the totals: it opens a frame that a return closes.
+    #[inline(always)]
+    pub fn resume(&mut self, func: u32, ts: u64) {
+        if !self.room(MAX_EVENT_LEN) {
+            return;
+        }
+        let dt = self.delta(ts);
+        // SAFETY: room() guaranteed MAX_EVENT_LEN bytes at pos.
+        self.pos = unsafe { event::encode_resume(self.base, self.pos, func, dt) };
+        self.calls += 1;
+    }
+
     /// Record exit from the innermost open call at monotonic time `ts`.
     #[inline(always)]
     pub fn ret(&mut self, ts: u64) {
