@@ -84,12 +84,15 @@ fn variants_and_their_long_options() {
         a.extend_from_slice(extra);
         slice_ok(&a).0
     };
-    let full = get(&[]);
+    let default = get(&[]);
+    let full = get(&["--variant", "full"]);
     let a = get(&["--variant", "A"]);
     let c = get(&["--variant", "C"]);
     let ca = get(&["--variant", "CA"]);
     let tr = get(&["--variant", "T"]);
     assert!(full.matches("#### `bundle_price`").count() > 1, "full repeats");
+    assert_eq!(default.matches("#### `bundle_price`").count(), 1, "the default shows each source once");
+    assert!(default.contains("### Call tree") && default.find("#### `main`").unwrap() < default.find("#### `bundle_price`").unwrap());
     assert_eq!(a.matches("#### `bundle_price`").count(), 1, "A: once each");
     assert!(a.contains("### Call tree") && !c.contains("### Call tree") && !ca.contains("### Call tree"));
     assert!(c.matches("#### `bundle_price`").count() > 1);
@@ -100,7 +103,8 @@ fn variants_and_their_long_options() {
     // Long options reproduce the variants exactly.
     assert_eq!(get(&["--no-tree", "--order", "sorted"]), ca);
     assert_eq!(get(&["--order", "sorted"]), a);
-    assert_eq!(get(&["--no-tree"]), c);
+    assert_eq!(get(&["--variant", "full", "--no-tree"]), c);
+    assert_eq!(get(&["--variant", "full", "--dedupe"]), default);
     assert_eq!(get(&["--no-sources"]), tr);
     assert_eq!(get(&["--variant", "full", "--dedupe"]).matches("#### `bundle_price`").count(), 1);
     let (_, err, code) = slice(&["from-trace", s(t), "-q", Q, "--order", "sorted", "--repeat"]);
@@ -110,7 +114,7 @@ fn variants_and_their_long_options() {
 #[test]
 fn budget_is_exact_and_reports_what_it_dropped() {
     let t = shop();
-    for budget in [4000usize, 2500, 1500] {
+    for budget in [3000usize, 2000, 1200] {
         let b = budget.to_string();
         let (p, err) = slice_ok(&["from-trace", s(t), "-q", Q, "--budget", &b]);
         let n = tokens_reported(&err);

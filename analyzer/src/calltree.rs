@@ -3,8 +3,10 @@
 //! - under one parent, repeated calls to the same function are one node (subtrees merged);
 //! - the same function under different parents stays separate nodes;
 //! - each node keeps its call count and inclusive time;
-//! - when a function already on the path from the root is called again, that call is a node
-//!   marked recursive and nothing deeper under it is kept.
+//! - when a function already on the path from the root is called again (re-entry), that call
+//!   is a `↻` marker leaf under its caller, and what it reaches is folded into the function's
+//!   earlier occurrence on the path (see [`crate::fold::fold_events`]): finite, and no function
+//!   that ran is hidden.
 //!
 //! Node 0 is a synthetic root (no function). Children are kept in the order of their first
 //! call, so a pre-order walk is the call order. Function indices point into
@@ -40,7 +42,8 @@ pub struct Node {
     pub resumes: u64,
     /// Inclusive time of those calls, in nanoseconds.
     pub time_ns: u64,
-    /// The function was already on the path from the root: nothing below is recorded.
+    /// A `↻` re-entry marker: calls of a function that was already on the path from the root
+    /// (its callees are under that earlier occurrence). Always a leaf.
     pub recursive: bool,
     /// Depth: 0 for the root, 1 for its children, ...
     pub depth: u32,
@@ -166,12 +169,11 @@ impl CallTree {
                 Keep::Drop => continue,
                 Keep::Splice => dst_parent,
                 Keep::Keep => {
-                    let d = b.child(dst_parent, n.func);
+                    let d = b.node_like(dst_parent, n.func, n.recursive);
                     let dn = &mut b.tree.nodes[d as usize];
                     dn.count += n.count;
                     dn.resumes += n.resumes;
                     dn.time_ns += n.time_ns;
-                    dn.recursive |= n.recursive;
                     dn.via_import |= n.via_import;
                     d
                 }
@@ -196,32 +198,44 @@ pub enum Keep {
 pub struct TreeBuilder {
     pub tree: CallTree,
     index: FxHashMap<u64, NodeId>,
+    /// The `↻` re-entry markers, kept apart from the ordinary children: a parent may have both
+    /// an ordinary `f` child and an `f ↻` marker.
+    markers: FxHashMap<u64, NodeId>,
 }
 
 impl TreeBuilder {
     pub fn new(funcs: Arc<Vec<Function>>) -> TreeBuilder {
-        TreeBuilder { tree: CallTree::new(funcs), index: FxHashMap::default() }
+        TreeBuilder { tree: CallTree::new(funcs), index: FxHashMap::default(), markers: FxHashMap::default() }
     }
 
     /// The child of `parent` for `func`, created (after the existing children) if missing.
     #[inline]
     pub fn child(&mut self, parent: NodeId, func: u32) -> NodeId {
+        Self::get_or_add(&mut self.tree.nodes, &mut self.index, parent, func, false)
+    }
+
+    /// The `↻` re-entry marker of `parent` for `func` ([`Node::recursive`]), created if missing.
+    pub fn marker(&mut self, parent: NodeId, func: u32) -> NodeId {
+        Self::get_or_add(&mut self.tree.nodes, &mut self.markers, parent, func, true)
+    }
+
+    /// [`TreeBuilder::marker`] or [`TreeBuilder::child`], as `recursive` says: for copying
+    /// nodes from another tree.
+    pub fn node_like(&mut self, parent: NodeId, func: u32, recursive: bool) -> NodeId {
+        if recursive {
+            self.marker(parent, func)
+        } else {
+            self.child(parent, func)
+        }
+    }
+
+    #[inline]
+    fn get_or_add(nodes: &mut Vec<Node>, index: &mut FxHashMap<u64, NodeId>, parent: NodeId, func: u32, recursive: bool) -> NodeId {
         let key = ((parent as u64) << 32) | func as u64;
-        let nodes = &mut self.tree.nodes;
-        *self.index.entry(key).or_insert_with(|| {
+        *index.entry(key).or_insert_with(|| {
             let id = nodes.len() as NodeId;
             let depth = nodes[parent as usize].depth + 1;
-            nodes.push(Node {
-                func,
-                parent,
-                children: Vec::new(),
-                count: 0,
-                resumes: 0,
-                time_ns: 0,
-                recursive: false,
-                depth,
-                via_import: false,
-            });
+            nodes.push(Node { func, parent, children: Vec::new(), count: 0, resumes: 0, time_ns: 0, recursive, depth, via_import: false });
             nodes[parent as usize].children.push(id);
             id
         })

@@ -62,16 +62,31 @@ pub struct FoldInfo {
 
 #[derive(Clone, Copy)]
 struct Frame {
+    /// The node the frame's callees attach to: its own node, or for a re-entry the node of the
+    /// function's nearest earlier occurrence on the path.
     node: NodeId,
     start: u64,
     /// Function whose `on_path` count this frame holds, or `u32::MAX` for a transparent frame.
     func: u32,
     /// An import-machinery frame.
     import: bool,
+    /// A re-entry: the function was already on the path (see [`fold_events`]).
+    reentry: bool,
 }
 
 /// Fold a sequence of events into a call tree. `classes[id]` gives each function id's
 /// [`FoldClass`] (ids past its end are visible).
+///
+/// **Re-entry** (recursion): a call to a function already on the path from the root adds one
+/// to a `↻` marker node under its caller (a leaf: [`Node::recursive`]), and what that call
+/// reaches is folded into the function's nearest earlier occurrence on the path, with the usual
+/// merging. So the tree stays finite (plain recursion `f → f → f` is `f` with one `f ↻` child),
+/// and nothing a re-entered dispatcher calls is hidden: `render → table → render ↻ → cell` shows
+/// `cell` under the first `render`. Time follows the calls: a re-entered call's time is counted
+/// under the earlier occurrence (its marker has none), and the frames between the two
+/// occurrences do not count it again, so no node's children take more time than the node.
+///
+/// [`Node::recursive`]: crate::calltree::Node::recursive
 pub fn fold_events<I>(funcs: Arc<Vec<Function>>, classes: &[FoldClass], events: I) -> (CallTree, FoldInfo)
 where
     I: IntoIterator<Item = Result<Event, FormatError>>,
@@ -80,9 +95,6 @@ where
     let mut info = FoldInfo::default();
     let mut stack: Vec<Frame> = Vec::with_capacity(256);
     let mut on_path: Vec<u32> = vec![0; classes.len()];
-    // Cut mode: inside a recursive call, events are consumed but not recorded.
-    let mut skip: u64 = 0;
-    let mut cut = Frame { node: ROOT, start: 0, func: u32::MAX, import: false };
     let mut last_ts = 0u64;
     for ev in events {
         match ev {
@@ -90,21 +102,18 @@ where
                 let resume = matches!(ev, Event::Resume { .. });
                 info.events += 1;
                 last_ts = ts;
-                if skip > 0 {
-                    skip += 1;
-                    continue;
-                }
                 let (cur, in_import) = match stack.last() {
                     Some(f) => (f.node, f.import),
                     None => (ROOT, false),
                 };
+                let transparent = |import| Frame { node: cur, start: ts, func: u32::MAX, import, reentry: false };
                 match classes.get(func as usize) {
                     Some(FoldClass::Transparent) => {
-                        stack.push(Frame { node: cur, start: ts, func: u32::MAX, import: false });
+                        stack.push(transparent(false));
                         continue;
                     }
                     Some(FoldClass::Import) => {
-                        stack.push(Frame { node: cur, start: ts, func: u32::MAX, import: true });
+                        stack.push(transparent(true));
                         continue;
                     }
                     _ => {}
@@ -113,42 +122,26 @@ where
                 if fi >= on_path.len() {
                     on_path.resize(fi + 1, 0);
                 }
-                let n = b.child(cur, func);
-                if in_import {
-                    b.node_mut(n).via_import = true;
-                }
+                let earlier = if on_path[fi] > 0 { stack.iter().rev().find(|f| f.func == func).map(|f| f.node) } else { None };
+                let n = if earlier.is_some() { b.marker(cur, func) } else { b.child(cur, func) };
                 let node = b.node_mut(n);
+                node.via_import |= in_import;
                 if resume {
                     node.resumes += 1;
                 } else {
                     node.count += 1;
                 }
-                if on_path[fi] > 0 {
-                    node.recursive = true;
-                    skip = 1;
-                    cut = Frame { node: n, start: ts, func, import: false };
-                } else {
-                    on_path[fi] += 1;
-                    stack.push(Frame { node: n, start: ts, func, import: false });
-                }
+                on_path[fi] += 1;
+                stack.push(match earlier {
+                    Some(attach) => Frame { node: attach, start: ts, func, import: false, reentry: true },
+                    None => Frame { node: n, start: ts, func, import: false, reentry: false },
+                });
             }
             Ok(Event::Return { ts }) => {
                 info.events += 1;
                 last_ts = ts;
-                if skip > 0 {
-                    skip -= 1;
-                    if skip == 0 {
-                        b.node_mut(cut.node).time_ns += ts.saturating_sub(cut.start);
-                    }
-                    continue;
-                }
                 match stack.pop() {
-                    Some(f) => {
-                        if f.func != u32::MAX {
-                            on_path[f.func as usize] -= 1;
-                            b.node_mut(f.node).time_ns += ts.saturating_sub(f.start);
-                        }
-                    }
+                    Some(f) => close_frame(f, ts, &mut stack, &mut b, &mut on_path),
                     None => info.unmatched_returns += 1,
                 }
             }
@@ -159,17 +152,39 @@ where
             }
         }
     }
-    if skip > 0 {
-        info.open_at_end += skip;
-        b.node_mut(cut.node).time_ns += last_ts.saturating_sub(cut.start);
-    }
-    for f in stack.drain(..).rev() {
+    while let Some(f) = stack.pop() {
         if f.func != u32::MAX {
             info.open_at_end += 1;
-            b.node_mut(f.node).time_ns += last_ts.saturating_sub(f.start);
         }
+        close_frame(f, last_ts, &mut stack, &mut b, &mut on_path);
     }
     (b.finish(), info)
+}
+
+/// Account for the end of frame `f` (already popped from `stack`) at time `ts`.
+#[inline]
+fn close_frame(f: Frame, ts: u64, stack: &mut [Frame], b: &mut TreeBuilder, on_path: &mut [u32]) {
+    if f.func == u32::MAX {
+        return;
+    }
+    on_path[f.func as usize] -= 1;
+    let d = ts.saturating_sub(f.start);
+    if !f.reentry {
+        b.node_mut(f.node).time_ns += d;
+        return;
+    }
+    // The re-entered call's time is already inside the earlier occurrence's, where its callees
+    // now are: the frames between the two must not count it again. Shifting their start by `d`
+    // removes it from them; the walk stops at the nearest frame attached to the same node, so
+    // nested re-entries each shift only their own segment.
+    for g in stack.iter_mut().rev() {
+        if g.node == f.node {
+            break;
+        }
+        if g.func != u32::MAX && !g.reentry {
+            g.start = g.start.saturating_add(d);
+        }
+    }
 }
 
 /// One thread's tree, with what identifies the thread.
@@ -297,17 +312,66 @@ mod tests {
     }
 
     #[test]
-    fn recursion_is_cut_at_the_first_recursive_call() {
-        // f -> f -> f -> g : one recursive node under f, nothing below it, but events consumed.
+    fn plain_recursion_stays_one_level_deep() {
+        // f -> f -> f -> g ; f -> h : every f below the first is one `f ↻` marker (3 calls),
+        // and what the recursive calls reached (g) is under the first f, beside h.
         let (t, info) = fold(&["f", "g", "h"], &[C(0), C(0), C(0), C(1), R, R, R, C(0), R, C(2), R, R]);
-        assert_eq!(show(&t), vec!["f x1", "  f x2 R", "  h x1"]);
+        assert_eq!(show(&t), vec!["f x1", "  f x3 R", "  g x1", "  h x1"]);
         assert_eq!(info.events, 12);
+        assert!(t.preorder().iter().filter(|&&n| t.node(n).recursive).all(|&n| t.node(n).children.is_empty()));
     }
 
     #[test]
-    fn indirect_recursion_is_cut_too() {
-        let (t, _) = fold(&["a", "b"], &[C(0), C(1), C(0), C(1), R, R, R, R]);
-        assert_eq!(show(&t), vec!["a x1", "  b x1", "    a x1 R"]);
+    fn a_re_entered_dispatcher_hides_nothing_it_reaches() {
+        // render -> table -> render -> cell -> text : the nested render's work (cell, text) is
+        // folded into the first render, so cell and text are in the tree; table keeps the marker.
+        let names = ["render", "table", "cell", "text"];
+        let evs = [C(0), C(1), C(0), C(2), C(3), R, R, R, R, C(2), R, R];
+        let (t, _) = fold(&names, &evs);
+        assert_eq!(show(&t), vec!["render x1", "  table x1", "    render x1 R", "  cell x2", "    text x1"]);
+    }
+
+    #[test]
+    fn indirect_recursion_folds_into_the_earlier_occurrences() {
+        let (t, _) = fold(&["a", "b", "c"], &[C(0), C(1), C(0), C(1), C(2), R, R, R, R, R]);
+        assert_eq!(show(&t), vec!["a x1", "  b x1", "    a x1 R", "    c x1", "  b x1 R"]);
+    }
+
+    #[test]
+    fn re_entered_time_is_counted_once_under_the_earlier_occurrence() {
+        // render [0,100] -> table [10,90] -> render' [20,80] -> cell [30,70].
+        let funcs = Arc::new(py_funcs(&["render", "table", "cell"]));
+        let classes = vec![FoldClass::Visible; 3];
+        let call = |func, ts| Ok(Event::Call { func, ts });
+        let ret = |ts| Ok(Event::Return { ts });
+        let evs = vec![call(0, 0), call(1, 10), call(0, 20), call(2, 30), ret(70), ret(80), ret(90), ret(100)];
+        let (t, _) = fold_events(funcs, &classes, evs);
+        let time = |name: &str| {
+            let n = t.preorder().into_iter().find(|&n| t.func(n).unwrap().name == name && !t.node(n).recursive).unwrap();
+            t.node(n).time_ns
+        };
+        assert_eq!((time("render"), time("table"), time("cell")), (100, 20, 40));
+        let marker = t.preorder().into_iter().find(|&n| t.node(n).recursive).unwrap();
+        assert_eq!(t.node(marker).time_ns, 0);
+    }
+
+    #[test]
+    fn resumes_are_counted_apart_from_calls() {
+        let funcs = Arc::new(py_funcs(&["main", "gen"]));
+        let classes = vec![FoldClass::Visible; 2];
+        let evs = vec![
+            Ok(Event::Call { func: 0, ts: 1 }),
+            Ok(Event::Call { func: 1, ts: 2 }),
+            Ok(Event::Return { ts: 3 }),
+            Ok(Event::Resume { func: 1, ts: 4 }),
+            Ok(Event::Return { ts: 5 }),
+            Ok(Event::Resume { func: 1, ts: 6 }),
+            Ok(Event::Return { ts: 7 }),
+            Ok(Event::Return { ts: 8 }),
+        ];
+        let (t, _) = fold_events(funcs, &classes, evs);
+        let g = t.node(t.preorder()[1]);
+        assert_eq!((g.count, g.resumes, g.time_ns), (1, 2, 3));
     }
 
     #[test]

@@ -109,11 +109,12 @@ pub enum OrderArg {
 /// What the prompt contains and how it is written.
 #[derive(Debug, Clone, Args)]
 pub struct PromptArgs {
-    /// Prompt variant of the method: full (tree + sources in call order, repeated where a
-    /// function repeats), A (tree + sources sorted, once each), C (sources in call order, no
-    /// tree), CA (sources sorted, no tree), T (tree only).
-    #[arg(long, value_name = "full|A|C|CA|T", default_value = "full", help_heading = "Prompt layout")]
-    pub variant: Variant,
+    /// One of the method's exact prompt variants: full (tree + sources in call order,
+    /// repeated where a function repeats), A (tree + sources sorted, once each), C (sources in
+    /// call order, no tree), CA (sources sorted, no tree), T (tree only). Without it: the tree,
+    /// then each function's source once, in call order.
+    #[arg(long, value_name = "full|A|C|CA|T", help_heading = "Prompt layout")]
+    pub variant: Option<Variant>,
     /// Include the call tree (overrides the variant).
     #[arg(long, overrides_with = "no_tree", help_heading = "Prompt layout")]
     pub tree: bool,
@@ -153,7 +154,7 @@ pub struct PromptArgs {
 impl PromptArgs {
     /// The layout: the variant's, with the long options applied on top.
     pub fn layout(&self) -> Result<Layout, UsageError> {
-        let mut l = self.variant.layout();
+        let mut l = self.variant.map_or(Layout::DEFAULT, Variant::layout);
         if self.tree {
             l.tree = true;
         }

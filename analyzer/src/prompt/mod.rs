@@ -105,6 +105,10 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// The default prompt: the tree, then each function's source once, in call order (the
+    /// method's `full` with repeated sources shown once).
+    pub const DEFAULT: Layout = Layout { tree: true, sources: true, order: Order::Call, repeat: false };
+
     /// The variant this layout is, if it is one.
     pub fn variant(&self) -> Option<Variant> {
         Variant::ALL.into_iter().find(|v| v.layout() == *self)
@@ -234,6 +238,8 @@ pub struct ModelNode {
     /// Key into [`Model::funcs`].
     pub key: String,
     pub count: u64,
+    /// Resumptions of a suspended generator or coroutine (not calls).
+    pub resumes: u64,
     pub time_ns: u64,
     pub recursive: bool,
     /// Number of nodes below it.
@@ -315,6 +321,7 @@ impl Model {
                         depth: node.depth,
                         key,
                         count: node.count,
+                        resumes: node.resumes,
                         time_ns: node.time_ns,
                         recursive: node.recursive,
                         descendants: sizes[n as usize] - 1,
@@ -489,6 +496,9 @@ impl Model {
             if n.count > 1 {
                 out.push_str(&format!(" ×{}", n.count));
             }
+            if n.resumes > 0 {
+                out.push_str(&format!(" (+{} resume{})", n.resumes, if n.resumes == 1 { "" } else { "s" }));
+            }
             if n.recursive {
                 out.push_str(" ↻ recursive");
             }
@@ -507,6 +517,7 @@ impl Model {
                 depth: n.depth,
                 function: n.key.clone(),
                 count: n.count,
+                resumes: n.resumes,
                 time_ns: n.time_ns,
                 recursive: n.recursive,
                 level,
@@ -663,6 +674,8 @@ pub struct DocNode {
     pub depth: u32,
     pub function: String,
     pub count: u64,
+    /// Resumptions of a suspended generator or coroutine (not calls).
+    pub resumes: u64,
     pub time_ns: u64,
     pub recursive: bool,
     pub level: Level,

@@ -131,7 +131,7 @@ fn full_prompt_has_question_tree_and_sources_in_call_order() {
     let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
     let p = render(&m, Variant::Full, Format::Markdown);
     assert!(p.starts_with("# Question\n\nHow does compute use helper?\n"), "{p}");
-    let tree = "<module>  (app.py:1)\n  Greeter  (app.py:24)\n  decorate  (lib.py:1)\n  main  (app.py:29)\n    compute  (app.py:9) ×2\n      helper  (app.py:5) ×5\n    fact  (app.py:18)\n      fact  (app.py:18) ↻ recursive\n    Greeter.greet  (app.py:25)\n";
+    let tree = "<module>  (app.py:1)\n  Greeter  (app.py:24)\n  decorate  (lib.py:1)\n  main  (app.py:29)\n    compute  (app.py:9) ×2\n      helper  (app.py:5) ×5\n    fact  (app.py:18)\n      fact  (app.py:18) ×2 ↻ recursive\n    Greeter.greet  (app.py:25)\n";
     assert!(p.contains(tree), "{p}");
     // Sources follow the tree's pre-order, callee after caller.
     let order =

@@ -267,6 +267,7 @@ pub fn prompt(question: Option<&str>, d: &Diff, traces: &mut [PreparedTrace]) ->
             depth: n.depth,
             key,
             count: n.count_a + n.count_b,
+            resumes: 0,
             time_ns: 0,
             recursive: n.recursive,
             descendants: 0,

@@ -92,12 +92,11 @@ pub fn merge<'a>(trees: impl IntoIterator<Item = &'a CallTree>) -> CallTree {
         let mut stack: Vec<(NodeId, NodeId)> = t.node(ROOT).children.iter().rev().map(|&c| (c, ROOT)).collect();
         while let Some((src, parent)) = stack.pop() {
             let n = t.node(src);
-            let d = b.child(parent, remap.get(&n.func).copied().unwrap_or(NO_FUNC));
+            let d = b.node_like(parent, remap.get(&n.func).copied().unwrap_or(NO_FUNC), n.recursive);
             let dn = b.node_mut(d);
             dn.count += n.count;
             dn.resumes += n.resumes;
             dn.time_ns += n.time_ns;
-            dn.recursive |= n.recursive;
             dn.via_import |= n.via_import;
             stack.extend(n.children.iter().rev().map(|&c| (c, d)));
         }

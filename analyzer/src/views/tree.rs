@@ -107,6 +107,9 @@ pub fn render<W: Write + ?Sized>(out: &mut W, view: &View, cwd: &Path, pal: &Pal
         if !loc.is_empty() {
             paint(out, pal.location, &format!("  ({loc})"))?;
         }
+        if node.resumes > 0 {
+            write!(out, " (+{} resume{})", node.resumes, if node.resumes == 1 { "" } else { "s" })?;
+        }
         if node.recursive {
             write!(out, " ")?;
             paint(out, pal.recursive, "↻ recursive")?;
@@ -159,8 +162,9 @@ mod tests {
         // main: 10..120 -> 110 ns inclusive; self = 110 - a(20..70 + 80..90 = 60) - b(100..110 = 10) = 40
         assert_eq!(lines[2], "   110 ns     40 ns       ×1  main  (app.py:1)");
         assert_eq!(lines[3], "    60 ns     30 ns       ×2  ├─ a  (app.py:1)");
-        assert_eq!(lines[4], "    30 ns     20 ns       ×1  │  └─ f  (lib/f.py:1)");
-        assert_eq!(lines[5], "    10 ns     10 ns       ×1  │     └─ f  (lib/f.py:1) ↻ recursive");
+        // The recursive call's time is counted under the first f, not again at its marker.
+        assert_eq!(lines[4], "    30 ns     30 ns       ×1  │  └─ f  (lib/f.py:1)");
+        assert_eq!(lines[5], "     0 ns      0 ns       ×1  │     └─ f  (lib/f.py:1) ↻ recursive");
         assert_eq!(lines[6], "    10 ns     10 ns       ×1  └─ b  (app.py:1)");
         assert_eq!(lines.len(), 7);
     }
