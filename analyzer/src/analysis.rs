@@ -3,6 +3,7 @@
 
 use crate::calltree::CallTree;
 use crate::fold::{load_trace, LoadError, LoadedTrace};
+use crate::plumbing::Plumbing;
 use crate::prune::{entry_modules, prune_baseline, prune_imports, Baseline};
 use crate::select::Selection;
 use crate::source::SourceCache;
@@ -26,6 +27,8 @@ pub enum PruneMode {
 pub struct Options {
     pub prune: PruneMode,
     pub selection: Selection,
+    /// Framework plumbing to collapse (prompts; see [`crate::plumbing`]). Default: none.
+    pub plumbing: Plumbing,
 }
 
 /// One thread's tree, ready to show.
@@ -44,6 +47,8 @@ pub struct PreparedThread {
     pub tree: CallTree,
     /// Function indices of the entry module(s) (`<module>` of the script that was run).
     pub entry: HashSet<u32>,
+    /// Function indices of collapsed framework plumbing (tree lines without source).
+    pub plumbing: HashSet<u32>,
 }
 
 impl PreparedThread {
@@ -154,6 +159,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     let nproc = t.processes.len();
     let mut files: Vec<PathBuf> = Vec::new();
     let mut seen_files = HashSet::new();
+    let (mut plumbing_removed, mut plumbing_packages) = (0usize, std::collections::BTreeSet::new());
     for p in &t.processes {
         for f in p.funcs.iter() {
             if let Some(file) = &f.file {
@@ -176,6 +182,10 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             };
             pruned += removed;
             let tree = opts.selection.apply(&tree, &cwd);
+            let collapsed = opts.plumbing.collapse(&tree, &cwd, &entry);
+            plumbing_removed += collapsed.removed;
+            plumbing_packages.extend(collapsed.packages);
+            let tree = collapsed.tree;
             shown += tree.len();
             if tree.is_empty() {
                 continue;
@@ -189,6 +199,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                 is_main: th.is_main,
                 tree,
                 entry,
+                plumbing: collapsed.funcs,
             };
             if nproc > 1 {
                 pt.label = pt.full_label();
@@ -213,6 +224,14 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             b.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         )),
         _ => {}
+    }
+    if !plumbing_packages.is_empty() {
+        let names: Vec<String> = plumbing_packages.into_iter().collect();
+        notes.push(format!(
+            "Framework plumbing collapsed: {} only carries control to the program here; its functions are in the tree without their source{}. `--show-plumbing` shows it.",
+            names.join(", "),
+            if plumbing_removed > 0 { format!(", and {plumbing_removed} calls inside it that reached no other code are not shown") } else { String::new() }
+        ));
     }
     let sources = SourceCache::new(SourceCache::read_sources_doc(&t.dir), t.meta.start_unix_ms, &cwd);
     Ok(PreparedTrace {

@@ -7,6 +7,7 @@ pub mod calltree;
 pub mod cli;
 pub mod fold;
 pub mod pathclass;
+pub mod plumbing;
 pub mod prompt;
 pub mod prune;
 pub mod select;

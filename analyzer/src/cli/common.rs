@@ -1,6 +1,7 @@
 //! Options shared by the `slice` subcommands that read traces and show trees.
 
 use crate::analysis::{Options, PruneMode};
+use crate::plumbing::Plumbing;
 use crate::prompt::render::Format;
 use crate::prompt::{Layout, Order, Variant};
 use crate::select::{compile, Selection};
@@ -64,6 +65,14 @@ pub struct SelectArgs {
     /// Hide installed packages (program code they call back stays visible).
     #[arg(long, overrides_with = "site_packages", help_heading = "Selection")]
     pub no_site_packages: bool,
+    /// Prompts: show command-line frameworks and plugin managers (click, typer, docopt,
+    /// pluggy, ...) whole. By default their internals are collapsed: tree lines on the path to
+    /// the program, no sources (unless the question or a filter names the package).
+    #[arg(long, help_heading = "Selection")]
+    pub show_plumbing: bool,
+    /// Prompts: also collapse this installed package as framework plumbing (repeatable).
+    #[arg(long, value_name = "PACKAGE", help_heading = "Selection")]
+    pub plumbing: Vec<String>,
 }
 
 impl SelectArgs {
@@ -95,7 +104,17 @@ impl SelectArgs {
             focus_subtree: self.focus_subtree,
             max_depth: self.max_depth,
         };
-        Ok(Options { prune, selection })
+        Ok(Options { prune, selection, plumbing: Plumbing::default() })
+    }
+
+    /// Options for a prompt about `question`: [`SelectArgs::options`] with framework plumbing
+    /// collapsed unless `--show-plumbing`.
+    pub fn prompt_options(&self, question: &str) -> Result<Options, UsageError> {
+        let mut o = self.options(true)?;
+        if !self.show_plumbing {
+            o.plumbing = Plumbing::for_prompt(question, &self.plumbing, &o.selection);
+        }
+        Ok(o)
     }
 }
 

@@ -32,11 +32,11 @@ pub struct FromTraceArgs {
 
 pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     let layout = a.prompt.layout()?;
-    let opts = a.select.options(true)?;
     let question = read_question(&a.question)?;
     if question.trim().is_empty() {
         return Err(super::common::UsageError("the question is empty: pass it with -q \"...\"".into()).into());
     }
+    let opts = a.select.prompt_options(&question)?;
     let template = a.prompt.template()?;
     let renderer = Renderer::new(a.prompt.format, template)?;
     let (mut traces, warnings) = prepare(&a.traces, &opts)?;

@@ -41,8 +41,8 @@ fn row(what: impl Into<String>, items: impl Into<String>, text: &str, tok: Token
 }
 
 pub fn run(a: StatsArgs) -> anyhow::Result<()> {
-    let opts = a.select.options(true)?;
     let question = read_question(&a.question)?;
+    let opts = a.select.prompt_options(&question)?;
     let (mut traces, warnings) = prepare(&a.traces, &opts)?;
     warn_all(&warnings);
     let model = Model::build(&question, &mut traces);

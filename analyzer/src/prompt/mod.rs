@@ -306,7 +306,10 @@ impl Model {
                     let key = tree.func_key(n);
                     if !funcs.contains_key(&key) {
                         let entry = th.entry.contains(&node.func);
-                        let info = func_info(&key, f, entry, &cwd, &mut t.sources, node.depth, index);
+                        let mut info = func_info(&key, f, entry, &cwd, &mut t.sources, node.depth, index);
+                        if th.plumbing.contains(&node.func) {
+                            info.source = SourceState::Omitted("framework plumbing (collapsed)");
+                        }
                         if let SourceState::Unavailable(why) = &info.source {
                             unavailable_files.entry(info.file.clone()).or_insert_with(|| why.clone());
                         }

@@ -107,7 +107,7 @@ fn fixture() -> Fixture {
 }
 
 fn opts() -> Options {
-    Options { prune: PruneMode::Auto, selection: Selection { hide_stdlib: true, ..Default::default() } }
+    Options { prune: PruneMode::Auto, selection: Selection { hide_stdlib: true, ..Default::default() }, ..Default::default() }
 }
 
 fn model_with(dirs: &[PathBuf], o: &Options, q: &str) -> Model {
@@ -201,12 +201,12 @@ fn variants_have_the_papers_meaning() {
 #[test]
 fn pruning_off_shows_imported_modules_in_the_tree_only() {
     let fx = fixture();
-    let o = Options { prune: PruneMode::Off, selection: Selection { hide_stdlib: true, ..Default::default() } };
+    let o = Options { prune: PruneMode::Off, selection: Selection { hide_stdlib: true, ..Default::default() }, ..Default::default() };
     let m = model_with(std::slice::from_ref(&fx.trace), &o, Q);
     let p = render(&m, Variant::Full, Format::Markdown);
     assert!(p.contains("\n  <module>  (lib.py:1)\n    decorate  (lib.py:1)\n"), "{p}");
     assert_eq!(p.matches("#### `<module>`").count(), 1);
-    let with_stdlib = Options { prune: PruneMode::Off, selection: Selection::default() };
+    let with_stdlib = Options { prune: PruneMode::Off, ..Default::default() };
     let p = render(&model_with(std::slice::from_ref(&fx.trace), &with_stdlib, Q), Variant::T, Format::Markdown);
     assert!(p.contains("      dumps  (stdlib/json/__init__.py:1)"), "{p}");
 }

@@ -1,0 +1,232 @@
+//! Framework plumbing: installed packages whose code only carries control to the program
+//! (command-line parsing and dispatch, plugin managers). In a prompt they take many tokens and
+//! answer nothing: `rich data.csv` spends about 19k of its 64k tokens in click's argument
+//! parsing. So by default, for prompts:
+//!
+//! - a function of a **framework package** (the curated list [`FRAMEWORKS`], plus `--plumbing
+//!   PKG`) installed in site-packages keeps its tree line when it leads to other code (the
+//!   path from the entry to the program's callback stays readable) or is where control enters
+//!   the framework, but its source is not shown;
+//! - calls made inside the framework that lead to no other code (its parser internals) are
+//!   removed from the tree, and the prompt's note says how many;
+//! - a framework package is **never collapsed** when the question names it (`click` in "Why does
+//!   click reject...?"), when an `--include`/`--module`/`--focus` filter matches its name, or
+//!   when the run's entry script belongs to it. `--show-plumbing` turns the rule off.
+//!
+//! The rule is a list, not a guess from the tree's shape: it is predictable, and what it hides
+//! is named in the prompt.
+
+use crate::calltree::{CallTree, Keep, NodeId, ROOT};
+use crate::pathclass::{module_name, origin, Origin};
+use crate::select::Selection;
+use regex::Regex;
+use std::collections::{BTreeSet, HashSet};
+use std::path::Path;
+
+/// Installed packages that only parse a command line, dispatch to the program or manage
+/// plugins (top-level import names).
+pub const FRAMEWORKS: &[&str] = &[
+    "click",
+    "typer",
+    "docopt",
+    "fire",
+    "pluggy",
+    "cleo",
+    "cliff",
+    "argh",
+    "plac",
+    "clize",
+    "rich_click",
+    "cloup",
+    "asyncclick",
+    "stevedore",
+    "defopt",
+    "jsonargparse",
+    "tyro",
+    "cyclopts",
+];
+
+/// Which packages to collapse. `Default` collapses nothing (the views show everything).
+#[derive(Debug, Clone, Default)]
+pub struct Plumbing {
+    /// Top-level package names, after the exemptions of the question and the filters.
+    pub packages: Vec<String>,
+}
+
+/// What collapsing did to one tree.
+#[derive(Debug, Clone)]
+pub struct Collapsed {
+    pub tree: CallTree,
+    /// Function indices of the tree's plumbing functions (shown without source).
+    pub funcs: HashSet<u32>,
+    /// Nodes removed (calls inside a framework that led to no other code).
+    pub removed: usize,
+    /// The framework packages that occurred.
+    pub packages: BTreeSet<String>,
+}
+
+fn named_in(text: &str, package: &str) -> bool {
+    let words: Vec<String> = text
+        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-'))
+        .filter(|w| !w.is_empty())
+        .map(|w| w.to_ascii_lowercase().replace('-', "_"))
+        .collect();
+    words.iter().any(|w| w == package)
+}
+
+impl Plumbing {
+    /// The default rule for a prompt: [`FRAMEWORKS`] and `extra`, less the packages that the
+    /// question names or that an include, module or focus filter of `sel` matches.
+    pub fn for_prompt(question: &str, extra: &[String], sel: &Selection) -> Plumbing {
+        let filters: Vec<&Regex> = sel.include.iter().chain(&sel.include_module).chain(&sel.include_file).chain(&sel.focus).collect();
+        let mut packages: Vec<String> = Vec::new();
+        for p in FRAMEWORKS.iter().map(|s| s.to_string()).chain(extra.iter().map(|s| s.replace('-', "_"))) {
+            if named_in(question, &p) || filters.iter().any(|r| r.is_match(&p)) || packages.contains(&p) {
+                continue;
+            }
+            packages.push(p);
+        }
+        Plumbing { packages }
+    }
+
+    pub fn is_off(&self) -> bool {
+        self.packages.is_empty()
+    }
+
+    /// The framework package of a function, if it is one of [`Plumbing::packages`] installed
+    /// in site-packages.
+    fn package_of(&self, f: &crate::symbols::Function, cwd: &Path) -> Option<String> {
+        if origin(f) != Origin::SitePackages {
+            return None;
+        }
+        let m = module_name(f, cwd);
+        let top = m.split('.').next()?;
+        self.packages.iter().any(|p| p == top).then(|| top.to_string())
+    }
+
+    /// Collapse the plumbing of one tree. `entry`: the entry script's function indices (a
+    /// framework the entry script belongs to is not collapsed).
+    pub fn collapse(&self, tree: &CallTree, cwd: &Path, entry: &HashSet<u32>) -> Collapsed {
+        let mut out = Collapsed { tree: tree.clone(), funcs: HashSet::new(), removed: 0, packages: BTreeSet::new() };
+        if self.is_off() {
+            return out;
+        }
+        let pkg_of: Vec<Option<String>> = tree.funcs.iter().map(|f| self.package_of(f, cwd)).collect();
+        let exempt: HashSet<&str> = entry.iter().filter_map(|&i| pkg_of.get(i as usize)?.as_deref()).collect();
+        let plumb_func = |func: u32| -> Option<&str> {
+            let p = pkg_of.get(func as usize)?.as_deref()?;
+            (!exempt.contains(p)).then_some(p)
+        };
+        let n = tree.nodes.len();
+        let is_plumb: Vec<bool> = tree.nodes.iter().map(|node| plumb_func(node.func).is_some()).collect();
+        // Leaves up (children have larger ids than their parent): does a node's subtree hold
+        // code that is not plumbing?
+        let mut other_below = vec![false; n];
+        for id in (1..n).rev() {
+            let p = tree.nodes[id].parent as usize;
+            if !is_plumb[id] || other_below[id] {
+                other_below[p] = true;
+            }
+        }
+        let keep = |id: NodeId| -> bool {
+            let i = id as usize;
+            let parent = tree.nodes[i].parent;
+            !is_plumb[i] || other_below[i] || parent == ROOT || !is_plumb[parent as usize]
+        };
+        let sizes = tree.subtree_sizes();
+        for id in 1..n as NodeId {
+            let i = id as usize;
+            if is_plumb[i] {
+                if let Some(p) = plumb_func(tree.nodes[i].func) {
+                    out.packages.insert(p.to_string());
+                }
+                out.funcs.insert(tree.nodes[i].func);
+                if !keep(id) && keep(tree.nodes[i].parent) {
+                    out.removed += sizes[i];
+                }
+            }
+        }
+        // `rebuild` asks about the nodes of `tree`, top down: a dropped node takes its subtree.
+        out.tree = tree.rebuild(|_, id| if keep(id) { Keep::Keep } else { Keep::Drop });
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calltree::TreeBuilder;
+    use crate::symbols::{Function, Language};
+    use std::sync::Arc;
+
+    fn f(name: &str, file: &str) -> Function {
+        Function {
+            language: Language::Python,
+            name: name.rsplit('.').next().unwrap_or(name).to_string(),
+            qualname: name.to_string(),
+            file: Some(file.into()),
+            first_line: Some(1),
+            last_line: Some(2),
+            object: None,
+        }
+    }
+
+    const SP: &str = "/v/lib/python3.11/site-packages";
+
+    /// main (program) -> Command.main (click) -> [parse_args (click) -> split (click),
+    /// invoke (click) -> callback (program) -> render (rich)]
+    fn tree() -> CallTree {
+        let funcs = Arc::new(vec![
+            f("main", "/p/app.py"),
+            f("Command.main", &format!("{SP}/click/core.py")),
+            f("Parser.parse_args", &format!("{SP}/click/parser.py")),
+            f("split_opt", &format!("{SP}/click/parser.py")),
+            f("Context.invoke", &format!("{SP}/click/core.py")),
+            f("callback", "/p/app.py"),
+            f("Table.render", &format!("{SP}/rich/table.py")),
+        ]);
+        let mut b = TreeBuilder::new(funcs);
+        let main = b.child(ROOT, 0);
+        let cm = b.child(main, 1);
+        let pa = b.child(cm, 2);
+        b.child(pa, 3);
+        let inv = b.child(cm, 4);
+        let cb = b.child(inv, 5);
+        b.child(cb, 6);
+        b.finish()
+    }
+
+    fn names(t: &CallTree) -> Vec<String> {
+        t.preorder().iter().map(|&n| format!("{}{}", "  ".repeat(t.node(n).depth as usize - 1), t.func(n).unwrap().qualname)).collect()
+    }
+
+    #[test]
+    fn framework_internals_go_the_path_to_the_program_stays() {
+        let p = Plumbing::for_prompt("How is the table drawn?", &[], &Selection::default());
+        let c = p.collapse(&tree(), Path::new("/p"), &HashSet::new());
+        assert_eq!(names(&c.tree), vec!["main", "  Command.main", "    Context.invoke", "      callback", "        Table.render"]);
+        assert_eq!(c.removed, 2);
+        assert_eq!(c.packages.iter().collect::<Vec<_>>(), vec!["click"]);
+        assert_eq!(c.funcs, [1u32, 2, 3, 4].into_iter().collect());
+    }
+
+    #[test]
+    fn a_package_the_question_or_a_filter_names_is_kept() {
+        let p = Plumbing::for_prompt("Why does Click reject the option?", &[], &Selection::default());
+        assert!(!p.packages.contains(&"click".to_string()));
+        assert_eq!(p.collapse(&tree(), Path::new("/p"), &HashSet::new()).removed, 0);
+        let sel = Selection { include_module: vec![Regex::new("^click").unwrap()], ..Selection::default() };
+        assert!(!Plumbing::for_prompt("q", &[], &sel).packages.contains(&"click".to_string()));
+    }
+
+    #[test]
+    fn the_entry_scripts_own_framework_and_extra_packages() {
+        let p = Plumbing::for_prompt("q", &[], &Selection::default());
+        let c = p.collapse(&tree(), Path::new("/p"), &[1u32].into_iter().collect());
+        assert_eq!(c.removed, 0, "entry belongs to click");
+        let p = Plumbing::for_prompt("q", &["rich".into()], &Selection::default());
+        let c = p.collapse(&tree(), Path::new("/p"), &HashSet::new());
+        assert!(c.packages.contains("rich") && c.funcs.contains(&6));
+        assert_eq!(names(&c.tree).last().unwrap(), "        Table.render", "a leaf entered from program code stays");
+    }
+}
