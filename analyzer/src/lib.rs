@@ -16,4 +16,5 @@ pub mod symbolize;
 pub mod symbols;
 pub mod testutil;
 pub mod tokens;
+pub mod values;
 pub mod views;

@@ -30,6 +30,9 @@ pub struct FromTraceArgs {
     pub select: SelectArgs,
 }
 
+/// A prompt larger than this (tokens) gets a warning suggesting `--budget`.
+pub const LARGE_PROMPT_TOKENS: usize = 200_000;
+
 pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     let layout = a.prompt.layout()?;
     let question = read_question(&a.question)?;
@@ -68,6 +71,12 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
         functions.len(),
         nodes
     );
+    if a.prompt.budget.is_none() && fitted.tokens > LARGE_PROMPT_TOKENS {
+        eprintln!(
+            "slice: warning: the prompt is {} tokens, more than most models read well; pass --budget N (e.g. --budget 32000) to keep the code closest to the question, or narrow it with --focus/--module",
+            fitted.tokens
+        );
+    }
     if let Some(r) = &fitted.report {
         if r.elided.is_empty() && r.dropped.is_empty() && r.tree_depth.is_none() && !r.collapsed_repeats {
             eprintln!("slice: budget {}: everything fits", r.budget);

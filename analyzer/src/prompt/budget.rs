@@ -31,6 +31,9 @@ use std::collections::VecDeque;
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Step {
     CollapseRepeats,
+    /// The tree shows only its first level and the paths to the functions whose source is
+    /// still shown (and to the top function).
+    TreeToSources,
     Signature(String),
     Name(String),
     TreeDepth(u32),
@@ -111,8 +114,10 @@ fn plan_for(model: &Model, steps: &[Step], top: Option<&String>, sources: bool, 
                 name.push(k.clone());
             }
             Step::TreeDepth(d) => plan.tree_depth = Some(*d),
+            Step::TreeToSources => plan.tree_depth = Some(1),
         }
     }
+    let to_sources = steps.contains(&Step::TreeToSources);
     let report = BudgetReport {
         budget,
         elided: names(model, &sig),
@@ -152,10 +157,18 @@ fn plan_for(model: &Model, steps: &[Step], top: Option<&String>, sources: bool, 
                 .filter(|f| Some(&f.key) == top || (sources && has_block(model, &f.key) && plan.level(&f.key) != Level::Name))
                 .map(|f| f.key.clone())
                 .collect();
-            let mut kept = names(model, &plan.tree_keep.iter().cloned().collect::<Vec<_>>());
-            kept.sort();
-            parts
-                .push(format!("the call tree is cut below depth {d} (marked `… N more calls below`), except the paths to {}", list(&kept)));
+            if to_sources {
+                parts.push(
+                    "the call tree shows only its first level and the paths to the functions whose source is shown (other calls are counted in `… N more calls below`)".to_string(),
+                );
+            } else {
+                let mut kept = names(model, &plan.tree_keep.iter().cloned().collect::<Vec<_>>());
+                kept.sort();
+                parts.push(format!(
+                    "the call tree is cut below depth {d} (marked `… N more calls below`), except the paths to {}",
+                    list(&kept)
+                ));
+            }
         }
         plan.notes.push(format!("To fit the budget of {budget} tokens ({}): {}.", tok.name(), parts.join("; ")));
     }
@@ -170,6 +183,11 @@ fn segments(model: &Model, layout: Layout, prio: &[String]) -> Vec<(Vec<Step>, V
     if layout.sources {
         if layout.repeat {
             walk.push(Step::CollapseRepeats);
+        }
+        // The tree first: branches that lead to no shown source go before any source does,
+        // and go on going as sources are dropped.
+        if layout.tree {
+            walk.push(Step::TreeToSources);
         }
         // Least important first; as many signatures as bodies, until only the top is left.
         let mut bodies: VecDeque<&String> = prio.iter().rev().filter(|k| has_block(model, k)).collect();
@@ -192,7 +210,9 @@ fn segments(model: &Model, layout: Layout, prio: &[String]) -> Vec<(Vec<Step>, V
             }
         }
     }
-    let cuts: Vec<Step> = if layout.tree {
+    // With sources, the tree already follows them (TreeToSources); depth cuts are for the
+    // tree-only layout.
+    let cuts: Vec<Step> = if layout.tree && !layout.sources {
         let max = model.traces.iter().flat_map(|t| t.threads.iter()).flat_map(|th| th.nodes.iter()).map(|n| n.depth).max().unwrap_or(1);
         (1..max).rev().map(Step::TreeDepth).collect()
     } else {

@@ -17,6 +17,7 @@ use crate::pathclass::{module_name, origin, Origin};
 use crate::prune::is_module;
 use crate::source::{CodeKind, Extract, Unavailable};
 use crate::symbols::{Function, Language};
+use crate::values::{module_values, read_by, ModuleValue};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
@@ -208,6 +209,8 @@ pub struct FuncInfo {
     pub first_index: usize,
     /// BM25F score of its name, file and code for the question (see [`relevance`]).
     pub relevance: f64,
+    /// Module-level values of its file that its code reads (see [`crate::values`]).
+    pub values: Vec<ModuleValue>,
 }
 
 impl FuncInfo {
@@ -294,12 +297,16 @@ impl Model {
         let mut index = 0usize;
         let mut unavailable_files: BTreeMap<String, String> = BTreeMap::new();
         for t in traces.iter_mut() {
+            let mut file_values: HashMap<std::path::PathBuf, HashMap<String, ModuleValue>> = HashMap::new();
             let cwd = t.cwd.clone();
             let mut threads = Vec::new();
             for th in &t.threads {
                 let tree = &th.tree;
                 let mut nodes = Vec::with_capacity(tree.len());
                 let sizes = tree.subtree_sizes();
+                // The entry script's module body is shown with its top-level statements: its
+                // values need no second copy.
+                let entry_files: HashSet<&std::path::Path> = th.entry.iter().filter_map(|&i| tree.function(i)?.file.as_deref()).collect();
                 for n in tree.preorder() {
                     let node = tree.node(n);
                     let f = tree.func(n);
@@ -309,6 +316,16 @@ impl Model {
                         let mut info = func_info(&key, f, entry, &cwd, &mut t.sources, node.depth, index);
                         if th.plumbing.contains(&node.func) {
                             info.source = SourceState::Omitted("framework plumbing (collapsed)");
+                        }
+                        if let (Some(f), SourceState::Code(e)) = (f, &info.source) {
+                            if f.language == Language::Python && matches!(e.kind, CodeKind::Function | CodeKind::Lambda) {
+                                if let Some(file) = f.file.as_ref().filter(|p| !entry_files.contains(p.as_path())) {
+                                    let vals = file_values
+                                        .entry(file.clone())
+                                        .or_insert_with(|| t.sources.file(file).map(|ft| module_values(&ft)).unwrap_or_default());
+                                    info.values = read_by(&e.code, vals).into_iter().cloned().collect();
+                                }
+                            }
                         }
                         if let SourceState::Unavailable(why) = &info.source {
                             unavailable_files.entry(info.file.clone()).or_insert_with(|| why.clone());
@@ -349,6 +366,7 @@ impl Model {
             });
         }
         score(&mut funcs, question);
+        tree_boost(&mut funcs, &mtraces);
         let notes = unavailable_files.iter().map(|(file, why)| format!("{file}: {why}")).collect();
         Model { question: question.trim().to_string(), traces: mtraces, funcs, notes }
     }
@@ -364,13 +382,17 @@ impl Model {
     /// Lay the prompt out.
     pub fn doc(&self, layout: Layout, plan: &Plan) -> Doc {
         let mut seen: HashSet<&str> = HashSet::new();
+        // Module values already shown: (file, first line).
+        let mut values_seen: HashSet<(String, u32)> = HashSet::new();
+        // Functions whose tree line already gave their file and line.
+        let mut located: HashSet<String> = HashSet::new();
         let repeat = layout.repeat && !plan.collapse_repeats && layout.order == Order::Call;
         let mut traces = Vec::new();
         for (i, t) in self.traces.iter().enumerate() {
             let mut threads = Vec::new();
             let mut sources = Vec::new();
             for th in &t.threads {
-                let (text, nodes) = self.tree_text(th, plan);
+                let (text, nodes) = self.tree_text(th, plan, &mut located);
                 threads.push(DocThread {
                     label: th.label.clone(),
                     pid: th.pid,
@@ -390,7 +412,7 @@ impl Model {
                         if !repeat && seen.contains(n.key.as_str()) {
                             continue;
                         }
-                        if let Some(s) = self.source_block(&n.key, plan) {
+                        if let Some(s) = self.source_block(&n.key, plan, &mut values_seen) {
                             seen.insert(&n.key);
                             sources.push(s);
                         }
@@ -426,7 +448,7 @@ impl Model {
                 }
             }
             keys.sort_by(|a, b| a.qualname.cmp(&b.qualname).then(a.file.cmp(&b.file)).then(a.line.cmp(&b.line)));
-            sorted = keys.iter().filter_map(|f| self.source_block(&f.key, plan)).collect();
+            sorted = keys.iter().filter_map(|f| self.source_block(&f.key, plan, &mut values_seen)).collect();
         }
         let mut notes = self.notes.clone();
         notes.extend(plan.notes.iter().cloned());
@@ -441,7 +463,7 @@ impl Model {
         }
     }
 
-    fn source_block(&self, key: &str, plan: &Plan) -> Option<DocSource> {
+    fn source_block(&self, key: &str, plan: &Plan, values_seen: &mut HashSet<(String, u32)>) -> Option<DocSource> {
         let f = self.funcs.get(key)?;
         let level = plan.level(key);
         if level == Level::Name {
@@ -464,8 +486,22 @@ impl Model {
                 (Some(code), note, Some(e.first_line), Some(e.last_line), elided)
             }
         };
-        let fence = fence_for(&[code.as_deref().unwrap_or("")]);
+        // Module values go with the whole source only, each once per prompt.
+        let values: Vec<&ModuleValue> = if code.is_some() && !elided {
+            f.values.iter().filter(|v| values_seen.insert((f.file.clone(), v.first_line))).collect()
+        } else {
+            Vec::new()
+        };
+        let values_code = (!values.is_empty()).then(|| values.iter().map(|v| v.text.as_str()).collect::<Vec<_>>().join("\n"));
+        let values_lines = values
+            .iter()
+            .map(|v| if v.first_line == v.last_line { v.first_line.to_string() } else { format!("{}-{}", v.first_line, v.last_line) })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let fence = fence_for(&[code.as_deref().unwrap_or(""), values_code.as_deref().unwrap_or("")]);
         Some(DocSource {
+            values: values_code,
+            values_lines,
             key: key.to_string(),
             qualname: f.qualname.clone(),
             file: f.file.clone(),
@@ -479,7 +515,24 @@ impl Model {
         })
     }
 
-    fn tree_text(&self, th: &ModelThread, plan: &Plan) -> (String, Vec<DocNode>) {
+    /// Qualified names that more than one function of the prompt has: their tree lines
+    /// always give the location.
+    fn ambiguous_names(&self) -> HashSet<&str> {
+        let mut seen = HashSet::new();
+        let mut dup = HashSet::new();
+        for f in self.funcs.values() {
+            if !seen.insert(f.qualname.as_str()) {
+                dup.insert(f.qualname.as_str());
+            }
+        }
+        dup
+    }
+
+    /// A thread's tree as text. A function's `(file:line)` is given on its first line in the
+    /// prompt (`located` remembers them across threads and runs); later lines name it only,
+    /// unless another function of the prompt has the same qualified name.
+    fn tree_text(&self, th: &ModelThread, plan: &Plan, located: &mut HashSet<String>) -> (String, Vec<DocNode>) {
+        let ambiguous = self.ambiguous_names();
         let mut out = String::new();
         let mut nodes = Vec::new();
         let vis = plan.visible(&th.nodes);
@@ -491,10 +544,12 @@ impl Model {
             let indent = "  ".repeat(n.depth.saturating_sub(1) as usize);
             out.push_str(&indent);
             out.push_str(&f.qualname);
-            match f.line {
-                Some(l) if !f.file.is_empty() => out.push_str(&format!("  ({}:{l})", f.file)),
-                _ if !f.file.is_empty() => out.push_str(&format!("  ({})", f.file)),
-                _ => {}
+            if located.insert(n.key.clone()) || ambiguous.contains(f.qualname.as_str()) {
+                match f.line {
+                    Some(l) if !f.file.is_empty() => out.push_str(&format!("  ({}:{l})", f.file)),
+                    _ if !f.file.is_empty() => out.push_str(&format!("  ({})", f.file)),
+                    _ => {}
+                }
             }
             if n.count > 1 {
                 out.push_str(&format!(" ×{}", n.count));
@@ -559,6 +614,45 @@ fn score(funcs: &mut HashMap<String, FuncInfo>, question: &str) {
     }
 }
 
+/// Share of its strongest caller's and callee's BM25F score a function gets on top of its own:
+/// the code around a strong match (who calls it, what it calls) is what an answer reads next.
+pub const TREE_BOOST: f64 = 0.3;
+
+/// Add the tree's evidence to the lexical scores: `relevance(f) += TREE_BOOST ×
+/// (max score of f's callers + max score of f's callees)`, over every place f appears.
+fn tree_boost(funcs: &mut HashMap<String, FuncInfo>, traces: &[ModelTrace]) {
+    let base: HashMap<&str, f64> = funcs.iter().map(|(k, f)| (k.as_str(), f.relevance)).collect();
+    let mut best_caller: HashMap<&str, f64> = HashMap::new();
+    let mut best_callee: HashMap<&str, f64> = HashMap::new();
+    for th in traces.iter().flat_map(|t| t.threads.iter()) {
+        let key_of: HashMap<NodeId, &str> = th.nodes.iter().map(|n| (n.id, n.key.as_str())).collect();
+        for n in &th.nodes {
+            let Some(&pk) = key_of.get(&n.parent) else { continue };
+            if pk == n.key {
+                continue;
+            }
+            let (ps, cs) = (base.get(pk).copied().unwrap_or(0.0), base.get(n.key.as_str()).copied().unwrap_or(0.0));
+            let c = best_caller.entry(n.key.as_str()).or_default();
+            *c = c.max(ps);
+            let e = best_callee.entry(pk).or_default();
+            *e = e.max(cs);
+        }
+    }
+    let boosts: Vec<(String, f64)> = funcs
+        .keys()
+        .map(|k| {
+            let b = best_caller.get(k.as_str()).copied().unwrap_or(0.0) + best_callee.get(k.as_str()).copied().unwrap_or(0.0);
+            (k.clone(), b)
+        })
+        .collect();
+    for (k, b) in boosts {
+        if let Some(f) = funcs.get_mut(&k) {
+            // Rounded like the lexical scores, so the order never depends on the last bit.
+            f.relevance = ((f.relevance + TREE_BOOST * b) * 1e6).round() / 1e6;
+        }
+    }
+}
+
 fn func_info(
     key: &str,
     f: Option<&Function>,
@@ -581,6 +675,7 @@ fn func_info(
             min_depth: depth,
             first_index: index,
             relevance: 0.0,
+            values: Vec::new(),
         };
     };
     let file = match (&f.file, &f.object) {
@@ -610,6 +705,7 @@ fn func_info(
         min_depth: depth,
         first_index: index,
         relevance: 0.0,
+        values: Vec::new(),
     }
 }
 
@@ -698,4 +794,9 @@ pub struct DocSource {
     pub note: Option<String>,
     /// The body is elided (signature only).
     pub elided: bool,
+    /// Module-level values of its file that it reads, not shown earlier in the prompt: the
+    /// statements joined by newlines (see [`crate::values`]).
+    pub values: Option<String>,
+    /// Their line numbers (`3, 5-8`).
+    pub values_lines: String,
 }

@@ -102,6 +102,54 @@ pub const STOPWORDS: &[&str] = &[
     "happens",
     "about",
     "some",
+    // Question filler: words that say what kind of answer is wanted, not where it is. They
+    // match library docstrings ("determine", "shown") and would rank argument parsing above
+    // the code the question is about.
+    "determine",
+    "determines",
+    "determined",
+    "decide",
+    "decides",
+    "decided",
+    "shown",
+    "show",
+    "shows",
+    "appear",
+    "appears",
+    "appearance",
+    "change",
+    "changes",
+    "changed",
+    "make",
+    "makes",
+    "made",
+    "cause",
+    "causes",
+    "caused",
+    "happening",
+    "responsible",
+    "part",
+    "parts",
+    "way",
+    "ways",
+    "thing",
+    "things",
+    "exactly",
+    "actually",
+    "instead",
+    "also",
+    "only",
+    "just",
+    "like",
+    "look",
+    "looks",
+    "see",
+    "gets",
+    "given",
+    "give",
+    "gives",
+    "command",
+    "option",
 ];
 
 /// A light, deterministic suffix stemmer (a small subset of Porter's step 1): plural `-s`,
@@ -330,7 +378,9 @@ mod tests {
     fn question_terms_skip_stopwords_and_stem() {
         assert_eq!(question_terms("Why does --emoji not work for files?"), vec!["emoji", "fil"]);
         assert_eq!(question_terms("Which function draws the table borders?"), vec!["draw", "tabl", "border"]);
-        assert_eq!(question_terms("What does Table._render do with show_edge?"), vec!["tabl", "render", "show", "edg"]);
+        assert_eq!(question_terms("What does Table._render do with show_edge?"), vec!["tabl", "render", "edg"]);
+        // Filler that says what kind of answer is wanted, not where it is.
+        assert_eq!(question_terms("What determines the appearance shown when it changes?"), Vec::<String>::new());
         assert!(question_terms("How does it work?").is_empty());
     }
 

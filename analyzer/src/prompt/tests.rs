@@ -131,7 +131,7 @@ fn full_prompt_has_question_tree_and_sources_in_call_order() {
     let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
     let p = render(&m, Variant::Full, Format::Markdown);
     assert!(p.starts_with("# Question\n\nHow does compute use helper?\n"), "{p}");
-    let tree = "<module>  (app.py:1)\n  Greeter  (app.py:24)\n  decorate  (lib.py:1)\n  main  (app.py:29)\n    compute  (app.py:9) ×2\n      helper  (app.py:5) ×5\n    fact  (app.py:18)\n      fact  (app.py:18) ×2 ↻ recursive\n    Greeter.greet  (app.py:25)\n";
+    let tree = "<module>  (app.py:1)\n  Greeter  (app.py:24)\n  decorate  (lib.py:1)\n  main  (app.py:29)\n    compute  (app.py:9) ×2\n      helper  (app.py:5) ×5\n    fact  (app.py:18)\n      fact ×2 ↻ recursive\n    Greeter.greet  (app.py:25)\n";
     assert!(p.contains(tree), "{p}");
     // Sources follow the tree's pre-order, callee after caller.
     let order =
@@ -393,7 +393,7 @@ fn tree_cuts_keep_the_paths_to_kept_functions_and_count_every_hidden_call() {
         }
     }
     let plan = Plan { tree_depth: Some(1), tree_keep: [greet.clone()].into_iter().collect(), ..Default::default() };
-    let (text, _) = m.tree_text(th, &plan);
+    let (text, _) = m.tree_text(th, &plan, &mut HashSet::new());
     assert_eq!(
         text,
         "<module>  (app.py:1)\n  … 2 more calls below (elided to fit the budget)\n  main  (app.py:29)\n    … 4 more calls below (elided to fit the budget)\n    Greeter.greet  (app.py:25)",
@@ -424,10 +424,11 @@ fn the_top_function_keeps_its_body_longest() {
         } else if lost {
             panic!("greet's body came back at a smaller budget:\n{}", f.text);
         } else if rep.tree_depth.is_some() {
+            // The tree follows the shown sources: the path to greet stays while its body does.
             cut_with_body = true;
-            assert_eq!(rep.kept, 1);
+            assert!(rep.kept >= 1);
             assert!(f.text.contains("    Greeter.greet  (app.py:25)\n"), "the path to greet stays:\n{}", f.text);
-            assert!(f.text.contains("except the paths to `Greeter.greet`"), "{}", f.text);
+            assert!(f.text.contains("the paths to the functions whose source is shown"), "{}", f.text);
         }
         // Every function without its source is marked wherever the tree shows it.
         for name in &rep.dropped {
