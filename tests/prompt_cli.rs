@@ -63,7 +63,7 @@ fn shop_prompt_has_question_tree_and_exact_sources() {
     let src = std::fs::read_to_string(root().join("examples/python/shop/pricing.py")).unwrap();
     let want: Vec<&str> = src.lines().skip(5).take(6).collect();
     let file = root().join("examples/python/shop/pricing.py");
-    let block = format!("#### `bundle_price` ({}:6-11)\n\n```python\n{}\n```\n", file.display(), want.join("\n"));
+    let block = format!("#### `bundle_price` ({}:6-11)\n\nModule-level values it reads ({}, line 3):\n\n```python\nBUNDLE_DISCOUNT_PERCENT = 10\n```\n\n```python\n{}\n```\n", file.display(), file.display(), want.join("\n"));
     assert!(p.contains(&block), "no exact bundle_price block in:\n{p}");
     assert!(!p.contains("def part_price(item):\n    if hasattr(item, \"parts\"):\n        return bundle_price(item)\n    return item.price_cents\n\n\ndef discounted"));
     // Callee after caller.
@@ -92,6 +92,10 @@ fn variants_and_their_long_options() {
     let tr = get(&["--variant", "T"]);
     assert!(full.matches("#### `bundle_price`").count() > 1, "full repeats");
     assert_eq!(default.matches("#### `bundle_price`").count(), 1, "the default shows each source once");
+    // ...and a subtree the tree already showed whole is named, not repeated.
+    assert!(default.contains("\n      Bundle.value_cents ×3 [same calls as above]\n"), "{default}");
+    assert!(default.contains("```text\nCategoryStats.compute [same calls as above]\n```"), "{default}");
+    assert!(!full.contains("[same calls as above]"), "the method's full variant keeps the whole tree");
     assert!(default.contains("### Call tree") && default.find("#### `main`").unwrap() < default.find("#### `bundle_price`").unwrap());
     assert_eq!(a.matches("#### `bundle_price`").count(), 1, "A: once each");
     assert!(a.contains("### Call tree") && !c.contains("### Call tree") && !ca.contains("### Call tree"));
@@ -340,6 +344,16 @@ fn rich_cli_prompt() {
     assert!(p.contains("#### `Table._render` (site-packages/rich/table.py:") && p.contains("def _render("));
     assert!(p.contains("render_csv") && p.contains("Box.get_top"));
     assert!(tokens_reported(&err) > 10_000);
+    // click only carries control to rich-cli's main: its functions are tree lines on the path,
+    // without source, and its parser internals are gone.
+    assert!(p.contains("> Framework plumbing collapsed: click only carries control to the program here"), "{p}");
+    assert!(p.lines().any(|l| l.trim_start().starts_with("Command.main  (site-packages/click/core.py:")), "{p}");
+    assert!(!p.contains("#### `Command.main`") && !p.contains("click/parser.py"), "{p}");
+    let (whole, _) = slice_ok(&["from-trace", s(&t), "-q", q, "--show-plumbing"]);
+    assert!(whole.contains("#### `Command.main`") && whole.contains("click/parser.py") && !whole.contains("plumbing collapsed"));
+    // A question that names click keeps it whole.
+    let (named, _) = slice_ok(&["from-trace", s(&t), "-q", "How does click parse the arguments of rich data.csv?"]);
+    assert!(named.contains("#### `Command.main`"), "{named}");
     let (p8, err8) = slice_ok(&["from-trace", s(&t), "-q", q, "--budget", "8000"]);
     assert!(tokens_reported(&err8) <= 8000);
     assert!(p8.contains("Table._render"), "the tree keeps its shape");
@@ -357,9 +371,11 @@ fn rich_cli_prompt() {
     assert!(!block.contains("# body elided"), "{block}");
     let line = p8.lines().find(|l| l.trim_start().starts_with("Table._render  (site-packages/rich/table.py:")).unwrap();
     assert!(!line.contains("[name only]"), "{line}");
-    // The others are marked where the tree shows them, and listed on stderr.
-    assert!(p8.lines().any(|l| l.trim_start().starts_with("Command.main  (") && l.ends_with(" [name only]")), "{p8}");
-    assert!(err8.contains("sources dropped: ") && err8.contains("Command.main"), "{err8}");
+    // The tree keeps only the paths to the shown sources, the calls it hides are counted, and
+    // the dropped functions are listed on stderr.
+    assert!(p8.contains("the call tree shows only its first level and the paths to the functions whose source is shown"), "{p8}");
+    assert!(p8.contains("more calls below"), "{p8}");
+    assert!(err8.contains("sources dropped: ") && err8.contains("Console.__init__"), "{err8}");
     // A tree-only prompt too small for the whole tree is cut, but keeps the path from the root
     // to the most relevant function.
     let (t3, err3) = slice_ok(&["from-trace", s(&t), "-q", q, "--variant", "T", "--budget", "3000"]);
@@ -368,4 +384,49 @@ fn rich_cli_prompt() {
     for f in ["run  (", "Command.main  (", "main  (site-packages/rich_cli/", "Console.print  (", "Table._render  ("] {
         assert!(t3.lines().any(|l| l.trim_start().starts_with(f)), "{f} missing from the path:\n{t3}");
     }
+}
+
+/// A dispatcher that re-enters itself for nested children (render -> render_table -> render):
+/// what the nested calls reach is in the tree, under the first `render`, with its source.
+#[test]
+fn a_re_entered_dispatcher_hides_nothing() {
+    let d = scratch();
+    let t = d.path().join("render.d");
+    let app = root().join("examples/python/render_demo.py");
+    trace(d.path(), &t, &[&python(), app.to_str().unwrap()]);
+    let (p, _) = slice_ok(&["from-trace", s(&t), "-q", "Which function draws the table's borders?"]);
+    let file = app.display().to_string();
+    let at = |line: u32| format!("({file}:{line})");
+    let want = format!(
+        "  main  {}\n    Paragraph.__init__  {} ×5\n    Table.__init__  {}\n    Document.__init__  {}\n    render  {}\n      render_document  {}\n        render ×2 ↻ recursive\n      render_paragraph  {} ×5\n      render_table  {}\n        render ×4 ↻ recursive\n        draw_row  {} ×2\n",
+        at(54),
+        at(11),
+        at(16),
+        at(21),
+        at(25),
+        at(34),
+        at(38),
+        at(42),
+        at(50)
+    );
+    assert!(p.contains(&want), "want:\n{want}\nin:\n{p}");
+    for f in ["render_table", "draw_row", "render_paragraph"] {
+        assert_eq!(p.matches(&format!("#### `{f}`")).count(), 1, "{f} has its source once:\n{p}");
+    }
+    assert!(p.contains("def draw_row(cells):\n    return BORDER + BORDER.join("), "{p}");
+}
+
+/// Module-level values that a shown function reads come with it, once.
+#[test]
+fn module_values_are_shown_with_the_function_that_reads_them() {
+    let t = shop();
+    let (p, _) = slice_ok(&["from-trace", s(t), "-q", Q]);
+    let file = root().join("examples/python/shop/pricing.py");
+    let block = format!(
+        "#### `bundle_price` ({}:6-11)\n\nModule-level values it reads ({}, line 3):\n\n```python\nBUNDLE_DISCOUNT_PERCENT = 10\n```\n\n```python\ndef bundle_price(bundle):",
+        file.display(),
+        file.display()
+    );
+    assert!(p.contains(&block), "no values block in:\n{p}");
+    assert_eq!(p.matches("BUNDLE_DISCOUNT_PERCENT = 10").count(), 1, "once");
 }

@@ -44,7 +44,10 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     let renderer = Renderer::new(a.prompt.format, template)?;
     let (mut traces, warnings) = prepare(&a.traces, &opts)?;
     warn_all(&warnings);
-    let model = Model::build(&question, &mut traces);
+    let mut model = Model::build(&question, &mut traces);
+    if a.prompt.docstrings {
+        model.restore_docstrings();
+    }
     warn_all(&model.notes);
     let fitted = fit(&model, layout, &renderer, a.prompt.tokenizer, a.prompt.budget)?;
     match &a.output {

@@ -6,6 +6,7 @@
 //! [`Doc`], which [`render`] turns into Markdown, XML or JSON.
 
 pub mod budget;
+pub mod docstring;
 pub mod relevance;
 pub mod render;
 #[cfg(test)]
@@ -211,6 +212,8 @@ pub struct FuncInfo {
     pub relevance: f64,
     /// Module-level values of its file that its code reads (see [`crate::values`]).
     pub values: Vec<ModuleValue>,
+    /// The code with its whole docstring, when [`Model::build`] cut it (see [`docstring`]).
+    pub whole_code: Option<String>,
 }
 
 impl FuncInfo {
@@ -279,6 +282,34 @@ pub struct Model {
     pub funcs: HashMap<String, FuncInfo>,
     /// Notes for the whole prompt (e.g. changed files).
     pub notes: Vec<String>,
+}
+
+/// Appended in the tree to a node whose calls are the same as at an earlier line.
+pub const SAME_AS_ABOVE: &str = " [same calls as above]";
+
+/// A hash of each node's subtree shape (functions, recursion marks and nesting; not counts or
+/// times), for nodes in pre-order with their depths.
+fn subtree_shapes(nodes: &[ModelNode]) -> Vec<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut shape = vec![0u64; nodes.len()];
+    // pending[d]: shapes of the nodes at depth d whose parent is not reached yet, in reverse.
+    let mut pending: Vec<Vec<u64>> = Vec::new();
+    for i in (0..nodes.len()).rev() {
+        let d = nodes[i].depth as usize;
+        if pending.len() < d + 2 {
+            pending.resize(d + 2, Vec::new());
+        }
+        let children = std::mem::take(&mut pending[d + 1]);
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        nodes[i].key.hash(&mut h);
+        nodes[i].recursive.hash(&mut h);
+        for c in children.iter().rev() {
+            c.hash(&mut h);
+        }
+        shape[i] = h.finish();
+        pending[d].push(shape[i]);
+    }
+    shape
 }
 
 /// Appended in the tree to a function whose source the budget dropped.
@@ -367,8 +398,28 @@ impl Model {
         }
         score(&mut funcs, question);
         tree_boost(&mut funcs, &mtraces);
+        // After scoring (a docstring's words still count for relevance): long docstrings are
+        // cut to their summary; `restore_docstrings` undoes it.
+        for f in funcs.values_mut() {
+            if let SourceState::Code(e) = &mut f.source {
+                if f.language == Language::Python && e.kind == CodeKind::Function {
+                    if let Some(cut) = docstring::trim_docstring(&e.code) {
+                        f.whole_code = Some(std::mem::replace(&mut e.code, cut));
+                    }
+                }
+            }
+        }
         let notes = unavailable_files.iter().map(|(file, why)| format!("{file}: {why}")).collect();
         Model { question: question.trim().to_string(), traces: mtraces, funcs, notes }
+    }
+
+    /// Show every docstring whole (`--docstrings`): undo the cut [`Model::build`] makes.
+    pub fn restore_docstrings(&mut self) {
+        for f in self.funcs.values_mut() {
+            if let (Some(whole), SourceState::Code(e)) = (f.whole_code.take(), &mut f.source) {
+                e.code = whole;
+            }
+        }
     }
 
     /// Function keys in priority order, most important first: closest to the question (the
@@ -386,13 +437,15 @@ impl Model {
         let mut values_seen: HashSet<(String, u32)> = HashSet::new();
         // Functions whose tree line already gave their file and line.
         let mut located: HashSet<String> = HashSet::new();
+        // Subtrees printed whole so far (see `tree_text`).
+        let mut shapes: HashSet<u64> = HashSet::new();
         let repeat = layout.repeat && !plan.collapse_repeats && layout.order == Order::Call;
         let mut traces = Vec::new();
         for (i, t) in self.traces.iter().enumerate() {
             let mut threads = Vec::new();
             let mut sources = Vec::new();
             for th in &t.threads {
-                let (text, nodes) = self.tree_text(th, plan, &mut located);
+                let (text, nodes) = self.tree_text(th, plan, &mut located, (!repeat).then_some(&mut shapes));
                 threads.push(DocThread {
                     label: th.label.clone(),
                     pid: th.pid,
@@ -531,14 +584,40 @@ impl Model {
     /// A thread's tree as text. A function's `(file:line)` is given on its first line in the
     /// prompt (`located` remembers them across threads and runs); later lines name it only,
     /// unless another function of the prompt has the same qualified name.
-    fn tree_text(&self, th: &ModelThread, plan: &Plan, located: &mut HashSet<String>) -> (String, Vec<DocNode>) {
+    ///
+    /// With `shapes` (layouts that show each source once), a node whose whole subtree is the
+    /// same as one printed earlier in the prompt (same functions, same nesting; counts may
+    /// differ) is printed alone, marked [`SAME_AS_ABOVE`].
+    fn tree_text(
+        &self,
+        th: &ModelThread,
+        plan: &Plan,
+        located: &mut HashSet<String>,
+        mut shapes: Option<&mut HashSet<u64>>,
+    ) -> (String, Vec<DocNode>) {
         let ambiguous = self.ambiguous_names();
         let mut out = String::new();
         let mut nodes = Vec::new();
         let vis = plan.visible(&th.nodes);
-        for (n, (shown, hidden)) in th.nodes.iter().zip(vis) {
-            if !shown {
+        let shape = subtree_shapes(&th.nodes);
+        // shown_before[i]: shown nodes among the first i.
+        let mut shown_before = vec![0usize; th.nodes.len() + 1];
+        for (i, v) in vis.iter().enumerate() {
+            shown_before[i + 1] = shown_before[i] + v.0 as usize;
+        }
+        let mut skip_to = 0usize;
+        for (i, (n, (shown, hidden))) in th.nodes.iter().zip(vis).enumerate() {
+            if !shown || i < skip_to {
                 continue;
+            }
+            let end = i + 1 + n.descendants;
+            let mut same = false;
+            if let Some(seen) = shapes.as_deref_mut() {
+                let whole = shown_before[end.min(th.nodes.len())] - shown_before[i] == n.descendants + 1;
+                if n.descendants > 0 && whole && !seen.insert(shape[i]) {
+                    same = true;
+                    skip_to = end;
+                }
             }
             let f = &self.funcs[&n.key];
             let indent = "  ".repeat(n.depth.saturating_sub(1) as usize);
@@ -564,8 +643,11 @@ impl Model {
             if level == Level::Name && matches!(f.source, SourceState::Code(_) | SourceState::Unavailable(_)) {
                 out.push_str(NAME_ONLY_MARK);
             }
+            if same {
+                out.push_str(SAME_AS_ABOVE);
+            }
             out.push('\n');
-            if hidden > 0 {
+            if hidden > 0 && !same {
                 out.push_str(&"  ".repeat(n.depth as usize));
                 out.push_str(&format!("… {hidden} more calls below (elided to fit the budget)\n"));
             }
@@ -676,6 +758,7 @@ fn func_info(
             first_index: index,
             relevance: 0.0,
             values: Vec::new(),
+            whole_code: None,
         };
     };
     let file = match (&f.file, &f.object) {
@@ -706,6 +789,7 @@ fn func_info(
         first_index: index,
         relevance: 0.0,
         values: Vec::new(),
+        whole_code: None,
     }
 }
 

@@ -393,7 +393,7 @@ fn tree_cuts_keep_the_paths_to_kept_functions_and_count_every_hidden_call() {
         }
     }
     let plan = Plan { tree_depth: Some(1), tree_keep: [greet.clone()].into_iter().collect(), ..Default::default() };
-    let (text, _) = m.tree_text(th, &plan, &mut HashSet::new());
+    let (text, _) = m.tree_text(th, &plan, &mut HashSet::new(), None);
     assert_eq!(
         text,
         "<module>  (app.py:1)\n  … 2 more calls below (elided to fit the budget)\n  main  (app.py:29)\n    … 4 more calls below (elided to fit the budget)\n    Greeter.greet  (app.py:25)",
