@@ -234,8 +234,81 @@ fn segments(model: &Model, layout: Layout, prio: &[String]) -> Vec<(Vec<Step>, V
     segs
 }
 
+/// A prompt estimated larger than this many times the budget is fitted by the estimate first
+/// (see [`Estimator`]): rendering and counting it whole, and every state of an exact bisection,
+/// would take minutes on a tree of millions of nodes.
+const ESTIMATE_FACTOR: f64 = 4.0;
+
+/// A cheap, calibrated guess of a state's size in tokens, so that a huge prompt is never
+/// rendered whole: each function's source block is counted once with the real tokenizer, a
+/// tree line is estimated from its length, and the visible part of the tree is computed per
+/// state in one pass (`Plan::visible`). The guess only chooses where to look: what is returned
+/// is always rendered and counted for real.
+struct Estimator<'a> {
+    model: &'a Model,
+    layout: Layout,
+    /// Per function key: tokens of its block whole and as a signature.
+    blocks: std::collections::HashMap<&'a str, (f64, f64)>,
+    fixed: f64,
+}
+
+impl<'a> Estimator<'a> {
+    fn new(model: &'a Model, layout: Layout, tok: Tokenizer) -> Estimator<'a> {
+        let mut blocks = std::collections::HashMap::new();
+        for f in model.funcs.values() {
+            let head = (f.qualname.len() + f.file.len()) as f64 / 3.0 + 12.0;
+            let (body, sig) = match &f.source {
+                SourceState::Code(e) => {
+                    let values: usize = f.values.iter().map(|v| v.text.len()).sum();
+                    let body = tok.count(&e.code) as f64 + values as f64 / 3.0;
+                    let sig = e.signature.as_deref().map_or(body, |s| tok.count(s) as f64);
+                    (body + head, sig + head)
+                }
+                SourceState::Unavailable(why) => (why.len() as f64 / 3.0 + head, why.len() as f64 / 3.0 + head),
+                SourceState::Omitted(_) => (0.0, 0.0),
+            };
+            blocks.insert(f.key.as_str(), (body, sig));
+        }
+        let threads = model.traces.iter().map(|t| t.threads.len()).sum::<usize>() as f64;
+        let fixed = tok.count(&model.question) as f64 + 400.0 + 40.0 * threads + 60.0 * model.traces.len() as f64;
+        Estimator { model, layout, blocks, fixed }
+    }
+
+    fn estimate(&self, plan: &Plan) -> f64 {
+        let repeat = self.layout.repeat && !plan.collapse_repeats && self.layout.order == super::Order::Call;
+        let mut total = self.fixed + plan.notes.iter().map(|n| n.len() as f64 / 3.0).sum::<f64>();
+        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        for th in self.model.traces.iter().flat_map(|t| t.threads.iter()) {
+            for (n, (shown, hidden)) in th.nodes.iter().zip(plan.visible(&th.nodes)) {
+                if !shown {
+                    continue;
+                }
+                if self.layout.tree {
+                    let name = self.model.funcs.get(&n.key).map_or(n.key.len(), |f| f.qualname.len());
+                    total += n.depth as f64 / 4.0 + name as f64 / 3.0 + 3.0 + if hidden > 0 { 12.0 } else { 0.0 };
+                }
+                if self.layout.sources && (repeat || seen.insert(n.key.as_str())) {
+                    let (body, sig) = self.blocks.get(n.key.as_str()).copied().unwrap_or_default();
+                    total += match plan.level(&n.key) {
+                        Level::Body => body,
+                        Level::Signature => sig,
+                        Level::Name => 0.0,
+                    };
+                }
+            }
+        }
+        total
+    }
+}
+
 /// Render a prompt, fitted into `budget` tokens when one is given.
 pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, budget: Option<usize>) -> Result<Fitted, BudgetError> {
+    if let Some(budget) = budget {
+        let est = Estimator::new(model, layout, tok);
+        if est.estimate(&Plan::default()) > ESTIMATE_FACTOR * budget as f64 {
+            return fit_by_estimate(model, layout, renderer, tok, budget, &est);
+        }
+    }
     let full = renderer.render(model, &model.doc(layout, &Plan::default()))?;
     let tokens = tok.count(&full);
     let Some(budget) = budget else { return Ok(Fitted { text: full, tokens, report: None }) };
@@ -280,4 +353,89 @@ pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, b
         return Ok(Fitted { text: best.0, tokens: best.1, report: Some(best.2) });
     }
     Err(BudgetError::TooSmall { budget, needed: smallest.unwrap_or(tokens), tokenizer: tok.name() })
+}
+
+/// [`fit`] by the estimate whatever the prompt's size (for tests of that path).
+#[cfg(test)]
+pub(crate) fn fit_estimated(
+    model: &Model,
+    layout: Layout,
+    renderer: &Renderer,
+    tok: Tokenizer,
+    budget: usize,
+) -> Result<Fitted, BudgetError> {
+    fit_by_estimate(model, layout, renderer, tok, budget, &Estimator::new(model, layout, tok))
+}
+
+/// [`fit`] for a prompt far over the budget: in each segment, the smallest number of steps
+/// whose *estimate* fits is found by bisection, rendered and counted for real; while the real
+/// count is over, the estimate is scaled by the error and the search repeats (then steps
+/// forward), so a handful of real renders, each near the budget's size, decide.
+fn fit_by_estimate(
+    model: &Model,
+    layout: Layout,
+    renderer: &Renderer,
+    tok: Tokenizer,
+    budget: usize,
+    est: &Estimator<'_>,
+) -> Result<Fitted, BudgetError> {
+    let prio = model.priority();
+    let top = prio.first();
+    let state = |base: &[Step], steps: &[Step], k: usize| -> Vec<Step> { base.iter().chain(&steps[..k]).cloned().collect() };
+    let plan_of = |steps: &[Step]| plan_for(model, steps, top, layout.sources, budget, tok);
+    let mut smallest: Option<usize> = None;
+    for (base, steps) in segments(model, layout, &prio) {
+        let mut scale = 1.0f64;
+        // Real renders bound the search: states below `lo` are over the budget, state `hi`
+        // fits (when `best` holds it).
+        let (mut lo, mut hi) = (0usize, steps.len());
+        let mut best: Option<Fitted> = None;
+        for _ in 0..10 {
+            let fits = |k: usize| est.estimate(&plan_of(&state(&base, &steps, k)).0) * scale <= budget as f64;
+            let top_k = if best.is_some() { hi - 1 } else { hi };
+            let k = if fits(lo) {
+                lo
+            } else if !fits(top_k) {
+                top_k
+            } else {
+                let (mut a, mut b) = (lo, top_k);
+                while b - a > 1 {
+                    let mid = a + (b - a) / 2;
+                    if fits(mid) {
+                        b = mid;
+                    } else {
+                        a = mid;
+                    }
+                }
+                b
+            };
+            let (plan, report) = plan_of(&state(&base, &steps, k));
+            let text = renderer.render(model, &model.doc(layout, &plan))?;
+            let n = tok.count(&text);
+            let guess = est.estimate(&plan).max(1.0);
+            if n <= budget {
+                best = Some(Fitted { text, tokens: n, report: Some(report) });
+                hi = k;
+                // Close enough to the budget, or nothing smaller left to try.
+                if n as f64 >= 0.95 * budget as f64 || k == lo {
+                    break;
+                }
+                scale = n as f64 / guess;
+            } else {
+                smallest = Some(smallest.map_or(n, |s| s.min(n)));
+                if k >= steps.len() {
+                    break;
+                }
+                lo = k + 1;
+                scale = (n as f64 / guess).max(scale * 1.05);
+            }
+            if best.is_some() && lo >= hi {
+                break;
+            }
+        }
+        if let Some(b) = best {
+            return Ok(b);
+        }
+    }
+    Err(BudgetError::TooSmall { budget, needed: smallest.unwrap_or(budget + 1), tokenizer: tok.name() })
 }

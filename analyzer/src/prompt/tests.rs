@@ -439,3 +439,33 @@ fn the_top_function_keeps_its_body_longest() {
     }
     assert!(cut_with_body && lost);
 }
+
+#[test]
+fn the_estimate_path_is_exact_and_close_to_the_bisection() {
+    // Prompts far over the budget are fitted by estimate (few real renders); what comes out is
+    // still counted for real, within the budget, and not much smaller than the exact search's.
+    let fx = fixture();
+    let q = "Why does greet say hi?";
+    let m = model_with(std::slice::from_ref(&fx.trace), &opts(), q);
+    let r = Renderer::new(Format::Markdown, None).unwrap();
+    let tok = Tokenizer::O200kBase;
+    let full = fit(&m, Layout::DEFAULT, &r, tok, None).unwrap();
+    let mut fitted = 0;
+    for budget in (full.tokens / 2..full.tokens).step_by(7) {
+        let exact = fit(&m, Layout::DEFAULT, &r, tok, Some(budget));
+        match super::budget::fit_estimated(&m, Layout::DEFAULT, &r, tok, budget) {
+            Ok(f) => {
+                assert!(f.tokens <= budget && tok.count(&f.text) == f.tokens, "{} > {budget}", f.tokens);
+                let e = exact.expect("the exact search fits where the estimate does");
+                assert!(f.tokens * 10 >= e.tokens * 7, "estimate {} vs exact {} at {budget}", f.tokens, e.tokens);
+                if e.text.contains("def greet(self, name):") {
+                    assert!(f.text.contains("def greet(self, name):"), "{}", f.text);
+                }
+                fitted += 1;
+            }
+            Err(BudgetError::TooSmall { needed, .. }) => assert!(needed > budget && exact.is_err()),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(fitted > 3, "full prompt {} tokens", full.tokens);
+}
