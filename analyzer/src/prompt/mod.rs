@@ -284,15 +284,18 @@ pub struct Model {
     pub notes: Vec<String>,
 }
 
-/// Appended in the tree to a node whose calls are the same as at an earlier line.
+/// Appended in the tree to a node whose calls are the same as at an earlier line of the same
+/// function.
 pub const SAME_AS_ABOVE: &str = " [same calls as above]";
 
-/// A hash of each node's subtree shape (functions, recursion marks and nesting; not counts or
-/// times), for nodes in pre-order with their depths.
-fn subtree_shapes(nodes: &[ModelNode]) -> Vec<u64> {
+/// A hash of what each node called: the functions below it, their recursion marks and their
+/// nesting (not the node's own function, not counts or times), for nodes in pre-order with
+/// their depths. Two nodes with the same hash made the same calls.
+fn calls_shapes(nodes: &[ModelNode]) -> Vec<u64> {
     use std::hash::{Hash, Hasher};
-    let mut shape = vec![0u64; nodes.len()];
-    // pending[d]: shapes of the nodes at depth d whose parent is not reached yet, in reverse.
+    let mut calls = vec![0u64; nodes.len()];
+    // pending[d]: whole-subtree shapes of the nodes at depth d whose parent is not reached
+    // yet, in reverse.
     let mut pending: Vec<Vec<u64>> = Vec::new();
     for i in (0..nodes.len()).rev() {
         let d = nodes[i].depth as usize;
@@ -301,15 +304,17 @@ fn subtree_shapes(nodes: &[ModelNode]) -> Vec<u64> {
         }
         let children = std::mem::take(&mut pending[d + 1]);
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        nodes[i].key.hash(&mut h);
-        nodes[i].recursive.hash(&mut h);
         for c in children.iter().rev() {
             c.hash(&mut h);
         }
-        shape[i] = h.finish();
-        pending[d].push(shape[i]);
+        calls[i] = h.finish();
+        let mut whole = std::collections::hash_map::DefaultHasher::new();
+        nodes[i].key.hash(&mut whole);
+        nodes[i].recursive.hash(&mut whole);
+        calls[i].hash(&mut whole);
+        pending[d].push(whole.finish());
     }
-    shape
+    calls
 }
 
 /// Appended in the tree to a function whose source the budget dropped.
@@ -438,7 +443,7 @@ impl Model {
         // Functions whose tree line already gave their file and line.
         let mut located: HashSet<String> = HashSet::new();
         // Subtrees printed whole so far (see `tree_text`).
-        let mut shapes: HashSet<u64> = HashSet::new();
+        let mut shapes: HashMap<u64, String> = HashMap::new();
         let repeat = layout.repeat && !plan.collapse_repeats && layout.order == Order::Call;
         let mut traces = Vec::new();
         for (i, t) in self.traces.iter().enumerate() {
@@ -585,21 +590,22 @@ impl Model {
     /// prompt (`located` remembers them across threads and runs); later lines name it only,
     /// unless another function of the prompt has the same qualified name.
     ///
-    /// With `shapes` (layouts that show each source once), a node whose whole subtree is the
-    /// same as one printed earlier in the prompt (same functions, same nesting; counts may
-    /// differ) is printed alone, marked [`SAME_AS_ABOVE`].
+    /// With `shapes` (layouts that show each source once), a node that made the same calls as
+    /// a node printed whole earlier in the prompt (same functions, same nesting; counts may
+    /// differ) is printed alone, marked [`SAME_AS_ABOVE`] when that node is the same function,
+    /// `[same calls as `f`]` otherwise: many sibling subtrees of one shape take a line each.
     fn tree_text(
         &self,
         th: &ModelThread,
         plan: &Plan,
         located: &mut HashSet<String>,
-        mut shapes: Option<&mut HashSet<u64>>,
+        mut shapes: Option<&mut HashMap<u64, String>>,
     ) -> (String, Vec<DocNode>) {
         let ambiguous = self.ambiguous_names();
         let mut out = String::new();
         let mut nodes = Vec::new();
         let vis = plan.visible(&th.nodes);
-        let shape = subtree_shapes(&th.nodes);
+        let calls = calls_shapes(&th.nodes);
         // shown_before[i]: shown nodes among the first i.
         let mut shown_before = vec![0usize; th.nodes.len() + 1];
         for (i, v) in vis.iter().enumerate() {
@@ -611,12 +617,20 @@ impl Model {
                 continue;
             }
             let end = i + 1 + n.descendants;
-            let mut same = false;
+            let mut same: Option<String> = None;
             if let Some(seen) = shapes.as_deref_mut() {
                 let whole = shown_before[end.min(th.nodes.len())] - shown_before[i] == n.descendants + 1;
-                if n.descendants > 0 && whole && !seen.insert(shape[i]) {
-                    same = true;
-                    skip_to = end;
+                if n.descendants > 0 && whole {
+                    match seen.get(&calls[i]) {
+                        Some(k) if *k == n.key => same = Some(SAME_AS_ABOVE.to_string()),
+                        Some(k) => same = Some(format!(" [same calls as `{}`]", self.funcs.get(k).map_or(k.as_str(), |f| &f.qualname))),
+                        None => {
+                            seen.insert(calls[i], n.key.clone());
+                        }
+                    }
+                    if same.is_some() {
+                        skip_to = end;
+                    }
                 }
             }
             let f = &self.funcs[&n.key];
@@ -643,11 +657,11 @@ impl Model {
             if level == Level::Name && matches!(f.source, SourceState::Code(_) | SourceState::Unavailable(_)) {
                 out.push_str(NAME_ONLY_MARK);
             }
-            if same {
-                out.push_str(SAME_AS_ABOVE);
+            if let Some(m) = &same {
+                out.push_str(m);
             }
             out.push('\n');
-            if hidden > 0 && !same {
+            if hidden > 0 && same.is_none() {
                 out.push_str(&"  ".repeat(n.depth as usize));
                 out.push_str(&format!("… {hidden} more calls below (elided to fit the budget)\n"));
             }

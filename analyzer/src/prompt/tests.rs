@@ -469,3 +469,34 @@ fn the_estimate_path_is_exact_and_close_to_the_bisection() {
     }
     assert!(fitted > 3, "full prompt {} tokens", full.tokens);
 }
+
+#[test]
+fn nodes_that_made_the_same_calls_have_the_same_calls_shape() {
+    // root0 -> a -> (x -> z, y) ; b -> (x -> z, y) ; c -> (x, y) ; d -> (x -> z, y ↻)
+    let node = |id: u32, depth: u32, key: &str, recursive: bool| ModelNode {
+        id,
+        parent: 0,
+        depth,
+        key: key.into(),
+        count: 1,
+        resumes: 0,
+        time_ns: 0,
+        recursive,
+        descendants: 0,
+    };
+    let mut nodes = Vec::new();
+    for (i, (head, z, rec)) in [("a", true, false), ("b", true, false), ("c", false, false), ("d", true, true)].into_iter().enumerate() {
+        let base = i as u32 * 10;
+        nodes.push(node(base, 1, head, false));
+        nodes.push(node(base + 1, 2, "x", false));
+        if z {
+            nodes.push(node(base + 2, 3, "z", false));
+        }
+        nodes.push(node(base + 3, 2, "y", rec));
+    }
+    let s = super::calls_shapes(&nodes);
+    let at = |key: &str| nodes.iter().position(|n| n.key == key && n.depth == 1).unwrap();
+    assert_eq!(s[at("a")], s[at("b")], "different functions, same calls");
+    assert_ne!(s[at("a")], s[at("c")], "c's x called nothing");
+    assert_ne!(s[at("a")], s[at("d")], "d's y is a recursion marker");
+}
