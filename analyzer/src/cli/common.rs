@@ -155,10 +155,10 @@ pub struct PromptArgs {
     /// Show each function's source once.
     #[arg(long, overrides_with = "repeat", help_heading = "Prompt layout")]
     pub dedupe: bool,
-    /// Show docstrings whole. By default a docstring longer than 3 lines keeps its first
-    /// paragraph and the cut is marked in the code.
+    /// Cut Python docstrings longer than 3 lines to their first paragraph (the cut is marked
+    /// in the code): about a sixth of the tokens of a typical library's sources.
     #[arg(long, help_heading = "Prompt layout")]
-    pub docstrings: bool,
+    pub short_docstrings: bool,
     /// Output format: markdown, xml (XML-tagged sections) or json (docs/slice-json.md).
     #[arg(long, value_name = "markdown|xml|json", default_value = "markdown", help_heading = "Output")]
     pub format: Format,

@@ -45,8 +45,8 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     let (mut traces, warnings) = prepare(&a.traces, &opts)?;
     warn_all(&warnings);
     let mut model = Model::build(&question, &mut traces);
-    if a.prompt.docstrings {
-        model.restore_docstrings();
+    if a.prompt.short_docstrings {
+        model.shorten_docstrings();
     }
     warn_all(&model.notes);
     let fitted = fit(&model, layout, &renderer, a.prompt.tokenizer, a.prompt.budget)?;

@@ -1,8 +1,9 @@
-//! Long docstrings, cut to their summary. In `rich data.csv` docstrings are 16% of the source
-//! a prompt shows, mostly `Args:`/`Returns:` sections that repeat the signature. By default a
-//! Python function's docstring longer than [`KEEP_WHOLE`] lines keeps its first paragraph (at
-//! most [`SUMMARY_LINES`] lines) and the rest is replaced by a marked line; `--docstrings`
-//! keeps them whole. The code stays valid Python: the string is closed again.
+//! Long docstrings, cut to their summary (`--short-docstrings`). In `rich data.csv` docstrings
+//! are 16% of the source a prompt shows, mostly `Args:`/`Returns:` sections that repeat the
+//! signature. With the option, a Python function's docstring longer than [`KEEP_WHOLE`] lines
+//! keeps its first paragraph (at most [`SUMMARY_LINES`] lines) and the rest is replaced by a
+//! marked line. The code stays valid Python: the string is closed again. Not the default: a
+//! function whose docstring is cut is no longer its exact source.
 
 use crate::source::logical_starts;
 
@@ -53,7 +54,7 @@ pub fn trim_docstring(code: &str) -> Option<String> {
     let indent: String = lines[body].chars().take_while(|c| c.is_whitespace()).collect();
     let cut = last + 1 - para_end;
     let mut out: Vec<String> = lines[..para_end].to_vec();
-    out.push(format!("{indent}[{cut} more docstring lines]"));
+    out.push(format!("{indent}[{cut} more docstring lines cut]"));
     out.push(format!("{indent}{quote}"));
     out.extend(lines[last + 1..].iter().cloned());
     Some(out.join("\n"))
@@ -86,7 +87,7 @@ mod tests {
         self, header: str = "", *, justify: str = "left"
     ) -> None:
         """Add a column to the table.
-        [5 more docstring lines]
+        [5 more docstring lines cut]
         """
         column = Column(header=header, justify=justify)
         self.columns.append(column)"#

@@ -212,8 +212,6 @@ pub struct FuncInfo {
     pub relevance: f64,
     /// Module-level values of its file that its code reads (see [`crate::values`]).
     pub values: Vec<ModuleValue>,
-    /// The code with its whole docstring, when [`Model::build`] cut it (see [`docstring`]).
-    pub whole_code: Option<String>,
 }
 
 impl FuncInfo {
@@ -403,26 +401,21 @@ impl Model {
         }
         score(&mut funcs, question);
         tree_boost(&mut funcs, &mtraces);
-        // After scoring (a docstring's words still count for relevance): long docstrings are
-        // cut to their summary; `restore_docstrings` undoes it.
-        for f in funcs.values_mut() {
-            if let SourceState::Code(e) = &mut f.source {
-                if f.language == Language::Python && e.kind == CodeKind::Function {
-                    if let Some(cut) = docstring::trim_docstring(&e.code) {
-                        f.whole_code = Some(std::mem::replace(&mut e.code, cut));
-                    }
-                }
-            }
-        }
         let notes = unavailable_files.iter().map(|(file, why)| format!("{file}: {why}")).collect();
         Model { question: question.trim().to_string(), traces: mtraces, funcs, notes }
     }
 
-    /// Show every docstring whole (`--docstrings`): undo the cut [`Model::build`] makes.
-    pub fn restore_docstrings(&mut self) {
+    /// Cut long docstrings to their summary (`--short-docstrings`; see [`docstring`]). Call it
+    /// after [`Model::build`]: relevance was computed on the whole code, so a docstring's words
+    /// still count.
+    pub fn shorten_docstrings(&mut self) {
         for f in self.funcs.values_mut() {
-            if let (Some(whole), SourceState::Code(e)) = (f.whole_code.take(), &mut f.source) {
-                e.code = whole;
+            if let SourceState::Code(e) = &mut f.source {
+                if f.language == Language::Python && e.kind == CodeKind::Function {
+                    if let Some(cut) = docstring::trim_docstring(&e.code) {
+                        e.code = cut;
+                    }
+                }
             }
         }
     }
@@ -772,7 +765,6 @@ fn func_info(
             first_index: index,
             relevance: 0.0,
             values: Vec::new(),
-            whole_code: None,
         };
     };
     let file = match (&f.file, &f.object) {
@@ -803,7 +795,6 @@ fn func_info(
         first_index: index,
         relevance: 0.0,
         values: Vec::new(),
-        whole_code: None,
     }
 }
 
