@@ -9,6 +9,11 @@ Usage: python3 forkpool.py
 import multiprocessing
 import os
 import random
+import warnings
+
+# 3.12+ warns when forking a multi-threaded process: the pool's finished threads may still be
+# exiting at the OS level when os.fork counts them. Harmless here (they hold no lock).
+warnings.simplefilter("ignore", DeprecationWarning)
 
 
 def square(x):

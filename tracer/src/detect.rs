@@ -41,9 +41,11 @@ impl Refusal {
     }
 }
 
-/// Whether a file name looks like a CPython interpreter: `python`, `python3`, `python3.11`.
+/// Whether a file name looks like a CPython interpreter: `python`, `python3`, `python3.11`,
+/// `python3.13t` (a free-threaded build).
 pub fn is_python_name(name: &OsStr) -> bool {
     let b = name.as_bytes();
+    let b = b.strip_suffix(b"t").filter(|v| v.len() > 6).unwrap_or(b);
     b.starts_with(b"python") && b[6..].iter().all(|c| c.is_ascii_digit() || *c == b'.')
 }
 
@@ -260,6 +262,10 @@ pub fn parse_supported(range: &str) -> Option<((u32, u32), (u32, u32))> {
 
 /// The interpreter a Python target runs: the program itself, or its script's `#!` interpreter.
 pub fn python_interpreter(resolved: &Path, path_var: Option<&OsStr>) -> Option<PathBuf> {
+    // A file named like an interpreter is one, even as a script (pyenv's shims are).
+    if resolved.file_name().is_some_and(|n| is_python_name(n) || n.as_bytes().starts_with(b"pypy")) {
+        return Some(resolved.to_path_buf());
+    }
     let head = read_head(resolved).ok()?;
     let Some((interp, args)) = shebang(&head) else { return Some(resolved.to_path_buf()) };
     if Path::new(&interp).file_name() == Some(OsStr::new("env")) {
@@ -388,10 +394,10 @@ mod tests {
 
     #[test]
     fn python_names() {
-        for n in ["python", "python3", "python3.11", "python2.7"] {
+        for n in ["python", "python3", "python3.11", "python2.7", "python3.13t"] {
             assert!(is_python_name(OsStr::new(n)), "{n}");
         }
-        for n in ["pythonw", "ipython", "python3-config", "py"] {
+        for n in ["pythonw", "ipython", "python3-config", "py", "pythont"] {
             assert!(!is_python_name(OsStr::new(n)), "{n}");
         }
     }
