@@ -201,25 +201,31 @@ fn coroutines_and_generators_are_calls_then_resumes_on_every_version() {
     .into_iter()
     .map(|((a, b), n)| ((a.to_string(), b.to_string()), n))
     .collect();
-    for minor in TESTED {
+    // Both hooks of each version: the default (eval hook before 3.12, sys.monitoring after)
+    // and the profile hook.
+    for (minor, hook) in TESTED.iter().flat_map(|&m| [(m, "auto"), (m, "profile")]) {
         let py = cpython(minor);
-        let out = s.path().join(format!("co-3{minor}.d"));
-        let o = trace_run(&out, &[py.to_str().unwrap(), app.to_str().unwrap()]);
+        let out = s.path().join(format!("co-3{minor}-{hook}.d"));
+        let mut c = cmd("trace");
+        c.args(["run", "-q", "--python-hook", hook, "-o"]).arg(&out).args(["--", py.to_str().unwrap(), app.to_str().unwrap()]);
+        let o = run(&mut c);
         assert!(o.status.success(), "3.{minor}: {:?}", texts(&o));
         assert_eq!(texts(&o).0, "([2, 4, 6], [0, 1, 2], 'boom')\n(2, -1, [1])\n");
         assert_balanced(&out);
         // The coroutines and generators (not the class body, nor 3.9-3.11's list comprehension).
         let got = entry_counts(&events(&out, None), "examples/python/coroutines.py");
         let got: BTreeMap<_, _> = got.into_iter().filter(|((n, _), _)| want.keys().any(|(w, _)| w == n)).collect();
-        assert_eq!(got, want, "3.{minor}");
+        assert_eq!(got, want, "3.{minor} {hook}");
 
-        let out = s.path().join(format!("throw-3{minor}.d"));
-        let o = trace_run(&out, &[py.to_str().unwrap(), probe.to_str().unwrap()]);
+        let out = s.path().join(format!("throw-3{minor}-{hook}.d"));
+        let mut c = cmd("trace");
+        c.args(["run", "-q", "--python-hook", hook, "-o"]).arg(&out).args(["--", py.to_str().unwrap(), probe.to_str().unwrap()]);
+        let o = run(&mut c);
         assert!(o.status.success(), "3.{minor}: {:?}", texts(&o));
         assert_balanced(&out);
         let got = entry_counts(&events(&out, None), "throw.py");
-        assert_eq!(got.get(&("g".into(), "call".into())), Some(&1), "3.{minor}: {got:?}");
-        assert_eq!(got.get(&("g".into(), "resume".into())), None, "3.{minor}: {got:?}");
+        assert_eq!(got.get(&("g".into(), "call".into())), Some(&1), "3.{minor} {hook}: {got:?}");
+        assert_eq!(got.get(&("g".into(), "resume".into())), None, "3.{minor} {hook}: {got:?}");
     }
 }
 

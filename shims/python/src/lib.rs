@@ -3,9 +3,14 @@
 //! that differ between versions are chosen at run time ([`runtime`]).
 //!
 //! - 3.12 and later: `sys.monitoring` with C callbacks ([`monitoring`]).
-//! - 3.9 to 3.11 (and any version with `--python-hook profile`): a C-level profile function,
-//!   installed in the main thread at start-up and in every thread started later (it wraps
-//!   `_thread.start_new_thread`, which `threading` uses) ([`profile`]).
+//! - 3.9 to 3.11: a frame-evaluation hook (PEP 523, [`evalframe`]; 3.11 only when its frame
+//!   layout was read from the 3.11 headers at build time).
+//! - Otherwise (`--python-hook profile`, `--c-calls` before 3.12, another frame-evaluation
+//!   hook already installed): a C-level profile function, installed in the main thread at
+//!   start-up and in every thread started later ([`profile`]).
+//!
+//! `_thread.start_new_thread` (and 3.13's `start_joinable_thread`) are wrapped so every thread
+//! names its stream (and installs the profile function) before it runs Python code.
 //!
 //! Either way one compact binary event is written per call, resumption and return into a
 //! per-thread stream ([`state`]). Each code object gets a dense id the first time it runs; its
@@ -16,6 +21,7 @@
 //! the registry of streams under its own lock) and the fork handler ([`fork`]).
 
 mod describe;
+mod evalframe;
 mod fork;
 mod linetable;
 mod monitoring;
@@ -78,16 +84,24 @@ fn start(py: Python<'_>) -> PyResult<bool> {
     wrap_thread_start(py)?;
     // SAFETY: GIL held.
     unsafe { state::current(Some("MainThread")) };
-    let monitoring = rt.monitoring && monitoring::install(py, c_calls)?;
-    if !monitoring {
+    let profile_only = has("profile_hook");
+    if rt.monitoring && monitoring::install(py, c_calls)? {
+        // Frames already running (site, this sitecustomize) will return through the
+        // callbacks: give them their calls.
+        // SAFETY: GIL held.
+        unsafe { state::record_open_frames(py) };
+    // SAFETY: GIL held (C calls are only reported to profile functions before 3.12).
+    } else if !profile_only && !c_calls && unsafe { evalframe::install(rt.minor) } {
+        // Frames already running were not entered through the hook and will not return
+        // through it: they are not recorded.
+    } else {
         PROFILE_MODE.store(true, Ordering::Relaxed);
         // SAFETY: GIL held.
-        unsafe { profile::install() };
+        unsafe {
+            profile::install();
+            state::record_open_frames(py);
+        }
     }
-    // Frames already running (site, this sitecustomize) will return through the hooks: give
-    // them their calls.
-    // SAFETY: GIL held.
-    unsafe { state::record_open_frames(py) };
     Ok(true)
 }
 

@@ -9,7 +9,7 @@ use std::ffi::c_int;
 
 /// Whether `frame` of the resumable function `c` was entered before: a generator or
 /// coroutine resumed (or thrown into), not started. Only resumable code pays this lookup.
-unsafe fn frame_started(frame: *mut PyObject, c: CodeId) -> bool {
+pub unsafe fn frame_started(frame: *mut PyObject, c: CodeId) -> bool {
     let lasti = ffi::PyObject_GetAttrString(frame, c"f_lasti".as_ptr());
     if lasti.is_null() {
         ffi::PyErr_Clear();

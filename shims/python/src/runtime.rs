@@ -65,7 +65,7 @@ pub fn get() -> Option<&'static Runtime> {
 ///
 /// # Safety
 /// `T` is the function pointer type of every name given.
-unsafe fn lookup<T: Copy>(names: &[&CStr]) -> Option<T> {
+pub unsafe fn lookup<T: Copy>(names: &[&CStr]) -> Option<T> {
     assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
     for name in names {
         let p = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());

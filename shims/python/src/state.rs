@@ -277,18 +277,20 @@ pub unsafe fn gen_start(id: u32) -> i64 {
     with_proc(|p| p.gen_start.get(&id).copied()).flatten().unwrap_or(-1)
 }
 
-/// Record a function entry: a call, or a resumption of a suspended frame.
+/// Record a function entry: a call, or a resumption of a suspended frame. Returns whether the
+/// entry was counted (written, or left out inside an unrecorded call): only then may its exit
+/// be reported to [`exit`].
 ///
 /// # Safety
 /// GIL held; `code` is a live code object. `resumed` decides, from the code's id, whether
 /// this entry resumes a frame (it may call into CPython).
 #[inline(always)]
-pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) {
+pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) -> bool {
     let ts = monotonic_ns();
-    let Some(rec) = current(None) else { return };
+    let Some(rec) = current(None) else { return false };
     if rec.skip.get() > 0 {
         rec.skip.set(rec.skip.get() + 1);
-        return;
+        return true;
     }
     let id = code_id(code);
     let resume = match id {
@@ -296,12 +298,13 @@ pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) {
         _ => false,
     };
     // Look the record up again: describing a new function ran Python code.
-    let Some(rec) = current(None) else { return };
+    let Some(rec) = current(None) else { return false };
     match id {
         Some(c) if resume => writer(rec).resume(c.id, ts),
         Some(c) => writer(rec).call(c.id, ts),
         None => rec.skip.set(1),
     }
+    true
 }
 
 /// Record the entry into a C function (with `c_calls`); `func` null: an entry that cannot be
