@@ -14,13 +14,8 @@ def _slicetrace_boot():
     low, high = [tuple(int(x) for x in v.split(".")) for v in supported.split("-")]
     impl = getattr(getattr(sys, "implementation", None), "name", "python")
     running = tuple(sys.version_info[:2])
-    free_threaded = False
-    try:
-        import sysconfig
-
-        free_threaded = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
-    except Exception:
-        pass
+    # Not sysconfig (it imports threading, functools, collections: ~10 ms before every program).
+    free_threaded = "free-threading" in sys.version
     recorder = None
     if impl != "cpython" or not (low <= running <= high) or free_threaded:
         sys.stderr.write(

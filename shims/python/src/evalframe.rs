@@ -62,6 +62,17 @@ pub unsafe fn install(minor: u32) -> bool {
     true
 }
 
+/// Run an entry; a frame resumed to raise (`throwflag`: a generator's `throw`/`close`) has its
+/// exception pending, set aside while the entry may call into CPython.
+#[inline(always)]
+unsafe fn enter(throwflag: c_int, f: impl FnOnce() -> bool) -> bool {
+    if throwflag != 0 {
+        keeping_error(f)
+    } else {
+        f()
+    }
+}
+
 #[inline(always)]
 unsafe fn evaluate(tstate: *mut ffi::PyThreadState, frame: *mut c_void, throwflag: c_int) -> *mut PyObject {
     match DEFAULT.get() {
@@ -75,7 +86,7 @@ unsafe fn evaluate(tstate: *mut ffi::PyThreadState, frame: *mut c_void, throwfla
 unsafe extern "C" fn eval_39(tstate: *mut ffi::PyThreadState, frame: *mut c_void, throwflag: c_int) -> *mut PyObject {
     let f = frame as *mut PyObject;
     let code = crate::runtime::PyFrame_GetCode(f);
-    let counted = !code.is_null() && keeping_error(|| state::enter(code, |c| frame_started(f, c)));
+    let counted = !code.is_null() && enter(throwflag, || state::enter(code, |c| frame_started(f, c)));
     if !code.is_null() {
         ffi::Py_DECREF(code);
     }
@@ -105,7 +116,7 @@ unsafe extern "C" fn eval_311(tstate: *mut ffi::PyThreadState, frame: *mut c_voi
         let units = (code as *const u8).add(CODE_UNITS);
         (prev as isize - units as isize) > state::gen_start(c.id) as isize
     };
-    let counted = keeping_error(|| state::enter(code, started));
+    let counted = enter(throwflag, || state::enter(code, started));
     let result = evaluate(tstate, frame, throwflag);
     if counted {
         state::exit();

@@ -28,11 +28,12 @@ struct CallTypes {
 }
 static CALL_TYPES: OnceLock<CallTypes> = OnceLock::new();
 
+/// `None`, the callbacks' result. Not incremented: the callbacks only run on 3.12+, where
+/// `None` is immortal (CPython's decrement of the result leaves it untouched), and the
+/// stable ABI's `Py_IncRef` is a function call per event.
 #[inline(always)]
 unsafe fn none() -> *mut PyObject {
-    let n = ffi::Py_None();
-    ffi::Py_INCREF(n);
-    n
+    ffi::Py_None()
 }
 
 #[inline(always)]

@@ -111,8 +111,8 @@ pub fn init(py: Python<'_>, profile_only: bool) -> Result<&'static Runtime, Stri
         return Err(format!("CPython 3.{minor} does not export the code-object extra-slot functions"));
     };
     let resume_opcode = if minor >= 11 {
-        let op = py.import("dis").and_then(|d| d.getattr("opmap")).and_then(|m| m.get_item("RESUME")).and_then(|o| o.extract::<u8>());
-        Some(op.map_err(|e| format!("cannot read the RESUME opcode from dis.opmap: {e}"))?)
+        let op = py.import("opcode").and_then(|d| d.getattr("opmap")).and_then(|m| m.get_item("RESUME")).and_then(|o| o.extract::<u8>());
+        Some(op.map_err(|e| format!("cannot read the RESUME opcode from opcode.opmap: {e}"))?)
     } else {
         None
     };

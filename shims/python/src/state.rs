@@ -226,13 +226,24 @@ const RESUMABLE_BIT: u64 = 1 << 31;
 /// GIL held; `code` is a live code object. May call into CPython (the first time).
 #[inline(always)]
 pub unsafe fn code_id(code: *mut PyObject) -> Option<CodeId> {
-    let rt = runtime::get()?;
-    let v = rt.extra(code);
+    match cached_code_id(code) {
+        Some(c) => Some(c),
+        None => new_code_id(runtime::get()?, code),
+    }
+}
+
+/// The id cached in the code object by this process, if any. Calls no Python code.
+///
+/// # Safety
+/// GIL held; `code` is a live code object.
+#[inline(always)]
+unsafe fn cached_code_id(code: *mut PyObject) -> Option<CodeId> {
+    let v = runtime::get()?.extra(code);
     if v != 0 && (v >> 32) as u32 == GENERATION.load(Ordering::Relaxed) {
         let low = v & 0xffff_ffff;
         return Some(CodeId { id: (low & !RESUMABLE_BIT) as u32 - 1, resumable: low & RESUMABLE_BIT != 0 });
     }
-    new_code_id(rt, code)
+    None
 }
 
 #[cold]
@@ -292,13 +303,20 @@ pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) -
         rec.skip.set(rec.skip.get() + 1);
         return true;
     }
-    let id = code_id(code);
+    let (id, rec) = match cached_code_id(code) {
+        Some(c) => (Some(c), rec),
+        None => {
+            let id = code_id(code);
+            // Look the record up again: describing a new function ran Python code.
+            let Some(rec) = current(None) else { return false };
+            (id, rec)
+        }
+    };
+    // `resumed` may call into CPython (but runs no Python code that could record).
     let resume = match id {
         Some(c) if c.resumable => resumed(c),
         _ => false,
     };
-    // Look the record up again: describing a new function ran Python code.
-    let Some(rec) = current(None) else { return false };
     match id {
         Some(c) if resume => writer(rec).resume(c.id, ts),
         Some(c) => writer(rec).call(c.id, ts),
