@@ -349,3 +349,48 @@ fn c_calls_are_recorded_through_sys_monitoring() {
         assert_eq!(inside, ["str.join", "len", "sum"], "3.{minor}: the builtins work calls, in order");
     }
 }
+
+/// Older CPythons under pyenv (2.7, 3.6-3.8), when installed: started by a recorded program,
+/// each prints one warning naming it and runs unrecorded.
+#[test]
+fn an_unsupported_subprocess_warns_once_and_runs_unrecorded() {
+    let versions = pyenv_root().join("versions");
+    let mut olds: Vec<PathBuf> = std::fs::read_dir(&versions)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            let mm: Vec<&str> = n.split('.').take(2).collect();
+            let exe = e.path().join(format!("bin/python{}", mm.join(".")));
+            (matches!(mm.as_slice(), ["2", "7"] | ["3", "6" | "7" | "8"]) && exe.is_file()).then_some(exe)
+        })
+        .collect();
+    olds.sort();
+    if olds.is_empty() {
+        eprintln!("note: no CPython 2.7 or 3.6-3.8 under {}: nothing to check here", versions.display());
+    }
+    let s = scratch();
+    for old in olds {
+        let name = old.file_name().unwrap().to_string_lossy().into_owned();
+        let parent = s.path().join("parent.py");
+        std::fs::write(
+            &parent,
+            format!("import subprocess\nsubprocess.run([{:?}, '-c', 'print(123)'], check=True)\n", old.to_str().unwrap()),
+        )
+        .unwrap();
+        let out = s.path().join(format!("{name}.d"));
+        let o = trace_run(&out, &[&python(), parent.to_str().unwrap()]);
+        let (stdout, stderr) = texts(&o);
+        assert!(o.status.success(), "{name}: {stderr}");
+        assert_eq!(stdout, "123\n", "{name}: the old interpreter still runs");
+        let warnings: Vec<&str> = stderr.lines().filter(|l| l.starts_with("trace:")).collect();
+        assert_eq!(warnings.len(), 1, "{name}: {stderr}");
+        assert!(
+            warnings[0].contains(&format!("{} (", old.display()))
+                && warnings[0].contains("is not supported (supported: CPython 3.9 to 3.14); running it without recording"),
+            "{name}: {stderr}"
+        );
+        assert_eq!(info(&out)["processes"], 1, "{name}: only the parent is recorded");
+    }
+}
