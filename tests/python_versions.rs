@@ -296,6 +296,30 @@ fn unsupported_interpreters_are_refused_before_running() {
         assert!(!s.path().join(format!("{name}.ran")).exists(), "{name} was run");
         assert!(!out.exists(), "{name}: no trace directory for a refused target");
     }
+    // A pyenv shim (a script that runs `pyenv exec`) is followed to the version pyenv would
+    // choose, without running pyenv: here PYENV_VERSION names an old one.
+    let root = s.path().join("pyenv");
+    std::fs::create_dir_all(root.join("shims")).unwrap();
+    std::fs::create_dir_all(root.join("versions/3.8.99/bin")).unwrap();
+    let shim = root.join("shims/python3");
+    std::fs::write(
+        &shim,
+        format!(
+            "#!/bin/sh\ntouch '{}'\nexec \"{}/libexec/pyenv\" exec python3 \"$@\"\n",
+            s.path().join("shim.ran").display(),
+            root.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&shim, std::fs::Permissions::from_mode(0o755)).unwrap();
+    fake_interpreter(&root.join("versions/3.8.99/bin"), "python3", "cpython 3 8 99");
+    let mut c = cmd("trace");
+    c.env("PYENV_VERSION", "3.8.99").args(["run", "-q", "-o"]).arg(s.path().join("shim.d")).arg("--").arg(&shim).arg(&script);
+    let o = run(&mut c);
+    let err = texts(&o).1;
+    assert_eq!(o.status.code(), Some(126), "{err}");
+    assert!(err.contains("CPython 3.8 is not supported"), "{err}");
+    assert!(!s.path().join("shim.ran").exists(), "the pyenv shim was run");
 }
 
 #[test]

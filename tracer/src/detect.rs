@@ -314,12 +314,49 @@ print('%s %d %d %d' % (getattr(getattr(sys, 'implementation', None), 'name', 'py
     }
 }
 
+/// What a pyenv shim (`$(pyenv root)/shims/python3`, a bash script that runs `pyenv exec`)
+/// would run, found the way pyenv chooses a version (`PYENV_VERSION`, a `.python-version` in
+/// the current directory or above, then `$(pyenv root)/version`), without starting pyenv
+/// (about 100 ms). `None` when it is not a shim or the choice is not a plain installed version:
+/// the interpreter is then asked directly.
+fn pyenv_shim_target(shim: &Path) -> Option<PathBuf> {
+    let shims = shim.parent()?;
+    if shims.file_name()? != "shims" {
+        return None;
+    }
+    let root = shims.parent()?;
+    let head = read_head(shim).ok()?;
+    let needle = b"libexec/pyenv";
+    if !head.windows(needle.len()).any(|w| w == needle) {
+        return None;
+    }
+    let first = |text: &str| text.split(|c: char| c == ':' || c.is_whitespace()).find(|v| !v.is_empty()).map(str::to_string);
+    let mut version = std::env::var("PYENV_VERSION").ok().and_then(|v| first(&v));
+    if version.is_none() {
+        let mut dir = std::env::current_dir().ok();
+        while let Some(d) = dir {
+            if let Ok(text) = std::fs::read_to_string(d.join(".python-version")) {
+                version = first(&text);
+                break;
+            }
+            dir = d.parent().map(Path::to_path_buf);
+        }
+    }
+    let version = version.or_else(|| std::fs::read_to_string(root.join("version")).ok().and_then(|t| first(&t)))?;
+    if version == "system" || version.contains('/') {
+        return None;
+    }
+    let exe = root.join("versions").join(version).join("bin").join(shim.file_name()?);
+    exe.canonicalize().ok().filter(|p| p.is_file())
+}
+
 /// Refuse a Python target the shim cannot record: not CPython, a version outside `supported`,
 /// or a free-threaded build. A `python3.N` file (after links) in range is taken at its word.
 pub fn check_python_target(interp: &Path, supported: ((u32, u32), (u32, u32))) -> Result<(), Refusal> {
     let (lo, hi) = supported;
     let range = format!("CPython {}.{} to {}.{}", lo.0, lo.1, hi.0, hi.1);
     let real = interp.canonicalize().unwrap_or_else(|_| interp.to_path_buf());
+    let real = pyenv_shim_target(&real).unwrap_or(real);
     let name = real.file_name().unwrap_or_default().to_string_lossy().into_owned();
     let named = name
         .strip_prefix("python")
