@@ -418,3 +418,31 @@ fn an_unsupported_subprocess_warns_once_and_runs_unrecorded() {
         assert_eq!(info(&out)["processes"], 1, "{name}: only the parent is recorded");
     }
 }
+
+/// Another tool holding our `sys.monitoring` tool id before the recorder starts (a `.pth` file
+/// of the user site runs before `sitecustomize`): one warning naming it, and the same calls
+/// and resumes recorded through the profile hook.
+#[test]
+fn a_taken_monitoring_tool_id_falls_back_to_the_profile_hook() {
+    let s = scratch();
+    let site = s.path().join("userbase/lib/python3.13/site-packages");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::write(site.join("claim.pth"), "import sys; sys.monitoring.use_tool_id(3, 'other-tool')\n").unwrap();
+    let out = s.path().join("taken.d");
+    let mut c = cmd("trace");
+    c.env("PYTHONUSERBASE", s.path().join("userbase")).args(["run", "-q", "-o"]).arg(&out).args([
+        "--",
+        cpython(13).to_str().unwrap(),
+        root().join("examples/python/coroutines.py").to_str().unwrap(),
+    ]);
+    let o = run(&mut c);
+    let (stdout, stderr) = texts(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert_eq!(stdout, "([2, 4, 6], [0, 1, 2], 'boom')\n(2, -1, [1])\n");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("sys.monitoring tool id 3 is held by other-tool") && stderr.contains("through the profile hook"), "{stderr}");
+    assert_balanced(&out);
+    let got = entry_counts(&events(&out, None), "examples/python/coroutines.py");
+    assert_eq!(got.get(&("fetch".into(), "call".into())), Some(&3), "{got:?}");
+    assert_eq!(got.get(&("fetch".into(), "resume".into())), Some(&3), "{got:?}");
+}
