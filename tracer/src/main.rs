@@ -18,8 +18,8 @@ use trace_format::TraceDir;
     version,
     about = "Record the functions a program calls, for `slice` to turn into LLM prompts",
     long_about = "Record the functions a program calls, per process and thread, into a trace directory.\n\n\
-Python programs (CPython 3.11) are recorded through a frame-evaluation hook (or, with --python-hook profile, \
-the C-level profile hook) loaded via PYTHONPATH; \
+Python programs (CPython 3.9 to 3.14) are recorded by a shim loaded via PYTHONPATH (sys.monitoring on 3.12+, \
+the C-level profile hook before); \
 native programs must be built with `-finstrument-functions -g` and are recorded through LD_PRELOAD.",
     after_help = "Examples:\n  \
 trace run -- python3 examples/python/shop_app.py            # writes ./trace.d\n  \
@@ -52,14 +52,12 @@ the PYTHONPATH/site mechanism the recorder is loaded through).")]
         #[arg(short, long, value_name = "DIR", default_value = "trace.d")]
         output: PathBuf,
         /// Also record calls of C functions (builtins, C extension functions) from Python.
-        /// Implies `--python-hook profile` (C calls are only reported to profile functions).
         #[arg(long)]
         c_calls: bool,
-        /// How Python calls are hooked: `eval` (default), a PEP 523 frame-evaluation function
-        /// around every Python frame (keeps CPython's specialising interpreter: the fastest);
-        /// `profile`, the C-level `PyEval_SetProfile` hook (what cProfile uses: slower, and
-        /// the only one that sees C calls). Both record the same Python calls. With another
-        /// frame-evaluation hook already installed (a debugger), `profile` is used.
+        /// How Python calls are hooked: `auto` (default), `sys.monitoring` (PEP 669) on
+        /// CPython 3.12 and later and the C-level profile hook before; `profile`, the C-level
+        /// `PyEval_SetProfile` hook on every version. Both record the same Python calls.
+        /// If another tool holds our `sys.monitoring` tool id, the profile hook is used.
         #[arg(long, value_enum, value_name = "HOOK")]
         python_hook: Option<run::PythonHook>,
         /// Do not print the summary line.

@@ -28,8 +28,8 @@ pub const NATIVE_SHIM: &str = "libslicetrace_native.so";
 /// How the Python shim hooks calls (`--python-hook`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum PythonHook {
-    /// PEP 523 frame-evaluation function.
-    Eval,
+    /// `sys.monitoring` on CPython 3.12+, the profile hook before.
+    Auto,
     /// `PyEval_SetProfile`.
     Profile,
 }
@@ -37,7 +37,7 @@ pub enum PythonHook {
 impl PythonHook {
     fn as_str(self) -> &'static str {
         match self {
-            PythonHook::Eval => "eval",
+            PythonHook::Auto => "auto",
             PythonHook::Profile => "profile",
         }
     }
@@ -46,7 +46,7 @@ impl PythonHook {
 pub struct RunOptions {
     pub output: PathBuf,
     pub c_calls: bool,
-    /// `None`: `eval`, or `profile` with `c_calls`.
+    /// `None`: `auto`.
     pub python_hook: Option<PythonHook>,
     pub quiet: bool,
     pub command: Vec<OsString>,
@@ -128,6 +128,22 @@ fn python_runtime(shim: &Path) -> Result<tempfile::TempDir> {
     Ok(rt)
 }
 
+/// Refuse a Python target the shim cannot record, before running it.
+fn check_python_version(resolved: &Path, path_var: Option<&std::ffi::OsStr>, shim: &Path) -> Result<()> {
+    let data = detect::map_file(shim).with_context(|| format!("cannot read the Python shim {}", shim.display()))?;
+    let Some(supported) = detect::shim_python_version(&data).as_deref().and_then(detect::parse_supported) else {
+        bail!("{}: cannot tell which CPython versions this shim supports; rebuild it with `cargo build --workspace`", shim.display());
+    };
+    // An ELF that embeds Python (linking libpython) is checked by the shim when it loads.
+    let Some(interp) = detect::python_interpreter(resolved, path_var) else { return Ok(()) };
+    let name = |p: &Path| p.file_name().unwrap_or_default().to_os_string();
+    let names = [name(&interp), name(&interp.canonicalize().unwrap_or_else(|_| interp.clone()))];
+    if names.iter().any(|n| detect::is_python_name(n) || n.to_string_lossy().starts_with("pypy")) {
+        detect::check_python_target(&interp, supported).map_err(|r| ExitWith { code: r.code, message: r.message })?;
+    }
+    Ok(())
+}
+
 /// `SLICE_TRACE_OPTIONS` for the shims (comma-separated).
 fn shim_options(c_calls: bool, hook: PythonHook) -> String {
     let mut o = Vec::new();
@@ -188,19 +204,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
     if opts.command.is_empty() {
         return Err(ExitWith { code: 2, message: "no command given; usage: trace run [-o DIR] -- <command> [args...]".into() }.into());
     }
-    let hook = match (opts.python_hook, opts.c_calls) {
-        (Some(PythonHook::Eval), true) => {
-            return Err(ExitWith {
-                code: 2,
-                message: "--c-calls needs --python-hook profile (C calls are only reported to profile functions); drop --python-hook eval"
-                    .into(),
-            }
-            .into())
-        }
-        (Some(h), _) => h,
-        (None, true) => PythonHook::Profile,
-        (None, false) => PythonHook::Eval,
-    };
+    let hook = opts.python_hook.unwrap_or(PythonHook::Auto);
     let path_var = std::env::var_os("PATH");
     let (resolved, kind) = match detect::classify(&opts.command, path_var.as_deref()) {
         Ok(k) => k,
@@ -217,6 +221,11 @@ pub fn run(opts: RunOptions) -> Result<i32> {
             "the native shim {NATIVE_SHIM} is not next to {} (nor in ../lib); build it with `cargo build --workspace`",
             exe_dir.display()
         );
+    }
+
+    let pypy = resolved.file_name().is_some_and(|n| n.to_string_lossy().starts_with("pypy"));
+    if let (true, Some(shim)) = (kind == TargetKind::Python || pypy, &py_shim) {
+        check_python_version(&resolved, path_var.as_deref(), shim)?;
     }
 
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
@@ -416,7 +425,7 @@ mod tests {
 
     #[test]
     fn shim_options_name_the_hook_and_c_calls() {
-        assert_eq!(shim_options(false, PythonHook::Eval), "");
+        assert_eq!(shim_options(false, PythonHook::Auto), "");
         assert_eq!(shim_options(false, PythonHook::Profile), "profile_hook");
         assert_eq!(shim_options(true, PythonHook::Profile), "c_calls,profile_hook");
     }

@@ -1,6 +1,8 @@
 # Written by `trace run` into a private directory that it puts first on PYTHONPATH and
-# removes after the run. It starts the recorder (_slicetrace, the Python shim), takes its
-# directory off sys.path again, then runs the user's own sitecustomize, if there is one.
+# removes after the run. It starts the recorder (_slicetrace, the Python shim) in every
+# supported interpreter (one warning in any other, which runs unrecorded), takes its directory
+# off sys.path again, then runs the user's own sitecustomize, if there is one.
+# Kept valid in old Pythons (no f-strings): an unsupported interpreter must read it to warn.
 
 
 def _slicetrace_boot():
@@ -8,14 +10,19 @@ def _slicetrace_boot():
     import sys
 
     here = os.path.dirname(os.path.abspath(__file__))
-    built_for = "@PY_VERSION@"
-    running = "%d.%d" % sys.version_info[:2]
+    supported = "@PY_VERSION@"  # "3.9-3.14"
+    low, high = [tuple(int(x) for x in v.split(".")) for v in supported.split("-")]
+    impl = getattr(getattr(sys, "implementation", None), "name", "python")
+    running = tuple(sys.version_info[:2])
+    # Not sysconfig (it imports threading, functools, collections: ~10 ms before every program).
+    free_threaded = "free-threading" in sys.version
     recorder = None
-    if sys.implementation.name != "cpython" or running != built_for:
+    if impl != "cpython" or not (low <= running <= high) or free_threaded:
         sys.stderr.write(
-            "trace: %s %s is not supported (the recorder was built for CPython %s); "
-            "running %s without recording\n"
-            % (sys.implementation.name, running, built_for, sys.executable or "python")
+            "trace: %s (%s %d.%d%s) is not supported (supported: CPython %s to %s); "
+            "running it without recording\n"
+            % (sys.executable or "python", impl, running[0], running[1],
+               ", free-threaded" if free_threaded else "", supported.split("-")[0], supported.split("-")[1])
         )
     elif os.environ.get("SLICE_TRACE_DIR"):
         try:

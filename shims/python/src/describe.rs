@@ -1,0 +1,181 @@
+//! What a function is: the `funcs.jsonl` record of a code object or a C function, read once,
+//! the first time it runs (never on the hot path).
+
+use crate::runtime;
+use crate::state::{warn, with_proc, GilCell};
+use pyo3::ffi::{self, PyObject};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::collections::HashMap;
+use std::path::Path;
+use trace_format::{FuncKind, FuncRecord, FUNCS_FILE};
+
+/// `CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR` (`cpython/code.h`, 3.9-3.14).
+const CO_RESUMABLE: u32 = 0x20 | 0x80 | 0x200;
+
+pub struct CodeDesc {
+    pub kind: FuncKind,
+    /// A generator, coroutine or async generator: its frames are entered again on resumption.
+    pub resumable: bool,
+}
+
+pub fn describe_code(code: &Bound<'_, PyAny>, cwd: &Path) -> CodeDesc {
+    let s = |attr: &str| code.getattr(attr).and_then(|v| v.extract::<String>()).unwrap_or_default();
+    let name = s("co_name");
+    // `co_qualname` exists from 3.11; before, the name the enclosing code gives it.
+    let mut qualname = s("co_qualname");
+    if qualname.is_empty() {
+        qualname = old_qualname(code, &name);
+    }
+    let first_line = code.getattr("co_firstlineno").and_then(|v| v.extract::<u32>()).unwrap_or(0);
+    let flags = code.getattr("co_flags").and_then(|v| v.extract::<u32>()).unwrap_or(0);
+    let last_line = last_line(code, first_line);
+    CodeDesc {
+        kind: FuncKind::Python { file: absolute_file(&s("co_filename"), cwd), qualname, name, first_line, last_line },
+        resumable: flags & CO_RESUMABLE != 0,
+    }
+}
+
+/// Qualified names before 3.11, keyed by code object address: computed the way the compiler
+/// does (`Class.method`, `outer.<locals>.inner`) by walking the nested code objects of every
+/// `<module>` when it first runs, before any of its functions can. The code objects are kept
+/// alive so that an address is never reused for another one.
+type QualnameMap = HashMap<usize, (Py<PyAny>, String)>;
+static QUALNAMES: GilCell<Option<QualnameMap>> = GilCell::new(None);
+
+/// `CO_OPTIMIZED | CO_NEWLOCALS`: a function body (a class body has neither).
+const CO_FUNCTION: u32 = 0x1 | 0x2;
+
+fn old_qualname(code: &Bound<'_, PyAny>, name: &str) -> String {
+    if name == "<module>" {
+        let mut found = Vec::new();
+        walk_nested(code, None, true, &mut found);
+        // SAFETY: GIL held; no call into CPython while the map is borrowed.
+        let map = unsafe { QUALNAMES.get().get_or_insert_with(HashMap::new) };
+        for (c, q) in found {
+            map.insert(c.as_ptr() as usize, (c, q));
+        }
+        return name.to_string();
+    }
+    // SAFETY: as above.
+    let known = unsafe { QUALNAMES.get().as_ref().and_then(|m| m.get(&(code.as_ptr() as usize))).map(|(_, q)| q.clone()) };
+    known.unwrap_or_else(|| name.to_string())
+}
+
+fn walk_nested(code: &Bound<'_, PyAny>, qualname: Option<&str>, is_module: bool, out: &mut Vec<(Py<PyAny>, String)>) {
+    let Ok(consts) = code.getattr("co_consts").and_then(|c| c.try_iter()) else { return };
+    let parent_is_class =
+        !is_module && code.getattr("co_flags").and_then(|f| f.extract::<u32>()).map(|f| f & CO_FUNCTION == 0).unwrap_or(false);
+    for c in consts.flatten() {
+        if !c.hasattr("co_consts").unwrap_or(false) || !c.hasattr("co_code").unwrap_or(false) {
+            continue;
+        }
+        let Ok(name) = c.getattr("co_name").and_then(|n| n.extract::<String>()) else { continue };
+        let q = match qualname {
+            None => name,
+            Some(p) if parent_is_class => format!("{p}.{name}"),
+            Some(p) => format!("{p}.<locals>.{name}"),
+        };
+        walk_nested(&c, Some(&q), false, out);
+        out.push((c.unbind(), q));
+    }
+}
+
+fn bytes_attr(code: &Bound<'_, PyAny>, attr: &str) -> Option<Vec<u8>> {
+    code.getattr(attr).ok().and_then(|t| t.cast::<PyBytes>().ok().map(|b| b.as_bytes().to_vec()))
+}
+
+/// The last source line of a code object, from its line table in the running version's format.
+fn last_line(code: &Bound<'_, PyAny>, first_line: u32) -> u32 {
+    let minor = runtime::get().map(|r| r.minor).unwrap_or(0);
+    let parsed = if minor >= 11 {
+        bytes_attr(code, "co_linetable").and_then(|t| crate::linetable::last_line_311(&t, first_line))
+    } else if minor == 9 {
+        bytes_attr(code, "co_lnotab").map(|t| crate::linetable::last_line_lnotab(&t, first_line))
+    } else {
+        None // 3.10's table: co_lines() below
+    };
+    if cfg!(debug_assertions) && minor != 9 {
+        // Debug builds (the tests) check the fast path against `co_lines()`.
+        let slow = last_line_from_co_lines(code, first_line);
+        if parsed.is_some_and(|p| p != slow) {
+            warn(&format!("internal: last line from the line table is {parsed:?}, co_lines says {slow}"));
+        }
+    }
+    parsed.unwrap_or_else(|| last_line_from_co_lines(code, first_line))
+}
+
+/// The slow way (a Python tuple per entry, 3.10+).
+fn last_line_from_co_lines(code: &Bound<'_, PyAny>, first_line: u32) -> u32 {
+    let mut last_line = first_line;
+    if let Ok(lines) = code.call_method0("co_lines").and_then(|l| l.try_iter()) {
+        for item in lines.flatten() {
+            if let Ok(Some(line)) = item.get_item(2).and_then(|l| l.extract::<Option<u32>>()) {
+                last_line = last_line.max(line);
+            }
+        }
+    }
+    last_line
+}
+
+/// For a resumable code object: the largest instruction offset at which its frame is seen on
+/// its first entry. Before 3.11 a new frame has `f_lasti == -1`; from 3.11 the first entry is
+/// at the first `RESUME` (and a throw into a never-started generator reports an offset before it).
+pub fn first_resume_offset(code: &Bound<'_, PyAny>, resume_opcode: Option<u8>) -> i64 {
+    let Some(op) = resume_opcode else { return -1 };
+    let Some(co_code) = bytes_attr(code, "co_code") else { return -1 };
+    co_code.chunks_exact(2).position(|w| w[0] == op).map(|i| 2 * i as i64).unwrap_or(-1)
+}
+
+/// `co_filename` made absolute when it names an existing file relative to the start-up cwd.
+fn absolute_file(file: &str, cwd: &Path) -> String {
+    if file.is_empty() || file.starts_with('/') || file.starts_with('<') {
+        return file.to_string();
+    }
+    let p = cwd.join(file);
+    if p.exists() {
+        p.to_string_lossy().into_owned()
+    } else {
+        file.to_string()
+    }
+}
+
+/// Id of a C function object (a builtin function or method), keyed by its C function and
+/// owner (the module, or the type of the object it is bound to).
+///
+/// # Safety
+/// GIL held; `func` is a live `PyCFunction`. May call into CPython (the first time).
+pub unsafe fn cfunc_id(func: *mut PyObject) -> Option<u32> {
+    let cfn = ffi::PyCFunction_GetFunction(func)? as usize;
+    let owner = ffi::PyCFunction_GetSelf(func);
+    let owner_key = if owner.is_null() || ffi::PyModule_Check(owner) != 0 { owner as usize } else { ffi::Py_TYPE(owner) as usize };
+    let key = (cfn, owner_key);
+    if let Some(found) = with_proc(|p| p.cfuncs.get(&key).copied())? {
+        return Some(found);
+    }
+    let id = with_proc(|p| {
+        p.next_id += 1;
+        p.next_id - 1
+    })?;
+    let py = Python::assume_attached();
+    let f = Bound::from_borrowed_ptr(py, func);
+    let qualname = f.getattr("__qualname__").and_then(|v| v.extract::<String>()).unwrap_or_else(|_| "?".into());
+    let module = match f.getattr("__module__").and_then(|v| v.extract::<Option<String>>()) {
+        Ok(Some(m)) => Some(m),
+        _ => f.getattr("__self__").and_then(|s| s.get_type().getattr("__module__")).and_then(|m| m.extract::<String>()).ok(),
+    };
+    let written = with_proc(|p| {
+        p.cfuncs.insert(key, id);
+        p.funcs
+            .append(&FuncRecord { id, kind: FuncKind::Builtin { module, qualname } })
+            .map_err(|e| format!("cannot write {}: {e}", p.dir.join(FUNCS_FILE).display()))
+    })?;
+    match written {
+        Ok(()) => Some(id),
+        Err(e) => {
+            warn(&e);
+            with_proc(|p| p.cfuncs.remove(&key));
+            None
+        }
+    }
+}

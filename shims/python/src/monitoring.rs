@@ -1,0 +1,162 @@
+//! `sys.monitoring` (PEP 669): how 3.12 and later are recorded. The callbacks are C
+//! functions (`METH_FASTCALL` method definitions, as CPython's own `_lsprof` registers them),
+//! called by CPython with the GIL held and with monitoring of the calling thread suspended.
+//!
+//! Entries: PY_START (a call), PY_RESUME (a resumption), PY_THROW (a resumption, or a call
+//! when thrown into a generator that never started). Exits: PY_RETURN, PY_YIELD, PY_UNWIND.
+//! With `--c-calls`: CALL of a builtin function (or method descriptor) and its C_RETURN or
+//! C_RAISE.
+
+use crate::state::{self, warn};
+use pyo3::ffi::{self, PyObject, Py_ssize_t};
+use pyo3::prelude::*;
+use std::sync::OnceLock;
+
+/// Our tool id: 0 (debugger), 1 (coverage), 2 (profiler) and 5 (optimizer) are the ones
+/// `sys.monitoring` names for others; 3 is unassigned.
+pub const TOOL_ID: u8 = 3;
+const TOOL_NAME: &str = "slicetrace";
+
+const METH_FASTCALL: std::ffi::c_int = 0x0080;
+type FastFn = unsafe extern "C" fn(*mut PyObject, *const *mut PyObject, Py_ssize_t) -> *mut PyObject;
+
+/// Objects the C-call callbacks compare against: `sys.monitoring.MISSING` and the type of
+/// method descriptors (`str.join`), as addresses.
+struct CallTypes {
+    missing: usize,
+    method_descriptor: usize,
+}
+static CALL_TYPES: OnceLock<CallTypes> = OnceLock::new();
+
+/// `None`, the callbacks' result. Not incremented: the callbacks only run on 3.12+, where
+/// `None` is immortal (CPython's decrement of the result leaves it untouched), and the
+/// stable ABI's `Py_IncRef` is a function call per event.
+#[inline(always)]
+unsafe fn none() -> *mut PyObject {
+    ffi::Py_None()
+}
+
+#[inline(always)]
+unsafe fn arg(args: *const *mut PyObject, nargs: Py_ssize_t, i: isize) -> Option<*mut PyObject> {
+    (i < nargs).then(|| *args.offset(i))
+}
+
+unsafe extern "C" fn on_start(_: *mut PyObject, args: *const *mut PyObject, nargs: Py_ssize_t) -> *mut PyObject {
+    if let Some(code) = arg(args, nargs, 0) {
+        state::enter(code, |_| false);
+    }
+    none()
+}
+
+unsafe extern "C" fn on_resume(_: *mut PyObject, args: *const *mut PyObject, nargs: Py_ssize_t) -> *mut PyObject {
+    if let Some(code) = arg(args, nargs, 0) {
+        state::enter(code, |_| true);
+    }
+    none()
+}
+
+unsafe extern "C" fn on_throw(_: *mut PyObject, args: *const *mut PyObject, nargs: Py_ssize_t) -> *mut PyObject {
+    if let (Some(code), Some(offset)) = (arg(args, nargs, 0), arg(args, nargs, 1)) {
+        let off = ffi::PyLong_AsLongLong(offset);
+        if off == -1 && !ffi::PyErr_Occurred().is_null() {
+            ffi::PyErr_Clear();
+        }
+        // A frame that never started reports an offset before its first RESUME.
+        state::enter(code, |c| off > state::gen_start(c.id));
+    }
+    none()
+}
+
+unsafe extern "C" fn on_exit(_: *mut PyObject, _: *const *mut PyObject, _: Py_ssize_t) -> *mut PyObject {
+    state::exit();
+    none()
+}
+
+/// Whether CALL/C_RETURN/C_RAISE of `callable` (with first argument `arg0`) is a C call we
+/// record: a builtin function, or a method descriptor called with its object.
+unsafe fn is_c_call(callable: *mut PyObject, arg0: *mut PyObject) -> bool {
+    if ffi::PyCFunction_Check(callable) != 0 {
+        return true;
+    }
+    CALL_TYPES.get().is_some_and(|t| ffi::Py_TYPE(callable) as usize == t.method_descriptor && arg0 as usize != t.missing)
+}
+
+unsafe extern "C" fn on_call(_: *mut PyObject, args: *const *mut PyObject, nargs: Py_ssize_t) -> *mut PyObject {
+    let (Some(callable), Some(arg0)) = (arg(args, nargs, 2), arg(args, nargs, 3)) else { return none() };
+    if !is_c_call(callable, arg0) {
+        return none();
+    }
+    if ffi::PyCFunction_Check(callable) != 0 {
+        state::enter_c(callable);
+    } else {
+        // Bind the descriptor (`str.join` to its string) to name it like a bound builtin.
+        let py = Python::assume_attached();
+        let obj = Bound::from_borrowed_ptr(py, arg0);
+        let bound = Bound::from_borrowed_ptr(py, callable).call_method1("__get__", (&obj, obj.get_type()));
+        match bound {
+            Ok(b) if ffi::PyCFunction_Check(b.as_ptr()) != 0 => state::enter_c(b.as_ptr()),
+            Ok(_) => state::enter_c(std::ptr::null_mut()),
+            Err(_) => state::enter_c(std::ptr::null_mut()),
+        }
+    }
+    none()
+}
+
+unsafe extern "C" fn on_c_exit(_: *mut PyObject, args: *const *mut PyObject, nargs: Py_ssize_t) -> *mut PyObject {
+    if let (Some(callable), Some(arg0)) = (arg(args, nargs, 2), arg(args, nargs, 3)) {
+        if is_c_call(callable, arg0) {
+            state::exit();
+        }
+    }
+    none()
+}
+
+/// A Python callable for a C callback.
+fn callback<'py>(py: Python<'py>, name: &'static std::ffi::CStr, f: FastFn) -> PyResult<Bound<'py, PyAny>> {
+    let def = Box::leak(Box::new(ffi::PyMethodDef {
+        ml_name: name.as_ptr(),
+        // SAFETY: CPython calls `ml_meth` with the METH_FASTCALL signature, as `ml_flags` says.
+        ml_meth: ffi::PyMethodDefPointer { PyCFunction: unsafe { std::mem::transmute::<FastFn, ffi::PyCFunction>(f) } },
+        ml_flags: METH_FASTCALL,
+        ml_doc: std::ptr::null(),
+    }));
+    // SAFETY: GIL held; the definition lives for the rest of the process.
+    unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyCFunction_NewEx(def, std::ptr::null_mut(), std::ptr::null_mut())) }
+}
+
+/// Take our tool id and register the callbacks. `Ok(false)`: another tool holds the id
+/// (warned once; the caller falls back to the profile hook).
+pub fn install(py: Python<'_>, c_calls: bool) -> PyResult<bool> {
+    let mon = py.import("sys")?.getattr("monitoring")?;
+    if let Err(e) = mon.call_method1("use_tool_id", (TOOL_ID, TOOL_NAME)) {
+        let holder = mon.call_method1("get_tool", (TOOL_ID,)).map(|h| h.to_string()).unwrap_or_else(|_| "?".into());
+        warn(&format!("sys.monitoring tool id {TOOL_ID} is held by {holder} ({e}); recording through the profile hook instead"));
+        return Ok(false);
+    }
+    let ev = mon.getattr("events")?;
+    let e = |n: &str| ev.getattr(n).and_then(|v| v.extract::<u32>());
+    let mut table: Vec<(&str, &'static std::ffi::CStr, FastFn)> = vec![
+        ("PY_START", c"slicetrace_py_start", on_start),
+        ("PY_RESUME", c"slicetrace_py_resume", on_resume),
+        ("PY_THROW", c"slicetrace_py_throw", on_throw),
+        ("PY_RETURN", c"slicetrace_py_return", on_exit),
+        ("PY_YIELD", c"slicetrace_py_yield", on_exit),
+        ("PY_UNWIND", c"slicetrace_py_unwind", on_exit),
+    ];
+    if c_calls {
+        let missing = mon.getattr("MISSING")?.as_ptr() as usize;
+        let method_descriptor = py.eval(c"type(str.join)", None, None)?.as_ptr() as usize;
+        let _ = CALL_TYPES.set(CallTypes { missing, method_descriptor });
+        table.push(("CALL", c"slicetrace_call", on_call));
+        table.push(("C_RETURN", c"slicetrace_c_return", on_c_exit));
+        table.push(("C_RAISE", c"slicetrace_c_raise", on_c_exit));
+    }
+    let mut mask = 0;
+    for (event, name, f) in table {
+        let bit = e(event)?;
+        mon.call_method1("register_callback", (TOOL_ID, bit, callback(py, name, f)?))?;
+        mask |= bit;
+    }
+    mon.call_method1("set_events", (TOOL_ID, mask))?;
+    Ok(true)
+}

@@ -1,0 +1,147 @@
+//! What differs between the CPython versions the one (stable-ABI) build loads into, chosen at
+//! run time from the running interpreter's `sys.version_info`.
+//!
+//! The shim reads no CPython struct directly (no field offset exists anywhere in it): every
+//! access goes through a function CPython exports. The functions below exist, with the same
+//! signature, in every supported version (checked against each version's exported symbols);
+//! the few whose name changed (the code-object "extra" slot API became `PyUnstable_*` in 3.12)
+//! are looked up by name at start-up, and the shim refuses to start when one is missing.
+
+use pyo3::ffi::{self, PyObject, Py_ssize_t};
+use pyo3::prelude::*;
+use std::ffi::{c_int, c_void, CStr};
+use std::sync::OnceLock;
+
+/// Oldest and newest supported CPython `3.x` minor versions.
+pub const MIN_MINOR: u32 = 9;
+pub const MAX_MINOR: u32 = 14;
+
+/// `Py_tracefunc` (`cpython/pystate.h`, the same in 3.9-3.14).
+pub type TraceFunc = unsafe extern "C" fn(*mut PyObject, *mut PyObject, c_int, *mut PyObject) -> c_int;
+pub const PYTRACE_CALL: c_int = 0;
+pub const PYTRACE_RETURN: c_int = 3;
+pub const PYTRACE_C_CALL: c_int = 4;
+pub const PYTRACE_C_EXCEPTION: c_int = 5;
+pub const PYTRACE_C_RETURN: c_int = 6;
+
+// Exported by every CPython 3.9-3.14 (outside the limited API, so pyo3's abi3 bindings do not
+// declare them). Frames are passed as opaque pointers.
+extern "C" {
+    pub fn PyEval_SetProfile(func: Option<TraceFunc>, obj: *mut PyObject);
+    /// New reference to the frame's code object (3.9+).
+    pub fn PyFrame_GetCode(frame: *mut PyObject) -> *mut PyObject;
+    /// New reference to the calling frame, or null (3.9+).
+    pub fn PyFrame_GetBack(frame: *mut PyObject) -> *mut PyObject;
+    /// Borrowed reference to the current thread's innermost frame, or null.
+    pub fn PyEval_GetFrame() -> *mut PyObject;
+}
+
+type RequestIndexFn = unsafe extern "C" fn(Option<unsafe extern "C" fn(*mut c_void)>) -> Py_ssize_t;
+type GetExtraFn = unsafe extern "C" fn(*mut PyObject, Py_ssize_t, *mut *mut c_void) -> c_int;
+type SetExtraFn = unsafe extern "C" fn(*mut PyObject, Py_ssize_t, *mut c_void) -> c_int;
+
+/// The running interpreter, as far as the shim cares.
+pub struct Runtime {
+    pub minor: u32,
+    /// Recording through `sys.monitoring` (3.12+) rather than the profile hook.
+    pub monitoring: bool,
+    /// Opcode of `RESUME` (3.11+): the first one in a generator's code marks its start.
+    pub resume_opcode: Option<u8>,
+    get_extra: GetExtraFn,
+    set_extra: SetExtraFn,
+    /// Our slot in every code object's `co_extra`, or -1.
+    extra_index: Py_ssize_t,
+}
+
+static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+
+/// The runtime, once [`init`] succeeded.
+#[inline(always)]
+pub fn get() -> Option<&'static Runtime> {
+    RUNTIME.get()
+}
+
+/// Look a function up among the interpreter's exported symbols, by its first name that exists.
+///
+/// # Safety
+/// `T` is the function pointer type of every name given.
+pub unsafe fn lookup<T: Copy>(names: &[&CStr]) -> Option<T> {
+    assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
+    for name in names {
+        let p = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());
+        if !p.is_null() {
+            // SAFETY: a non-null symbol address, of the type the caller names.
+            return Some(std::mem::transmute_copy::<*mut c_void, T>(&p));
+        }
+    }
+    None
+}
+
+unsafe extern "C" fn free_extra(_: *mut c_void) {}
+
+/// Whether this interpreter can be recorded, and if not why (for the warning).
+pub fn check(py: Python<'_>) -> Result<u32, String> {
+    let v = py.version_info();
+    let name =
+        py.import("sys").and_then(|s| s.getattr("implementation")).and_then(|i| i.getattr("name")).and_then(|n| n.extract::<String>());
+    let name = name.unwrap_or_else(|_| "?".into());
+    if name != "cpython" || v.major != 3 || !(MIN_MINOR..=MAX_MINOR).contains(&(v.minor as u32)) {
+        return Err(format!("{name} {}.{} is not supported (supported: CPython 3.{MIN_MINOR} to 3.{MAX_MINOR})", v.major, v.minor));
+    }
+    Ok(v.minor as u32)
+}
+
+/// Resolve the version-specific parts. `profile_only`: use the profile hook even where
+/// `sys.monitoring` exists (`--python-hook profile`).
+pub fn init(py: Python<'_>, profile_only: bool) -> Result<&'static Runtime, String> {
+    if let Some(rt) = RUNTIME.get() {
+        return Ok(rt);
+    }
+    let minor = check(py)?;
+    // SAFETY: the names are CPython functions with exactly these signatures in every
+    // supported version (`cpython/code.h`, `cpython/ceval.h`).
+    let (request, get_extra, set_extra) = unsafe {
+        (
+            lookup::<RequestIndexFn>(&[c"PyUnstable_Eval_RequestCodeExtraIndex", c"_PyEval_RequestCodeExtraIndex"]),
+            lookup::<GetExtraFn>(&[c"PyUnstable_Code_GetExtra", c"_PyCode_GetExtra"]),
+            lookup::<SetExtraFn>(&[c"PyUnstable_Code_SetExtra", c"_PyCode_SetExtra"]),
+        )
+    };
+    let (Some(request), Some(get_extra), Some(set_extra)) = (request, get_extra, set_extra) else {
+        return Err(format!("CPython 3.{minor} does not export the code-object extra-slot functions"));
+    };
+    let resume_opcode = if minor >= 11 {
+        let op = py.import("opcode").and_then(|d| d.getattr("opmap")).and_then(|m| m.get_item("RESUME")).and_then(|o| o.extract::<u8>());
+        Some(op.map_err(|e| format!("cannot read the RESUME opcode from opcode.opmap: {e}"))?)
+    } else {
+        None
+    };
+    // SAFETY: GIL held; the free function does nothing (the slot holds an integer).
+    let extra_index = unsafe { request(Some(free_extra)) };
+    let rt = Runtime { minor, monitoring: minor >= 12 && !profile_only, resume_opcode, get_extra, set_extra, extra_index };
+    Ok(RUNTIME.get_or_init(|| rt))
+}
+
+impl Runtime {
+    /// The value in our `co_extra` slot of `code` (0 if none).
+    ///
+    /// # Safety
+    /// GIL held; `code` is a live code object.
+    #[inline(always)]
+    pub unsafe fn extra(&self, code: *mut PyObject) -> u64 {
+        let mut v: *mut c_void = std::ptr::null_mut();
+        if self.extra_index < 0 || (self.get_extra)(code, self.extra_index, &mut v) != 0 {
+            ffi::PyErr_Clear();
+            return 0;
+        }
+        v as usize as u64
+    }
+
+    /// # Safety
+    /// GIL held; `code` is a live code object.
+    pub unsafe fn set_extra(&self, code: *mut PyObject, value: u64) {
+        if self.extra_index >= 0 && (self.set_extra)(code, self.extra_index, value as usize as *mut c_void) != 0 {
+            ffi::PyErr_Clear();
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! Per-process and per-thread recording state, and function ids.
+//!
+//! Python-side state is touched only with the GIL held, through [`with_proc`], whose closure
+//! never calls into CPython: no `&mut` to shared state lives across a call that could run
+//! Python code (a finalizer, another thread taking the GIL) and re-enter the shim. A function
+//! id is reserved before its code object is described (which calls into Python), so a
+//! re-entrant call can never be handed the same id.
+
+use crate::describe::{describe_code, first_resume_offset};
+use crate::runtime;
+use pyo3::ffi::PyObject;
+use pyo3::prelude::*;
+use std::cell::{Cell, UnsafeCell};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use trace_format::event::FLAG_PYTHON;
+use trace_format::writer::{gettid, monotonic_ns, stream_file_name, FuncTableWriter, ProcessFiles, StreamWriter, DEFAULT_WINDOW};
+use trace_format::{FuncRecord, FUNCS_FILE};
+
+/// A cell for state that is only touched with the GIL held (which serialises all access).
+pub struct GilCell<T>(UnsafeCell<T>);
+// SAFETY: every access happens with the GIL held (or in a forked child's only thread).
+unsafe impl<T> Sync for GilCell<T> {}
+
+impl<T> GilCell<T> {
+    pub const fn new(v: T) -> Self {
+        GilCell(UnsafeCell::new(v))
+    }
+    /// # Safety
+    /// GIL held, and the reference is not kept across a call into CPython.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn get(&self) -> &mut T {
+        &mut *self.0.get()
+    }
+}
+
+/// Per-process recording state.
+pub struct Proc {
+    pub pid: u32,
+    pub funcs: FuncTableWriter,
+    pub dir: PathBuf,
+    pub cwd: PathBuf,
+    pub next_id: u32,
+    pub thread_seq: u32,
+    pub c_calls: bool,
+    /// C functions seen so far (with `c_calls`), by (C function, owner) address.
+    pub cfuncs: HashMap<(usize, usize), u32>,
+    /// For generator-like code: the largest instruction offset at which its frame is entered
+    /// for the first time (-1 before 3.11, else the offset of its first `RESUME`).
+    pub gen_start: HashMap<u32, i64>,
+}
+
+static PROC: GilCell<Option<Proc>> = GilCell::new(None);
+
+/// Bumped in every forked child: ids cached in `co_extra` by an earlier generation are stale.
+pub static GENERATION: AtomicU32 = AtomicU32::new(1);
+
+/// Run `f` on the process state, if recording. `f` must not call into CPython.
+///
+/// # Safety
+/// GIL held.
+#[inline(always)]
+pub unsafe fn with_proc<R>(f: impl FnOnce(&mut Proc) -> R) -> Option<R> {
+    PROC.get().as_mut().map(f)
+}
+
+/// # Safety
+/// GIL held (or the only thread of a forked child).
+pub unsafe fn set_proc(p: Option<Proc>) -> Option<Proc> {
+    std::mem::replace(PROC.get(), p)
+}
+
+pub fn recording() -> bool {
+    // SAFETY: a read of the option's discriminant by a caller holding the GIL.
+    unsafe { PROC.get().is_some() }
+}
+
+/// Create this process's directory and function table.
+pub fn open_process(py: Python<'_>, root: &Path, c_calls: bool, forked_from: Option<u32>) -> Result<Proc, String> {
+    let v = py.version_info();
+    let runtime = format!("CPython {}.{}.{}", v.major, v.minor, v.patch);
+    let files = ProcessFiles::create(root, "python", &runtime, forked_from)
+        .map_err(|e| format!("{e} (check that the trace directory {} is writable)", root.display()))?;
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    Ok(Proc {
+        pid: files.meta.pid,
+        funcs: files.funcs,
+        dir: files.dir,
+        cwd,
+        next_id: 0,
+        thread_seq: 0,
+        c_calls,
+        cfuncs: HashMap::new(),
+        gen_start: HashMap::new(),
+    })
+}
+
+/// One thread's stream. Written only by its thread (with the GIL held); finished by the
+/// thread's exit destructor or by the process exit handler, under the registry lock.
+pub struct ThreadRec {
+    pub pid: u32,
+    pub writer: UnsafeCell<StreamWriter>,
+    /// Depth inside a call that was not recorded (its function could not be described): its
+    /// whole subtree, returns included, is left out so the stream stays balanced.
+    pub skip: Cell<u32>,
+}
+
+pub struct Registry(UnsafeCell<Vec<*mut ThreadRec>>);
+// SAFETY: the vector is only touched while REGISTRY_LOCK is held.
+unsafe impl Sync for Registry {}
+pub static REGISTRY: Registry = Registry(UnsafeCell::new(Vec::new()));
+/// A spin lock rather than a `Mutex` so that a forked child (single-threaded) can reset it
+/// even if another thread of the parent held it at the time of the fork.
+pub static REGISTRY_LOCK: AtomicBool = AtomicBool::new(false);
+
+pub fn with_registry<R>(f: impl FnOnce(&mut Vec<*mut ThreadRec>) -> R) -> R {
+    while REGISTRY_LOCK.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+        std::thread::yield_now();
+    }
+    // SAFETY: we hold the lock.
+    let r = f(unsafe { &mut *REGISTRY.0.get() });
+    REGISTRY_LOCK.store(false, Ordering::Release);
+    r
+}
+
+/// Finishes the thread's stream when the thread exits.
+struct ExitGuard;
+impl Drop for ExitGuard {
+    fn drop(&mut self) {
+        let rec = CURRENT.with(|c| c.replace(std::ptr::null_mut()));
+        if rec.is_null() {
+            return;
+        }
+        with_registry(|reg| {
+            if let Some(i) = reg.iter().position(|&r| r == rec) {
+                reg.swap_remove(i);
+                // SAFETY: the record was leaked from a Box by `new_thread_rec` and is now
+                // unreachable from the registry and from this thread.
+                unsafe { drop(Box::from_raw(rec)) };
+            }
+        });
+    }
+}
+
+thread_local! {
+    pub static CURRENT: Cell<*mut ThreadRec> = const { Cell::new(std::ptr::null_mut()) };
+    static GUARD: ExitGuard = const { ExitGuard };
+}
+
+/// The current thread's record, created on first use (`name`: the stream's thread name).
+/// Creating it calls no CPython function.
+///
+/// # Safety
+/// GIL held. The reference is not kept across a call into CPython (look it up again).
+#[inline(always)]
+pub unsafe fn current(name: Option<&str>) -> Option<&'static ThreadRec> {
+    let rec = CURRENT.with(|c| c.get());
+    if !rec.is_null() {
+        return Some(&*rec);
+    }
+    new_thread_rec(name)
+}
+
+/// The current thread's stream, created on first use.
+///
+/// # Safety
+/// As [`current`]; nothing else holds a reference to this thread's writer.
+#[inline(always)]
+#[allow(clippy::mut_from_ref)]
+pub unsafe fn writer(rec: &ThreadRec) -> &mut StreamWriter {
+    &mut *rec.writer.get()
+}
+
+#[cold]
+#[inline(never)]
+unsafe fn new_thread_rec(name: Option<&str>) -> Option<&'static ThreadRec> {
+    let (pid, seq, dir) = with_proc(|p| {
+        p.thread_seq += 1;
+        (p.pid, p.thread_seq - 1, p.dir.clone())
+    })?;
+    let tid = gettid();
+    let path = dir.join(stream_file_name(tid, seq));
+    let mut w = match StreamWriter::create(&path, FLAG_PYTHON, pid, tid, monotonic_ns(), DEFAULT_WINDOW) {
+        Ok(w) => w,
+        Err(e) => {
+            warn(&format!("cannot create {}: {e}; this thread is not recorded", path.display()));
+            return None;
+        }
+    };
+    let name = match name {
+        Some(n) => n.to_string(),
+        None if libc::getpid() as u64 == tid => "MainThread".to_string(),
+        None => format!("Thread-{tid}"),
+    };
+    w.thread_name(&name);
+    let rec = Box::into_raw(Box::new(ThreadRec { pid, writer: UnsafeCell::new(w), skip: Cell::new(0) }));
+    with_registry(|reg| reg.push(rec));
+    CURRENT.with(|c| c.set(rec));
+    // Touch the guard so its destructor runs at thread exit.
+    GUARD.with(|_| {});
+    Some(&*rec)
+}
+
+/// A warning on stderr. Never `eprintln!`: it panics when stderr fails (a closed pipe), and
+/// this runs inside the C hooks, where a panic aborts the traced program.
+pub fn warn(msg: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "trace: {msg}");
+}
+
+/// What a code object's id says about it.
+#[derive(Clone, Copy)]
+pub struct CodeId {
+    pub id: u32,
+    /// Generator, coroutine or async generator: it can be resumed.
+    pub resumable: bool,
+}
+
+/// Layout of our `co_extra` value: generation << 32 | resumable << 31 | (id + 1).
+const RESUMABLE_BIT: u64 = 1 << 31;
+
+/// Id of a code object, assigning one (and writing its record) the first time.
+///
+/// # Safety
+/// GIL held; `code` is a live code object. May call into CPython (the first time).
+#[inline(always)]
+pub unsafe fn code_id(code: *mut PyObject) -> Option<CodeId> {
+    match cached_code_id(code) {
+        Some(c) => Some(c),
+        None => new_code_id(runtime::get()?, code),
+    }
+}
+
+/// The id cached in the code object by this process, if any. Calls no Python code.
+///
+/// # Safety
+/// GIL held; `code` is a live code object.
+#[inline(always)]
+unsafe fn cached_code_id(code: *mut PyObject) -> Option<CodeId> {
+    let v = runtime::get()?.extra(code);
+    if v != 0 && (v >> 32) as u32 == GENERATION.load(Ordering::Relaxed) {
+        let low = v & 0xffff_ffff;
+        return Some(CodeId { id: (low & !RESUMABLE_BIT) as u32 - 1, resumable: low & RESUMABLE_BIT != 0 });
+    }
+    None
+}
+
+#[cold]
+#[inline(never)]
+unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<CodeId> {
+    let generation = GENERATION.load(Ordering::Relaxed);
+    // Reserve the id first: describing calls into Python, which may re-enter the shim.
+    let (id, cwd) = with_proc(|p| {
+        p.next_id += 1;
+        (p.next_id - 1, p.cwd.clone())
+    })?;
+    if id >= RESUMABLE_BIT as u32 - 1 {
+        return None;
+    }
+    let py = Python::assume_attached();
+    let code_obj = Bound::from_borrowed_ptr(py, code);
+    let desc = describe_code(&code_obj, &cwd);
+    let start = if desc.resumable { Some(first_resume_offset(&code_obj, rt.resume_opcode)) } else { None };
+    if GENERATION.load(Ordering::Relaxed) != generation {
+        return None; // forked while describing: this id belongs to the parent
+    }
+    let written = with_proc(|p| {
+        if let Some(s) = start {
+            p.gen_start.insert(id, s);
+        }
+        p.funcs.append(&FuncRecord { id, kind: desc.kind }).map_err(|e| format!("cannot write {}: {e}", p.dir.join(FUNCS_FILE).display()))
+    })?;
+    if let Err(e) = written {
+        warn(&e);
+        return None;
+    }
+    let flag = if desc.resumable { RESUMABLE_BIT } else { 0 };
+    rt.set_extra(code, ((generation as u64) << 32) | flag | (id as u64 + 1));
+    Some(CodeId { id, resumable: desc.resumable })
+}
+
+/// Offset at or below which an entry into a frame of the resumable function `id` is its first.
+///
+/// # Safety
+/// GIL held.
+pub unsafe fn gen_start(id: u32) -> i64 {
+    with_proc(|p| p.gen_start.get(&id).copied()).flatten().unwrap_or(-1)
+}
+
+/// Record a function entry: a call, or a resumption of a suspended frame. Returns whether the
+/// entry was counted (written, or left out inside an unrecorded call): only then may its exit
+/// be reported to [`exit`].
+///
+/// # Safety
+/// GIL held; `code` is a live code object. `resumed` decides, from the code's id, whether
+/// this entry resumes a frame (it may call into CPython).
+#[inline(always)]
+pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) -> bool {
+    let ts = monotonic_ns();
+    let Some(rec) = current(None) else { return false };
+    if rec.skip.get() > 0 {
+        rec.skip.set(rec.skip.get() + 1);
+        return true;
+    }
+    let (id, rec) = match cached_code_id(code) {
+        Some(c) => (Some(c), rec),
+        None => {
+            let id = code_id(code);
+            // Look the record up again: describing a new function ran Python code.
+            let Some(rec) = current(None) else { return false };
+            (id, rec)
+        }
+    };
+    // `resumed` may call into CPython (but runs no Python code that could record).
+    let resume = match id {
+        Some(c) if c.resumable => resumed(c),
+        _ => false,
+    };
+    match id {
+        Some(c) if resume => writer(rec).resume(c.id, ts),
+        Some(c) => writer(rec).call(c.id, ts),
+        None => rec.skip.set(1),
+    }
+    true
+}
+
+/// Record the entry into a C function (with `c_calls`); `func` null: an entry that cannot be
+/// named, left out with its subtree (its exit is still reported).
+///
+/// # Safety
+/// GIL held; `func` is null or a live `PyCFunction`.
+pub unsafe fn enter_c(func: *mut PyObject) {
+    let ts = monotonic_ns();
+    let Some(rec) = current(None) else { return };
+    if rec.skip.get() > 0 {
+        rec.skip.set(rec.skip.get() + 1);
+        return;
+    }
+    let id = if func.is_null() { None } else { crate::describe::cfunc_id(func) };
+    let Some(rec) = current(None) else { return };
+    match id {
+        Some(id) => writer(rec).call(id, ts),
+        None => rec.skip.set(1),
+    }
+}
+
+/// Record the exit from the innermost function entered.
+///
+/// # Safety
+/// GIL held.
+#[inline(always)]
+pub unsafe fn exit() {
+    let ts = monotonic_ns();
+    let rec = CURRENT.with(|c| c.get());
+    if rec.is_null() {
+        return;
+    }
+    let rec = &*rec;
+    let skip = rec.skip.get();
+    if skip > 0 {
+        rec.skip.set(skip - 1);
+    } else {
+        writer(rec).ret(ts);
+    }
+}
+
+/// Record a call for every frame already on the current thread's stack (outermost first),
+/// so the returns that follow have matching calls.
+///
+/// # Safety
+/// GIL held.
+pub unsafe fn record_open_frames(py: Python<'_>) {
+    let mut codes = Vec::new();
+    let mut f = runtime::PyEval_GetFrame();
+    if !f.is_null() {
+        pyo3::ffi::Py_INCREF(f);
+    }
+    while !f.is_null() {
+        let code = runtime::PyFrame_GetCode(f);
+        if !code.is_null() {
+            codes.push(Bound::from_owned_ptr(py, code));
+        }
+        let back = runtime::PyFrame_GetBack(f);
+        pyo3::ffi::Py_DECREF(f);
+        f = back;
+    }
+    let ts = monotonic_ns();
+    for code in codes.iter().rev() {
+        let id = code_id(code.as_ptr());
+        if let (Some(c), Some(rec)) = (id, current(None)) {
+            writer(rec).call(c.id, ts);
+        }
+    }
+}
+
+/// Close every stream of this process (run by `Py_AtExit`, after the interpreter is done).
+pub extern "C" fn finish_all() {
+    // SAFETY: getpid cannot fail.
+    let pid = unsafe { libc::getpid() } as u32;
+    with_registry(|reg| {
+        for &rec in reg.iter() {
+            // SAFETY: records in the registry are live; a record of this process is only
+            // written by its thread with the GIL held, and no Python code runs any more.
+            unsafe {
+                if (*rec).pid == pid {
+                    (*(*rec).writer.get()).finish();
+                }
+            }
+        }
+    });
+}
