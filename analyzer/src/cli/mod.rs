@@ -7,6 +7,7 @@ pub mod folded;
 pub mod from_trace;
 pub mod graph;
 pub mod stats;
+pub mod tokens;
 pub mod tree;
 pub mod view_common;
 
@@ -56,6 +57,8 @@ pub enum Command {
     Diff(diff::DiffArgs),
     /// Print the function-level call graph (all contexts merged) as Graphviz DOT.
     Graph(graph::GraphArgs),
+    /// Count the tokens of text files or standard input (o200k_base or cl100k_base), as prompts are counted.
+    Tokens(tokens::TokensArgs),
 }
 
 /// Run the CLI: exit status 0 on success, 1 on errors, 2 on usage errors.
@@ -69,6 +72,7 @@ pub fn main() -> ExitCode {
         Command::Folded(a) => folded::run(a),
         Command::Diff(a) => diff::run(a),
         Command::Graph(a) => graph::run(a),
+        Command::Tokens(a) => tokens::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
