@@ -93,7 +93,7 @@ fn assert_balanced(dir: &Path) {
 /// `slice folded` stacks of the example's own code, without pids, times and the `<module>`
 /// line (3.9 reports a module's first statement line, later versions line 1).
 fn own_stacks(dir: &Path) -> Vec<String> {
-    let text = run_ok(cmd("slice").arg("folded").arg(dir));
+    let text = run_ok(cmd("slice").args(["folded", "--weight", "calls"]).arg(dir));
     let mut v: Vec<String> = text
         .lines()
         .map(|l| {
