@@ -33,6 +33,8 @@
 
 #![allow(clippy::missing_safety_doc)]
 
+mod frames;
+
 use std::ffi::CStr;
 use std::path::PathBuf;
 use std::ptr::null_mut;
@@ -153,35 +155,49 @@ impl Table {
 
 #[inline(always)]
 fn lookup(addr: u64) -> Option<u32> {
-    let t = TABLE.load(Ordering::Acquire);
-    if t.is_null() {
-        return None;
-    }
-    // SAFETY: tables are never freed.
-    unsafe { (*t).get(addr) }
+    Table::get_in(&TABLE, addr)
 }
 
 /// Insert under `COLD`, growing the table first when it is half full.
 fn insert(addr: u64, id: u32) {
-    let mut t = TABLE.load(Ordering::Acquire);
-    // SAFETY: tables are never freed; only the holder of `COLD` mutates one, and a table is
-    // only mutated (by `put`) in slots readers see as empty until the key is published.
-    unsafe {
-        if t.is_null() || ((*t).len + 1) * 2 > (*t).mask + 1 {
-            let bits = if t.is_null() { 12 } else { 64 - (*t).shift + 1 };
-            let mut n = Table::new(bits);
-            if !t.is_null() {
-                for (k, v) in (*t).keys.iter().zip((*t).ids.iter()) {
-                    let k = k.load(Ordering::Relaxed);
-                    if k != 0 {
-                        n.put(k, v.load(Ordering::Relaxed));
+    Table::insert_in(&TABLE, addr, id)
+}
+
+impl Table {
+    /// Look `addr` up in the table `at` points to (none yet: absent).
+    #[inline(always)]
+    fn get_in(at: &AtomicPtr<Table>, addr: u64) -> Option<u32> {
+        let t = at.load(Ordering::Acquire);
+        if t.is_null() {
+            return None;
+        }
+        // SAFETY: tables are never freed.
+        unsafe { (*t).get(addr) }
+    }
+
+    /// Insert into the table `at` points to (the caller holds that table's writer lock,
+    /// and `addr` is absent and non-zero), growing it first when it is half full.
+    fn insert_in(at: &AtomicPtr<Table>, addr: u64, id: u32) {
+        let mut t = at.load(Ordering::Acquire);
+        // SAFETY: tables are never freed; only the holder of `COLD` mutates one, and a table is
+        // only mutated (by `put`) in slots readers see as empty until the key is published.
+        unsafe {
+            if t.is_null() || ((*t).len + 1) * 2 > (*t).mask + 1 {
+                let bits = if t.is_null() { 12 } else { 64 - (*t).shift + 1 };
+                let mut n = Table::new(bits);
+                if !t.is_null() {
+                    for (k, v) in (*t).keys.iter().zip((*t).ids.iter()) {
+                        let k = k.load(Ordering::Relaxed);
+                        if k != 0 {
+                            n.put(k, v.load(Ordering::Relaxed));
+                        }
                     }
                 }
+                t = Box::into_raw(Box::new(n));
+                at.store(t, Ordering::Release);
             }
-            t = Box::into_raw(Box::new(n));
-            TABLE.store(t, Ordering::Release);
+            (*t).put(addr, id);
         }
-        (*t).put(addr, id);
     }
 }
 
@@ -223,11 +239,13 @@ pub struct SltThread {
     mode: u32,
     pad: u32,
     cache: [CacheEntry; CACHE_SIZE],
+    /// CFAs of the open calls in `stack` (0: unknown), for the frame repair (frames.rs).
+    cfas: *mut u64,
 }
 
 extern "C" {
     fn slt_thread_state() -> *mut SltThread;
-    fn slt_enter(this_fn: *mut libc::c_void);
+    fn slt_enter(this_fn: *mut libc::c_void, sp: u64);
     fn slt_exit(this_fn: *mut libc::c_void);
     fn slt_cache_put(t: *mut SltThread, addr: u64, id: u64);
     fn slt_cache_clear(t: *mut SltThread);
@@ -237,6 +255,7 @@ extern "C" {
 struct ThreadState {
     writer: Option<StreamWriter>,
     stack: Box<[u64; STACK_CAP]>,
+    cfas: Box<[u64; STACK_CAP]>,
 }
 
 impl SltThread {
@@ -304,10 +323,14 @@ fn start_thread(t: &mut SltThread) {
     // Allocation may run instrumented code (a custom allocator): mark the thread first.
     t.set_mode(M_BUSY);
     if t.rust.is_null() {
-        let st = Box::into_raw(Box::new(ThreadState { writer: None, stack: Box::new([0u64; STACK_CAP]) }));
+        let st =
+            Box::into_raw(Box::new(ThreadState { writer: None, stack: Box::new([0u64; STACK_CAP]), cfas: Box::new([0u64; STACK_CAP]) }));
         t.rust = st as *mut libc::c_void;
-        // SAFETY: just allocated; the stack lives as long as the state.
-        t.stack = unsafe { (*st).stack.as_mut_ptr() };
+        // SAFETY: just allocated; the stacks live as long as the state.
+        unsafe {
+            t.stack = (*st).stack.as_mut_ptr();
+            t.cfas = (*st).cfas.as_mut_ptr();
+        }
         t.depth = 0;
         let key = KEY.load(Ordering::Relaxed);
         if key != u64::MAX {
@@ -334,6 +357,7 @@ extern "C" fn thread_exit(p: *mut libc::c_void) {
         t.set_mode(M_OFF);
         t.rust = null_mut();
         t.stack = null_mut();
+        t.cfas = null_mut();
     }
     if !st.is_null() {
         // SAFETY: the pointer came from Box::into_raw in start_thread, and the thread that
@@ -543,7 +567,7 @@ unsafe fn module_path(proc: &mut Proc, base: u64, fname: *const libc::c_char) ->
 #[no_mangle]
 pub extern "C" fn __cyg_profile_func_enter(this_fn: *mut libc::c_void, _call_site: *mut libc::c_void) {
     // SAFETY: hot.c's entry point; it only touches this thread's block.
-    unsafe { slt_enter(this_fn) }
+    unsafe { slt_enter(this_fn, frames::stack_pointer()) }
 }
 
 /// Called by `-finstrument-functions` code on exit from every instrumented function
@@ -578,22 +602,33 @@ unsafe fn begin_slow(t: &mut SltThread) -> bool {
 }
 
 /// Entry, when hot.c cannot record it by itself: the thread's first event, a function not
-/// in the thread's cache, a full window.
+/// in the thread's cache, a full window, open frames that this entry shows dead (frames.rs).
+/// `sp` is the stack pointer hot.c's `slt_enter` saw.
 #[no_mangle]
-pub unsafe extern "C" fn slt_enter_slow(t: *mut SltThread, addr: u64) {
+pub unsafe extern "C" fn slt_enter_slow(t: *mut SltThread, addr: u64, sp: u64) {
     let t = &mut *t;
     if !begin_slow(t) {
         return;
     }
     if let Some(id) = id_of(addr) {
-        slt_cache_put(t, addr, id as u64);
+        let off = frames::cfa_offset(addr, sp);
+        slt_cache_put(t, addr, id as u64 | (off as u64) << 32);
+        let cfa = if off == 0 { 0 } else { sp + off as u64 };
         let depth = t.depth as usize;
+        let now = writer::monotonic_ns();
+        let dead = if depth <= STACK_CAP { frames::dead_frames(std::slice::from_raw_parts(t.cfas, depth), cfa) } else { 0 };
+        let depth = depth - dead;
+        t.depth = depth as u64;
         if depth < STACK_CAP {
             *t.stack.add(depth) = addr;
+            *t.cfas.add(depth) = cfa;
         }
         t.depth += 1;
         if let Some(w) = t.pull() {
-            w.call(id, writer::monotonic_ns());
+            for _ in 0..dead {
+                w.ret(now);
+            }
+            w.call(id, now);
         }
     }
     t.push();
