@@ -65,6 +65,17 @@ the PYTHONPATH/site mechanism the recorder is loaded through).")]
         /// Do not print the summary line.
         #[arg(short, long)]
         quiet: bool,
+        /// Native programs: record only inside calls of functions matching PATTERN (and every
+        /// call under them), like uftrace's -F. PATTERN is NAME[@OBJECT]: regular
+        /// expressions matching the whole function name (demangled, with or without C++
+        /// parameters) and the whole file name of its object, e.g. `parse_.*`,
+        /// `.*@libfoo\.so\.1`. Repeatable.
+        #[arg(short = 'F', long = "filter", value_name = "PATTERN")]
+        filter: Vec<String>,
+        /// Native programs: do not record calls of functions matching PATTERN, nor any call
+        /// under them, like uftrace's -N (same PATTERN syntax as -F; wins over -F). Repeatable.
+        #[arg(short = 'N', long = "notrace", value_name = "PATTERN")]
+        notrace: Vec<String>,
         /// The command to run, after `--`.
         #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
@@ -105,8 +116,9 @@ fn open(dir: &std::path::Path) -> Result<TraceDir> {
 fn real_main() -> Result<i32> {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Run { output, c_calls, python_hook, quiet, command } => {
-            run::run(run::RunOptions { output, c_calls, python_hook, quiet, command })
+        Cmd::Run { output, c_calls, python_hook, quiet, filter, notrace, command } => {
+            let native_filter = run::NativeFilter { filter, notrace };
+            run::run(run::RunOptions { output, c_calls, python_hook, quiet, native_filter, command })
         }
         Cmd::Info { dir, json } => {
             let trace = open(&dir)?;

@@ -36,6 +36,7 @@
 #define SLT_ACTIVE 1u
 #define SLT_BUSY 2u
 #define SLT_OFF 3u
+#define SLT_FILTERED 4u /* outside the recorded calls (filter.rs): every event is Rust's */
 
 #define SLT_STACK_CAP 1024u
 #define SLT_CACHE_BITS 9u
@@ -257,7 +258,7 @@ static inline __attribute__((always_inline)) void give_limit(struct slt_thread *
  * ACTIVE: a signal handler's event inside a fast path, dropped). */
 static inline int wants_slow(struct slt_thread *t, uint8_t *lim)
 {
-    return t->mode == SLT_UNINIT || (t->mode == SLT_ACTIVE && lim != 0);
+    return t->mode == SLT_UNINIT || t->mode == SLT_FILTERED || (t->mode == SLT_ACTIVE && lim != 0);
 }
 
 /* Whether an entry at `cfa` shows that the innermost open frame has returned (its CFA is at

@@ -33,6 +33,7 @@
 
 #![allow(clippy::missing_safety_doc)]
 
+mod filter;
 mod frames;
 
 use std::ffi::CStr;
@@ -221,6 +222,9 @@ const M_BUSY: u32 = 2;
 /// Not recording: no trace directory, the stream could not be created or has stopped, or the
 /// thread is exiting.
 const M_OFF: u32 = 3;
+/// Outside the recorded calls (filter.rs: before a `-F` function, inside a `-N` one): every
+/// event goes to the slow path, which records nothing until the thread is inside again.
+const M_FILTERED: u32 = 4;
 
 #[repr(C)]
 struct CacheEntry {
@@ -267,7 +271,7 @@ impl SltThread {
         // SAFETY: `rust` is this thread's own state (see start_thread).
         let st = unsafe { &mut *(self.rust as *mut ThreadState) };
         let w = st.writer.as_mut()?;
-        if self.mode == M_ACTIVE || self.mode == M_BUSY {
+        if self.mode == M_ACTIVE || self.mode == M_BUSY || self.mode == M_FILTERED {
             // SAFETY: the cursor came from this writer's `cursor()`, and hot.c only moved it
             // forward by whole events while pos <= limit.
             unsafe { w.set_cursor(&self.cur) };
@@ -345,6 +349,8 @@ fn start_thread(t: &mut SltThread) {
     st.writer = open_stream(t.depth as usize, &st.stack[..]);
     // The cursor of the new stream (a forked child's block still holds its parent's).
     t.push();
+    // SAFETY: this thread's block, its stacks set above.
+    unsafe { filter::thread_started(t) };
 }
 
 /// `pthread_key` destructor: the thread is exiting.
@@ -383,7 +389,7 @@ fn open_stream(depth: usize, stack: &[u64]) -> Option<StreamWriter> {
         }
     }
     for &addr in &stack[..depth.min(STACK_CAP)] {
-        if let Some(id) = id_of(addr) {
+        if let Some(id) = id_of(addr & !filter::ROOT_BIT) {
             w.call(id, now);
         }
     }
@@ -607,29 +613,66 @@ unsafe fn begin_slow(t: &mut SltThread) -> bool {
 #[no_mangle]
 pub unsafe extern "C" fn slt_enter_slow(t: *mut SltThread, addr: u64, sp: u64) {
     let t = &mut *t;
+    if t.mode == M_UNINIT {
+        start_thread(t);
+    }
+    if t.mode == M_FILTERED {
+        filter::enter_outside(t, addr, sp);
+        return;
+    }
     if !begin_slow(t) {
         return;
     }
-    if let Some(id) = id_of(addr) {
-        let off = frames::cfa_offset(addr, sp);
-        slt_cache_put(t, addr, id as u64 | (off as u64) << 32);
-        let cfa = if off == 0 { 0 } else { sp + off as u64 };
-        let depth = t.depth as usize;
-        let now = writer::monotonic_ns();
-        let dead = if depth <= STACK_CAP { frames::dead_frames(std::slice::from_raw_parts(t.cfas, depth), cfa) } else { 0 };
-        let depth = depth - dead;
-        t.depth = depth as u64;
-        if depth < STACK_CAP {
-            *t.stack.add(depth) = addr;
-            *t.cfas.add(depth) = cfa;
-        }
-        t.depth += 1;
+    enter_recorded(t, addr, sp, false);
+}
+
+/// Record an entry (the thread is BUSY; it is ACTIVE again after, or FILTERED when the entry
+/// starts a subtree that is not recorded). `root`: the entry starts a `-F` subtree.
+unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root: bool) {
+    // Take back what hot.c wrote before anything below lends the cursor out again.
+    t.pull();
+    let decision = filter::decision(addr);
+    let off = frames::cfa_offset(addr, sp);
+    let cfa = if off == 0 { 0 } else { sp + off as u64 };
+    let depth = t.depth as usize;
+    let now = writer::monotonic_ns();
+    let dead = if depth <= STACK_CAP { frames::dead_frames(std::slice::from_raw_parts(t.cfas, depth), cfa) } else { 0 };
+    let left_root = dead > 0 && std::slice::from_raw_parts(t.stack, depth)[depth - dead..].iter().any(|&a| a & filter::ROOT_BIT != 0);
+    let depth = depth - dead;
+    t.depth = depth as u64;
+    if dead > 0 {
         if let Some(w) = t.pull() {
             for _ in 0..dead {
                 w.ret(now);
             }
-            w.call(id, now);
         }
+    }
+    if left_root && !root {
+        // The closed frames held the `-F` call: the thread is outside again.
+        t.push();
+        filter::leave(t);
+        filter::enter_outside(t, addr, sp);
+        return;
+    }
+    if decision == filter::Decision::Skip {
+        t.push();
+        filter::skip_from(t, cfa);
+        return;
+    }
+    match id_of(addr) {
+        Some(id) => {
+            slt_cache_put(t, addr, id as u64 | (off as u64) << 32);
+            if depth < STACK_CAP {
+                *t.stack.add(depth) = if root { addr | filter::ROOT_BIT } else { addr };
+                *t.cfas.add(depth) = cfa;
+            }
+            t.depth += 1;
+            if let Some(w) = t.pull() {
+                w.call(id, now);
+            }
+        }
+        None if root => filter::leave(t),
+        None => {}
     }
     t.push();
 }
@@ -639,20 +682,27 @@ pub unsafe extern "C" fn slt_enter_slow(t: *mut SltThread, addr: u64, sp: u64) {
 #[no_mangle]
 pub unsafe extern "C" fn slt_exit_slow(t: *mut SltThread, addr: u64) {
     let t = &mut *t;
+    if t.mode == M_FILTERED {
+        filter::exit_outside(t);
+        return;
+    }
     if !begin_slow(t) {
         return;
     }
     // Frames skipped by longjmp never return: if the exiting function is deeper in the
-    // stack than the top, close the skipped frames first.
+    // stack than the top, close the skipped frames first. (A `-F` call is marked with
+    // filter::ROOT_BIT, so that its exit comes here.)
     let depth = t.depth as usize;
     let mut returns = 1;
+    let mut left_root = false;
     if depth > 0 && depth <= STACK_CAP {
         let stack = std::slice::from_raw_parts(t.stack, depth);
-        if stack[depth - 1] != addr {
-            if let Some(k) = stack[..depth - 1].iter().rposition(|&a| a == addr) {
+        if stack[depth - 1] & !filter::ROOT_BIT != addr {
+            if let Some(k) = stack[..depth - 1].iter().rposition(|&a| a & !filter::ROOT_BIT == addr) {
                 returns += depth - 1 - k;
             }
         }
+        left_root = stack[depth - returns.min(depth)..].iter().any(|&a| a & filter::ROOT_BIT != 0);
     }
     t.depth = depth.saturating_sub(returns) as u64;
     let now = writer::monotonic_ns();
@@ -662,6 +712,9 @@ pub unsafe extern "C" fn slt_exit_slow(t: *mut SltThread, addr: u64) {
         }
     }
     t.push();
+    if left_root {
+        filter::leave(t);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -692,6 +745,9 @@ extern "C" fn constructor() {
         }
         libc::pthread_atfork(None, None, Some(after_fork_child));
     }
+    if let Some(f) = std::env::var_os(filter::ENV_FILTER) {
+        filter::install(filter::Filters::parse(&f.to_string_lossy()));
+    }
     ROOT.store(Box::into_raw(Box::new(dir)), Ordering::Release);
 }
 
@@ -699,7 +755,7 @@ extern "C" fn constructor() {
 extern "C" fn destructor() {
     // SAFETY: this thread's block.
     let t = unsafe { &mut *slt_thread_state() };
-    if t.mode == M_ACTIVE {
+    if t.mode == M_ACTIVE || t.mode == M_FILTERED {
         if let Some(w) = t.pull() {
             w.finish();
         }
