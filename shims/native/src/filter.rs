@@ -205,13 +205,13 @@ fn is_main(base: u64) -> bool {
 }
 
 /// An object's function symbols, by offset from its load address.
-struct Symbols {
+pub(crate) struct Symbols {
     /// (start offset, size, name), sorted by start.
-    funcs: Vec<(u64, u64, String)>,
+    pub(crate) funcs: Vec<(u64, u64, String)>,
 }
 
 impl Symbols {
-    fn read(path: &str) -> Option<Symbols> {
+    pub(crate) fn read(path: &str) -> Option<Symbols> {
         use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
         let data = std::fs::read(path).ok()?;
         let file = object::File::parse(&*data).ok()?;

@@ -51,6 +51,16 @@ static OFFSETS: AtomicPtr<Table> = AtomicPtr::new(null_mut());
 static OFFSETS_LOCK: SpinLock = SpinLock(AtomicBool::new(false));
 const NO_CFA: u32 = u32::MAX;
 
+/// Register the CFA offset of a function whose entry passes a known stack pointer (a
+/// patched entry: `CFA = sp + off`), so that it is never measured.
+pub(crate) fn set_cfa_offset(addr: u64, off: u32) {
+    OFFSETS_LOCK.lock();
+    if Table::get_in(&OFFSETS, addr).is_none() {
+        Table::insert_in(&OFFSETS, addr, off + 1);
+    }
+    OFFSETS_LOCK.unlock();
+}
+
 /// The CFA offset of the function at `addr` from the hook's stack pointer `sp`, measured
 /// the first time (0: unknown).
 pub(crate) fn cfa_offset(addr: u64, sp: u64) -> u32 {

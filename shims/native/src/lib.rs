@@ -35,6 +35,8 @@
 
 mod filter;
 mod frames;
+#[cfg(target_arch = "x86_64")]
+mod patch;
 
 use std::ffi::CStr;
 use std::path::PathBuf;
@@ -749,6 +751,18 @@ extern "C" fn constructor() {
         filter::install(filter::Filters::parse(&f.to_string_lossy()));
     }
     ROOT.store(Box::into_raw(Box::new(dir)), Ordering::Release);
+    #[cfg(target_arch = "x86_64")]
+    if std::env::var_os(patch::ENV_PATCH).is_some_and(|v| v == "1") {
+        let r = patch::patch_main_program();
+        if std::env::var_os("SLICE_TRACE_PATCH_VERBOSE").is_some() {
+            let mut msg = format!("slicetrace-native: patched {} functions, refused {}\n", r.patched, r.refused.len());
+            for (name, why) in &r.refused {
+                msg.push_str(&format!("  {name}: {why:?}\n"));
+            }
+            // SAFETY: writing a buffer we own to stderr.
+            unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
+        }
+    }
 }
 
 /// `exit()` (or return from `main`): close the calling thread's stream, cut to its length.

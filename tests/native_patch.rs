@@ -1,0 +1,127 @@
+//! End-to-end: the experimental entry patching (`SLICE_TRACE_PATCH=1`,
+//! shims/native/src/patch.rs) records programs built WITHOUT instrumentation, at -O0 and -O2:
+//! the program's output and exit status are unchanged, and the tree (rebuilt from entries
+//! and stack pointers by the frame repair) is the true one, across longjmp, exceptions,
+//! threads and fork. Only the main program's functions are patched so far.
+
+mod native_support;
+
+use native_support::*;
+use slice_trace_e2e::{cmd, run, run_ok, scratch, texts};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+fn build(compiler: &str, srcs: &[&str], out: &Path, flags: &[&str]) -> PathBuf {
+    let o = run(std::process::Command::new(compiler).args(flags).arg("-g").arg("-o").arg(out).args(srcs.iter().map(|s| example(s))));
+    assert!(o.status.success(), "{compiler} failed: {:?}", texts(&o));
+    out.to_path_buf()
+}
+
+fn trace_patched(dir: &Path, exe: &Path, args: &[&str]) -> Output {
+    let mut c = cmd("trace");
+    c.env("SLICE_TRACE_PATCH", "1").arg("run").arg("-o").arg(dir).arg("--").arg(exe).args(args);
+    c.current_dir(exe.parent().unwrap_or(Path::new("/")));
+    run(&mut c)
+}
+
+fn untraced(exe: &Path, args: &[&str]) -> Output {
+    run(std::process::Command::new(exe).args(args).current_dir(exe.parent().unwrap_or(Path::new("/"))))
+}
+
+#[test]
+fn uninstrumented_c_at_o0_and_o2_records_the_true_tree() {
+    let s = scratch();
+    for opt in ["-O0", "-O2"] {
+        let exe = build("cc", &["c/jumps.c"], &s.path().join(format!("jumps{opt}")), &[opt, "-fno-inline"]);
+        let t = s.path().join(format!("j{opt}.d"));
+        let out = trace_patched(&t, &exe, &["6"]);
+        assert!(out.status.success(), "{opt}: {:?}", texts(&out));
+        assert_eq!(texts(&out).0, texts(&untraced(&exe, &["6"])).0);
+        let p = &load(&t)[0];
+        let seq = p.sequence(0);
+        // handle is always main's callee, never under a frame the longjmp left.
+        assert_eq!(seq.iter().filter(|c| *c == "2:handle").count(), 2, "{opt}: {seq:?}");
+        assert_eq!(p.count("handle"), 2, "{opt}");
+        if opt == "-O0" {
+            assert_eq!(p.callees("main"), ["deep1", "handle"], "{opt}: {seq:?}");
+            assert_eq!(p.count("deep1"), 6, "{opt}");
+        } else {
+            // -O2: deep1 and deep2 end in tail jumps (`jmp deep2`): deep3 takes their frame
+            // and shows as main's callee (docs/native-recording.md, tail calls).
+            assert_eq!(p.callees("main"), ["deep3", "handle"], "{opt}: {seq:?}");
+            assert_eq!(p.count("deep3"), 6, "{opt}");
+        }
+        // A call left by longjmp is never an ancestor of a later call.
+        assert!(p.callees("deep3").iter().all(|c| c == "check"), "{opt}: {:?}", p.callees("deep3"));
+
+        let exe = build("cc", &["c/fib.c"], &s.path().join(format!("fib{opt}")), &[opt, "-fno-inline"]);
+        let t = s.path().join(format!("f{opt}.d"));
+        let out = trace_patched(&t, &exe, &["10", "1"]);
+        assert!(out.status.success(), "{opt}: {:?}", texts(&out));
+        assert!(texts(&out).0.contains("fib(10) = 55"), "{opt}: {:?}", texts(&out));
+        let p = &load(&t)[0];
+        assert_eq!(p.callees("fib"), ["fib"], "{opt}");
+        if opt == "-O0" {
+            assert_eq!(p.count("fib"), 2 * 177, "{opt}: fib(10) makes 177 calls, twice");
+        } else {
+            // gcc -O2 turns part of the recursion into a loop and may merge the two calls.
+            assert!(p.count("fib") > 50, "{opt}: {}", p.count("fib"));
+        }
+        let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How is fib computed?"));
+        assert!(prompt.lines().any(|l| l.starts_with("  fib  (") && l.ends_with("×2")), "{opt}: {prompt}");
+    }
+}
+
+#[test]
+fn uninstrumented_cpp_with_exceptions_at_o0_and_o2() {
+    let s = scratch();
+    for opt in ["-O0", "-O2"] {
+        let exe = build("c++", &["cpp/unwind.cpp"], &s.path().join(format!("unwind{opt}")), &[opt, "-fno-inline"]);
+        let t = s.path().join(format!("u{opt}.d"));
+        let out = trace_patched(&t, &exe, &["8"]);
+        assert!(out.status.success(), "{opt}: {:?}", texts(&out));
+        assert_eq!(texts(&out).0, "error: hard failure in job 3\nerror: hard failure in job 7\nsum 26\n");
+        let p = &load(&t)[0];
+        let main = p.callees("main");
+        assert!(main.contains(&"report(std::exception const&)".to_string()), "{opt}: {main:?}");
+        assert_eq!(p.count("report(std::exception const&)"), 2, "{opt}");
+        assert_eq!(p.callees("stage2(int)"), ["stage3(int)"], "{opt}: {:?}", p.sequence(0));
+        assert!(p.callees("stage1(int)").contains(&"recover(Recoverable const&)".to_string()), "{opt}");
+        assert_eq!(p.count("stage3(int)"), 8, "{opt}");
+    }
+}
+
+#[test]
+fn uninstrumented_threads_and_fork() {
+    let s = scratch();
+    build_examples();
+    // The library is the instrumented one of the examples; the program is not instrumented.
+    let exe = s.path().join("scene");
+    let lib = example("c/build");
+    let o = run(std::process::Command::new("cc")
+        .args(["-g", "-O2", "-fno-inline", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(example("c/main.c"))
+        .arg(example("c/scene.c"))
+        .arg(format!("-L{}", lib.display()))
+        .args(["-lshapes", "-ldl"])
+        .arg(format!("-Wl,-rpath,{}", lib.display())));
+    assert!(o.status.success(), "{:?}", texts(&o));
+    let t = s.path().join("s.d");
+    let out = trace_patched(&t, &exe, &["c1,r2x3,s2", "--threads", "2"]);
+    assert!(out.status.success(), "{:?}", texts(&out));
+    assert_eq!(texts(&out).0, texts(&untraced(&exe, &["c1,r2x3,s2", "--threads", "2"])).0);
+    let p = &load(&t)[0];
+    assert_eq!(p.threads.len(), 3);
+    assert!(p.callees("main").contains(&"scene_parse".to_string()), "{:?}", p.callees("main"));
+    assert!(p.callees("worker").contains(&"scene_total_area".to_string()), "{:?}", p.callees("worker"));
+
+    let exe = build("cc", &["c/forker.c"], &s.path().join("forker"), &["-O0"]);
+    let t = s.path().join("f.d");
+    let out = trace_patched(&t, &exe, &["fork"]);
+    assert_eq!(out.status.code(), untraced(&exe, &["fork"]).status.code());
+    let procs = load(&t);
+    assert_eq!(procs.len(), 2, "parent and child");
+    let child = procs.iter().find(|p| p.meta.forked_from.is_some()).expect("the child");
+    assert!(child.count("child_work") == 1 && child.callees("child_work") == ["square"], "{:?}", child.sequence(0));
+}
