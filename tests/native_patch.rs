@@ -125,3 +125,30 @@ fn uninstrumented_threads_and_fork() {
     let child = procs.iter().find(|p| p.meta.forked_from.is_some()).expect("the child");
     assert!(child.count("child_work") == 1 && child.callees("child_work") == ["square"], "{:?}", child.sequence(0));
 }
+
+/// The project's own `slice` binary (Rust, this build's profile, not instrumented) recorded
+/// by `trace`: demangled Rust names with their source files, in the tree and the prompt.
+#[test]
+fn the_slice_binary_itself_is_recorded() {
+    let s = scratch();
+    let t = s.path().join("slice.d");
+    let exe = slice_trace_e2e::bin("slice");
+    let out = trace_patched(&t, &exe, &["--version"]);
+    assert!(out.status.success(), "{:?}", texts(&out));
+    assert_eq!(texts(&out).0, texts(&untraced(&exe, &["--version"])).0);
+    let p = &load(&t)[0];
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    // main -> std::rt::lang_start -> ... -> slice::main -> analyzer::cli::main, once.
+    assert_eq!(p.callees("main"), ["std::rt::lang_start"]);
+    assert_eq!(p.count("analyzer::cli::main"), 1);
+    let cli_main = p.func("analyzer::cli::main");
+    assert!(cli_main.file.as_deref().is_some_and(|f| f.ends_with("analyzer/src/cli/mod.rs")), "{cli_main:?}");
+    assert!(
+        p.callees("analyzer::cli::main").iter().any(|c| c.starts_with("clap_builder::derive::Parser::parse")),
+        "{:?}",
+        p.callees("analyzer::cli::main")
+    );
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How does slice parse its arguments?"));
+    assert!(prompt.contains("analyzer::cli::main  ("), "{}", &prompt[..prompt.len().min(4000)]);
+    assert!(prompt.contains("pub fn main() -> "), "{}", &prompt[..prompt.len().min(4000)]);
+}
