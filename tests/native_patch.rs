@@ -80,6 +80,18 @@ fn uninstrumented_cpp_with_exceptions_at_o0_and_o2() {
         let t = s.path().join(format!("u{opt}.d"));
         let out = trace_patched(&t, &exe, &["8"]);
         assert!(out.status.success(), "{opt}: {:?}", texts(&out));
+        // trace info counts what was patched; --verbose names what was not, with the reason.
+        let info = run_ok(cmd("trace").arg("info").arg(&t));
+        let line = info.lines().find(|l| l.trim_start().starts_with("patched:")).unwrap_or_else(|| panic!("{info}"));
+        let n: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+        assert!(n.len() == 2 && n[0] >= 10 && n[1] >= 1, "{line}");
+        let verbose = run_ok(cmd("trace").arg("info").arg("--verbose").arg(&t));
+        let named = verbose.lines().filter(|l| l.trim_start().starts_with("not patched: ")).count() as u64;
+        assert_eq!(named, n[1], "{verbose}");
+        assert!(verbose.contains("not patched: _start: C runtime start-up"), "{verbose}");
+        if opt == "-O2" {
+            assert!(verbose.contains("stage3(int) [clone .cold] (_ZL6stage3i.cold): a .cold fragment"), "{verbose}");
+        }
         assert_eq!(texts(&out).0, "error: hard failure in job 3\nerror: hard failure in job 7\nsum 26\n");
         let p = &load(&t)[0];
         let main = p.callees("main");

@@ -88,6 +88,10 @@ the PYTHONPATH/site mechanism the recorder is loaded through).")]
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Name every function that could not be patched (programs recorded with entry
+        /// patching).
+        #[arg(short, long)]
+        verbose: bool,
     },
     /// Print a trace's events as JSON lines (pid, tid, kind, func id and name, ts, depth).
     Dump {
@@ -120,7 +124,7 @@ fn real_main() -> Result<i32> {
             let native_filter = run::NativeFilter { filter, notrace };
             run::run(run::RunOptions { output, c_calls, python_hook, quiet, native_filter, command })
         }
-        Cmd::Info { dir, json } => {
+        Cmd::Info { dir, json, verbose } => {
             let trace = open(&dir)?;
             let s = stats::summarize(&trace)?;
             if json {
@@ -128,7 +132,7 @@ fn real_main() -> Result<i32> {
                 v["meta"] = serde_json::to_value(&trace.meta)?;
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
-                print!("{}", stats::render(&trace, &s));
+                print!("{}", stats::render(&trace, &s, verbose));
             }
             report_damage(&s.damaged)
         }

@@ -106,7 +106,7 @@ impl Filters {
     }
 }
 
-fn demangled(name: &str) -> String {
+pub(crate) fn demangled(name: &str) -> String {
     if let Ok(d) = rustc_demangle::try_demangle(name) {
         return format!("{d:#}");
     }

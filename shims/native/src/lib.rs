@@ -464,6 +464,10 @@ fn init_process() -> bool {
             u64::MAX
         }
     };
+    #[cfg(target_arch = "x86_64")]
+    if let Err(e) = patch::write_report(&dir) {
+        warn_once(&format!("cannot write {}: {e}", dir.join(trace_format::meta::PATCH_FILE).display()));
+    }
     let proc = Proc { pid: meta.pid, dir, funcs, next_id: 0, main_base, exe: meta.exe, modules: Vec::new() };
     PROC.store(Box::into_raw(Box::new(proc)), Ordering::Release);
     true
@@ -754,6 +758,7 @@ extern "C" fn constructor() {
     #[cfg(target_arch = "x86_64")]
     if std::env::var_os(patch::ENV_PATCH).is_some_and(|v| v == "1") {
         let r = patch::patch_main_program();
+        patch::set_report(r.clone());
         if std::env::var_os("SLICE_TRACE_PATCH_VERBOSE").is_some() {
             let mut msg = format!("slicetrace-native: patched {} functions, refused {}\n", r.patched, r.refused.len());
             for (name, why) in &r.refused {

@@ -36,6 +36,7 @@ pub(crate) enum Refusal {
     NotPlainPrologue,
     JumpTarget,
     RuntimeStartup,
+    ColdFragment,
     TooLong,
 }
 
@@ -97,7 +98,7 @@ fn is_runtime(name: &str) -> bool {
         "frame_dummy",
         "_dl_relocate_static_pie",
     ];
-    NAMES.contains(&name) || name.starts_with("__libc_csu") || name.starts_with("__x86.get_pc_thunk") || name.contains(".cold")
+    NAMES.contains(&name) || name.starts_with("__libc_csu") || name.starts_with("__x86.get_pc_thunk")
 }
 
 std::arch::global_asm!(
@@ -169,6 +170,46 @@ extern "C" fn slt_patched_enter(func: u64, sp: u64) {
     unsafe { crate::slt_enter(func as *mut libc::c_void, sp) }
 }
 
+impl Refusal {
+    fn as_str(self) -> &'static str {
+        match self {
+            Refusal::TooShort => "shorter than 5 bytes",
+            Refusal::Undecodable => "undecodable",
+            Refusal::NotPlainPrologue => "an indirect call or jump in its first bytes",
+            Refusal::JumpTarget => "a jump target in its first bytes",
+            Refusal::RuntimeStartup => "C runtime start-up",
+            Refusal::ColdFragment => "a .cold fragment, not an entry",
+            Refusal::TooLong => "no room for its trampoline",
+        }
+    }
+}
+
+/// The report of this process image's patching, for `p<pid>/patch.json` (set once by the
+/// constructor, before any thread; read when the process directory is created).
+static REPORT: std::sync::OnceLock<Report> = std::sync::OnceLock::new();
+
+pub(crate) fn set_report(r: Report) {
+    let _ = REPORT.set(r);
+}
+
+/// Write `patch.json` into the process directory (`{"patched": N, "refused": [{"function",
+/// "reason"}]}`), if this image was patched.
+pub(crate) fn write_report(dir: &std::path::Path) -> std::io::Result<()> {
+    let Some(r) = REPORT.get() else { return Ok(()) };
+    let refused: Vec<_> = r
+        .refused
+        .iter()
+        .map(|(name, why)| {
+            let function = crate::filter::demangled(name);
+            let function = if function == *name { name.clone() } else { format!("{function} ({name})") };
+            trace_format::meta::PatchRefusal { function, reason: why.as_str().to_string() }
+        })
+        .collect();
+    let doc = trace_format::meta::PatchReport { patched: r.patched as u64, refused };
+    let text = serde_json::to_vec(&doc).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join(trace_format::meta::PATCH_FILE), text)
+}
+
 /// Counts of one patching pass.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Report {
@@ -194,6 +235,10 @@ pub(crate) fn patch_main_program() -> Report {
     for (off, size, name) in &syms.funcs {
         if *size < JMP_LEN as u64 {
             report.refused.push((name.clone(), Refusal::TooShort));
+            continue;
+        }
+        if name.contains(".cold") {
+            report.refused.push((name.clone(), Refusal::ColdFragment));
             continue;
         }
         if is_runtime(name) {
