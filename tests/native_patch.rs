@@ -164,3 +164,62 @@ fn the_slice_binary_itself_is_recorded() {
     assert!(prompt.contains("analyzer::cli::main  ("), "{}", &prompt[..prompt.len().min(4000)]);
     assert!(prompt.contains("pub fn main() -> "), "{}", &prompt[..prompt.len().min(4000)]);
 }
+
+/// A Rust CLI from crates.io (hexyl 0.16.0, about 30 s to build on 2 cores), built by the
+/// test set-up once (cached under target/rust-cli) as a release build with `debug = 1`, not
+/// instrumented, recorded with entry patching.
+fn hexyl() -> PathBuf {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let root = slice_trace_e2e::target_dir().join("rust-cli");
+    let exe = root.join("bin/hexyl");
+    if !exe.is_file() {
+        let out = run(std::process::Command::new("cargo")
+            .args(["install", "hexyl", "--version", "0.16.0", "--locked", "--root"])
+            .arg(&root)
+            .env("CARGO_PROFILE_RELEASE_DEBUG", "1")
+            .env("CARGO_TARGET_DIR", root.join("build")));
+        assert!(out.status.success(), "cargo install hexyl (needs crates.io): {:?}", texts(&out));
+    }
+    exe
+}
+
+#[test]
+fn a_rust_cli_from_crates_io_is_recorded() {
+    let exe = hexyl();
+    let s = scratch();
+    let input = s.path().join("in.txt");
+    std::fs::write(&input, "hello, world\n").unwrap();
+    let t = s.path().join("hexyl.d");
+    let args = ["--color=never", input.to_str().unwrap()];
+    let out = trace_patched(&t, &exe, &args);
+    assert!(out.status.success(), "{:?}", texts(&out));
+    assert_eq!(texts(&out).0, texts(&untraced(&exe, &args)).0);
+    assert!(texts(&out).0.contains("hello, world") || texts(&out).0.contains("68 65 6c 6c 6f"), "{:?}", texts(&out));
+
+    // Nearly every function is patched.
+    let info = run_ok(cmd("trace").arg("info").arg(&t));
+    let line = info.lines().find(|l| l.trim_start().starts_with("patched:")).unwrap_or_else(|| panic!("{info}"));
+    let n: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    assert!(n.len() == 2 && n[0] > 500 && n[1] * 10 < n[0], "{line}");
+
+    let p = &load(&t)[0];
+    // main -> (std's start-up, inlined differently by each build) -> hexyl::main, once.
+    assert_eq!(p.count("hexyl::main"), 1, "{:?}", p.sequence(0).iter().take(20).collect::<Vec<_>>());
+    // (std's argv constructor runs before main, and is recorded too.)
+    let calls = &p.threads[0].calls;
+    let main_at = calls.iter().position(|c| p.name(c.func) == "main").expect("main recorded");
+    let hexyl_at = calls.iter().position(|c| p.name(c.func) == "hexyl::main").expect("hexyl::main recorded");
+    assert!(hexyl_at > main_at && calls[hexyl_at].depth > calls[main_at].depth, "hexyl::main runs under main");
+    assert!(calls[main_at + 1..hexyl_at].iter().all(|c| c.depth > calls[main_at].depth), "still inside main");
+    let m = p.func("hexyl::main");
+    assert!(m.file.as_deref().is_some_and(|f| f.ends_with("src/main.rs")), "{m:?}");
+    assert!(
+        p.callees("hexyl::main").iter().any(|c| c.starts_with("clap_builder::derive::Parser::parse")),
+        "{:?}",
+        p.callees("hexyl::main")
+    );
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How does hexyl print a line?"));
+    assert!(prompt.contains("\nhexyl::main  (") || prompt.contains("  hexyl::main  ("), "{}", &prompt[..prompt.len().min(3000)]);
+    assert!(prompt.contains("fn main()"), "{}", &prompt[..prompt.len().min(3000)]);
+}
