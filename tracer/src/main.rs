@@ -63,6 +63,17 @@ the PYTHONPATH/site mechanism the recorder is loaded through).")]
         /// Do not print the summary line.
         #[arg(short, long)]
         quiet: bool,
+        /// Native programs: record only inside calls of functions matching PATTERN (and every
+        /// call under them), like uftrace's -F. PATTERN is NAME[@OBJECT]: regular
+        /// expressions matching the whole function name (demangled, with or without C++
+        /// parameters) and the whole file name of its object, e.g. `parse_.*`,
+        /// `.*@libfoo\.so\.1`. Repeatable.
+        #[arg(short = 'F', long = "filter", value_name = "PATTERN")]
+        filter: Vec<String>,
+        /// Native programs: do not record calls of functions matching PATTERN, nor any call
+        /// under them, like uftrace's -N (same PATTERN syntax as -F; wins over -F). Repeatable.
+        #[arg(short = 'N', long = "notrace", value_name = "PATTERN")]
+        notrace: Vec<String>,
         /// The command to run, after `--`.
         #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<OsString>,
@@ -75,6 +86,10 @@ the PYTHONPATH/site mechanism the recorder is loaded through).")]
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// Name every function that could not be patched (programs recorded with entry
+        /// patching).
+        #[arg(short, long)]
+        verbose: bool,
     },
     /// Print a trace's events as JSON lines (pid, tid, kind, func id and name, ts, depth).
     Dump {
@@ -103,10 +118,11 @@ fn open(dir: &std::path::Path) -> Result<TraceDir> {
 fn real_main() -> Result<i32> {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Run { output, c_calls, python_hook, quiet, command } => {
-            run::run(run::RunOptions { output, c_calls, python_hook, quiet, command })
+        Cmd::Run { output, c_calls, python_hook, quiet, filter, notrace, command } => {
+            let native_filter = run::NativeFilter { filter, notrace };
+            run::run(run::RunOptions { output, c_calls, python_hook, quiet, native_filter, command })
         }
-        Cmd::Info { dir, json } => {
+        Cmd::Info { dir, json, verbose } => {
             let trace = open(&dir)?;
             let s = stats::summarize(&trace)?;
             if json {
@@ -114,7 +130,7 @@ fn real_main() -> Result<i32> {
                 v["meta"] = serde_json::to_value(&trace.meta)?;
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
-                print!("{}", stats::render(&trace, &s));
+                print!("{}", stats::render(&trace, &s, verbose));
             }
             report_damage(&s.damaged)
         }

@@ -49,7 +49,39 @@ pub struct RunOptions {
     /// `None`: `auto`.
     pub python_hook: Option<PythonHook>,
     pub quiet: bool,
+    pub native_filter: NativeFilter,
     pub command: Vec<OsString>,
+}
+
+/// `-F`/`-N`: the native shim's record-time filters (shims/native/src/filter.rs).
+#[derive(Default)]
+pub struct NativeFilter {
+    pub filter: Vec<String>,
+    pub notrace: Vec<String>,
+}
+
+/// The environment variable the native shim reads them from.
+const ENV_NATIVE_FILTER: &str = "SLICE_TRACE_NATIVE_FILTER";
+
+impl NativeFilter {
+    /// Check every pattern (`NAME[@OBJECT]`, two regular expressions) and give the shim's
+    /// text: one `F <pattern>` or `N <pattern>` line each (None: no filter).
+    fn env_text(&self) -> std::result::Result<Option<String>, String> {
+        let mut lines = Vec::new();
+        for (kind, pats) in [("F", &self.filter), ("N", &self.notrace)] {
+            for p in pats {
+                if p.contains('\n') {
+                    return Err(format!("-{kind} {p:?}: a pattern is one line"));
+                }
+                let (name, object) = p.rsplit_once('@').map_or((p.as_str(), None), |(n, o)| (n, Some(o)));
+                for part in std::iter::once(name).chain(object) {
+                    regex::Regex::new(part).map_err(|e| format!("-{kind} {p:?}: not a regular expression: {e}"))?;
+                }
+                lines.push(format!("{kind} {p}"));
+            }
+        }
+        Ok((!lines.is_empty()).then(|| lines.join("\n")))
+    }
 }
 
 /// An error that ends `trace run` with a specific exit status.
@@ -205,6 +237,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         return Err(ExitWith { code: 2, message: "no command given; usage: trace run [-o DIR] -- <command> [args...]".into() }.into());
     }
     let hook = opts.python_hook.unwrap_or(PythonHook::Auto);
+    let native_filter = opts.native_filter.env_text().map_err(|m| ExitWith { code: 2, message: m })?;
     let path_var = std::env::var_os("PATH");
     let (resolved, kind) = match detect::classify(&opts.command, path_var.as_deref()) {
         Ok(k) => k,
@@ -243,7 +276,12 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         end_unix_ms: None,
         duration_ns: None,
         exit: None,
-        options: serde_json::json!({ "c_calls": opts.c_calls, "python_hook": hook.as_str() }),
+        options: serde_json::json!({
+            "c_calls": opts.c_calls,
+            "python_hook": hook.as_str(),
+            "native_filter": opts.native_filter.filter,
+            "native_notrace": opts.native_filter.notrace,
+        }),
     };
     write_json_atomic(&out.join(META_FILE), &meta)?;
 
@@ -257,6 +295,10 @@ pub fn run(opts: RunOptions) -> Result<i32> {
     cmd.args(&opts.command[1..]);
     cmd.env(ENV_TRACE_DIR, &out);
     cmd.env(ENV_TRACE_OPTIONS, shim_options(opts.c_calls, hook));
+    match &native_filter {
+        Some(text) => cmd.env(ENV_NATIVE_FILTER, text),
+        None => cmd.env_remove(ENV_NATIVE_FILTER),
+    };
     if let Some(rt) = &runtime {
         let mut pp = OsString::from(rt.path());
         if let Some(old) = std::env::var_os("PYTHONPATH").filter(|v| !v.is_empty()) {

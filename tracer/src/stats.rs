@@ -34,6 +34,9 @@ pub struct ProcSummary {
     pub functions: usize,
     pub events: u64,
     pub threads: Vec<ThreadSummary>,
+    /// Entry patching of this process image (`patch.json`), if it was patched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub patch: Option<trace_format::meta::PatchReport>,
 }
 
 #[derive(Debug, Serialize)]
@@ -78,6 +81,7 @@ pub fn summarize(trace: &TraceDir) -> Result<Summary> {
             functions: p.funcs.iter().flatten().count(),
             events: threads.iter().map(|t| t.events).sum(),
             threads,
+            patch: read_patch_report(&p.dir, &mut damaged),
         });
     }
     Ok(Summary {
@@ -90,12 +94,33 @@ pub fn summarize(trace: &TraceDir) -> Result<Summary> {
     })
 }
 
+/// `patch.json` of a process directory (untrusted: a file too large or not the expected JSON
+/// is reported as damaged and ignored).
+fn read_patch_report(dir: &std::path::Path, damaged: &mut Vec<String>) -> Option<trace_format::meta::PatchReport> {
+    const MAX: u64 = 64 << 20;
+    let path = dir.join(trace_format::meta::PATCH_FILE);
+    let meta = std::fs::metadata(&path).ok()?;
+    if meta.len() > MAX {
+        damaged.push(format!("{}: larger than {MAX} bytes, ignored", path.display()));
+        return None;
+    }
+    let text = std::fs::read(&path).ok()?;
+    match serde_json::from_slice(&text) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            damaged.push(format!("{}: {e}", path.display()));
+            None
+        }
+    }
+}
+
 fn secs(ns: u64) -> String {
     format!("{:.3} s", ns as f64 / 1e9)
 }
 
-/// The human-readable report of `trace info`.
-pub fn render(trace: &TraceDir, s: &Summary) -> String {
+/// The human-readable report of `trace info` (`verbose`: name the functions that could not be
+/// patched).
+pub fn render(trace: &TraceDir, s: &Summary, verbose: bool) -> String {
     let m = &trace.meta;
     let mut o = String::new();
     let _ = writeln!(o, "trace:      {}", trace.root.display());
@@ -123,6 +148,15 @@ pub fn render(trace: &TraceDir, s: &Summary) -> String {
         let _ = writeln!(o, "{}: pid {} (parent {}{forked}), {} {}", p.dir, p.pid, p.ppid, p.kind, p.runtime);
         let _ = writeln!(o, "  argv:      {}", p.argv.join(" "));
         let _ = writeln!(o, "  functions: {}, events: {}", p.functions, p.events);
+        if let Some(r) = &p.patch {
+            let more = if verbose || r.refused.is_empty() { "" } else { " (--verbose names them)" };
+            let _ = writeln!(o, "  patched:   {} functions, {} not patched{more}", r.patched, r.refused.len());
+            if verbose {
+                for f in &r.refused {
+                    let _ = writeln!(o, "    not patched: {}: {}", f.function, f.reason);
+                }
+            }
+        }
         for t in &p.threads {
             let state = match (&t.error, t.unclosed) {
                 (Some(e), _) => format!(" [damaged: {e}]"),

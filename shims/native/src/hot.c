@@ -14,7 +14,9 @@
  *     does not record (OFF) are dropped;
  *   - a function address missing from this thread's direct-mapped id cache;
  *   - a full window, a return that does not match the shadow stack (longjmp), a clock that is
- *     not yet calibrated (or not the TSC).
+ *     not yet calibrated (or not the TSC);
+ *   - an entry whose frame is at or above the innermost open frame's (frames.rs: that frame
+ *     has returned without an exit event, after a longjmp or an exception unwound it).
  * The events are encoded exactly as trace_format::event::encode_call/encode_return do
  * (the tests in lib.rs compare the two encoders stream for stream).
  */
@@ -34,6 +36,7 @@
 #define SLT_ACTIVE 1u
 #define SLT_BUSY 2u
 #define SLT_OFF 3u
+#define SLT_FILTERED 4u /* outside the recorded calls (filter.rs): every event is Rust's */
 
 #define SLT_STACK_CAP 1024u
 #define SLT_CACHE_BITS 9u
@@ -48,8 +51,11 @@
 /* Keep in sync with `SltThread` in lib.rs (#[repr(C)]). */
 struct slt_cache_entry {
     uint64_t addr;
-    uint64_t id;
+    uint64_t id; /* low 32 bits: function id; high 32: CFA offset from the hook's sp (0: unknown) */
 };
+
+#define SLT_ID(e) ((e)->id & 0xFFFFFFFFull)
+#define SLT_CFA_OFF(e) ((e)->id >> 32)
 
 struct slt_thread {
     /* The first five fields are trace_format::writer::RawCursor. */
@@ -64,6 +70,9 @@ struct slt_thread {
     uint32_t mode;
     uint32_t pad;
     struct slt_cache_entry cache[SLT_CACHE_SIZE];
+    /* Frame repair (frames.rs): the canonical frame address (the stack pointer before the
+     * call) of the first SLT_STACK_CAP open calls, 0 where unknown. */
+    uint64_t *cfas;
 };
 
 /* Keep in sync with trace_format::clock::TscCalibration (#[repr(C)]). */
@@ -79,7 +88,7 @@ static __thread struct slt_thread slt_tls __attribute__((tls_model("initial-exec
 SLT_HIDDEN const struct slt_calibration *volatile slt_calibration;
 
 /* Slow paths, in lib.rs. */
-extern void slt_enter_slow(struct slt_thread *t, uint64_t addr);
+extern void slt_enter_slow(struct slt_thread *t, uint64_t addr, uint64_t sp);
 extern void slt_exit_slow(struct slt_thread *t, uint64_t addr);
 extern uint64_t slt_now_slow(void);
 
@@ -191,11 +200,13 @@ static inline uint64_t delta(struct slt_thread *t, uint64_t ts)
  * remembers. With a TSC calibration they call nothing (no stack frame); without one they ask
  * Rust's clock. Anything else is a tail call to Rust. */
 
-static inline void record_call(struct slt_thread *t, uint64_t addr, uint64_t id, uint8_t *p, uint64_t ns)
+static inline void record_call(struct slt_thread *t, uint64_t addr, uint64_t id, uint64_t cfa, uint8_t *p, uint64_t ns)
 {
     uint64_t d = t->depth;
-    if (LIKELY(d < SLT_STACK_CAP))
+    if (LIKELY(d < SLT_STACK_CAP)) {
         t->stack[d] = addr;
+        t->cfas[d] = cfa;
+    }
     t->depth = d + 1;
     t->pos = encode_call(p, id, delta(t, ns));
     t->calls++;
@@ -212,9 +223,9 @@ static inline void record_return(struct slt_thread *t, uint64_t d, uint8_t *p, u
  * so that the fast paths stay without a stack frame. */
 static void give_limit(struct slt_thread *t, uint8_t *lim);
 
-static __attribute__((noinline)) void enter_slow_clock(struct slt_thread *t, uint64_t addr, uint64_t id, uint8_t *p, uint8_t *lim)
+static __attribute__((noinline)) void enter_slow_clock(struct slt_thread *t, uint64_t addr, uint64_t id, uint64_t cfa, uint8_t *p, uint8_t *lim)
 {
-    record_call(t, addr, id, p, slt_now_slow());
+    record_call(t, addr, id, cfa, p, slt_now_slow());
     give_limit(t, lim);
 }
 
@@ -247,10 +258,22 @@ static inline __attribute__((always_inline)) void give_limit(struct slt_thread *
  * ACTIVE: a signal handler's event inside a fast path, dropped). */
 static inline int wants_slow(struct slt_thread *t, uint8_t *lim)
 {
-    return t->mode == SLT_UNINIT || (t->mode == SLT_ACTIVE && lim != 0);
+    return t->mode == SLT_UNINIT || t->mode == SLT_FILTERED || (t->mode == SLT_ACTIVE && lim != 0);
 }
 
-SLT_HIDDEN void slt_enter(void *this_fn)
+/* Whether an entry at `cfa` shows that the innermost open frame has returned (its CFA is at
+ * or below the new one on the same stack): then frames.rs closes it. */
+static inline int top_is_dead(const struct slt_thread *t, uint64_t cfa)
+{
+    uint64_t d = t->depth;
+    return cfa != 0 && d - 1 < SLT_STACK_CAP && t->cfas[d - 1] != 0 && t->cfas[d - 1] <= cfa;
+}
+
+/* `sp`: the hook's stack pointer (0: unknown), read by the caller in lib.rs. It is at a
+ * fixed distance from the instrumented function's CFA for every entry of that function (the
+ * hook is called from its prologue, through the same code each time), so frames.rs measures
+ * that distance once per function. (Read here, it would cost this function a frame.) */
+SLT_HIDDEN void slt_enter(void *this_fn, uint64_t sp)
 {
     struct slt_thread *t = &slt_tls;
     uint64_t addr = (uint64_t)this_fn;
@@ -258,18 +281,24 @@ SLT_HIDDEN void slt_enter(void *this_fn)
     const struct slt_calibration *c = slt_calibration;
     struct slt_cache_entry *e = &t->cache[cache_slot(addr)];
     uint8_t *p = t->pos;
-    if (UNLIKELY(!(p < lim && e->addr == addr))) {
-        give_limit(t, lim);
-        if (wants_slow(t, lim))
-            slt_enter_slow(t, addr);
-        return;
-    }
+    uint64_t off, cfa;
+    if (UNLIKELY(!(p < lim && e->addr == addr)))
+        goto slow;
+    off = SLT_CFA_OFF(e);
+    cfa = off ? sp + off : 0;
+    if (UNLIKELY(top_is_dead(t, cfa)))
+        goto slow;
     if (UNLIKELY(c == 0)) {
-        enter_slow_clock(t, addr, e->id, p, lim);
+        enter_slow_clock(t, addr, SLT_ID(e), cfa, p, lim);
         return;
     }
-    record_call(t, addr, e->id, p, tsc_ns(c, read_tsc()));
+    record_call(t, addr, SLT_ID(e), cfa, p, tsc_ns(c, read_tsc()));
     give_limit(t, lim);
+    return;
+slow:
+    give_limit(t, lim);
+    if (wants_slow(t, lim))
+        slt_enter_slow(t, addr, sp);
 }
 
 SLT_HIDDEN void slt_exit(void *this_fn)

@@ -33,6 +33,11 @@
 
 #![allow(clippy::missing_safety_doc)]
 
+mod filter;
+mod frames;
+#[cfg(target_arch = "x86_64")]
+mod patch;
+
 use std::ffi::CStr;
 use std::path::PathBuf;
 use std::ptr::null_mut;
@@ -153,35 +158,49 @@ impl Table {
 
 #[inline(always)]
 fn lookup(addr: u64) -> Option<u32> {
-    let t = TABLE.load(Ordering::Acquire);
-    if t.is_null() {
-        return None;
-    }
-    // SAFETY: tables are never freed.
-    unsafe { (*t).get(addr) }
+    Table::get_in(&TABLE, addr)
 }
 
 /// Insert under `COLD`, growing the table first when it is half full.
 fn insert(addr: u64, id: u32) {
-    let mut t = TABLE.load(Ordering::Acquire);
-    // SAFETY: tables are never freed; only the holder of `COLD` mutates one, and a table is
-    // only mutated (by `put`) in slots readers see as empty until the key is published.
-    unsafe {
-        if t.is_null() || ((*t).len + 1) * 2 > (*t).mask + 1 {
-            let bits = if t.is_null() { 12 } else { 64 - (*t).shift + 1 };
-            let mut n = Table::new(bits);
-            if !t.is_null() {
-                for (k, v) in (*t).keys.iter().zip((*t).ids.iter()) {
-                    let k = k.load(Ordering::Relaxed);
-                    if k != 0 {
-                        n.put(k, v.load(Ordering::Relaxed));
+    Table::insert_in(&TABLE, addr, id)
+}
+
+impl Table {
+    /// Look `addr` up in the table `at` points to (none yet: absent).
+    #[inline(always)]
+    fn get_in(at: &AtomicPtr<Table>, addr: u64) -> Option<u32> {
+        let t = at.load(Ordering::Acquire);
+        if t.is_null() {
+            return None;
+        }
+        // SAFETY: tables are never freed.
+        unsafe { (*t).get(addr) }
+    }
+
+    /// Insert into the table `at` points to (the caller holds that table's writer lock,
+    /// and `addr` is absent and non-zero), growing it first when it is half full.
+    fn insert_in(at: &AtomicPtr<Table>, addr: u64, id: u32) {
+        let mut t = at.load(Ordering::Acquire);
+        // SAFETY: tables are never freed; only the holder of `COLD` mutates one, and a table is
+        // only mutated (by `put`) in slots readers see as empty until the key is published.
+        unsafe {
+            if t.is_null() || ((*t).len + 1) * 2 > (*t).mask + 1 {
+                let bits = if t.is_null() { 12 } else { 64 - (*t).shift + 1 };
+                let mut n = Table::new(bits);
+                if !t.is_null() {
+                    for (k, v) in (*t).keys.iter().zip((*t).ids.iter()) {
+                        let k = k.load(Ordering::Relaxed);
+                        if k != 0 {
+                            n.put(k, v.load(Ordering::Relaxed));
+                        }
                     }
                 }
+                t = Box::into_raw(Box::new(n));
+                at.store(t, Ordering::Release);
             }
-            t = Box::into_raw(Box::new(n));
-            TABLE.store(t, Ordering::Release);
+            (*t).put(addr, id);
         }
-        (*t).put(addr, id);
     }
 }
 
@@ -205,6 +224,9 @@ const M_BUSY: u32 = 2;
 /// Not recording: no trace directory, the stream could not be created or has stopped, or the
 /// thread is exiting.
 const M_OFF: u32 = 3;
+/// Outside the recorded calls (filter.rs: before a `-F` function, inside a `-N` one): every
+/// event goes to the slow path, which records nothing until the thread is inside again.
+const M_FILTERED: u32 = 4;
 
 #[repr(C)]
 struct CacheEntry {
@@ -223,11 +245,13 @@ pub struct SltThread {
     mode: u32,
     pad: u32,
     cache: [CacheEntry; CACHE_SIZE],
+    /// CFAs of the open calls in `stack` (0: unknown), for the frame repair (frames.rs).
+    cfas: *mut u64,
 }
 
 extern "C" {
     fn slt_thread_state() -> *mut SltThread;
-    fn slt_enter(this_fn: *mut libc::c_void);
+    fn slt_enter(this_fn: *mut libc::c_void, sp: u64);
     fn slt_exit(this_fn: *mut libc::c_void);
     fn slt_cache_put(t: *mut SltThread, addr: u64, id: u64);
     fn slt_cache_clear(t: *mut SltThread);
@@ -237,6 +261,7 @@ extern "C" {
 struct ThreadState {
     writer: Option<StreamWriter>,
     stack: Box<[u64; STACK_CAP]>,
+    cfas: Box<[u64; STACK_CAP]>,
 }
 
 impl SltThread {
@@ -248,7 +273,7 @@ impl SltThread {
         // SAFETY: `rust` is this thread's own state (see start_thread).
         let st = unsafe { &mut *(self.rust as *mut ThreadState) };
         let w = st.writer.as_mut()?;
-        if self.mode == M_ACTIVE || self.mode == M_BUSY {
+        if self.mode == M_ACTIVE || self.mode == M_BUSY || self.mode == M_FILTERED {
             // SAFETY: the cursor came from this writer's `cursor()`, and hot.c only moved it
             // forward by whole events while pos <= limit.
             unsafe { w.set_cursor(&self.cur) };
@@ -304,10 +329,14 @@ fn start_thread(t: &mut SltThread) {
     // Allocation may run instrumented code (a custom allocator): mark the thread first.
     t.set_mode(M_BUSY);
     if t.rust.is_null() {
-        let st = Box::into_raw(Box::new(ThreadState { writer: None, stack: Box::new([0u64; STACK_CAP]) }));
+        let st =
+            Box::into_raw(Box::new(ThreadState { writer: None, stack: Box::new([0u64; STACK_CAP]), cfas: Box::new([0u64; STACK_CAP]) }));
         t.rust = st as *mut libc::c_void;
-        // SAFETY: just allocated; the stack lives as long as the state.
-        t.stack = unsafe { (*st).stack.as_mut_ptr() };
+        // SAFETY: just allocated; the stacks live as long as the state.
+        unsafe {
+            t.stack = (*st).stack.as_mut_ptr();
+            t.cfas = (*st).cfas.as_mut_ptr();
+        }
         t.depth = 0;
         let key = KEY.load(Ordering::Relaxed);
         if key != u64::MAX {
@@ -322,6 +351,8 @@ fn start_thread(t: &mut SltThread) {
     st.writer = open_stream(t.depth as usize, &st.stack[..]);
     // The cursor of the new stream (a forked child's block still holds its parent's).
     t.push();
+    // SAFETY: this thread's block, its stacks set above.
+    unsafe { filter::thread_started(t) };
 }
 
 /// `pthread_key` destructor: the thread is exiting.
@@ -334,6 +365,7 @@ extern "C" fn thread_exit(p: *mut libc::c_void) {
         t.set_mode(M_OFF);
         t.rust = null_mut();
         t.stack = null_mut();
+        t.cfas = null_mut();
     }
     if !st.is_null() {
         // SAFETY: the pointer came from Box::into_raw in start_thread, and the thread that
@@ -359,7 +391,7 @@ fn open_stream(depth: usize, stack: &[u64]) -> Option<StreamWriter> {
         }
     }
     for &addr in &stack[..depth.min(STACK_CAP)] {
-        if let Some(id) = id_of(addr) {
+        if let Some(id) = id_of(addr & !filter::ROOT_BIT) {
             w.call(id, now);
         }
     }
@@ -432,6 +464,10 @@ fn init_process() -> bool {
             u64::MAX
         }
     };
+    #[cfg(target_arch = "x86_64")]
+    if let Err(e) = patch::write_report(&dir) {
+        warn_once(&format!("cannot write {}: {e}", dir.join(trace_format::meta::PATCH_FILE).display()));
+    }
     let proc = Proc { pid: meta.pid, dir, funcs, next_id: 0, main_base, exe: meta.exe, modules: Vec::new() };
     PROC.store(Box::into_raw(Box::new(proc)), Ordering::Release);
     true
@@ -543,7 +579,7 @@ unsafe fn module_path(proc: &mut Proc, base: u64, fname: *const libc::c_char) ->
 #[no_mangle]
 pub extern "C" fn __cyg_profile_func_enter(this_fn: *mut libc::c_void, _call_site: *mut libc::c_void) {
     // SAFETY: hot.c's entry point; it only touches this thread's block.
-    unsafe { slt_enter(this_fn) }
+    unsafe { slt_enter(this_fn, frames::stack_pointer()) }
 }
 
 /// Called by `-finstrument-functions` code on exit from every instrumented function
@@ -578,23 +614,71 @@ unsafe fn begin_slow(t: &mut SltThread) -> bool {
 }
 
 /// Entry, when hot.c cannot record it by itself: the thread's first event, a function not
-/// in the thread's cache, a full window.
+/// in the thread's cache, a full window, open frames that this entry shows dead (frames.rs).
+/// `sp` is the stack pointer hot.c's `slt_enter` saw.
 #[no_mangle]
-pub unsafe extern "C" fn slt_enter_slow(t: *mut SltThread, addr: u64) {
+pub unsafe extern "C" fn slt_enter_slow(t: *mut SltThread, addr: u64, sp: u64) {
     let t = &mut *t;
+    if t.mode == M_UNINIT {
+        start_thread(t);
+    }
+    if t.mode == M_FILTERED {
+        filter::enter_outside(t, addr, sp);
+        return;
+    }
     if !begin_slow(t) {
         return;
     }
-    if let Some(id) = id_of(addr) {
-        slt_cache_put(t, addr, id as u64);
-        let depth = t.depth as usize;
-        if depth < STACK_CAP {
-            *t.stack.add(depth) = addr;
-        }
-        t.depth += 1;
+    enter_recorded(t, addr, sp, false);
+}
+
+/// Record an entry (the thread is BUSY; it is ACTIVE again after, or FILTERED when the entry
+/// starts a subtree that is not recorded). `root`: the entry starts a `-F` subtree.
+unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root: bool) {
+    // Take back what hot.c wrote before anything below lends the cursor out again.
+    t.pull();
+    let decision = filter::decision(addr);
+    let off = frames::cfa_offset(addr, sp);
+    let cfa = if off == 0 { 0 } else { sp + off as u64 };
+    let depth = t.depth as usize;
+    let now = writer::monotonic_ns();
+    let dead = if depth <= STACK_CAP { frames::dead_frames(std::slice::from_raw_parts(t.cfas, depth), cfa) } else { 0 };
+    let left_root = dead > 0 && std::slice::from_raw_parts(t.stack, depth)[depth - dead..].iter().any(|&a| a & filter::ROOT_BIT != 0);
+    let depth = depth - dead;
+    t.depth = depth as u64;
+    if dead > 0 {
         if let Some(w) = t.pull() {
-            w.call(id, writer::monotonic_ns());
+            for _ in 0..dead {
+                w.ret(now);
+            }
         }
+    }
+    if left_root && !root {
+        // The closed frames held the `-F` call: the thread is outside again.
+        t.push();
+        filter::leave(t);
+        filter::enter_outside(t, addr, sp);
+        return;
+    }
+    if decision == filter::Decision::Skip {
+        t.push();
+        filter::skip_from(t, cfa);
+        return;
+    }
+    match id_of(addr) {
+        Some(id) => {
+            slt_cache_put(t, addr, id as u64 | (off as u64) << 32);
+            if depth < STACK_CAP {
+                *t.stack.add(depth) = if root { addr | filter::ROOT_BIT } else { addr };
+                *t.cfas.add(depth) = cfa;
+            }
+            t.depth += 1;
+            if let Some(w) = t.pull() {
+                w.call(id, now);
+            }
+        }
+        None if root => filter::leave(t),
+        None => {}
     }
     t.push();
 }
@@ -604,20 +688,27 @@ pub unsafe extern "C" fn slt_enter_slow(t: *mut SltThread, addr: u64) {
 #[no_mangle]
 pub unsafe extern "C" fn slt_exit_slow(t: *mut SltThread, addr: u64) {
     let t = &mut *t;
+    if t.mode == M_FILTERED {
+        filter::exit_outside(t);
+        return;
+    }
     if !begin_slow(t) {
         return;
     }
     // Frames skipped by longjmp never return: if the exiting function is deeper in the
-    // stack than the top, close the skipped frames first.
+    // stack than the top, close the skipped frames first. (A `-F` call is marked with
+    // filter::ROOT_BIT, so that its exit comes here.)
     let depth = t.depth as usize;
     let mut returns = 1;
+    let mut left_root = false;
     if depth > 0 && depth <= STACK_CAP {
         let stack = std::slice::from_raw_parts(t.stack, depth);
-        if stack[depth - 1] != addr {
-            if let Some(k) = stack[..depth - 1].iter().rposition(|&a| a == addr) {
+        if stack[depth - 1] & !filter::ROOT_BIT != addr {
+            if let Some(k) = stack[..depth - 1].iter().rposition(|&a| a & !filter::ROOT_BIT == addr) {
                 returns += depth - 1 - k;
             }
         }
+        left_root = stack[depth - returns.min(depth)..].iter().any(|&a| a & filter::ROOT_BIT != 0);
     }
     t.depth = depth.saturating_sub(returns) as u64;
     let now = writer::monotonic_ns();
@@ -627,6 +718,9 @@ pub unsafe extern "C" fn slt_exit_slow(t: *mut SltThread, addr: u64) {
         }
     }
     t.push();
+    if left_root {
+        filter::leave(t);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -657,14 +751,30 @@ extern "C" fn constructor() {
         }
         libc::pthread_atfork(None, None, Some(after_fork_child));
     }
+    if let Some(f) = std::env::var_os(filter::ENV_FILTER) {
+        filter::install(filter::Filters::parse(&f.to_string_lossy()));
+    }
     ROOT.store(Box::into_raw(Box::new(dir)), Ordering::Release);
+    #[cfg(target_arch = "x86_64")]
+    if std::env::var_os(patch::ENV_PATCH).is_some_and(|v| v == "1") {
+        let r = patch::patch_main_program();
+        patch::set_report(r.clone());
+        if std::env::var_os("SLICE_TRACE_PATCH_VERBOSE").is_some() {
+            let mut msg = format!("slicetrace-native: patched {} functions, refused {}\n", r.patched, r.refused.len());
+            for (name, why) in &r.refused {
+                msg.push_str(&format!("  {name}: {why:?}\n"));
+            }
+            // SAFETY: writing a buffer we own to stderr.
+            unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
+        }
+    }
 }
 
 /// `exit()` (or return from `main`): close the calling thread's stream, cut to its length.
 extern "C" fn destructor() {
     // SAFETY: this thread's block.
     let t = unsafe { &mut *slt_thread_state() };
-    if t.mode == M_ACTIVE {
+    if t.mode == M_ACTIVE || t.mode == M_FILTERED {
         if let Some(w) = t.pull() {
             w.finish();
         }

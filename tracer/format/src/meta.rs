@@ -140,3 +140,22 @@ pub struct FileFingerprint {
     /// Lowercase hex SHA-256 of the content.
     pub sha256: String,
 }
+
+/// `p<pid>/patch.json`: written by the native shim when it patched the entries of the
+/// process image's program (`SLICE_TRACE_PATCH=1`, docs/native-recording.md).
+pub const PATCH_FILE: &str = "patch.json";
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PatchReport {
+    /// Functions whose entry was patched.
+    pub patched: u64,
+    /// Functions left unpatched, and why.
+    #[serde(default)]
+    pub refused: Vec<PatchRefusal>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PatchRefusal {
+    pub function: String,
+    pub reason: String,
+}

@@ -1,0 +1,279 @@
+//! Frame repair: which open calls have returned without an exit event.
+//!
+//! A `longjmp`, a C++ exception that clang's `-finstrument-functions` code does not report
+//! while unwinding, or a recorder that sees only entries leaves frames open that are dead.
+//! Later calls would nest under them (`deep3 → handle` instead of `main → handle`). The rule
+//! (uftrace's `--estimate-return` is the prior art): every open call remembers its canonical
+//! frame address (CFA, the stack pointer before the call instruction pushed the return
+//! address); when a new call starts at a CFA at or above an open frame's, on the same stack,
+//! that frame is no longer live, since a live frame's callees always run below it. The new
+//! call closes those frames first (return events at the new call's time), then opens its own.
+//! A tail call `f → g` (`jmp g`) therefore shows `g` as a sibling of `f`, under `f`'s caller.
+//!
+//! The CFA of an instrumented function is measured once per function: the hook runs at a
+//! fixed point of the function's prologue, so `CFA - (hook's stack pointer)` is constant; the
+//! first time a function is seen, the unwinder (`_Unwind_Backtrace`, from `.eh_frame`) finds
+//! its frame above the hook and gives the distance. A function without unwind information
+//! gets no CFA (0): it is never closed by this rule and never closes another frame.
+//!
+//! Other stacks: a frame is compared only with frames on the same stack. The thread's own
+//! stack is known (`pthread_getattr_np`); a call on another stack (a `sigaltstack` handler, a
+//! `swapcontext` coroutine, a green thread) nests under the current frame, and frames on
+//! another stack are closed once a call runs on the thread's stack again. Two frames both off
+//! the thread's stack count as the same stack only within `OTHER_STACK_SPAN` of each other.
+
+use crate::{SpinLock, Table, STACK_CAP};
+use std::cell::Cell;
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicBool, AtomicPtr};
+
+/// The stack pointer, read by the entry hook for hot.c (0 where this is not implemented:
+/// then no frame is repaired).
+#[inline(always)]
+pub(crate) fn stack_pointer() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let sp: u64;
+        // SAFETY: reads a register, touches no memory.
+        unsafe { std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
+        sp
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    0
+}
+
+/// Frames off the thread's stack further apart than this are on different stacks.
+const OTHER_STACK_SPAN: u64 = 1 << 20;
+
+/// Function address -> CFA offset + 1 (so that 0 stays "absent"); `u32::MAX`: no unwind
+/// information. Kept across `fork` (addresses are the same in the child).
+static OFFSETS: AtomicPtr<Table> = AtomicPtr::new(null_mut());
+static OFFSETS_LOCK: SpinLock = SpinLock(AtomicBool::new(false));
+const NO_CFA: u32 = u32::MAX;
+
+/// Register the CFA offset of a function whose entry passes a known stack pointer (a
+/// patched entry: `CFA = sp + off`), so that it is never measured.
+pub(crate) fn set_cfa_offset(addr: u64, off: u32) {
+    OFFSETS_LOCK.lock();
+    if Table::get_in(&OFFSETS, addr).is_none() {
+        Table::insert_in(&OFFSETS, addr, off + 1);
+    }
+    OFFSETS_LOCK.unlock();
+}
+
+/// The CFA offset of the function at `addr` from the hook's stack pointer `sp`, measured
+/// the first time (0: unknown).
+pub(crate) fn cfa_offset(addr: u64, sp: u64) -> u32 {
+    if let Some(v) = Table::get_in(&OFFSETS, addr) {
+        return if v == NO_CFA { 0 } else { v - 1 };
+    }
+    let off = measure(addr, sp);
+    OFFSETS_LOCK.lock();
+    if Table::get_in(&OFFSETS, addr).is_none() {
+        Table::insert_in(&OFFSETS, addr, off.map_or(NO_CFA, |o| o + 1));
+    }
+    OFFSETS_LOCK.unlock();
+    off.unwrap_or(0)
+}
+
+#[repr(C)]
+struct UnwindContext {
+    _private: [u8; 0],
+}
+
+type UnwindTraceFn = extern "C" fn(ctx: *mut UnwindContext, arg: *mut libc::c_void) -> libc::c_int;
+
+extern "C" {
+    fn _Unwind_Backtrace(trace: UnwindTraceFn, arg: *mut libc::c_void) -> libc::c_int;
+    fn _Unwind_GetCFA(ctx: *mut UnwindContext) -> usize;
+    fn _Unwind_GetRegionStart(ctx: *mut UnwindContext) -> usize;
+}
+
+const URC_NO_REASON: libc::c_int = 0;
+const URC_END_OF_STACK: libc::c_int = 5;
+/// Frames looked at before giving up (the hook is a few frames below the function).
+const MAX_FRAMES: usize = 16;
+
+struct Search {
+    func: u64,
+    found: bool,
+    frames: usize,
+    cfa: u64,
+}
+
+extern "C" fn visit(ctx: *mut UnwindContext, arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `Search` that `measure` passed, alive for the whole backtrace;
+    // `ctx` is the unwinder's context for this frame.
+    unsafe {
+        let s = &mut *(arg as *mut Search);
+        s.frames += 1;
+        // libgcc calls back with a frame's IP but the CFA of the frame below it (the stack
+        // pointer of this frame at its call): the function's CFA is read at its caller.
+        if s.found {
+            s.cfa = _Unwind_GetCFA(ctx) as u64;
+            return URC_END_OF_STACK;
+        }
+        if _Unwind_GetRegionStart(ctx) as u64 == s.func {
+            s.found = true;
+            return URC_NO_REASON;
+        }
+        if s.frames >= MAX_FRAMES {
+            return URC_END_OF_STACK;
+        }
+    }
+    URC_NO_REASON
+}
+
+/// Find the innermost frame of the function at `addr` above this one (the instrumented
+/// function that called the hook) and return its CFA's distance from `sp`.
+#[cold]
+#[inline(never)]
+fn measure(addr: u64, sp: u64) -> Option<u32> {
+    if sp == 0 || addr == 0 {
+        return None;
+    }
+    let mut s = Search { func: addr, found: false, frames: 0, cfa: 0 };
+    // SAFETY: the callback only reads the unwinder's context and writes `s`.
+    unsafe { _Unwind_Backtrace(visit, &mut s as *mut Search as *mut libc::c_void) };
+    (s.cfa > sp).then(|| u32::try_from(s.cfa - sp).ok()).flatten()
+}
+
+thread_local! {
+    /// The calling thread's stack, `[low, high)` (`(0, 0)` until known, `(1, 0)`: unknown).
+    static STACK: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+fn thread_stack() -> (u64, u64) {
+    STACK.with(|c| {
+        let v = c.get();
+        if v != (0, 0) {
+            return v;
+        }
+        let v = query_stack().unwrap_or((1, 0));
+        c.set(v);
+        v
+    })
+}
+
+fn query_stack() -> Option<(u64, u64)> {
+    // SAFETY: pthread_getattr_np fills the attribute object we own, which is destroyed after.
+    unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        if libc::pthread_getattr_np(libc::pthread_self(), &mut attr) != 0 {
+            return None;
+        }
+        let mut addr: *mut libc::c_void = null_mut();
+        let mut size: libc::size_t = 0;
+        let r = libc::pthread_attr_getstack(&attr, &mut addr, &mut size);
+        libc::pthread_attr_destroy(&mut attr);
+        (r == 0).then_some((addr as u64, addr as u64 + size as u64))
+    }
+}
+
+/// Whether two frames are on the same stack (see the module's doc).
+fn same_stack(a: u64, b: u64, (lo, hi): (u64, u64)) -> bool {
+    let on = |x: u64| lo <= x && x < hi;
+    match (on(a), on(b)) {
+        (true, true) => true,
+        (false, false) => a.abs_diff(b) <= OTHER_STACK_SPAN,
+        _ => false,
+    }
+}
+
+/// How many of the innermost open frames (`cfas`, innermost last, 0 = unknown) are dead
+/// when a call starts at `cfa`.
+pub(crate) fn dead_frames(cfas: &[u64], cfa: u64) -> usize {
+    if cfa == 0 {
+        return 0;
+    }
+    dead_frames_on(cfas, cfa, thread_stack())
+}
+
+fn dead_frames_on(cfas: &[u64], cfa: u64, stack: (u64, u64)) -> usize {
+    let on = |x: u64| stack.0 <= x && x < stack.1;
+    let mut n = 0;
+    for &f in cfas.iter().rev() {
+        if f == 0 {
+            break;
+        }
+        if same_stack(f, cfa, stack) {
+            if f > cfa {
+                break;
+            }
+        } else if !on(cfa) || on(f) {
+            // A call on another stack than this frame's nests under it, unless the call is
+            // back on the thread's stack and the frame was off it (that stack was left).
+            break;
+        }
+        n += 1;
+    }
+    n
+}
+
+const _: () = assert!(STACK_CAP > 0);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const STACK: (u64, u64) = (0x7000_0000, 0x7080_0000);
+
+    #[test]
+    fn a_call_at_or_above_a_frame_closes_it() {
+        // main at 0x707f_f000, deep1 below it, deep2, deep3 below that.
+        let open = [0x707f_f000, 0x707f_e000, 0x707f_d000, 0x707f_c000];
+        // handle, called by main after a longjmp: CFA just below main's.
+        assert_eq!(dead_frames_on(&open, 0x707f_e000, STACK), 3);
+        assert_eq!(dead_frames_on(&open, 0x707f_e008, STACK), 3);
+        // A callee of deep3 closes nothing; a sibling of deep3 closes deep3.
+        assert_eq!(dead_frames_on(&open, 0x707f_bf00, STACK), 0);
+        assert_eq!(dead_frames_on(&open, 0x707f_c000, STACK), 1);
+        // A frame without a CFA stops the rule.
+        assert_eq!(dead_frames_on(&[0x707f_f000, 0, 0x707f_d000], 0x707f_e800, STACK), 1);
+        assert_eq!(dead_frames_on(&open, 0, STACK), 0);
+    }
+
+    #[test]
+    fn other_stacks_nest_and_are_left_when_the_thread_stack_is_back() {
+        let alt = 0x1000_8000u64;
+        // A handler on a sigaltstack nests under the interrupted frame, whatever the addresses.
+        assert_eq!(dead_frames_on(&[0x707f_f000, 0x707f_e000], alt, STACK), 0);
+        assert_eq!(dead_frames_on(&[0x707f_f000, 0x707f_e000], 0x7fff_0000, STACK), 0);
+        // Two calls in the handler: the second closes the first.
+        assert_eq!(dead_frames_on(&[0x707f_f000, alt], alt, STACK), 1);
+        // Back on the thread's stack: the handler's frames are closed, then the rule goes on.
+        assert_eq!(dead_frames_on(&[0x707f_f000, 0x707f_e000, alt, alt - 0x100], 0x707f_e000, STACK), 3);
+        // A far-away other stack (another coroutine) nests.
+        assert_eq!(dead_frames_on(&[0x707f_f000, alt], alt + (4 << 20), STACK), 0);
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_cfa_of_a_caller_is_measured_from_the_unwind_tables() {
+        use super::stack_pointer as sp;
+        #[inline(never)]
+        extern "C" fn probe(out: &mut [u64; 3]) {
+            let here = sp();
+            out[0] = here;
+            out[1] = measure(caller as *const () as usize as u64, here).map_or(0, |o| o as u64);
+        }
+        #[inline(never)]
+        extern "C" fn caller(out: &mut [u64; 3]) {
+            // The caller's own stack pointer, below its CFA.
+            out[2] = sp();
+            probe(out);
+            std::hint::black_box(&out);
+        }
+        let mut r = [0u64; 3];
+        caller(&mut r);
+        let [probe_sp, off, caller_sp] = r;
+        assert!(off > 0 && off < 4096, "{r:?}");
+        // The CFA is above everything the caller pushed (not the caller's stack pointer at
+        // the call, which libgcc reports as the callee's CFA), and 16-byte aligned (the ABI
+        // aligns the stack pointer at a call).
+        assert!(probe_sp + off > caller_sp, "{r:?}");
+        assert_eq!((probe_sp + off) % 16, 0, "{r:?}");
+        // An address that is no function start is not found.
+        assert_eq!(measure(caller as *const () as usize as u64 + 1, probe_sp), None);
+    }
+}

@@ -1,0 +1,380 @@
+//! Entry patching of ordinary builds — an **experimental, opt-in prototype**
+//! (`SLICE_TRACE_PATCH=1`), x86-64, the main program only (not its libraries, not `dlopen`).
+//! See docs/native-recording.md for the design and what is missing.
+//!
+//! At start-up (the shim's constructor, before the program's own constructors and before any
+//! other thread exists) every function symbol of the program's `.symtab` is considered. Its
+//! first whole instructions covering 5 bytes are decoded with iced-x86 and moved into a
+//! trampoline allocated within ±2 GiB (iced-x86's `BlockEncoder` re-targets RIP-relative
+//! operands); the entry becomes `jmp trampoline`. The trampoline calls `slt_patch_stub`, which
+//! saves the argument registers, calls the hot path with the function's address and its
+//! stack pointer at entry (the CFA is known exactly: no unwinding), restores them, runs the
+//! moved instructions and jumps back. No return address is touched: returns are rebuilt by the
+//! frame repair (frames.rs).
+//!
+//! Refused: functions shorter than 5 bytes, a first instruction that is not plain
+//! (a branch, call or return in the moved bytes), a moved byte that is the target of a jump
+//! inside the function, bytes that do not decode, `.cold` fragments and the C runtime's own
+//! start-up functions.
+
+use crate::frames;
+use iced_x86::{BlockEncoder, BlockEncoderOptions, Decoder, DecoderOptions, FlowControl, Instruction, InstructionBlock};
+
+/// The environment variable that turns patching on (`1`).
+pub(crate) const ENV_PATCH: &str = "SLICE_TRACE_PATCH";
+
+/// Trampoline layout: function address, stub address, `call [rip-14]`, moved code, `jmp`.
+const HEAD: usize = 22;
+const SLOT: usize = 96;
+const JMP_LEN: usize = 5;
+
+/// Why a function was not patched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    TooShort,
+    Undecodable,
+    NotPlainPrologue,
+    JumpTarget,
+    RuntimeStartup,
+    ColdFragment,
+    TooLong,
+}
+
+/// What `plan` decided for one function: the bytes to move, or why not.
+pub(crate) fn plan(code: &[u8], ip: u64) -> Result<Vec<Instruction>, Refusal> {
+    if code.len() < JMP_LEN {
+        return Err(Refusal::TooShort);
+    }
+    let mut dec = Decoder::with_ip(64, code, ip, DecoderOptions::NONE);
+    let mut all = Vec::new();
+    while dec.can_decode() {
+        let i = dec.decode();
+        if i.is_invalid() {
+            return Err(Refusal::Undecodable);
+        }
+        all.push(i);
+    }
+    let mut moved = Vec::new();
+    let mut len = 0usize;
+    for i in &all {
+        if len >= JMP_LEN {
+            break;
+        }
+        match i.flow_control() {
+            FlowControl::Next | FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch | FlowControl::Return => {}
+            // A direct call is moved as `push <its return address>; jmp <target>`, so the
+            // callee returns to the original code and unwinding never sees the trampoline.
+            FlowControl::Call if i.is_call_near() => {}
+            _ => return Err(Refusal::NotPlainPrologue),
+        }
+        len += i.len();
+        moved.push(*i);
+    }
+    if len < JMP_LEN {
+        return Err(Refusal::TooShort);
+    }
+    if len > SLOT - HEAD - JMP_LEN - 16 {
+        return Err(Refusal::TooLong);
+    }
+    let end = ip + len as u64;
+    for i in &all {
+        let jumps = matches!(i.flow_control(), FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch);
+        if jumps && i.near_branch_target() >= ip && i.near_branch_target() < end {
+            return Err(Refusal::JumpTarget);
+        }
+    }
+    Ok(moved)
+}
+
+/// The C runtime's start-up and tear-down functions, never patched.
+fn is_runtime(name: &str) -> bool {
+    const NAMES: [&str; 8] = [
+        "_start",
+        "_init",
+        "_fini",
+        "deregister_tm_clones",
+        "register_tm_clones",
+        "__do_global_dtors_aux",
+        "frame_dummy",
+        "_dl_relocate_static_pie",
+    ];
+    NAMES.contains(&name) || name.starts_with("__libc_csu") || name.starts_with("__x86.get_pc_thunk")
+}
+
+std::arch::global_asm!(
+    ".pushsection .text.slt_patch_stub,\"ax\",@progbits",
+    ".globl slt_patch_stub",
+    ".hidden slt_patch_stub",
+    ".type slt_patch_stub,@function",
+    "slt_patch_stub:",
+    // [rsp]: the return address into the trampoline (its start + 22). The stack is not
+    // always 16-byte aligned at a function's entry (gcc calls its own local leaf functions
+    // with any alignment), so the stub aligns it, keeping the old value in rbx.
+    "push rax",
+    "push rdi",
+    "push rsi",
+    "push rdx",
+    "push rcx",
+    "push r8",
+    "push r9",
+    "push r10",
+    "push rbx",
+    "mov rbx, rsp",
+    "and rsp, -16",
+    "sub rsp, 128",
+    "movdqu xmmword ptr [rsp], xmm0",
+    "movdqu xmmword ptr [rsp + 16], xmm1",
+    "movdqu xmmword ptr [rsp + 32], xmm2",
+    "movdqu xmmword ptr [rsp + 48], xmm3",
+    "movdqu xmmword ptr [rsp + 64], xmm4",
+    "movdqu xmmword ptr [rsp + 80], xmm5",
+    "movdqu xmmword ptr [rsp + 96], xmm6",
+    "movdqu xmmword ptr [rsp + 112], xmm7",
+    "mov rdi, qword ptr [rbx + 72]",
+    "mov rdi, qword ptr [rdi - 22]",
+    // The function's stack pointer at entry (its CFA - 8).
+    "lea rsi, [rbx + 80]",
+    "call {hook}",
+    "movdqu xmm0, xmmword ptr [rsp]",
+    "movdqu xmm1, xmmword ptr [rsp + 16]",
+    "movdqu xmm2, xmmword ptr [rsp + 32]",
+    "movdqu xmm3, xmmword ptr [rsp + 48]",
+    "movdqu xmm4, xmmword ptr [rsp + 64]",
+    "movdqu xmm5, xmmword ptr [rsp + 80]",
+    "movdqu xmm6, xmmword ptr [rsp + 96]",
+    "movdqu xmm7, xmmword ptr [rsp + 112]",
+    "mov rsp, rbx",
+    "pop rbx",
+    "pop r10",
+    "pop r9",
+    "pop r8",
+    "pop rcx",
+    "pop rdx",
+    "pop rsi",
+    "pop rdi",
+    "pop rax",
+    "ret",
+    ".size slt_patch_stub, . - slt_patch_stub",
+    ".popsection",
+    hook = sym slt_patched_enter,
+);
+
+extern "C" {
+    fn slt_patch_stub();
+}
+
+/// Called by the stub: the entry of the patched function `func`, whose stack pointer at entry
+/// was `sp` (its CFA is `sp + 8`, registered with frames.rs when it was patched).
+extern "C" fn slt_patched_enter(func: u64, sp: u64) {
+    // SAFETY: hot.c's entry point; it only touches this thread's block.
+    unsafe { crate::slt_enter(func as *mut libc::c_void, sp) }
+}
+
+impl Refusal {
+    fn as_str(self) -> &'static str {
+        match self {
+            Refusal::TooShort => "shorter than 5 bytes",
+            Refusal::Undecodable => "undecodable",
+            Refusal::NotPlainPrologue => "an indirect call or jump in its first bytes",
+            Refusal::JumpTarget => "a jump target in its first bytes",
+            Refusal::RuntimeStartup => "C runtime start-up",
+            Refusal::ColdFragment => "a .cold fragment, not an entry",
+            Refusal::TooLong => "no room for its trampoline",
+        }
+    }
+}
+
+/// The report of this process image's patching, for `p<pid>/patch.json` (set once by the
+/// constructor, before any thread; read when the process directory is created).
+static REPORT: std::sync::OnceLock<Report> = std::sync::OnceLock::new();
+
+pub(crate) fn set_report(r: Report) {
+    let _ = REPORT.set(r);
+}
+
+/// Write `patch.json` into the process directory (`{"patched": N, "refused": [{"function",
+/// "reason"}]}`), if this image was patched.
+pub(crate) fn write_report(dir: &std::path::Path) -> std::io::Result<()> {
+    let Some(r) = REPORT.get() else { return Ok(()) };
+    let refused: Vec<_> = r
+        .refused
+        .iter()
+        .map(|(name, why)| {
+            let function = crate::filter::demangled(name);
+            let function = if function == *name { name.clone() } else { format!("{function} ({name})") };
+            trace_format::meta::PatchRefusal { function, reason: why.as_str().to_string() }
+        })
+        .collect();
+    let doc = trace_format::meta::PatchReport { patched: r.patched as u64, refused };
+    let text = serde_json::to_vec(&doc).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join(trace_format::meta::PATCH_FILE), text)
+}
+
+/// Counts of one patching pass.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Report {
+    pub patched: usize,
+    pub refused: Vec<(String, Refusal)>,
+}
+
+/// Patch the main program's functions. Runs in the constructor (one thread).
+pub(crate) fn patch_main_program() -> Report {
+    let mut report = Report::default();
+    // SAFETY: AT_PHDR points into the main program; dladdr fills the Dl_info we own.
+    let base = unsafe {
+        let phdr = libc::getauxval(libc::AT_PHDR) as *const libc::c_void;
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if phdr.is_null() || libc::dladdr(phdr, &mut info) == 0 {
+            return report;
+        }
+        info.dli_fbase as u64
+    };
+    let Ok(exe) = std::fs::read_link("/proc/self/exe") else { return report };
+    let Some(syms) = crate::filter::Symbols::read(&exe.to_string_lossy()) else { return report };
+    let mut plans = Vec::new();
+    for (off, size, name) in &syms.funcs {
+        if *size < JMP_LEN as u64 {
+            report.refused.push((name.clone(), Refusal::TooShort));
+            continue;
+        }
+        if name.contains(".cold") {
+            report.refused.push((name.clone(), Refusal::ColdFragment));
+            continue;
+        }
+        if is_runtime(name) {
+            report.refused.push((name.clone(), Refusal::RuntimeStartup));
+            continue;
+        }
+        let addr = base + off;
+        // SAFETY: the symbol lies in the program's mapped, readable text.
+        let code = unsafe { std::slice::from_raw_parts(addr as *const u8, *size as usize) };
+        match plan(code, addr) {
+            Ok(moved) => plans.push((addr, moved)),
+            Err(r) => report.refused.push((name.clone(), r)),
+        }
+    }
+    if plans.is_empty() {
+        return report;
+    }
+    let lo = plans.iter().map(|p| p.0).min().unwrap_or(base);
+    let hi = plans.iter().map(|p| p.0).max().unwrap_or(base);
+    let size = (plans.len() * SLOT).next_multiple_of(4096);
+    let Some(area) = alloc_near(lo, hi, size) else {
+        for (addr, _) in &plans {
+            report.refused.push((format!("{addr:#x}"), Refusal::TooLong));
+        }
+        return report;
+    };
+    let mut patches = Vec::new();
+    for (k, (addr, moved)) in plans.iter().enumerate() {
+        let tramp = area + (k * SLOT) as u64;
+        let (plain, call) = match moved.split_last() {
+            Some((last, rest)) if last.is_call_near() => (rest, Some(*last)),
+            _ => (&moved[..], None),
+        };
+        let block = InstructionBlock::new(plain, tramp + HEAD as u64);
+        let Ok(enc) = BlockEncoder::encode(64, block, BlockEncoderOptions::NONE) else {
+            report.refused.push((format!("{addr:#x}"), Refusal::Undecodable));
+            continue;
+        };
+        let mut code = enc.code_buffer;
+        if let Some(c) = call {
+            let ret = c.next_ip();
+            code.extend_from_slice(&[0x48, 0x8d, 0x64, 0x24, 0xf8]); // lea rsp, [rsp - 8]
+            code.extend_from_slice(&[0xc7, 0x04, 0x24]); // mov dword ptr [rsp], lo
+            code.extend_from_slice(&(ret as u32).to_le_bytes());
+            code.extend_from_slice(&[0xc7, 0x44, 0x24, 0x04]); // mov dword ptr [rsp + 4], hi
+            code.extend_from_slice(&((ret >> 32) as u32).to_le_bytes());
+            let at = tramp + (HEAD + code.len() + JMP_LEN) as u64;
+            code.push(0xe9); // jmp target
+            code.extend_from_slice(&((c.near_branch_target() as i64 - at as i64) as i32).to_le_bytes());
+        }
+        if HEAD + code.len() + JMP_LEN > SLOT {
+            report.refused.push((format!("{addr:#x}"), Refusal::TooLong));
+            continue;
+        }
+        let moved_len: usize = moved.iter().map(|i| i.len()).sum();
+        let mut t = Vec::with_capacity(SLOT);
+        t.extend_from_slice(&addr.to_le_bytes());
+        t.extend_from_slice(&(slt_patch_stub as *const () as u64).to_le_bytes());
+        t.extend_from_slice(&[0xff, 0x15]);
+        t.extend_from_slice(&(-14i32).to_le_bytes());
+        t.extend_from_slice(&code);
+        let back = addr + moved_len as u64;
+        let here = tramp + t.len() as u64 + JMP_LEN as u64;
+        t.push(0xe9);
+        t.extend_from_slice(&((back as i64 - here as i64) as i32).to_le_bytes());
+        // SAFETY: the slot lies in the area just mapped writable, SLOT bytes each.
+        unsafe { std::ptr::copy_nonoverlapping(t.as_ptr(), tramp as *mut u8, t.len()) };
+        // The entry jumps to the trampoline's `call` (after its two addresses).
+        let rel = (tramp + 16) as i64 - (addr + JMP_LEN as u64) as i64;
+        let mut jmp = [0xe9u8, 0, 0, 0, 0];
+        jmp[1..].copy_from_slice(&(rel as i32).to_le_bytes());
+        patches.push((*addr, jmp));
+        frames::set_cfa_offset(*addr, 8);
+    }
+    // SAFETY: the area was mapped by alloc_near with `size` bytes.
+    unsafe { libc::mprotect(area as *mut libc::c_void, size, libc::PROT_READ | libc::PROT_EXEC) };
+    for (addr, jmp) in &patches {
+        let page = addr & !4095;
+        let len = (addr + JMP_LEN as u64 - page).next_multiple_of(4096) as usize;
+        // SAFETY: the pages hold the program's text; they are made writable only while the
+        // 5 bytes of the entry are replaced (no other thread runs yet), then executable again.
+        unsafe {
+            if libc::mprotect(page as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) != 0 {
+                continue;
+            }
+            std::ptr::copy_nonoverlapping(jmp.as_ptr(), *addr as *mut u8, JMP_LEN);
+            libc::mprotect(page as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_EXEC);
+        }
+        report.patched += 1;
+    }
+    report
+}
+
+/// Map `size` bytes, readable and writable, within ±2 GiB of every address in `[lo, hi]`.
+fn alloc_near(lo: u64, hi: u64, size: usize) -> Option<u64> {
+    const RANGE: u64 = (1 << 31) - (1 << 24);
+    let fits = |a: u64| a.abs_diff(lo) < RANGE && (a + size as u64).abs_diff(hi) < RANGE;
+    let mut hint = (hi + (1 << 20)) & !0xffff;
+    for _ in 0..64 {
+        // SAFETY: an anonymous private mapping at a hint (not MAP_FIXED: nothing is replaced).
+        let p = unsafe {
+            libc::mmap(hint as *mut libc::c_void, size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        };
+        if p != libc::MAP_FAILED {
+            if fits(p as u64) {
+                return Some(p as u64);
+            }
+            // SAFETY: unmapping what we just mapped.
+            unsafe { libc::munmap(p, size) };
+        }
+        hint += 16 << 20;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prologues_are_moved_or_refused_for_a_reason() {
+        // push rbp; mov rbp,rsp; sub rsp,0x10; ... ret
+        let f = [0x55, 0x48, 0x89, 0xe5, 0x48, 0x83, 0xec, 0x10, 0xc9, 0xc3];
+        let moved = plan(&f, 0x1000).unwrap();
+        assert_eq!(moved.iter().map(|i| i.len()).sum::<usize>(), 8);
+        // A loop back to the second instruction: a jump target in the moved bytes.
+        let f = [0x55, 0x48, 0x89, 0xe5, 0x48, 0x83, 0xec, 0x10, 0xeb, 0xf7];
+        assert_eq!(plan(&f, 0x1000).unwrap_err(), Refusal::JumpTarget);
+        // A tail jump, a call: moved (the call as push + jmp).
+        assert_eq!(plan(&[0xe9, 0, 0, 0, 0, 0xc3], 0x1000).unwrap().len(), 1);
+        assert_eq!(plan(&[0x48, 0x83, 0xec, 0x08, 0xe8, 0, 0, 0, 0, 0xc3], 0x1000).unwrap().len(), 2);
+        // An indirect call is not.
+        assert_eq!(plan(&[0xff, 0xd0, 0x90, 0x90, 0x90, 0xc3], 0x1000).unwrap_err(), Refusal::NotPlainPrologue);
+        assert_eq!(plan(&[0xc3, 0x90], 0x1000).unwrap_err(), Refusal::TooShort);
+        // A RIP-relative load is moved (and re-targeted by the encoder).
+        let f = [0x48, 0x8b, 0x05, 0x10, 0, 0, 0, 0xc3];
+        assert_eq!(plan(&f, 0x1000).unwrap().len(), 1);
+    }
+}

@@ -1,0 +1,225 @@
+//! End-to-end: the experimental entry patching (`SLICE_TRACE_PATCH=1`,
+//! shims/native/src/patch.rs) records programs built WITHOUT instrumentation, at -O0 and -O2:
+//! the program's output and exit status are unchanged, and the tree (rebuilt from entries
+//! and stack pointers by the frame repair) is the true one, across longjmp, exceptions,
+//! threads and fork. Only the main program's functions are patched so far.
+
+mod native_support;
+
+use native_support::*;
+use slice_trace_e2e::{cmd, run, run_ok, scratch, texts};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+fn build(compiler: &str, srcs: &[&str], out: &Path, flags: &[&str]) -> PathBuf {
+    let o = run(std::process::Command::new(compiler).args(flags).arg("-g").arg("-o").arg(out).args(srcs.iter().map(|s| example(s))));
+    assert!(o.status.success(), "{compiler} failed: {:?}", texts(&o));
+    out.to_path_buf()
+}
+
+fn trace_patched(dir: &Path, exe: &Path, args: &[&str]) -> Output {
+    let mut c = cmd("trace");
+    c.env("SLICE_TRACE_PATCH", "1").arg("run").arg("-o").arg(dir).arg("--").arg(exe).args(args);
+    c.current_dir(exe.parent().unwrap_or(Path::new("/")));
+    run(&mut c)
+}
+
+fn untraced(exe: &Path, args: &[&str]) -> Output {
+    run(std::process::Command::new(exe).args(args).current_dir(exe.parent().unwrap_or(Path::new("/"))))
+}
+
+#[test]
+fn uninstrumented_c_at_o0_and_o2_records_the_true_tree() {
+    let s = scratch();
+    for opt in ["-O0", "-O2"] {
+        let exe = build("cc", &["c/jumps.c"], &s.path().join(format!("jumps{opt}")), &[opt, "-fno-inline"]);
+        let t = s.path().join(format!("j{opt}.d"));
+        let out = trace_patched(&t, &exe, &["6"]);
+        assert!(out.status.success(), "{opt}: {:?}", texts(&out));
+        assert_eq!(texts(&out).0, texts(&untraced(&exe, &["6"])).0);
+        let p = &load(&t)[0];
+        let seq = p.sequence(0);
+        // handle is always main's callee, never under a frame the longjmp left.
+        assert_eq!(seq.iter().filter(|c| *c == "2:handle").count(), 2, "{opt}: {seq:?}");
+        assert_eq!(p.count("handle"), 2, "{opt}");
+        if opt == "-O0" {
+            assert_eq!(p.callees("main"), ["deep1", "handle"], "{opt}: {seq:?}");
+            assert_eq!(p.count("deep1"), 6, "{opt}");
+        } else {
+            // -O2: deep1 and deep2 end in tail jumps (`jmp deep2`): deep3 takes their frame
+            // and shows as main's callee (docs/native-recording.md, tail calls).
+            assert_eq!(p.callees("main"), ["deep3", "handle"], "{opt}: {seq:?}");
+            assert_eq!(p.count("deep3"), 6, "{opt}");
+        }
+        // A call left by longjmp is never an ancestor of a later call.
+        assert!(p.callees("deep3").iter().all(|c| c == "check"), "{opt}: {:?}", p.callees("deep3"));
+
+        let exe = build("cc", &["c/fib.c"], &s.path().join(format!("fib{opt}")), &[opt, "-fno-inline"]);
+        let t = s.path().join(format!("f{opt}.d"));
+        let out = trace_patched(&t, &exe, &["10", "1"]);
+        assert!(out.status.success(), "{opt}: {:?}", texts(&out));
+        assert!(texts(&out).0.contains("fib(10) = 55"), "{opt}: {:?}", texts(&out));
+        let p = &load(&t)[0];
+        assert_eq!(p.callees("fib"), ["fib"], "{opt}");
+        if opt == "-O0" {
+            assert_eq!(p.count("fib"), 2 * 177, "{opt}: fib(10) makes 177 calls, twice");
+        } else {
+            // gcc -O2 turns part of the recursion into a loop and may merge the two calls.
+            assert!(p.count("fib") > 50, "{opt}: {}", p.count("fib"));
+        }
+        let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How is fib computed?"));
+        assert!(prompt.lines().any(|l| l.starts_with("  fib  (") && l.ends_with("×2")), "{opt}: {prompt}");
+    }
+}
+
+#[test]
+fn uninstrumented_cpp_with_exceptions_at_o0_and_o2() {
+    let s = scratch();
+    for opt in ["-O0", "-O2"] {
+        let exe = build("c++", &["cpp/unwind.cpp"], &s.path().join(format!("unwind{opt}")), &[opt, "-fno-inline"]);
+        let t = s.path().join(format!("u{opt}.d"));
+        let out = trace_patched(&t, &exe, &["8"]);
+        assert!(out.status.success(), "{opt}: {:?}", texts(&out));
+        // trace info counts what was patched; --verbose names what was not, with the reason.
+        let info = run_ok(cmd("trace").arg("info").arg(&t));
+        let line = info.lines().find(|l| l.trim_start().starts_with("patched:")).unwrap_or_else(|| panic!("{info}"));
+        let n: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+        assert!(n.len() == 2 && n[0] >= 10 && n[1] >= 1, "{line}");
+        let verbose = run_ok(cmd("trace").arg("info").arg("--verbose").arg(&t));
+        let named = verbose.lines().filter(|l| l.trim_start().starts_with("not patched: ")).count() as u64;
+        assert_eq!(named, n[1], "{verbose}");
+        assert!(verbose.contains("not patched: _start: C runtime start-up"), "{verbose}");
+        if opt == "-O2" {
+            assert!(verbose.contains("stage3(int) [clone .cold] (_ZL6stage3i.cold): a .cold fragment"), "{verbose}");
+        }
+        assert_eq!(texts(&out).0, "error: hard failure in job 3\nerror: hard failure in job 7\nsum 26\n");
+        let p = &load(&t)[0];
+        let main = p.callees("main");
+        assert!(main.contains(&"report(std::exception const&)".to_string()), "{opt}: {main:?}");
+        assert_eq!(p.count("report(std::exception const&)"), 2, "{opt}");
+        assert_eq!(p.callees("stage2(int)"), ["stage3(int)"], "{opt}: {:?}", p.sequence(0));
+        assert!(p.callees("stage1(int)").contains(&"recover(Recoverable const&)".to_string()), "{opt}");
+        assert_eq!(p.count("stage3(int)"), 8, "{opt}");
+    }
+}
+
+#[test]
+fn uninstrumented_threads_and_fork() {
+    let s = scratch();
+    build_examples();
+    // The library is the instrumented one of the examples; the program is not instrumented.
+    let exe = s.path().join("scene");
+    let lib = example("c/build");
+    let o = run(std::process::Command::new("cc")
+        .args(["-g", "-O2", "-fno-inline", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(example("c/main.c"))
+        .arg(example("c/scene.c"))
+        .arg(format!("-L{}", lib.display()))
+        .args(["-lshapes", "-ldl"])
+        .arg(format!("-Wl,-rpath,{}", lib.display())));
+    assert!(o.status.success(), "{:?}", texts(&o));
+    let t = s.path().join("s.d");
+    let out = trace_patched(&t, &exe, &["c1,r2x3,s2", "--threads", "2"]);
+    assert!(out.status.success(), "{:?}", texts(&out));
+    assert_eq!(texts(&out).0, texts(&untraced(&exe, &["c1,r2x3,s2", "--threads", "2"])).0);
+    let p = &load(&t)[0];
+    assert_eq!(p.threads.len(), 3);
+    assert!(p.callees("main").contains(&"scene_parse".to_string()), "{:?}", p.callees("main"));
+    assert!(p.callees("worker").contains(&"scene_total_area".to_string()), "{:?}", p.callees("worker"));
+
+    let exe = build("cc", &["c/forker.c"], &s.path().join("forker"), &["-O0"]);
+    let t = s.path().join("f.d");
+    let out = trace_patched(&t, &exe, &["fork"]);
+    assert_eq!(out.status.code(), untraced(&exe, &["fork"]).status.code());
+    let procs = load(&t);
+    assert_eq!(procs.len(), 2, "parent and child");
+    let child = procs.iter().find(|p| p.meta.forked_from.is_some()).expect("the child");
+    assert!(child.count("child_work") == 1 && child.callees("child_work") == ["square"], "{:?}", child.sequence(0));
+}
+
+/// The project's own `slice` binary (Rust, this build's profile, not instrumented) recorded
+/// by `trace`: demangled Rust names with their source files, in the tree and the prompt.
+#[test]
+fn the_slice_binary_itself_is_recorded() {
+    let s = scratch();
+    let t = s.path().join("slice.d");
+    let exe = slice_trace_e2e::bin("slice");
+    let out = trace_patched(&t, &exe, &["--version"]);
+    assert!(out.status.success(), "{:?}", texts(&out));
+    assert_eq!(texts(&out).0, texts(&untraced(&exe, &["--version"])).0);
+    let p = &load(&t)[0];
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    // main -> std::rt::lang_start -> ... -> slice::main -> analyzer::cli::main, once.
+    assert_eq!(p.callees("main"), ["std::rt::lang_start"]);
+    assert_eq!(p.count("analyzer::cli::main"), 1);
+    let cli_main = p.func("analyzer::cli::main");
+    assert!(cli_main.file.as_deref().is_some_and(|f| f.ends_with("analyzer/src/cli/mod.rs")), "{cli_main:?}");
+    assert!(
+        p.callees("analyzer::cli::main").iter().any(|c| c.starts_with("clap_builder::derive::Parser::parse")),
+        "{:?}",
+        p.callees("analyzer::cli::main")
+    );
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How does slice parse its arguments?"));
+    assert!(prompt.contains("analyzer::cli::main  ("), "{}", &prompt[..prompt.len().min(4000)]);
+    assert!(prompt.contains("pub fn main() -> "), "{}", &prompt[..prompt.len().min(4000)]);
+}
+
+/// A Rust CLI from crates.io (hexyl 0.16.0, about 30 s to build on 2 cores), built by the
+/// test set-up once (cached under target/rust-cli) as a release build with `debug = 1`, not
+/// instrumented, recorded with entry patching.
+fn hexyl() -> PathBuf {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let root = slice_trace_e2e::target_dir().join("rust-cli");
+    let exe = root.join("bin/hexyl");
+    if !exe.is_file() {
+        let out = run(std::process::Command::new("cargo")
+            .args(["install", "hexyl", "--version", "0.16.0", "--locked", "--root"])
+            .arg(&root)
+            .env("CARGO_PROFILE_RELEASE_DEBUG", "1")
+            .env("CARGO_TARGET_DIR", root.join("build")));
+        assert!(out.status.success(), "cargo install hexyl (needs crates.io): {:?}", texts(&out));
+    }
+    exe
+}
+
+#[test]
+fn a_rust_cli_from_crates_io_is_recorded() {
+    let exe = hexyl();
+    let s = scratch();
+    let input = s.path().join("in.txt");
+    std::fs::write(&input, "hello, world\n").unwrap();
+    let t = s.path().join("hexyl.d");
+    let args = ["--color=never", input.to_str().unwrap()];
+    let out = trace_patched(&t, &exe, &args);
+    assert!(out.status.success(), "{:?}", texts(&out));
+    assert_eq!(texts(&out).0, texts(&untraced(&exe, &args)).0);
+    assert!(texts(&out).0.contains("hello, world") || texts(&out).0.contains("68 65 6c 6c 6f"), "{:?}", texts(&out));
+
+    // Nearly every function is patched.
+    let info = run_ok(cmd("trace").arg("info").arg(&t));
+    let line = info.lines().find(|l| l.trim_start().starts_with("patched:")).unwrap_or_else(|| panic!("{info}"));
+    let n: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    assert!(n.len() == 2 && n[0] > 500 && n[1] * 10 < n[0], "{line}");
+
+    let p = &load(&t)[0];
+    // main -> (std's start-up, inlined differently by each build) -> hexyl::main, once.
+    assert_eq!(p.count("hexyl::main"), 1, "{:?}", p.sequence(0).iter().take(20).collect::<Vec<_>>());
+    // (std's argv constructor runs before main, and is recorded too.)
+    let calls = &p.threads[0].calls;
+    let main_at = calls.iter().position(|c| p.name(c.func) == "main").expect("main recorded");
+    let hexyl_at = calls.iter().position(|c| p.name(c.func) == "hexyl::main").expect("hexyl::main recorded");
+    assert!(hexyl_at > main_at && calls[hexyl_at].depth > calls[main_at].depth, "hexyl::main runs under main");
+    assert!(calls[main_at + 1..hexyl_at].iter().all(|c| c.depth > calls[main_at].depth), "still inside main");
+    let m = p.func("hexyl::main");
+    assert!(m.file.as_deref().is_some_and(|f| f.ends_with("src/main.rs")), "{m:?}");
+    assert!(
+        p.callees("hexyl::main").iter().any(|c| c.starts_with("clap_builder::derive::Parser::parse")),
+        "{:?}",
+        p.callees("hexyl::main")
+    );
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How does hexyl print a line?"));
+    assert!(prompt.contains("\nhexyl::main  (") || prompt.contains("  hexyl::main  ("), "{}", &prompt[..prompt.len().min(3000)]);
+    assert!(prompt.contains("fn main()"), "{}", &prompt[..prompt.len().min(3000)]);
+}
