@@ -159,6 +159,10 @@ pub struct PromptArgs {
     /// in the code): about a sixth of the tokens of a typical library's sources.
     #[arg(long, help_heading = "Prompt layout")]
     pub short_docstrings: bool,
+    /// Print the functions in the order the budget keeps them (most relevant first, with their
+    /// scores) on standard error: the first N, or all with 0.
+    #[arg(long, value_name = "N", help_heading = "Output")]
+    pub show_ranking: Option<usize>,
     /// Output format: markdown, xml (XML-tagged sections) or json (docs/slice-json.md).
     #[arg(long, value_name = "markdown|xml|json", default_value = "markdown", help_heading = "Output")]
     pub format: Format,

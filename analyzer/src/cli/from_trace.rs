@@ -49,6 +49,15 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
         model.shorten_docstrings();
     }
     warn_all(&model.notes);
+    if let Some(n) = a.prompt.show_ranking {
+        let prio = model.priority();
+        let n = if n == 0 { prio.len() } else { n.min(prio.len()) };
+        for (i, k) in prio.iter().take(n).enumerate() {
+            if let Some(f) = model.funcs.get(k) {
+                eprintln!("slice: rank {:>4}  {:>9.3}  {}  ({})", i + 1, f.relevance, f.qualname, f.file);
+            }
+        }
+    }
     let fitted = fit(&model, layout, &renderer, a.prompt.tokenizer, a.prompt.budget)?;
     match &a.output {
         Some(p) => std::fs::write(p, &fitted.text).with_context(|| format!("{}: cannot write the prompt", p.display()))?,

@@ -175,6 +175,12 @@ fn plan_for(model: &Model, steps: &[Step], top: Option<&String>, sources: bool, 
     (plan, report)
 }
 
+/// While walking down, at most this share of the functions that keep some source keep only
+/// a signature (NUM/DEN of the bodies): a signature tells what a function takes and returns,
+/// a body what it does; the eval (`eval/`) keeps more answers whole with fewer signatures.
+const SIGNATURE_SHARE_NUM: usize = 1;
+const SIGNATURE_SHARE_DEN: usize = 4;
+
 /// The degradation sequence, in segments: each is (base steps, further steps); the states of
 /// a segment are `base + steps[..k]`, k = 0..=steps.len().
 fn segments(model: &Model, layout: Layout, prio: &[String]) -> Vec<(Vec<Step>, Vec<Step>)> {
@@ -189,12 +195,14 @@ fn segments(model: &Model, layout: Layout, prio: &[String]) -> Vec<(Vec<Step>, V
         if layout.tree {
             walk.push(Step::TreeToSources);
         }
-        // Least important first; as many signatures as bodies, until only the top is left.
+        // Least important first; a signature for at most one body in four (SIGNATURE_SHARE),
+        // until only the top is left.
         let mut bodies: VecDeque<&String> = prio.iter().rev().filter(|k| has_block(model, k)).collect();
         let mut sigs: VecDeque<&String> = VecDeque::new();
         loop {
             let only_top = bodies.len() == 1 && Some(bodies[0]) == top;
-            if !sigs.is_empty() && (sigs.len() >= bodies.len() || bodies.is_empty() || only_top) {
+            if !sigs.is_empty() && (sigs.len() * SIGNATURE_SHARE_DEN >= bodies.len() * SIGNATURE_SHARE_NUM || bodies.is_empty() || only_top)
+            {
                 if let Some(k) = sigs.pop_front() {
                     walk.push(Step::Name(k.clone()));
                 }

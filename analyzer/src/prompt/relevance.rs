@@ -161,7 +161,7 @@ pub fn stem(w: &str) -> String {
     if !w.bytes().all(|b| b.is_ascii_lowercase()) {
         return w.to_string();
     }
-    let mut s = w.to_string();
+    let mut s = american(w);
     if s.len() > 4 && s.ends_with("ies") {
         s.truncate(s.len() - 3);
         s.push('y');
@@ -192,6 +192,54 @@ pub fn stem(w: &str) -> String {
     }
     s
 }
+
+/// Code is spelt the American way: a question's `colour`, `behaviour`, `centre`, `grey`,
+/// `initialise` meet `color`, `behavior`, `center`, `gray`, `initialize`.
+fn american(w: &str) -> String {
+    for (uk, us) in [
+        ("colour", "color"),
+        ("behaviour", "behavior"),
+        ("favour", "favor"),
+        ("flavour", "flavor"),
+        ("neighbour", "neighbor"),
+        ("honour", "honor"),
+    ] {
+        if let Some(rest) = w.strip_prefix(uk) {
+            return format!("{us}{rest}");
+        }
+    }
+    match w {
+        "centre" | "centres" | "centred" => return w.replacen("centre", "center", 1),
+        "grey" => return "gray".into(),
+        _ => {}
+    }
+    // -ise/-isation verbs: initialise -> initialize, serialisation -> serialization.
+    for (uk, us) in [("ise", "ize"), ("ised", "ized"), ("ises", "izes"), ("ising", "izing"), ("isation", "ization"), ("iser", "izer")] {
+        if w.len() > uk.len() + 4 && w.ends_with(uk) && !w.ends_with("wise") && !w.ends_with("noise") && !w.ends_with("raise") {
+            return format!("{}{us}", &w[..w.len() - uk.len()]);
+        }
+    }
+    w.to_string()
+}
+
+/// Words of a question and the words code uses for the same thing (a short curated list of
+/// programming synonyms; each is added to the question's terms, not substituted).
+pub const SYNONYMS: &[(&str, &[&str])] = &[
+    ("piped", &["isatty", "tty", "terminal"]),
+    ("pipe", &["isatty", "tty", "terminal"]),
+    ("redirected", &["isatty", "tty", "terminal"]),
+    ("screen", &["terminal", "console"]),
+    ("bold", &["strong"]),
+    ("italic", &["emphasis"]),
+    ("heading", &["header"]),
+    ("headings", &["header"]),
+    ("link", &["href", "url"]),
+    ("links", &["href", "url"]),
+    ("colours", &["style"]),
+    ("colour", &["style"]),
+    ("colors", &["style"]),
+    ("color", &["style"]),
+];
 
 /// The raw words of a text: identifier pieces split at non-alphanumeric characters, CamelCase
 /// and letter/digit boundaries, lowercased (not stemmed, nothing dropped).
@@ -237,10 +285,46 @@ pub fn terms(text: &str) -> Vec<String> {
 
 /// The distinct terms of a question, in order: words of 3+ characters that are not
 /// stopwords, split and stemmed like code.
+/// Names code gives to the characters a question quotes from the program's input: `**bold**`
+/// is handled by an `AsteriskProcessor`, `# Title` by a `HashHeaderProcessor`, `&` escaped as
+/// `amp`. Sentence punctuation (`.,;:?!'"()`) is not in the list.
+pub const SYMBOL_NAMES: &[(char, &[&str])] = &[
+    ('*', &["asterisk", "star"]),
+    ('#', &["hash"]),
+    ('&', &["amp", "ampersand"]),
+    ('~', &["tilde"]),
+    ('|', &["pipe"]),
+    ('`', &["backtick"]),
+    ('\\', &["backslash", "escape"]),
+    ('^', &["caret"]),
+    ('$', &["dollar"]),
+    ('%', &["percent"]),
+    ('<', &["tag"]),
+    ('=', &["equal"]),
+];
+
 pub fn question_terms(q: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    for (c, names) in SYMBOL_NAMES {
+        if q.contains(*c) {
+            for n in *names {
+                let t = stem(n);
+                if !out.contains(&t) {
+                    out.push(t);
+                }
+            }
+        }
+    }
     for w in q.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.')) {
         let lw = w.to_lowercase();
+        if let Some((_, syn)) = SYNONYMS.iter().find(|(q, _)| *q == lw.as_str()) {
+            for n in *syn {
+                let t = stem(n);
+                if !out.contains(&t) {
+                    out.push(t);
+                }
+            }
+        }
         if lw.trim_matches(|c| c == '_' || c == '.').chars().count() < 3 || STOPWORDS.contains(&lw.as_str()) {
             continue;
         }
@@ -382,6 +466,13 @@ mod tests {
         // Filler that says what kind of answer is wanted, not where it is.
         assert_eq!(question_terms("What determines the appearance shown when it changes?"), Vec::<String>::new());
         assert!(question_terms("How does it work?").is_empty());
+        // Characters quoted from the input bring the names code gives them.
+        assert_eq!(question_terms("Why is **fresh** bold?"), vec!["asterisk", "star", "fresh", "strong", "bold"]);
+        assert_eq!(question_terms("Where is '# Title' parsed?"), vec!["hash", "titl", "pars"]);
+        // British spelling meets code's; a curated synonym adds code's word for it.
+        assert_eq!(stem("colours"), stem("color"));
+        assert_eq!(stem("initialised"), stem("initialized"));
+        assert_eq!(question_terms("Why is it piped?"), vec!["isatty", "tty", "terminal", "pip"]);
     }
 
     fn doc<'a>(name: &'a str, code: &'a str) -> Document<'a> {
