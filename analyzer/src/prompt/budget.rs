@@ -6,10 +6,11 @@
 //! by a fixed sequence of steps, in segments, until the rendered text, counted with the real
 //! tokenizer, fits:
 //!
-//! 1. repeated source blocks (layouts that repeat) are shown once; then a walk from the least
-//!    to the most important function steps each one down a level, keeping as many functions
-//!    at signature level as at body level: while fewer have a signature than a body, the least
-//!    important body is elided (decorators and signature kept, the body replaced by a marked
+//! 1. repeated source blocks (layouts that repeat) are shown once; the tree shows only the
+//!    paths to the functions whose source is shown; then a walk from the least to the most
+//!    important function steps each one down a level, keeping at most one function at
+//!    signature level for four at body level: while there are fewer, the least important body
+//!    is elided (decorators and signature kept, the body replaced by a marked
 //!    `...`; skipped where that saves nothing), otherwise the least important signature is
 //!    dropped (the function stays in the tree by name, marked `[name only]`). The walk stops
 //!    when only the top function keeps its source, whole;
