@@ -6,6 +6,7 @@ pub mod flamegraph;
 pub mod folded;
 pub mod from_trace;
 pub mod graph;
+pub mod mcp;
 pub mod stats;
 pub mod tree;
 pub mod view_common;
@@ -56,6 +57,9 @@ pub enum Command {
     Diff(diff::DiffArgs),
     /// Print the function-level call graph (all contexts merged) as Graphviz DOT.
     Graph(graph::GraphArgs),
+    /// Serve coding agents: a Model Context Protocol server on stdin/stdout with the tools
+    /// record, prompt, tree, find_calls, source and diff (docs/agents.md).
+    Mcp(mcp::McpArgs),
 }
 
 /// Run the CLI: exit status 0 on success, 1 on errors, 2 on usage errors.
@@ -69,6 +73,7 @@ pub fn main() -> ExitCode {
         Command::Folded(a) => folded::run(a),
         Command::Diff(a) => diff::run(a),
         Command::Graph(a) => graph::run(a),
+        Command::Mcp(a) => mcp::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
