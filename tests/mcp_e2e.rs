@@ -138,7 +138,8 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
         {"tool": "record", "arguments": {"argv": ["/nonexistent/program"], "out": p(&d.join("none.d"))}},
         {"tool": "source", "arguments": {"trace": p(&shop), "function": "no_such_function"}},
         {"tool": "tree", "arguments": {"trace": p(&shop), "focus": "(unclosed"}},
-        // 18: still answering after all of that.
+        {"tool": "tree", "arguments": {"depth": "deep"}},
+        // 19: still answering after all of that.
         {"tool": "source", "arguments": {"trace": p(&shop), "function": "examples/python/shop/pricing.py:8"}},
     ]);
     let r = session(&calls);
@@ -202,7 +203,7 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
     let want = format!("## bundle_price — examples/python/shop/pricing.py:6-11\n```python\n{}\n```\n\n", body.join("\n"));
     assert_eq!(result(&r, 6), (false, want.clone()));
     // ... and by a file:line inside it, after the bad inputs.
-    assert_eq!(result(&r, 18), (false, want));
+    assert_eq!(result(&r, 19), (false, want));
 
     // diff: what only the --emoji run reached.
     let (err, text) = result(&r, 7);
@@ -255,4 +256,7 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
     assert!(err && text.contains("no function matching \"no_such_function\" is in the call tree of this run"), "{text}");
     let (err, text) = result(&r, 17);
     assert!(err && text.contains("--focus \"(unclosed\": not a valid regular expression"), "{text}");
+    let (err, text) = result(&r, 18);
+    // Arguments that do not fit the schema: a tool error too (rmcp), which the model can correct.
+    assert!(err && text.contains("invalid type: string \"deep\", expected u64"), "{text}");
 }
