@@ -139,10 +139,21 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
         {"tool": "source", "arguments": {"trace": p(&shop), "function": "no_such_function"}},
         {"tool": "tree", "arguments": {"trace": p(&shop), "focus": "(unclosed"}},
         {"tool": "tree", "arguments": {"depth": "deep"}},
-        // 19: still answering after all of that.
+        // 19-20: a diff prompt for a question, bounded; a prompt in the JSON schema of --format json.
+        {"tool": "diff", "arguments": {"a": p(&arg), "b": p(&plain), "question": "Why are there no emoji without --emoji?", "max_tokens": 900}},
+        {"tool": "prompt", "arguments": {"trace": p(&shop), "question": question, "format": "json", "variant": "A", "max_tokens": 8000}},
+        // 21: still answering after all of that.
         {"tool": "source", "arguments": {"trace": p(&shop), "function": "examples/python/shop/pricing.py:8"}},
     ]);
     let r = session(&calls);
+    // What each answer cost (`cargo test --test mcp_e2e -- --nocapture`; docs/agents.md).
+    let tools_json = serde_json::to_string(&r["tools"]).unwrap();
+    println!("tools/list: {} tokens (o200k_base) for the 6 tool descriptions and schemas", tokens(&tools_json));
+    for (i, (c, x)) in calls.as_array().unwrap().iter().zip(r["results"].as_array().unwrap()).enumerate() {
+        let text = x["text"].as_str().unwrap_or("");
+        let err = if x["is_error"] == true { " (tool error)" } else { "" };
+        println!("{i:>2} {:<10} {:>5} tokens{err}  {}", c["tool"].as_str().unwrap(), tokens(text), c["arguments"]);
+    }
     assert_eq!(r["server"]["name"], "slice");
     assert_eq!(r["alive"], true, "the server must still answer a ping after the bad inputs");
     let mut names: Vec<&str> = r["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
@@ -203,7 +214,7 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
     let want = format!("## bundle_price — examples/python/shop/pricing.py:6-11\n```python\n{}\n```\n\n", body.join("\n"));
     assert_eq!(result(&r, 6), (false, want.clone()));
     // ... and by a file:line inside it, after the bad inputs.
-    assert_eq!(result(&r, 19), (false, want));
+    assert_eq!(result(&r, 21), (false, want));
 
     // diff: what only the --emoji run reached.
     let (err, text) = result(&r, 7);
@@ -256,6 +267,14 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
     assert!(err && text.contains("no function matching \"no_such_function\" is in the call tree of this run"), "{text}");
     let (err, text) = result(&r, 17);
     assert!(err && text.contains("--focus \"(unclosed\": not a valid regular expression"), "{text}");
+    let (err, text) = result(&r, 19);
+    assert!(!err && tokens(&text) <= 900, "{} tokens: {text}", tokens(&text));
+    assert!(text.contains("Why are there no emoji without --emoji?") && text.contains("def emojize(text):"), "{text}");
+    let (err, text) = result(&r, 20);
+    assert!(!err && tokens(&text) <= 8000, "{} tokens: {text}", tokens(&text));
+    let doc: Value = serde_json::from_str(&text).expect("the json format is JSON");
+    assert_eq!((doc["schema"].as_str(), doc["variant"].as_str()), (Some("slice-prompt"), Some("A")));
+    assert!(doc["functions"].as_object().unwrap().values().any(|f| f["qualname"] == "bundle_price"), "{text}");
     let (err, text) = result(&r, 18);
     // Arguments that do not fit the schema: a tool error too (rmcp), which the model can correct.
     assert!(err && text.contains("invalid type: string \"deep\", expected u64"), "{text}");
