@@ -139,11 +139,14 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
         {"tool": "source", "arguments": {"trace": p(&shop), "function": "no_such_function"}},
         {"tool": "tree", "arguments": {"trace": p(&shop), "focus": "(unclosed"}},
         {"tool": "tree", "arguments": {"depth": "deep"}},
-        // 19-20: a diff prompt for a question, bounded; a prompt in the JSON schema of --format json.
+        {"tool": "prompt", "arguments": {"trace": p(&shop), "question": question, "max_tokens": 250}},
+        // 20-21: a diff prompt for a question, bounded; a prompt in the JSON schema of --format json.
         {"tool": "diff", "arguments": {"a": p(&arg), "b": p(&plain), "question": "Why are there no emoji without --emoji?", "max_tokens": 900}},
         {"tool": "prompt", "arguments": {"trace": p(&shop), "question": question, "format": "json", "variant": "A", "max_tokens": 8000}},
-        // 21: still answering after all of that.
+        // 22: still answering after all of that.
         {"tool": "source", "arguments": {"trace": p(&shop), "function": "examples/python/shop/pricing.py:8"}},
+        // 23: two runs in one prompt, selection options passed through.
+        {"tool": "prompt", "arguments": {"trace": [p(&arg), p(&plain)], "question": "What differs?", "variant": "T", "focus": ["decorate"], "focus_subtree": true}},
     ]);
     let r = session(&calls);
     // What each answer cost (`cargo test --test mcp_e2e -- --nocapture`; docs/agents.md).
@@ -214,7 +217,7 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
     let want = format!("## bundle_price — examples/python/shop/pricing.py:6-11\n```python\n{}\n```\n\n", body.join("\n"));
     assert_eq!(result(&r, 6), (false, want.clone()));
     // ... and by a file:line inside it, after the bad inputs.
-    assert_eq!(result(&r, 21), (false, want));
+    assert_eq!(result(&r, 22), (false, want));
 
     // diff: what only the --emoji run reached.
     let (err, text) = result(&r, 7);
@@ -268,14 +271,80 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
     let (err, text) = result(&r, 17);
     assert!(err && text.contains("--focus \"(unclosed\": not a valid regular expression"), "{text}");
     let (err, text) = result(&r, 19);
+    assert!(
+        err && text.starts_with("slice: error: max_tokens 250 is too small for this prompt: even with every function body dropped"),
+        "{text}"
+    );
+    let (err, text) = result(&r, 20);
     assert!(!err && tokens(&text) <= 900, "{} tokens: {text}", tokens(&text));
     assert!(text.contains("Why are there no emoji without --emoji?") && text.contains("def emojize(text):"), "{text}");
-    let (err, text) = result(&r, 20);
+    let (err, text) = result(&r, 21);
     assert!(!err && tokens(&text) <= 8000, "{} tokens: {text}", tokens(&text));
     let doc: Value = serde_json::from_str(&text).expect("the json format is JSON");
     assert_eq!((doc["schema"].as_str(), doc["variant"].as_str()), (Some("slice-prompt"), Some("A")));
     assert!(doc["functions"].as_object().unwrap().values().any(|f| f["qualname"] == "bundle_price"), "{text}");
+    let (err, text) = result(&r, 23);
+    assert!(!err, "{text}");
+    let cli = run_ok(cmd("slice").args([
+        "from-trace",
+        &p(&arg),
+        &p(&plain),
+        "-q",
+        "What differs?",
+        "--variant",
+        "T",
+        "--focus",
+        "decorate",
+        "--focus-subtree",
+        "--budget",
+        "16000",
+    ]));
+    assert_eq!(text, cli);
+    assert!(text.contains("## Run 2: `") && text.contains("      emojize  (examples/python/views_demo.py:31)\n"), "{text}");
     let (err, text) = result(&r, 18);
     // Arguments that do not fit the schema: a tool error too (rmcp), which the model can correct.
     assert!(err && text.contains("invalid type: string \"deep\", expected u64"), "{text}");
+}
+
+/// The worked session of docs/agents.md, with each answer trimmed and the tokens it took:
+/// `cargo build --workspace && cargo test --test mcp_e2e -- --ignored --nocapture worked_session`.
+/// Traces go to target/mcp-demo/ (relative paths, as an agent in the project would use them).
+#[test]
+#[ignore = "prints the worked session of docs/agents.md; run it by name"]
+fn worked_session() {
+    let demo = target_dir().join("mcp-demo");
+    let _ = std::fs::remove_dir_all(&demo);
+    let rel = |n: &str| p(demo.join(n).strip_prefix(root()).unwrap_or(&demo.join(n)));
+    let (shop, arg, plain) = (rel("shop.d"), rel("arg.d"), rel("plain.d"));
+    let calls = json!([
+        {"tool": "record", "arguments": {"argv": ["python3", "examples/python/shop_app.py"], "out": shop}},
+        {"tool": "prompt", "arguments": {"trace": shop, "question": "How is the price of a bundle computed?", "max_tokens": 2000}},
+        {"tool": "find_calls", "arguments": {"trace": shop, "function": "parse_row"}},
+        {"tool": "source", "arguments": {"trace": shop, "function": "part_price"}},
+        {"tool": "tree", "arguments": {"trace": shop, "max_tokens": 1000, "merge_threads": true}},
+        {"tool": "record", "arguments": {"argv": ["python3", "examples/python/views_demo.py", "--emoji", "hello :smile:"], "out": arg}},
+        {"tool": "record", "arguments": {"argv": ["python3", "examples/python/views_demo.py", "--emoji", "--file", "examples/python/README.md"], "out": plain}},
+        {"tool": "diff", "arguments": {"a": arg, "b": plain}},
+        {"tool": "find_calls", "arguments": {"trace": shop, "function": "parse("}},
+    ]);
+    let r = session(&calls);
+    let tools = r["tools"].as_array().unwrap();
+    println!("tools/list: {} tokens (o200k_base) in all", tokens(&serde_json::to_string(tools).unwrap()));
+    for t in tools {
+        println!("  {:<10} {:>5} tokens (description and input schema)", t["name"].as_str().unwrap(), tokens(&t.to_string()));
+    }
+    for (c, x) in calls.as_array().unwrap().iter().zip(r["results"].as_array().unwrap()) {
+        let text = x["text"].as_str().unwrap_or("");
+        let err = if x["is_error"] == true { ", isError" } else { "" };
+        println!("\n→ {} {}\n← {} tokens{err}", c["tool"].as_str().unwrap(), c["arguments"], tokens(text));
+        let lines: Vec<&str> = text.lines().collect();
+        for l in lines.iter().take(14) {
+            let cut: String = l.chars().take(150).collect();
+            println!("  {cut}{}", if cut.len() < l.len() { "…" } else { "" });
+        }
+        if lines.len() > 14 {
+            println!("  [… {} more lines]", lines.len() - 14);
+        }
+    }
+    assert_eq!(r["alive"], true);
 }

@@ -6,7 +6,7 @@ use super::params::{clamp_depth, DiffParams, PromptParams, Selection, TreeParams
 use crate::analysis::{prepare, PreparedTrace};
 use crate::cli::common::UsageError;
 use crate::cli::diff::write_tree;
-use crate::prompt::budget::fit;
+use crate::prompt::budget::{fit, BudgetError};
 use crate::prompt::render::{Format, Renderer};
 use crate::prompt::{Model, Variant};
 use crate::views::tree::{render, Palette};
@@ -42,7 +42,15 @@ pub fn prompt(p: &PromptParams) -> anyhow::Result<String> {
     let renderer = Renderer::new(format, None)?;
     let (mut traces, warnings) = prepare(&p.trace.paths(), &opts)?;
     let model = Model::build(&p.question, &mut traces);
-    let fitted = fit(&model, variant.layout(), &renderer, TOKENIZER, Some(max))?;
+    let fitted = fit(&model, variant.layout(), &renderer, TOKENIZER, Some(max)).map_err(|e| match e {
+        // The CLI's message names --budget; here the limit is max_tokens.
+        BudgetError::TooSmall { budget, needed, tokenizer } => anyhow::Error::from(UsageError(format!(
+            "max_tokens {budget} is too small for this prompt: even with every function body dropped and the tree cut \
+             to one level, it takes {needed} tokens ({tokenizer}); raise max_tokens, narrow it with focus, or ask for \
+             variant T (the tree only)"
+        ))),
+        other => other.into(),
+    })?;
     // Warnings go to the server's log: the prompt is the product, exactly as the CLI prints it.
     for w in &warnings {
         eprintln!("slice mcp: warning: {w}");
