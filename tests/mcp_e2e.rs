@@ -147,6 +147,8 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
         {"tool": "source", "arguments": {"trace": p(&shop), "function": "examples/python/shop/pricing.py:8"}},
         // 23: two runs in one prompt, selection options passed through.
         {"tool": "prompt", "arguments": {"trace": [p(&arg), p(&plain)], "question": "What differs?", "variant": "T", "focus": ["decorate"], "focus_subtree": true}},
+        // 24: sources over the limit.
+        {"tool": "source", "arguments": {"trace": p(&shop), "function": "main", "max_tokens": 200}},
     ]);
     let r = session(&calls);
     // What each answer cost (`cargo test --test mcp_e2e -- --nocapture`; docs/agents.md).
@@ -301,6 +303,17 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
     ]));
     assert_eq!(text, cli);
     assert!(text.contains("## Run 2: `") && text.contains("      emojize  (examples/python/views_demo.py:31)\n"), "{text}");
+    let (err, text) = result(&r, 24);
+    assert!(!err && tokens(&text) <= 200, "{} tokens: {text}", tokens(&text));
+    assert!(
+        text.starts_with("# 2 functions match \"main\"; each is shown in call order\n\n## main — examples/python/shop_app.py:53-"),
+        "{text}"
+    );
+    assert!(
+        text.contains("lines of this function are left out to fit max_tokens=200")
+            && text.ends_with("and 1 more matching functions; raise max_tokens to see it whole\n"),
+        "{text}"
+    );
     let (err, text) = result(&r, 18);
     // Arguments that do not fit the schema: a tool error too (rmcp), which the model can correct.
     assert!(err && text.contains("invalid type: string \"deep\", expected u64"), "{text}");

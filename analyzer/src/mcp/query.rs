@@ -201,28 +201,61 @@ pub fn source(p: &FunctionParams) -> anyhow::Result<String> {
     if found.len() > 1 {
         head.push_str(&format!("# {} functions match {:?}; each is shown in call order\n\n", found.len(), p.function));
     }
-    let mut lines = Vec::new();
+    // One block per function (its lines joined): whole blocks are kept or left out, so that
+    // no code fence is left open; a first block longer than the limit is cut line by line.
+    let mut blocks: Vec<Vec<String>> = Vec::new();
     for f in &found {
+        let mut b = Vec::new();
         match &f.source {
             SourceState::Code(e) => {
                 let fence = crate::prompt::fence_for(&[&e.code]);
-                lines.push(format!("## {} — {}:{}-{}", f.qualname, f.file, e.first_line, e.last_line));
+                b.push(format!("## {} — {}:{}-{}", f.qualname, f.file, e.first_line, e.last_line));
                 if e.kind == CodeKind::Module {
-                    lines.push("(module body: top-level statements; the bodies of its functions and classes are elided)".into());
+                    b.push("(module body: top-level statements; the bodies of its functions and classes are elided)".into());
                 }
-                lines.push(format!("{fence}{}", f.lang()));
-                lines.extend(e.code.lines().map(str::to_string));
-                lines.push(fence);
+                b.push(format!("{fence}{}", f.lang()));
+                b.extend(e.code.lines().map(str::to_string));
+                b.push(fence);
             }
-            SourceState::Unavailable(why) => lines.push(format!("## {}\n{why}", named(f))),
-            SourceState::Omitted(why) => lines.push(format!("## {}\nno source shown: {why}", named(f))),
+            SourceState::Unavailable(why) => b.extend([format!("## {}", named(f)), why.clone()]),
+            SourceState::Omitted(why) => b.extend([format!("## {}", named(f)), format!("no source shown: {why}")]),
         }
-        lines.push(String::new());
+        b.push(String::new());
+        blocks.push(b);
     }
-    Ok(fit_lines(&head, &lines, max, |n| {
+    let joined: Vec<String> = blocks.iter().map(|b| b.join("\n")).collect();
+    let left_out = |n: usize| {
         format!(
-            "… {n} more source lines left out to fit max_tokens={max} (the last block above is cut); ask for one function \
-             by its exact name or file:line, or raise max_tokens"
+            "… {n} more functions left out to fit max_tokens={max}; ask for one function by its exact name or file:line, \
+             or raise max_tokens"
+        )
+    };
+    let first_fits = joined.first().is_none_or(|b| bound::TOKENIZER.count(&format!("{head}{b}\n{}\n", left_out(joined.len()))) <= max);
+    if first_fits {
+        return Ok(fit_lines(&head, &joined, max, left_out));
+    }
+    let first = &blocks[0];
+    Ok(fit_lines(&head, first, max, |n| {
+        format!(
+            "… the last {n} lines of this function are left out to fit max_tokens={max} (the code block above is cut \
+             and not closed){}; raise max_tokens to see it whole",
+            if joined.len() > 1 { format!(", and {} more matching functions", joined.len() - 1) } else { String::new() }
         )
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Matcher;
+
+    #[test]
+    fn function_arguments() {
+        let m = |s: &str| format!("{:?}", Matcher::parse(s));
+        assert_eq!(m("shop/pricing.py:12"), r#"FileLine("shop/pricing.py", 12)"#);
+        assert_eq!(m("main.c:7"), r#"FileLine("main.c", 7)"#);
+        assert_eq!(m("Catalogue.load"), r#"Name("Catalogue.load")"#);
+        assert_eq!(m("ns::func"), r#"Name("ns::func")"#);
+        assert_eq!(m("x.py:main"), r#"Name("x.py:main")"#);
+        assert_eq!(m("f:12"), r#"Name("f:12")"#);
+    }
 }
