@@ -6,6 +6,7 @@ pub mod analysis;
 pub mod calltree;
 pub mod cli;
 pub mod fold;
+pub mod mcp;
 pub mod pathclass;
 pub mod plumbing;
 pub mod prompt;

@@ -4,8 +4,8 @@ use super::common::SelectArgs;
 use super::view_common::print_notes;
 use super::view_common::{write_output, ColorArg};
 use super::{read_question, warn_all};
-use crate::analysis::prepare;
-use crate::views::diff::{diff_traces, prompt, OneSided};
+use crate::analysis::{prepare, PreparedTrace};
+use crate::views::diff::{diff_traces, prompt, Diff, OneSided};
 use crate::views::tree::{paint, Palette};
 use anstyle::{AnsiColor, Style};
 use clap::Args;
@@ -81,29 +81,7 @@ pub fn run(a: DiffArgs) -> anyhow::Result<()> {
             let pal = Palette::new(color);
             let (minus, plus) =
                 if color { (AnsiColor::Red.on_default(), AnsiColor::Green.on_default()) } else { (Style::new(), Style::new()) };
-            let (ta, tb) = (&traces[0], &traces[1]);
-            write_output(a.output.as_deref(), "diff", |w| {
-                paint(w, pal.header, &format!("--- A {}: {}", ta.dir.display(), ta.meta.argv.join(" ")))?;
-                writeln!(w)?;
-                paint(w, pal.header, &format!("+++ B {}: {}", tb.dir.display(), tb.meta.argv.join(" ")))?;
-                writeln!(w)?;
-                writeln!(w, "# functions only in A ({}): {}", d.funcs_only_a.len(), list(&d.funcs_only_a))?;
-                writeln!(w, "# functions only in B ({}): {}", d.funcs_only_b.len(), list(&d.funcs_only_b))?;
-                writeln!(w, "# tree nodes only in A: {only_a}, only in B: {only_b}")?;
-                if d.is_empty() {
-                    writeln!(w, "# both runs reached exactly the same call paths")?;
-                }
-                for (m, s) in d.lines() {
-                    let style = match m {
-                        '-' => minus,
-                        '+' => plus,
-                        _ => pal.guide,
-                    };
-                    paint(w, style, &format!("{m} {s}"))?;
-                    writeln!(w)?;
-                }
-                Ok(())
-            })?;
+            write_output(a.output.as_deref(), "diff", |w| write_tree(w, &d, &traces[0], &traces[1], &pal, minus, plus))?;
         }
     }
     eprintln!(
@@ -111,5 +89,39 @@ pub fn run(a: DiffArgs) -> anyhow::Result<()> {
         d.funcs_only_a.len(),
         d.funcs_only_b.len()
     );
+    Ok(())
+}
+
+/// The `--format tree` text of a diff: the two runs, the functions only one reached, and the
+/// differing call paths (`-` only in A, `+` only in B). Also used by `slice mcp`.
+pub fn write_tree(
+    w: &mut dyn std::io::Write,
+    d: &Diff,
+    ta: &PreparedTrace,
+    tb: &PreparedTrace,
+    pal: &Palette,
+    minus: Style,
+    plus: Style,
+) -> std::io::Result<()> {
+    let (only_a, only_b) = d.counts();
+    paint(w, pal.header, &format!("--- A {}: {}", ta.dir.display(), ta.meta.argv.join(" ")))?;
+    writeln!(w)?;
+    paint(w, pal.header, &format!("+++ B {}: {}", tb.dir.display(), tb.meta.argv.join(" ")))?;
+    writeln!(w)?;
+    writeln!(w, "# functions only in A ({}): {}", d.funcs_only_a.len(), list(&d.funcs_only_a))?;
+    writeln!(w, "# functions only in B ({}): {}", d.funcs_only_b.len(), list(&d.funcs_only_b))?;
+    writeln!(w, "# tree nodes only in A: {only_a}, only in B: {only_b}")?;
+    if d.is_empty() {
+        writeln!(w, "# both runs reached exactly the same call paths")?;
+    }
+    for (m, s) in d.lines() {
+        let style = match m {
+            '-' => minus,
+            '+' => plus,
+            _ => pal.guide,
+        };
+        paint(w, style, &format!("{m} {s}"))?;
+        writeln!(w)?;
+    }
     Ok(())
 }

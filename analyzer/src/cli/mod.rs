@@ -6,6 +6,7 @@ pub mod flamegraph;
 pub mod folded;
 pub mod from_trace;
 pub mod graph;
+pub mod mcp;
 pub mod stats;
 pub mod tokens;
 pub mod tree;
@@ -59,6 +60,9 @@ pub enum Command {
     Graph(graph::GraphArgs),
     /// Count the tokens of text files or standard input (o200k_base or cl100k_base), as prompts are counted.
     Tokens(tokens::TokensArgs),
+    /// Serve coding agents: a Model Context Protocol server on stdin/stdout with the tools
+    /// record, prompt, tree, find_calls, source and diff (docs/agents.md).
+    Mcp(mcp::McpArgs),
 }
 
 /// Run the CLI: exit status 0 on success, 1 on errors, 2 on usage errors.
@@ -73,6 +77,7 @@ pub fn main() -> ExitCode {
         Command::Diff(a) => diff::run(a),
         Command::Graph(a) => graph::run(a),
         Command::Tokens(a) => tokens::run(a),
+        Command::Mcp(a) => mcp::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,261 @@
+//! The `find_calls` and `source` tools: questions about one function of a run, answered from
+//! the prompt's [`Model`] (the same trees, function facts and extracted sources a prompt shows).
+
+use super::bound::{self, fit_lines, VIEW_DEFAULT};
+use super::params::FunctionParams;
+use crate::analysis::prepare;
+use crate::cli::common::UsageError;
+use crate::prompt::{FuncInfo, Model, ModelThread, SourceState};
+use crate::source::CodeKind;
+use regex::Regex;
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// How a `function` argument names functions.
+#[derive(Debug)]
+enum Matcher {
+    /// `file:line`: the functions of that file whose lines hold the line.
+    FileLine(String, u32),
+    /// A name: the qualified name, or its last dotted parts (`parse_row`, `Catalogue.load`).
+    Name(String),
+}
+
+impl Matcher {
+    fn parse(s: &str) -> Matcher {
+        if let Some((file, line)) = s.rsplit_once(':') {
+            if let Ok(l) = line.trim().parse::<u32>() {
+                if file.contains('.') || file.contains('/') {
+                    return Matcher::FileLine(file.trim().to_string(), l);
+                }
+            }
+        }
+        Matcher::Name(s.trim().to_string())
+    }
+}
+
+/// The functions of the model that `function` names, in call order. A name that matches no
+/// qualified name exactly (nor its last dotted parts) is tried as a regular expression.
+fn matching<'m>(model: &'m Model, function: &str) -> Result<Vec<&'m FuncInfo>, String> {
+    let mut funcs: Vec<&FuncInfo> = model.funcs.values().collect();
+    funcs.sort_by_key(|f| f.first_index);
+    let found: Vec<&FuncInfo> = match Matcher::parse(function) {
+        Matcher::FileLine(file, line) => funcs
+            .into_iter()
+            .filter(|f| !f.file.is_empty() && (f.file.ends_with(&file) || file.ends_with(&f.file)))
+            .filter(|f| match &f.source {
+                SourceState::Code(e) if e.kind != CodeKind::Module => e.first_line <= line && line <= e.last_line,
+                _ => f.line == Some(line),
+            })
+            .collect(),
+        Matcher::Name(name) => {
+            let by_name: Vec<&FuncInfo> = funcs
+                .iter()
+                .copied()
+                .filter(|f| f.qualname == name || f.qualname.ends_with(&format!(".{name}")) || f.qualname.ends_with(&format!("::{name}")))
+                .collect();
+            if !by_name.is_empty() {
+                by_name
+            } else {
+                let re = Regex::new(&name).map_err(|e| {
+                    format!("function {name:?} is no function name that ran, and not a valid regular expression either: {e}")
+                })?;
+                funcs.into_iter().filter(|f| re.is_match(&f.qualname)).collect()
+            }
+        }
+    };
+    Ok(found)
+}
+
+/// The error for a `function` that matched nothing, with the names that look closest.
+fn not_found(model: &Model, p: &FunctionParams) -> anyhow::Error {
+    let needle = p.function.rsplit(['.', ':', '/']).next().unwrap_or(&p.function).to_lowercase();
+    let mut similar: Vec<&str> = model
+        .funcs
+        .values()
+        .filter(|f| !needle.is_empty() && f.qualname.to_lowercase().contains(&needle))
+        .map(|f| f.qualname.as_str())
+        .collect();
+    similar.sort_unstable();
+    similar.dedup();
+    similar.truncate(10);
+    let hidden = if p.stdlib == Some(true) { "" } else { " (standard-library code is hidden: pass stdlib: true to search it)" };
+    let hint = if similar.is_empty() { String::new() } else { format!("; similar names: {}", similar.join(", ")) };
+    UsageError(format!("{}: no function matching {:?} is in the call tree of this run{hidden}{hint}", p.trace, p.function)).into()
+}
+
+fn load(p: &FunctionParams) -> anyhow::Result<(Model, String)> {
+    let opts = p.select().args().options(true)?;
+    let (mut traces, warnings) = prepare(&[PathBuf::from(&p.trace)], &opts)?;
+    let mut head = String::new();
+    for w in &warnings {
+        head.push_str(&format!("warning: {w}\n"));
+    }
+    Ok((Model::build("", &mut traces), head))
+}
+
+/// `qualname  (file:line)`.
+fn named(f: &FuncInfo) -> String {
+    match (f.file.is_empty(), f.line) {
+        (true, _) => f.qualname.clone(),
+        (false, Some(l)) => format!("{}  ({}:{l})", f.qualname, f.file),
+        (false, None) => format!("{}  ({})", f.qualname, f.file),
+    }
+}
+
+/// Callers or callees of a function with their call counts, most calls first.
+fn tally(model: &Model, counts: HashMap<&str, u64>) -> String {
+    if counts.is_empty() {
+        return "none".into();
+    }
+    let mut v: Vec<(&str, u64)> = counts.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    v.iter()
+        .map(|(k, n)| format!("{} ×{n}", model.funcs.get(*k).map(named).unwrap_or_else(|| k.to_string())))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Lines about one function: every call path from the root to it with counts, its callers
+/// and its callees.
+fn calls_of(model: &Model, f: &FuncInfo, multi_thread: bool) -> Vec<String> {
+    let mut paths = Vec::new();
+    let mut callers: HashMap<&str, u64> = HashMap::new();
+    let mut callees: HashMap<&str, u64> = HashMap::new();
+    let (mut calls, mut places) = (0u64, 0usize);
+    for t in &model.traces {
+        for th in &t.threads {
+            let index: HashMap<u32, usize> = th.nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
+            for (i, n) in th.nodes.iter().enumerate() {
+                if n.key != f.key {
+                    continue;
+                }
+                calls += n.count;
+                places += 1;
+                paths.push(path_line(model, th, &index, i, multi_thread));
+                match index.get(&n.parent) {
+                    Some(&pi) => *callers.entry(th.nodes[pi].key.as_str()).or_default() += n.count,
+                    None => *callers.entry("(thread start)").or_default() += n.count,
+                }
+                for c in th.nodes.get(i + 1..=i + n.descendants).unwrap_or(&[]) {
+                    if c.parent == n.id {
+                        *callees.entry(c.key.as_str()).or_default() += c.count;
+                    }
+                }
+            }
+        }
+    }
+    let mut out = vec![
+        format!("## {}", named(f)),
+        format!("{calls} calls at {places} places in the call tree. Call paths (root → function, ×N = calls merged into that step):"),
+    ];
+    out.extend(paths.into_iter().enumerate().map(|(i, p)| format!("{}. {p}", i + 1)));
+    out.push(format!("Callers: {}", tally(model, callers)));
+    out.push(format!("Callees: {}", tally(model, callees)));
+    out.push(String::new());
+    out
+}
+
+fn path_line(model: &Model, th: &ModelThread, index: &HashMap<u32, usize>, mut i: usize, multi_thread: bool) -> String {
+    let mut steps = Vec::new();
+    loop {
+        let n = &th.nodes[i];
+        let name = model.funcs.get(&n.key).map(named).unwrap_or_else(|| n.key.clone());
+        steps.push(if n.count > 1 { format!("{name} ×{}", n.count) } else { name });
+        match index.get(&n.parent) {
+            Some(&p) => i = p,
+            None => break,
+        }
+    }
+    steps.reverse();
+    let thread = if multi_thread && !th.label.is_empty() { format!("[{}] ", th.label) } else { String::new() };
+    format!("{thread}{}", steps.join(" → "))
+}
+
+/// The find_calls tool.
+pub fn find_calls(p: &FunctionParams) -> anyhow::Result<String> {
+    let max = bound::limit(p.max_tokens, VIEW_DEFAULT).map_err(UsageError)?;
+    let (model, mut head) = load(p)?;
+    let found = matching(&model, &p.function).map_err(UsageError)?;
+    if found.is_empty() {
+        return Err(not_found(&model, p));
+    }
+    let multi = model.traces.iter().map(|t| t.threads.len()).sum::<usize>() > 1;
+    head.push_str(&format!("# {} function(s) matching {:?} in {}\n\n", found.len(), p.function, p.trace));
+    let lines: Vec<String> = found.iter().flat_map(|f| calls_of(&model, f, multi)).collect();
+    Ok(fit_lines(&head, &lines, max, |n| {
+        format!(
+            "… {n} more lines (call paths, callers, callees or further functions) left out to fit max_tokens={max}; \
+             ask for one function by its exact name or file:line, or raise max_tokens"
+        )
+    }))
+}
+
+/// The source tool.
+pub fn source(p: &FunctionParams) -> anyhow::Result<String> {
+    let max = bound::limit(p.max_tokens, VIEW_DEFAULT).map_err(UsageError)?;
+    let (model, mut head) = load(p)?;
+    let found = matching(&model, &p.function).map_err(UsageError)?;
+    if found.is_empty() {
+        return Err(not_found(&model, p));
+    }
+    if found.len() > 1 {
+        head.push_str(&format!("# {} functions match {:?}; each is shown in call order\n\n", found.len(), p.function));
+    }
+    // One block per function (its lines joined): whole blocks are kept or left out, so that
+    // no code fence is left open; a first block longer than the limit is cut line by line.
+    let mut blocks: Vec<Vec<String>> = Vec::new();
+    for f in &found {
+        let mut b = Vec::new();
+        match &f.source {
+            SourceState::Code(e) => {
+                let fence = crate::prompt::fence_for(&[&e.code]);
+                b.push(format!("## {} — {}:{}-{}", f.qualname, f.file, e.first_line, e.last_line));
+                if e.kind == CodeKind::Module {
+                    b.push("(module body: top-level statements; the bodies of its functions and classes are elided)".into());
+                }
+                b.push(format!("{fence}{}", f.lang()));
+                b.extend(e.code.lines().map(str::to_string));
+                b.push(fence);
+            }
+            SourceState::Unavailable(why) => b.extend([format!("## {}", named(f)), why.clone()]),
+            SourceState::Omitted(why) => b.extend([format!("## {}", named(f)), format!("no source shown: {why}")]),
+        }
+        b.push(String::new());
+        blocks.push(b);
+    }
+    let joined: Vec<String> = blocks.iter().map(|b| b.join("\n")).collect();
+    let left_out = |n: usize| {
+        format!(
+            "… {n} more functions left out to fit max_tokens={max}; ask for one function by its exact name or file:line, \
+             or raise max_tokens"
+        )
+    };
+    let first_fits = joined.first().is_none_or(|b| bound::TOKENIZER.count(&format!("{head}{b}\n{}\n", left_out(joined.len()))) <= max);
+    if first_fits {
+        return Ok(fit_lines(&head, &joined, max, left_out));
+    }
+    let first = &blocks[0];
+    Ok(fit_lines(&head, first, max, |n| {
+        format!(
+            "… the last {n} lines of this function are left out to fit max_tokens={max} (the code block above is cut \
+             and not closed){}; raise max_tokens to see it whole",
+            if joined.len() > 1 { format!(", and {} more matching functions", joined.len() - 1) } else { String::new() }
+        )
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Matcher;
+
+    #[test]
+    fn function_arguments() {
+        let m = |s: &str| format!("{:?}", Matcher::parse(s));
+        assert_eq!(m("shop/pricing.py:12"), r#"FileLine("shop/pricing.py", 12)"#);
+        assert_eq!(m("main.c:7"), r#"FileLine("main.c", 7)"#);
+        assert_eq!(m("Catalogue.load"), r#"Name("Catalogue.load")"#);
+        assert_eq!(m("ns::func"), r#"Name("ns::func")"#);
+        assert_eq!(m("x.py:main"), r#"Name("x.py:main")"#);
+        assert_eq!(m("f:12"), r#"Name("f:12")"#);
+    }
+}

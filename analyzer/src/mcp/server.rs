@@ -1,0 +1,98 @@
+//! The MCP server: tool wiring with `rmcp`'s macros. Every tool runs its (blocking) work on
+//! Tokio's blocking pool; its error, or a panic, comes back as a tool error (`isError`) with
+//! the CLI's message, never as the end of the server.
+
+use super::params::{DiffParams, FunctionParams, PromptParams, RecordParams, TreeParams};
+use super::{query, record, views};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, ContentBlock, Implementation, ServerCapabilities, ServerConfig};
+use rmcp::{tool, tool_handler, tool_router, ServerHandler};
+
+/// What the server tells an agent about itself when it connects.
+pub const INSTRUCTIONS: &str = "Execution-trace slicer: record a run of a program (record), then ask which code ran \
+and why, with only the functions that actually executed: a prompt for a question (prompt), the call tree (tree), \
+where a function is called from (find_calls), a function's exact source (source), and what one run reached that \
+another did not (diff). Every answer fits its max_tokens and says what it left out.";
+
+#[derive(Debug, Clone)]
+pub struct SliceServer {
+    tool_router: ToolRouter<Self>,
+}
+
+impl Default for SliceServer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Run a tool's work off the async runtime and turn its outcome into a tool result.
+async fn answer(work: impl FnOnce() -> anyhow::Result<String> + Send + 'static) -> CallToolResult {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(Ok(text)) => CallToolResult::success(vec![ContentBlock::text(text)]),
+        Ok(Err(e)) => CallToolResult::error(vec![ContentBlock::text(format!("slice: error: {e:#}"))]),
+        Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+            "slice: internal error: {e}; the server keeps running (please report this with the trace)"
+        ))]),
+    }
+}
+
+#[tool_router]
+impl SliceServer {
+    pub fn new() -> Self {
+        Self { tool_router: Self::tool_router() }
+    }
+
+    #[tool(description = "Record which functions run when I run this command. Runs argv under `trace run` (Python \
+programs, and native ones built with -finstrument-functions -g) and returns the trace directory, the exit status \
+or signal, and the counts (processes, threads, events, functions), with the end of its stdout and stderr. A command \
+still running at timeout_s (default 120) is stopped and its partial trace kept.")]
+    async fn record(&self, Parameters(p): Parameters<RecordParams>) -> CallToolResult {
+        answer(move || record::record(&p)).await
+    }
+
+    #[tool(description = "Which code runs when this program does X, and how does it work? Returns an LLM-ready prompt \
+for the question: the call tree of the recorded run and the exact source of every function that ran, in call order \
+(start-up work pruned, standard library hidden), never over max_tokens (default 16000): least relevant bodies are \
+elided first, every cut is marked and listed. Pass several traces to compare runs in one prompt.")]
+    async fn prompt(&self, Parameters(p): Parameters<PromptParams>) -> CallToolResult {
+        answer(move || views::prompt(&p)).await
+    }
+
+    #[tool(description = "What did this run call, in which order, how often and for how long? Returns the call tree of \
+a recorded run (one node per callee under each caller, with call counts, inclusive and self time, file:line), \
+per thread; focus on the paths to a function, limit the depth; deeper levels are cut first to fit max_tokens.")]
+    async fn tree(&self, Parameters(p): Parameters<TreeParams>) -> CallToolResult {
+        answer(move || views::tree(&p)).await
+    }
+
+    #[tool(description = "Who calls this function in this run, through which path, how often, and what does it call? \
+Finds a function by name, regex or file:line and returns every call path from the root to it with call counts, \
+its callers and its callees.")]
+    async fn find_calls(&self, Parameters(p): Parameters<FunctionParams>) -> CallToolResult {
+        answer(move || query::find_calls(&p)).await
+    }
+
+    #[tool(description = "Show me the exact code of this function as it ran. Returns its source with file and line \
+range, from the very file the run executed (a file changed since the run is not shown: the answer says why), found \
+by name, regex or file:line.")]
+    async fn source(&self, Parameters(p): Parameters<FunctionParams>) -> CallToolResult {
+        answer(move || query::source(&p)).await
+    }
+
+    #[tool(description = "Why does this run behave differently from that one? Compares two recorded runs (e.g. one \
+that works and one that fails) and returns the call paths and functions only one of them reached (- only in A, + \
+only in B); with a question, also the source of the functions where the runs part ways.")]
+    async fn diff(&self, Parameters(p): Parameters<DiffParams>) -> CallToolResult {
+        answer(move || views::diff(&p)).await
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for SliceServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("slice", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+}

@@ -1,0 +1,143 @@
+//! The `prompt`, `tree` and `diff` tools: the answers of `slice from-trace`, `slice tree` and
+//! `slice diff`, built by the same functions, bounded in tokens.
+
+use super::bound::{self, fit_lines, fit_tree, TreeLine, PROMPT_DEFAULT, TOKENIZER, VIEW_DEFAULT};
+use super::params::{clamp_depth, DiffParams, PromptParams, Selection, TreeParams};
+use crate::analysis::{prepare, PreparedTrace};
+use crate::cli::common::UsageError;
+use crate::cli::diff::write_tree;
+use crate::prompt::budget::{fit, BudgetError};
+use crate::prompt::render::{Format, Renderer};
+use crate::prompt::{Layout, Model, Variant};
+use crate::views::tree::{render, Palette};
+use crate::views::{self, Threads};
+use anstyle::Style;
+use anyhow::Context;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// Warnings and notes of prepared traces, as answer lines.
+fn notes(warnings: &[String], traces: &[PreparedTrace]) -> String {
+    let mut s = String::new();
+    for w in warnings {
+        s.push_str(&format!("warning: {w}\n"));
+    }
+    for t in traces {
+        for n in &t.notes {
+            s.push_str(&format!("note: {}: {n}\n", t.dir.display()));
+        }
+    }
+    s
+}
+
+/// The prompt tool: `slice from-trace ... --budget max_tokens`.
+pub fn prompt(p: &PromptParams) -> anyhow::Result<String> {
+    let max = bound::limit(p.max_tokens, PROMPT_DEFAULT).map_err(UsageError)?;
+    if p.question.trim().is_empty() {
+        return Err(UsageError("the question is empty: pass the question about the run".into()).into());
+    }
+    // No variant: the CLI's default layout (the tree, then each source once in call order).
+    let layout = match p.variant.as_deref() {
+        Some(v) => Variant::from_str(v).map_err(UsageError)?.layout(),
+        None => Layout::DEFAULT,
+    };
+    let format = Format::from_str(p.format.as_deref().unwrap_or("markdown")).map_err(UsageError)?;
+    let opts = p.select.args().prompt_options(&p.question)?;
+    let renderer = Renderer::new(format, None)?;
+    let (mut traces, warnings) = prepare(&p.trace.paths(), &opts)?;
+    let model = Model::build(&p.question, &mut traces);
+    let fitted = fit(&model, layout, &renderer, TOKENIZER, Some(max)).map_err(|e| match e {
+        // The CLI's message names --budget; here the limit is max_tokens.
+        BudgetError::TooSmall { budget, needed, tokenizer } => anyhow::Error::from(UsageError(format!(
+            "max_tokens {budget} is too small for this prompt: even with every function body dropped and the tree cut \
+             to one level, it takes {needed} tokens ({tokenizer}); raise max_tokens, narrow it with focus, or ask for \
+             variant T (the tree only)"
+        ))),
+        other => other.into(),
+    })?;
+    // Warnings go to the server's log: the prompt is the product, exactly as the CLI prints it.
+    for w in &warnings {
+        eprintln!("slice mcp: warning: {w}");
+    }
+    Ok(fitted.text)
+}
+
+/// The tree tool: `slice tree` (plain text), cut by depth to fit.
+pub fn tree(p: &TreeParams) -> anyhow::Result<String> {
+    let max = bound::limit(p.max_tokens, VIEW_DEFAULT).map_err(UsageError)?;
+    let select = Selection {
+        focus: p.focus.clone().map(|f| vec![f]),
+        max_depth: p.depth,
+        stdlib: p.stdlib,
+        prune_startup: p.prune_startup.clone(),
+        ..Selection::default()
+    };
+    let opts = select.args().options(true)?;
+    let (traces, warnings) = prepare(&[PathBuf::from(&p.trace)], &opts)?;
+    let t = traces.first().context("internal error: no prepared trace")?;
+    let threads = if p.merge_threads == Some(true) { Threads::Merged } else { Threads::Separate };
+    let vs = views::views(t, threads);
+    let mut head = format!("# {}: {}, {} events\n", t.dir.display(), t.meta.argv.join(" "), t.events);
+    head.push_str(&notes(&warnings, &traces));
+    let mut lines: Vec<TreeLine> = Vec::new();
+    for (i, v) in vs.iter().enumerate() {
+        let mut buf = Vec::new();
+        render(&mut buf, v, &t.cwd, &Palette::default()).context("rendering the tree")?;
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let rendered: Vec<&str> = text.lines().collect();
+        // Two header lines, then one line per node in pre-order (what `render` writes).
+        let order = v.tree.preorder();
+        let sizes = v.tree.subtree_sizes();
+        if rendered.len() != order.len() + 2 {
+            anyhow::bail!("internal error: the tree view has {} lines for {} nodes", rendered.len(), order.len());
+        }
+        if i > 0 {
+            lines.push(TreeLine { text: String::new(), depth: 0, descendants: 0 });
+        }
+        for h in &rendered[..2] {
+            lines.push(TreeLine { text: h.to_string(), depth: 0, descendants: 0 });
+        }
+        for (l, n) in rendered[2..].iter().zip(order) {
+            lines.push(TreeLine { text: l.to_string(), depth: v.tree.node(n).depth, descendants: sizes[n as usize] - 1 });
+        }
+    }
+    let shown_depth = p.depth.map(clamp_depth);
+    Ok(fit_tree(&head, &lines, max, |d| {
+        format!(
+            "Left out to fit max_tokens={max}: the calls below depth {d} (counted at each `… N more calls below`). \
+             Ask for a part with focus: \"<function regex>\"{}, or raise max_tokens.",
+            if shown_depth.is_none() { " and depth: N" } else { "" }
+        )
+    }))
+}
+
+/// The diff tool: `slice diff` (tree), or `slice diff --format prompt` with a question.
+pub fn diff(p: &DiffParams) -> anyhow::Result<String> {
+    let max = bound::limit(p.max_tokens, VIEW_DEFAULT).map_err(UsageError)?;
+    let select = Selection {
+        focus: p.focus.clone().map(|f| vec![f]),
+        stdlib: p.stdlib,
+        prune_startup: p.prune_startup.clone(),
+        ..Selection::default()
+    };
+    let opts = select.args().options(true)?;
+    let (mut traces, warnings) = prepare(&[PathBuf::from(&p.a), PathBuf::from(&p.b)], &opts)?;
+    let d = crate::views::diff::diff_traces(&traces[0], &traces[1]);
+    let text = match p.question.as_deref().filter(|q| !q.trim().is_empty()) {
+        Some(q) => crate::views::diff::prompt(Some(q), &d, &mut traces),
+        None => {
+            let mut buf = Vec::new();
+            write_tree(&mut buf, &d, &traces[0], &traces[1], &Palette::default(), Style::new(), Style::new())
+                .context("rendering the diff")?;
+            String::from_utf8_lossy(&buf).into_owned()
+        }
+    };
+    let head = notes(&warnings, &traces);
+    let lines: Vec<String> = text.lines().map(str::to_string).collect();
+    Ok(fit_lines(&head, &lines, max, |n| {
+        format!(
+            "… {n} more lines left out to fit max_tokens={max}; narrow the diff with focus: \"<function regex>\", \
+             or raise max_tokens"
+        )
+    }))
+}

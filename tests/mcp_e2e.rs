@@ -1,0 +1,363 @@
+//! `slice mcp` driven by a real MCP client this project did not write: the official MCP
+//! Python SDK (PyPI package `mcp`), installed once into a venv under the target directory.
+//! One session records examples, asks a question within max_tokens, finds a function's
+//! callers, reads a source, diffs two runs, and sends bad inputs; the server must answer each
+//! bad input with a tool error and still be serving at the end.
+
+use analyzer::tokens::Tokenizer;
+use serde_json::{json, Value};
+use slice_trace_e2e::{bin, cmd, python, root, run, run_ok, scratch, target_dir, texts};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// A Python >= 3.10 (the `mcp` package needs it): `python3` if new enough, else the newest
+/// `python3.1x` on PATH.
+fn client_python() -> String {
+    for p in ["python3", "python3.13", "python3.12", "python3.11", "python3.10"] {
+        let ok = Command::new(p)
+            .args(["-c", "import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)"])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        if ok {
+            return p.to_string();
+        }
+    }
+    panic!("the MCP Python SDK needs Python >= 3.10: install one (python3.10 or newer on PATH)");
+}
+
+/// The venv's python with the `mcp` package, installed once; concurrent test binaries wait
+/// for each other through a lock directory (like `rich_cli`).
+fn mcp_python() -> PathBuf {
+    let venv = target_dir().join("mcp-venv");
+    let py = venv.join("bin/python");
+    let done = venv.join(".installed");
+    let lock = target_dir().join("mcp-venv.lock");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(900);
+    loop {
+        if done.exists() {
+            return py;
+        }
+        match std::fs::create_dir(&lock) {
+            Ok(()) => break,
+            Err(_) if std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(500)),
+            Err(e) => panic!("{}: waited 15 minutes for another test to install mcp ({e})", lock.display()),
+        }
+    }
+    let install = || -> Result<(), String> {
+        if venv.exists() {
+            std::fs::remove_dir_all(&venv).map_err(|e| format!("{}: {e}", venv.display()))?;
+        }
+        let o = run(Command::new(client_python()).args(["-m", "venv"]).arg(&venv));
+        if !o.status.success() {
+            return Err(format!("python -m venv failed (on Debian: apt-get install python3-venv): {:?}", texts(&o)));
+        }
+        let o = run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", "mcp>=2,<3"]));
+        if !o.status.success() {
+            return Err(format!("pip install mcp failed (is PyPI reachable?): {:?}", texts(&o)));
+        }
+        std::fs::write(&done, "").map_err(|e| e.to_string())
+    };
+    let r = install();
+    let _ = std::fs::remove_dir(&lock);
+    if let Err(e) = r {
+        panic!("{e}");
+    }
+    py
+}
+
+/// Run one client session: `calls` is a list of {"tool", "arguments"}; the server runs in
+/// the workspace root.
+fn session(calls: &Value) -> Value {
+    let mut c = Command::new(mcp_python());
+    c.arg(root().join("tests/support/mcp_client.py")).arg(bin("slice")).arg(root());
+    c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().expect("run the MCP client");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(calls.to_string().as_bytes()).expect("write the session");
+    }
+    let out = child.wait_with_output().expect("wait for the MCP client");
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "the MCP client failed: {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}", out.status);
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("client output is not JSON ({e}): {stdout}\n{stderr}"))
+}
+
+fn tokens(s: &str) -> usize {
+    Tokenizer::O200kBase.count(s)
+}
+
+fn p(x: &Path) -> String {
+    x.display().to_string()
+}
+
+/// (is_error, text) of result `i`.
+fn result(r: &Value, i: usize) -> (bool, String) {
+    let x = &r["results"][i];
+    assert!(x.get("protocol_error").is_none(), "call {i} failed at the protocol level: {x}");
+    (x["is_error"].as_bool().expect("is_error"), x["text"].as_str().expect("text").to_string())
+}
+
+#[test]
+fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
+    let dir = scratch();
+    let d = dir.path();
+    let (shop, arg, plain, slow_d) = (d.join("shop.d"), d.join("arg.d"), d.join("plain.d"), d.join("slow.d"));
+    let slow = d.join("slow.py");
+    std::fs::write(&slow, "import time\n\ndef work():\n    return sum(range(10))\n\ndef wait():\n    time.sleep(60)\n\nwork()\nwait()\n")
+        .unwrap();
+    let corrupt = d.join("corrupt.d");
+    std::fs::create_dir(&corrupt).unwrap();
+    std::fs::write(corrupt.join("meta.json"), "{ not json").unwrap();
+    let demo = "examples/python/views_demo.py";
+    let question = "How is the price of a bundle computed?";
+    let calls = json!([
+        // 0-3: record the runs.
+        {"tool": "record", "arguments": {"argv": [python(), "examples/python/shop_app.py"], "out": p(&shop)}},
+        {"tool": "record", "arguments": {"argv": [python(), demo, "--emoji", "hello :smile:"], "out": p(&arg)}},
+        {"tool": "record", "arguments": {"argv": [python(), demo, "hello :smile:"], "out": p(&plain)}},
+        {"tool": "record", "arguments": {"argv": [python(), p(&slow)], "out": p(&slow_d), "timeout_s": 2}},
+        // 4: a question within max_tokens.
+        {"tool": "prompt", "arguments": {"trace": p(&shop), "question": question, "max_tokens": 2000}},
+        // 5-6: who calls parse_row; the source of bundle_price.
+        {"tool": "find_calls", "arguments": {"trace": p(&shop), "function": "parse_row"}},
+        {"tool": "source", "arguments": {"trace": p(&shop), "function": "bundle_price"}},
+        // 7: what the --emoji run reached that the plain one did not.
+        {"tool": "diff", "arguments": {"a": p(&arg), "b": p(&plain)}},
+        // 8: the tree, bounded.
+        {"tool": "tree", "arguments": {"trace": p(&shop), "max_tokens": 700, "merge_threads": true}},
+        // 9: the partial trace of the stopped run is readable.
+        {"tool": "find_calls", "arguments": {"trace": p(&slow_d), "function": "work"}},
+        // 10-16: bad inputs.
+        {"tool": "tree", "arguments": {"trace": p(&d.join("missing.d"))}},
+        {"tool": "prompt", "arguments": {"trace": p(&corrupt), "question": "why?"}},
+        {"tool": "find_calls", "arguments": {"trace": p(&shop), "function": "parse("}},
+        {"tool": "tree", "arguments": {"trace": p(&shop), "depth": 18_446_744_073_709_551_615u64, "max_tokens": 300}},
+        {"tool": "prompt", "arguments": {"trace": p(&shop), "question": question, "max_tokens": 10}},
+        {"tool": "record", "arguments": {"argv": ["/nonexistent/program"], "out": p(&d.join("none.d"))}},
+        {"tool": "source", "arguments": {"trace": p(&shop), "function": "no_such_function"}},
+        {"tool": "tree", "arguments": {"trace": p(&shop), "focus": "(unclosed"}},
+        {"tool": "tree", "arguments": {"depth": "deep"}},
+        {"tool": "prompt", "arguments": {"trace": p(&shop), "question": question, "max_tokens": 250}},
+        // 20-21: a diff prompt for a question, bounded; a prompt in the JSON schema of --format json.
+        {"tool": "diff", "arguments": {"a": p(&arg), "b": p(&plain), "question": "Why are there no emoji without --emoji?", "max_tokens": 900}},
+        {"tool": "prompt", "arguments": {"trace": p(&shop), "question": question, "format": "json", "variant": "A", "max_tokens": 8000}},
+        // 22: still answering after all of that.
+        {"tool": "source", "arguments": {"trace": p(&shop), "function": "examples/python/shop/pricing.py:8"}},
+        // 23: two runs in one prompt, selection options passed through.
+        {"tool": "prompt", "arguments": {"trace": [p(&arg), p(&plain)], "question": "What differs?", "variant": "T", "focus": ["decorate"], "focus_subtree": true}},
+        // 24: sources over the limit.
+        {"tool": "source", "arguments": {"trace": p(&shop), "function": "main", "max_tokens": 200}},
+    ]);
+    let r = session(&calls);
+    // What each answer cost (`cargo test --test mcp_e2e -- --nocapture`; docs/agents.md).
+    let tools_json = serde_json::to_string(&r["tools"]).unwrap();
+    println!("tools/list: {} tokens (o200k_base) for the 6 tool descriptions and schemas", tokens(&tools_json));
+    for (i, (c, x)) in calls.as_array().unwrap().iter().zip(r["results"].as_array().unwrap()).enumerate() {
+        let text = x["text"].as_str().unwrap_or("");
+        let err = if x["is_error"] == true { " (tool error)" } else { "" };
+        println!("{i:>2} {:<10} {:>5} tokens{err}  {}", c["tool"].as_str().unwrap(), tokens(text), c["arguments"]);
+    }
+    assert_eq!(r["server"]["name"], "slice");
+    assert_eq!(r["alive"], true, "the server must still answer a ping after the bad inputs");
+    let mut names: Vec<&str> = r["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["diff", "find_calls", "prompt", "record", "source", "tree"]);
+
+    // record: the trace directory, the exit status, the counts, the end of the output.
+    let (err, text) = result(&r, 0);
+    assert!(!err, "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], format!("Recorded `{} examples/python/shop_app.py` (in {}) into {}", python(), p(&root()), p(&shop)));
+    assert!(lines[1].starts_with("exit status 0, after "), "{text}");
+    assert!(lines[2].starts_with("2 processes, 5 threads, ") && lines[2].ends_with(" functions called"), "{text}");
+    assert!(text.contains("\n  total value 401.55\n"), "{text}");
+    assert!(shop.join("meta.json").exists());
+
+    // record with a time limit: stopped, partial trace kept and readable.
+    let (err, text) = result(&r, 3);
+    assert!(!err, "{text}");
+    assert!(
+        text.contains("Still running after timeout_s=2: stopped (killed by signal 15 (SIGTERM)); the partial trace is kept."),
+        "{text}"
+    );
+    let (err, text) = result(&r, 9);
+    assert!(!err, "{text}");
+    assert!(text.contains("## work  (") && text.contains("1 calls at 1 places"), "{text}");
+
+    // prompt: exactly the CLI's prompt under the same budget, within max_tokens, with the answer.
+    let (err, text) = result(&r, 4);
+    assert!(!err, "{text}");
+    assert!(tokens(&text) <= 2000, "{} tokens", tokens(&text));
+    let cli = run_ok(cmd("slice").args(["from-trace", &p(&shop), "-q", question, "--budget", "2000"]));
+    assert_eq!(text, cli);
+    assert!(text.contains("def bundle_price(bundle):"), "{text}");
+
+    // find_calls: every path, callers and callees with counts.
+    let (err, text) = result(&r, 5);
+    assert!(!err, "{text}");
+    assert!(text.contains("## parse_row  (examples/python/shop/models.py:47)\n8 calls at 2 places in the call tree."), "{text}");
+    assert!(
+        text.contains(
+            "\nCallers: load_catalogue  (examples/python/shop_app.py:24) ×6, validate_extra  (examples/python/shop_app.py:42) ×2\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("\nCallees: parse_price  (examples/python/shop/models.py:59) ×8, "), "{text}");
+    assert!(
+        text.contains(
+            "<module>  (examples/python/shop_app.py:1) → main  (examples/python/shop_app.py:53) → load_catalogue  \
+             (examples/python/shop_app.py:24) → parse_row  (examples/python/shop/models.py:47) ×6\n"
+        ),
+        "{text}"
+    );
+
+    // source: the exact lines of the file, with file and line range.
+    let file = std::fs::read_to_string(root().join("examples/python/shop/pricing.py")).unwrap();
+    let body: Vec<&str> = file.lines().skip(5).take(6).collect();
+    let want = format!("## bundle_price — examples/python/shop/pricing.py:6-11\n```python\n{}\n```\n\n", body.join("\n"));
+    assert_eq!(result(&r, 6), (false, want.clone()));
+    // ... and by a file:line inside it, after the bad inputs.
+    assert_eq!(result(&r, 22), (false, want));
+
+    // diff: what only the --emoji run reached.
+    let (err, text) = result(&r, 7);
+    assert!(!err, "{text}");
+    assert!(text.contains(&format!("--- A {}: {} {demo} --emoji hello :smile:\n", p(&arg), python())), "{text}");
+    assert!(
+        text.contains(
+            "# functions only in A (2): emojize (examples/python/views_demo.py:31), replace_code (examples/python/views_demo.py:25)\n\
+             # functions only in B (0): none\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(
+            "-       emojize  (examples/python/views_demo.py:31)\n-         replace_code  (examples/python/views_demo.py:25) ×2\n"
+        ),
+        "{text}"
+    );
+
+    // tree: bounded, cut by depth, saying what was left out.
+    let (err, text) = result(&r, 8);
+    assert!(!err, "{text}");
+    assert!(tokens(&text) <= 700, "{} tokens", tokens(&text));
+    assert!(text.contains("more calls below") && text.contains("Left out to fit max_tokens=700"), "{text}");
+    assert!(text.contains("└─ main  (examples/python/shop_app.py:53)\n"), "{text}");
+
+    // Bad inputs: tool errors with the CLI's messages.
+    let missing = d.join("missing.d");
+    assert_eq!(
+        result(&r, 10),
+        (
+            true,
+            format!("slice: error: {}: no such trace directory (record one with `trace run -o {} -- <command>`)", p(&missing), p(&missing))
+        )
+    );
+    let (err, text) = result(&r, 11);
+    assert!(err && text.starts_with(&format!("slice: error: {}", p(&corrupt))), "{text}");
+    let (err, text) = result(&r, 12);
+    assert!(err && text.contains("\"parse(\" is no function name that ran, and not a valid regular expression either"), "{text}");
+    let (err, text) = result(&r, 13);
+    assert!(!err && tokens(&text) <= 300, "{text}");
+    let (err, text) = result(&r, 14);
+    assert_eq!(
+        (err, text.as_str()),
+        (true, "slice: error: max_tokens 10 is too small: answers need at least 200 tokens (the default is 16000)")
+    );
+    let (err, text) = result(&r, 15);
+    assert!(err && text.contains("/nonexistent/program"), "{text}");
+    let (err, text) = result(&r, 16);
+    assert!(err && text.contains("no function matching \"no_such_function\" is in the call tree of this run"), "{text}");
+    let (err, text) = result(&r, 17);
+    assert!(err && text.contains("--focus \"(unclosed\": not a valid regular expression"), "{text}");
+    let (err, text) = result(&r, 19);
+    assert!(
+        err && text.starts_with("slice: error: max_tokens 250 is too small for this prompt: even with every function body dropped"),
+        "{text}"
+    );
+    let (err, text) = result(&r, 20);
+    assert!(!err && tokens(&text) <= 900, "{} tokens: {text}", tokens(&text));
+    assert!(text.contains("Why are there no emoji without --emoji?") && text.contains("def emojize(text):"), "{text}");
+    let (err, text) = result(&r, 21);
+    assert!(!err && tokens(&text) <= 8000, "{} tokens: {text}", tokens(&text));
+    let doc: Value = serde_json::from_str(&text).expect("the json format is JSON");
+    assert_eq!((doc["schema"].as_str(), doc["variant"].as_str()), (Some("slice-prompt"), Some("A")));
+    assert!(doc["functions"].as_object().unwrap().values().any(|f| f["qualname"] == "bundle_price"), "{text}");
+    let (err, text) = result(&r, 23);
+    assert!(!err, "{text}");
+    let cli = run_ok(cmd("slice").args([
+        "from-trace",
+        &p(&arg),
+        &p(&plain),
+        "-q",
+        "What differs?",
+        "--variant",
+        "T",
+        "--focus",
+        "decorate",
+        "--focus-subtree",
+        "--budget",
+        "16000",
+    ]));
+    assert_eq!(text, cli);
+    assert!(text.contains("## Run 2: `") && text.contains("      emojize  (examples/python/views_demo.py:31)\n"), "{text}");
+    let (err, text) = result(&r, 24);
+    assert!(!err && tokens(&text) <= 200, "{} tokens: {text}", tokens(&text));
+    assert!(
+        text.starts_with("# 2 functions match \"main\"; each is shown in call order\n\n## main — examples/python/shop_app.py:53-"),
+        "{text}"
+    );
+    assert!(
+        text.contains("lines of this function are left out to fit max_tokens=200")
+            && text.ends_with("and 1 more matching functions; raise max_tokens to see it whole\n"),
+        "{text}"
+    );
+    let (err, text) = result(&r, 18);
+    // Arguments that do not fit the schema: a tool error too (rmcp), which the model can correct.
+    assert!(err && text.contains("invalid type: string \"deep\", expected u64"), "{text}");
+}
+
+/// The worked session of docs/agents.md, with each answer trimmed and the tokens it took:
+/// `cargo build --workspace && cargo test --test mcp_e2e -- --ignored --nocapture worked_session`.
+/// Traces go to target/mcp-demo/ (relative paths, as an agent in the project would use them).
+#[test]
+#[ignore = "prints the worked session of docs/agents.md; run it by name"]
+fn worked_session() {
+    let demo = target_dir().join("mcp-demo");
+    let _ = std::fs::remove_dir_all(&demo);
+    let rel = |n: &str| p(demo.join(n).strip_prefix(root()).unwrap_or(&demo.join(n)));
+    let (shop, arg, plain) = (rel("shop.d"), rel("arg.d"), rel("plain.d"));
+    let calls = json!([
+        {"tool": "record", "arguments": {"argv": ["python3", "examples/python/shop_app.py"], "out": shop}},
+        {"tool": "prompt", "arguments": {"trace": shop, "question": "How is the price of a bundle computed?", "max_tokens": 2000}},
+        {"tool": "find_calls", "arguments": {"trace": shop, "function": "parse_row"}},
+        {"tool": "source", "arguments": {"trace": shop, "function": "part_price"}},
+        {"tool": "tree", "arguments": {"trace": shop, "max_tokens": 1000, "merge_threads": true}},
+        {"tool": "record", "arguments": {"argv": ["python3", "examples/python/views_demo.py", "--emoji", "hello :smile:"], "out": arg}},
+        {"tool": "record", "arguments": {"argv": ["python3", "examples/python/views_demo.py", "--emoji", "--file", "examples/python/README.md"], "out": plain}},
+        {"tool": "diff", "arguments": {"a": arg, "b": plain}},
+        {"tool": "find_calls", "arguments": {"trace": shop, "function": "parse("}},
+    ]);
+    let r = session(&calls);
+    let tools = r["tools"].as_array().unwrap();
+    println!("tools/list: {} tokens (o200k_base) in all", tokens(&serde_json::to_string(tools).unwrap()));
+    for t in tools {
+        println!("  {:<10} {:>5} tokens (description and input schema)", t["name"].as_str().unwrap(), tokens(&t.to_string()));
+    }
+    for (c, x) in calls.as_array().unwrap().iter().zip(r["results"].as_array().unwrap()) {
+        let text = x["text"].as_str().unwrap_or("");
+        let err = if x["is_error"] == true { ", isError" } else { "" };
+        println!("\n→ {} {}\n← {} tokens{err}", c["tool"].as_str().unwrap(), c["arguments"], tokens(text));
+        let lines: Vec<&str> = text.lines().collect();
+        for l in lines.iter().take(14) {
+            let cut: String = l.chars().take(150).collect();
+            println!("  {cut}{}", if cut.len() < l.len() { "…" } else { "" });
+        }
+        if lines.len() > 14 {
+            println!("  [… {} more lines]", lines.len() - 14);
+        }
+    }
+    assert_eq!(r["alive"], true);
+}
