@@ -57,6 +57,9 @@ fn shop_prompt_has_question_tree_and_exact_sources() {
     // Tree: recursion cut, counts, threads and the subprocess labelled.
     assert!(p.contains("bundle_price  (") && p.contains("↻ recursive"), "{p}");
     assert!(p.contains("part_price  (") && p.contains(" ×"));
+    // A generator called once and resumed 12 times is one call, not thirteen.
+    assert!(p.contains("/shop/report.py:17) (+12 resumes)\n"), "{p}");
+    assert!(p.contains("/shop/report.py:10) ×3 (+9 resumes)\n"), "{p}");
     assert!(p.contains("thread stats-"), "threads are labelled by name");
     assert!(p.contains("checksum.py), thread MainThread") && p.contains("fletcher16"), "the subprocess has its tree");
     // The exact source of bundle_price: lines 6-11 of shop/pricing.py, nothing of its neighbours.
