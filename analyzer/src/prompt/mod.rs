@@ -680,7 +680,7 @@ impl Model {
 /// Score every function for the question: one BM25F document per function (its qualified
 /// name, display path and the code the prompt shows), IDF over the functions of the slice.
 fn score(funcs: &mut HashMap<String, FuncInfo>, question: &str) {
-    let query = relevance::question_terms(question);
+    let query = relevance::weighted_question_terms(question);
     // A fixed order, so that nothing depends on the hash map's.
     let mut keys: Vec<String> = funcs.keys().cloned().collect();
     keys.sort();
@@ -695,7 +695,7 @@ fn score(funcs: &mut HashMap<String, FuncInfo>, question: &str) {
             relevance::Document { name: &f.qualname, path: &f.file, code }
         })
         .collect();
-    let scores = relevance::scores(&docs, &query);
+    let scores = relevance::weighted_scores(&docs, &query);
     for (k, s) in keys.iter().zip(scores) {
         if let Some(f) = funcs.get_mut(k) {
             f.relevance = s;

@@ -304,14 +304,22 @@ pub const SYMBOL_NAMES: &[(char, &[&str])] = &[
 ];
 
 pub fn question_terms(q: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
+    weighted_question_terms(q).into_iter().map(|(t, _)| t).collect()
+}
+
+/// [`question_terms`] with how often the question uses each (a word the question repeats,
+/// like `table` in "how is the table in a Markdown file turned into the table drawn", is
+/// what it is about; BM25's query-term frequency).
+pub fn weighted_question_terms(q: &str) -> Vec<(String, u32)> {
+    let mut out: Vec<(String, u32)> = Vec::new();
+    let mut add = |t: String| match out.iter_mut().find(|(x, _)| *x == t) {
+        Some((_, n)) => *n += 1,
+        None => out.push((t, 1)),
+    };
     for (c, names) in SYMBOL_NAMES {
         if q.contains(*c) {
             for n in *names {
-                let t = stem(n);
-                if !out.contains(&t) {
-                    out.push(t);
-                }
+                add(stem(n));
             }
         }
     }
@@ -319,10 +327,7 @@ pub fn question_terms(q: &str) -> Vec<String> {
         let lw = w.to_lowercase();
         if let Some((_, syn)) = SYNONYMS.iter().find(|(q, _)| *q == lw.as_str()) {
             for n in *syn {
-                let t = stem(n);
-                if !out.contains(&t) {
-                    out.push(t);
-                }
+                add(stem(n));
             }
         }
         if lw.trim_matches(|c| c == '_' || c == '.').chars().count() < 3 || STOPWORDS.contains(&lw.as_str()) {
@@ -330,10 +335,7 @@ pub fn question_terms(q: &str) -> Vec<String> {
         }
         pieces(w, |p| {
             if p.chars().count() >= 2 && !p.chars().all(|c| c.is_numeric()) && !STOPWORDS.contains(&p) {
-                let t = stem(p);
-                if !out.contains(&t) {
-                    out.push(t);
-                }
+                add(stem(p));
             }
         });
     }
@@ -369,7 +371,19 @@ fn count(text: &str, query: &[String]) -> (Vec<u32>, usize) {
 
 /// BM25F scores of `docs` for the question terms `query` (see the module documentation),
 /// rounded to 1e-6. All zero when the query is empty.
+/// Weight of the coordination factor: a score is multiplied by `1 - COORD + COORD × (terms
+/// matched / question terms)`.
+pub const COORD: f64 = 0.5;
+
 pub fn scores(docs: &[Document<'_>], query: &[String]) -> Vec<f64> {
+    let weighted: Vec<(String, u32)> = query.iter().map(|t| (t.clone(), 1)).collect();
+    weighted_scores(docs, &weighted)
+}
+
+/// [`scores`] with a weight per question term (how often the question uses it).
+pub fn weighted_scores(docs: &[Document<'_>], weighted: &[(String, u32)]) -> Vec<f64> {
+    let query: Vec<String> = weighted.iter().map(|(t, _)| t.clone()).collect();
+    let query = &query[..];
     if query.is_empty() || docs.is_empty() {
         return vec![0.0; docs.len()];
     }
@@ -395,6 +409,7 @@ pub fn scores(docs: &[Document<'_>], query: &[String]) -> Vec<f64> {
         .iter()
         .map(|c| {
             let mut score = 0.0;
+            let mut matched = 0usize;
             for (t, idf) in idf.iter().enumerate() {
                 let mut tf = 0.0;
                 for (f, (w, b)) in params.iter().enumerate() {
@@ -405,8 +420,14 @@ pub fn scores(docs: &[Document<'_>], query: &[String]) -> Vec<f64> {
                     let norm = if avg[f] > 0.0 { 1.0 - b + b * c.len[f] as f64 / avg[f] } else { 1.0 };
                     tf += w * k as f64 / norm;
                 }
-                score += idf * tf / (K1 + tf);
+                if tf > 0.0 {
+                    matched += 1;
+                }
+                score += weighted[t].1 as f64 * idf * tf / (K1 + tf);
             }
+            // Coordination: a function that matches more of the question's terms is closer
+            // to it than one that matches a single rare term strongly.
+            score *= 1.0 - COORD + COORD * matched as f64 / query.len() as f64;
             (score * 1e6).round() / 1e6
         })
         .collect()
@@ -473,6 +494,9 @@ mod tests {
         assert_eq!(stem("colours"), stem("color"));
         assert_eq!(stem("initialised"), stem("initialized"));
         assert_eq!(question_terms("Why is it piped?"), vec!["isatty", "tty", "terminal", "pip"]);
+        // A word the question repeats weighs more.
+        let w = weighted_question_terms("How is the table in a file turned into the table drawn?");
+        assert_eq!(w, vec![("tabl".to_string(), 2), ("fil".to_string(), 1), ("turn".to_string(), 1), ("drawn".to_string(), 1)]);
     }
 
     fn doc<'a>(name: &'a str, code: &'a str) -> Document<'a> {
