@@ -214,7 +214,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         )),
         _ => {}
     }
-    let sources = SourceCache::new(SourceCache::read_sources_doc(&t.dir), t.meta.start_unix_ms, &cwd);
+    let sources = SourceCache::new(SourceCache::read_sources_doc(&t.dir), &cwd);
     Ok(PreparedTrace {
         dir: t.dir,
         meta: t.meta,

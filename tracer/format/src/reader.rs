@@ -72,10 +72,41 @@ impl TraceDir {
     }
 }
 
+/// Largest JSON document a reader loads (`meta.json`, `proc.json`, `sources.json`,
+/// `funcs.jsonl`): far above what a run writes, a bound on what a damaged trace costs.
+pub const MAX_DOCUMENT_BYTES: u64 = 1 << 30;
+
+/// Open a file of a trace for reading without blocking on a FIFO (`O_NONBLOCK`), and refuse
+/// anything but a regular file (checked with `fstat` on the descriptor).
+pub fn open_regular(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    Ok(f)
+}
+
+/// Read a document of a trace: a regular file of at most [`MAX_DOCUMENT_BYTES`].
+pub fn read_document(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = open_regular(path)?;
+    let mut v = Vec::new();
+    f.take(MAX_DOCUMENT_BYTES + 1).read_to_end(&mut v)?;
+    if v.len() as u64 > MAX_DOCUMENT_BYTES {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "larger than 1 GiB"));
+    }
+    Ok(v)
+}
+
+fn read_document_text(path: &Path) -> std::io::Result<String> {
+    String::from_utf8(read_document(path)?).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
 /// Read and check `meta.json`.
 pub fn read_meta(root: &Path) -> Result<TraceMeta, FormatError> {
     let path = root.join(META_FILE);
-    let text = match std::fs::read_to_string(&path) {
+    let text = match read_document_text(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(FormatError::NotATrace { path: root.to_path_buf() });
@@ -99,7 +130,7 @@ impl Process {
     /// Load a process directory: `proc.json`, `funcs.jsonl` and the stream headers.
     pub fn open(dir: &Path) -> Result<Process, FormatError> {
         let mpath = dir.join(PROC_META_FILE);
-        let text = std::fs::read_to_string(&mpath).map_err(|e| FormatError::io(&mpath, e))?;
+        let text = read_document_text(&mpath).map_err(|e| FormatError::io(&mpath, e))?;
         let meta: ProcMeta = serde_json::from_str(&text).map_err(|e| FormatError::BadJson { path: mpath.clone(), msg: e.to_string() })?;
         let funcs = read_funcs(&dir.join(FUNCS_FILE))?;
         let mut threads = Vec::new();
@@ -133,7 +164,7 @@ pub const FUNC_ID_SLACK: usize = 1 << 16;
 /// it) is ignored; any other bad line is an error, and so is an id beyond
 /// [`FUNC_ID_SLACK`] past the number of lines. A missing file is an empty table.
 pub fn read_funcs(path: &Path) -> Result<Vec<Option<FuncRecord>>, FormatError> {
-    let text = match std::fs::read(path) {
+    let text = match read_document(path) {
         Ok(t) => String::from_utf8(t).map_err(|e| FormatError::BadJson { path: path.to_path_buf(), msg: format!("not UTF-8: {e}") })?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(FormatError::io(path, e)),
@@ -166,7 +197,7 @@ impl ThreadStream {
     /// Read and check a stream's header.
     pub fn open(path: &Path) -> Result<ThreadStream, FormatError> {
         use std::io::Read;
-        let mut f = File::open(path).map_err(|e| FormatError::io(path, e))?;
+        let mut f = open_regular(path).map_err(|e| FormatError::io(path, e))?;
         let size = f.metadata().map_err(|e| FormatError::io(path, e))?.len();
         let mut h = [0u8; HEADER_LEN];
         let mut got = 0;
@@ -186,7 +217,7 @@ impl ThreadStream {
 
     /// Iterate over the stream's events (read through a bounded buffer, see [`EventIter`]).
     pub fn events(&self) -> Result<EventIter, FormatError> {
-        let f = File::open(&self.path).map_err(|e| FormatError::io(&self.path, e))?;
+        let f = open_regular(&self.path).map_err(|e| FormatError::io(&self.path, e))?;
         Ok(EventIter::new(f, self))
     }
 }
@@ -630,6 +661,7 @@ mod tests {
             duration_ns: None,
             exit: None,
             options: serde_json::Value::Null,
+            incomplete: None,
         };
         std::fs::write(root.join(META_FILE), serde_json::to_string(&m).unwrap()).unwrap();
     }

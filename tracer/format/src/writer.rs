@@ -31,6 +31,32 @@ fn cpath(path: &Path) -> io::Result<CString> {
     CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))
 }
 
+/// Counts the forks this process image went through (bumped in each child by a
+/// `pthread_atfork` handler). A stream belongs to the generation that created it: in a forked
+/// child the parent's mapping is still shared with the parent, which goes on writing at the
+/// same offsets, so a writer inherited across a fork stops writing at once (before the shim's
+/// own fork handling runs: CPython, for one, runs Python-level at-fork callbacks first, and
+/// their calls would otherwise land in the parent's stream).
+static FORK_GENERATION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+extern "C" fn bump_fork_generation() {
+    FORK_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn fork_generation() -> u32 {
+    static REGISTER: std::sync::Once = std::sync::Once::new();
+    // SAFETY: the handler only does an atomic increment (async-signal-safe).
+    REGISTER.call_once(|| unsafe {
+        libc::pthread_atfork(None, None, Some(bump_fork_generation));
+    });
+    FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether an error means the file system has no room left (full, quota, file size limit).
+fn is_no_space(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG))
+}
+
 /// Writer of one thread's event stream. Not thread safe: one per thread.
 pub struct StreamWriter {
     fd: libc::c_int,
@@ -46,6 +72,8 @@ pub struct StreamWriter {
     name_offset: u64,
     /// Recording stopped because a window's space could not be reserved.
     incomplete: bool,
+    /// [`FORK_GENERATION`] when the stream was created.
+    generation: u32,
 }
 
 /// The hot state of a stream, lent to an encoder outside this crate (the native shim's C hot
@@ -91,14 +119,24 @@ impl StreamWriter {
             flags,
             name_offset: 0,
             incomplete: false,
+            generation: fork_generation(),
         };
+        let h = encode_header(flags, pid, tid, start_ns, window as u32);
         if let Err(e) = w.map_window(0) {
+            // No space for a first window: keep a header-only stream marked incomplete (so the
+            // run says why this thread has no events), if even the header fits.
+            // SAFETY: pwrite from a buffer we own into our descriptor.
+            let wrote = unsafe { libc::pwrite(fd, h.as_ptr() as *const libc::c_void, h.len(), 0) } == h.len() as isize;
+            if is_no_space(&e) && wrote {
+                w.pos = h.len();
+                w.mark_incomplete();
+                return Ok(w);
+            }
             // SAFETY: fd is ours.
             unsafe { libc::close(fd) };
             w.fd = -1;
             return Err(e);
         }
-        let h = encode_header(flags, pid, tid, start_ns, window as u32);
         // SAFETY: the window is at least 64 KiB, the header is 64 bytes.
         unsafe { std::ptr::copy_nonoverlapping(h.as_ptr(), w.base, h.len()) };
         w.pos = h.len();
@@ -174,7 +212,15 @@ impl StreamWriter {
         crate::clock::refine();
         match self.map_window(next) {
             Ok(()) => true,
-            Err(_) => {
+            Err(e) => {
+                // Any failure stops the stream; only lack of space is the "incomplete" mark
+                // (the run then says the disk filled up).
+                if !is_no_space(&e) {
+                    if padded {
+                        self.pos += 1;
+                    }
+                    return false;
+                }
                 // The stream keeps the pad byte (the file is cut after it when closed).
                 if padded {
                     self.pos += 1;
@@ -187,6 +233,9 @@ impl StreamWriter {
 
     #[inline(always)]
     fn room(&mut self, len: usize) -> bool {
+        if self.generation != FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed) {
+            return false; // inherited across a fork: the parent's, not ours to write
+        }
         if self.pos + len > self.window {
             return self.advance();
         }
@@ -324,6 +373,10 @@ impl StreamWriter {
     pub fn finish(&mut self) {
         if self.fd < 0 {
             return;
+        }
+        if self.generation != FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed) {
+            // Inherited across a fork: the file is the parent's, still being written.
+            return self.abandon();
         }
         let len = self.len();
         let totals = self.totals().encode();
@@ -557,6 +610,16 @@ mod tests {
     #[test]
     fn a_full_disk_stops_the_stream_marks_it_and_keeps_what_fit() {
         let Some(fs) = SmallFs::mount("1m") else { return };
+        // A window larger than the file system: a header-only stream, marked.
+        let big = fs.path().join("t2-0.ev");
+        let mut w = StreamWriter::create(&big, 1, 1, 2, 0, 4 << 20).unwrap();
+        assert!(w.is_incomplete());
+        w.call(1, 5);
+        w.finish();
+        let s = crate::reader::ThreadStream::open(&big).unwrap();
+        assert_eq!(s.header.flags & (FLAG_INCOMPLETE | FLAG_CLOSED), FLAG_INCOMPLETE | FLAG_CLOSED);
+        assert_eq!((s.size, s.events().unwrap().count()), (64, 0));
+        std::fs::remove_file(&big).unwrap();
         let path = fs.path().join("t1-0.ev");
         let mut w = StreamWriter::create(&path, 1, 1, 1, 0, 64 << 10).unwrap();
         // Far more than 1 MiB of events: without the reservation the first write into an
@@ -584,5 +647,32 @@ mod tests {
         let evs: Vec<_> = s.events().unwrap().collect::<Result<_, _>>().unwrap();
         assert_eq!(evs.len() as u64, written);
         assert!(written > 100_000, "{written}");
+    }
+
+    #[test]
+    fn a_writer_inherited_across_fork_never_touches_the_parents_stream() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("t1-0.ev");
+        let mut w = StreamWriter::create(&path, 1, 1, 1, 0, 64 << 10).unwrap();
+        w.call(1, 10);
+        // SAFETY: the child only calls the writer (no allocation on these paths) and _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            for i in 0..1000 {
+                w.call(2, 100 + i);
+            }
+            w.finish(); // must not cut or close the parent's stream
+            unsafe { libc::_exit(0) };
+        }
+        let mut st = 0;
+        // SAFETY: waiting for our child.
+        unsafe { libc::waitpid(pid, &mut st, 0) };
+        assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0);
+        w.ret(20);
+        w.finish();
+        let s = crate::reader::ThreadStream::open(&path).unwrap();
+        let evs: Vec<_> = s.events().unwrap().collect::<Result<_, _>>().unwrap();
+        assert_eq!(evs, vec![crate::Event::Call { func: 1, ts: 10 }, crate::Event::Return { ts: 20 }]);
     }
 }
