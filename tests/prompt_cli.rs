@@ -10,7 +10,7 @@ fn trace(cwd: &Path, out: &Path, argv: &[&str]) {
     let mut c = cmd("trace");
     c.current_dir(cwd).arg("run").arg("-o").arg(out).arg("--").args(argv);
     let o = run(&mut c);
-    assert!(o.status.success() || out.join("meta.json").exists(), "trace run failed: {:?}", texts(&o));
+    assert!(o.status.success(), "trace run failed: {:?}", texts(&o));
 }
 
 /// One recorded run of the shop example, shared by the tests of this file.
@@ -253,9 +253,10 @@ fn bad_input_gives_clear_errors() {
     let (p, err, code) = slice(&["from-trace", s(&cut), "-q", "x", "--variant", "T"]);
     assert_eq!(code, 0, "{err}");
     assert!(p.contains("main  ("));
-    if err.contains("warning") {
-        assert!(err.contains(".ev"), "{err}");
-    }
+    // A closed stream cut short always shows: it ends inside an event, or holds fewer events
+    // than the totals in its header.
+    let name = stream.file_name().unwrap().to_str().unwrap();
+    assert!(err.contains("warning") && err.contains(name), "{err}");
     // Usage errors: exit 2.
     let (_, _, code) = slice(&["from-trace", s(shop())]);
     assert_eq!(code, 2, "-q is required");
