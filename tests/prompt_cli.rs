@@ -13,6 +13,17 @@ fn trace(cwd: &Path, out: &Path, argv: &[&str]) {
     assert!(o.status.success(), "trace run failed: {:?}", texts(&o));
 }
 
+/// `trace run` of a target that fails with exit status `code`: the status passes through and
+/// the trace records it.
+fn trace_failing(cwd: &Path, out: &Path, argv: &[&str], code: i32) {
+    let mut c = cmd("trace");
+    c.current_dir(cwd).arg("run").arg("-o").arg(out).arg("--").args(argv);
+    let o = run(&mut c);
+    assert_eq!(o.status.code(), Some(code), "{:?}", texts(&o));
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["exit"]["code"], code, "{meta}");
+}
+
 /// One recorded run of the shop example, shared by the tests of this file.
 fn shop() -> &'static PathBuf {
     static T: OnceLock<PathBuf> = OnceLock::new();
@@ -194,7 +205,8 @@ fn baseline_pruning_removes_what_startup_also_did() {
     // A baseline that starts the same program and stops early (an empty catalogue).
     std::fs::write(d.path().join("empty.csv"), "").unwrap();
     let base = d.path().join("base.d");
-    trace(d.path(), &base, &[&python(), s(&app), "empty.csv"]);
+    // The baseline only starts: the app fails on an empty catalogue (KeyError, status 1).
+    trace_failing(d.path(), &base, &[&python(), s(&app), "empty.csv"], 1);
     let t = shop();
     let (p, err) = slice_ok(&["from-trace", s(t), "-q", Q, "--variant", "T", "--prune-startup", s(&base)]);
     assert!(p.contains("also ran at the same place in the baseline run"), "{p}\n{err}");
