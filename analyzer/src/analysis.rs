@@ -233,7 +233,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             if plumbing_removed > 0 { format!(", and {plumbing_removed} calls inside it that reached no other code are not shown") } else { String::new() }
         ));
     }
-    let sources = SourceCache::new(SourceCache::read_sources_doc(&t.dir), t.meta.start_unix_ms, &cwd);
+    let sources = SourceCache::new(SourceCache::read_sources_doc(&t.dir), &cwd);
     Ok(PreparedTrace {
         dir: t.dir,
         meta: t.meta,

@@ -120,6 +120,12 @@ where
                 }
                 let fi = func as usize;
                 if fi >= on_path.len() {
+                    // An id past the function table (its record was lost) grows the table a
+                    // little; one far past it is damage, not a reason to allocate gigabytes.
+                    if fi > classes.len() + trace_format::reader::FUNC_ID_SLACK {
+                        info.damaged = Some(format!("function id {func} is far beyond the function table ({} records)", classes.len()));
+                        break;
+                    }
                     on_path.resize(fi + 1, 0);
                 }
                 let earlier = if on_path[fi] > 0 { stack.iter().rev().find(|f| f.func == func).map(|f| f.node) } else { None };

@@ -23,13 +23,19 @@ pub struct FileText {
     pub logical_start: Vec<bool>,
 }
 
+/// Largest source file whose lines are shown (larger: "source not shown").
+pub const MAX_SOURCE_BYTES: u64 = 16 << 20;
+
 /// Why a file's lines are not shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unavailable {
-    /// The file changed since the run (fingerprint or modification time).
+    /// The file changed since the run (its content no longer matches the fingerprint).
     Changed(String),
     /// It cannot be read (moved, deleted, permissions).
     Missing(String),
+    /// It is not shown although it can be read: not a regular file, too large, binary, or the
+    /// trace holds no fingerprint of it (so it cannot be the file the run executed).
+    Refused(String),
     /// The function has no source file (built-in, native code without debug info, `<string>`).
     NoFile,
 }
@@ -39,7 +45,7 @@ impl Unavailable {
     pub fn note(&self) -> String {
         match self {
             Unavailable::Changed(why) => format!("source not shown: the file changed since the run ({why}); record the trace again"),
-            Unavailable::Missing(why) => format!("source not shown: {why}"),
+            Unavailable::Missing(why) | Unavailable::Refused(why) => format!("source not shown: {why}"),
             Unavailable::NoFile => "no source file".to_string(),
         }
     }
@@ -76,28 +82,26 @@ pub const ELIDED_BODY: &str = "...  # body elided";
 /// Reads files once each and checks them against the trace's fingerprints.
 pub struct SourceCache {
     sources: Option<HashMap<String, trace_format::FileFingerprint>>,
-    start_unix_ms: u64,
     cwd: PathBuf,
     files: HashMap<PathBuf, Result<Arc<FileText>, Unavailable>>,
 }
 
 impl SourceCache {
-    /// `sources`: the trace's `sources.json`, if it has one; `start_unix_ms`: the run's start
-    /// (files modified after it count as changed when there is no fingerprint); `cwd`: the
-    /// run's working directory (relative paths are resolved against it).
-    pub fn new(sources: Option<SourcesDoc>, start_unix_ms: u64, cwd: &Path) -> SourceCache {
+    /// `sources`: the trace's `sources.json`, if it has one (without it no file is shown);
+    /// `cwd`: the run's working directory (relative paths are resolved against it).
+    pub fn new(sources: Option<SourcesDoc>, cwd: &Path) -> SourceCache {
         SourceCache {
             sources: sources.map(|d| d.files.into_iter().map(|f| (f.path.clone(), f)).collect()),
-            start_unix_ms,
             cwd: cwd.to_path_buf(),
             files: HashMap::new(),
         }
     }
 
-    /// Load `sources.json` from a trace directory (absent or unreadable: `None`).
+    /// Load `sources.json` from a trace directory (absent, unreadable, not a regular file or
+    /// invalid: `None`, and then no source is shown).
     pub fn read_sources_doc(trace_dir: &Path) -> Option<SourcesDoc> {
-        let text = std::fs::read_to_string(trace_dir.join(trace_format::SOURCES_FILE)).ok()?;
-        serde_json::from_str(&text).ok()
+        let bytes = trace_format::reader::read_document(&trace_dir.join(trace_format::SOURCES_FILE)).ok()?;
+        serde_json::from_slice(&bytes).ok()
     }
 
     /// Absolute path of a function's file.
@@ -120,31 +124,35 @@ impl SourceCache {
         r
     }
 
+    /// Read a file the trace names, as untrusted input: only a regular file (a FIFO, device
+    /// or directory is refused without blocking: opened with `O_NONBLOCK`, checked with
+    /// `fstat`), at most [`MAX_SOURCE_BYTES`], not binary, and only if its content matches the
+    /// fingerprint `trace run` recorded when the run ended.
     fn load(&self, as_recorded: &Path, path: &Path) -> Result<Arc<FileText>, Unavailable> {
         let name = as_recorded.to_string_lossy();
         if name.starts_with('<') {
             return Err(Unavailable::NoFile);
         }
-        let md = std::fs::metadata(path).map_err(|e| Unavailable::Missing(format!("cannot read {}: {e}", path.display())))?;
-        let bytes = std::fs::read(path).map_err(|e| Unavailable::Missing(format!("cannot read {}: {e}", path.display())))?;
-        let fp = self.sources.as_ref().and_then(|m| m.get(name.as_ref()).or_else(|| m.get(path.to_string_lossy().as_ref())));
-        match fp {
-            Some(fp) => {
-                let same_stat = md.len() == fp.size && mtime_ns(&md) == Some(fp.mtime_ns);
-                if !same_stat {
-                    let digest = hex(&Sha256::digest(&bytes));
-                    if digest != fp.sha256 {
-                        return Err(Unavailable::Changed("its content differs from the fingerprint in sources.json".into()));
-                    }
-                }
-            }
-            None => {
-                if let Some(m) = mtime_ns(&md) {
-                    if m > self.start_unix_ms as i128 * 1_000_000 && self.start_unix_ms > 0 {
-                        return Err(Unavailable::Changed("modified after the run started".into()));
-                    }
-                }
-            }
+        let bytes = read_regular_file(path, MAX_SOURCE_BYTES)?;
+        let canonical = std::fs::canonicalize(path).ok();
+        let fp = self.sources.as_ref().and_then(|m| {
+            m.get(name.as_ref())
+                .or_else(|| m.get(path.to_string_lossy().as_ref()))
+                .or_else(|| canonical.as_ref().and_then(|c| m.get(c.to_string_lossy().as_ref())))
+        });
+        let Some(fp) = fp else {
+            return Err(Unavailable::Refused(match self.sources {
+                Some(_) => format!("{} is not among the files the run executed (sources.json has no fingerprint of it)", path.display()),
+                None => "the trace has no sources.json (the fingerprints of the files the run executed), so no file can be checked; record the trace again".to_string(),
+            }));
+        };
+        // The hash is always compared: a file edited with its size and time restored differs
+        // only there.
+        if bytes.len() as u64 != fp.size || hex(&Sha256::digest(&bytes)) != fp.sha256 {
+            return Err(Unavailable::Changed("its content differs from the fingerprint in sources.json".into()));
+        }
+        if bytes.contains(&0) {
+            return Err(Unavailable::Refused(format!("{} is a binary file", path.display())));
         }
         let text = String::from_utf8_lossy(&bytes);
         let lines: Vec<String> = text.lines().map(|l| l.trim_end_matches('\r').to_string()).collect();
@@ -180,10 +188,43 @@ impl SourceCache {
     }
 }
 
-fn mtime_ns(md: &std::fs::Metadata) -> Option<i128> {
-    let t = md.modified().ok()?;
-    let d = t.duration_since(std::time::UNIX_EPOCH).ok()?;
-    Some(d.as_nanos() as i128)
+/// Read `path` if it is a regular file of at most `cap` bytes. Opened with `O_NONBLOCK` (a
+/// FIFO with no writer would block `open` itself) and checked with `fstat` on the descriptor
+/// (no race with a rename between a check and the open); reads stop at `cap + 1` bytes
+/// whatever the file says its size is.
+pub fn read_regular_file(path: &Path, cap: u64) -> Result<Vec<u8>, Unavailable> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(|e| Unavailable::Missing(format!("cannot read {}: {e}", path.display())))?;
+    let md = f.metadata().map_err(|e| Unavailable::Missing(format!("cannot read {}: {e}", path.display())))?;
+    let ft = md.file_type();
+    if !ft.is_file() {
+        let what = if ft.is_dir() {
+            "a directory"
+        } else if ft.is_fifo() {
+            "a FIFO"
+        } else if ft.is_char_device() || ft.is_block_device() {
+            "a device"
+        } else if ft.is_socket() {
+            "a socket"
+        } else {
+            "not a regular file"
+        };
+        return Err(Unavailable::Refused(format!("{} is {what}, not a source file", path.display())));
+    }
+    if md.len() > cap {
+        return Err(Unavailable::Refused(format!("{} is larger than {} MiB", path.display(), cap >> 20)));
+    }
+    let mut bytes = Vec::with_capacity(md.len() as usize);
+    f.take(cap + 1).read_to_end(&mut bytes).map_err(|e| Unavailable::Missing(format!("cannot read {}: {e}", path.display())))?;
+    if bytes.len() as u64 > cap {
+        return Err(Unavailable::Refused(format!("{} is larger than {} MiB", path.display(), cap >> 20)));
+    }
+    Ok(bytes)
 }
 
 fn hex(b: &[u8]) -> String {
@@ -493,25 +534,57 @@ f = lambda x: x + 1
         };
         let sha = hex(&Sha256::digest(b"def f():\n    return 1\n"));
         let doc = |sha: &str| SourcesDoc {
-            files: vec![trace_format::FileFingerprint { path: p.to_string_lossy().into(), size: 1, mtime_ns: 0, sha256: sha.into() }],
+            files: vec![trace_format::FileFingerprint { path: p.to_string_lossy().into(), size: 22, mtime_ns: 0, sha256: sha.into() }],
         };
-        // Stat differs but the hash matches: fine.
-        let mut c = SourceCache::new(Some(doc(&sha)), 0, d.path());
+        // The hash matches (whatever the recorded time): shown.
+        let mut c = SourceCache::new(Some(doc(&sha)), d.path());
         assert_eq!(c.extract(&f, false).unwrap().code, "def f():\n    return 1");
         // Hash differs: changed.
-        let mut c = SourceCache::new(Some(doc("00")), 0, d.path());
+        let mut c = SourceCache::new(Some(doc("00")), d.path());
         assert!(matches!(c.extract(&f, false), Err(Unavailable::Changed(_))));
-        // No fingerprint: modified after the start means changed.
-        let mut c = SourceCache::new(None, 1000, d.path());
+        // No fingerprint of the file, or no sources.json at all: refused.
+        let mut c = SourceCache::new(Some(SourcesDoc { files: vec![] }), d.path());
+        assert!(matches!(c.extract(&f, false), Err(Unavailable::Refused(w)) if w.contains("not among the files")));
+        let mut c = SourceCache::new(None, d.path());
+        assert!(matches!(c.extract(&f, false), Err(Unavailable::Refused(w)) if w.contains("no sources.json")));
+        // Edited with the same size: the hash tells.
+        std::fs::write(&p, "def f():\n    return 2\n").unwrap();
+        let mut c = SourceCache::new(Some(doc(&sha)), d.path());
         assert!(matches!(c.extract(&f, false), Err(Unavailable::Changed(_))));
-        let far_future = 4_000_000_000_000;
-        let mut c = SourceCache::new(None, far_future, d.path());
-        assert!(c.extract(&f, false).is_ok());
         std::fs::remove_file(&p).unwrap();
-        let mut c = SourceCache::new(None, far_future, d.path());
+        let mut c = SourceCache::new(Some(doc(&sha)), d.path());
         assert!(matches!(c.extract(&f, false), Err(Unavailable::Missing(_))));
         let mut g = f.clone();
         g.file = Some("<string>".into());
         assert!(matches!(c.extract(&g, false), Err(Unavailable::NoFile)));
+    }
+
+    #[test]
+    fn only_regular_small_text_files_are_read_and_nothing_blocks() {
+        let d = tempfile::tempdir().unwrap();
+        let fifo = d.path().join("fifo.py");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        // A FIFO with no writer: a plain open would block forever.
+        let e = read_regular_file(&fifo, MAX_SOURCE_BYTES).unwrap_err();
+        assert!(matches!(&e, Unavailable::Refused(w) if w.contains("a FIFO")), "{e:?}");
+        let e = read_regular_file(Path::new("/dev/zero"), MAX_SOURCE_BYTES).unwrap_err();
+        assert!(matches!(&e, Unavailable::Refused(w) if w.contains("a device")), "{e:?}");
+        let e = read_regular_file(d.path(), MAX_SOURCE_BYTES).unwrap_err();
+        assert!(matches!(&e, Unavailable::Refused(w) if w.contains("a directory")), "{e:?}");
+        let big = d.path().join("big.py");
+        std::fs::write(&big, vec![b'#'; 2000]).unwrap();
+        assert!(matches!(read_regular_file(&big, 1000), Err(Unavailable::Refused(w)) if w.contains("larger than")));
+        assert_eq!(read_regular_file(&big, 2000).unwrap().len(), 2000);
+        // A binary file, even one fingerprinted, is not shown as source.
+        let bin = d.path().join("bin.py");
+        std::fs::write(&bin, b"\x7fELF\x00\x01def f():\n").unwrap();
+        let sha = hex(&Sha256::digest(b"\x7fELF\x00\x01def f():\n"));
+        let doc = SourcesDoc {
+            files: vec![trace_format::FileFingerprint { path: bin.to_string_lossy().into(), size: 15, mtime_ns: 0, sha256: sha }],
+        };
+        let mut c = SourceCache::new(Some(doc), d.path());
+        assert!(matches!(c.file(&bin), Err(Unavailable::Refused(w)) if w.contains("binary")));
     }
 }

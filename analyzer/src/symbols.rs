@@ -64,6 +64,15 @@ pub type Warnings = Vec<String>;
 /// named `<unknown #id>` (the process died while writing the record).
 pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
     let mut warnings = Vec::new();
+    if proc.funcs.iter().all(Option::is_none) && !proc.threads.is_empty() {
+        let path = proc.dir.join(trace_format::FUNCS_FILE);
+        let what = if path.exists() { "is empty" } else { "is missing" };
+        warnings.push(format!(
+            "{}: the function table {what}: every function of process {} shows as <unknown #id>; the trace is damaged, record it again",
+            path.display(),
+            proc.meta.pid
+        ));
+    }
     let mut out: Vec<Function> = Vec::with_capacity(proc.funcs.len());
     let mut native = Vec::new();
     for (id, rec) in proc.funcs.iter().enumerate() {
@@ -108,4 +117,26 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
         }
     }
     (out, warnings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{py, Ev::C, Ev::R, TraceBuilder};
+
+    #[test]
+    fn a_missing_or_empty_function_table_is_a_warning_naming_it() {
+        let d = tempfile::tempdir().unwrap();
+        let b = TraceBuilder::new(&d.path().join("t.d"), &["app.py"], d.path()).unwrap();
+        let dir = b.process(7, &[py("app.py", "main", 1, 2)], &[(7, "MainThread", &[C(0), R])]).unwrap();
+        let p = Process::open(&dir).unwrap();
+        assert_eq!(resolve_process(&p).1, Vec::<String>::new());
+        std::fs::write(dir.join(trace_format::FUNCS_FILE), "").unwrap();
+        let w = resolve_process(&Process::open(&dir).unwrap()).1;
+        assert_eq!(w.len(), 1);
+        assert!(w[0].contains("funcs.jsonl: the function table is empty") && w[0].contains("<unknown #id>"), "{w:?}");
+        std::fs::remove_file(dir.join(trace_format::FUNCS_FILE)).unwrap();
+        let w = resolve_process(&Process::open(&dir).unwrap()).1;
+        assert!(w.len() == 1 && w[0].contains("is missing"), "{w:?}");
+    }
 }

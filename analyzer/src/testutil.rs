@@ -79,6 +79,7 @@ impl TraceBuilder {
             duration_ns: None,
             exit: None,
             options: serde_json::Value::Null,
+            incomplete: None,
         };
         let b = TraceBuilder { root: root.to_path_buf(), meta };
         b.write_meta()?;
@@ -88,6 +89,33 @@ impl TraceBuilder {
     /// (Re)write `meta.json`.
     pub fn write_meta(&self) -> std::io::Result<()> {
         std::fs::write(self.root.join(trace_format::META_FILE), serde_json::to_vec_pretty(&self.meta).map_err(std::io::Error::other)?)
+    }
+
+    /// Add the Python files of `funcs` that exist to `sources.json`, as `trace run` does when
+    /// the run ends (without a fingerprint no source is shown).
+    pub fn fingerprint(&self, funcs: &[FuncKind]) -> std::io::Result<()> {
+        use sha2::Digest;
+        let path = self.root.join(trace_format::SOURCES_FILE);
+        let mut doc: trace_format::SourcesDoc = match std::fs::read(&path) {
+            Ok(b) => serde_json::from_slice(&b).map_err(std::io::Error::other)?,
+            Err(_) => trace_format::SourcesDoc { files: Vec::new() },
+        };
+        for k in funcs {
+            let FuncKind::Python { file, .. } = k else { continue };
+            let p = Path::new(&self.meta.cwd).join(file);
+            let Ok(bytes) = std::fs::read(&p) else { continue };
+            if doc.files.iter().any(|f| f.path == p.to_string_lossy()) {
+                continue;
+            }
+            let sha256 = sha2::Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+            doc.files.push(trace_format::FileFingerprint {
+                path: p.to_string_lossy().into_owned(),
+                size: bytes.len() as u64,
+                mtime_ns: 0,
+                sha256,
+            });
+        }
+        std::fs::write(&path, serde_json::to_vec(&doc).map_err(std::io::Error::other)?)
     }
 
     /// Add a process with function table `funcs` (ids in order) and one stream per entry of
@@ -110,6 +138,7 @@ impl TraceBuilder {
         for (id, k) in funcs.iter().enumerate() {
             ft.append(&FuncRecord { id: id as u32, kind: k.clone() })?;
         }
+        self.fingerprint(funcs)?;
         for (seq, (tid, name, evs)) in threads.iter().enumerate() {
             let path = dir.join(trace_format::writer::stream_file_name(*tid, seq as u32));
             let mut w = StreamWriter::create(&path, trace_format::event::FLAG_PYTHON, pid, *tid, 1000 + seq as u64, 64 << 10)?;

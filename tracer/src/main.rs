@@ -2,6 +2,7 @@
 
 mod detect;
 mod dump;
+mod native_sources;
 mod run;
 mod stats;
 

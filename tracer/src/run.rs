@@ -14,8 +14,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use trace_format::{
-    reader::read_meta, ExitStatus, FileFingerprint, FuncKind, SourcesDoc, TraceDir, TraceMeta, ENV_TRACE_DIR, ENV_TRACE_OPTIONS, META_FILE,
-    SOURCES_FILE, TRACE_FORMAT_NAME, TRACE_FORMAT_VERSION,
+    event::FLAG_INCOMPLETE, reader::read_meta, ExitStatus, FileFingerprint, FuncKind, SourcesDoc, TraceDir, TraceMeta, ENV_TRACE_DIR,
+    ENV_TRACE_OPTIONS, META_FILE, SOURCES_FILE, TRACE_FORMAT_NAME, TRACE_FORMAT_VERSION,
 };
 
 /// The `sitecustomize.py` that loads the Python shim (see the file for what it does).
@@ -119,8 +119,39 @@ fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> Result<()> {
     Ok(())
 }
 
-/// Make `out` an empty trace directory: create it, or replace an earlier trace there.
-fn prepare_output(out: &Path) -> Result<()> {
+/// Where a run records: straight into the output directory, or (when that holds an earlier
+/// trace) into a hidden directory inside it, moved over the earlier trace only if the new run
+/// recorded something.
+#[derive(Debug)]
+struct Output {
+    /// The directory the user named.
+    out: PathBuf,
+    /// The directory the shims write into (`out`, or `out/.trace-run-<pid>`).
+    rec: PathBuf,
+}
+
+/// Name prefix of the hidden directory a run records into over an earlier trace.
+const STAGING_PREFIX: &str = ".trace-run-";
+/// Space kept free for `meta.json` and `sources.json` at the end of the run (see [`Reserve`]).
+const RESERVE_FILE: &str = ".trace-reserve";
+const RESERVE_BYTES: i64 = 1 << 20;
+
+/// Whether an entry of a trace directory is one that a run writes (and so may replace): the
+/// documents, the reserve, and the process directories `p<pid>` / `p<pid>.<n>` that hold a
+/// `proc.json`. Everything else is the user's and is never touched.
+fn owned_by_trace(dir: &Path, name: &str) -> bool {
+    if name == META_FILE || name == SOURCES_FILE || name == RESERVE_FILE || name == "meta.json.tmp" || name == "sources.json.tmp" {
+        return true;
+    }
+    let Some(rest) = name.strip_prefix('p') else { return false };
+    let (pid, image) = rest.split_once('.').unwrap_or((rest, "0"));
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    digits(pid) && digits(image) && dir.join(name).join(trace_format::PROC_META_FILE).is_file()
+}
+
+/// Decide where to record (see [`Output`]): a new or empty directory is used as is; one that
+/// holds an earlier trace gets a hidden recording directory; anything else is refused.
+fn prepare_output(out: &Path) -> Result<Output> {
     match std::fs::symlink_metadata(out) {
         Err(_) => {}
         Ok(m) if !m.is_dir() => bail!("{}: exists and is not a directory; choose another output with -o", out.display()),
@@ -132,7 +163,12 @@ fn prepare_output(out: &Path) -> Result<()> {
             };
             let empty = std::fs::read_dir(out).map(|mut d| d.next().is_none()).unwrap_or(false);
             if is_trace {
-                std::fs::remove_dir_all(out).with_context(|| format!("cannot remove the earlier trace in {}", out.display()))?;
+                let rec = out.join(format!("{STAGING_PREFIX}{}", std::process::id()));
+                if rec.exists() {
+                    std::fs::remove_dir_all(&rec).with_context(|| format!("cannot remove {}", rec.display()))?;
+                }
+                std::fs::create_dir(&rec).with_context(|| format!("cannot create {}", rec.display()))?;
+                return Ok(Output { out: out.to_path_buf(), rec });
             } else if !empty {
                 bail!(
                     "{}: exists and is not a trace directory (no valid {META_FILE}); refusing to overwrite it: choose another output with -o or remove it",
@@ -141,7 +177,64 @@ fn prepare_output(out: &Path) -> Result<()> {
             }
         }
     }
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create the trace directory {}", out.display()))
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create the trace directory {}", out.display()))?;
+    Ok(Output { out: out.to_path_buf(), rec: out.to_path_buf() })
+}
+
+impl Output {
+    /// Put the new recording in place of the earlier trace: remove the entries the earlier
+    /// trace owns ([`owned_by_trace`]), move the new ones in. Nothing else in `out` is touched.
+    fn commit(&self) -> Result<()> {
+        if self.rec == self.out {
+            return Ok(());
+        }
+        for e in std::fs::read_dir(&self.out).with_context(|| format!("cannot read {}", self.out.display()))? {
+            let e = e.with_context(|| format!("cannot read {}", self.out.display()))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !owned_by_trace(&self.out, &name) {
+                continue;
+            }
+            let path = e.path();
+            let r = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+            r.with_context(|| format!("cannot remove {} of the earlier trace", path.display()))?;
+        }
+        for e in std::fs::read_dir(&self.rec).with_context(|| format!("cannot read {}", self.rec.display()))? {
+            let e = e.with_context(|| format!("cannot read {}", self.rec.display()))?;
+            let to = self.out.join(e.file_name());
+            std::fs::rename(e.path(), &to).with_context(|| format!("cannot move the new recording into {}", to.display()))?;
+        }
+        std::fs::remove_dir(&self.rec).with_context(|| format!("cannot remove {}", self.rec.display()))
+    }
+
+    /// Whether the recording directory holds a process directory.
+    fn recorded_any(&self) -> bool {
+        std::fs::read_dir(&self.rec)
+            .map(|d| d.filter_map(|e| e.ok()).any(|e| owned_by_trace(&self.rec, &e.file_name().to_string_lossy()) && e.path().is_dir()))
+            .unwrap_or(false)
+    }
+
+    /// Drop a recording that holds nothing, keeping the earlier trace.
+    fn discard(&self) {
+        if self.rec != self.out {
+            let _ = std::fs::remove_dir_all(&self.rec);
+        }
+    }
+}
+
+/// A file of [`RESERVE_BYTES`] allocated in the recording directory before the target starts
+/// and removed after it ends, so the documents written then (`meta.json`, `sources.json`) have
+/// room even when the streams filled the disk.
+fn reserve_space(dir: &Path) -> Option<PathBuf> {
+    use std::os::unix::io::AsRawFd;
+    let path = dir.join(RESERVE_FILE);
+    let f = std::fs::File::create(&path).ok()?;
+    // SAFETY: posix_fallocate on a descriptor we own.
+    let r = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, RESERVE_BYTES) };
+    if r != 0 {
+        let _ = std::fs::remove_file(&path);
+        return None;
+    }
+    Some(path)
 }
 
 /// The private directory holding `sitecustomize.py` and a link to the Python shim.
@@ -209,6 +302,26 @@ fn set_handler(sig: libc::c_int, handler: libc::sighandler_t) {
     }
 }
 
+/// Block `sigs` in this thread; returns the mask to restore.
+fn block_signals(sigs: &[libc::c_int]) -> libc::sigset_t {
+    // SAFETY: sigset manipulation on local values and pthread_sigmask on this thread.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &s in sigs {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+        old
+    }
+}
+
+fn restore_signals(old: &libc::sigset_t) {
+    // SAFETY: restoring a mask pthread_sigmask gave us.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old, std::ptr::null_mut()) };
+}
+
 pub fn signal_name(sig: i32) -> String {
     let name = match sig {
         libc::SIGHUP => "SIGHUP",
@@ -262,8 +375,8 @@ pub fn run(opts: RunOptions) -> Result<i32> {
     }
 
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let out = cwd.join(&opts.output);
-    prepare_output(&out)?;
+    let output = prepare_output(&cwd.join(&opts.output))?;
+    let out = output.rec.clone();
     let start_ms = now_unix_ms();
     let mut meta = TraceMeta {
         format: TRACE_FORMAT_NAME.into(),
@@ -282,8 +395,10 @@ pub fn run(opts: RunOptions) -> Result<i32> {
             "native_filter": opts.native_filter.filter,
             "native_notrace": opts.native_filter.notrace,
         }),
+        incomplete: None,
     };
     write_json_atomic(&out.join(META_FILE), &meta)?;
+    let reserve = reserve_space(&out);
 
     // The environment: PYTHONPATH always (Python programs any target starts are recorded),
     // LD_PRELOAD for instrumented native programs.
@@ -319,13 +434,40 @@ pub fn run(opts: RunOptions) -> Result<i32> {
     }
 
     let started = Instant::now();
-    let mut child = cmd.spawn().map_err(|e| ExitWith { code: 126, message: format!("{}: cannot run: {e}", resolved.display()) })?;
-    CHILD.store(child.id() as i32, Ordering::Relaxed);
-    // Like `time`: the terminal's ^C and ^\ go to the target; `trace` waits for it.
-    set_handler(libc::SIGINT, libc::SIG_IGN);
-    set_handler(libc::SIGQUIT, libc::SIG_IGN);
-    set_handler(libc::SIGTERM, forward_signal as *const () as libc::sighandler_t);
-    set_handler(libc::SIGHUP, forward_signal as *const () as libc::sighandler_t);
+    // The signals `trace` handles are blocked from before the spawn until the handlers are in
+    // place: a SIGTERM in between waits, then reaches the handler and is forwarded, instead of
+    // killing `trace` and orphaning the target. (The child gets the mask `trace` had before,
+    // restored between fork and exec. Handlers are installed after the spawn because an
+    // ignored disposition would be inherited across exec.)
+    let old_mask = block_signals(&[libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP]);
+    {
+        use std::os::unix::process::CommandExt;
+        let child_mask = old_mask;
+        // SAFETY: pthread_sigmask is async-signal-safe, and the closure touches only its copy.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::pthread_sigmask(libc::SIG_SETMASK, &child_mask, std::ptr::null_mut());
+                Ok(())
+            })
+        };
+    }
+    let spawned = cmd.spawn();
+    if let Ok(c) = &spawned {
+        CHILD.store(c.id() as i32, Ordering::Relaxed);
+        // Like `time`: the terminal's ^C and ^\ go to the target; `trace` waits for it.
+        set_handler(libc::SIGINT, libc::SIG_IGN);
+        set_handler(libc::SIGQUIT, libc::SIG_IGN);
+        set_handler(libc::SIGTERM, forward_signal as *const () as libc::sighandler_t);
+        set_handler(libc::SIGHUP, forward_signal as *const () as libc::sighandler_t);
+    }
+    restore_signals(&old_mask);
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            output.discard();
+            return Err(ExitWith { code: 126, message: format!("{}: cannot run: {e}", resolved.display()) }.into());
+        }
+    };
     let status = child.wait().context("cannot wait for the target")?;
     let duration = started.elapsed();
     CHILD.store(0, Ordering::Relaxed);
@@ -339,28 +481,56 @@ pub fn run(opts: RunOptions) -> Result<i32> {
     meta.end_unix_ms = Some(now_unix_ms());
     meta.duration_ns = Some(duration.as_nanos() as u64);
     meta.exit = Some(exit);
-    write_json_atomic(&out.join(META_FILE), &meta)?;
+    if let Some(r) = &reserve {
+        let _ = std::fs::remove_file(r);
+    }
 
-    let summary = finish_trace(&out);
+    let shown = &opts.output;
+    let finished = finish_trace(&out, &mut meta);
     if let Some(sig) = exit.signal {
         eprintln!("trace: {} was killed by {}", opts.command[0].to_string_lossy(), signal_name(sig));
     }
-    match summary {
-        Ok(s) if s.events == 0 => eprintln!(
-            "trace: nothing was recorded in {} (no traced Python process or instrumented native program ran)",
-            opts.output.display()
-        ),
-        Ok(s) if !opts.quiet => eprintln!(
-            "trace: {} events, {} process{}, {} thread{} -> {}",
-            s.events,
-            s.processes,
-            if s.processes == 1 { "" } else { "es" },
-            s.threads,
-            if s.threads == 1 { "" } else { "s" },
-            opts.output.display()
-        ),
-        Ok(_) => {}
-        Err(e) => eprintln!("trace: warning: the trace in {} is incomplete: {e:#}", opts.output.display()),
+    match finished {
+        Ok(s) if s.processes == 0 && output.rec != output.out => {
+            output.discard();
+            eprintln!(
+                "trace: nothing was recorded (no traced Python process or instrumented native program ran); the earlier trace in {} is kept",
+                shown.display()
+            );
+        }
+        Ok(s) => {
+            output.commit()?;
+            if let Some(why) = &meta.incomplete {
+                eprintln!("trace: warning: the trace in {} is incomplete: {why}", shown.display());
+            }
+            if s.events == 0 {
+                eprintln!(
+                    "trace: nothing was recorded in {} (no traced Python process or instrumented native program ran)",
+                    shown.display()
+                );
+            } else if !opts.quiet {
+                eprintln!(
+                    "trace: {} events, {} process{}, {} thread{} -> {}",
+                    s.events,
+                    s.processes,
+                    if s.processes == 1 { "" } else { "es" },
+                    s.threads,
+                    if s.threads == 1 { "" } else { "s" },
+                    shown.display()
+                );
+            }
+        }
+        Err(e) => {
+            // Whatever was recorded is kept: a damaged new trace still replaces the earlier one
+            // only if its documents could be written.
+            let _ = write_json_atomic(&out.join(META_FILE), &meta);
+            if output.recorded_any() {
+                let _ = output.commit();
+            } else {
+                output.discard();
+            }
+            eprintln!("trace: warning: the trace in {} is incomplete: {e:#}", shown.display());
+        }
     }
 
     if let Some(sig) = exit.signal {
@@ -385,10 +555,20 @@ fn die_by_signal(sig: i32) -> ! {
     std::process::exit(128 + sig)
 }
 
-/// Read the trace back once: fingerprint its sources and count what it holds.
-fn finish_trace(out: &Path) -> Result<stats::Summary> {
+/// Read the trace back once: mark it incomplete if a stream ran out of space, fingerprint its
+/// sources, write `sources.json` and the final `meta.json`, and count what it holds.
+fn finish_trace(out: &Path, meta: &mut TraceMeta) -> Result<stats::Summary> {
     let trace = TraceDir::open(out)?;
+    let streams = trace.thread_count();
+    let stopped = trace.processes.iter().flat_map(|p| &p.threads).filter(|t| t.header.flags & FLAG_INCOMPLETE != 0).count();
+    if stopped > 0 {
+        meta.incomplete = Some(format!(
+            "no space left on the device holding it: recording stopped early in {stopped} of {streams} thread stream{} (the target ran to its end); free some space or record to another disk with -o",
+            if streams == 1 { "" } else { "s" }
+        ));
+    }
     let mut files = BTreeSet::new();
+    let mut modules = BTreeSet::new();
     for p in &trace.processes {
         for f in p.funcs.iter().flatten() {
             match &f.kind {
@@ -396,14 +576,23 @@ fn finish_trace(out: &Path) -> Result<stats::Summary> {
                     files.insert(file.clone());
                 }
                 FuncKind::Native { module, .. } => {
-                    files.insert(module.clone());
+                    modules.insert(module.clone());
                 }
                 _ => {}
             }
         }
     }
+    // The native objects, and the source files they were built from as their debug
+    // information names them.
+    files.extend(modules.iter().cloned());
+    for m in &modules {
+        for f in crate::native_sources::dwarf_files(Path::new(&m)) {
+            files.insert(f.to_string_lossy().into_owned());
+        }
+    }
     let doc = SourcesDoc { files: files.iter().filter_map(|f| fingerprint(Path::new(f))).collect() };
     write_json_atomic(&out.join(SOURCES_FILE), &doc)?;
+    write_json_atomic(&out.join(META_FILE), meta)?;
     stats::summarize(&trace)
 }
 
@@ -424,14 +613,17 @@ fn fingerprint(path: &Path) -> Option<FileFingerprint> {
 mod tests {
     use super::*;
 
+    const OLD_META: &str =
+        r#"{"format":"slice-trace","version":1,"tool":"t","argv":[],"cwd":"/","target_kind":"python","start_unix_ms":0}"#;
+
     #[test]
     fn output_dir_rules() {
         let d = tempfile::tempdir().unwrap();
-        // A new directory is created; an empty one is used.
+        // A new directory is created and recorded into; an empty one is used.
         let new = d.path().join("new.d");
-        prepare_output(&new).unwrap();
+        assert_eq!(prepare_output(&new).unwrap().rec, new);
         assert!(new.is_dir());
-        prepare_output(&new).unwrap();
+        assert_eq!(prepare_output(&new).unwrap().rec, new);
         // A directory with other files is refused.
         std::fs::write(new.join("notes.txt"), "mine").unwrap();
         let e = prepare_output(&new).unwrap_err().to_string();
@@ -441,17 +633,70 @@ mod tests {
         let file = d.path().join("file");
         std::fs::write(&file, "x").unwrap();
         assert!(prepare_output(&file).is_err());
-        // An earlier trace is replaced.
-        let old = d.path().join("old.d");
+    }
+
+    /// An earlier trace with the user's own files beside and inside it.
+    fn earlier_trace(d: &Path) -> PathBuf {
+        let old = d.join("old.d");
         std::fs::create_dir(&old).unwrap();
-        std::fs::write(
-            old.join(META_FILE),
-            r#"{"format":"slice-trace","version":1,"tool":"t","argv":[],"cwd":"/","target_kind":"python","start_unix_ms":0}"#,
-        )
-        .unwrap();
+        std::fs::write(old.join(META_FILE), OLD_META).unwrap();
+        std::fs::write(old.join(SOURCES_FILE), "{\"files\":[]}").unwrap();
         std::fs::create_dir(old.join("p1")).unwrap();
-        prepare_output(&old).unwrap();
-        assert!(!old.join("p1").exists());
+        std::fs::write(old.join("p1").join(trace_format::PROC_META_FILE), "{}").unwrap();
+        std::fs::write(old.join("notes.md"), "mine").unwrap();
+        std::fs::create_dir(old.join("plots")).unwrap();
+        std::fs::write(old.join("plots").join("a.svg"), "mine").unwrap();
+        std::fs::create_dir(old.join("p2")).unwrap(); // no proc.json: not the trace's
+        old
+    }
+
+    #[test]
+    fn re_recording_replaces_only_what_the_trace_owns() {
+        let d = tempfile::tempdir().unwrap();
+        let old = earlier_trace(d.path());
+        let o = prepare_output(&old).unwrap();
+        assert_ne!(o.rec, old, "an earlier trace is recorded over in a separate directory");
+        assert!(old.join("p1").exists(), "nothing is removed before the run");
+        // The new run: one process and its documents.
+        std::fs::create_dir(o.rec.join("p9")).unwrap();
+        std::fs::write(o.rec.join("p9").join(trace_format::PROC_META_FILE), "{}").unwrap();
+        std::fs::write(o.rec.join(META_FILE), "new").unwrap();
+        assert!(o.recorded_any());
+        o.commit().unwrap();
+        let mut names: Vec<String> =
+            std::fs::read_dir(&old).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        names.sort();
+        assert_eq!(names, ["meta.json", "notes.md", "p2", "p9", "plots"]);
+        assert_eq!(std::fs::read_to_string(old.join(META_FILE)).unwrap(), "new");
+        assert_eq!(std::fs::read_to_string(old.join("plots").join("a.svg")).unwrap(), "mine");
+    }
+
+    #[test]
+    fn a_run_that_records_nothing_keeps_the_earlier_trace() {
+        let d = tempfile::tempdir().unwrap();
+        let old = earlier_trace(d.path());
+        let o = prepare_output(&old).unwrap();
+        std::fs::write(o.rec.join(META_FILE), "new").unwrap();
+        assert!(!o.recorded_any());
+        o.discard();
+        assert!(!o.rec.exists());
+        assert_eq!(std::fs::read_to_string(old.join(META_FILE)).unwrap(), OLD_META);
+        assert!(old.join("p1").join(trace_format::PROC_META_FILE).exists());
+        assert!(old.join(SOURCES_FILE).exists());
+    }
+
+    #[test]
+    fn owned_entries() {
+        let d = tempfile::tempdir().unwrap();
+        for n in ["p12", "p12.3", "p4x", "p", "p5.", "pp"] {
+            std::fs::create_dir(d.path().join(n)).unwrap();
+            std::fs::write(d.path().join(n).join(trace_format::PROC_META_FILE), "{}").unwrap();
+        }
+        let owned: Vec<&str> = ["meta.json", "sources.json", "p12", "p12.3", "p4x", "p", "p5.", "pp", "notes.md"]
+            .into_iter()
+            .filter(|n| owned_by_trace(d.path(), n))
+            .collect();
+        assert_eq!(owned, ["meta.json", "sources.json", "p12", "p12.3"]);
     }
 
     #[test]

@@ -24,6 +24,11 @@ pub const FLAG_NATIVE: u16 = 2;
 /// died while closing it is read as not closed. Readers that do not know it ignore it (the
 /// totals live in bytes they treat as reserved).
 pub const FLAG_CLOSED: u16 = 4;
+/// Header flag: the writer stopped recording early because it could not reserve space for the
+/// next window (the disk or the file system's quota is full): the stream is a prefix of the
+/// thread's calls. Set in the header at the moment recording stops (one `pwrite` into the
+/// header's block, which needs no new space), so it is there even if the process is killed.
+pub const FLAG_INCOMPLETE: u16 = 8;
 /// Offset of the totals ([`StreamTotals`]) in the header.
 pub const TOTALS_OFFSET: usize = 36;
 

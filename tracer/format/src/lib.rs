@@ -54,6 +54,12 @@ pub enum FormatError {
     TruncatedEvent { path: PathBuf, offset: u64 },
     #[error("{path}: corrupt stream at byte {offset} ({what}); the events before it were read")]
     Corrupt { path: PathBuf, offset: u64, what: &'static str },
+    #[error("{path}: the events do not add up to the totals its writer stored when closing it (decoded {decoded}; recorded {recorded}); the stream was damaged after the run, record the trace again")]
+    TotalsMismatch { path: PathBuf, decoded: String, recorded: String },
+    #[error(
+        "{path}: line {line}: function id {id} is out of range (at most {max}); the function table is damaged, record the trace again"
+    )]
+    FuncIdOutOfRange { path: PathBuf, line: usize, id: u64, max: u64 },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
 }
@@ -65,6 +71,6 @@ impl FormatError {
 
     /// Whether the error leaves the events read before it usable (a damaged tail).
     pub fn is_damaged_tail(&self) -> bool {
-        matches!(self, FormatError::TruncatedEvent { .. } | FormatError::Corrupt { .. })
+        matches!(self, FormatError::TruncatedEvent { .. } | FormatError::Corrupt { .. } | FormatError::TotalsMismatch { .. })
     }
 }

@@ -37,6 +37,9 @@ pub struct TraceMeta {
     /// Recording options in force (`c_calls`, ...), as free-form JSON.
     #[serde(default)]
     pub options: serde_json::Value,
+    /// Why the trace holds less than the run did (the disk filled up); absent when complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
 }
 
 /// How a process ended: exactly one of `code` and `signal` is set.

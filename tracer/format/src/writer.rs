@@ -4,8 +4,13 @@
 //! event is in the kernel's page cache the moment it is written, so a process that is
 //! killed, aborts, calls `_exit` or crashes still leaves every event it recorded. No
 //! system call happens on the hot path except when a window fills up.
+//!
+//! Each window's disk space is reserved (`posix_fallocate`) before it is mapped, so a write
+//! through the mapping never faults for lack of space (which would kill the target with
+//! `SIGBUS`): when no space is left the stream stops, marks itself [`FLAG_INCOMPLETE`], and
+//! the target runs on unrecorded.
 
-use crate::event::{self, encode_header, StreamTotals, FLAG_CLOSED, MAX_EVENT_LEN, TOTALS_OFFSET};
+use crate::event::{self, encode_header, StreamTotals, FLAG_CLOSED, FLAG_INCOMPLETE, MAX_EVENT_LEN, TOTALS_OFFSET};
 use crate::meta::{FuncRecord, ProcMeta};
 use std::ffi::CString;
 use std::io;
@@ -26,6 +31,32 @@ fn cpath(path: &Path) -> io::Result<CString> {
     CString::new(path.as_os_str().as_bytes()).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))
 }
 
+/// Counts the forks this process image went through (bumped in each child by a
+/// `pthread_atfork` handler). A stream belongs to the generation that created it: in a forked
+/// child the parent's mapping is still shared with the parent, which goes on writing at the
+/// same offsets, so a writer inherited across a fork stops writing at once (before the shim's
+/// own fork handling runs: CPython, for one, runs Python-level at-fork callbacks first, and
+/// their calls would otherwise land in the parent's stream).
+static FORK_GENERATION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+extern "C" fn bump_fork_generation() {
+    FORK_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn fork_generation() -> u32 {
+    static REGISTER: std::sync::Once = std::sync::Once::new();
+    // SAFETY: the handler only does an atomic increment (async-signal-safe).
+    REGISTER.call_once(|| unsafe {
+        libc::pthread_atfork(None, None, Some(bump_fork_generation));
+    });
+    FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether an error means the file system has no room left (full, quota, file size limit).
+fn is_no_space(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG))
+}
+
 /// Writer of one thread's event stream. Not thread safe: one per thread.
 pub struct StreamWriter {
     fd: libc::c_int,
@@ -39,6 +70,10 @@ pub struct StreamWriter {
     flags: u16,
     /// Offset of the last thread-name event (0: none).
     name_offset: u64,
+    /// Recording stopped because a window's space could not be reserved.
+    incomplete: bool,
+    /// [`FORK_GENERATION`] when the stream was created.
+    generation: u32,
 }
 
 /// The hot state of a stream, lent to an encoder outside this crate (the native shim's C hot
@@ -83,27 +118,43 @@ impl StreamWriter {
             returns: 0,
             flags,
             name_offset: 0,
+            incomplete: false,
+            generation: fork_generation(),
         };
-        if !w.map_window(0) {
-            let e = io::Error::last_os_error();
+        let h = encode_header(flags, pid, tid, start_ns, window as u32);
+        if let Err(e) = w.map_window(0) {
+            // No space for a first window: keep a header-only stream marked incomplete (so the
+            // run says why this thread has no events), if even the header fits.
+            // SAFETY: pwrite from a buffer we own into our descriptor.
+            let wrote = unsafe { libc::pwrite(fd, h.as_ptr() as *const libc::c_void, h.len(), 0) } == h.len() as isize;
+            if is_no_space(&e) && wrote {
+                w.pos = h.len();
+                w.mark_incomplete();
+                return Ok(w);
+            }
             // SAFETY: fd is ours.
             unsafe { libc::close(fd) };
             w.fd = -1;
             return Err(e);
         }
-        let h = encode_header(flags, pid, tid, start_ns, window as u32);
         // SAFETY: the window is at least 64 KiB, the header is 64 bytes.
         unsafe { std::ptr::copy_nonoverlapping(h.as_ptr(), w.base, h.len()) };
         w.pos = h.len();
         Ok(w)
     }
 
-    fn map_window(&mut self, index: u64) -> bool {
+    /// Reserve the disk space of window `index` and map it. The reservation comes first: a
+    /// page of a `MAP_SHARED` mapping whose block cannot be allocated faults with `SIGBUS` when
+    /// written (or, on tmpfs, even when read), so nothing is mapped that is not backed.
+    fn map_window(&mut self, index: u64) -> io::Result<()> {
         let off = index * self.window as u64;
         // SAFETY: we extend and map our own file descriptor.
         unsafe {
-            if libc::ftruncate(self.fd, (off + self.window as u64) as libc::off_t) != 0 {
-                return false;
+            // posix_fallocate returns the error number (it does not set errno); glibc emulates
+            // it on file systems without fallocate(2) by writing a byte into each block.
+            let r = libc::posix_fallocate(self.fd, off as libc::off_t, self.window as libc::off_t);
+            if r != 0 {
+                return Err(io::Error::from_raw_os_error(r));
             }
             let p = libc::mmap(
                 std::ptr::null_mut(),
@@ -114,13 +165,30 @@ impl StreamWriter {
                 off as libc::off_t,
             );
             if p == libc::MAP_FAILED {
-                return false;
+                return Err(io::Error::last_os_error());
             }
             self.base = p as *mut u8;
         }
         self.window_index = index;
         self.pos = 0;
-        true
+        Ok(())
+    }
+
+    /// Recording stopped for lack of space: set [`FLAG_INCOMPLETE`] in the header now (the
+    /// header's block is already allocated, so this write needs no new space), so the mark
+    /// is there even if the process never closes the stream.
+    #[cold]
+    fn mark_incomplete(&mut self) {
+        self.incomplete = true;
+        self.flags |= FLAG_INCOMPLETE;
+        let flags = self.flags.to_le_bytes();
+        // SAFETY: pwrite from a buffer we own into our own descriptor.
+        unsafe { libc::pwrite(self.fd, flags.as_ptr() as *const libc::c_void, flags.len(), 6) };
+    }
+
+    /// Whether recording stopped early because no space could be reserved.
+    pub fn is_incomplete(&self) -> bool {
+        self.incomplete
     }
 
     /// Move to the next window. Returns false (and stops recording) if that fails,
@@ -131,10 +199,10 @@ impl StreamWriter {
         if self.base.is_null() {
             return false;
         }
-        // SAFETY: pos < window here (we only advance when less than MAX_EVENT_LEN is left),
-        // and the old mapping is ours.
+        let padded = self.pos < self.window;
+        // SAFETY: the pad byte is written only at pos < window, and the old mapping is ours.
         unsafe {
-            if self.pos < self.window {
+            if padded {
                 *self.base.add(self.pos) = (event::EXT_PAD << 2) | event::KIND_EXT;
             }
             libc::munmap(self.base as *mut libc::c_void, self.window);
@@ -142,11 +210,32 @@ impl StreamWriter {
         self.base = std::ptr::null_mut();
         let next = self.window_index + 1;
         crate::clock::refine();
-        self.map_window(next)
+        match self.map_window(next) {
+            Ok(()) => true,
+            Err(e) => {
+                // Any failure stops the stream; only lack of space is the "incomplete" mark
+                // (the run then says the disk filled up).
+                if !is_no_space(&e) {
+                    if padded {
+                        self.pos += 1;
+                    }
+                    return false;
+                }
+                // The stream keeps the pad byte (the file is cut after it when closed).
+                if padded {
+                    self.pos += 1;
+                }
+                self.mark_incomplete();
+                false
+            }
+        }
     }
 
     #[inline(always)]
     fn room(&mut self, len: usize) -> bool {
+        if self.generation != FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed) {
+            return false; // inherited across a fork: the parent's, not ours to write
+        }
         if self.pos + len > self.window {
             return self.advance();
         }
@@ -285,19 +374,26 @@ impl StreamWriter {
         if self.fd < 0 {
             return;
         }
+        if self.generation != FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed) {
+            // Inherited across a fork: the file is the parent's, still being written.
+            return self.abandon();
+        }
         let len = self.len();
         let totals = self.totals().encode();
         let flags = (self.flags | FLAG_CLOSED).to_le_bytes();
         // SAFETY: mapping and descriptor are ours; pwrite from buffers we own.
+        // A stream that stopped for lack of space has no mapping left but is closed the same
+        // way: cutting it frees the rest of its last reservation, and its totals count what it
+        // holds.
         unsafe {
             if !self.base.is_null() {
                 libc::munmap(self.base as *mut libc::c_void, self.window);
-                if libc::ftruncate(self.fd, len as libc::off_t) == 0
-                    && libc::pwrite(self.fd, totals.as_ptr() as *const libc::c_void, totals.len(), TOTALS_OFFSET as libc::off_t)
-                        == totals.len() as isize
-                {
-                    libc::pwrite(self.fd, flags.as_ptr() as *const libc::c_void, flags.len(), 6);
-                }
+            }
+            if libc::ftruncate(self.fd, len as libc::off_t) == 0
+                && libc::pwrite(self.fd, totals.as_ptr() as *const libc::c_void, totals.len(), TOTALS_OFFSET as libc::off_t)
+                    == totals.len() as isize
+            {
+                libc::pwrite(self.fd, flags.as_ptr() as *const libc::c_void, flags.len(), 6);
             }
             libc::close(self.fd);
         }
@@ -478,5 +574,105 @@ mod tests {
         let root = d.path().join("missing");
         let e = ProcessFiles::create(&root, "native", "", None).err().expect("the root does not exist").to_string();
         assert!(e.contains(&root.display().to_string()), "{e}");
+    }
+
+    /// A small tmpfs mounted for the test, unmounted when dropped. `None` (with the reason
+    /// printed) only when not root: as root, a failure to mount fails the test.
+    pub(crate) struct SmallFs(tempfile::TempDir);
+
+    impl SmallFs {
+        pub(crate) fn mount(size: &str) -> Option<SmallFs> {
+            let d = tempfile::tempdir().unwrap();
+            // SAFETY: geteuid cannot fail.
+            if unsafe { libc::geteuid() } != 0 {
+                eprintln!("not root: cannot mount a small tmpfs, so the full-disk case is not exercised here");
+                return None;
+            }
+            let st = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+                .arg(d.path())
+                .status()
+                .expect("run mount");
+            assert!(st.success(), "mount -t tmpfs failed as root: {st}");
+            Some(SmallFs(d))
+        }
+        pub(crate) fn path(&self) -> &Path {
+            self.0.path()
+        }
+    }
+
+    impl Drop for SmallFs {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(self.0.path()).status();
+        }
+    }
+
+    #[test]
+    fn a_full_disk_stops_the_stream_marks_it_and_keeps_what_fit() {
+        let Some(fs) = SmallFs::mount("1m") else { return };
+        // A window larger than the file system: a header-only stream, marked.
+        let big = fs.path().join("t2-0.ev");
+        let mut w = StreamWriter::create(&big, 1, 1, 2, 0, 4 << 20).unwrap();
+        assert!(w.is_incomplete());
+        w.call(1, 5);
+        w.finish();
+        let s = crate::reader::ThreadStream::open(&big).unwrap();
+        assert_eq!(s.header.flags & (FLAG_INCOMPLETE | FLAG_CLOSED), FLAG_INCOMPLETE | FLAG_CLOSED);
+        assert_eq!((s.size, s.events().unwrap().count()), (64, 0));
+        std::fs::remove_file(&big).unwrap();
+        let path = fs.path().join("t1-0.ev");
+        let mut w = StreamWriter::create(&path, 1, 1, 1, 0, 64 << 10).unwrap();
+        // Far more than 1 MiB of events: without the reservation the first write into an
+        // unbacked page would kill this test process with SIGBUS.
+        let mut n = 0u64;
+        while !w.is_incomplete() {
+            w.call((n % 100) as u32 + 70, n * 1000 + 1);
+            w.ret(n * 1000 + 500);
+            n += 1;
+            assert!(n < 10_000_000, "the stream never stopped on a 1 MiB file system");
+        }
+        // Once stopped it stays stopped, and the lent cursor is gone.
+        let written = w.events();
+        w.call(1, u64::MAX / 2);
+        assert_eq!(w.events(), written);
+        assert!(w.cursor().is_none());
+        // The mark is in the header already, before the stream is closed.
+        let h = crate::reader::ThreadStream::open(&path).unwrap().header;
+        assert_ne!(h.flags & FLAG_INCOMPLETE, 0);
+        w.finish();
+        let s = crate::reader::ThreadStream::open(&path).unwrap();
+        assert_ne!(s.header.flags & FLAG_INCOMPLETE, 0);
+        assert_ne!(s.header.flags & FLAG_CLOSED, 0);
+        assert!(s.size < 1 << 20, "the last reservation was released: {}", s.size);
+        let evs: Vec<_> = s.events().unwrap().collect::<Result<_, _>>().unwrap();
+        assert_eq!(evs.len() as u64, written);
+        assert!(written > 100_000, "{written}");
+    }
+
+    #[test]
+    fn a_writer_inherited_across_fork_never_touches_the_parents_stream() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("t1-0.ev");
+        let mut w = StreamWriter::create(&path, 1, 1, 1, 0, 64 << 10).unwrap();
+        w.call(1, 10);
+        // SAFETY: the child only calls the writer (no allocation on these paths) and _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            for i in 0..1000 {
+                w.call(2, 100 + i);
+            }
+            w.finish(); // must not cut or close the parent's stream
+            unsafe { libc::_exit(0) };
+        }
+        let mut st = 0;
+        // SAFETY: waiting for our child.
+        unsafe { libc::waitpid(pid, &mut st, 0) };
+        assert!(libc::WIFEXITED(st) && libc::WEXITSTATUS(st) == 0);
+        w.ret(20);
+        w.finish();
+        let s = crate::reader::ThreadStream::open(&path).unwrap();
+        let evs: Vec<_> = s.events().unwrap().collect::<Result<_, _>>().unwrap();
+        assert_eq!(evs, vec![crate::Event::Call { func: 1, ts: 10 }, crate::Event::Return { ts: 20 }]);
     }
 }
