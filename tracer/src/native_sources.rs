@@ -2,7 +2,7 @@
 //! `trace run` can fingerprint them when the run ends (`slice` shows no file without one).
 
 use std::borrow::Cow;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 type R<'a> = gimli::EndianSlice<'a, gimli::RunTimeEndian>;
 
@@ -58,30 +58,13 @@ fn files_of(obj: &object::File) -> Result<Vec<PathBuf>, gimli::Error> {
             }
             let Ok(name) = unit.attr_string(fe.path_name()) else { continue };
             p.push(name.to_string_lossy().as_ref());
-            out.push(normalize(&p));
+            out.push(trace_format::normalize_path(&p));
             if out.len() >= MAX_FILES {
                 return Ok(out);
             }
         }
     }
     Ok(out)
-}
-
-/// Remove `.` and resolve `..` lexically, as the analyzer does for DWARF paths.
-fn normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push("..");
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -104,6 +87,6 @@ mod tests {
 
     #[test]
     fn paths_are_normalized_lexically() {
-        assert_eq!(normalize(Path::new("/a/./b/../c.c")), PathBuf::from("/a/c.c"));
+        assert_eq!(trace_format::normalize_path(Path::new("/a/./b/../c.c")), PathBuf::from("/a/c.c"));
     }
 }

@@ -28,7 +28,7 @@ use crate::symbols::{Function, Language};
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 type R<'a> = gimli::EndianSlice<'a, gimli::RunTimeEndian>;
 
@@ -344,7 +344,7 @@ fn addr2line_function(ctx: &addr2line::Context<R>, addr: u64) -> Option<Function
     let lang = func.language.map(Lang::from_dwarf).unwrap_or(Lang::Unknown);
     let qualname = demangle(&raw, lang);
     let (file, line) = match ctx.find_location(addr) {
-        Ok(Some(loc)) => (loc.file.map(|f| normalize(Path::new(f))), loc.line),
+        Ok(Some(loc)) => (loc.file.map(|f| trace_format::normalize_path(Path::new(f))), loc.line),
         _ => (None, None),
     };
     Some(Function {
@@ -608,24 +608,7 @@ fn file_path(unit: &gimli::UnitRef<R>, index: u64) -> Option<PathBuf> {
     }
     let name = unit.attr_string(fe.path_name()).ok()?;
     p.push(name.to_string_lossy().as_ref());
-    Some(normalize(&p))
-}
-
-/// Remove `.` and resolve `..` lexically (DWARF paths are often `dir/./x.c`).
-fn normalize(p: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for c in p.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                if !out.pop() {
-                    out.push("..");
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out
+    Some(trace_format::normalize_path(&p))
 }
 
 /// Set each subprogram's last line: the largest line of the line table over its address

@@ -74,3 +74,22 @@ impl FormatError {
         matches!(self, FormatError::TruncatedEvent { .. } | FormatError::Corrupt { .. } | FormatError::TotalsMismatch { .. })
     }
 }
+
+/// A path with `.` removed and `..` resolved lexically (DWARF paths are often `dir/./x.c`):
+/// the one spelling `trace run` fingerprints a native source under and `slice` looks it up by.
+pub fn normalize_path(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    out.push("..");
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
