@@ -7,6 +7,7 @@
 //! threads into [`View`]s: one per thread, or one for the whole run ([`Threads::Merged`]).
 
 pub mod diff;
+pub mod export;
 pub mod flamegraph;
 pub mod folded;
 pub mod graph;
