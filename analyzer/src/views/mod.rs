@@ -209,7 +209,7 @@ fn three_digits(v: f64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::fold::{fold_class, fold_events, FoldClass};
     use crate::testutil::{py_funcs, Ev, Ev::C, Ev::R};
