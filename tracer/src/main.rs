@@ -3,6 +3,7 @@
 mod detect;
 mod dump;
 mod run;
+mod shims;
 mod stats;
 
 use anyhow::{Context, Result};
