@@ -11,6 +11,8 @@ use std::process::Output;
 
 /// `trace run -o DIR <filters> -- examples/c/build/<prog> <args>`.
 fn trace_filtered(dir: &Path, filters: &[&str], prog: &str, args: &[&str]) -> Output {
+    // Every test builds what it runs: no test may rely on another having run first.
+    build_examples();
     let exe = example("c/build").join(prog);
     let mut c = cmd("trace");
     c.arg("run").arg("-o").arg(dir).args(filters).arg("--").arg(&exe).args(args);

@@ -95,8 +95,9 @@ pub struct PreparedTrace {
 pub enum PrepareError {
     #[error(transparent)]
     Load(#[from] LoadError),
-    #[error("{path}: nothing left to show: the run recorded {recorded} tree nodes, start-up pruning removed {pruned} and the selection options removed the rest; use `--prune-startup off` or loosen --include/--focus/--max-depth/--no-site-packages")]
-    Empty { path: PathBuf, recorded: usize, pruned: usize },
+    /// `why`: which hiding rule removed what, and the option that shows it ([`crate::empty`]).
+    #[error("{path}: nothing left to show: {why}")]
+    Empty { path: PathBuf, recorded: usize, pruned: usize, why: String },
     #[error("{path}: the trace recorded no function calls (the shim may not have been active); record it again with `trace run`")]
     NoCalls { path: PathBuf },
 }
@@ -129,6 +130,29 @@ pub fn prepare(dirs: &[PathBuf], opts: &Options) -> Result<(Vec<PreparedTrace>, 
     Ok((out, warnings))
 }
 
+/// Why a trace came out empty: redo pruning per thread (only on this error path) and let
+/// [`crate::empty::explain`] attribute the removals to the rules and options.
+fn explain_empty(t: &LoadedTrace, opts: &Options, baseline: Option<&Baseline>, cwd: &Path, pruned: usize) -> String {
+    let mut trees: Vec<(&CallTree, CallTree)> = Vec::new();
+    for p in &t.processes {
+        for th in &p.threads {
+            let entry = entry_modules(&th.tree, th.is_main);
+            let (tree, _) = match (&opts.prune, baseline) {
+                (PruneMode::Baseline(_), Some(b)) => prune_baseline(&th.tree, b),
+                (PruneMode::Auto, _) => prune_imports(&th.tree, &entry),
+                _ => (th.tree.clone(), 0),
+            };
+            trees.push((&th.tree, tree));
+        }
+    }
+    let stages: Vec<crate::empty::Stage> = trees.iter().map(|(r, p)| crate::empty::Stage { recorded: r, pruned: p }).collect();
+    let prune_option = match opts.prune {
+        PruneMode::Off => None,
+        _ => Some("--prune-startup off"),
+    };
+    crate::empty::explain(&stages, &opts.selection, cwd, pruned, prune_option)
+}
+
 /// A process's command line for labels: the program by its file name, arguments under the
 /// run's directory relative to it, and at most 100 characters.
 pub fn short_argv(argv: &[String], cwd: &Path) -> String {
@@ -159,6 +183,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     let nproc = t.processes.len();
     let mut files: Vec<PathBuf> = Vec::new();
     let mut seen_files = HashSet::new();
+    let (mut after_prune, mut stdlib_hidden) = (0usize, 0usize);
     let (mut plumbing_removed, mut plumbing_packages) = (0usize, std::collections::BTreeSet::new());
     for p in &t.processes {
         for f in p.funcs.iter() {
@@ -181,6 +206,10 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                 _ => (th.tree.clone(), 0),
             };
             pruned += removed;
+            after_prune += tree.len();
+            if opts.selection.hide_stdlib {
+                stdlib_hidden += crate::empty::count_origin(&tree, crate::pathclass::Origin::Stdlib);
+            }
             let tree = opts.selection.apply(&tree, &cwd);
             let collapsed = opts.plumbing.collapse(&tree, &cwd, &entry);
             plumbing_removed += collapsed.removed;
@@ -213,7 +242,8 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         return Err(PrepareError::NoCalls { path: t.dir.clone() });
     }
     if threads.is_empty() {
-        return Err(PrepareError::Empty { path: t.dir.clone(), recorded, pruned });
+        let why = explain_empty(&t, opts, baseline, &cwd, pruned);
+        return Err(PrepareError::Empty { path: t.dir.clone(), recorded, pruned, why });
     }
     match &opts.prune {
         PruneMode::Auto if pruned > 0 => notes.push(format!(
@@ -225,6 +255,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         )),
         _ => {}
     }
+    notes.extend(crate::empty::stdlib_note(stdlib_hidden, after_prune, shown));
     if !plumbing_packages.is_empty() {
         let names: Vec<String> = plumbing_packages.into_iter().collect();
         notes.push(format!(

@@ -5,6 +5,7 @@
 pub mod analysis;
 pub mod calltree;
 pub mod cli;
+pub mod empty;
 pub mod fold;
 pub mod mcp;
 pub mod pathclass;

@@ -4,6 +4,7 @@ mod detect;
 mod dump;
 mod native_sources;
 mod run;
+mod shims;
 mod stats;
 
 use anyhow::{Context, Result};
@@ -44,9 +45,9 @@ trace run -o rich.d -- rich data.csv\n  \
 trace run --c-calls -- python3 -m mypkg.cli args\n  \
 trace run --python-hook profile -- python3 app.py   # the PyEval_SetProfile hook\n  \
 trace run -- ./build/app input.txt          # built with -finstrument-functions -g\n\n\
-Every Python process the command starts (subprocesses, forks, console scripts) is recorded into its own\n\
-p<pid> directory. `trace` exits with the command's exit status; if the command is killed by a signal,\n\
-`trace` reports it and dies by the same signal. Python's -I, -E and -S flags are refused (they disable\n\
+Every Python process the command starts (subprocesses, forks, console scripts) is recorded into its own \
+p<pid> directory. `trace` exits with the command's exit status; if the command is killed by a signal, \
+`trace` reports it and dies by the same signal. Python's -I, -E and -S flags are refused (they disable \
 the PYTHONPATH/site mechanism the recorder is loaded through).")]
     Run {
         /// Trace directory to write (replaced if it holds an earlier trace).
@@ -173,4 +174,34 @@ fn main() {
         }
     };
     std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// The help text is wrapped once, by clap, to the terminal width: a paragraph written with
+    /// hard line breaks would be wrapped again into ragged lines (a long line, then a line of one
+    /// or two words). Every line of a prose paragraph but its last fills most of the width.
+    #[test]
+    fn help_paragraphs_are_not_wrapped_twice() {
+        let mut cmd = Cli::command().term_width(100);
+        cmd.build();
+        let mut helps = vec![cmd.render_long_help().to_string()];
+        for sub in cmd.get_subcommands_mut() {
+            helps.push(sub.clone().term_width(100).render_long_help().to_string());
+        }
+        for help in helps {
+            let lines: Vec<&str> = help.lines().collect();
+            for w in lines.windows(2) {
+                let (line, next) = (w[0], w[1]);
+                // A prose line (not indented: options and examples are) followed by more prose.
+                let prose = |l: &str| !l.is_empty() && !l.starts_with(' ') && !l.ends_with(':');
+                if prose(line) && prose(next) {
+                    assert!(line.len() > 60, "ragged help line {line:?} before {next:?} in:\n{help}");
+                }
+            }
+        }
+    }
 }

@@ -360,13 +360,10 @@ pub fn run(opts: RunOptions) -> Result<i32> {
     let native_shim = find_shim(NATIVE_SHIM);
     let exe_dir = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)).unwrap_or_default();
     if kind == TargetKind::Python && py_shim.is_none() {
-        bail!("the Python shim {PY_SHIM} is not next to {} (nor in ../lib); build it with `cargo build --workspace`", exe_dir.display());
+        bail!(crate::shims::missing_message("Python", PY_SHIM, &exe_dir));
     }
     if kind == TargetKind::Native && native_shim.is_none() {
-        bail!(
-            "the native shim {NATIVE_SHIM} is not next to {} (nor in ../lib); build it with `cargo build --workspace`",
-            exe_dir.display()
-        );
+        bail!(crate::shims::missing_message("native", NATIVE_SHIM, &exe_dir));
     }
 
     let pypy = resolved.file_name().is_some_and(|n| n.to_string_lossy().starts_with("pypy"));

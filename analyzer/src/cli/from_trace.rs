@@ -44,6 +44,12 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     let renderer = Renderer::new(a.prompt.format, template)?;
     let (mut traces, warnings) = prepare(&a.traces, &opts)?;
     warn_all(&warnings);
+    // A prompt the default hiding left nearly empty: say so on stderr too, not only in the prompt.
+    for t in &traces {
+        for n in t.notes.iter().filter(|n| n.starts_with(crate::empty::STDLIB_NOTE_START)) {
+            eprintln!("slice: {}: {n}", t.dir.display());
+        }
+    }
     let mut model = Model::build(&question, &mut traces);
     if a.prompt.short_docstrings {
         model.shorten_docstrings();

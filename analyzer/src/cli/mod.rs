@@ -2,6 +2,7 @@
 
 pub mod common;
 pub mod diff;
+pub mod export;
 pub mod flamegraph;
 pub mod folded;
 pub mod from_trace;
@@ -63,6 +64,9 @@ pub enum Command {
     /// Serve coding agents: a Model Context Protocol server on stdin/stdout with the tools
     /// record, prompt, tree, find_calls, source and diff (docs/agents.md).
     Mcp(mcp::McpArgs),
+    /// Write the run as a timeline for Perfetto UI / chrome://tracing (`--format chrome`) or
+    /// speedscope (`--format speedscope`).
+    Export(export::ExportArgs),
 }
 
 /// Run the CLI: exit status 0 on success, 1 on errors, 2 on usage errors.
@@ -78,6 +82,7 @@ pub fn main() -> ExitCode {
         Command::Graph(a) => graph::run(a),
         Command::Tokens(a) => tokens::run(a),
         Command::Mcp(a) => mcp::run(a),
+        Command::Export(a) => export::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -7,6 +7,7 @@
 //! threads into [`View`]s: one per thread, or one for the whole run ([`Threads::Merged`]).
 
 pub mod diff;
+pub mod export;
 pub mod flamegraph;
 pub mod folded;
 pub mod graph;
@@ -208,7 +209,7 @@ fn three_digits(v: f64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::fold::{fold_class, fold_events, FoldClass};
     use crate::testutil::{py_funcs, Ev, Ev::C, Ev::R};

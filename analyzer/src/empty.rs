@@ -1,0 +1,137 @@
+//! Why nothing is left to show: when start-up pruning and the selection (with its defaults)
+//! remove every node of a run, say which rule removed what and which option shows it.
+
+use crate::calltree::CallTree;
+use crate::pathclass::{origin, Origin};
+use crate::select::Selection;
+use std::path::Path;
+
+/// One thread's tree as recorded and after start-up pruning.
+pub struct Stage<'a> {
+    pub recorded: &'a CallTree,
+    pub pruned: &'a CallTree,
+}
+
+/// Nodes of a tree whose function comes from `which` (each function classified once).
+pub fn count_origin(t: &CallTree, which: Origin) -> usize {
+    let is: Vec<bool> = t.funcs.iter().map(|f| origin(f) == which).collect();
+    t.nodes[1..].iter().filter(|n| is.get(n.func as usize).copied().unwrap_or(false)).count()
+}
+
+/// How [`stdlib_note`] starts (to find it among a trace's notes).
+pub const STDLIB_NOTE_START: &str = "The standard library is hidden by default:";
+
+/// The note for a prompt that the default hiding of the standard library left nearly empty
+/// (it hid more than four times what is shown), or None.
+pub fn stdlib_note(hidden_stdlib: usize, after_prune: usize, shown: usize) -> Option<String> {
+    (hidden_stdlib > 4 * shown).then(|| {
+        format!(
+            "{STDLIB_NOTE_START} {hidden_stdlib} of the {after_prune} tree nodes left after start-up pruning ran standard-library code and are not shown ({shown} shown); `--stdlib` shows them."
+        )
+    })
+}
+
+fn shown(stages: &[Stage], sel: &Selection, pruned: bool, cwd: &Path) -> usize {
+    stages.iter().map(|s| sel.apply(if pruned { s.pruned } else { s.recorded }, cwd).len()).sum()
+}
+
+/// The explanation: what each hiding rule removed, then the options that would show something.
+/// `prune_removed`: nodes start-up pruning removed (`prune_option`: how to turn it off, or None
+/// when pruning is off).
+pub fn explain(stages: &[Stage], sel: &Selection, cwd: &Path, prune_removed: usize, prune_option: Option<&str>) -> String {
+    let recorded: usize = stages.iter().map(|s| s.recorded.len()).sum();
+    let after_prune: usize = stages.iter().map(|s| s.pruned.len()).sum();
+    let mut why = vec![format!("the run recorded {recorded} tree nodes")];
+    if prune_removed > 0 {
+        if let Some(opt) = prune_option {
+            why.push(format!("start-up pruning removed {prune_removed} as work done while importing modules (`{opt}` keeps them)"));
+        }
+    }
+    let stdlib: usize = stages.iter().map(|s| count_origin(s.pruned, Origin::Stdlib)).sum();
+    if sel.hide_stdlib && stdlib > 0 {
+        why.push(format!("{stdlib} of the {after_prune} left are standard-library functions, hidden by default (`--stdlib` shows them)"));
+    }
+    let site: usize = stages.iter().map(|s| count_origin(s.pruned, Origin::SitePackages)).sum();
+    if sel.hide_site_packages && site > 0 {
+        why.push(format!("{site} are in installed packages (site-packages), hidden by `--no-site-packages`"));
+    }
+    let mut filters = Vec::new();
+    for (on, name) in [
+        (!sel.include.is_empty(), "--include"),
+        (!sel.include_file.is_empty(), "--include-file"),
+        (!sel.include_module.is_empty(), "--module"),
+        (!sel.exclude.is_empty() || !sel.exclude_file.is_empty() || !sel.exclude_module.is_empty(), "--exclude*"),
+        (!sel.focus.is_empty(), "--focus"),
+        (sel.max_depth.is_some(), "--max-depth"),
+    ] {
+        if on {
+            filters.push(name);
+        }
+    }
+    if !filters.is_empty() {
+        why.push(format!("the filters {} removed the rest", filters.join(", ")));
+    }
+    // What would show something: the least change first.
+    let mut no_stdlib = sel.clone();
+    no_stdlib.hide_stdlib = false;
+    let mut no_site = sel.clone();
+    no_site.hide_site_packages = false;
+    let mut neither = no_stdlib.clone();
+    neither.hide_site_packages = false;
+    let mut tries: Vec<(String, usize)> = Vec::new();
+    if sel.hide_stdlib {
+        tries.push(("`--stdlib`".into(), shown(stages, &no_stdlib, true, cwd)));
+    }
+    if sel.hide_site_packages {
+        tries.push(("`--site-packages`".into(), shown(stages, &no_site, true, cwd)));
+    }
+    if sel.hide_stdlib && sel.hide_site_packages {
+        tries.push(("`--stdlib --site-packages`".into(), shown(stages, &neither, true, cwd)));
+    }
+    if let Some(opt) = prune_option.filter(|_| prune_removed > 0) {
+        tries.push((format!("`{opt}`"), shown(stages, sel, false, cwd)));
+        if sel.hide_stdlib || sel.hide_site_packages {
+            tries.push((format!("`{opt}` with `--stdlib --site-packages`"), shown(stages, &neither, false, cwd)));
+        }
+    }
+    let fix = match tries.iter().find(|(_, n)| *n > 0) {
+        Some((opt, n)) => format!("{opt} shows {n} tree nodes"),
+        None if !filters.is_empty() => format!("loosen {}", filters.join(", ")),
+        None => "no option shows more: the recorded calls are all hidden or pruned".to_string(),
+    };
+    format!("{}; {fix}", why.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{Ev::C, Ev::R};
+    use crate::views::tests::tree_of;
+
+    #[test]
+    fn stdlib_only_run_names_the_stdlib_option_with_its_count() {
+        let lib = "/usr/lib/python3.11/json/tool.py";
+        let t = tree_of(&["main", "load"], &[lib, "/usr/lib/python3.11/json/__init__.py"], &[C(0), C(1), R, R]);
+        let sel = Selection { hide_stdlib: true, ..Selection::default() };
+        let msg = explain(&[Stage { recorded: &t, pruned: &t }], &sel, Path::new("/w"), 0, Some("--prune-startup off"));
+        assert_eq!(
+            msg,
+            "the run recorded 2 tree nodes; 2 of the 2 left are standard-library functions, hidden by default (`--stdlib` shows them); `--stdlib` shows 2 tree nodes"
+        );
+    }
+
+    #[test]
+    fn stdlib_note_only_when_the_stdlib_dwarfs_what_is_shown() {
+        assert_eq!(stdlib_note(40, 50, 10), None);
+        let n = stdlib_note(291, 292, 1).unwrap();
+        assert!(n.starts_with(STDLIB_NOTE_START) && n.contains("291 of the 292") && n.ends_with("`--stdlib` shows them."), "{n}");
+    }
+
+    #[test]
+    fn filters_that_match_nothing_are_named() {
+        let t = tree_of(&["main"], &["/w/app.py"], &[C(0), R]);
+        let sel = Selection { focus: vec![regex::Regex::new("^nothing$").unwrap()], ..Selection::default() };
+        let msg = explain(&[Stage { recorded: &t, pruned: &t }], &sel, Path::new("/w"), 0, None);
+        assert_eq!(msg, "the run recorded 1 tree nodes; the filters --focus removed the rest; loosen --focus");
+    }
+}
