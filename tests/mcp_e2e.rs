@@ -6,7 +6,7 @@
 
 use analyzer::tokens::Tokenizer;
 use serde_json::{json, Value};
-use slice_trace_e2e::{bin, cmd, python, root, run, run_ok, scratch, target_dir, texts};
+use slice_trace_e2e::{bin, cmd, python, root, run_ok, scratch, target_dir, texts, venv_with};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -26,44 +26,9 @@ fn client_python() -> String {
     panic!("the MCP Python SDK needs Python >= 3.10: install one (python3.10 or newer on PATH)");
 }
 
-/// The venv's python with the `mcp` package, installed once; concurrent test binaries wait
-/// for each other through a lock directory (like `rich_cli`).
+/// The venv's python with the `mcp` package, installed once (see `venv_with`).
 fn mcp_python() -> PathBuf {
-    let venv = target_dir().join("mcp-venv");
-    let py = venv.join("bin/python");
-    let done = venv.join(".installed");
-    let lock = target_dir().join("mcp-venv.lock");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(900);
-    loop {
-        if done.exists() {
-            return py;
-        }
-        match std::fs::create_dir(&lock) {
-            Ok(()) => break,
-            Err(_) if std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(500)),
-            Err(e) => panic!("{}: waited 15 minutes for another test to install mcp ({e})", lock.display()),
-        }
-    }
-    let install = || -> Result<(), String> {
-        if venv.exists() {
-            std::fs::remove_dir_all(&venv).map_err(|e| format!("{}: {e}", venv.display()))?;
-        }
-        let o = run(Command::new(client_python()).args(["-m", "venv"]).arg(&venv));
-        if !o.status.success() {
-            return Err(format!("python -m venv failed (on Debian: apt-get install python3-venv): {:?}", texts(&o)));
-        }
-        let o = run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", "mcp>=2,<3"]));
-        if !o.status.success() {
-            return Err(format!("pip install mcp failed (is PyPI reachable?): {:?}", texts(&o)));
-        }
-        std::fs::write(&done, "").map_err(|e| e.to_string())
-    };
-    let r = install();
-    let _ = std::fs::remove_dir(&lock);
-    if let Err(e) = r {
-        panic!("{e}");
-    }
-    py
+    venv_with("mcp-venv", &client_python(), &["mcp>=2,<3"]).join("bin/python")
 }
 
 /// Run one client session: `calls` is a list of {"tool", "arguments"}; the server runs in

@@ -64,23 +64,24 @@ pub fn python() -> String {
     std::env::var("SLICE_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
-/// The `rich` console script of rich-cli (a real third-party CLI from PyPI), installed once
-/// into a venv under the target directory and reused. Test binaries that run at the same
-/// time (nextest) wait for each other through a lock directory.
-pub fn rich_cli() -> PathBuf {
-    let venv = target_dir().join("e2e-venv");
-    let rich = venv.join("bin/rich");
-    let lock = target_dir().join("e2e-venv.lock");
+/// A venv under the target directory named `name`, made by `interpreter` and holding the
+/// PyPI `packages`, installed once and reused (its `.installed` mark says it is whole). Test
+/// binaries that run at the same time (nextest) wait for each other through a lock directory.
+/// Returns the venv's directory.
+pub fn venv_with(name: &str, interpreter: &str, packages: &[&str]) -> PathBuf {
+    let venv = target_dir().join(name);
+    let done = venv.join(".installed");
+    let lock = target_dir().join(format!("{name}.lock"));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(900);
     loop {
-        if rich.exists() {
-            return rich;
+        if done.exists() {
+            return venv;
         }
         match std::fs::create_dir(&lock) {
             Ok(()) => break,
             Err(_) if std::time::Instant::now() < deadline => std::thread::sleep(std::time::Duration::from_millis(500)),
             Err(e) => panic!(
-                "{}: waited 15 minutes for another test to install rich-cli ({e}); remove the directory if no test is running",
+                "{}: waited 15 minutes for another test to install {packages:?} ({e}); remove the directory if no test is running",
                 lock.display()
             ),
         }
@@ -90,20 +91,26 @@ pub fn rich_cli() -> PathBuf {
             // A venv left half-made by an interrupted run.
             std::fs::remove_dir_all(&venv).map_err(|e| format!("{}: {e}", venv.display()))?;
         }
-        let o = run(Command::new(python()).args(["-m", "venv"]).arg(&venv));
+        let o = run(Command::new(interpreter).args(["-m", "venv"]).arg(&venv));
         if !o.status.success() {
-            return Err(format!("`{} -m venv` failed (on Debian: apt-get install python3-venv): {:?}", python(), texts(&o)));
+            return Err(format!("`{interpreter} -m venv` failed (on Debian: apt-get install python3-venv): {:?}", texts(&o)));
         }
-        let o = run(Command::new(venv.join("bin/pip")).args(["install", "--quiet", "rich-cli"]));
+        let o = run(Command::new(venv.join("bin/pip")).args(["install", "--quiet"]).args(packages));
         if !o.status.success() {
-            return Err(format!("pip install rich-cli failed (is PyPI reachable?): {:?}", texts(&o)));
+            return Err(format!("pip install {packages:?} failed (is PyPI reachable?): {:?}", texts(&o)));
         }
-        Ok(())
+        std::fs::write(&done, "").map_err(|e| format!("{}: {e}", done.display()))
     };
     let r = install();
     let _ = std::fs::remove_dir(&lock);
     if let Err(e) = r {
         panic!("{e}");
     }
-    rich
+    venv
+}
+
+/// The `rich` console script of rich-cli (a real third-party CLI from PyPI), in a venv made
+/// once by [`venv_with`].
+pub fn rich_cli() -> PathBuf {
+    venv_with("e2e-venv", &python(), &["rich-cli"]).join("bin/rich")
 }
