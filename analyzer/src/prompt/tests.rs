@@ -496,7 +496,7 @@ fn nodes_that_made_the_same_calls_have_the_same_calls_shape() {
         }
         nodes.push(node(base + 3, 2, "y", rec));
     }
-    let s = super::calls_shapes(&nodes);
+    let s = super::treetext::calls_shapes(&nodes);
     let at = |key: &str| nodes.iter().position(|n| n.key == key && n.depth == 1).unwrap();
     assert_eq!(s[at("a")], s[at("b")], "different functions, same calls");
     assert_ne!(s[at("a")], s[at("c")], "c's x called nothing");

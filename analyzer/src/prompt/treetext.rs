@@ -1,0 +1,150 @@
+//! The call tree as prompt text: a function's location on its first line only, and a node
+//! that made the same calls as one printed earlier on one line (see `docs/prompts.md`).
+
+use super::{DocNode, Level, Model, ModelNode, ModelThread, Plan, SourceState, NAME_ONLY_MARK};
+use std::collections::{HashMap, HashSet};
+
+/// Appended in the tree to a node whose calls are the same as at an earlier line of the same
+/// function.
+pub const SAME_AS_ABOVE: &str = " [same calls as above]";
+
+/// A hash of what each node called: the functions below it, their recursion marks and their
+/// nesting (not the node's own function, not counts or times), for nodes in pre-order with
+/// their depths. Two nodes with the same hash made the same calls.
+pub(super) fn calls_shapes(nodes: &[ModelNode]) -> Vec<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut calls = vec![0u64; nodes.len()];
+    // pending[d]: whole-subtree shapes of the nodes at depth d whose parent is not reached
+    // yet, in reverse.
+    let mut pending: Vec<Vec<u64>> = Vec::new();
+    for i in (0..nodes.len()).rev() {
+        let d = nodes[i].depth as usize;
+        if pending.len() < d + 2 {
+            pending.resize(d + 2, Vec::new());
+        }
+        let children = std::mem::take(&mut pending[d + 1]);
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for c in children.iter().rev() {
+            c.hash(&mut h);
+        }
+        calls[i] = h.finish();
+        let mut whole = std::collections::hash_map::DefaultHasher::new();
+        nodes[i].key.hash(&mut whole);
+        nodes[i].recursive.hash(&mut whole);
+        calls[i].hash(&mut whole);
+        pending[d].push(whole.finish());
+    }
+    calls
+}
+
+impl Model {
+    /// Qualified names that more than one function of the prompt has: their tree lines
+    /// always give the location.
+    fn ambiguous_names(&self) -> HashSet<&str> {
+        let mut seen = HashSet::new();
+        let mut dup = HashSet::new();
+        for f in self.funcs.values() {
+            if !seen.insert(f.qualname.as_str()) {
+                dup.insert(f.qualname.as_str());
+            }
+        }
+        dup
+    }
+
+    /// A thread's tree as text. A function's `(file:line)` is given on its first line in the
+    /// prompt (`located` remembers them across threads and runs); later lines name it only,
+    /// unless another function of the prompt has the same qualified name.
+    ///
+    /// With `shapes` (layouts that show each source once), a node that made the same calls as
+    /// a node printed whole earlier in the prompt (same functions, same nesting; counts may
+    /// differ) is printed alone, marked [`SAME_AS_ABOVE`] when that node is the same function,
+    /// `[same calls as `f`]` otherwise: many sibling subtrees of one shape take a line each.
+    pub(super) fn tree_text(
+        &self,
+        th: &ModelThread,
+        plan: &Plan,
+        located: &mut HashSet<String>,
+        mut shapes: Option<&mut HashMap<u64, String>>,
+    ) -> (String, Vec<DocNode>) {
+        let ambiguous = self.ambiguous_names();
+        let mut out = String::new();
+        let mut nodes = Vec::new();
+        let vis = plan.visible(&th.nodes);
+        let calls = calls_shapes(&th.nodes);
+        // shown_before[i]: shown nodes among the first i.
+        let mut shown_before = vec![0usize; th.nodes.len() + 1];
+        for (i, v) in vis.iter().enumerate() {
+            shown_before[i + 1] = shown_before[i] + v.0 as usize;
+        }
+        let mut skip_to = 0usize;
+        for (i, (n, (shown, hidden))) in th.nodes.iter().zip(vis).enumerate() {
+            if !shown || i < skip_to {
+                continue;
+            }
+            let end = i + 1 + n.descendants;
+            let mut same: Option<String> = None;
+            if let Some(seen) = shapes.as_deref_mut() {
+                let whole = shown_before[end.min(th.nodes.len())] - shown_before[i] == n.descendants + 1;
+                if n.descendants > 0 && whole {
+                    match seen.get(&calls[i]) {
+                        Some(k) if *k == n.key => same = Some(SAME_AS_ABOVE.to_string()),
+                        Some(k) => same = Some(format!(" [same calls as `{}`]", self.funcs.get(k).map_or(k.as_str(), |f| &f.qualname))),
+                        None => {
+                            seen.insert(calls[i], n.key.clone());
+                        }
+                    }
+                    if same.is_some() {
+                        skip_to = end;
+                    }
+                }
+            }
+            let f = &self.funcs[&n.key];
+            let indent = "  ".repeat(n.depth.saturating_sub(1) as usize);
+            out.push_str(&indent);
+            out.push_str(&f.qualname);
+            if located.insert(n.key.clone()) || ambiguous.contains(f.qualname.as_str()) {
+                match f.line {
+                    Some(l) if !f.file.is_empty() => out.push_str(&format!("  ({}:{l})", f.file)),
+                    _ if !f.file.is_empty() => out.push_str(&format!("  ({})", f.file)),
+                    _ => {}
+                }
+            }
+            if n.count > 1 {
+                out.push_str(&format!(" ×{}", n.count));
+            }
+            if n.resumes > 0 {
+                out.push_str(&format!(" (+{} resume{})", n.resumes, if n.resumes == 1 { "" } else { "s" }));
+            }
+            if n.recursive {
+                out.push_str(" ↻ recursive");
+            }
+            let level = plan.level(&n.key);
+            if level == Level::Name && matches!(f.source, SourceState::Code(_) | SourceState::Unavailable(_)) {
+                out.push_str(NAME_ONLY_MARK);
+            }
+            if let Some(m) = &same {
+                out.push_str(m);
+            }
+            out.push('\n');
+            if hidden > 0 && same.is_none() {
+                out.push_str(&"  ".repeat(n.depth as usize));
+                out.push_str(&format!("… {hidden} more calls below (elided to fit the budget)\n"));
+            }
+            nodes.push(DocNode {
+                id: n.id,
+                parent: n.parent,
+                depth: n.depth,
+                function: n.key.clone(),
+                count: n.count,
+                resumes: n.resumes,
+                time_ns: n.time_ns,
+                recursive: n.recursive,
+                level,
+            });
+        }
+        while out.ends_with('\n') {
+            out.pop();
+        }
+        (out, nodes)
+    }
+}
