@@ -235,23 +235,58 @@ static __attribute__((noinline)) void exit_slow_clock(struct slt_thread *t, uint
     give_limit(t, lim);
 }
 
-/* While a fast path runs, `limit` is NULL: an event of a signal handler that interrupts it
- * then finds no room, and as a NULL limit with mode ACTIVE means "inside a fast path", it is
- * dropped (like every event while the Rust side runs) instead of being written over. A
- * handler that runs just before the limit is taken records its events whole: the fast path
- * reads the position and the stack only after it took the limit. */
-static inline uint8_t *take_limit(struct slt_thread *t)
+/* THE hot-path rule, kept here and nowhere else (lib.rs calls slt_take_limit/slt_give_limit):
+ * `limit` is NULL unless the thread records (mode ACTIVE), and NULL while a fast path or a
+ * slow path writes. While a path runs, an event of a signal handler that interrupts it finds
+ * no room, and as a NULL limit means "someone on this thread is writing", it is dropped
+ * (wants_slow) instead of being written over. A handler that runs just before the limit is
+ * taken records its events whole: the path reads the position and the stack only after it
+ * took the limit.
+ *
+ * Taking it must be ONE instruction: with a load and a store, a handler that runs between
+ * them may move the window (a full window, a stream that stops) and the interrupted path
+ * would then write through the old limit into unmapped or reused memory. Only this thread
+ * ever writes its `limit` (signal handlers included, since they run on this thread), so
+ * atomicity against signals is enough: on x86-64 an unlocked `cmpxchg` (a single
+ * instruction, interrupts are taken between instructions; a locked `xchg` would cost ~20
+ * cycles per event for a guarantee against other CPUs that nobody needs); elsewhere
+ * __atomic_exchange_n. */
+static inline __attribute__((always_inline)) uint8_t *take_limit(struct slt_thread *t)
 {
-    uint8_t *lim = t->limit;
-    __atomic_store_n(&t->limit, (uint8_t *)0, __ATOMIC_RELAXED);
+#if defined(__x86_64__)
+    uint8_t *expected = t->limit;
+    for (;;) {
+        uint8_t *seen = expected;
+        /* if (limit == rax) limit = 0; else rax = limit; as one instruction. */
+        __asm__ volatile("cmpxchgq %2, %1" : "+a"(seen), "+m"(t->limit) : "r"((uint8_t *)0) : "cc", "memory");
+        if (seen == expected)
+            return expected;
+        expected = seen; /* a handler moved it between the read and the cmpxchg */
+    }
+#else
+    uint8_t *lim = __atomic_exchange_n(&t->limit, (uint8_t *)0, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     return lim;
+#endif
 }
 
+/* Give the limit back (or a new one, after the position and the rest of the cursor are in
+ * place): the stores before it are done, for a handler, before the limit is visible. */
 static inline __attribute__((always_inline)) void give_limit(struct slt_thread *t, uint8_t *lim)
 {
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     __atomic_store_n(&t->limit, lim, __ATOMIC_RELAXED);
+}
+
+/* The same, for lib.rs (its slow paths, set_mode and push). */
+SLT_HIDDEN uint8_t *slt_take_limit(struct slt_thread *t)
+{
+    return take_limit(t);
+}
+
+SLT_HIDDEN void slt_give_limit(struct slt_thread *t, uint8_t *lim)
+{
+    give_limit(t, lim);
 }
 
 /* Not the fast path: the thread's first event, or Rust's part (a NULL limit with mode

@@ -85,6 +85,29 @@ struct Proc {
     modules: Vec<(u64, String)>,
 }
 
+/// Restores `errno` when dropped. Every path of the shim that may call into libc (the slow
+/// paths, the constructor-time and exit-time handlers) holds one: the traced program must see
+/// the `errno` it left (glibc's `realpath`, `dladdr`, `mmap` and friends may set it even when
+/// they succeed). Reading and writing `errno` through `__errno_location` is async-signal-safe
+/// (it is the calling thread's own TLS word).
+struct ErrnoGuard(libc::c_int);
+
+impl ErrnoGuard {
+    #[inline]
+    fn save() -> ErrnoGuard {
+        // SAFETY: __errno_location returns this thread's errno slot, always valid.
+        ErrnoGuard(unsafe { *libc::__errno_location() })
+    }
+}
+
+impl Drop for ErrnoGuard {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: as in `save`.
+        unsafe { *libc::__errno_location() = self.0 };
+    }
+}
+
 struct SpinLock(AtomicBool);
 
 impl SpinLock {
@@ -256,6 +279,8 @@ extern "C" {
     fn slt_cache_put(t: *mut SltThread, addr: u64, id: u64);
     fn slt_cache_clear(t: *mut SltThread);
     static mut slt_calibration: *const TscCalibration;
+    fn slt_take_limit(t: *mut SltThread) -> *mut u8;
+    fn slt_give_limit(t: *mut SltThread, lim: *mut u8);
 }
 
 struct ThreadState {
@@ -285,8 +310,9 @@ impl SltThread {
     /// unless the thread records (the position stays, for `pull`).
     fn set_mode(&mut self, mode: u32) {
         debug_assert_ne!(mode, M_ACTIVE);
+        // SAFETY: this thread's block; hot.c's take keeps the hot-path rule (limit first).
+        unsafe { slt_take_limit(self) };
         self.mode = mode;
-        self.cur.limit = null_mut();
     }
 
     /// Lend the writer's position to the C side; a stopped stream turns recording off.
@@ -300,8 +326,14 @@ impl SltThread {
         };
         match cur {
             Some(c) => {
-                self.cur = c;
+                // The whole cursor but the limit is written while the limit is null (a
+                // handler's event is dropped meanwhile); the limit is given last.
+                // SAFETY: this thread's block; hot.c keeps the hot-path rule.
+                unsafe { slt_take_limit(self) };
+                self.cur = RawCursor { limit: null_mut(), ..c };
                 self.mode = M_ACTIVE;
+                // SAFETY: as above; `c.limit` bounds the window `c.pos` is in.
+                unsafe { slt_give_limit(self, c.limit) };
             }
             None => self.set_mode(M_OFF),
         }
@@ -357,6 +389,7 @@ fn start_thread(t: &mut SltThread) {
 
 /// `pthread_key` destructor: the thread is exiting.
 extern "C" fn thread_exit(p: *mut libc::c_void) {
+    let _errno = ErrnoGuard::save();
     let st = p as *mut ThreadState;
     // SAFETY: this thread's block.
     let t = unsafe { &mut *slt_thread_state() };
@@ -595,6 +628,7 @@ pub extern "C" fn __cyg_profile_func_exit(this_fn: *mut libc::c_void, _call_site
 /// The clock, while hot.c has no TSC calibration to read.
 #[no_mangle]
 pub extern "C" fn slt_now_slow() -> u64 {
+    let _errno = ErrnoGuard::save();
     let ns = writer::monotonic_ns();
     publish_calibration();
     ns
@@ -618,6 +652,7 @@ unsafe fn begin_slow(t: &mut SltThread) -> bool {
 /// `sp` is the stack pointer hot.c's `slt_enter` saw.
 #[no_mangle]
 pub unsafe extern "C" fn slt_enter_slow(t: *mut SltThread, addr: u64, sp: u64) {
+    let _errno = ErrnoGuard::save();
     let t = &mut *t;
     if t.mode == M_UNINIT {
         start_thread(t);
@@ -687,6 +722,7 @@ unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root: bool) {
 /// open call or that skips frames (longjmp), a full window.
 #[no_mangle]
 pub unsafe extern "C" fn slt_exit_slow(t: *mut SltThread, addr: u64) {
+    let _errno = ErrnoGuard::save();
     let t = &mut *t;
     if t.mode == M_FILTERED {
         filter::exit_outside(t);
@@ -736,6 +772,7 @@ static INIT: extern "C" fn() = constructor;
 static FINI: extern "C" fn() = destructor;
 
 extern "C" fn constructor() {
+    let _errno = ErrnoGuard::save();
     let Some(dir) = std::env::var_os(ENV_TRACE_DIR).filter(|d| !d.is_empty()) else { return };
     let mut dir = PathBuf::from(dir);
     if dir.is_relative() {
@@ -772,9 +809,14 @@ extern "C" fn constructor() {
 
 /// `exit()` (or return from `main`): close the calling thread's stream, cut to its length.
 extern "C" fn destructor() {
+    let _errno = ErrnoGuard::save();
     // SAFETY: this thread's block.
     let t = unsafe { &mut *slt_thread_state() };
     if t.mode == M_ACTIVE || t.mode == M_FILTERED {
+        // Recording off (the limit null) BEFORE the window is unmapped: a profiling timer's
+        // handler that calls instrumented code while `finish` runs then has its events
+        // dropped instead of written into unmapped memory. BUSY keeps `pull` valid.
+        t.set_mode(M_BUSY);
         if let Some(w) = t.pull() {
             w.finish();
         }
@@ -784,6 +826,7 @@ extern "C" fn destructor() {
 
 /// In the child of a `fork`: forget the parent's recording; the child starts its own.
 extern "C" fn after_fork_child() {
+    let _errno = ErrnoGuard::save();
     let state = STATE.load(Ordering::Acquire);
     let p = PROC.load(Ordering::Acquire);
     if state == READY && !p.is_null() {
@@ -802,6 +845,8 @@ extern "C" fn after_fork_child() {
     STATE.store(UNINIT, Ordering::Release);
     // SAFETY: this thread's block; the only thread of the child.
     let t = unsafe { &mut *slt_thread_state() };
+    // Off (the limit null) before the parent's window is unmapped, as in `destructor`.
+    t.set_mode(M_OFF);
     if !t.rust.is_null() {
         // SAFETY: this thread's own state.
         if let Some(mut w) = unsafe { (*(t.rust as *mut ThreadState)).writer.take() } {

@@ -1,0 +1,160 @@
+//! End-to-end: the native shim's contract with the traced program (issue 14, the review of
+//! the shim): `errno` is the program's, only the hooks are exported, and a profiling timer
+//! whose handler calls instrumented code while the process exits does not crash it.
+
+mod native_support;
+
+use native_support::*;
+use slice_trace_e2e::{scratch, target_dir, texts};
+use std::path::{Path, PathBuf};
+
+/// Build C source `code` with `-finstrument-functions` into `dir`.
+fn build_c(dir: &Path, name: &str, code: &str) -> PathBuf {
+    build_c_with(dir, name, code, &[])
+}
+
+fn build_c_with(dir: &Path, name: &str, code: &str, extra: &[&str]) -> PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, code).unwrap();
+    let bin = dir.join(name);
+    let cc = std::process::Command::new("cc")
+        .args(["-finstrument-functions", "-g", "-O0", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .args(extra)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(cc.status.success(), "{:?}", texts(&cc));
+    bin
+}
+
+/// The shim's slow paths (the process's first event: its trace directory, `realpath` of the
+/// executable, the stream's mmap; a function seen for the first time: `dladdr`, the
+/// function table; a new thread) must leave `errno` as the program set it.
+#[test]
+fn errno_is_unchanged_by_the_first_calls_of_process_thread_and_function() {
+    let s = scratch();
+    // A function in a shared library: its object's path is made absolute (realpath) when
+    // the function is first seen.
+    build_c_with(s.path(), "libplug.so", "int plug(int x) { return x - 1; }\n", &["-shared", "-fPIC"]);
+    let bin = build_c_with(
+        s.path(),
+        "errno_check",
+        r#"#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+static int first(int x) { return x + 1; }
+static int second(int x) { return x * 2; }
+static int seen_ctor = -1;
+/* Not instrumented, run before main and after the preloaded shim's constructor: the call
+ * of first() is the process's very first hook call. */
+__attribute__((constructor, no_instrument_function)) static void early(void) {
+    errno = 4242;
+    first(1);
+    seen_ctor = errno;
+}
+int plug(int x);
+static void *worker(void *arg) { (void)arg; return 0; }
+int main(void) {
+    errno = 4243;
+    second(2); /* a function seen for the first time */
+    int seen_fn = errno;
+    errno = 4244;
+    plug(3); /* a function of another object, seen for the first time */
+    int seen_lib = errno;
+    pthread_t th;
+    pthread_create(&th, 0, worker, 0); /* the thread's first event opens its stream */
+    pthread_join(th, 0);
+    printf("%d %d %d\n", seen_ctor, seen_fn, seen_lib);
+    return 0;
+}
+"#,
+        &["-L.", "-lplug", "-Wl,-rpath,$ORIGIN", "-pthread"],
+    );
+    let t = s.path().join("t.d");
+    let out = trace(&t, &bin, &[]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stdout.trim_end(), "4242 4243 4244", "errno after the shim's first-call paths");
+    // And the calls were recorded (the slow paths ran).
+    let procs = load(&t);
+    assert_eq!(procs[0].count("first"), 1);
+    assert_eq!(procs[0].count("second"), 1);
+    assert_eq!(procs[0].count("plug"), 1);
+}
+
+/// The library exports the two hooks and nothing else of its own: hot.c is compiled with
+/// `-fvisibility=hidden`, and lib.rs's slow paths that hot.c calls by name are made local by
+/// a version script (build.rs).
+#[test]
+fn only_the_hooks_are_exported() {
+    let so = target_dir().join("libslicetrace_native.so");
+    assert!(so.exists(), "{} is not built", so.display());
+    let out = std::process::Command::new("nm").args(["-D", "--defined-only"]).arg(&so).output().unwrap();
+    assert!(out.status.success(), "{:?}", texts(&out));
+    let (stdout, _) = texts(&out);
+    let mut funcs: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.split_whitespace().collect::<Vec<_>>().get(1..3).map(|v| (v[0], v[1])))
+        .filter(|(k, _)| *k == "T")
+        .map(|(_, n)| n)
+        .collect();
+    funcs.sort_unstable();
+    assert_eq!(funcs, ["__cyg_profile_func_enter", "__cyg_profile_func_exit"], "{stdout}");
+}
+
+/// A profiling timer's signal that arrives while the process exits, its handler calling
+/// instrumented code: the shim turns recording off before it unmaps the stream's window, so
+/// the handler's events are dropped, not written into unmapped memory. To hit the race every
+/// time, the program interposes `munmap` (exported with -rdynamic, so the shim's call binds
+/// to it) and raises SIGPROF right after the real unmap, once `exit` has begun.
+#[test]
+fn a_profiling_signal_during_the_exit_time_unmap_does_not_crash_the_program() {
+    let s = scratch();
+    let bin = build_c_with(
+        s.path(),
+        "exit_timer",
+        r#"#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+static volatile long handled;
+static volatile int exiting;
+static int in_handler(int x) { return x + 1; }
+static void on_prof(int sig) { handled = in_handler((int)handled); (void)sig; }
+__attribute__((no_instrument_function)) int munmap(void *addr, size_t len) {
+    long r = syscall(SYS_munmap, addr, len);
+    if (exiting)
+        raise(SIGPROF);
+    return (int)r;
+}
+__attribute__((no_instrument_function)) static void at_exit(void) { exiting = 1; }
+static int leaf(int x) { return x * 3; }
+int main(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_prof;
+    sigaction(SIGPROF, &sa, NULL);
+    atexit(at_exit); /* runs before the shim's exit-time close */
+    long sum = 0;
+    for (int i = 0; i < 1000; i++) sum += leaf(i);
+    raise(SIGPROF); /* one handler call recorded while recording is on */
+    printf("%ld %ld\n", sum, handled);
+    fflush(stdout);
+    return 0;
+}
+"#,
+        &["-rdynamic"],
+    );
+    let t = s.path().join("t.d");
+    let out = trace(&t, &bin, &[]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{:?} {stderr}", out.status);
+    assert_eq!(stdout.trim_end(), "1498500 1");
+    let procs = load(&t);
+    assert_eq!(procs[0].count("leaf"), 1000);
+    assert_eq!(procs[0].count("in_handler"), 1, "the handler's call at exit is dropped, the one before is recorded");
+}
