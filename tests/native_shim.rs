@@ -158,3 +158,43 @@ int main(void) {
     assert_eq!(procs[0].count("leaf"), 1000);
     assert_eq!(procs[0].count("in_handler"), 1, "the handler's call at exit is dropped, the one before is recorded");
 }
+
+/// An instrumented library whose constructor calls instrumented code runs before the
+/// preloaded shim's constructor: the shim sets itself up on that first hook call, so the
+/// main thread records the constructor's calls and then `main`'s (it recorded nothing).
+#[test]
+fn an_instrumented_library_constructor_before_the_shims_is_recorded() {
+    let s = scratch();
+    build_c_with(
+        s.path(),
+        "libearly.so",
+        r#"static int early_helper(int x) { return x + 7; }
+int early_value;
+__attribute__((constructor)) static void early_init(void) { early_value = early_helper(1); }
+"#,
+        &["-shared", "-fPIC"],
+    );
+    let bin = build_c_with(
+        s.path(),
+        "ctor_order",
+        r#"#include <stdio.h>
+extern int early_value;
+static int work(int x) { return x * 2; }
+int main(void) {
+    printf("%d %d\n", early_value, work(3));
+    return 0;
+}
+"#,
+        &["-L.", "-learly", "-Wl,-rpath,$ORIGIN"],
+    );
+    let t = s.path().join("t.d");
+    let out = trace(&t, &bin, &[]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stdout.trim_end(), "8 6");
+    let procs = load(&t);
+    let p = &procs[0];
+    assert_eq!(p.count("early_helper"), 1, "the library constructor's call");
+    assert_eq!(p.count("main"), 1, "the main thread records after an early first event");
+    assert_eq!(p.count("work"), 1);
+}

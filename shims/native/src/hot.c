@@ -84,8 +84,15 @@ struct slt_calibration {
 
 static __thread struct slt_thread slt_tls __attribute__((tls_model("initial-exec")));
 
-/* The TSC calibration in use, or NULL (then Rust's clock is asked). Set by lib.rs. */
-SLT_HIDDEN const struct slt_calibration *volatile slt_calibration;
+/* The TSC calibration in use, or NULL (then Rust's clock is asked). Set by lib.rs with an
+ * atomic release store, read here with an atomic acquire load (a plain mov on x86-64): the
+ * fields it points to are written before it is published and never change. */
+SLT_HIDDEN const struct slt_calibration *slt_calibration;
+
+static inline const struct slt_calibration *calibration(void)
+{
+    return __atomic_load_n(&slt_calibration, __ATOMIC_ACQUIRE);
+}
 
 /* Slow paths, in lib.rs. */
 extern void slt_enter_slow(struct slt_thread *t, uint64_t addr, uint64_t sp);
@@ -149,7 +156,7 @@ static inline uint64_t read_tsc(void)
 /* The clock as the hooks read it (for the tests). */
 static uint64_t now_ns(void)
 {
-    const struct slt_calibration *c = slt_calibration;
+    const struct slt_calibration *c = calibration();
     return c ? tsc_ns(c, read_tsc()) : slt_now_slow();
 }
 
@@ -313,7 +320,7 @@ SLT_HIDDEN void slt_enter(void *this_fn, uint64_t sp)
     struct slt_thread *t = &slt_tls;
     uint64_t addr = (uint64_t)this_fn;
     uint8_t *lim = take_limit(t);
-    const struct slt_calibration *c = slt_calibration;
+    const struct slt_calibration *c = calibration();
     struct slt_cache_entry *e = &t->cache[cache_slot(addr)];
     uint8_t *p = t->pos;
     uint64_t off, cfa;
@@ -341,7 +348,7 @@ SLT_HIDDEN void slt_exit(void *this_fn)
     struct slt_thread *t = &slt_tls;
     uint64_t addr = (uint64_t)this_fn;
     uint8_t *lim = take_limit(t);
-    const struct slt_calibration *c = slt_calibration;
+    const struct slt_calibration *c = calibration();
     uint64_t d = t->depth;
     uint8_t *p = t->pos;
     if (UNLIKELY(!(p < lim && (d - 1 < SLT_STACK_CAP ? t->stack[d - 1] == addr : d != 0)))) {

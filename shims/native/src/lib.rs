@@ -41,7 +41,7 @@ mod patch;
 use std::ffi::CStr;
 use std::path::PathBuf;
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use trace_format::clock::TscCalibration;
 use trace_format::event::FLAG_NATIVE;
 use trace_format::writer::{self, FuncTableWriter, RawCursor, StreamWriter};
@@ -130,7 +130,9 @@ impl SpinLock {
 struct Table {
     shift: u32,
     mask: usize,
-    len: usize,
+    /// Occupied slots; written only under `COLD` (atomic so that no `&mut Table` is ever
+    /// formed while other threads read the table).
+    len: AtomicUsize,
     keys: Box<[AtomicU64]>,
     ids: Box<[AtomicU32]>,
 }
@@ -141,7 +143,7 @@ impl Table {
         Table {
             shift: 64 - bits,
             mask: cap - 1,
-            len: 0,
+            len: AtomicUsize::new(0),
             keys: (0..cap).map(|_| AtomicU64::new(0)).collect(),
             ids: (0..cap).map(|_| AtomicU32::new(0)).collect(),
         }
@@ -167,15 +169,16 @@ impl Table {
         }
     }
 
-    /// Insert (caller holds `COLD`, and `addr` is absent and non-zero).
-    fn put(&mut self, addr: u64, id: u32) {
+    /// Insert (caller holds `COLD`, and `addr` is absent and non-zero). Through `&self`:
+    /// readers may be looking at the table; they see the slot once its key is published.
+    fn put(&self, addr: u64, id: u32) {
         let mut i = self.slot(addr);
         while self.keys[i].load(Ordering::Relaxed) != 0 {
             i = (i + 1) & self.mask;
         }
         self.ids[i].store(id, Ordering::Relaxed);
         self.keys[i].store(addr, Ordering::Release);
-        self.len += 1;
+        self.len.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -208,9 +211,9 @@ impl Table {
         // SAFETY: tables are never freed; only the holder of `COLD` mutates one, and a table is
         // only mutated (by `put`) in slots readers see as empty until the key is published.
         unsafe {
-            if t.is_null() || ((*t).len + 1) * 2 > (*t).mask + 1 {
+            if t.is_null() || ((*t).len.load(Ordering::Relaxed) + 1) * 2 > (*t).mask + 1 {
                 let bits = if t.is_null() { 12 } else { 64 - (*t).shift + 1 };
-                let mut n = Table::new(bits);
+                let n = Table::new(bits);
                 if !t.is_null() {
                     for (k, v) in (*t).keys.iter().zip((*t).ids.iter()) {
                         let k = k.load(Ordering::Relaxed);
@@ -343,9 +346,12 @@ impl SltThread {
 /// Let hot.c read the clock's TSC calibration (it asks Rust's clock while there is none).
 fn publish_calibration() {
     if let Some(c) = trace_format::clock::tsc_calibration() {
-        // SAFETY: a pointer-sized store; hot.c only reads it (a stale value is still a valid,
-        // published calibration, since they are never freed or changed).
-        unsafe { std::ptr::addr_of_mut!(slt_calibration).write_volatile(c) };
+        // SAFETY: `slt_calibration` is a pointer-sized, aligned C object that lives as long as
+        // the library and is only ever accessed atomically (hot.c loads it with
+        // __atomic_load_n acquire); the release store publishes the calibration's fields,
+        // which are never freed or changed afterwards.
+        unsafe { AtomicPtr::from_ptr(std::ptr::addr_of_mut!(slt_calibration) as *mut *mut TscCalibration) }
+            .store(c as *const TscCalibration as *mut TscCalibration, Ordering::Release);
     }
 }
 
@@ -354,12 +360,19 @@ fn publish_calibration() {
 #[cold]
 #[inline(never)]
 fn start_thread(t: &mut SltThread) {
+    // Allocation may run instrumented code (a custom allocator): mark the thread first.
+    t.set_mode(M_BUSY);
+    // An instrumented library's constructor may run before this library's: set up now.
+    if !setup_once() {
+        // Set-up is under way (on another thread, or this thread's set-up was interrupted
+        // by a signal whose handler got here): drop this event, try again at the next.
+        t.set_mode(M_UNINIT);
+        return;
+    }
     if ROOT.load(Ordering::Relaxed).is_null() || STATE.load(Ordering::Acquire) == DISABLED {
         t.set_mode(M_OFF);
         return;
     }
-    // Allocation may run instrumented code (a custom allocator): mark the thread first.
-    t.set_mode(M_BUSY);
     if t.rust.is_null() {
         let st =
             Box::into_raw(Box::new(ThreadState { writer: None, stack: Box::new([0u64; STACK_CAP]), cfas: Box::new([0u64; STACK_CAP]) }));
@@ -773,6 +786,47 @@ static FINI: extern "C" fn() = destructor;
 
 extern "C" fn constructor() {
     let _errno = ErrnoGuard::save();
+    setup_once();
+    if ROOT.load(Ordering::Acquire).is_null() {
+        return;
+    }
+    // Patching stays here (never lazily, from inside a hook call: the code it rewrites may
+    // be running then).
+    #[cfg(target_arch = "x86_64")]
+    if std::env::var_os(patch::ENV_PATCH).is_some_and(|v| v == "1") {
+        let r = patch::patch_main_program();
+        patch::set_report(r.clone());
+        if std::env::var_os("SLICE_TRACE_PATCH_VERBOSE").is_some() {
+            let mut msg = format!("slicetrace-native: patched {} functions, refused {}\n", r.patched, r.refused.len());
+            for (name, why) in &r.refused {
+                msg.push_str(&format!("  {name}: {why:?}\n"));
+            }
+            // SAFETY: writing a buffer we own to stderr.
+            unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
+        }
+    }
+}
+
+/// Set-up of this process image: 0 not done, 1 under way, 2 done.
+static SETUP: AtomicU8 = AtomicU8::new(0);
+
+/// Read the environment and register the thread-exit key, the fork handler and the filters,
+/// once: from the constructor, or from the first hook call if an instrumented library's
+/// constructor runs before this library's (the main thread would otherwise record nothing).
+/// Never waits: false while the set-up is under way elsewhere (then the caller drops its
+/// event), so a signal handler that interrupts the set-up cannot deadlock on it.
+fn setup_once() -> bool {
+    match SETUP.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {
+            setup();
+            SETUP.store(2, Ordering::Release);
+            true
+        }
+        Err(state) => state == 2,
+    }
+}
+
+fn setup() {
     let Some(dir) = std::env::var_os(ENV_TRACE_DIR).filter(|d| !d.is_empty()) else { return };
     let mut dir = PathBuf::from(dir);
     if dir.is_relative() {
@@ -792,19 +846,6 @@ extern "C" fn constructor() {
         filter::install(filter::Filters::parse(&f.to_string_lossy()));
     }
     ROOT.store(Box::into_raw(Box::new(dir)), Ordering::Release);
-    #[cfg(target_arch = "x86_64")]
-    if std::env::var_os(patch::ENV_PATCH).is_some_and(|v| v == "1") {
-        let r = patch::patch_main_program();
-        patch::set_report(r.clone());
-        if std::env::var_os("SLICE_TRACE_PATCH_VERBOSE").is_some() {
-            let mut msg = format!("slicetrace-native: patched {} functions, refused {}\n", r.patched, r.refused.len());
-            for (name, why) in &r.refused {
-                msg.push_str(&format!("  {name}: {why:?}\n"));
-            }
-            // SAFETY: writing a buffer we own to stderr.
-            unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
-        }
-    }
 }
 
 /// `exit()` (or return from `main`): close the calling thread's stream, cut to its length.
