@@ -198,3 +198,83 @@ int main(void) {
     assert_eq!(p.count("main"), 1, "the main thread records after an early first event");
     assert_eq!(p.count("work"), 1);
 }
+
+/// A signal handler that leaves with `siglongjmp` while the shim registers a new function
+/// (the program interposes `dladdr`, which the shim calls then, and raises the signal there):
+/// the registration lock is not left held (signals are blocked while it is held: another
+/// thread registers its functions, no deadlock), and the thread records again from its next
+/// entry at or above the abandoned slow path's stack (it recorded nothing more).
+#[test]
+fn siglongjmp_out_of_a_handler_during_a_slow_path_leaves_recording_on() {
+    let s = scratch();
+    let bin = build_c_with(
+        s.path(),
+        "longjmp_out",
+        r#"#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+static sigjmp_buf jb;
+static volatile int armed;
+static int in_handler(int x) { return x + 1; }
+static void on_usr1(int sig) { in_handler(sig); siglongjmp(jb, 1); }
+__attribute__((no_instrument_function)) int dladdr(const void *a, Dl_info *info) {
+    int (*real)(const void *, Dl_info *) = (int (*)(const void *, Dl_info *))dlsym(RTLD_NEXT, "dladdr");
+    int r = real(a, info);
+    if (armed) {
+        armed = 0;
+        raise(SIGUSR1);
+    }
+    return r;
+}
+static int victim(int x) { return x * 2; }
+static int after(int x) { return x + 3; }
+static void *worker(void *arg) { after(1); return arg; }
+int main(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sigaction(SIGUSR1, &sa, NULL);
+    int jumped = 1;
+    if (sigsetjmp(jb, 1) == 0) {
+        armed = 1;
+        victim(1); /* new: the shim calls dladdr, the handler jumps out */
+        jumped = 0;
+    }
+    after(2);
+    pthread_t th;
+    pthread_create(&th, 0, worker, 0);
+    pthread_join(th, 0);
+    printf("%d\n", jumped);
+    return 0;
+}
+"#,
+        &["-rdynamic", "-pthread", "-ldl"],
+    );
+    let t = s.path().join("t.d");
+    let mut c = slice_trace_e2e::cmd("trace");
+    c.arg("run").arg("-o").arg(&t).arg("--").arg(&bin).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    // Its own process group, so that a hang kills the program too, not only `trace`.
+    std::os::unix::process::CommandExt::process_group(&mut c, 0);
+    let mut child = c.spawn().unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = std::process::Command::new("kill").arg("-KILL").arg("--").arg(format!("-{}", child.id())).status();
+            let _ = child.wait();
+            panic!("the program hangs: the registration lock was left held");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stdout.trim_end(), "1", "the handler jumped out");
+    let procs = load(&t);
+    let p = &procs[0];
+    assert_eq!(p.count("after"), 2, "the main thread records again after the jump, and the worker records");
+    assert_eq!(p.count("worker"), 1);
+}

@@ -73,6 +73,9 @@ struct slt_thread {
     /* Frame repair (frames.rs): the canonical frame address (the stack pointer before the
      * call) of the first SLT_STACK_CAP open calls, 0 where unknown. */
     uint64_t *cfas;
+    /* The stack pointer of the slow path that runs (mode BUSY) at its shallowest, 0: none;
+     * lib.rs's recover_busy. */
+    uint64_t busy_sp;
 };
 
 /* Keep in sync with trace_format::clock::TscCalibration (#[repr(C)]). */
@@ -297,10 +300,11 @@ SLT_HIDDEN void slt_give_limit(struct slt_thread *t, uint8_t *lim)
 }
 
 /* Not the fast path: the thread's first event, or Rust's part (a NULL limit with mode
- * ACTIVE: a signal handler's event inside a fast path, dropped). */
-static inline int wants_slow(struct slt_thread *t, uint8_t *lim)
+ * ACTIVE: a signal handler's event inside a fast path, dropped). An entry while BUSY goes
+ * to Rust too (is_entry), which drops it unless the BUSY path is gone (siglongjmp). */
+static inline int wants_slow(struct slt_thread *t, uint8_t *lim, int is_entry)
 {
-    return t->mode == SLT_UNINIT || t->mode == SLT_FILTERED || (t->mode == SLT_ACTIVE && lim != 0);
+    return t->mode == SLT_UNINIT || t->mode == SLT_FILTERED || (t->mode == SLT_ACTIVE && lim != 0) || (is_entry && t->mode == SLT_BUSY);
 }
 
 /* Whether an entry at `cfa` shows that the innermost open frame has returned (its CFA is at
@@ -339,7 +343,7 @@ SLT_HIDDEN void slt_enter(void *this_fn, uint64_t sp)
     return;
 slow:
     give_limit(t, lim);
-    if (wants_slow(t, lim))
+    if (wants_slow(t, lim, 1))
         slt_enter_slow(t, addr, sp);
 }
 
@@ -353,7 +357,7 @@ SLT_HIDDEN void slt_exit(void *this_fn)
     uint8_t *p = t->pos;
     if (UNLIKELY(!(p < lim && (d - 1 < SLT_STACK_CAP ? t->stack[d - 1] == addr : d != 0)))) {
         give_limit(t, lim);
-        if (wants_slow(t, lim))
+        if (wants_slow(t, lim, 0))
             slt_exit_slow(t, addr);
         return;
     }

@@ -273,6 +273,56 @@ pub struct SltThread {
     cache: [CacheEntry; CACHE_SIZE],
     /// CFAs of the open calls in `stack` (0: unknown), for the frame repair (frames.rs).
     cfas: *mut u64,
+    /// Stack pointer of the running slow path at its shallowest (0: none): `recover_busy`.
+    busy_sp: u64,
+}
+
+/// Sets `busy_sp` for the extent of a slow path and puts the previous value back (a signal
+/// handler's slow path nested in another's leaves the outer one's).
+struct BusySp {
+    t: *mut SltThread,
+    prev: u64,
+}
+
+impl BusySp {
+    fn set(t: *mut SltThread, sp: u64) -> BusySp {
+        // SAFETY: this thread's block; a single aligned store (atomic against signals).
+        let prev = unsafe { std::mem::replace(&mut (*t).busy_sp, sp) };
+        BusySp { t, prev }
+    }
+}
+
+impl Drop for BusySp {
+    fn drop(&mut self) {
+        // SAFETY: as in `set`.
+        unsafe { (*self.t).busy_sp = self.prev };
+    }
+}
+
+/// An entry found the thread BUSY. Either a slow path of this thread runs and this entry
+/// is a signal handler's (or an instrumented allocator's) inside it: drop the event. Or the
+/// slow path is gone: a handler left it with `siglongjmp`, which would leave recording off
+/// for good. The stack tells: code that interrupts a slow path runs below the slow path's
+/// shallowest frame (`busy_sp`, the hook's stack pointer), so an entry at or above it is
+/// after the slow path's frames are gone. Not on an alternate signal stack (a handler there
+/// may sit anywhere): then the event is dropped. Returns whether the thread records again.
+unsafe fn recover_busy(t: &mut SltThread, sp: u64) -> bool {
+    if t.busy_sp == 0 || sp == 0 || sp < t.busy_sp {
+        return false;
+    }
+    let mut ss: libc::stack_t = std::mem::zeroed();
+    if libc::sigaltstack(null_mut(), &mut ss) != 0 || ss.ss_flags & libc::SS_ONSTACK != 0 {
+        return false;
+    }
+    t.busy_sp = 0;
+    // The writer holds the position since the slow path's `pull`; an event it was writing
+    // when left is overwritten by the next (its position had not moved).
+    t.pull();
+    t.push();
+    if t.mode == M_ACTIVE && !filter::inside() {
+        t.set_mode(M_FILTERED);
+    }
+    true
 }
 
 extern "C" {
@@ -553,9 +603,21 @@ fn register(addr: u64) -> Option<u32> {
     if addr == 0 {
         return None;
     }
+    // No signal handler runs while this thread holds `COLD`: one that left with
+    // `siglongjmp` would leave the lock held, and every other thread's next new function
+    // would wait for it for ever. (Once per function per process: two cheap system calls.)
+    // SAFETY: pthread_sigmask with sets we own is async-signal-safe; the old mask is put back.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+    }
     COLD.lock();
     let r = register_locked(addr);
     COLD.unlock();
+    // SAFETY: as above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, null_mut()) };
     r
 }
 
@@ -666,6 +728,10 @@ unsafe fn begin_slow(t: &mut SltThread) -> bool {
 #[no_mangle]
 pub unsafe extern "C" fn slt_enter_slow(t: *mut SltThread, addr: u64, sp: u64) {
     let _errno = ErrnoGuard::save();
+    if (*t).mode == M_BUSY && !recover_busy(&mut *t, sp) {
+        return;
+    }
+    let _busy = BusySp::set(t, sp);
     let t = &mut *t;
     if t.mode == M_UNINIT {
         start_thread(t);
@@ -736,6 +802,8 @@ unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root: bool) {
 #[no_mangle]
 pub unsafe extern "C" fn slt_exit_slow(t: *mut SltThread, addr: u64) {
     let _errno = ErrnoGuard::save();
+    // This frame's stack pointer: everything this slow path runs is below it.
+    let _busy = BusySp::set(t, frames::stack_pointer());
     let t = &mut *t;
     if t.mode == M_FILTERED {
         filter::exit_outside(t);
