@@ -11,7 +11,8 @@
  * Everything that is not the common case goes to Rust (lib.rs), which owns the stream writer,
  * the process-wide function table and all system calls:
  *   - the thread's first event (mode UNINIT); events while the shim itself runs (BUSY) or
- *     does not record (OFF) are dropped;
+ *     does not record (OFF) are dropped (an entry while BUSY asks Rust first, which makes
+ *     the thread record again if a siglongjmp left the slow path: recover_busy);
  *   - a function address missing from this thread's direct-mapped id cache;
  *   - a full window, a return that does not match the shadow stack (longjmp), a clock that is
  *     not yet calibrated (or not the TSC);

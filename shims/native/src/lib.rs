@@ -310,6 +310,7 @@ unsafe fn recover_busy(t: &mut SltThread, sp: u64) -> bool {
     if t.busy_sp == 0 || sp == 0 || sp < t.busy_sp {
         return false;
     }
+    // SAFETY: sigaltstack only fills the stack_t we own (async-signal-safe).
     let mut ss: libc::stack_t = std::mem::zeroed();
     if libc::sigaltstack(null_mut(), &mut ss) != 0 || ss.ss_flags & libc::SS_ONSTACK != 0 {
         return false;
@@ -606,8 +607,9 @@ fn register(addr: u64) -> Option<u32> {
     // No signal handler runs while this thread holds `COLD`: one that left with
     // `siglongjmp` would leave the lock held, and every other thread's next new function
     // would wait for it for ever. (Once per function per process: two cheap system calls.)
-    // SAFETY: pthread_sigmask with sets we own is async-signal-safe; the old mask is put back.
+    // SAFETY: a zeroed sigset_t is a valid (empty) set.
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pthread_sigmask with sets we own is async-signal-safe; the old mask is put back.
     unsafe {
         let mut all: libc::sigset_t = std::mem::zeroed();
         libc::sigfillset(&mut all);
@@ -728,6 +730,7 @@ unsafe fn begin_slow(t: &mut SltThread) -> bool {
 #[no_mangle]
 pub unsafe extern "C" fn slt_enter_slow(t: *mut SltThread, addr: u64, sp: u64) {
     let _errno = ErrnoGuard::save();
+    // SAFETY (here and below): `t` is this thread's block, passed by hot.c.
     if (*t).mode == M_BUSY && !recover_busy(&mut *t, sp) {
         return;
     }
