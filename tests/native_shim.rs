@@ -8,11 +8,7 @@ use native_support::*;
 use slice_trace_e2e::{scratch, target_dir, texts};
 use std::path::{Path, PathBuf};
 
-/// Build C source `code` with `-finstrument-functions` into `dir`.
-fn build_c(dir: &Path, name: &str, code: &str) -> PathBuf {
-    build_c_with(dir, name, code, &[])
-}
-
+/// Build C source `code` with `-finstrument-functions` and `extra` (cc runs in `dir`).
 fn build_c_with(dir: &Path, name: &str, code: &str, extra: &[&str]) -> PathBuf {
     let src = dir.join(format!("{name}.c"));
     std::fs::write(&src, code).unwrap();
