@@ -1,10 +1,34 @@
 //! Compiles the hot path (src/hot.c) with the machine's C compiler.
+//!
+//! The flags are this file's alone: the environment's `CFLAGS` (and `CFLAGS_<target>`,
+//! `TARGET_CFLAGS`, `HOST_CFLAGS`) are dropped, since `CFLAGS=-finstrument-functions cargo
+//! build` would make the hook call itself; `-fno-instrument-functions` says so explicitly,
+//! and `-fvisibility=hidden` keeps hot.c's internal symbols out of the library's dynamic
+//! symbol table (tests/native_symbols.rs checks what is exported).
 fn main() {
     println!("cargo:rerun-if-changed=src/hot.c");
+    println!("cargo:rerun-if-changed=hidden.map");
+    // lib.rs's slow paths must be #[no_mangle] for hot.c to call them, and rustc exports
+    // every #[no_mangle] function of a cdylib; this version script makes them local.
+    if std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux") {
+        let map = std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default()).join("hidden.map");
+        println!("cargo:rustc-cdylib-link-arg=-Wl,--version-script={}", map.display());
+    }
+    let flag_vars: Vec<_> = std::env::vars_os()
+        .map(|(k, _)| k)
+        .filter(|k| k.to_str().is_some_and(|k| k.ends_with("CFLAGS") || k.starts_with("CFLAGS_")))
+        .collect();
+    for k in flag_vars {
+        println!("cargo:rerun-if-env-changed={}", k.to_string_lossy());
+        // Build scripts are single-threaded: nothing reads the environment concurrently.
+        std::env::remove_var(k);
+    }
     cc::Build::new()
         .file("src/hot.c")
         // The hot path is optimised in every profile (tests run debug builds of the shim too).
         .opt_level(2)
+        .flag("-fno-instrument-functions")
+        .flag("-fvisibility=hidden")
         .flag_if_supported("-fno-plt")
         .warnings(true)
         .extra_warnings(true)

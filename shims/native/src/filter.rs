@@ -289,6 +289,11 @@ pub(crate) unsafe fn thread_started(t: &mut SltThread) {
     }
 }
 
+/// Whether the thread is inside the recorded calls (always, without `-F`/`-N`).
+pub(crate) fn inside() -> bool {
+    matches!(OUTSIDE.get(), Outside::Inside)
+}
+
 /// The thread (ACTIVE) left its last `-F` call.
 pub(crate) fn leave(t: &mut SltThread) {
     OUTSIDE.set(Outside::Waiting);

@@ -11,7 +11,8 @@
  * Everything that is not the common case goes to Rust (lib.rs), which owns the stream writer,
  * the process-wide function table and all system calls:
  *   - the thread's first event (mode UNINIT); events while the shim itself runs (BUSY) or
- *     does not record (OFF) are dropped;
+ *     does not record (OFF) are dropped (an entry while BUSY asks Rust first, which makes
+ *     the thread record again if a siglongjmp left the slow path: recover_busy);
  *   - a function address missing from this thread's direct-mapped id cache;
  *   - a full window, a return that does not match the shadow stack (longjmp), a clock that is
  *     not yet calibrated (or not the TSC);
@@ -73,6 +74,9 @@ struct slt_thread {
     /* Frame repair (frames.rs): the canonical frame address (the stack pointer before the
      * call) of the first SLT_STACK_CAP open calls, 0 where unknown. */
     uint64_t *cfas;
+    /* The stack pointer of the slow path that runs (mode BUSY) at its shallowest, 0: none;
+     * lib.rs's recover_busy. */
+    uint64_t busy_sp;
 };
 
 /* Keep in sync with trace_format::clock::TscCalibration (#[repr(C)]). */
@@ -84,8 +88,15 @@ struct slt_calibration {
 
 static __thread struct slt_thread slt_tls __attribute__((tls_model("initial-exec")));
 
-/* The TSC calibration in use, or NULL (then Rust's clock is asked). Set by lib.rs. */
-SLT_HIDDEN const struct slt_calibration *volatile slt_calibration;
+/* The TSC calibration in use, or NULL (then Rust's clock is asked). Set by lib.rs with an
+ * atomic release store, read here with an atomic acquire load (a plain mov on x86-64): the
+ * fields it points to are written before it is published and never change. */
+SLT_HIDDEN const struct slt_calibration *slt_calibration;
+
+static inline const struct slt_calibration *calibration(void)
+{
+    return __atomic_load_n(&slt_calibration, __ATOMIC_ACQUIRE);
+}
 
 /* Slow paths, in lib.rs. */
 extern void slt_enter_slow(struct slt_thread *t, uint64_t addr, uint64_t sp);
@@ -149,7 +160,7 @@ static inline uint64_t read_tsc(void)
 /* The clock as the hooks read it (for the tests). */
 static uint64_t now_ns(void)
 {
-    const struct slt_calibration *c = slt_calibration;
+    const struct slt_calibration *c = calibration();
     return c ? tsc_ns(c, read_tsc()) : slt_now_slow();
 }
 
@@ -235,30 +246,66 @@ static __attribute__((noinline)) void exit_slow_clock(struct slt_thread *t, uint
     give_limit(t, lim);
 }
 
-/* While a fast path runs, `limit` is NULL: an event of a signal handler that interrupts it
- * then finds no room, and as a NULL limit with mode ACTIVE means "inside a fast path", it is
- * dropped (like every event while the Rust side runs) instead of being written over. A
- * handler that runs just before the limit is taken records its events whole: the fast path
- * reads the position and the stack only after it took the limit. */
-static inline uint8_t *take_limit(struct slt_thread *t)
+/* THE hot-path rule, kept here and nowhere else (lib.rs calls slt_take_limit/slt_give_limit):
+ * `limit` is NULL unless the thread records (mode ACTIVE), and NULL while a fast path or a
+ * slow path writes. While a path runs, an event of a signal handler that interrupts it finds
+ * no room, and as a NULL limit means "someone on this thread is writing", it is dropped
+ * (wants_slow) instead of being written over. A handler that runs just before the limit is
+ * taken records its events whole: the path reads the position and the stack only after it
+ * took the limit.
+ *
+ * Taking it must be ONE instruction: with a load and a store, a handler that runs between
+ * them may move the window (a full window, a stream that stops) and the interrupted path
+ * would then write through the old limit into unmapped or reused memory. Only this thread
+ * ever writes its `limit` (signal handlers included, since they run on this thread), so
+ * atomicity against signals is enough: on x86-64 an unlocked `cmpxchg` (a single
+ * instruction, interrupts are taken between instructions; a locked `xchg` would cost ~20
+ * cycles per event for a guarantee against other CPUs that nobody needs); elsewhere
+ * __atomic_exchange_n. */
+static inline __attribute__((always_inline)) uint8_t *take_limit(struct slt_thread *t)
 {
-    uint8_t *lim = t->limit;
-    __atomic_store_n(&t->limit, (uint8_t *)0, __ATOMIC_RELAXED);
+#if defined(__x86_64__)
+    uint8_t *expected = t->limit;
+    for (;;) {
+        uint8_t *seen = expected;
+        /* if (limit == rax) limit = 0; else rax = limit; as one instruction. */
+        __asm__ volatile("cmpxchgq %2, %1" : "+a"(seen), "+m"(t->limit) : "r"((uint8_t *)0) : "cc", "memory");
+        if (seen == expected)
+            return expected;
+        expected = seen; /* a handler moved it between the read and the cmpxchg */
+    }
+#else
+    uint8_t *lim = __atomic_exchange_n(&t->limit, (uint8_t *)0, __ATOMIC_RELAXED);
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     return lim;
+#endif
 }
 
+/* Give the limit back (or a new one, after the position and the rest of the cursor are in
+ * place): the stores before it are done, for a handler, before the limit is visible. */
 static inline __attribute__((always_inline)) void give_limit(struct slt_thread *t, uint8_t *lim)
 {
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     __atomic_store_n(&t->limit, lim, __ATOMIC_RELAXED);
 }
 
-/* Not the fast path: the thread's first event, or Rust's part (a NULL limit with mode
- * ACTIVE: a signal handler's event inside a fast path, dropped). */
-static inline int wants_slow(struct slt_thread *t, uint8_t *lim)
+/* The same, for lib.rs (its slow paths, set_mode and push). */
+SLT_HIDDEN uint8_t *slt_take_limit(struct slt_thread *t)
 {
-    return t->mode == SLT_UNINIT || t->mode == SLT_FILTERED || (t->mode == SLT_ACTIVE && lim != 0);
+    return take_limit(t);
+}
+
+SLT_HIDDEN void slt_give_limit(struct slt_thread *t, uint8_t *lim)
+{
+    give_limit(t, lim);
+}
+
+/* Not the fast path: the thread's first event, or Rust's part (a NULL limit with mode
+ * ACTIVE: a signal handler's event inside a fast path, dropped). An entry while BUSY goes
+ * to Rust too (is_entry), which drops it unless the BUSY path is gone (siglongjmp). */
+static inline int wants_slow(struct slt_thread *t, uint8_t *lim, int is_entry)
+{
+    return t->mode == SLT_UNINIT || t->mode == SLT_FILTERED || (t->mode == SLT_ACTIVE && lim != 0) || (is_entry && t->mode == SLT_BUSY);
 }
 
 /* Whether an entry at `cfa` shows that the innermost open frame has returned (its CFA is at
@@ -278,7 +325,7 @@ SLT_HIDDEN void slt_enter(void *this_fn, uint64_t sp)
     struct slt_thread *t = &slt_tls;
     uint64_t addr = (uint64_t)this_fn;
     uint8_t *lim = take_limit(t);
-    const struct slt_calibration *c = slt_calibration;
+    const struct slt_calibration *c = calibration();
     struct slt_cache_entry *e = &t->cache[cache_slot(addr)];
     uint8_t *p = t->pos;
     uint64_t off, cfa;
@@ -297,7 +344,7 @@ SLT_HIDDEN void slt_enter(void *this_fn, uint64_t sp)
     return;
 slow:
     give_limit(t, lim);
-    if (wants_slow(t, lim))
+    if (wants_slow(t, lim, 1))
         slt_enter_slow(t, addr, sp);
 }
 
@@ -306,12 +353,12 @@ SLT_HIDDEN void slt_exit(void *this_fn)
     struct slt_thread *t = &slt_tls;
     uint64_t addr = (uint64_t)this_fn;
     uint8_t *lim = take_limit(t);
-    const struct slt_calibration *c = slt_calibration;
+    const struct slt_calibration *c = calibration();
     uint64_t d = t->depth;
     uint8_t *p = t->pos;
     if (UNLIKELY(!(p < lim && (d - 1 < SLT_STACK_CAP ? t->stack[d - 1] == addr : d != 0)))) {
         give_limit(t, lim);
-        if (wants_slow(t, lim))
+        if (wants_slow(t, lim, 0))
             slt_exit_slow(t, addr);
         return;
     }

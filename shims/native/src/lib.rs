@@ -41,7 +41,7 @@ mod patch;
 use std::ffi::CStr;
 use std::path::PathBuf;
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use trace_format::clock::TscCalibration;
 use trace_format::event::FLAG_NATIVE;
 use trace_format::writer::{self, FuncTableWriter, RawCursor, StreamWriter};
@@ -85,6 +85,29 @@ struct Proc {
     modules: Vec<(u64, String)>,
 }
 
+/// Restores `errno` when dropped. Every path of the shim that may call into libc (the slow
+/// paths, the constructor-time and exit-time handlers) holds one: the traced program must see
+/// the `errno` it left (glibc's `realpath`, `dladdr`, `mmap` and friends may set it even when
+/// they succeed). Reading and writing `errno` through `__errno_location` is async-signal-safe
+/// (it is the calling thread's own TLS word).
+struct ErrnoGuard(libc::c_int);
+
+impl ErrnoGuard {
+    #[inline]
+    fn save() -> ErrnoGuard {
+        // SAFETY: __errno_location returns this thread's errno slot, always valid.
+        ErrnoGuard(unsafe { *libc::__errno_location() })
+    }
+}
+
+impl Drop for ErrnoGuard {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: as in `save`.
+        unsafe { *libc::__errno_location() = self.0 };
+    }
+}
+
 struct SpinLock(AtomicBool);
 
 impl SpinLock {
@@ -107,7 +130,9 @@ impl SpinLock {
 struct Table {
     shift: u32,
     mask: usize,
-    len: usize,
+    /// Occupied slots; written only under `COLD` (atomic so that no `&mut Table` is ever
+    /// formed while other threads read the table).
+    len: AtomicUsize,
     keys: Box<[AtomicU64]>,
     ids: Box<[AtomicU32]>,
 }
@@ -118,7 +143,7 @@ impl Table {
         Table {
             shift: 64 - bits,
             mask: cap - 1,
-            len: 0,
+            len: AtomicUsize::new(0),
             keys: (0..cap).map(|_| AtomicU64::new(0)).collect(),
             ids: (0..cap).map(|_| AtomicU32::new(0)).collect(),
         }
@@ -144,15 +169,16 @@ impl Table {
         }
     }
 
-    /// Insert (caller holds `COLD`, and `addr` is absent and non-zero).
-    fn put(&mut self, addr: u64, id: u32) {
+    /// Insert (caller holds `COLD`, and `addr` is absent and non-zero). Through `&self`:
+    /// readers may be looking at the table; they see the slot once its key is published.
+    fn put(&self, addr: u64, id: u32) {
         let mut i = self.slot(addr);
         while self.keys[i].load(Ordering::Relaxed) != 0 {
             i = (i + 1) & self.mask;
         }
         self.ids[i].store(id, Ordering::Relaxed);
         self.keys[i].store(addr, Ordering::Release);
-        self.len += 1;
+        self.len.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -185,9 +211,9 @@ impl Table {
         // SAFETY: tables are never freed; only the holder of `COLD` mutates one, and a table is
         // only mutated (by `put`) in slots readers see as empty until the key is published.
         unsafe {
-            if t.is_null() || ((*t).len + 1) * 2 > (*t).mask + 1 {
+            if t.is_null() || ((*t).len.load(Ordering::Relaxed) + 1) * 2 > (*t).mask + 1 {
                 let bits = if t.is_null() { 12 } else { 64 - (*t).shift + 1 };
-                let mut n = Table::new(bits);
+                let n = Table::new(bits);
                 if !t.is_null() {
                     for (k, v) in (*t).keys.iter().zip((*t).ids.iter()) {
                         let k = k.load(Ordering::Relaxed);
@@ -247,6 +273,57 @@ pub struct SltThread {
     cache: [CacheEntry; CACHE_SIZE],
     /// CFAs of the open calls in `stack` (0: unknown), for the frame repair (frames.rs).
     cfas: *mut u64,
+    /// Stack pointer of the running slow path at its shallowest (0: none): `recover_busy`.
+    busy_sp: u64,
+}
+
+/// Sets `busy_sp` for the extent of a slow path and puts the previous value back (a signal
+/// handler's slow path nested in another's leaves the outer one's).
+struct BusySp {
+    t: *mut SltThread,
+    prev: u64,
+}
+
+impl BusySp {
+    fn set(t: *mut SltThread, sp: u64) -> BusySp {
+        // SAFETY: this thread's block; a single aligned store (atomic against signals).
+        let prev = unsafe { std::mem::replace(&mut (*t).busy_sp, sp) };
+        BusySp { t, prev }
+    }
+}
+
+impl Drop for BusySp {
+    fn drop(&mut self) {
+        // SAFETY: as in `set`.
+        unsafe { (*self.t).busy_sp = self.prev };
+    }
+}
+
+/// An entry found the thread BUSY. Either a slow path of this thread runs and this entry
+/// is a signal handler's (or an instrumented allocator's) inside it: drop the event. Or the
+/// slow path is gone: a handler left it with `siglongjmp`, which would leave recording off
+/// for good. The stack tells: code that interrupts a slow path runs below the slow path's
+/// shallowest frame (`busy_sp`, the hook's stack pointer), so an entry at or above it is
+/// after the slow path's frames are gone. Not on an alternate signal stack (a handler there
+/// may sit anywhere): then the event is dropped. Returns whether the thread records again.
+unsafe fn recover_busy(t: &mut SltThread, sp: u64) -> bool {
+    if t.busy_sp == 0 || sp == 0 || sp < t.busy_sp {
+        return false;
+    }
+    // SAFETY: sigaltstack only fills the stack_t we own (async-signal-safe).
+    let mut ss: libc::stack_t = std::mem::zeroed();
+    if libc::sigaltstack(null_mut(), &mut ss) != 0 || ss.ss_flags & libc::SS_ONSTACK != 0 {
+        return false;
+    }
+    t.busy_sp = 0;
+    // The writer holds the position since the slow path's `pull`; an event it was writing
+    // when left is overwritten by the next (its position had not moved).
+    t.pull();
+    t.push();
+    if t.mode == M_ACTIVE && !filter::inside() {
+        t.set_mode(M_FILTERED);
+    }
+    true
 }
 
 extern "C" {
@@ -256,6 +333,8 @@ extern "C" {
     fn slt_cache_put(t: *mut SltThread, addr: u64, id: u64);
     fn slt_cache_clear(t: *mut SltThread);
     static mut slt_calibration: *const TscCalibration;
+    fn slt_take_limit(t: *mut SltThread) -> *mut u8;
+    fn slt_give_limit(t: *mut SltThread, lim: *mut u8);
 }
 
 struct ThreadState {
@@ -285,8 +364,9 @@ impl SltThread {
     /// unless the thread records (the position stays, for `pull`).
     fn set_mode(&mut self, mode: u32) {
         debug_assert_ne!(mode, M_ACTIVE);
+        // SAFETY: this thread's block; hot.c's take keeps the hot-path rule (limit first).
+        unsafe { slt_take_limit(self) };
         self.mode = mode;
-        self.cur.limit = null_mut();
     }
 
     /// Lend the writer's position to the C side; a stopped stream turns recording off.
@@ -300,8 +380,14 @@ impl SltThread {
         };
         match cur {
             Some(c) => {
-                self.cur = c;
+                // The whole cursor but the limit is written while the limit is null (a
+                // handler's event is dropped meanwhile); the limit is given last.
+                // SAFETY: this thread's block; hot.c keeps the hot-path rule.
+                unsafe { slt_take_limit(self) };
+                self.cur = RawCursor { limit: null_mut(), ..c };
                 self.mode = M_ACTIVE;
+                // SAFETY: as above; `c.limit` bounds the window `c.pos` is in.
+                unsafe { slt_give_limit(self, c.limit) };
             }
             None => self.set_mode(M_OFF),
         }
@@ -311,9 +397,12 @@ impl SltThread {
 /// Let hot.c read the clock's TSC calibration (it asks Rust's clock while there is none).
 fn publish_calibration() {
     if let Some(c) = trace_format::clock::tsc_calibration() {
-        // SAFETY: a pointer-sized store; hot.c only reads it (a stale value is still a valid,
-        // published calibration, since they are never freed or changed).
-        unsafe { std::ptr::addr_of_mut!(slt_calibration).write_volatile(c) };
+        // SAFETY: `slt_calibration` is a pointer-sized, aligned C object that lives as long as
+        // the library and is only ever accessed atomically (hot.c loads it with
+        // __atomic_load_n acquire); the release store publishes the calibration's fields,
+        // which are never freed or changed afterwards.
+        unsafe { AtomicPtr::from_ptr(std::ptr::addr_of_mut!(slt_calibration) as *mut *mut TscCalibration) }
+            .store(c as *const TscCalibration as *mut TscCalibration, Ordering::Release);
     }
 }
 
@@ -322,12 +411,19 @@ fn publish_calibration() {
 #[cold]
 #[inline(never)]
 fn start_thread(t: &mut SltThread) {
+    // Allocation may run instrumented code (a custom allocator): mark the thread first.
+    t.set_mode(M_BUSY);
+    // An instrumented library's constructor may run before this library's: set up now.
+    if !setup_once() {
+        // Set-up is under way (on another thread, or this thread's set-up was interrupted
+        // by a signal whose handler got here): drop this event, try again at the next.
+        t.set_mode(M_UNINIT);
+        return;
+    }
     if ROOT.load(Ordering::Relaxed).is_null() || STATE.load(Ordering::Acquire) == DISABLED {
         t.set_mode(M_OFF);
         return;
     }
-    // Allocation may run instrumented code (a custom allocator): mark the thread first.
-    t.set_mode(M_BUSY);
     if t.rust.is_null() {
         let st =
             Box::into_raw(Box::new(ThreadState { writer: None, stack: Box::new([0u64; STACK_CAP]), cfas: Box::new([0u64; STACK_CAP]) }));
@@ -357,6 +453,7 @@ fn start_thread(t: &mut SltThread) {
 
 /// `pthread_key` destructor: the thread is exiting.
 extern "C" fn thread_exit(p: *mut libc::c_void) {
+    let _errno = ErrnoGuard::save();
     let st = p as *mut ThreadState;
     // SAFETY: this thread's block.
     let t = unsafe { &mut *slt_thread_state() };
@@ -507,9 +604,22 @@ fn register(addr: u64) -> Option<u32> {
     if addr == 0 {
         return None;
     }
+    // No signal handler runs while this thread holds `COLD`: one that left with
+    // `siglongjmp` would leave the lock held, and every other thread's next new function
+    // would wait for it for ever. (Once per function per process: two cheap system calls.)
+    // SAFETY: a zeroed sigset_t is a valid (empty) set.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pthread_sigmask with sets we own is async-signal-safe; the old mask is put back.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+    }
     COLD.lock();
     let r = register_locked(addr);
     COLD.unlock();
+    // SAFETY: as above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, null_mut()) };
     r
 }
 
@@ -595,6 +705,7 @@ pub extern "C" fn __cyg_profile_func_exit(this_fn: *mut libc::c_void, _call_site
 /// The clock, while hot.c has no TSC calibration to read.
 #[no_mangle]
 pub extern "C" fn slt_now_slow() -> u64 {
+    let _errno = ErrnoGuard::save();
     let ns = writer::monotonic_ns();
     publish_calibration();
     ns
@@ -618,6 +729,12 @@ unsafe fn begin_slow(t: &mut SltThread) -> bool {
 /// `sp` is the stack pointer hot.c's `slt_enter` saw.
 #[no_mangle]
 pub unsafe extern "C" fn slt_enter_slow(t: *mut SltThread, addr: u64, sp: u64) {
+    let _errno = ErrnoGuard::save();
+    // SAFETY (here and below): `t` is this thread's block, passed by hot.c.
+    if (*t).mode == M_BUSY && !recover_busy(&mut *t, sp) {
+        return;
+    }
+    let _busy = BusySp::set(t, sp);
     let t = &mut *t;
     if t.mode == M_UNINIT {
         start_thread(t);
@@ -687,6 +804,9 @@ unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root: bool) {
 /// open call or that skips frames (longjmp), a full window.
 #[no_mangle]
 pub unsafe extern "C" fn slt_exit_slow(t: *mut SltThread, addr: u64) {
+    let _errno = ErrnoGuard::save();
+    // This frame's stack pointer: everything this slow path runs is below it.
+    let _busy = BusySp::set(t, frames::stack_pointer());
     let t = &mut *t;
     if t.mode == M_FILTERED {
         filter::exit_outside(t);
@@ -736,6 +856,48 @@ static INIT: extern "C" fn() = constructor;
 static FINI: extern "C" fn() = destructor;
 
 extern "C" fn constructor() {
+    let _errno = ErrnoGuard::save();
+    setup_once();
+    if ROOT.load(Ordering::Acquire).is_null() {
+        return;
+    }
+    // Patching stays here (never lazily, from inside a hook call: the code it rewrites may
+    // be running then).
+    #[cfg(target_arch = "x86_64")]
+    if std::env::var_os(patch::ENV_PATCH).is_some_and(|v| v == "1") {
+        let r = patch::patch_main_program();
+        patch::set_report(r.clone());
+        if std::env::var_os("SLICE_TRACE_PATCH_VERBOSE").is_some() {
+            let mut msg = format!("slicetrace-native: patched {} functions, refused {}\n", r.patched, r.refused.len());
+            for (name, why) in &r.refused {
+                msg.push_str(&format!("  {name}: {why:?}\n"));
+            }
+            // SAFETY: writing a buffer we own to stderr.
+            unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
+        }
+    }
+}
+
+/// Set-up of this process image: 0 not done, 1 under way, 2 done.
+static SETUP: AtomicU8 = AtomicU8::new(0);
+
+/// Read the environment and register the thread-exit key, the fork handler and the filters,
+/// once: from the constructor, or from the first hook call if an instrumented library's
+/// constructor runs before this library's (the main thread would otherwise record nothing).
+/// Never waits: false while the set-up is under way elsewhere (then the caller drops its
+/// event), so a signal handler that interrupts the set-up cannot deadlock on it.
+fn setup_once() -> bool {
+    match SETUP.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => {
+            setup();
+            SETUP.store(2, Ordering::Release);
+            true
+        }
+        Err(state) => state == 2,
+    }
+}
+
+fn setup() {
     let Some(dir) = std::env::var_os(ENV_TRACE_DIR).filter(|d| !d.is_empty()) else { return };
     let mut dir = PathBuf::from(dir);
     if dir.is_relative() {
@@ -755,26 +917,18 @@ extern "C" fn constructor() {
         filter::install(filter::Filters::parse(&f.to_string_lossy()));
     }
     ROOT.store(Box::into_raw(Box::new(dir)), Ordering::Release);
-    #[cfg(target_arch = "x86_64")]
-    if std::env::var_os(patch::ENV_PATCH).is_some_and(|v| v == "1") {
-        let r = patch::patch_main_program();
-        patch::set_report(r.clone());
-        if std::env::var_os("SLICE_TRACE_PATCH_VERBOSE").is_some() {
-            let mut msg = format!("slicetrace-native: patched {} functions, refused {}\n", r.patched, r.refused.len());
-            for (name, why) in &r.refused {
-                msg.push_str(&format!("  {name}: {why:?}\n"));
-            }
-            // SAFETY: writing a buffer we own to stderr.
-            unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
-        }
-    }
 }
 
 /// `exit()` (or return from `main`): close the calling thread's stream, cut to its length.
 extern "C" fn destructor() {
+    let _errno = ErrnoGuard::save();
     // SAFETY: this thread's block.
     let t = unsafe { &mut *slt_thread_state() };
     if t.mode == M_ACTIVE || t.mode == M_FILTERED {
+        // Recording off (the limit null) BEFORE the window is unmapped: a profiling timer's
+        // handler that calls instrumented code while `finish` runs then has its events
+        // dropped instead of written into unmapped memory. BUSY keeps `pull` valid.
+        t.set_mode(M_BUSY);
         if let Some(w) = t.pull() {
             w.finish();
         }
@@ -784,6 +938,7 @@ extern "C" fn destructor() {
 
 /// In the child of a `fork`: forget the parent's recording; the child starts its own.
 extern "C" fn after_fork_child() {
+    let _errno = ErrnoGuard::save();
     let state = STATE.load(Ordering::Acquire);
     let p = PROC.load(Ordering::Acquire);
     if state == READY && !p.is_null() {
@@ -802,6 +957,8 @@ extern "C" fn after_fork_child() {
     STATE.store(UNINIT, Ordering::Release);
     // SAFETY: this thread's block; the only thread of the child.
     let t = unsafe { &mut *slt_thread_state() };
+    // Off (the limit null) before the parent's window is unmapped, as in `destructor`.
+    t.set_mode(M_OFF);
     if !t.rust.is_null() {
         // SAFETY: this thread's own state.
         if let Some(mut w) = unsafe { (*(t.rust as *mut ThreadState)).writer.take() } {
