@@ -115,7 +115,7 @@ pub fn slice_pipeline(dir: &Path, data: &[u8]) {
         selection: Selection { hide_stdlib: selector & 2 == 0, ..Default::default() },
         ..Default::default()
     };
-    let Ok((mut traces, _warnings)) = prepare(&[root.clone()], &opts) else { return };
+    let Ok((mut traces, _warnings)) = prepare(std::slice::from_ref(&root), &opts) else { return };
     let mut out = Vec::new();
     for t in &traces {
         let vs = views::views(t, Threads::Separate);
