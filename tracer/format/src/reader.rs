@@ -497,7 +497,7 @@ fn decode_call(buf: &[u8], tag: u8, p: &mut usize) -> Result<(u32, u64), CallErr
     let arg = (tag >> 2) as u64;
     let func = if arg == event::INLINE_ESCAPE as u64 {
         // An escaped id is stored minus the inline range: a varint near `u64::MAX` is no id
-        // (found by fuzzing: the addition overflowed).
+        // (the addition overflowed: found by the fuzz harness).
         get_varint(buf, p).ok_or(CallError::Truncated)?.checked_add(event::INLINE_MAX + 1).ok_or(CallError::IdOutOfRange)?
     } else {
         arg
@@ -973,10 +973,10 @@ mod tests {
         assert!(matches!(r.as_slice(), [Err(FormatError::Corrupt { what: "thread name too long", .. })]), "{r:?}");
     }
 
-    /// Found by `cargo fuzz run event_decoder` (seed `fuzz/corpus/event_decoder/
-    /// regression-call-id-overflow.ev`): an escaped call id whose varint is `u64::MAX`
-    /// overflowed when the inline range was added back (a panic in a debug build, a wrapped id
-    /// in a release build).
+    /// Found while writing the fuzz targets (the `event_decoder` harness panicked on it in a
+    /// debug build; seed `fuzz/corpus/event_decoder/regression-call-id-overflow.ev`): an escaped
+    /// call id whose varint is `u64::MAX` overflowed when the inline range was added back (a
+    /// panic in a debug build, a wrapped id in a release build).
     #[test]
     fn an_escaped_call_id_near_u64_max_is_out_of_range_not_an_overflow() {
         let d = tempfile::tempdir().unwrap();
