@@ -495,8 +495,13 @@ enum CallError {
 #[inline]
 fn decode_call(buf: &[u8], tag: u8, p: &mut usize) -> Result<(u32, u64), CallError> {
     let arg = (tag >> 2) as u64;
-    let func =
-        if arg == event::INLINE_ESCAPE as u64 { get_varint(buf, p).ok_or(CallError::Truncated)? + event::INLINE_MAX + 1 } else { arg };
+    let func = if arg == event::INLINE_ESCAPE as u64 {
+        // An escaped id is stored minus the inline range: a varint near `u64::MAX` is no id
+        // (the addition overflowed: found by the fuzz harness).
+        get_varint(buf, p).ok_or(CallError::Truncated)?.checked_add(event::INLINE_MAX + 1).ok_or(CallError::IdOutOfRange)?
+    } else {
+        arg
+    };
     let dt = get_varint(buf, p).ok_or(CallError::Truncated)?;
     let func = u32::try_from(func).map_err(|_| CallError::IdOutOfRange)?;
     Ok((func, dt))
@@ -966,6 +971,23 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let r: Vec<_> = ThreadStream::open(&path).unwrap().events().unwrap().collect();
         assert!(matches!(r.as_slice(), [Err(FormatError::Corrupt { what: "thread name too long", .. })]), "{r:?}");
+    }
+
+    /// Found while writing the fuzz targets (the `event_decoder` harness panicked on it in a
+    /// debug build; seed `fuzz/corpus/event_decoder/regression-call-id-overflow.ev`): an escaped
+    /// call id whose varint is `u64::MAX` overflowed when the inline range was added back (a
+    /// panic in a debug build, a wrapped id in a release build).
+    #[test]
+    fn an_escaped_call_id_near_u64_max_is_out_of_range_not_an_overflow() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("t1-0.ev");
+        let mut bytes = crate::event::encode_header(1, 1, 1, 0, 65536).to_vec();
+        bytes.push((event::INLINE_ESCAPE << 2) | event::KIND_CALL);
+        bytes.extend([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]); // u64::MAX
+        bytes.push(0); // the time delta
+        std::fs::write(&path, &bytes).unwrap();
+        let r: Vec<_> = ThreadStream::open(&path).unwrap().events().unwrap().collect();
+        assert!(matches!(r.as_slice(), [Err(FormatError::Corrupt { offset: 64, what: "function id out of range", .. })]), "{r:?}");
     }
 
     /// A bounded mutation test (runs in CI, no fuzzer): thousands of damaged copies of a
