@@ -153,7 +153,7 @@ pub const STOPWORDS: &[&str] = &[
 ];
 
 /// A light, deterministic suffix stemmer (a small subset of Porter's step 1): plural `-s`,
-/// `-es`, `-ies`, then `-ing` and `-ed` (when a vowel stays before them, undoubling a final
+/// `-es`, `-ies`, a noun's `-ment`, then `-ing` and `-ed` (when a vowel stays before them, undoubling a final
 /// double consonant other than l, s, z), then a final `-e`. Both the question and the code go
 /// through it, so only consistency matters: `borders`/`border`, `draws`/`drawing`/`draw`,
 /// `parse`/`parsed`/`parses`/`parsing`, `tables`/`table` meet.
@@ -171,6 +171,11 @@ pub fn stem(w: &str) -> String {
         s.pop();
     }
     let has_vowel = |x: &str| x.bytes().any(|b| b"aeiouy".contains(&b));
+    // A noun made with `-ment` meets its verb (`alignment`/`align`, `adjustment`/`adjust`)
+    // when at least four letters stay (`segment`, `comment`, `element` are kept whole).
+    if s.len() >= 8 && s.ends_with("ment") && has_vowel(&s[..s.len() - 4]) {
+        s.truncate(s.len() - 4);
+    }
     let mut stripped = false;
     for suffix in ["ing", "ed"] {
         if s.ends_with(suffix) && !s.ends_with("eed") {
@@ -462,10 +467,21 @@ mod tests {
             ("detected", "detect"),
             ("padded", "pad"),
             ("running", "run"),
+            ("alignments", "align"),
+            ("adjustment", "adjusted"),
+            ("statement", "state"),
         ] {
             assert_eq!(stem(a), stem(b), "{a} vs {b}");
         }
-        for (a, b) in [("string", "str"), ("class", "clas"), ("status", "statu"), ("border", "bord")] {
+        for (a, b) in [
+            ("string", "str"),
+            ("class", "clas"),
+            ("status", "statu"),
+            ("border", "bord"),
+            ("segment", "seg"),
+            ("element", "ele"),
+            ("comment", "com"),
+        ] {
             assert_ne!(stem(a), stem(b), "{a} vs {b}");
         }
         assert_eq!(stem("Ünïcode"), "Ünïcode");
