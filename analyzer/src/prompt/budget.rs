@@ -310,17 +310,74 @@ impl<'a> Estimator<'a> {
     }
 }
 
+/// At most this many extra renders are spent filling the room a fitted state leaves.
+const REFILL_TRIES: usize = 48;
+
+/// Fill the room the walk left. The walk degrades in steps of whole functions, so the state it
+/// stops at can be well under the budget (the last step may have dropped a large body). In
+/// priority order, each function the state cut is raised back, to whole if that still fits,
+/// else (if it was dropped) to its signature; a function whose estimated cost is over the room
+/// left is skipped without rendering. Every accepted state is rendered and counted for real,
+/// so the result still fits.
+fn refill(
+    prio: &[String],
+    est: &Estimator<'_>,
+    budget: usize,
+    mut steps: Vec<Step>,
+    mut best: Fitted,
+    eval: &mut dyn FnMut(&[Step]) -> Result<Fitted, BudgetError>,
+) -> Result<Fitted, BudgetError> {
+    let cut = |steps: &[Step], k: &String| steps.iter().any(|s| matches!(s, Step::Signature(x) | Step::Name(x) if x == k));
+    let mut tries = 0;
+    for k in prio {
+        let room = budget.saturating_sub(best.tokens) as f64;
+        if tries >= REFILL_TRIES || room < 8.0 {
+            break;
+        }
+        if !cut(&steps, k) {
+            continue;
+        }
+        let (body, sig) = est.blocks.get(k.as_str()).copied().unwrap_or_default();
+        let named = steps.contains(&Step::Name(k.clone()));
+        let signed = steps.contains(&Step::Signature(k.clone()));
+        let now = if named { 0.0 } else { sig };
+        // Candidates: whole, then (from name only) the signature.
+        let mut options: Vec<(Vec<Step>, f64)> =
+            vec![(steps.iter().filter(|s| !matches!(s, Step::Signature(x) | Step::Name(x) if x == k)).cloned().collect(), body - now)];
+        if named && signed {
+            options.push((steps.iter().filter(|s| !matches!(s, Step::Name(x) if x == k)).cloned().collect(), sig - now));
+        }
+        for (cand, cost) in options {
+            // The estimate is rough (tree lines come and go with a source); only clearly
+            // hopeless candidates are skipped.
+            if cost > room * 1.25 + 16.0 {
+                continue;
+            }
+            tries += 1;
+            let r = eval(&cand)?;
+            if r.tokens <= budget {
+                steps = cand;
+                best = r;
+                break;
+            }
+        }
+    }
+    Ok(best)
+}
+
 /// Render a prompt, fitted into `budget` tokens when one is given.
 pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, budget: Option<usize>) -> Result<Fitted, BudgetError> {
-    if let Some(budget) = budget {
-        let est = Estimator::new(model, layout, tok);
-        if est.estimate(&Plan::default()) > ESTIMATE_FACTOR * budget as f64 {
-            return fit_by_estimate(model, layout, renderer, tok, budget, &est);
-        }
+    let Some(budget) = budget else {
+        let full = renderer.render(model, &model.doc(layout, &Plan::default()))?;
+        let tokens = tok.count(&full);
+        return Ok(Fitted { text: full, tokens, report: None });
+    };
+    let est = Estimator::new(model, layout, tok);
+    if est.estimate(&Plan::default()) > ESTIMATE_FACTOR * budget as f64 {
+        return fit_by_estimate(model, layout, renderer, tok, budget, &est);
     }
     let full = renderer.render(model, &model.doc(layout, &Plan::default()))?;
     let tokens = tok.count(&full);
-    let Some(budget) = budget else { return Ok(Fitted { text: full, tokens, report: None }) };
     if tokens <= budget {
         let report = plan_for(model, &[], None, layout.sources, budget, tok).1;
         return Ok(Fitted { text: full, tokens, report: Some(report) });
@@ -344,22 +401,28 @@ pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, b
         // Smallest k that fits: k = 0 first (a later segment may start small enough), then
         // bisection between a k that does not fit and one that does.
         let first = eval(&base)?;
-        if first.1 <= budget {
-            return Ok(Fitted { text: first.0, tokens: first.1, report: Some(first.2) });
-        }
-        let (mut lo, mut hi) = (0usize, steps.len());
-        let mut best = last;
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            let r = eval(&state(&base, &steps, mid))?;
-            if r.1 <= budget {
-                hi = mid;
-                best = r;
-            } else {
-                lo = mid;
+        let (k, best) = if first.1 <= budget {
+            (0, first)
+        } else {
+            let (mut lo, mut hi) = (0usize, steps.len());
+            let mut best = last;
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                let r = eval(&state(&base, &steps, mid))?;
+                if r.1 <= budget {
+                    hi = mid;
+                    best = r;
+                } else {
+                    lo = mid;
+                }
             }
-        }
-        return Ok(Fitted { text: best.0, tokens: best.1, report: Some(best.2) });
+            (hi, best)
+        };
+        let best = Fitted { text: best.0, tokens: best.1, report: Some(best.2) };
+        return refill(&prio, &est, budget, state(&base, &steps, k), best, &mut |s| {
+            let (text, n, report) = eval(s)?;
+            Ok(Fitted { text, tokens: n, report: Some(report) })
+        });
     }
     Err(BudgetError::TooSmall { budget, needed: smallest.unwrap_or(tokens), tokenizer: tok.name() })
 }
@@ -398,7 +461,7 @@ fn fit_by_estimate(
         // Real renders bound the search: states below `lo` are over the budget, state `hi`
         // fits (when `best` holds it).
         let (mut lo, mut hi) = (0usize, steps.len());
-        let mut best: Option<Fitted> = None;
+        let mut best: Option<(usize, Fitted)> = None;
         for _ in 0..10 {
             let fits = |k: usize| est.estimate(&plan_of(&state(&base, &steps, k)).0) * scale <= budget as f64;
             let top_k = if best.is_some() { hi - 1 } else { hi };
@@ -423,7 +486,7 @@ fn fit_by_estimate(
             let n = tok.count(&text);
             let guess = est.estimate(&plan).max(1.0);
             if n <= budget {
-                best = Some(Fitted { text, tokens: n, report: Some(report) });
+                best = Some((k, Fitted { text, tokens: n, report: Some(report) }));
                 hi = k;
                 // Close enough to the budget, or nothing smaller left to try.
                 if n as f64 >= 0.95 * budget as f64 || k == lo {
@@ -442,8 +505,13 @@ fn fit_by_estimate(
                 break;
             }
         }
-        if let Some(b) = best {
-            return Ok(b);
+        if let Some((k, b)) = best {
+            return refill(&prio, est, budget, state(&base, &steps, k), b, &mut |s| {
+                let (plan, report) = plan_of(s);
+                let text = renderer.render(model, &model.doc(layout, &plan))?;
+                let tokens = tok.count(&text);
+                Ok(Fitted { text, tokens, report: Some(report) })
+            });
         }
     }
     Err(BudgetError::TooSmall { budget, needed: smallest.unwrap_or(budget + 1), tokenizer: tok.name() })
