@@ -30,8 +30,10 @@ fn prompt(t: &Path, q: &str) -> String {
 
 /// The line of the prompt's tree that names `func` at `indent` (two spaces a level).
 fn tree_line<'a>(prompt: &'a str, indent: usize, func: &str) -> Option<&'a str> {
-    let head = format!("{}{func}  (", " ".repeat(indent));
-    prompt.lines().find(|l| l.starts_with(&head))
+    // A tree line: the name at that indent, then its location, its count or nothing (a
+    // function whose source block follows is located by the block's heading instead).
+    let head = format!("{}{func}", " ".repeat(indent));
+    prompt.lines().find(|l| l.strip_prefix(&head).is_some_and(|rest| rest.is_empty() || rest.starts_with(' ')))
 }
 
 #[test]
@@ -61,7 +63,8 @@ fn calls_after_a_longjmp_attach_to_the_frame_that_is_live() {
 
         let pr = prompt(&t, "What happens to a job that fails?");
         let handle = tree_line(&pr, 2, "handle").unwrap_or_else(|| panic!("{cc}: main → handle not in\n{pr}"));
-        assert!(handle.ends_with("jumps.c:35) ×2"), "{handle}");
+        assert_eq!(handle, "  handle ×2", "{pr}");
+        assert!(pr.contains("#### `handle` (") && pr.contains("jumps.c:35-"), "{pr}");
         assert!(tree_line(&pr, 2, "deep1").is_some_and(|l| l.ends_with("×6")), "{pr}");
         assert!(!pr.lines().any(|l| l.ends_with("↻ recursive")), "{pr}");
         assert!(tree_line(&pr, 8, "handle").is_none(), "{pr}");

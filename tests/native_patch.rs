@@ -69,7 +69,7 @@ fn uninstrumented_c_at_o0_and_o2_records_the_true_tree() {
             assert!(p.count("fib") > 50, "{opt}: {}", p.count("fib"));
         }
         let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How is fib computed?"));
-        assert!(prompt.lines().any(|l| l.starts_with("  fib  (") && l.ends_with("×2")), "{opt}: {prompt}");
+        assert!(prompt.lines().any(|l| l == "  fib ×2"), "{opt}: {prompt}");
     }
 }
 
@@ -162,7 +162,7 @@ fn the_slice_binary_itself_is_recorded() {
         p.callees("analyzer::cli::main")
     );
     let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How does slice parse its arguments?"));
-    assert!(prompt.contains("analyzer::cli::main  ("), "{}", &prompt[..prompt.len().min(4000)]);
+    assert!(prompt.lines().any(|l| l.trim_start().starts_with("analyzer::cli::main")), "{}", &prompt[..prompt.len().min(4000)]);
     assert!(prompt.contains("pub fn main() -> "), "{}", &prompt[..prompt.len().min(4000)]);
 }
 
@@ -221,6 +221,6 @@ fn a_rust_cli_from_crates_io_is_recorded() {
         p.callees("hexyl::main")
     );
     let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How does hexyl print a line?"));
-    assert!(prompt.contains("\nhexyl::main  (") || prompt.contains("  hexyl::main  ("), "{}", &prompt[..prompt.len().min(3000)]);
+    assert!(prompt.lines().any(|l| l.trim_start().starts_with("hexyl::main")), "{}", &prompt[..prompt.len().min(3000)]);
     assert!(prompt.contains("fn main()"), "{}", &prompt[..prompt.len().min(3000)]);
 }

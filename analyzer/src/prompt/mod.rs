@@ -415,7 +415,7 @@ impl Model {
             let mut threads = Vec::new();
             let mut sources = Vec::new();
             for th in &t.threads {
-                let (text, nodes) = self.tree_text(th, plan, &mut located, (!repeat).then_some(&mut shapes));
+                let (text, nodes) = self.tree_text(th, plan, &mut located, layout.sources, (!repeat).then_some(&mut shapes));
                 threads.push(DocThread {
                     label: th.label.clone(),
                     pid: th.pid,

@@ -131,7 +131,9 @@ fn full_prompt_has_question_tree_and_sources_in_call_order() {
     let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
     let p = render(&m, Variant::Full, Format::Markdown);
     assert!(p.starts_with("# Question\n\nHow does compute use helper?\n"), "{p}");
-    let tree = "<module>  (app.py:1)\n  Greeter  (app.py:24)\n  decorate  (lib.py:1)\n  main  (app.py:29)\n    compute  (app.py:9) ×2\n      helper  (app.py:5) ×5\n    fact  (app.py:18)\n      fact ×2 ↻ recursive\n    Greeter.greet  (app.py:25)\n";
+    // Functions whose source follows are located by their source headings, not in the tree;
+    // the class body (source not shown) keeps its location.
+    let tree = "<module>\n  Greeter  (app.py:24)\n  decorate\n  main\n    compute ×2\n      helper ×5\n    fact\n      fact ×2 ↻ recursive\n    Greeter.greet\n";
     assert!(p.contains(tree), "{p}");
     // Sources follow the tree's pre-order, callee after caller.
     let order =
@@ -204,7 +206,7 @@ fn pruning_off_shows_imported_modules_in_the_tree_only() {
     let o = Options { prune: PruneMode::Off, selection: Selection { hide_stdlib: true, ..Default::default() }, ..Default::default() };
     let m = model_with(std::slice::from_ref(&fx.trace), &o, Q);
     let p = render(&m, Variant::Full, Format::Markdown);
-    assert!(p.contains("\n  <module>  (lib.py:1)\n    decorate  (lib.py:1)\n"), "{p}");
+    assert!(p.contains("\n  <module>  (lib.py:1)\n    decorate\n"), "{p}");
     assert_eq!(p.matches("#### `<module>`").count(), 1);
     let with_stdlib = Options { prune: PruneMode::Off, ..Default::default() };
     let p = render(&model_with(std::slice::from_ref(&fx.trace), &with_stdlib, Q), Variant::T, Format::Markdown);
@@ -254,7 +256,7 @@ fn xml_and_json_formats() {
     let m = model_with(std::slice::from_ref(&fx.trace), &opts(), "Is a < b </source> safe?");
     let x = render(&m, Variant::Full, Format::Xml);
     assert!(x.starts_with("<question>\nIs a < b <\\/source> safe?\n</question>"), "{x}");
-    assert!(x.contains("<call_tree>\n<module>  (app.py:1)"));
+    assert!(x.contains("<call_tree>\n<module>\n"));
     assert!(x.contains("<source function=\"compute\" file=\"app.py\" lines=\"9-15\">\n@decorate\n"), "{x}");
     assert!(x.contains("<run index=\"1\" command=\"python3 app.py\">"));
     let j = render(&m, Variant::Full, Format::Json);
@@ -395,10 +397,20 @@ fn tree_cuts_keep_the_paths_to_kept_functions_and_count_every_hidden_call() {
         }
     }
     let plan = Plan { tree_depth: Some(1), tree_keep: [greet.clone()].into_iter().collect(), ..Default::default() };
-    let (text, _) = m.tree_text(th, &plan, &mut HashSet::new(), None);
+    let (text, _) = m.tree_text(th, &plan, &mut HashSet::new(), false, None);
     assert_eq!(
         text,
         "<module>  (app.py:1)\n  … 2 more calls below (elided to fit the budget)\n  main  (app.py:29)\n    … 4 more calls below (elided to fit the budget)\n    Greeter.greet  (app.py:25)",
+    );
+    // With source blocks, a function whose block is shown is located by the block's heading,
+    // not in the tree; one shown by name only keeps its location in the tree.
+    let mut plan = plan;
+    let main = m.funcs.values().find(|f| f.qualname == "main").unwrap().key.clone();
+    plan.levels.insert(main, Level::Name);
+    let (text, _) = m.tree_text(th, &plan, &mut HashSet::new(), true, None);
+    assert_eq!(
+        text,
+        "<module>\n  … 2 more calls below (elided to fit the budget)\n  main  (app.py:29) [name only]\n    … 4 more calls below (elided to fit the budget)\n    Greeter.greet",
     );
 }
 
@@ -429,7 +441,7 @@ fn the_top_function_keeps_its_body_longest() {
             // The tree follows the shown sources: the path to greet stays while its body does.
             cut_with_body = true;
             assert!(rep.kept >= 1);
-            assert!(f.text.contains("    Greeter.greet  (app.py:25)\n"), "the path to greet stays:\n{}", f.text);
+            assert!(f.text.contains("    Greeter.greet\n"), "the path to greet stays:\n{}", f.text);
             assert!(f.text.contains("the paths to the functions whose source is shown"), "{}", f.text);
         }
         // Every function without its source is marked wherever the tree shows it.

@@ -53,7 +53,9 @@ impl Model {
 
     /// A thread's tree as text. A function's `(file:line)` is given on its first line in the
     /// prompt (`located` remembers them across threads and runs); later lines name it only,
-    /// unless another function of the prompt has the same qualified name.
+    /// unless another function of the prompt has the same qualified name. With `sources` (the
+    /// layout shows source blocks), a function whose source block is shown gets no location in
+    /// the tree at all: the block's heading gives its file and lines.
     ///
     /// With `shapes` (layouts that show each source once), a node that made the same calls as
     /// a node printed whole earlier in the prompt (same functions, same nesting; counts may
@@ -64,6 +66,7 @@ impl Model {
         th: &ModelThread,
         plan: &Plan,
         located: &mut HashSet<String>,
+        sources: bool,
         mut shapes: Option<&mut HashMap<u64, String>>,
     ) -> (String, Vec<DocNode>) {
         let ambiguous = self.ambiguous_names();
@@ -102,7 +105,9 @@ impl Model {
             let indent = "  ".repeat(n.depth.saturating_sub(1) as usize);
             out.push_str(&indent);
             out.push_str(&f.qualname);
-            if located.insert(n.key.clone()) || ambiguous.contains(f.qualname.as_str()) {
+            let level = plan.level(&n.key);
+            let in_heading = sources && level != Level::Name && matches!(f.source, SourceState::Code(_));
+            if (!in_heading && located.insert(n.key.clone())) || ambiguous.contains(f.qualname.as_str()) {
                 match f.line {
                     Some(l) if !f.file.is_empty() => out.push_str(&format!("  ({}:{l})", f.file)),
                     _ if !f.file.is_empty() => out.push_str(&format!("  ({})", f.file)),
@@ -118,7 +123,6 @@ impl Model {
             if n.recursive {
                 out.push_str(" ↻ recursive");
             }
-            let level = plan.level(&n.key);
             if level == Level::Name && matches!(f.source, SourceState::Code(_) | SourceState::Unavailable(_)) {
                 out.push_str(NAME_ONLY_MARK);
             }
