@@ -514,3 +514,22 @@ fn nodes_that_made_the_same_calls_have_the_same_calls_shape() {
     assert_ne!(s[at("a")], s[at("c")], "c's x called nothing");
     assert_ne!(s[at("a")], s[at("d")], "d's y is a recursion marker");
 }
+
+/// The walk drops whole functions, least important first, so where it stops there can be room
+/// left; the budget fills it in priority order with what still fits whole.
+#[test]
+fn the_budget_fills_the_room_the_walk_leaves() {
+    let fx = fixture();
+    let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
+    let r = Renderer::new(Format::Markdown, None).unwrap();
+    let prio: Vec<String> = m.priority().iter().map(|k| m.funcs[k].qualname.clone()).collect();
+    assert_eq!(prio.last().map(String::as_str), Some("decorate"), "decorate is ranked last: {prio:?}");
+    // 580 tokens: the walk has to drop decorate, Greeter.greet, fact and <module> (least
+    // important first) to fit; then decorate, small, still fits whole and comes back.
+    let f = fit(&m, Layout::DEFAULT, &r, Tokenizer::O200kBase, Some(580)).unwrap();
+    let rep = f.report.unwrap();
+    assert!(f.tokens <= 580, "{}", f.tokens);
+    assert!(rep.dropped.contains(&"fact".to_string()) && rep.dropped.contains(&"Greeter.greet".to_string()), "{rep:?}");
+    assert!(!rep.dropped.contains(&"decorate".to_string()), "{rep:?}");
+    assert!(f.text.contains("#### `decorate`"), "{}", f.text);
+}
