@@ -2,7 +2,10 @@
 
 mod detect;
 mod dump;
+mod launch;
 mod native_sources;
+mod outdir;
+mod plan;
 mod run;
 mod shims;
 mod stats;
