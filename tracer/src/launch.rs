@@ -201,6 +201,10 @@ mod tests {
         let o = spawn_and_wait(&plan(&["/bin/sh", "-c", "kill -USR1 $$"], vec![])).unwrap_or_else(|_| panic!("sh runs"));
         assert_eq!((o.exit.code, o.exit.signal), (None, Some(libc::SIGUSR1)));
         assert!(matches!(spawn_and_wait(&plan(&["/nonexistent/program"], vec![])), Err(LaunchError::Spawn(_))));
+        // The executor changed this test process's dispositions: give them back.
+        for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP] {
+            set_handler(sig, libc::SIG_DFL);
+        }
     }
 
     #[test]
