@@ -445,6 +445,13 @@ fn meta_json_names_the_version_of_the_streams() {
     let stream_version = u16::from_le_bytes([header[4], header[5]]);
     assert_eq!(stream_version, 2);
     assert_eq!(meta["version"], u64::from(stream_version), "{meta}");
+    // A trace written before meta.json followed its streams (it said 1) still reads.
+    let mut old = meta.clone();
+    old["version"] = 1.into();
+    std::fs::write(out.join("meta.json"), old.to_string()).unwrap();
+    assert_eq!(info(&out)["meta"]["version"], 1);
+    let tree = run_ok(cmd("slice").args(["tree", "--color", "never"]).arg(&out));
+    assert!(tree.contains("f  ("), "{tree}");
 }
 
 /// `trace info | head -1`: a reader that closes the pipe early ends `trace` quietly with
