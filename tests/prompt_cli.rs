@@ -343,6 +343,42 @@ fn stats_table() {
     let full: usize = out.lines().find(|l| l.starts_with("prompt full")).unwrap().split_whitespace().last().unwrap().parse().unwrap();
     let whole: usize = out.lines().find(|l| l.starts_with("every file")).unwrap().split_whitespace().last().unwrap().parse().unwrap();
     assert!(full > 0 && whole > full, "{out}");
+    // The shared `-o FILE` writes the same table into a file.
+    let d = scratch();
+    let file = d.path().join("stats.txt");
+    let (to_stdout, _) = slice_ok(&["stats", s(shop()), "-q", Q, "-o", s(&file)]);
+    assert_eq!(to_stdout, "");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), out);
+}
+
+/// `slice ... | head -1`: every subcommand that prints its result on standard output ends
+/// quietly with status 0 when the reader closed the pipe, like `cat`, not with a panic or an
+/// error message.
+#[test]
+fn results_into_a_closed_pipe_end_quietly() {
+    let t = s(shop());
+    let cases: [&[&str]; 10] = [
+        &["from-trace", t, "-q", Q],
+        &["stats", t, "-q", Q],
+        &["tree", t],
+        &["folded", t],
+        &["graph", t],
+        &["export", t, "--format", "speedscope"],
+        &["flamegraph", t, "-o", "-"],
+        &["diff", t, t],
+        &["diff", t, t, "--format", "prompt", "-q", Q],
+        &["tokens", "Cargo.toml"],
+    ];
+    for args in cases {
+        // The read end is closed before `slice` starts: its first write fails with EPIPE.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let o =
+            Command::new(bin("slice")).current_dir(root()).args(args).stdout(writer).stderr(std::process::Stdio::piped()).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "slice {args:?}: {err}");
+        assert!(!err.contains("panicked") && !err.contains("error"), "slice {args:?}: {err}");
+    }
 }
 
 /// rich-cli from PyPI (the third-party CLI of the method's paper), in the venv that

@@ -163,8 +163,20 @@ fn target_sees_the_same_argv_main_path_stdin_and_exit_status() {
         let i = info(&s.path().join("t.d"));
         assert_eq!(i["meta"]["exit"]["code"].as_i64().unwrap().to_string(), exit);
         assert!(i["events"].as_u64().unwrap() > 0);
+        // The recorded content: the command as given, and the module code of the script the
+        // interpreter ran (probe.py, or pkg/__main__.py for `-m pkg`) with its real path.
+        let argv: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        assert_eq!(i["meta"]["argv"], serde_json::json!(argv));
+        assert_eq!(i["meta"]["target_kind"], "python");
+        let main_file = if args[1] == "-m" { s.path().join("pkg/__main__.py") } else { probe.clone() };
+        let main_file = main_file.canonicalize().unwrap();
+        let fs = funcs(&s.path().join("t.d"));
+        assert!(
+            fs.iter().any(|f| f["qualname"] == "<module>" && f["file"] == main_file.to_str().unwrap()),
+            "{args:?}: no <module> of {} recorded: {fs:?}",
+            main_file.display()
+        );
     }
-    assert!(probe.exists());
 }
 
 #[test]
@@ -411,9 +423,54 @@ fn bad_input_gives_a_clear_message_and_a_non_zero_exit() {
     }
     assert!(cut_found);
     let meta = good.join("meta.json");
-    let text = std::fs::read_to_string(&meta).unwrap().replace("\"version\": 1", "\"version\": 99");
-    std::fs::write(&meta, text).unwrap();
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&meta).unwrap()).unwrap();
+    v["version"] = 99.into();
+    std::fs::write(&meta, v.to_string()).unwrap();
     check(&["info", "good.d"], 1, "newer version of the trace format");
+}
+
+/// `meta.json` says the format version its event streams are written in (one version for the
+/// whole trace, docs/trace-format.md).
+#[test]
+fn meta_json_names_the_version_of_the_streams() {
+    let s = scratch();
+    write_script(s.path(), "v.py", "def f():\n    return 1\nf()\n");
+    let out = s.path().join("v.d");
+    assert!(trace_run(s.path(), &out, &[&python(), "v.py"]).status.success());
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
+    let pdir = out.join(format!("p{}", info(&out)["procs"][0]["pid"]));
+    let stream = std::fs::read_dir(&pdir).unwrap().map(|e| e.unwrap().path()).find(|p| p.extension().is_some_and(|x| x == "ev")).unwrap();
+    let header = std::fs::read(&stream).unwrap();
+    assert_eq!(&header[..4], b"SLEV");
+    let stream_version = u16::from_le_bytes([header[4], header[5]]);
+    assert_eq!(stream_version, 2);
+    assert_eq!(meta["version"], u64::from(stream_version), "{meta}");
+    // A trace written before meta.json followed its streams (it said 1) still reads.
+    let mut old = meta.clone();
+    old["version"] = 1.into();
+    std::fs::write(out.join("meta.json"), old.to_string()).unwrap();
+    assert_eq!(info(&out)["meta"]["version"], 1);
+    let tree = run_ok(cmd("slice").args(["tree", "--color", "never"]).arg(&out));
+    assert!(tree.contains("f  ("), "{tree}");
+}
+
+/// `trace info | head -1`: a reader that closes the pipe early ends `trace` quietly with
+/// status 0, like `cat` or `ls`, not with a panic or an error message.
+#[test]
+fn info_and_dump_into_a_closed_pipe_exit_quietly() {
+    let s = scratch();
+    write_script(s.path(), "p.py", "def f():\n    return 1\nf()\n");
+    let out = s.path().join("p.d");
+    assert!(trace_run(s.path(), &out, &[&python(), "p.py"]).status.success());
+    for args in [&["info", "--json"][..], &["info"], &["info", "-v"], &["dump"], &["dump", "--funcs"]] {
+        // The read end is closed before `trace` starts: its first write fails with EPIPE.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let o = cmd("trace").args(args).arg(&out).stdout(writer).stderr(Stdio::piped()).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "trace {args:?}: {err}");
+        assert_eq!(err, "", "trace {args:?}");
+    }
 }
 
 /// Every CPython 3.11 on the machine: the one on PATH and Debian's /usr/bin/python3.11.

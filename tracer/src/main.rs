@@ -2,7 +2,10 @@
 
 mod detect;
 mod dump;
+mod launch;
 mod native_sources;
+mod outdir;
+mod plan;
 mod run;
 mod shims;
 mod stats;
@@ -127,12 +130,16 @@ fn real_main() -> Result<i32> {
         Cmd::Info { dir, json, verbose } => {
             let trace = open(&dir)?;
             let s = stats::summarize(&trace)?;
-            if json {
+            let text = if json {
                 let mut v = serde_json::to_value(&s)?;
                 v["meta"] = serde_json::to_value(&trace.meta)?;
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                format!("{}\n", serde_json::to_string_pretty(&v)?)
             } else {
-                print!("{}", stats::render(&trace, &s, verbose));
+                stats::render(&trace, &s, verbose)
+            };
+            match write_stdout(text.as_bytes()) {
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(0),
+                r => r.context("cannot write to stdout")?,
             }
             report_damage(&s.damaged)
         }
@@ -151,6 +158,14 @@ fn real_main() -> Result<i32> {
             }
         }
     }
+}
+
+/// Write all of `bytes` to standard output. A reader that closed the pipe early (`| head`)
+/// gives `BrokenPipe`, which the callers treat as the end of the output, like other Unix tools.
+fn write_stdout(bytes: &[u8]) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(bytes)?;
+    out.flush()
 }
 
 fn is_broken_pipe(e: &anyhow::Error) -> bool {

@@ -1,22 +1,23 @@
-//! `trace run`: prepare the trace directory and the shims' environment, run the target with
-//! its own stdin/stdout/stderr, and finish the trace when it exits.
+//! `trace run`: check the options, detect the target and find the shims, build the
+//! [`Plan`] (argv, environment, output directory, `meta.json`; `plan.rs`, pure), carry it out
+//! (`outdir.rs` sets up the trace directory, `launch.rs` runs the target with its own
+//! stdin/stdout/stderr and forwards signals), and finish the trace when the target exits.
 
 use crate::detect::{self, TargetKind};
+/// Kept here for `stats.rs` and other callers of `run::signal_name`.
+pub use crate::launch::signal_name;
+use crate::launch::{self, LaunchError};
+use crate::outdir::{self, Output};
+use crate::plan::{self, Detected, Inherited, Plan, Shims};
 use crate::stats;
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use trace_format::{
-    event::FLAG_INCOMPLETE, reader::read_meta, ExitStatus, FileFingerprint, FuncKind, SourcesDoc, TraceDir, TraceMeta, ENV_TRACE_DIR,
-    ENV_TRACE_OPTIONS, META_FILE, SOURCES_FILE, TRACE_FORMAT_NAME, TRACE_FORMAT_VERSION,
-};
+use std::time::{SystemTime, UNIX_EPOCH};
+use trace_format::{event::FLAG_INCOMPLETE, FileFingerprint, FuncKind, SourcesDoc, TraceDir, TraceMeta, META_FILE, SOURCES_FILE};
 
 /// The `sitecustomize.py` that loads the Python shim (see the file for what it does).
 const SITECUSTOMIZE: &str = include_str!("sitecustomize.py");
@@ -35,7 +36,7 @@ pub enum PythonHook {
 }
 
 impl PythonHook {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             PythonHook::Auto => "auto",
             PythonHook::Profile => "profile",
@@ -60,13 +61,10 @@ pub struct NativeFilter {
     pub notrace: Vec<String>,
 }
 
-/// The environment variable the native shim reads them from.
-const ENV_NATIVE_FILTER: &str = "SLICE_TRACE_NATIVE_FILTER";
-
 impl NativeFilter {
     /// Check every pattern (`NAME[@OBJECT]`, two regular expressions) and give the shim's
     /// text: one `F <pattern>` or `N <pattern>` line each (None: no filter).
-    fn env_text(&self) -> std::result::Result<Option<String>, String> {
+    pub fn env_text(&self) -> std::result::Result<Option<String>, String> {
         let mut lines = Vec::new();
         for (kind, pats) in [("F", &self.filter), ("N", &self.notrace)] {
             for p in pats {
@@ -119,124 +117,6 @@ fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> Result<()> {
     Ok(())
 }
 
-/// Where a run records: straight into the output directory, or (when that holds an earlier
-/// trace) into a hidden directory inside it, moved over the earlier trace only if the new run
-/// recorded something.
-#[derive(Debug)]
-struct Output {
-    /// The directory the user named.
-    out: PathBuf,
-    /// The directory the shims write into (`out`, or `out/.trace-run-<pid>`).
-    rec: PathBuf,
-}
-
-/// Name prefix of the hidden directory a run records into over an earlier trace.
-const STAGING_PREFIX: &str = ".trace-run-";
-/// Space kept free for `meta.json` and `sources.json` at the end of the run (see [`Reserve`]).
-const RESERVE_FILE: &str = ".trace-reserve";
-const RESERVE_BYTES: i64 = 1 << 20;
-
-/// Whether an entry of a trace directory is one that a run writes (and so may replace): the
-/// documents, the reserve, and the process directories `p<pid>` / `p<pid>.<n>` that hold a
-/// `proc.json`. Everything else is the user's and is never touched.
-fn owned_by_trace(dir: &Path, name: &str) -> bool {
-    if name == META_FILE || name == SOURCES_FILE || name == RESERVE_FILE || name == "meta.json.tmp" || name == "sources.json.tmp" {
-        return true;
-    }
-    let Some(rest) = name.strip_prefix('p') else { return false };
-    let (pid, image) = rest.split_once('.').unwrap_or((rest, "0"));
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    digits(pid) && digits(image) && dir.join(name).join(trace_format::PROC_META_FILE).is_file()
-}
-
-/// Decide where to record (see [`Output`]): a new or empty directory is used as is; one that
-/// holds an earlier trace gets a hidden recording directory; anything else is refused.
-fn prepare_output(out: &Path) -> Result<Output> {
-    match std::fs::symlink_metadata(out) {
-        Err(_) => {}
-        Ok(m) if !m.is_dir() => bail!("{}: exists and is not a directory; choose another output with -o", out.display()),
-        Ok(_) => {
-            let is_trace = match read_meta(out) {
-                Ok(_) => true,
-                Err(trace_format::FormatError::NewerVersion { .. }) => true,
-                Err(_) => false,
-            };
-            let empty = std::fs::read_dir(out).map(|mut d| d.next().is_none()).unwrap_or(false);
-            if is_trace {
-                let rec = out.join(format!("{STAGING_PREFIX}{}", std::process::id()));
-                if rec.exists() {
-                    std::fs::remove_dir_all(&rec).with_context(|| format!("cannot remove {}", rec.display()))?;
-                }
-                std::fs::create_dir(&rec).with_context(|| format!("cannot create {}", rec.display()))?;
-                return Ok(Output { out: out.to_path_buf(), rec });
-            } else if !empty {
-                bail!(
-                    "{}: exists and is not a trace directory (no valid {META_FILE}); refusing to overwrite it: choose another output with -o or remove it",
-                    out.display()
-                );
-            }
-        }
-    }
-    std::fs::create_dir_all(out).with_context(|| format!("cannot create the trace directory {}", out.display()))?;
-    Ok(Output { out: out.to_path_buf(), rec: out.to_path_buf() })
-}
-
-impl Output {
-    /// Put the new recording in place of the earlier trace: remove the entries the earlier
-    /// trace owns ([`owned_by_trace`]), move the new ones in. Nothing else in `out` is touched.
-    fn commit(&self) -> Result<()> {
-        if self.rec == self.out {
-            return Ok(());
-        }
-        for e in std::fs::read_dir(&self.out).with_context(|| format!("cannot read {}", self.out.display()))? {
-            let e = e.with_context(|| format!("cannot read {}", self.out.display()))?;
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !owned_by_trace(&self.out, &name) {
-                continue;
-            }
-            let path = e.path();
-            let r = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
-            r.with_context(|| format!("cannot remove {} of the earlier trace", path.display()))?;
-        }
-        for e in std::fs::read_dir(&self.rec).with_context(|| format!("cannot read {}", self.rec.display()))? {
-            let e = e.with_context(|| format!("cannot read {}", self.rec.display()))?;
-            let to = self.out.join(e.file_name());
-            std::fs::rename(e.path(), &to).with_context(|| format!("cannot move the new recording into {}", to.display()))?;
-        }
-        std::fs::remove_dir(&self.rec).with_context(|| format!("cannot remove {}", self.rec.display()))
-    }
-
-    /// Whether the recording directory holds a process directory.
-    fn recorded_any(&self) -> bool {
-        std::fs::read_dir(&self.rec)
-            .map(|d| d.filter_map(|e| e.ok()).any(|e| owned_by_trace(&self.rec, &e.file_name().to_string_lossy()) && e.path().is_dir()))
-            .unwrap_or(false)
-    }
-
-    /// Drop a recording that holds nothing, keeping the earlier trace.
-    fn discard(&self) {
-        if self.rec != self.out {
-            let _ = std::fs::remove_dir_all(&self.rec);
-        }
-    }
-}
-
-/// A file of [`RESERVE_BYTES`] allocated in the recording directory before the target starts
-/// and removed after it ends, so the documents written then (`meta.json`, `sources.json`) have
-/// room even when the streams filled the disk.
-fn reserve_space(dir: &Path) -> Option<PathBuf> {
-    use std::os::unix::io::AsRawFd;
-    let path = dir.join(RESERVE_FILE);
-    let f = std::fs::File::create(&path).ok()?;
-    // SAFETY: posix_fallocate on a descriptor we own.
-    let r = unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, RESERVE_BYTES) };
-    if r != 0 {
-        let _ = std::fs::remove_file(&path);
-        return None;
-    }
-    Some(path)
-}
-
 /// The private directory holding `sitecustomize.py` and a link to the Python shim.
 fn python_runtime(shim: &Path) -> Result<tempfile::TempDir> {
     // Mapped, not read: only the pages of the ELF headers, the dynamic symbols and the
@@ -269,88 +149,10 @@ fn check_python_version(resolved: &Path, path_var: Option<&std::ffi::OsStr>, shi
     Ok(())
 }
 
-/// `SLICE_TRACE_OPTIONS` for the shims (comma-separated).
-fn shim_options(c_calls: bool, hook: PythonHook) -> String {
-    let mut o = Vec::new();
-    if c_calls {
-        o.push("c_calls");
-    }
-    if hook == PythonHook::Profile {
-        o.push("profile_hook");
-    }
-    o.join(",")
-}
-
-static CHILD: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn forward_signal(sig: libc::c_int) {
-    let pid = CHILD.load(Ordering::Relaxed);
-    if pid > 0 {
-        // SAFETY: kill is async-signal-safe.
-        unsafe { libc::kill(pid, sig) };
-    }
-}
-
-fn set_handler(sig: libc::c_int, handler: libc::sighandler_t) {
-    // SAFETY: installing a disposition; the handler only calls kill().
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = handler;
-        sa.sa_flags = libc::SA_RESTART;
-        libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(sig, &sa, std::ptr::null_mut());
-    }
-}
-
-/// Block `sigs` in this thread; returns the mask to restore.
-fn block_signals(sigs: &[libc::c_int]) -> libc::sigset_t {
-    // SAFETY: sigset manipulation on local values and pthread_sigmask on this thread.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        let mut old: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        for &s in sigs {
-            libc::sigaddset(&mut set, s);
-        }
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
-        old
-    }
-}
-
-fn restore_signals(old: &libc::sigset_t) {
-    // SAFETY: restoring a mask pthread_sigmask gave us.
-    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old, std::ptr::null_mut()) };
-}
-
-pub fn signal_name(sig: i32) -> String {
-    let name = match sig {
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGILL => "SIGILL",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGUSR2 => "SIGUSR2",
-        _ => return format!("signal {sig}"),
-    };
-    format!("{name} ({sig})")
-}
-
 /// Run the target; returns the exit code for `trace` (or does not return: when the target
 /// died by a signal, `trace` dies by the same signal).
 pub fn run(opts: RunOptions) -> Result<i32> {
-    if opts.command.is_empty() {
-        return Err(ExitWith { code: 2, message: "no command given; usage: trace run [-o DIR] -- <command> [args...]".into() }.into());
-    }
-    let hook = opts.python_hook.unwrap_or(PythonHook::Auto);
-    let native_filter = opts.native_filter.env_text().map_err(|m| ExitWith { code: 2, message: m })?;
+    let usage = plan::check_usage(&opts)?;
     let path_var = std::env::var_os("PATH");
     let (resolved, kind) = match detect::classify(&opts.command, path_var.as_deref()) {
         Ok(k) => k,
@@ -371,122 +173,74 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         check_python_version(&resolved, path_var.as_deref(), shim)?;
     }
 
+    // Everything else the plan depends on. The Python runtime (`sitecustomize.py` and a link to
+    // the shim) is a temporary directory, removed when `runtime` is dropped after the run.
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
-    let output = prepare_output(&cwd.join(&opts.output))?;
-    let out = output.rec.clone();
-    let start_ms = now_unix_ms();
-    let mut meta = TraceMeta {
-        format: TRACE_FORMAT_NAME.into(),
-        version: TRACE_FORMAT_VERSION,
-        tool: format!("trace {}", env!("CARGO_PKG_VERSION")),
-        argv: opts.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
-        cwd: cwd.to_string_lossy().into_owned(),
-        target_kind: kind.as_str().into(),
-        start_unix_ms: start_ms,
-        end_unix_ms: None,
-        duration_ns: None,
-        exit: None,
-        options: serde_json::json!({
-            "c_calls": opts.c_calls,
-            "python_hook": hook.as_str(),
-            "native_filter": opts.native_filter.filter,
-            "native_notrace": opts.native_filter.notrace,
-        }),
-        incomplete: None,
-    };
-    write_json_atomic(&out.join(META_FILE), &meta)?;
-    let reserve = reserve_space(&out);
-
-    // The environment: PYTHONPATH always (Python programs any target starts are recorded),
-    // LD_PRELOAD for instrumented native programs.
     let runtime = match &py_shim {
         Some(shim) => Some(python_runtime(shim)?),
         None => None,
     };
-    let mut cmd = Command::new(&opts.command[0]);
-    cmd.args(&opts.command[1..]);
-    cmd.env(ENV_TRACE_DIR, &out);
-    cmd.env(ENV_TRACE_OPTIONS, shim_options(opts.c_calls, hook));
-    match &native_filter {
-        Some(text) => cmd.env(ENV_NATIVE_FILTER, text),
-        None => cmd.env_remove(ENV_NATIVE_FILTER),
+    let detected = Detected {
+        program: resolved,
+        kind,
+        patch: std::env::var_os(plan::ENV_NATIVE_PATCH).is_some_and(|v| v == "1"),
+        output: outdir::observe(&cwd.join(&opts.output)),
+        cwd,
+        pid: std::process::id(),
+        shims: Shims { python_runtime: runtime.as_ref().map(|rt| rt.path().to_path_buf()), native: native_shim },
+        inherited: Inherited { pythonpath: std::env::var_os("PYTHONPATH"), ld_preload: std::env::var_os("LD_PRELOAD") },
+        start_unix_ms: now_unix_ms(),
     };
-    if let Some(rt) = &runtime {
-        let mut pp = OsString::from(rt.path());
-        if let Some(old) = std::env::var_os("PYTHONPATH").filter(|v| !v.is_empty()) {
-            pp.push(":");
-            pp.push(old);
-        }
-        cmd.env("PYTHONPATH", pp);
-    }
-    if matches!(kind, TargetKind::Native | TargetKind::Other) {
-        if let Some(native) = &native_shim {
-            let mut pre = OsString::from(native);
-            if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
-                pre.push(":");
-                pre.push(old);
-            }
-            cmd.env("LD_PRELOAD", pre);
-        }
-    }
+    let plan = Plan::build(&opts, &usage, &detected)?;
+    execute(&opts, &plan, runtime)
+}
 
-    let started = Instant::now();
-    // The signals `trace` handles are blocked from before the spawn until the handlers are in
-    // place: a SIGTERM in between waits, then reaches the handler and is forwarded, instead of
-    // killing `trace` and orphaning the target. (The child gets the mask `trace` had before,
-    // restored between fork and exec. Handlers are installed after the spawn because an
-    // ignored disposition would be inherited across exec.)
-    let old_mask = block_signals(&[libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP]);
-    {
-        use std::os::unix::process::CommandExt;
-        let child_mask = old_mask;
-        // SAFETY: pthread_sigmask is async-signal-safe, and the closure touches only its copy.
-        unsafe {
-            cmd.pre_exec(move || {
-                libc::pthread_sigmask(libc::SIG_SETMASK, &child_mask, std::ptr::null_mut());
-                Ok(())
-            })
-        };
-    }
-    let spawned = cmd.spawn();
-    if let Ok(c) = &spawned {
-        CHILD.store(c.id() as i32, Ordering::Relaxed);
-        // Like `time`: the terminal's ^C and ^\ go to the target; `trace` waits for it.
-        set_handler(libc::SIGINT, libc::SIG_IGN);
-        set_handler(libc::SIGQUIT, libc::SIG_IGN);
-        set_handler(libc::SIGTERM, forward_signal as *const () as libc::sighandler_t);
-        set_handler(libc::SIGHUP, forward_signal as *const () as libc::sighandler_t);
-    }
-    restore_signals(&old_mask);
-    let mut child = match spawned {
-        Ok(c) => c,
-        Err(e) => {
+/// Carry out a plan: set up the trace directory and write the first `meta.json`, run the target
+/// (`launch.rs`), then finish the trace and report; returns the exit code for `trace` (or does
+/// not return: when the target died by a signal, `trace` dies by the same signal).
+fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -> Result<i32> {
+    let output = Output::prepare(&plan.output)?;
+    let out = output.rec.clone();
+    let mut meta = plan.meta.clone();
+    write_json_atomic(&out.join(META_FILE), &meta)?;
+    let reserve = outdir::reserve_space(&out);
+
+    let outcome = match launch::spawn_and_wait(plan) {
+        Ok(o) => o,
+        Err(LaunchError::Spawn(e)) => {
+            if let Some(r) = &reserve {
+                let _ = std::fs::remove_file(r);
+            }
             output.discard();
-            return Err(ExitWith { code: 126, message: format!("{}: cannot run: {e}", resolved.display()) }.into());
+            return Err(ExitWith { code: 126, message: format!("{}: cannot run: {e}", plan.program.display()) }.into());
         }
+        Err(LaunchError::Wait(e)) => return Err(anyhow::Error::new(e).context("cannot wait for the target")),
     };
-    let status = child.wait().context("cannot wait for the target")?;
-    let duration = started.elapsed();
-    CHILD.store(0, Ordering::Relaxed);
     drop(runtime);
 
-    let exit = match (status.code(), status.signal()) {
-        (Some(code), _) => ExitStatus { code: Some(code), signal: None, core_dumped: false },
-        (None, Some(sig)) => ExitStatus { code: None, signal: Some(sig), core_dumped: status.core_dumped() },
-        (None, None) => ExitStatus { code: Some(1), signal: None, core_dumped: false },
-    };
+    let exit = outcome.exit;
     meta.end_unix_ms = Some(now_unix_ms());
-    meta.duration_ns = Some(duration.as_nanos() as u64);
+    meta.duration_ns = Some(outcome.duration.as_nanos() as u64);
     meta.exit = Some(exit);
     if let Some(r) = &reserve {
         let _ = std::fs::remove_file(r);
     }
 
-    let shown = &opts.output;
     let finished = finish_trace(&out, &mut meta);
     if let Some(sig) = exit.signal {
-        eprintln!("trace: {} was killed by {}", opts.command[0].to_string_lossy(), signal_name(sig));
+        eprintln!("trace: {} was killed by {}", opts.command[0].to_string_lossy(), launch::signal_name(sig));
     }
+    settle(&output, finished, &meta, opts)?;
+    if let Some(sig) = exit.signal {
+        launch::die_by_signal(sig);
+    }
+    Ok(exit.code.unwrap_or(1))
+}
+
+/// Put the finished recording in place of an earlier trace (or keep the earlier one when the
+/// run recorded nothing) and say what was recorded.
+fn settle(output: &Output, finished: Result<stats::Summary>, meta: &TraceMeta, opts: &RunOptions) -> Result<()> {
+    let shown = &opts.output;
     match finished {
         Ok(s) if s.processes == 0 && output.rec != output.out => {
             output.discard();
@@ -520,7 +274,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         Err(e) => {
             // Whatever was recorded is kept: a damaged new trace still replaces the earlier one
             // only if its documents could be written.
-            let _ = write_json_atomic(&out.join(META_FILE), &meta);
+            let _ = write_json_atomic(&output.rec.join(META_FILE), meta);
             if output.recorded_any() {
                 let _ = output.commit();
             } else {
@@ -529,27 +283,7 @@ pub fn run(opts: RunOptions) -> Result<i32> {
             eprintln!("trace: warning: the trace in {} is incomplete: {e:#}", shown.display());
         }
     }
-
-    if let Some(sig) = exit.signal {
-        die_by_signal(sig);
-    }
-    Ok(exit.code.unwrap_or(1))
-}
-
-/// Die by `sig` like the target did (without a core dump), so callers see the same status.
-fn die_by_signal(sig: i32) -> ! {
-    // SAFETY: plain system calls on our own process.
-    unsafe {
-        let rl = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-        libc::setrlimit(libc::RLIMIT_CORE, &rl);
-        set_handler(sig, libc::SIG_DFL);
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, sig);
-        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-        libc::raise(sig);
-    }
-    std::process::exit(128 + sig)
+    Ok(())
 }
 
 /// Read the trace back once: mark it incomplete if a stream ran out of space, fingerprint its
@@ -610,92 +344,6 @@ fn fingerprint(path: &Path) -> Option<FileFingerprint> {
 mod tests {
     use super::*;
 
-    const OLD_META: &str =
-        r#"{"format":"slice-trace","version":1,"tool":"t","argv":[],"cwd":"/","target_kind":"python","start_unix_ms":0}"#;
-
-    #[test]
-    fn output_dir_rules() {
-        let d = tempfile::tempdir().unwrap();
-        // A new directory is created and recorded into; an empty one is used.
-        let new = d.path().join("new.d");
-        assert_eq!(prepare_output(&new).unwrap().rec, new);
-        assert!(new.is_dir());
-        assert_eq!(prepare_output(&new).unwrap().rec, new);
-        // A directory with other files is refused.
-        std::fs::write(new.join("notes.txt"), "mine").unwrap();
-        let e = prepare_output(&new).unwrap_err().to_string();
-        assert!(e.contains("not a trace directory"), "{e}");
-        assert!(new.join("notes.txt").exists());
-        // A file is refused.
-        let file = d.path().join("file");
-        std::fs::write(&file, "x").unwrap();
-        assert!(prepare_output(&file).is_err());
-    }
-
-    /// An earlier trace with the user's own files beside and inside it.
-    fn earlier_trace(d: &Path) -> PathBuf {
-        let old = d.join("old.d");
-        std::fs::create_dir(&old).unwrap();
-        std::fs::write(old.join(META_FILE), OLD_META).unwrap();
-        std::fs::write(old.join(SOURCES_FILE), "{\"files\":[]}").unwrap();
-        std::fs::create_dir(old.join("p1")).unwrap();
-        std::fs::write(old.join("p1").join(trace_format::PROC_META_FILE), "{}").unwrap();
-        std::fs::write(old.join("notes.md"), "mine").unwrap();
-        std::fs::create_dir(old.join("plots")).unwrap();
-        std::fs::write(old.join("plots").join("a.svg"), "mine").unwrap();
-        std::fs::create_dir(old.join("p2")).unwrap(); // no proc.json: not the trace's
-        old
-    }
-
-    #[test]
-    fn re_recording_replaces_only_what_the_trace_owns() {
-        let d = tempfile::tempdir().unwrap();
-        let old = earlier_trace(d.path());
-        let o = prepare_output(&old).unwrap();
-        assert_ne!(o.rec, old, "an earlier trace is recorded over in a separate directory");
-        assert!(old.join("p1").exists(), "nothing is removed before the run");
-        // The new run: one process and its documents.
-        std::fs::create_dir(o.rec.join("p9")).unwrap();
-        std::fs::write(o.rec.join("p9").join(trace_format::PROC_META_FILE), "{}").unwrap();
-        std::fs::write(o.rec.join(META_FILE), "new").unwrap();
-        assert!(o.recorded_any());
-        o.commit().unwrap();
-        let mut names: Vec<String> =
-            std::fs::read_dir(&old).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-        names.sort();
-        assert_eq!(names, ["meta.json", "notes.md", "p2", "p9", "plots"]);
-        assert_eq!(std::fs::read_to_string(old.join(META_FILE)).unwrap(), "new");
-        assert_eq!(std::fs::read_to_string(old.join("plots").join("a.svg")).unwrap(), "mine");
-    }
-
-    #[test]
-    fn a_run_that_records_nothing_keeps_the_earlier_trace() {
-        let d = tempfile::tempdir().unwrap();
-        let old = earlier_trace(d.path());
-        let o = prepare_output(&old).unwrap();
-        std::fs::write(o.rec.join(META_FILE), "new").unwrap();
-        assert!(!o.recorded_any());
-        o.discard();
-        assert!(!o.rec.exists());
-        assert_eq!(std::fs::read_to_string(old.join(META_FILE)).unwrap(), OLD_META);
-        assert!(old.join("p1").join(trace_format::PROC_META_FILE).exists());
-        assert!(old.join(SOURCES_FILE).exists());
-    }
-
-    #[test]
-    fn owned_entries() {
-        let d = tempfile::tempdir().unwrap();
-        for n in ["p12", "p12.3", "p4x", "p", "p5.", "pp"] {
-            std::fs::create_dir(d.path().join(n)).unwrap();
-            std::fs::write(d.path().join(n).join(trace_format::PROC_META_FILE), "{}").unwrap();
-        }
-        let owned: Vec<&str> = ["meta.json", "sources.json", "p12", "p12.3", "p4x", "p", "p5.", "pp", "notes.md"]
-            .into_iter()
-            .filter(|n| owned_by_trace(d.path(), n))
-            .collect();
-        assert_eq!(owned, ["meta.json", "sources.json", "p12", "p12.3"]);
-    }
-
     #[test]
     fn fingerprints() {
         let d = tempfile::tempdir().unwrap();
@@ -705,18 +353,5 @@ mod tests {
         assert_eq!(fp.size, 3);
         assert_eq!(fp.sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
         assert!(fingerprint(&d.path().join("missing.py")).is_none());
-    }
-
-    #[test]
-    fn shim_options_name_the_hook_and_c_calls() {
-        assert_eq!(shim_options(false, PythonHook::Auto), "");
-        assert_eq!(shim_options(false, PythonHook::Profile), "profile_hook");
-        assert_eq!(shim_options(true, PythonHook::Profile), "c_calls,profile_hook");
-    }
-
-    #[test]
-    fn signal_names() {
-        assert_eq!(signal_name(15), "SIGTERM (15)");
-        assert_eq!(signal_name(64), "signal 64");
     }
 }

@@ -1,8 +1,8 @@
 //! `slice diff`: what one run reached that the other did not.
 
 use super::common::SelectArgs;
+use super::output::{ColorArgs, OutputArgs};
 use super::view_common::print_notes;
-use super::view_common::{write_output, ColorArg};
 use super::{read_question, warn_all};
 use crate::analysis::{prepare, PreparedTrace};
 use crate::views::diff::{diff_traces, prompt, Diff, OneSided};
@@ -22,6 +22,9 @@ pub enum DiffFormat {
 }
 
 #[derive(Debug, Args)]
+#[command(mut_arg("color", |a| a.help(
+    "Colour of --format tree: auto (when the result goes to a terminal, not to a file given with --output, and NO_COLOR is not set), always, never"
+)))]
 pub struct DiffArgs {
     /// Run A (e.g. the one that works), a trace directory written by `trace run`.
     #[arg(value_name = "A.d")]
@@ -35,14 +38,12 @@ pub struct DiffArgs {
     /// With --format prompt: the question to put first (`-` reads standard input).
     #[arg(short, long, value_name = "TEXT")]
     pub question: Option<String>,
-    /// Colour for --format tree: auto, always, never.
-    #[arg(long, value_enum, value_name = "WHEN", default_value = "auto")]
-    pub color: ColorArg,
-    /// Write to FILE instead of standard output.
-    #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
     #[command(flatten)]
     pub select: SelectArgs,
+    #[command(flatten)]
+    pub color: ColorArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 fn list(v: &[OneSided]) -> String {
@@ -71,17 +72,14 @@ pub fn run(a: DiffArgs) -> anyhow::Result<()> {
     match a.format {
         DiffFormat::Prompt => {
             let text = prompt(question.as_deref(), &d, &mut traces);
-            write_output(a.output.as_deref(), "prompt", |w| w.write_all(text.as_bytes()))?;
+            a.output.write("prompt", |w| w.write_all(text.as_bytes()))?;
         }
         DiffFormat::Tree => {
-            let color = match (a.color, &a.output) {
-                (ColorArg::Auto, Some(_)) => false,
-                (c, _) => c.enabled(),
-            };
+            let color = a.color.enabled(&a.output);
             let pal = Palette::new(color);
             let (minus, plus) =
                 if color { (AnsiColor::Red.on_default(), AnsiColor::Green.on_default()) } else { (Style::new(), Style::new()) };
-            write_output(a.output.as_deref(), "diff", |w| write_tree(w, &d, &traces[0], &traces[1], &pal, minus, plus))?;
+            a.output.write("diff", |w| write_tree(w, &d, &traces[0], &traces[1], &pal, minus, plus))?;
         }
     }
     eprintln!(

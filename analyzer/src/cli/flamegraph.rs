@@ -1,23 +1,22 @@
 //! `slice flamegraph`: an interactive SVG flamegraph.
 
-use super::common::SelectArgs;
-use super::view_common::load_views;
+use super::output::OutputArgs;
+use super::view_common::{load_views, ViewInput};
 use crate::views::flamegraph::{write_svg, Flame};
 use crate::views::folded::Weight;
 use crate::views::{FrameNames, Threads};
-use anyhow::Context;
 use clap::Args;
-use std::io::Write;
-use std::path::PathBuf;
+
+/// The file `slice flamegraph` writes without `-o`.
+const DEFAULT_SVG: &str = "flame.svg";
 
 #[derive(Debug, Args)]
+#[command(mut_arg("output", |a| a.help("Output SVG file (`-`: standard output)").default_value(DEFAULT_SVG)))]
 pub struct FlamegraphArgs {
-    /// Trace directory written by `trace run`.
-    #[arg(value_name = "TRACE.d", default_value = "trace.d")]
-    pub trace: PathBuf,
-    /// Output SVG file (`-`: standard output).
-    #[arg(short, long, value_name = "FILE", default_value = "flame.svg")]
-    pub output: PathBuf,
+    #[command(flatten)]
+    pub input: ViewInput,
+    #[command(flatten)]
+    pub output: OutputArgs,
     /// Frame widths: `time` (inclusive time) or `calls` (calls made in the frame's subtree).
     #[arg(long, value_enum, default_value = "time")]
     pub weight: Weight,
@@ -27,12 +26,10 @@ pub struct FlamegraphArgs {
     /// Title (default: the traced command).
     #[arg(long, value_name = "TEXT")]
     pub title: Option<String>,
-    #[command(flatten)]
-    pub select: SelectArgs,
 }
 
 pub fn run(a: FlamegraphArgs) -> anyhow::Result<()> {
-    let (t, vs) = load_views(&a.trace, &a.select, a.threads)?;
+    let (t, vs) = load_views(&a.input, a.threads)?;
     let t = &t;
     let names = FrameNames::new(vs.iter().map(|v| &v.tree), &t.cwd);
     let flame = Flame {
@@ -50,23 +47,9 @@ pub fn run(a: FlamegraphArgs) -> anyhow::Result<()> {
     };
     let mut svg = Vec::new();
     let totals = write_svg(&mut svg, &vs, &names, &flame)?;
-    if a.output.as_os_str() == "-" {
-        let mut out = std::io::stdout().lock();
-        if let Err(e) = out.write_all(&svg).and_then(|_| out.flush()) {
-            if e.kind() != std::io::ErrorKind::BrokenPipe {
-                return Err(e).context("writing the flamegraph to standard output");
-            }
-        }
-    } else {
-        std::fs::write(&a.output, &svg)
-            .with_context(|| format!("{}: cannot write the flamegraph (check the directory exists and is writable)", a.output.display()))?;
-        eprintln!(
-            "slice: wrote {} ({} stacks, {} {}); open it in a browser",
-            a.output.display(),
-            totals.lines,
-            totals.sum,
-            a.weight.unit()
-        );
+    a.output.write("flamegraph", |w| w.write_all(&svg))?;
+    if let Some(file) = a.output.file() {
+        eprintln!("slice: wrote {} ({} stacks, {} {}); open it in a browser", file.display(), totals.lines, totals.sum, a.weight.unit());
     }
     Ok(())
 }

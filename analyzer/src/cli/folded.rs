@@ -1,18 +1,15 @@
 //! `slice folded`: folded stacks for flamegraph tools.
 
-use super::common::SelectArgs;
-use super::view_common::load_views;
-use super::view_common::write_output;
+use super::output::OutputArgs;
+use super::view_common::{load_views, ViewInput};
 use crate::views::folded::{self, Weight};
 use crate::views::{FrameNames, Threads};
 use clap::Args;
-use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct FoldedArgs {
-    /// Trace directory written by `trace run`.
-    #[arg(value_name = "TRACE.d", default_value = "trace.d")]
-    pub trace: PathBuf,
+    #[command(flatten)]
+    pub input: ViewInput,
     /// What a line's value counts: `time` (self time in ns: frames as wide as their inclusive
     /// time) or `calls` (the node's call count: frames as wide as the calls in their subtree;
     /// all values add up to the calls in the tree).
@@ -22,19 +19,16 @@ pub struct FoldedArgs {
     /// than one); `merged`: the threads' trees merged by call path, no thread frame.
     #[arg(long, value_enum, default_value = "separate")]
     pub threads: Threads,
-    /// Write to FILE instead of standard output.
-    #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
     #[command(flatten)]
-    pub select: SelectArgs,
+    pub output: OutputArgs,
 }
 
 pub fn run(a: FoldedArgs) -> anyhow::Result<()> {
-    let (t, vs) = load_views(&a.trace, &a.select, a.threads)?;
+    let (t, vs) = load_views(&a.input, a.threads)?;
     let t = &t;
     let names = FrameNames::new(vs.iter().map(|v| &v.tree), &t.cwd);
     let mut totals = folded::Totals::default();
-    write_output(a.output.as_deref(), "folded stacks", |w| {
+    a.output.write("folded stacks", |w| {
         totals = folded::write(w, &vs, &names, a.weight, vs.len() > 1)?;
         Ok(())
     })?;

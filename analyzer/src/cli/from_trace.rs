@@ -1,15 +1,14 @@
 //! `slice from-trace`: the prompt.
 
 use super::common::{PromptArgs, SelectArgs};
+use super::output::OutputArgs;
 use super::{read_question, warn_all};
 use crate::analysis::prepare;
 use crate::prompt::budget::fit;
 use crate::prompt::render::Renderer;
 use crate::prompt::Model;
-use anyhow::Context;
 use clap::Args;
 use std::collections::HashSet;
-use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
@@ -21,13 +20,12 @@ pub struct FromTraceArgs {
     /// The question to ask about the run (`-` reads it from standard input).
     #[arg(short, long, value_name = "TEXT")]
     pub question: String,
-    /// Write the prompt to FILE instead of standard output.
-    #[arg(short, long, value_name = "FILE")]
-    pub output: Option<PathBuf>,
     #[command(flatten)]
     pub prompt: PromptArgs,
     #[command(flatten)]
     pub select: SelectArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 /// A prompt larger than this (tokens) gets a warning suggesting `--budget`.
@@ -65,18 +63,7 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
         }
     }
     let fitted = fit(&model, layout, &renderer, a.prompt.tokenizer, a.prompt.budget)?;
-    match &a.output {
-        Some(p) => std::fs::write(p, &fitted.text).with_context(|| format!("{}: cannot write the prompt", p.display()))?,
-        None => {
-            let mut out = std::io::stdout().lock();
-            // A closed pipe (`| head`) is not an error worth a message.
-            if let Err(e) = out.write_all(fitted.text.as_bytes()).and_then(|_| out.flush()) {
-                if e.kind() != std::io::ErrorKind::BrokenPipe {
-                    return Err(e).context("writing the prompt to standard output");
-                }
-            }
-        }
-    }
+    a.output.write("prompt", |w| w.write_all(fitted.text.as_bytes()))?;
     let functions: HashSet<&str> =
         model.traces.iter().flat_map(|t| t.threads.iter()).flat_map(|th| th.nodes.iter()).map(|n| n.key.as_str()).collect();
     let nodes: usize = model.traces.iter().flat_map(|t| t.threads.iter()).map(|th| th.nodes.len()).sum();

@@ -8,6 +8,7 @@ pub mod folded;
 pub mod from_trace;
 pub mod graph;
 pub mod mcp;
+pub mod output;
 pub mod stats;
 pub mod tokens;
 pub mod tree;
@@ -115,5 +116,140 @@ pub fn read_question(q: &str) -> anyhow::Result<String> {
         Ok(s)
     } else {
         Ok(q.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::common::SelectArgs;
+    use super::output::{ColorArg, ColorArgs, OutputArgs};
+    use super::{Cli, Command};
+    use clap::{CommandFactory, Parser};
+    use std::path::Path;
+
+    /// The shared argument groups a parsed subcommand holds: selection, output, colour.
+    fn shared(c: &Command) -> (Option<&SelectArgs>, Option<&OutputArgs>, Option<&ColorArgs>) {
+        match c {
+            Command::FromTrace(a) => (Some(&a.select), Some(&a.output), None),
+            Command::Stats(a) => (Some(&a.select), Some(&a.output), None),
+            Command::Tree(a) => (Some(&a.input.select), Some(&a.output), Some(&a.color)),
+            Command::Flamegraph(a) => (Some(&a.input.select), Some(&a.output), None),
+            Command::Folded(a) => (Some(&a.input.select), Some(&a.output), None),
+            Command::Diff(a) => (Some(&a.select), Some(&a.output), Some(&a.color)),
+            Command::Graph(a) => (Some(&a.input.select), Some(&a.output), None),
+            Command::Export(a) => (Some(&a.input.select), Some(&a.output), None),
+            Command::Tokens(_) | Command::Mcp(_) => (None, None, None),
+        }
+    }
+
+    const SELECTION: &[&str] = &[
+        "--prune-startup",
+        "off",
+        "--include",
+        "inc",
+        "--exclude",
+        "exc",
+        "--include-file",
+        "incf",
+        "--exclude-file",
+        "excf",
+        "--module",
+        "mod",
+        "--exclude-module",
+        "excm",
+        "--focus",
+        "foc",
+        "--focus-subtree",
+        "--max-depth",
+        "3",
+        "--stdlib",
+        "--no-site-packages",
+        "--show-plumbing",
+        "--plumbing",
+        "click",
+    ];
+
+    /// Every subcommand that reads traces takes the same selection flags and `-o FILE`; the
+    /// ones that colour take `--color`; each parses into the shared groups.
+    #[test]
+    fn every_subcommand_takes_the_shared_selection_output_and_color_arguments() {
+        Cli::command().debug_assert();
+        let subcommands: [(&[&str], bool); 8] = [
+            (&["from-trace", "t.d", "-q", "why?"], false),
+            (&["stats", "t.d"], false),
+            (&["tree", "t.d"], true),
+            (&["flamegraph", "t.d"], false),
+            (&["folded", "t.d"], false),
+            (&["diff", "a.d", "b.d"], true),
+            (&["graph", "t.d"], false),
+            (&["export", "t.d"], false),
+        ];
+        for (sub, colours) in subcommands {
+            let mut argv = vec!["slice"];
+            argv.extend_from_slice(sub);
+            argv.extend_from_slice(SELECTION);
+            argv.extend_from_slice(&["-o", "out.txt"]);
+            if colours {
+                argv.extend_from_slice(&["--color", "never"]);
+            }
+            let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+            let (select, output, color) = shared(&cli.command);
+            let s = select.unwrap_or_else(|| panic!("{sub:?}: no selection"));
+            assert_eq!(s.prune_startup, "off", "{sub:?}");
+            assert_eq!(
+                [&s.include, &s.exclude, &s.include_file, &s.exclude_file, &s.include_module, &s.exclude_module, &s.focus],
+                [&["inc"], &["exc"], &["incf"], &["excf"], &["mod"], &["excm"], &["foc"]],
+                "{sub:?}"
+            );
+            assert!(s.focus_subtree && s.stdlib && s.no_site_packages && s.show_plumbing, "{sub:?}");
+            assert_eq!((s.max_depth, s.plumbing.as_slice()), (Some(3), &["click".to_string()][..]), "{sub:?}");
+            assert_eq!(output.unwrap_or_else(|| panic!("{sub:?}: no output")).file(), Some(Path::new("out.txt")), "{sub:?}");
+            assert_eq!(color.map(|c| c.color), colours.then_some(ColorArg::Never), "{sub:?}");
+            if !colours {
+                let mut with_color = argv.clone();
+                with_color.extend_from_slice(&["--color", "never"]);
+                assert!(Cli::try_parse_from(&with_color).is_err(), "{sub:?} does not colour, so --color is refused");
+            }
+        }
+    }
+
+    /// `-o -` and no `-o` both mean standard output (flamegraph: its default file); `auto`
+    /// colour is off for a file.
+    #[test]
+    fn output_and_color_defaults() {
+        let parse = |args: &[&str]| Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        for args in [&["slice", "tree"][..], &["slice", "tree", "-o", "-"]] {
+            let cli = parse(args);
+            let (_, out, color) = shared(&cli.command);
+            assert_eq!(out.and_then(OutputArgs::file), None, "{args:?}");
+            assert_eq!(color.map(|c| c.color), Some(ColorArg::Auto));
+        }
+        let cli = parse(&["slice", "tree", "-o", "t.txt"]);
+        let (_, Some(out), Some(_)) = shared(&cli.command) else { panic!("tree has output and colour") };
+        assert!(ColorArgs { color: ColorArg::Always }.enabled(out));
+        assert!(!ColorArgs { color: ColorArg::Never }.enabled(out));
+        let cli = parse(&["slice", "flamegraph"]);
+        assert_eq!(shared(&cli.command).1.and_then(OutputArgs::file), Some(Path::new("flame.svg")));
+        let cli = parse(&["slice", "flamegraph", "-o", "-"]);
+        assert_eq!(shared(&cli.command).1.and_then(OutputArgs::file), None);
+    }
+
+    /// The shared `-o` reads the same everywhere: short `-o`, `FILE`, under "Output".
+    #[test]
+    fn output_help_is_shared() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mut seen = 0;
+        for sub in cmd.get_subcommands() {
+            if let Some(o) = sub.get_arguments().find(|a| a.get_id() == "output") {
+                seen += 1;
+                assert_eq!(o.get_short(), Some('o'), "{}", sub.get_name());
+                assert_eq!(o.get_value_names().map(|v| v.iter().map(|s| s.as_str()).collect::<Vec<_>>()), Some(vec!["FILE"]));
+                assert_eq!(o.get_help_heading(), Some("Output"), "{}", sub.get_name());
+                let help = o.get_help().map(|h| h.to_string()).unwrap_or_default();
+                assert!(help.contains("`-`: standard output"), "{}: {help}", sub.get_name());
+            }
+        }
+        assert_eq!(seen, 8);
     }
 }

@@ -1,6 +1,7 @@
 //! `slice stats`: prompt statistics as a table.
 
 use super::common::SelectArgs;
+use super::output::OutputArgs;
 use super::{read_question, warn_all};
 use crate::analysis::prepare;
 use crate::prompt::render::{Format, Renderer};
@@ -26,6 +27,8 @@ pub struct StatsArgs {
     pub format: Format,
     #[command(flatten)]
     pub select: SelectArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
 }
 
 struct Row {
@@ -95,18 +98,21 @@ pub fn run(a: StatsArgs) -> anyhow::Result<()> {
     rows.push(row("whole files of the tree's functions", format!("{} files", tree_files.len()), &read_all(&tree_files), tok));
     rows.push(row("every file the run executed, whole", format!("{} files", all_files.len()), &read_all(&all_files), tok));
 
-    println!("traces: {}", model.traces.iter().map(|t| format!("{} ({})", t.dir, t.command)).collect::<Vec<_>>().join("; "));
-    println!(
-        "events: {events}; recorded tree nodes: {recorded}; shown tree nodes: {nodes}; functions: {} ({with_code} with source); files: {}; tokenizer: {tok}",
-        shown_funcs.len(),
-        tree_files.len()
-    );
-    println!();
-    let w = rows.iter().map(|r| r.what.len()).max().unwrap_or(10).max(7);
-    let wi = rows.iter().map(|r| r.items.len()).max().unwrap_or(5).max(5);
-    println!("{:<w$}  {:>wi$}  {:>9}  {:>11}  {:>10}", "section", "items", "lines", "characters", "tokens");
-    for r in &rows {
-        println!("{:<w$}  {:>wi$}  {:>9}  {:>11}  {:>10}", r.what, r.items, r.lines, r.chars, r.tokens);
-    }
-    Ok(())
+    a.output.write("statistics", |out| {
+        writeln!(out, "traces: {}", model.traces.iter().map(|t| format!("{} ({})", t.dir, t.command)).collect::<Vec<_>>().join("; "))?;
+        writeln!(
+            out,
+            "events: {events}; recorded tree nodes: {recorded}; shown tree nodes: {nodes}; functions: {} ({with_code} with source); files: {}; tokenizer: {tok}",
+            shown_funcs.len(),
+            tree_files.len()
+        )?;
+        writeln!(out)?;
+        let w = rows.iter().map(|r| r.what.len()).max().unwrap_or(10).max(7);
+        let wi = rows.iter().map(|r| r.items.len()).max().unwrap_or(5).max(5);
+        writeln!(out, "{:<w$}  {:>wi$}  {:>9}  {:>11}  {:>10}", "section", "items", "lines", "characters", "tokens")?;
+        for r in &rows {
+            writeln!(out, "{:<w$}  {:>wi$}  {:>9}  {:>11}  {:>10}", r.what, r.items, r.lines, r.chars, r.tokens)?;
+        }
+        Ok(())
+    })
 }

@@ -1,4 +1,4 @@
-//! Event encoding of a thread stream (`t<tid>-<seq>.ev`), version 1.
+//! Event encoding of a thread stream (`t<tid>-<seq>.ev`), version 2.
 //!
 //! See `docs/trace-format.md` for the normative description. In short: a 64-byte
 //! header, then a sequence of events. Every event starts with a tag byte whose low
@@ -10,6 +10,8 @@ pub const STREAM_MAGIC: [u8; 4] = *b"SLEV";
 /// Version of the stream encoding. Readers refuse streams with a higher version.
 /// Version 2 added the resume marker ([`EXT_RESUME`]); version 1 streams are read as before.
 pub const STREAM_VERSION: u16 = 2;
+// The trace has one format version: `meta.json` says the version its streams are written in.
+const _: () = assert!(STREAM_VERSION as u32 == crate::meta::TRACE_FORMAT_VERSION);
 /// Size of the stream header in bytes.
 pub const HEADER_LEN: usize = 64;
 /// Largest encoded size of a call or return event (tag + two 10-byte varints, rounded up).

@@ -5,8 +5,11 @@ use serde::{Deserialize, Serialize};
 
 /// Value of [`TraceMeta::format`]; identifies a directory written by `trace run`.
 pub const TRACE_FORMAT_NAME: &str = "slice-trace";
-/// Version of the trace directory layout and of its JSON documents.
-pub const TRACE_FORMAT_VERSION: u32 = 1;
+/// Version of the trace format: the directory layout, its JSON documents and its event
+/// streams, one number for all (`meta.json`'s `version` equals the stream headers' version,
+/// [`crate::event::STREAM_VERSION`]). Version 2 added the resume marker; readers accept every
+/// version up to this one (a version-1 trace reads as before) and refuse a newer one.
+pub const TRACE_FORMAT_VERSION: u32 = 2;
 
 /// `meta.json`: written by `trace run` when the run starts, rewritten when it ends.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -867,6 +867,38 @@ mod tests {
         assert!(matches!(TraceDir::open(d.path()), Err(FormatError::BadJson { .. })));
     }
 
+    /// One version for the whole trace: what `trace run` writes in `meta.json` is the version
+    /// of the streams the shims write. A version-1 trace (meta and streams, written before the
+    /// resume marker) is read as before; the next version is refused as newer.
+    #[test]
+    fn meta_and_streams_share_one_version_and_version_1_traces_still_read() {
+        assert_eq!(TRACE_FORMAT_VERSION, u32::from(STREAM_VERSION));
+        let d = tempfile::tempdir().unwrap();
+        let pdir = create_process_dir(d.path(), 7).unwrap();
+        write_proc_meta(&pdir, &proc_meta(7)).unwrap();
+        let ft = FuncTableWriter::create(&pdir.join(FUNCS_FILE)).unwrap();
+        ft.append(&FuncRecord { id: 0, kind: FuncKind::Builtin { module: None, qualname: "f".into() } }).unwrap();
+        let stream = pdir.join("t7-0.ev");
+        let mut w = StreamWriter::create(&stream, 1, 7, 7, 100, 64 << 10).unwrap();
+        w.call(0, 110);
+        w.ret(120);
+        w.finish();
+        let mut bytes = std::fs::read(&stream).unwrap();
+        assert_eq!(u16::from_le_bytes([bytes[4], bytes[5]]), STREAM_VERSION, "the writer's streams carry the format version");
+        // As a version-1 writer left it: version 1 in meta.json and in the stream header.
+        bytes[4..6].copy_from_slice(&1u16.to_le_bytes());
+        std::fs::write(&stream, &bytes).unwrap();
+        write_meta(d.path(), 1);
+        let t = TraceDir::open(d.path()).unwrap();
+        assert_eq!(t.meta.version, 1);
+        let got: Vec<Event> = t.processes[0].threads[0].events().unwrap().map(|e| e.unwrap()).collect();
+        assert_eq!(got, [Event::Call { func: 0, ts: 110 }, Event::Return { ts: 120 }]);
+        write_meta(d.path(), TRACE_FORMAT_VERSION);
+        assert_eq!(TraceDir::open(d.path()).unwrap().meta.version, TRACE_FORMAT_VERSION);
+        write_meta(d.path(), TRACE_FORMAT_VERSION + 1);
+        assert!(matches!(TraceDir::open(d.path()), Err(FormatError::NewerVersion { found: 3, supported: 2, .. })));
+    }
+
     #[test]
     fn half_written_func_line_is_ignored() {
         let d = tempfile::tempdir().unwrap();
