@@ -41,6 +41,11 @@ pub fn refine(lines: &[&str], decl_line: u32, dwarf_last: u32, rust: bool) -> (u
     let mut opened = false;
     for l in decl_line..=n {
         let depth = lexer.line(lines[(l - 1) as usize]);
+        if depth < 0 && l > last {
+            // Past DWARF's last line, a brace closed that the function did not open: the
+            // scan left the enclosing block (a closure or lambda without braces of its own).
+            return (first, dwarf_last);
+        }
         opened |= lexer.seen_open;
         if l >= last {
             if opened && depth <= 0 {
@@ -181,6 +186,9 @@ mod tests {
         let src = lines("fn f() {\n    let v = xs.iter().map(|x| {\n        x + 1\n    });\n}\n");
         // A closure: its own lines only.
         assert_eq!(refine(&src, 2, 3, true), (2, 4));
+        // A closure without braces, last in its function: not down to the next function.
+        let src = lines("    fn find(&self) -> Option<usize> {\n        (0..9)\n            .find(|&x| x > 2)\n    }\n\n    fn next(&self) -> u8 {\n        1\n    }\n");
+        assert_eq!(refine(&src, 3, 3, true), (3, 3));
     }
 
     #[test]
