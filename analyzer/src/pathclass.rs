@@ -64,11 +64,67 @@ pub fn native_origin(file: Option<&str>, object: Option<&str>) -> Origin {
 }
 
 /// Classify a native function without a source file by its (demangled) name: the Rust
-/// standard library's crates and rustc's generated allocator shims are the standard library.
+/// standard library's crates and rustc's generated allocator shims are the standard library,
+/// and so are methods of primitive types (`<[u8]>::starts_with`, `<str>::find`) and trait
+/// impls whose trait and self type are both the standard library's or primitive
+/// (`<u8 as core::fmt::Display>::fmt`, not `<std::ffi::OsStr as clap_lex::ext::OsStrExt>::find`).
 pub fn native_name_origin(qualname: &str) -> Option<Origin> {
-    let q = qualname.trim_start_matches('<');
-    const STD_CRATES: [&str; 6] = ["std::", "core::", "alloc::", "__rustc::", "std_detect::", "panic_unwind::"];
-    STD_CRATES.iter().any(|c| q.starts_with(c)).then_some(Origin::Stdlib)
+    let std_path = |p: &str| {
+        const STD_CRATES: [&str; 6] = ["std::", "core::", "alloc::", "__rustc::", "std_detect::", "panic_unwind::"];
+        let p = p.trim_start_matches(['&', '*']).trim_start_matches("mut ").trim_start_matches("const ");
+        STD_CRATES.iter().any(|c| p.starts_with(c))
+    };
+    let primitive = |p: &str| {
+        let p = p.trim_start_matches(['&', '*']).trim_start_matches("mut ").trim_start_matches("const ");
+        const PRIMS: [&str; 17] =
+            ["u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize", "f32", "f64", "bool", "char", "str"];
+        p.starts_with('[') || p.starts_with('(') || PRIMS.contains(&p)
+    };
+    let Some(inner) = qualname.strip_prefix('<') else {
+        return std_path(qualname).then_some(Origin::Stdlib);
+    };
+    // `<SELF>::m` or `<SELF as TRAIT>::m`: find the closing `>` of the qualified path.
+    let mut depth = 1i32;
+    let mut end = None;
+    for (i, c) in inner.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' if !inner[..i].ends_with('-') => {
+                depth -= 1;
+                if depth == 0 {
+                    end = Some(i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let qpath = &inner[..end?];
+    let (self_ty, trait_path) = match split_as(qpath) {
+        Some((s, t)) => (s, Some(t)),
+        None => (qpath, None),
+    };
+    let self_std = std_path(self_ty) || primitive(self_ty);
+    let std = match trait_path {
+        None => self_std,
+        Some(t) => self_std && std_path(t),
+    };
+    std.then_some(Origin::Stdlib)
+}
+
+/// Split a qualified path's inside at its top-level ` as `.
+fn split_as(q: &str) -> Option<(&str, &str)> {
+    let mut depth = 0i32;
+    let b = q.as_bytes();
+    for i in 0..b.len() {
+        match b[i] {
+            b'<' | b'(' | b'[' => depth += 1,
+            b'>' | b')' | b']' if !(b[i] == b'>' && i > 0 && b[i - 1] == b'-') => depth -= 1,
+            b' ' if depth == 0 && q[i..].starts_with(" as ") => return Some((&q[..i], &q[i + 4..])),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Where the path inside the Rust standard library's source starts (`std/src/...`): under
@@ -265,6 +321,13 @@ mod tests {
         assert_eq!(origin(&f("__rustc::__rust_alloc")), Origin::Stdlib);
         assert_eq!(origin(&f("<core::fmt::Arguments as core::fmt::Display>::fmt")), Origin::Stdlib);
         assert_eq!(origin(&f("main")), Origin::Program);
+        assert_eq!(origin(&f("<[u8]>::starts_with")), Origin::Stdlib);
+        assert_eq!(origin(&f("<str>::find::<char>")), Origin::Stdlib);
+        assert_eq!(origin(&f("<u8 as core::fmt::Display>::fmt")), Origin::Stdlib);
+        assert_eq!(origin(&f("<&alloc::vec::Vec<u8> as core::fmt::Debug>::fmt")), Origin::Stdlib);
+        assert_eq!(origin(&f("<std::ffi::os_str::OsStr as clap_lex::ext::OsStrExt>::find")), Origin::Program);
+        assert_eq!(origin(&f("<app::Opt as core::default::Default>::default")), Origin::Program);
+        assert_eq!(origin(&f("<app::Wrapper<u8>>::get")), Origin::Program);
         assert_eq!(origin(&f("standalone::run")), Origin::Program);
         assert_eq!(native_display_path(std).as_deref(), Some("rust-library/alloc/src/raw_vec/mod.rs"));
         assert_eq!(native_display_path(dep).as_deref(), Some("cargo-registry/clap_builder-4.5.20/src/derive.rs"));
