@@ -51,8 +51,10 @@ pub struct Sub {
     pub lang: Lang,
     pub file: Option<PathBuf>,
     pub decl_line: Option<u32>,
-    /// Low address of the subprogram (to prefer exact matches).
-    pub low: u64,
+    /// Where the subprogram's code starts: the beginning of its first address range
+    /// (`DW_AT_low_pc`, or the first of `DW_AT_ranges`, which is the entry's: a `.cold` part
+    /// that gcc moves out of line comes later in the list, though at a lower address).
+    pub entry: u64,
     ranges: Vec<(u64, u64)>,
     inlined: Vec<(u64, u64)>,
     last_line: Option<u32>,
@@ -140,7 +142,7 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
                             fl => fl,
                         };
                         let file = decl_file.and_then(|f| files.entry(f).or_insert_with(|| file_path(&unit, f)).clone());
-                        let low = ranges.iter().map(|r| r.0).min().unwrap_or(0);
+                        let entry = ranges.first().map_or(0, |r| r.0);
                         let has_linkage = id.linkage.is_some();
                         let qualname = match (id.linkage, id.name) {
                             (Some(l), _) => demangle(&l, lang),
@@ -149,7 +151,7 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
                                 q.push(&n);
                                 q.join("::")
                             }
-                            (None, None) => format!("{low:#x}"),
+                            (None, None) => format!("{entry:#x}"),
                         };
                         let sub = Sub {
                             qualname,
@@ -157,7 +159,7 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
                             lang,
                             file,
                             decl_line: decl_line.map(|l| l as u32),
-                            low,
+                            entry,
                             ranges,
                             inlined: Vec::new(),
                             last_line: None,
@@ -221,7 +223,7 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
             for h in hits {
                 let better = match found.get(&h) {
                     None => true,
-                    Some(old) => old.low != h && sub.low == h,
+                    Some(old) => old.entry != h && sub.entry == h,
                 };
                 if better {
                     found.insert(h, sub.clone());

@@ -263,7 +263,7 @@ fn dwarf_functions(obj: &object::File, link: &[u64], symbols: &SymbolTable) -> R
             // local types) have no DW_AT_linkage_name; the symbol table keeps their mangled
             // name, which demangles to the full qualified name with parameters.
             if !s.has_linkage {
-                if let Some(raw) = symbols.exact(s.low).filter(|r| r.starts_with("_Z") || r.starts_with("_R")) {
+                if let Some(raw) = symbols.exact(s.entry).filter(|r| r.starts_with("_Z") || r.starts_with("_R")) {
                     let q = demangle(raw, s.lang);
                     if q != raw {
                         qualname = q;
@@ -277,7 +277,7 @@ fn dwarf_functions(obj: &object::File, link: &[u64], symbols: &SymbolTable) -> R
                 file: s.file.clone(),
                 first_line,
                 last_line,
-                entry: s.low,
+                entry: s.entry,
                 found_in: FoundIn::Dwarf,
                 inlined_at: s.inlined_at.iter().filter(|(h, _)| *h == a).map(|(_, f)| f.clone()).collect(),
             })

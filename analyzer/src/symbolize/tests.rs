@@ -147,3 +147,35 @@ fn rust_generic_instances_become_one_function_and_closures_keep_their_lines() {
     // The closure: its own lines, inside main's.
     assert_eq!((funcs[3].qualname.as_str(), funcs[3].first_line, funcs[3].last_line), ("prog::main::{closure#0}", Some(9), Some(11)));
 }
+
+const COLD_SRC: &str = "#include <stdexcept>
+__attribute__((noinline)) int checked(int x)
+{
+    if (x < 0)
+        throw std::runtime_error(\"negative\");
+    return x * 2;
+}
+
+int main(int argc, char **argv)
+{
+    (void)argv;
+    return checked(argc) == 2 ? 0 : 1;
+}
+";
+
+#[test]
+fn a_function_split_into_hot_and_cold_parts_is_named_by_its_entry() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("cold.cpp"), COLD_SRC).unwrap();
+    sh(Command::new("c++").current_dir(d.path()).args(["-g", "-O2", "-o", "cold", "cold.cpp"]));
+    let exe = d.path().join("cold");
+    let (entry, _) = symbol(&exe, "checked(int)");
+    let cold = symbol(&exe, "checked(int) [clone .cold]").0;
+    assert!(cold < entry, "g++ puts the cold part first ({cold:#x}, {entry:#x})");
+    let found = ObjectFile::open(&exe).unwrap().functions_at(&exe, &[entry, cold]);
+    for f in &found.funcs {
+        // Both parts are one function, named by its entry (not `checked(int) [clone .cold]`).
+        let f = f.as_ref().unwrap();
+        assert_eq!((f.qualname.as_str(), f.entry, f.first_line, f.last_line), ("checked(int)", entry, Some(2), Some(7)));
+    }
+}
