@@ -36,11 +36,11 @@ pub fn python_origin(path: &str) -> Origin {
 /// source file) its name.
 ///
 /// - **Stdlib**: the C/C++ runtime and system headers (`/usr/include/...`, `/usr/lib/gcc/...`:
-///   libstdc++'s templates instantiated in the program count as the library's code), the Rust
+///   libstdc++'s templates instantiated in the program count as the library's code), the
+///   system's libraries (objects under `/lib...` or `/usr/lib...`, whatever their source), the Rust
 ///   standard library (`/rustc/<commit>/library/...` as rustup's prebuilt `std` records it, the
 ///   same under a toolchain's `lib/rustlib/src/rust/library/`, and `/rust/deps/...`, the crates
-///   `std` vendors), system libraries (`/lib...`, `/usr/lib...`) without debug information,
-///   and Rust functions without a source file whose crate is `std`, `core`, `alloc` or the
+///   `std` vendors), and Rust functions without a source file whose crate is `std`, `core`, `alloc` or the
 ///   allocator shims rustc generates (`__rustc::__rust_alloc`).
 /// - **SitePackages**: Rust dependencies from cargo's registry or git checkouts
 ///   (`$CARGO_HOME/registry/src/...`, `$CARGO_HOME/git/checkouts/...`), the analogue of
@@ -53,14 +53,13 @@ pub fn native_origin(file: Option<&str>, object: Option<&str>) -> Origin {
         if cargo_package_end(f).is_some() {
             return Origin::SitePackages;
         }
-        return Origin::Program;
     }
-    if let Some(o) = object {
-        if o.starts_with("/lib") || o.starts_with("/usr/lib") {
-            return Origin::Stdlib;
-        }
+    // A system library is the standard library even when its debug information (a
+    // distribution's -dbgsym package) names its build tree's files.
+    match object {
+        Some(o) if o.starts_with("/lib") || o.starts_with("/usr/lib") => Origin::Stdlib,
+        _ => Origin::Program,
     }
-    Origin::Program
 }
 
 /// Classify a native function without a source file by its (demangled) name: the Rust
@@ -291,6 +290,10 @@ mod tests {
         assert_eq!(native_origin(Some("/usr/include/c++/12/bits/stl_vector.h"), None), Origin::Stdlib);
         assert_eq!(native_origin(None, Some("/usr/lib/x86_64-linux-gnu/libc.so.6")), Origin::Stdlib);
         assert_eq!(native_origin(Some("/home/u/x.c"), Some("/home/u/x")), Origin::Program);
+        // libstdc++ with its debug symbols installed: its build tree's files, a system object.
+        let libstdcxx = Some("/usr/lib/x86_64-linux-gnu/libstdc++.so.6");
+        assert_eq!(native_origin(Some("/build/gcc-12/libstdc++-v3/src/c++11/string-inst.cc"), libstdcxx), Origin::Stdlib);
+        assert_eq!(native_origin(Some("/opt/app/src/x.c"), Some("/opt/app/libx.so")), Origin::Program);
     }
 
     #[test]
