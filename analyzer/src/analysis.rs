@@ -281,7 +281,8 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
 
 /// A path for display: relative to `cwd` when inside it; installed packages as
 /// `site-packages/<path in the package directory>`; the Python standard library as
-/// `stdlib/<path>`; anything else absolute.
+/// `stdlib/<path>`; Rust's standard library and cargo dependencies as `rust-library/<path>`
+/// and `cargo-registry/<package>/<path>`; anything else absolute.
 pub fn display_path(file: &Path, cwd: &Path) -> String {
     if let Ok(r) = file.strip_prefix(cwd) {
         if !r.as_os_str().is_empty() {
@@ -289,6 +290,9 @@ pub fn display_path(file: &Path, cwd: &Path) -> String {
         }
     }
     let s = file.to_string_lossy();
+    if let Some(short) = crate::pathclass::native_display_path(&s) {
+        return short;
+    }
     if let Some((name, i)) = crate::pathclass::packages_dir_end(&s) {
         return format!("{name}/{}", &s[i..]);
     }

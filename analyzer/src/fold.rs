@@ -20,6 +20,9 @@ pub enum FoldClass {
     ///
     /// [`Node::via_import`]: crate::calltree::Node::via_import
     Import,
+    /// The same native function as an earlier id (an instance of one Rust source function:
+    /// [`crate::symbolize::native`] gives its instances equal [`Function`]s): folded as that id.
+    SameAs(u32),
 }
 
 /// Python comprehension and generator-expression code objects.
@@ -43,6 +46,25 @@ pub fn fold_class(f: &Function) -> FoldClass {
     } else {
         FoldClass::Visible
     }
+}
+
+/// The fold-time classes of a process's function table: [`fold_class`] of each, and
+/// [`FoldClass::SameAs`] for a native function equal to an earlier one.
+pub fn fold_classes(funcs: &[Function]) -> Vec<FoldClass> {
+    let mut first: std::collections::HashMap<&Function, u32> = std::collections::HashMap::new();
+    funcs
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            if f.language == Language::Native && f.file.is_some() {
+                let canonical = *first.entry(f).or_insert(i as u32);
+                if canonical != i as u32 {
+                    return FoldClass::SameAs(canonical);
+                }
+            }
+            fold_class(f)
+        })
+        .collect()
 }
 
 /// What folding one stream found besides the tree.
@@ -100,6 +122,10 @@ where
         match ev {
             Ok(ev @ (Event::Call { func, ts } | Event::Resume { func, ts })) => {
                 let resume = matches!(ev, Event::Resume { .. });
+                let func = match classes.get(func as usize) {
+                    Some(&FoldClass::SameAs(c)) => c,
+                    _ => func,
+                };
                 info.events += 1;
                 last_ts = ts;
                 let (cur, in_import) = match stack.last() {
@@ -246,7 +272,7 @@ pub fn load_trace(dir: &Path) -> Result<LoadedTrace, LoadError> {
         let (funcs, w) = resolve_process(p);
         warnings.extend(w);
         let funcs = Arc::new(funcs);
-        let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
+        let classes = fold_classes(&funcs);
         let mut threads = Vec::new();
         for s in &p.threads {
             let t = fold_stream(&funcs, &classes, s)?;
@@ -402,13 +428,48 @@ mod tests {
     }
 
     #[test]
+    fn equal_native_functions_fold_as_one() {
+        // Ids 1 and 3 are two instances of one Rust source function (equal Functions): one
+        // node under main, with both calls; id 2 differs only by its line and stays apart.
+        let native = |q: &str, line: u32| Function {
+            language: Language::Native,
+            name: q.into(),
+            qualname: q.into(),
+            file: Some("/p/src/lib.rs".into()),
+            first_line: Some(line),
+            last_line: Some(line + 2),
+            object: Some("/p/app".into()),
+        };
+        let funcs = Arc::new(vec![native("app::main", 1), native("app::parse", 10), native("app::parse", 20), native("app::parse", 10)]);
+        let classes = fold_classes(&funcs);
+        assert_eq!(classes, [FoldClass::Visible, FoldClass::Visible, FoldClass::Visible, FoldClass::SameAs(1)]);
+        let evs = [C(0), C(1), R, C(3), C(1), R, R, C(2), R, R];
+        let (t, _) = fold_events(funcs, &classes, Ev::events(&evs));
+        let shown: Vec<String> = t
+            .preorder()
+            .iter()
+            .map(|&n| {
+                format!(
+                    "{}{} x{}{}",
+                    "  ".repeat(t.node(n).depth as usize - 1),
+                    t.func(n).unwrap().qualname,
+                    t.node(n).count,
+                    if t.node(n).recursive { " R" } else { "" }
+                )
+            })
+            .collect();
+        assert_eq!(shown, ["app::main x1", "  app::parse x2", "    app::parse x1 R", "  app::parse x1"]);
+    }
+
+    #[test]
     fn import_machinery_and_comprehensions_are_transparent() {
         let mut funcs = py_funcs(&["main", "_find_and_load", "<module>", "<listcomp>", "helper"]);
         funcs[1].file = Some("<frozen importlib._bootstrap>".into());
         let funcs = Arc::new(funcs);
-        let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
+        let classes = fold_classes(&funcs);
         assert_eq!(classes[1], FoldClass::Import);
         assert_eq!(classes[3], FoldClass::Transparent);
+        assert_eq!(funcs.iter().map(fold_class).collect::<Vec<_>>(), classes, "Python functions are never merged by value");
         let evs = [C(0), C(1), C(2), R, R, C(3), C(4), R, R, R];
         let (t, _) = fold_events(funcs, &classes, Ev::events(&evs));
         assert_eq!(show(&t), vec!["main x1", "  <module> x1", "  helper x1"]);

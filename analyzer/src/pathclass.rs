@@ -10,14 +10,12 @@ pub enum Origin {
     /// The program's own code (anything not below).
     Program,
     /// Python's standard library (`.../lib/python3.X/...` outside `site-packages`, frozen
-    /// modules), or for native code the C/C++ runtime (`/usr/include/...`, system libraries).
+    /// modules), or for native code the C/C++ runtime (`/usr/include/...`, system libraries)
+    /// and Rust's `std`/`core`/`alloc` (see [`native_origin`]).
     Stdlib,
-    /// Installed packages: `site-packages` or `dist-packages`.
+    /// Installed packages: `site-packages` or `dist-packages`; for Rust, cargo's registry and
+    /// git checkouts.
     SitePackages,
-}
-
-fn has_component_prefix(path: &str, prefix: &str) -> bool {
-    path.split('/').any(|c| c.starts_with(prefix))
 }
 
 /// Classify a Python source path.
@@ -34,24 +32,147 @@ pub fn python_origin(path: &str) -> Origin {
     Origin::Program
 }
 
-/// Classify a native function by its source file or object.
+/// Classify a native function by its source file, its object, and (for code without a
+/// source file) its name.
+///
+/// - **Stdlib**: the C/C++ runtime and system headers (`/usr/include/...`, `/usr/lib/gcc/...`:
+///   libstdc++'s templates instantiated in the program count as the library's code), the
+///   system's libraries (objects under `/lib...` or `/usr/lib...`, whatever their source), the Rust
+///   standard library (`/rustc/<commit>/library/...` as rustup's prebuilt `std` records it, the
+///   same under a toolchain's `lib/rustlib/src/rust/library/`, and `/rust/deps/...`, the crates
+///   `std` vendors), and Rust functions without a source file whose crate is `std`, `core`, `alloc` or the
+///   allocator shims rustc generates (`__rustc::__rust_alloc`).
+/// - **SitePackages**: Rust dependencies from cargo's registry or git checkouts
+///   (`$CARGO_HOME/registry/src/...`, `$CARGO_HOME/git/checkouts/...`), the analogue of
+///   Python's installed packages.
 pub fn native_origin(file: Option<&str>, object: Option<&str>) -> Origin {
     if let Some(f) = file {
-        if f.starts_with("/usr/include/")
-            || f.starts_with("/usr/lib/gcc/")
-            || has_component_prefix(f, "rustc")
-            || f.contains("/library/std/")
-        {
+        if f.starts_with("/usr/include/") || f.starts_with("/usr/lib/gcc/") || rust_library_end(f).is_some() {
             return Origin::Stdlib;
         }
-        return Origin::Program;
-    }
-    if let Some(o) = object {
-        if o.starts_with("/lib") || o.starts_with("/usr/lib") {
-            return Origin::Stdlib;
+        if cargo_package_end(f).is_some() {
+            return Origin::SitePackages;
         }
     }
-    Origin::Program
+    // A system library is the standard library even when its debug information (a
+    // distribution's -dbgsym package) names its build tree's files.
+    match object {
+        Some(o) if o.starts_with("/lib") || o.starts_with("/usr/lib") => Origin::Stdlib,
+        _ => Origin::Program,
+    }
+}
+
+/// Classify a native function without a source file by its (demangled) name: the Rust
+/// standard library's crates and rustc's generated allocator shims are the standard library,
+/// and so are methods of primitive types (`<[u8]>::starts_with`, `<str>::find`) and trait
+/// impls whose trait and self type are both the standard library's or primitive
+/// (`<u8 as core::fmt::Display>::fmt`, not `<std::ffi::OsStr as clap_lex::ext::OsStrExt>::find`).
+pub fn native_name_origin(qualname: &str) -> Option<Origin> {
+    let std_path = |p: &str| {
+        const STD_CRATES: [&str; 6] = ["std::", "core::", "alloc::", "__rustc::", "std_detect::", "panic_unwind::"];
+        let p = p.trim_start_matches(['&', '*']).trim_start_matches("mut ").trim_start_matches("const ");
+        STD_CRATES.iter().any(|c| p.starts_with(c))
+    };
+    let primitive = |p: &str| {
+        let p = p.trim_start_matches(['&', '*']).trim_start_matches("mut ").trim_start_matches("const ");
+        const PRIMS: [&str; 17] =
+            ["u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize", "f32", "f64", "bool", "char", "str"];
+        p.starts_with('[') || p.starts_with('(') || PRIMS.contains(&p)
+    };
+    let Some(inner) = qualname.strip_prefix('<') else {
+        return std_path(qualname).then_some(Origin::Stdlib);
+    };
+    // `<SELF>::m` or `<SELF as TRAIT>::m`: find the closing `>` of the qualified path.
+    let mut depth = 1i32;
+    let mut end = None;
+    for (i, c) in inner.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' if !inner[..i].ends_with('-') => {
+                depth -= 1;
+                if depth == 0 {
+                    end = Some(i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let qpath = &inner[..end?];
+    let (self_ty, trait_path) = match split_as(qpath) {
+        Some((s, t)) => (s, Some(t)),
+        None => (qpath, None),
+    };
+    let self_std = std_path(self_ty) || primitive(self_ty);
+    let std = match trait_path {
+        None => self_std,
+        Some(t) => self_std && std_path(t),
+    };
+    std.then_some(Origin::Stdlib)
+}
+
+/// Split a qualified path's inside at its top-level ` as `.
+fn split_as(q: &str) -> Option<(&str, &str)> {
+    let mut depth = 0i32;
+    let b = q.as_bytes();
+    for i in 0..b.len() {
+        match b[i] {
+            b'<' | b'(' | b'[' => depth += 1,
+            b'>' | b')' | b']' if !(b[i] == b'>' && i > 0 && b[i - 1] == b'-') => depth -= 1,
+            b' ' if depth == 0 && q[i..].starts_with(" as ") => return Some((&q[..i], &q[i + 4..])),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Where the path inside the Rust standard library's source starts (`std/src/...`): under
+/// `/rustc/<commit>/library/` (rustup's prebuilt `std`), a toolchain's
+/// `lib/rustlib/src/rust/library/`, or `/rust/deps/` (the crates `std` vendors).
+pub(crate) fn rust_library_end(s: &str) -> Option<usize> {
+    if let Some(rest) = s.strip_prefix("/rustc/") {
+        let hash_len = rest.find('/')?;
+        let hex = &rest[..hash_len];
+        if hex.len() >= 7 && hex.bytes().all(|b| b.is_ascii_hexdigit()) && rest[hash_len..].starts_with("/library/") {
+            return Some("/rustc/".len() + hash_len + "/library/".len());
+        }
+        return None;
+    }
+    if let Some(rest) = s.strip_prefix("/rust/deps/") {
+        return (!rest.is_empty()).then_some("/rust/deps/".len());
+    }
+    const RUSTLIB: &str = "/lib/rustlib/src/rust/library/";
+    s.find(RUSTLIB).map(|i| i + RUSTLIB.len())
+}
+
+/// Where the path inside a cargo package starts (`clap-4.5.20/src/...`): cargo's registry
+/// (`.../registry/src/<index>/`) or git checkouts (`.../git/checkouts/<repo>/`), under
+/// `~/.cargo` or any `CARGO_HOME` whose directory is named `cargo` or `.cargo`.
+pub(crate) fn cargo_package_end(s: &str) -> Option<usize> {
+    for marker in ["/registry/src/", "/git/checkouts/"] {
+        let Some(i) = s.find(marker) else { continue };
+        let home = &s[..i];
+        let home_name = home.rsplit('/').next().unwrap_or("");
+        if home_name != ".cargo" && home_name != "cargo" {
+            continue;
+        }
+        let rest = &s[i + marker.len()..];
+        let index = rest.find('/')?;
+        return Some(i + marker.len() + index + 1);
+    }
+    None
+}
+
+/// A short display form of a Rust library or dependency path: `rust-library/std/src/path.rs`,
+/// `cargo-registry/clap_builder-4.5.20/src/derive.rs` (the full paths repeat a long prefix on
+/// every tree line).
+pub fn native_display_path(s: &str) -> Option<String> {
+    if let Some(i) = rust_library_end(s) {
+        return Some(format!("rust-library/{}", &s[i..]));
+    }
+    let i = cargo_package_end(s)?;
+    let kind = if s.contains("/git/checkouts/") { "cargo-git" } else { "cargo-registry" };
+    Some(format!("{kind}/{}", &s[i..]))
 }
 
 /// Origin of a function.
@@ -60,7 +181,10 @@ pub fn origin(f: &Function) -> Origin {
     match f.language {
         Language::Python => file.as_deref().map(python_origin).unwrap_or(Origin::Program),
         Language::Builtin => Origin::Stdlib,
-        Language::Native => native_origin(file.as_deref(), f.object.as_deref()),
+        Language::Native => match (&file, native_name_origin(&f.qualname)) {
+            (None, Some(o)) => o,
+            _ => native_origin(file.as_deref(), f.object.as_deref()),
+        },
     }
 }
 
@@ -166,6 +290,51 @@ mod tests {
         assert_eq!(native_origin(Some("/usr/include/c++/12/bits/stl_vector.h"), None), Origin::Stdlib);
         assert_eq!(native_origin(None, Some("/usr/lib/x86_64-linux-gnu/libc.so.6")), Origin::Stdlib);
         assert_eq!(native_origin(Some("/home/u/x.c"), Some("/home/u/x")), Origin::Program);
+        // libstdc++ with its debug symbols installed: its build tree's files, a system object.
+        let libstdcxx = Some("/usr/lib/x86_64-linux-gnu/libstdc++.so.6");
+        assert_eq!(native_origin(Some("/build/gcc-12/libstdc++-v3/src/c++11/string-inst.cc"), libstdcxx), Origin::Stdlib);
+        assert_eq!(native_origin(Some("/opt/app/src/x.c"), Some("/opt/app/libx.so")), Origin::Program);
+    }
+
+    #[test]
+    fn rust_origins() {
+        let std = "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/alloc/src/raw_vec/mod.rs";
+        assert_eq!(native_origin(Some(std), Some("/p/hexyl")), Origin::Stdlib);
+        assert_eq!(native_origin(Some("/rust/deps/gimli-0.32.3/src/read/unit.rs"), None), Origin::Stdlib);
+        let rustup = "/root/.rustup/toolchains/stable-x86_64-unknown-linux-gnu/lib/rustlib/src/rust/library/core/src/fmt/mod.rs";
+        assert_eq!(native_origin(Some(rustup), None), Origin::Stdlib);
+        let dep = "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/clap_builder-4.5.20/src/derive.rs";
+        assert_eq!(native_origin(Some(dep), None), Origin::SitePackages);
+        assert_eq!(native_origin(Some("/usr/local/cargo/git/checkouts/foo-0123abcd/4f1e2d3/src/lib.rs"), None), Origin::SitePackages);
+        // Look-alikes are the program's.
+        assert_eq!(native_origin(Some("/home/u/rustc/src/main.rs"), None), Origin::Program);
+        assert_eq!(native_origin(Some("/rustc/notahash/library/std/src/lib.rs"), None), Origin::Program);
+        assert_eq!(native_origin(Some("/home/u/registry/src/x/y.rs"), None), Origin::Program);
+        assert_eq!(native_origin(Some("/home/u/proj/library/std/src/x.rs"), None), Origin::Program);
+        // Without a source file: the name decides.
+        let f = |q: &str| Function {
+            language: Language::Native,
+            name: q.into(),
+            qualname: q.into(),
+            file: None,
+            first_line: None,
+            last_line: None,
+            object: Some("/p/hexyl".into()),
+        };
+        assert_eq!(origin(&f("__rustc::__rust_alloc")), Origin::Stdlib);
+        assert_eq!(origin(&f("<core::fmt::Arguments as core::fmt::Display>::fmt")), Origin::Stdlib);
+        assert_eq!(origin(&f("main")), Origin::Program);
+        assert_eq!(origin(&f("<[u8]>::starts_with")), Origin::Stdlib);
+        assert_eq!(origin(&f("<str>::find::<char>")), Origin::Stdlib);
+        assert_eq!(origin(&f("<u8 as core::fmt::Display>::fmt")), Origin::Stdlib);
+        assert_eq!(origin(&f("<&alloc::vec::Vec<u8> as core::fmt::Debug>::fmt")), Origin::Stdlib);
+        assert_eq!(origin(&f("<std::ffi::os_str::OsStr as clap_lex::ext::OsStrExt>::find")), Origin::Program);
+        assert_eq!(origin(&f("<app::Opt as core::default::Default>::default")), Origin::Program);
+        assert_eq!(origin(&f("<app::Wrapper<u8>>::get")), Origin::Program);
+        assert_eq!(origin(&f("standalone::run")), Origin::Program);
+        assert_eq!(native_display_path(std).as_deref(), Some("rust-library/alloc/src/raw_vec/mod.rs"));
+        assert_eq!(native_display_path(dep).as_deref(), Some("cargo-registry/clap_builder-4.5.20/src/derive.rs"));
+        assert_eq!(native_display_path("/home/u/x.rs"), None);
     }
 
     #[test]

@@ -410,6 +410,8 @@ impl Model {
         // Subtrees printed whole so far (see `tree_text`).
         let mut shapes: HashMap<u64, String> = HashMap::new();
         let repeat = layout.repeat && !plan.collapse_repeats && layout.order == Order::Call;
+        // Whole native source blocks the prompt shows, per file.
+        let shown_spans = if layout.sources && !repeat { self.native_blocks(plan) } else { HashMap::new() };
         let mut traces = Vec::new();
         for (i, t) in self.traces.iter().enumerate() {
             let mut threads = Vec::new();
@@ -433,6 +435,9 @@ impl Model {
                             continue;
                         }
                         if !repeat && seen.contains(n.key.as_str()) {
+                            continue;
+                        }
+                        if !repeat && self.inside_shown(&n.key, &shown_spans) {
                             continue;
                         }
                         if let Some(s) = self.source_block(&n.key, plan, &mut values_seen) {
@@ -471,7 +476,14 @@ impl Model {
                 }
             }
             keys.sort_by(|a, b| a.qualname.cmp(&b.qualname).then(a.file.cmp(&b.file)).then(a.line.cmp(&b.line)));
-            sorted = keys.iter().filter_map(|f| self.source_block(&f.key, plan, &mut values_seen)).collect();
+            for f in keys {
+                if self.inside_shown(&f.key, &shown_spans) {
+                    continue;
+                }
+                if let Some(s) = self.source_block(&f.key, plan, &mut values_seen) {
+                    sorted.push(s);
+                }
+            }
         }
         let mut notes = self.notes.clone();
         notes.extend(plan.notes.iter().cloned());
@@ -484,6 +496,37 @@ impl Model {
             sorted_sources: sorted,
             notes,
         }
+    }
+
+    /// The whole native source blocks the prompt shows (functions visible in a tree, at
+    /// body level), per display file: (first line, last line, key).
+    fn native_blocks(&self, plan: &Plan) -> HashMap<String, Vec<(u32, u32, String)>> {
+        let mut out: HashMap<String, Vec<(u32, u32, String)>> = HashMap::new();
+        let mut done: HashSet<&str> = HashSet::new();
+        for th in self.traces.iter().flat_map(|t| &t.threads) {
+            for (n, (shown, _)) in th.nodes.iter().zip(plan.visible(&th.nodes)) {
+                if !shown || !done.insert(&n.key) || plan.level(&n.key) != Level::Body {
+                    continue;
+                }
+                let Some(f) = self.funcs.get(&n.key) else { continue };
+                if let (Language::Native, SourceState::Code(e)) = (f.language, &f.source) {
+                    out.entry(f.file.clone()).or_default().push((e.first_line, e.last_line, n.key.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether a native function's source lies strictly inside another shown function's
+    /// whole source block (a Rust closure or C++ lambda inside the function that defines it):
+    /// its tree line points into that block, and its code is not printed again.
+    fn inside_shown(&self, key: &str, blocks: &HashMap<String, Vec<(u32, u32, String)>>) -> bool {
+        let Some(f) = self.funcs.get(key) else { return false };
+        let SourceState::Code(e) = &f.source else { return false };
+        f.language == Language::Native
+            && blocks.get(&f.file).is_some_and(|spans| {
+                spans.iter().any(|(a, b, k)| k != key && *a <= e.first_line && e.last_line <= *b && (*a, *b) != (e.first_line, e.last_line))
+            })
     }
 
     fn source_block(&self, key: &str, plan: &Plan, values_seen: &mut HashSet<(String, u32)>) -> Option<DocSource> {

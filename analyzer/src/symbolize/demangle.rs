@@ -51,7 +51,11 @@ pub fn demangle(name: &str, lang: Lang) -> String {
 /// parameter list (`ns::Shape::area() const` -> `area`, `max_of<int>(...)` -> `max_of<int>`).
 /// A lambda's call operator is named after the lambda (`{lambda(int)#1}`).
 pub fn short_name(qualname: &str) -> String {
-    let parts = split_scope(qualname);
+    let mut parts = split_scope(qualname);
+    // A Rust turbofish (`parse::<u8>`, v0 names) is part of the name before it.
+    while parts.len() >= 2 && parts.last().is_some_and(|p| p.starts_with('<')) {
+        parts.pop();
+    }
     let last = parts.last().copied().unwrap_or(qualname);
     if last == "operator()" && parts.len() >= 2 {
         let prev = parts[parts.len() - 2];
@@ -112,6 +116,50 @@ pub fn split_scope(q: &str) -> Vec<&str> {
     parts
 }
 
+/// A Rust name without its generic argument lists: `<alloc::vec::Vec<u8>>::push::<T>` ->
+/// `<alloc::vec::Vec>::push`. A `<...>` right after an identifier (`Vec<u8>`) or after `::`
+/// (a turbofish, which loses its `::` too) is removed; qualified-path brackets
+/// (`<T as Trait>::f`) are kept. The `>` of `->` does not close a list.
+pub fn erase_generics(q: &str) -> String {
+    let b = q.as_bytes();
+    let mut out = String::with_capacity(q.len());
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let after_ident = i > 0 && is_ident(b[i - 1]);
+        let turbofish = out.ends_with("::");
+        if c == b'<' && (after_ident || turbofish) {
+            // Skip to the matching '>'.
+            let mut depth = 0i32;
+            let mut j = i;
+            while j < b.len() {
+                match b[j] {
+                    b'<' => depth += 1,
+                    b'>' if j > 0 && b[j - 1] == b'-' => {}
+                    b'>' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+            if turbofish {
+                out.truncate(out.len() - 2);
+            }
+            i = j + 1;
+            continue;
+        }
+        // Copy one whole character.
+        let len = q[i..].chars().next().map_or(1, char::len_utf8);
+        out.push_str(&q[i..i + len]);
+        i += len;
+    }
+    out
+}
+
 /// Index of the `)` that closes the `(` at `open`.
 fn matching_paren(b: &[u8], open: usize) -> Option<usize> {
     let mut depth = 0i32;
@@ -166,5 +214,23 @@ mod tests {
         assert_eq!(demangle("main", Lang::C), "main");
         assert_eq!(demangle("_Znot_valid", Lang::Cpp), "_Znot_valid");
         assert_eq!(short_name("core::fmt::write"), "write");
+    }
+
+    #[test]
+    fn rust_generics_and_closures() {
+        // v0 (`_R`) names carry the concrete generic arguments; legacy names do not.
+        assert_eq!(demangle("_RINvCs1234_5hello5parsehEB2_", Lang::Rust), "hello::parse::<u8>");
+        assert_eq!(short_name("hello::parse::<u8>"), "parse");
+        assert_eq!(erase_generics("hello::parse::<u8>"), "hello::parse");
+        assert_eq!(erase_generics("<alloc::vec::Vec<u8>>::push"), "<alloc::vec::Vec>::push");
+        assert_eq!(
+            erase_generics("<alloc::vec::Vec<T> as core::ops::drop::Drop>::drop"),
+            "<alloc::vec::Vec as core::ops::drop::Drop>::drop"
+        );
+        assert_eq!(erase_generics("a::run::<alloc::boxed::Box<dyn Fn(u8) -> u8>>::{closure#0}"), "a::run::{closure#0}");
+        assert_eq!(erase_generics("hexyl::main"), "hexyl::main");
+        assert_eq!(short_name("hexyl::main::{closure#0}"), "{closure#0}");
+        assert_eq!(short_name("hexyl::main::{{closure}}"), "{{closure}}");
+        assert_eq!(short_name("<P as clap_builder::builder::value_parser::AnyValueParser>::type_id"), "type_id");
     }
 }

@@ -6,22 +6,33 @@
 //! - the declaration starts on earlier lines (`static int` or `template <class T>` on the
 //!   line before the name): the span is extended upwards over the lines of the same
 //!   declaration (non-blank lines that are not comments or preprocessor lines and do not end
-//!   a previous statement or block: `;`, `{`, `}`, `:`), at most 4 lines;
+//!   a previous statement or block: `;`, `{`, `}`, `:`), at most 4 lines. In Rust, whose
+//!   `fn` line is the declaration's first, the span is extended over the one-line attributes
+//!   right above it (`#[inline]`, `#[cfg(unix)]`), as Python's decorators are part of a
+//!   Python function, at most 8 lines; doc comments (`///`) are not taken: they are
+//!   documentation, often long (clap's run to 40 lines with examples), and cost tokens;
 //! - the last line of code is not the closing brace (a function that never returns): the
 //!   span is extended downwards until the braces opened since the first line are closed.
 //!
-//! Braces inside comments, string and character literals are ignored.
+//! Braces inside comments, string and character literals are ignored; a Rust lifetime
+//! (`'a`) is not a character literal.
 
 /// Refine `(first, last)` (1-based, inclusive) using the file's lines. Returns the input
 /// unchanged when the lines do not look like a braced function body.
-pub fn refine(lines: &[&str], decl_line: u32, dwarf_last: u32) -> (u32, u32) {
+pub fn refine(lines: &[&str], decl_line: u32, dwarf_last: u32, rust: bool) -> (u32, u32) {
     let n = lines.len() as u32;
     if decl_line == 0 || decl_line > n {
         return (decl_line, dwarf_last);
     }
     let mut first = decl_line;
-    while first > 1 && decl_line - first < 4 && continues_declaration(lines[(first - 2) as usize]) {
-        first -= 1;
+    if rust {
+        while first > 1 && decl_line - first < 8 && is_rust_attribute(lines[(first - 2) as usize]) {
+            first -= 1;
+        }
+    } else {
+        while first > 1 && decl_line - first < 4 && continues_declaration(lines[(first - 2) as usize]) {
+            first -= 1;
+        }
     }
     let mut last = dwarf_last.clamp(decl_line, n);
     // Scan from the declaration line: if the braces are not balanced at `last`, go on to
@@ -30,6 +41,11 @@ pub fn refine(lines: &[&str], decl_line: u32, dwarf_last: u32) -> (u32, u32) {
     let mut opened = false;
     for l in decl_line..=n {
         let depth = lexer.line(lines[(l - 1) as usize]);
+        if depth < 0 && l > last {
+            // Past DWARF's last line, a brace closed that the function did not open: the
+            // scan left the enclosing block (a closure or lambda without braces of its own).
+            return (first, dwarf_last);
+        }
         opened |= lexer.seen_open;
         if l >= last {
             if opened && depth <= 0 {
@@ -46,6 +62,12 @@ pub fn refine(lines: &[&str], decl_line: u32, dwarf_last: u32) -> (u32, u32) {
         }
     }
     (first, last)
+}
+
+/// A one-line Rust outer attribute (`#[inline]`).
+fn is_rust_attribute(line: &str) -> bool {
+    let t = line.trim();
+    t.starts_with("#[") && t.ends_with(']')
 }
 
 fn continues_declaration(line: &str) -> bool {
@@ -87,6 +109,7 @@ impl Lexer {
                     i += 2;
                     continue;
                 }
+                b'\'' if is_lifetime(line, i) => {}
                 q @ (b'"' | b'\'') => {
                     i += 1;
                     while i < b.len() && b[i] != q {
@@ -109,6 +132,18 @@ impl Lexer {
     }
 }
 
+/// Whether the `'` at byte `i` starts a Rust lifetime or label (`'a`, `'static`, `'outer:`)
+/// rather than a character literal (`'a'`, `'\n'`, `'é'`).
+fn is_lifetime(line: &str, i: usize) -> bool {
+    let mut rest = line[i + 1..].chars();
+    match (rest.next(), rest.next()) {
+        (Some('\\'), _) => false,
+        (Some(c), Some('\'')) if c != '\'' => false,
+        (Some(c), _) => c.is_alphabetic() || c == '_',
+        (None, _) => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,28 +155,45 @@ mod tests {
     #[test]
     fn return_type_and_template_lines_are_included() {
         let src = lines("int x;\n\nstatic int\nfib(int n)\n{\n    return n;\n}\n");
-        assert_eq!(refine(&src, 4, 7), (3, 7));
+        assert_eq!(refine(&src, 4, 7, false), (3, 7));
         let src = lines("// doc\ntemplate <typename T>\nT id(T v) {\n    return v;\n}\n");
-        assert_eq!(refine(&src, 3, 5), (2, 5));
+        assert_eq!(refine(&src, 3, 5, false), (2, 5));
     }
 
     #[test]
     fn noreturn_function_extends_to_its_closing_brace() {
         let src = lines("void die(const char *m)\n{\n    puts(\"}\"); /* { */\n    exit(1);\n}\nint g;\n");
-        assert_eq!(refine(&src, 1, 4), (1, 5));
+        assert_eq!(refine(&src, 1, 4, false), (1, 5));
     }
 
     #[test]
     fn balanced_span_is_kept_and_initializer_braces_are_fine() {
         let src = lines("Foo::Foo() : a{1}, b{2}\n{\n    go();\n}\n");
-        assert_eq!(refine(&src, 1, 4), (1, 4));
+        assert_eq!(refine(&src, 1, 4, false), (1, 4));
         let src = lines("    auto f = [](int x) { return x + 1; };\n");
-        assert_eq!(refine(&src, 1, 1), (1, 1));
+        assert_eq!(refine(&src, 1, 1, false), (1, 1));
+    }
+
+    #[test]
+    fn rust_attributes_and_lifetimes() {
+        let src = lines(
+            "use x;\n\n/// Parses a line.\n#[inline]\npub fn parse<'a>(s: &'a str) -> &'a str {\n    let c = '{';\n    s\n}\nfn g() {}\n",
+        );
+        // Attributes are part of the function, doc comments not; `'a` is no quote, `'{'` is.
+        assert_eq!(refine(&src, 5, 7, true), (4, 8));
+        // C rules do not take `#[...]` lines.
+        assert_eq!(refine(&src, 5, 8, false).0, 5);
+        let src = lines("fn f() {\n    let v = xs.iter().map(|x| {\n        x + 1\n    });\n}\n");
+        // A closure: its own lines only.
+        assert_eq!(refine(&src, 2, 3, true), (2, 4));
+        // A closure without braces, last in its function: not down to the next function.
+        let src = lines("    fn find(&self) -> Option<usize> {\n        (0..9)\n            .find(|&x| x > 2)\n    }\n\n    fn next(&self) -> u8 {\n        1\n    }\n");
+        assert_eq!(refine(&src, 3, 3, true), (3, 3));
     }
 
     #[test]
     fn out_of_range_is_unchanged() {
         let src = lines("int a;\n");
-        assert_eq!(refine(&src, 10, 12), (10, 12));
+        assert_eq!(refine(&src, 10, 12, false), (10, 12));
     }
 }

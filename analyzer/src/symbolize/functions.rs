@@ -1,0 +1,286 @@
+//! The one answer to "which function holds this address" for a native object.
+//!
+//! [`ObjectFile::functions_at`] takes link-time addresses and gives, for each, the function
+//! holding it: demangled name, language, source file, first and last line, where its code
+//! starts, and the functions inlined at the address. Every caller goes through it (the
+//! analyzer's symbolization of recorded functions in [`super::native`], and its tests); the
+//! rules are in one place, in this order:
+//!
+//! 1. **DWARF** (in the object, or in a separate debug file found through its build-id or
+//!    `.gnu_debuglink`): the `DW_TAG_subprogram` whose address ranges hold the address
+//!    ([`super::dwarf`]); when several do (a local function nested in another's ranges), the
+//!    one starting exactly at the address. A subprogram without `DW_AT_linkage_name` (a
+//!    static function, a lambda) takes the name its symbol-table entry demangles to, when
+//!    there is one at exactly its entry, so that its name carries its scope and parameters.
+//! 2. else the **symbol table** (`.symtab` and `.dynsym`): the function symbol holding the
+//!    address, by name only (no file, no lines).
+//! 3. else nothing: the caller names the function by the dynamic symbol the shim recorded,
+//!    or by its address.
+//!
+//! There is no second DWARF reader (an earlier version asked `addr2line` when the walk found
+//! nothing, and the two could disagree on names and lines).
+
+use super::demangle::{demangle, Lang};
+use super::dwarf::{self, InlinedFrame, R};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+
+/// A function holding an address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FuncAt {
+    /// Demangled qualified name (C++ with its parameter list, Rust without its hash).
+    pub qualname: String,
+    /// Language of its compile unit ([`Lang::Unknown`] from the symbol table).
+    pub lang: Lang,
+    pub file: Option<PathBuf>,
+    /// `DW_AT_decl_line`.
+    pub first_line: Option<u32>,
+    /// The largest line of the line table over its own code (see [`super::dwarf`]).
+    pub last_line: Option<u32>,
+    /// Link-time address where its code starts.
+    pub entry: u64,
+    /// What answered: DWARF or the symbol table.
+    pub found_in: FoundIn,
+    /// Functions inlined at the address, outermost first (empty at a function's entry, as a
+    /// rule: inlined code starts after the prologue).
+    pub inlined_at: Vec<InlinedFrame>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FoundIn {
+    Dwarf,
+    SymbolTable,
+}
+
+/// Where an object's DWARF was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DebugInfo {
+    /// In the object itself.
+    Itself,
+    /// In a separate debug file.
+    Separate(PathBuf),
+    /// Nowhere: the places that were tried for a separate file.
+    Missing(Vec<String>),
+    /// Present but unreadable (the reason).
+    Damaged(String),
+}
+
+/// What [`ObjectFile::functions_at`] found.
+#[derive(Debug, Clone)]
+pub struct Lookup {
+    /// One entry per address, in order.
+    pub funcs: Vec<Option<FuncAt>>,
+    pub debug: DebugInfo,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    #[error("cannot read this object ({0})")]
+    Read(#[from] std::io::Error),
+    #[error("not a readable ELF object ({0})")]
+    Parse(#[from] object::Error),
+}
+
+/// An object file (executable or shared library), mapped read-only.
+pub struct ObjectFile {
+    map: memmap2::Mmap,
+    /// Link-time address of its first loaded page.
+    bias: u64,
+}
+
+fn map_file(path: &Path) -> std::io::Result<memmap2::Mmap> {
+    let f = std::fs::File::open(path)?;
+    // SAFETY: a read-only mapping of an object file; if another process truncates it
+    // meanwhile we may fault, which is the documented limit of mapping files.
+    unsafe { memmap2::Mmap::map(&f) }
+}
+
+impl ObjectFile {
+    pub fn open(path: &Path) -> Result<ObjectFile, ObjectError> {
+        let map = map_file(path)?;
+        let obj = object::File::parse(&*map)?;
+        let bias = obj.segments().map(|s| s.address()).min().map(|v| v & !0xfff).unwrap_or(0);
+        Ok(ObjectFile { map, bias })
+    }
+
+    /// The link-time address of a run-time address in this object loaded at `base`:
+    /// `addr - base + (first PT_LOAD p_vaddr, page-aligned)` (docs/trace-format.md).
+    pub fn link_address(&self, addr: u64, base: u64) -> u64 {
+        addr.wrapping_sub(base).wrapping_add(self.bias)
+    }
+
+    /// The functions holding link-time addresses `link` (see the module's rules). `path` is
+    /// the object's own path, for finding a separate debug file.
+    pub fn functions_at(&self, path: &Path, link: &[u64]) -> Lookup {
+        let Ok(obj) = object::File::parse(&*self.map) else {
+            return Lookup { funcs: vec![None; link.len()], debug: DebugInfo::Damaged("not an ELF object".into()) };
+        };
+        let symbols = SymbolTable::new(&obj);
+        let (dwarf_found, debug) = match find_debug_file(path, &obj) {
+            DebugSource::Itself => match dwarf_functions(&obj, link, &symbols) {
+                Ok(r) => (Some(r), DebugInfo::Itself),
+                Err(e) => (None, DebugInfo::Damaged(e.to_string())),
+            },
+            DebugSource::File(p) => {
+                match map_file(&p).map_err(|e| e.to_string()).and_then(|m| {
+                    let dobj = object::File::parse(&*m).map_err(|e| e.to_string())?;
+                    dwarf_functions(&dobj, link, &symbols).map_err(|e| e.to_string())
+                }) {
+                    Ok(r) => (Some(r), DebugInfo::Separate(p)),
+                    Err(e) => (None, DebugInfo::Damaged(format!("{}: {e}", p.display()))),
+                }
+            }
+            DebugSource::None(looked) => (None, DebugInfo::Missing(looked)),
+        };
+        let dwarf_found = dwarf_found.unwrap_or_else(|| vec![None; link.len()]);
+        let funcs = dwarf_found.into_iter().zip(link).map(|(d, &a)| d.or_else(|| symbols.function_at(a))).collect();
+        Lookup { funcs, debug }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Finding debug information
+// ---------------------------------------------------------------------------------------
+
+enum DebugSource {
+    Itself,
+    File(PathBuf),
+    /// Not found; the places that were tried.
+    None(Vec<String>),
+}
+
+fn has_dwarf(obj: &object::File) -> bool {
+    obj.section_by_name(".debug_info").is_some_and(|s| s.size() > 0)
+}
+
+/// Where the DWARF of `path` is: in the object, or in a separate debug file.
+fn find_debug_file(path: &Path, obj: &object::File) -> DebugSource {
+    if has_dwarf(obj) {
+        return DebugSource::Itself;
+    }
+    let mut candidates: Vec<PathBuf> = Vec::new();
+    if let Ok(Some(id)) = obj.build_id() {
+        if id.len() >= 2 {
+            let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+            candidates.push(PathBuf::from(format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..])));
+        }
+    }
+    if let Ok(Some((name, _crc))) = obj.gnu_debuglink() {
+        let name = String::from_utf8_lossy(name).into_owned();
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if let Some(dir) = real.parent() {
+            candidates.push(dir.join(&name));
+            candidates.push(dir.join(".debug").join(&name));
+            let rel = dir.strip_prefix("/").unwrap_or(dir);
+            candidates.push(Path::new("/usr/lib/debug").join(rel).join(&name));
+        }
+    }
+    for c in &candidates {
+        if c.as_path() == path {
+            continue;
+        }
+        let ok = map_file(c).ok().is_some_and(|data| object::File::parse(&*data).is_ok_and(|d| has_dwarf(&d)));
+        if ok {
+            return DebugSource::File(c.clone());
+        }
+    }
+    DebugSource::None(candidates.iter().map(|c| c.display().to_string()).collect())
+}
+
+// ---------------------------------------------------------------------------------------
+// Symbol tables
+// ---------------------------------------------------------------------------------------
+
+struct SymbolTable {
+    /// (address, size, raw name), sorted by address.
+    syms: Vec<(u64, u64, String)>,
+}
+
+impl SymbolTable {
+    fn new(obj: &object::File) -> SymbolTable {
+        let mut syms: Vec<(u64, u64, String)> = obj
+            .symbols()
+            .chain(obj.dynamic_symbols())
+            .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
+            .filter_map(|s| s.name().ok().filter(|n| !n.is_empty()).map(|n| (s.address(), s.size(), n.to_string())))
+            .collect();
+        syms.sort();
+        syms.dedup_by_key(|s| s.0);
+        SymbolTable { syms }
+    }
+
+    /// The function symbol holding `addr`, by name only.
+    fn function_at(&self, addr: u64) -> Option<FuncAt> {
+        let i = self.syms.partition_point(|s| s.0 <= addr);
+        let (start, size, name) = self.syms.get(i.checked_sub(1)?)?;
+        if *start == addr || addr < start + (*size).max(1) {
+            Some(FuncAt {
+                qualname: demangle(name, Lang::Unknown),
+                lang: Lang::Unknown,
+                file: None,
+                first_line: None,
+                last_line: None,
+                entry: *start,
+                found_in: FoundIn::SymbolTable,
+                inlined_at: Vec::new(),
+            })
+        } else {
+            None
+        }
+    }
+
+    /// The raw name of the symbol at exactly `addr`.
+    fn exact(&self, addr: u64) -> Option<&str> {
+        let i = self.syms.partition_point(|s| s.0 < addr);
+        self.syms.get(i).filter(|s| s.0 == addr).map(|s| s.2.as_str())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// DWARF
+// ---------------------------------------------------------------------------------------
+
+/// Resolve link-time addresses with the DWARF of `obj`; `None` for addresses no subprogram
+/// holds.
+fn dwarf_functions(obj: &object::File, link: &[u64], symbols: &SymbolTable) -> Result<Vec<Option<FuncAt>>, gimli::Error> {
+    let endian = if obj.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
+    let sections: Vec<(gimli::SectionId, Cow<[u8]>)> = dwarf::SECTIONS
+        .iter()
+        .map(|&id| (id, obj.section_by_name(id.name()).and_then(|s| s.uncompressed_data().ok()).unwrap_or(Cow::Borrowed(&[][..]))))
+        .collect();
+    let dwarf: gimli::Dwarf<R> = dwarf::load_dwarf(&sections, endian);
+    let mut wanted: Vec<u64> = link.to_vec();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let found = dwarf::walk_subprograms(&dwarf, &wanted)?;
+    Ok(link
+        .iter()
+        .map(|&a| {
+            let s = found.get(&a)?;
+            let mut qualname = s.qualname.clone();
+            // Functions with internal linkage (static functions, lambdas, templates over
+            // local types) have no DW_AT_linkage_name; the symbol table keeps their mangled
+            // name, which demangles to the full qualified name with parameters.
+            if !s.has_linkage {
+                if let Some(raw) = symbols.exact(s.entry).filter(|r| r.starts_with("_Z") || r.starts_with("_R")) {
+                    let q = demangle(raw, s.lang);
+                    if q != raw {
+                        qualname = q;
+                    }
+                }
+            }
+            let (first_line, last_line) = s.span();
+            Some(FuncAt {
+                qualname,
+                lang: s.lang,
+                file: s.file.clone(),
+                first_line,
+                last_line,
+                entry: s.entry,
+                found_in: FoundIn::Dwarf,
+                inlined_at: s.inlined_at.iter().filter(|(h, _)| *h == a).map(|(_, f)| f.clone()).collect(),
+            })
+        })
+        .collect())
+}
