@@ -295,6 +295,10 @@ pub fn question_words(q: &str) -> Vec<String> {
     relevance::question_terms(q)
 }
 
+/// The whole native source blocks a prompt shows, per display file: (first line, last line,
+/// function key).
+type NativeBlocks = HashMap<String, Vec<(u32, u32, String)>>;
+
 impl Model {
     /// Gather trees, function facts and sources from prepared traces.
     pub fn build(question: &str, traces: &mut [PreparedTrace]) -> Model {
@@ -417,7 +421,8 @@ impl Model {
             let mut threads = Vec::new();
             let mut sources = Vec::new();
             for th in &t.threads {
-                let (text, nodes) = self.tree_text(th, plan, &mut located, layout.sources, (!repeat).then_some(&mut shapes));
+                let (text, nodes) =
+                    self.tree_text(th, plan, &mut located, layout.sources.then_some(&shown_spans), (!repeat).then_some(&mut shapes));
                 threads.push(DocThread {
                     label: th.label.clone(),
                     pid: th.pid,
@@ -500,7 +505,7 @@ impl Model {
 
     /// The whole native source blocks the prompt shows (functions visible in a tree, at
     /// body level), per display file: (first line, last line, key).
-    fn native_blocks(&self, plan: &Plan) -> HashMap<String, Vec<(u32, u32, String)>> {
+    fn native_blocks(&self, plan: &Plan) -> NativeBlocks {
         let mut out: HashMap<String, Vec<(u32, u32, String)>> = HashMap::new();
         let mut done: HashSet<&str> = HashSet::new();
         for th in self.traces.iter().flat_map(|t| &t.threads) {
@@ -517,15 +522,20 @@ impl Model {
         out
     }
 
-    /// Whether a native function's source lies strictly inside another shown function's
-    /// whole source block (a Rust closure or C++ lambda inside the function that defines it):
-    /// its tree line points into that block, and its code is not printed again.
-    fn inside_shown(&self, key: &str, blocks: &HashMap<String, Vec<(u32, u32, String)>>) -> bool {
+    /// Whether a native function's source lies inside another shown function's whole source
+    /// block (a Rust closure or C++ lambda inside the function that defines it, or code a
+    /// derive macro attributed to the same lines): its tree line points into that block, and
+    /// its code is not printed again.
+    fn inside_shown(&self, key: &str, blocks: &NativeBlocks) -> bool {
         let Some(f) = self.funcs.get(key) else { return false };
         let SourceState::Code(e) = &f.source else { return false };
         f.language == Language::Native
             && blocks.get(&f.file).is_some_and(|spans| {
-                spans.iter().any(|(a, b, k)| k != key && *a <= e.first_line && e.last_line <= *b && (*a, *b) != (e.first_line, e.last_line))
+                // Strictly inside; or the very same lines (code a derive macro generated is all
+                // attributed to the derive's line), where the smallest key is printed.
+                spans.iter().any(|(a, b, k)| {
+                    k != key && *a <= e.first_line && e.last_line <= *b && ((*a, *b) != (e.first_line, e.last_line) || k.as_str() < key)
+                })
             })
     }
 

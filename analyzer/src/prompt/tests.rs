@@ -397,7 +397,7 @@ fn tree_cuts_keep_the_paths_to_kept_functions_and_count_every_hidden_call() {
         }
     }
     let plan = Plan { tree_depth: Some(1), tree_keep: [greet.clone()].into_iter().collect(), ..Default::default() };
-    let (text, _) = m.tree_text(th, &plan, &mut HashSet::new(), false, None);
+    let (text, _) = m.tree_text(th, &plan, &mut HashSet::new(), None, None);
     assert_eq!(
         text,
         "<module>  (app.py:1)\n  … 2 more calls below (elided to fit the budget)\n  main  (app.py:29)\n    … 4 more calls below (elided to fit the budget)\n    Greeter.greet  (app.py:25)",
@@ -407,7 +407,7 @@ fn tree_cuts_keep_the_paths_to_kept_functions_and_count_every_hidden_call() {
     let mut plan = plan;
     let main = m.funcs.values().find(|f| f.qualname == "main").unwrap().key.clone();
     plan.levels.insert(main, Level::Name);
-    let (text, _) = m.tree_text(th, &plan, &mut HashSet::new(), true, None);
+    let (text, _) = m.tree_text(th, &plan, &mut HashSet::new(), Some(&HashMap::new()), None);
     assert_eq!(
         text,
         "<module>\n  … 2 more calls below (elided to fit the budget)\n  main  (app.py:29) [name only]\n    … 4 more calls below (elided to fit the budget)\n    Greeter.greet",

@@ -1,7 +1,7 @@
 //! The call tree as prompt text: a function's location on its first line only, and a node
 //! that made the same calls as one printed earlier on one line (see `docs/prompts.md`).
 
-use super::{DocNode, Level, Model, ModelNode, ModelThread, Plan, SourceState, NAME_ONLY_MARK};
+use super::{DocNode, Level, Model, ModelNode, ModelThread, NativeBlocks, Plan, SourceState, NAME_ONLY_MARK};
 use std::collections::{HashMap, HashSet};
 
 /// Appended in the tree to a node whose calls are the same as at an earlier line of the same
@@ -54,8 +54,9 @@ impl Model {
     /// A thread's tree as text. A function's `(file:line)` is given on its first line in the
     /// prompt (`located` remembers them across threads and runs); later lines name it only,
     /// unless another function of the prompt has the same qualified name. With `sources` (the
-    /// layout shows source blocks), a function whose source block is shown gets no location in
-    /// the tree at all: the block's heading gives its file and lines.
+    /// layout shows source blocks; the native blocks shown, see [`Model::inside_shown`]), a
+    /// function whose source block is shown gets no location in the tree at all: the block's
+    /// heading gives its file and lines.
     ///
     /// With `shapes` (layouts that show each source once), a node that made the same calls as
     /// a node printed whole earlier in the prompt (same functions, same nesting; counts may
@@ -66,7 +67,7 @@ impl Model {
         th: &ModelThread,
         plan: &Plan,
         located: &mut HashSet<String>,
-        sources: bool,
+        sources: Option<&NativeBlocks>,
         mut shapes: Option<&mut HashMap<u64, String>>,
     ) -> (String, Vec<DocNode>) {
         let ambiguous = self.ambiguous_names();
@@ -106,7 +107,11 @@ impl Model {
             out.push_str(&indent);
             out.push_str(&f.qualname);
             let level = plan.level(&n.key);
-            let in_heading = sources && level != Level::Name && matches!(f.source, SourceState::Code(_));
+            // (A closure whose code lies inside its shown parent's block has no block of its
+            // own: its line points into the parent's.)
+            let in_heading = sources.is_some_and(|blocks| {
+                level != Level::Name && matches!(f.source, SourceState::Code(_)) && !self.inside_shown(&n.key, blocks)
+            });
             if (!in_heading && located.insert(n.key.clone())) || ambiguous.contains(f.qualname.as_str()) {
                 match f.line {
                     Some(l) if !f.file.is_empty() => out.push_str(&format!("  ({}:{l})", f.file)),
