@@ -117,7 +117,7 @@ fn prune(base: &Path, current: &str) {
         .filter(|e| e.file_name().to_str().is_some_and(|n| n != current && n.len() == 64 && n.bytes().all(|b| b.is_ascii_hexdigit())))
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
-    others.sort_by(|a, b| b.0.cmp(&a.0));
+    others.sort_by_key(|o| std::cmp::Reverse(o.0));
     for (_, dir) in others.into_iter().skip(KEEP_VERSIONS - 1) {
         let _ = std::fs::remove_dir_all(dir);
     }
