@@ -19,7 +19,7 @@ command -v uftrace >/dev/null || { echo "uftrace is not installed (Debian: apt-g
 make -s -C examples/c build/fib >/dev/null
 BIN=$PWD/examples/c/build/fib
 if [ -z "${TRACE:-}" ]; then
-  cargo build -q --release -p tracer -p slicetrace-native
+  cargo build -q --release -p slice-trace -p slicetrace-native
   TD=${CARGO_TARGET_DIR:-$PWD/target}
   TRACE=$TD/release/trace
 fi

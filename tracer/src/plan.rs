@@ -93,7 +93,7 @@ pub fn decide_output(out: &Path, state: OutputState, pid: u32) -> Result<OutputP
     }
 }
 
-/// The shims `trace run` found (next to itself, see `run::find_shim`), as the target will load them.
+/// The shims `trace run` found (embedded or next to itself, see `shims::find`), as the target will load them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Shims {
     /// The private directory holding `sitecustomize.py` and the Python shim, put first on the

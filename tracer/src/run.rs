@@ -96,14 +96,6 @@ impl std::fmt::Display for ExitWith {
 }
 impl std::error::Error for ExitWith {}
 
-/// Find a shim: next to the `trace` executable, or in `../lib`.
-pub fn find_shim(name: &str) -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let exe = exe.canonicalize().unwrap_or(exe);
-    let dir = exe.parent()?;
-    [dir.join(name), dir.join("../lib").join(name)].into_iter().find(|p| p.is_file())
-}
-
 fn now_unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
@@ -158,15 +150,14 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         Ok(k) => k,
         Err(r) => return Err(ExitWith { code: r.code, message: r.message }.into()),
     };
-    let py_shim = find_shim(PY_SHIM);
-    let native_shim = find_shim(NATIVE_SHIM);
-    let exe_dir = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf)).unwrap_or_default();
-    if kind == TargetKind::Python && py_shim.is_none() {
-        bail!(crate::shims::missing_message("Python", PY_SHIM, &exe_dir));
+    // The shims: embedded in `trace` (written to a per-user cache) or beside it (src/shims.rs).
+    let (py_shim, native_shim) = (crate::shims::find(PY_SHIM), crate::shims::find(NATIVE_SHIM));
+    for (needed, shim) in [(TargetKind::Python, &py_shim), (TargetKind::Native, &native_shim)] {
+        if let (true, Err(message)) = (kind == needed, shim) {
+            bail!("{message}");
+        }
     }
-    if kind == TargetKind::Native && native_shim.is_none() {
-        bail!(crate::shims::missing_message("native", NATIVE_SHIM, &exe_dir));
-    }
+    let (py_shim, native_shim) = (py_shim.ok(), native_shim.ok());
 
     let pypy = resolved.file_name().is_some_and(|n| n.to_string_lossy().starts_with("pypy"));
     if let (true, Some(shim)) = (kind == TargetKind::Python || pypy, &py_shim) {

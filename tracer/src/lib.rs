@@ -1,4 +1,7 @@
 //! `trace`: record which functions a program runs, into a trace directory that `slice` reads.
+//!
+//! A library so that the installable package at the workspace root (`slice-trace`, `src/bin/trace.rs`)
+//! builds the `trace` binary from it; [`main`] is the whole program.
 
 mod detect;
 mod dump;
@@ -179,7 +182,8 @@ fn report_damage(damaged: &[String]) -> Result<i32> {
     Ok(if damaged.is_empty() { 0 } else { 1 })
 }
 
-fn main() {
+/// The `trace` program: parse the command line, run it, and exit with its status.
+pub fn main() {
     let code = match real_main() {
         Ok(code) => code,
         Err(e) => {
