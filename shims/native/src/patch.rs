@@ -107,9 +107,13 @@ std::arch::global_asm!(
     ".hidden slt_patch_stub",
     ".type slt_patch_stub,@function",
     "slt_patch_stub:",
-    // [rsp]: the return address into the trampoline (its start + 22). The stack is not
-    // always 16-byte aligned at a function's entry (gcc calls its own local leaf functions
-    // with any alignment), so the stub aligns it, keeping the old value in rbx.
+    // [rsp]: the return address into the trampoline (its start + 22). EVERY register the
+    // hook may change is saved, not only the argument registers: gcc at -O2 (-fipa-ra) keeps
+    // values in call-clobbered registers (r8-r11, xmm8-xmm15, ...) across a call to a local
+    // function that it knows leaves them alone, and that function's entry now calls the
+    // hook (tests/native_patch.rs, examples/c/regs.c). rbx keeps the unaligned stack
+    // pointer: the stack is not always 16-byte aligned at a function's entry (gcc calls its
+    // own local leaf functions with any alignment).
     "push rax",
     "push rdi",
     "push rsi",
@@ -118,11 +122,16 @@ std::arch::global_asm!(
     "push r8",
     "push r9",
     "push r10",
+    "push r11",
     "push rbx",
     "mov rbx, rsp",
-    "and rsp, -16",
-    "sub rsp, 128",
-    "movdqu xmmword ptr [rsp], xmm0",
+    "and rsp, -32",
+    "sub rsp, 512",
+    // With AVX, the whole ymm registers (the slow path's libc calls may run AVX code that
+    // ends with vzeroupper), else the xmm registers.
+    "cmp byte ptr [rip + {avx}], 0",
+    "jne 2f",
+    "movdqu xmmword ptr [rsp + 0], xmm0",
     "movdqu xmmword ptr [rsp + 16], xmm1",
     "movdqu xmmword ptr [rsp + 32], xmm2",
     "movdqu xmmword ptr [rsp + 48], xmm3",
@@ -130,12 +139,41 @@ std::arch::global_asm!(
     "movdqu xmmword ptr [rsp + 80], xmm5",
     "movdqu xmmword ptr [rsp + 96], xmm6",
     "movdqu xmmword ptr [rsp + 112], xmm7",
-    "mov rdi, qword ptr [rbx + 72]",
+    "movdqu xmmword ptr [rsp + 128], xmm8",
+    "movdqu xmmword ptr [rsp + 144], xmm9",
+    "movdqu xmmword ptr [rsp + 160], xmm10",
+    "movdqu xmmword ptr [rsp + 176], xmm11",
+    "movdqu xmmword ptr [rsp + 192], xmm12",
+    "movdqu xmmword ptr [rsp + 208], xmm13",
+    "movdqu xmmword ptr [rsp + 224], xmm14",
+    "movdqu xmmword ptr [rsp + 240], xmm15",
+    "jmp 3f",
+    "2:",
+    "vmovdqu ymmword ptr [rsp + 0], ymm0",
+    "vmovdqu ymmword ptr [rsp + 32], ymm1",
+    "vmovdqu ymmword ptr [rsp + 64], ymm2",
+    "vmovdqu ymmword ptr [rsp + 96], ymm3",
+    "vmovdqu ymmword ptr [rsp + 128], ymm4",
+    "vmovdqu ymmword ptr [rsp + 160], ymm5",
+    "vmovdqu ymmword ptr [rsp + 192], ymm6",
+    "vmovdqu ymmword ptr [rsp + 224], ymm7",
+    "vmovdqu ymmword ptr [rsp + 256], ymm8",
+    "vmovdqu ymmword ptr [rsp + 288], ymm9",
+    "vmovdqu ymmword ptr [rsp + 320], ymm10",
+    "vmovdqu ymmword ptr [rsp + 352], ymm11",
+    "vmovdqu ymmword ptr [rsp + 384], ymm12",
+    "vmovdqu ymmword ptr [rsp + 416], ymm13",
+    "vmovdqu ymmword ptr [rsp + 448], ymm14",
+    "vmovdqu ymmword ptr [rsp + 480], ymm15",
+    "3:",
+    "mov rdi, qword ptr [rbx + 80]",
     "mov rdi, qword ptr [rdi - 22]",
     // The function's stack pointer at entry (its CFA - 8).
-    "lea rsi, [rbx + 80]",
+    "lea rsi, [rbx + 88]",
     "call {hook}",
-    "movdqu xmm0, xmmword ptr [rsp]",
+    "cmp byte ptr [rip + {avx}], 0",
+    "jne 4f",
+    "movdqu xmm0, xmmword ptr [rsp + 0]",
     "movdqu xmm1, xmmword ptr [rsp + 16]",
     "movdqu xmm2, xmmword ptr [rsp + 32]",
     "movdqu xmm3, xmmword ptr [rsp + 48]",
@@ -143,8 +181,36 @@ std::arch::global_asm!(
     "movdqu xmm5, xmmword ptr [rsp + 80]",
     "movdqu xmm6, xmmword ptr [rsp + 96]",
     "movdqu xmm7, xmmword ptr [rsp + 112]",
+    "movdqu xmm8, xmmword ptr [rsp + 128]",
+    "movdqu xmm9, xmmword ptr [rsp + 144]",
+    "movdqu xmm10, xmmword ptr [rsp + 160]",
+    "movdqu xmm11, xmmword ptr [rsp + 176]",
+    "movdqu xmm12, xmmword ptr [rsp + 192]",
+    "movdqu xmm13, xmmword ptr [rsp + 208]",
+    "movdqu xmm14, xmmword ptr [rsp + 224]",
+    "movdqu xmm15, xmmword ptr [rsp + 240]",
+    "jmp 5f",
+    "4:",
+    "vmovdqu ymm0, ymmword ptr [rsp + 0]",
+    "vmovdqu ymm1, ymmword ptr [rsp + 32]",
+    "vmovdqu ymm2, ymmword ptr [rsp + 64]",
+    "vmovdqu ymm3, ymmword ptr [rsp + 96]",
+    "vmovdqu ymm4, ymmword ptr [rsp + 128]",
+    "vmovdqu ymm5, ymmword ptr [rsp + 160]",
+    "vmovdqu ymm6, ymmword ptr [rsp + 192]",
+    "vmovdqu ymm7, ymmword ptr [rsp + 224]",
+    "vmovdqu ymm8, ymmword ptr [rsp + 256]",
+    "vmovdqu ymm9, ymmword ptr [rsp + 288]",
+    "vmovdqu ymm10, ymmword ptr [rsp + 320]",
+    "vmovdqu ymm11, ymmword ptr [rsp + 352]",
+    "vmovdqu ymm12, ymmword ptr [rsp + 384]",
+    "vmovdqu ymm13, ymmword ptr [rsp + 416]",
+    "vmovdqu ymm14, ymmword ptr [rsp + 448]",
+    "vmovdqu ymm15, ymmword ptr [rsp + 480]",
+    "5:",
     "mov rsp, rbx",
     "pop rbx",
+    "pop r11",
     "pop r10",
     "pop r9",
     "pop r8",
@@ -157,7 +223,12 @@ std::arch::global_asm!(
     ".size slt_patch_stub, . - slt_patch_stub",
     ".popsection",
     hook = sym slt_patched_enter,
+    avx = sym SAVE_YMM,
 );
+
+/// Whether the stub saves whole ymm registers (the CPU and the kernel support AVX), set
+/// before anything is patched. Read by the stub as one byte.
+static SAVE_YMM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 extern "C" {
     fn slt_patch_stub();
@@ -220,6 +291,7 @@ pub(crate) struct Report {
 /// Patch the main program's functions. Runs in the constructor (one thread).
 pub(crate) fn patch_main_program() -> Report {
     let mut report = Report::default();
+    SAVE_YMM.store(std::arch::is_x86_feature_detected!("avx"), std::sync::atomic::Ordering::Relaxed);
     // SAFETY: AT_PHDR points into the main program; dladdr fills the Dl_info we own.
     let base = unsafe {
         let phdr = libc::getauxval(libc::AT_PHDR) as *const libc::c_void;
