@@ -122,7 +122,7 @@ pub fn classify(argv: &[OsString], path_var: Option<&OsStr>) -> Result<(PathBuf,
         }
         // SLICE_TRACE_PATCH=1: the native shim's experimental entry patching
         // (docs/native-recording.md) records programs built without instrumentation.
-        if info.instrumented || std::env::var_os("SLICE_TRACE_PATCH").is_some_and(|v| v == "1") {
+        if info.instrumented || std::env::var_os("SLICE_TRACE_PATCH").is_some_and(|v| v == "1" || v == "all") {
             return Ok((path, TargetKind::Native));
         }
         return Err(Refusal::new(

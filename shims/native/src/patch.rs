@@ -1,27 +1,25 @@
-//! Entry patching of ordinary builds — an **experimental, opt-in prototype**
-//! (`SLICE_TRACE_PATCH=1`), x86-64, the main program only (not its libraries, not `dlopen`).
-//! See docs/native-recording.md for the design and what is missing.
+//! Entry patching of ordinary builds (x86-64): the program and its libraries, at start-up and
+//! after each `dlopen` (objects.rs decides which objects and when; this file patches one
+//! object). See docs/native-recording.md for the design and what is missing.
 //!
-//! At start-up (the shim's constructor, before the program's own constructors and before any
-//! other thread exists) every function symbol of the program's `.symtab` is considered. Its
-//! first whole instructions covering 5 bytes are decoded with iced-x86 and moved into a
+//! Every function symbol of an object's `.symtab` (else `.dynsym`) is considered. Its first
+//! whole instructions covering 5 bytes are decoded with iced-x86 and moved into a
 //! trampoline allocated within ±2 GiB (iced-x86's `BlockEncoder` re-targets RIP-relative
 //! operands); the entry becomes `jmp trampoline`. The trampoline calls `slt_patch_stub`, which
-//! saves the argument registers, calls the hot path with the function's address and its
-//! stack pointer at entry (the CFA is known exactly: no unwinding), restores them, runs the
-//! moved instructions and jumps back. No return address is touched: returns are rebuilt by the
-//! frame repair (frames.rs).
+//! saves every register the hook may change, calls the hot path with the function's address
+//! and its stack pointer at entry (the CFA is known exactly: no unwinding), restores them,
+//! runs the moved instructions and jumps back. No return address is touched: returns are
+//! rebuilt by the frame repair (frames.rs).
 //!
 //! Refused: functions shorter than 5 bytes, a first instruction that is not plain
-//! (a branch, call or return in the moved bytes), a moved byte that is the target of a jump
+//! (an indirect branch or call in the moved bytes), a moved byte that is the target of a jump
 //! inside the function, bytes that do not decode, `.cold` fragments and the C runtime's own
 //! start-up functions.
 
 use crate::frames;
-use iced_x86::{BlockEncoder, BlockEncoderOptions, Decoder, DecoderOptions, FlowControl, Instruction, InstructionBlock};
-
-/// The environment variable that turns patching on (`1`).
-pub(crate) const ENV_PATCH: &str = "SLICE_TRACE_PATCH";
+use iced_x86::{
+    BlockEncoder, BlockEncoderOptions, Code, Decoder, DecoderOptions, FlowControl, Instruction, InstructionBlock, OpKind, Register,
+};
 
 /// Trampoline layout: function address, stub address, `call [rip-14]`, moved code, `jmp`.
 const HEAD: usize = 22;
@@ -61,10 +59,18 @@ pub(crate) fn plan(code: &[u8], ip: u64) -> Result<Vec<Instruction>, Refusal> {
             break;
         }
         match i.flow_control() {
-            FlowControl::Next | FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch | FlowControl::Return => {}
-            // A direct call is moved as `push <its return address>; jmp <target>`, so the
-            // callee returns to the original code and unwinding never sees the trampoline.
+            // An indirect jump (`jmp [rax + 8]`, a tail call through a table) is moved as it
+            // is (a RIP-relative operand is re-targeted by the encoder).
+            FlowControl::Next
+            | FlowControl::UnconditionalBranch
+            | FlowControl::ConditionalBranch
+            | FlowControl::Return
+            | FlowControl::IndirectBranch => {}
+            // A call is moved as `push <its return address>; jmp <target>`, so the callee
+            // returns to the original code and unwinding never sees the trampoline. Its
+            // operand must not read rsp (the push moves it).
             FlowControl::Call if i.is_call_near() => {}
+            FlowControl::IndirectCall if i.code() == Code::Call_rm64 && !reads_rsp(i) => {}
             _ => return Err(Refusal::NotPlainPrologue),
         }
         len += i.len();
@@ -72,6 +78,11 @@ pub(crate) fn plan(code: &[u8], ip: u64) -> Result<Vec<Instruction>, Refusal> {
     }
     if len < JMP_LEN {
         return Err(Refusal::TooShort);
+    }
+    // A call must be the last moved instruction: the code after it (where it returns) stays.
+    let is_call = |i: &Instruction| matches!(i.flow_control(), FlowControl::Call | FlowControl::IndirectCall);
+    if moved[..moved.len() - 1].iter().any(is_call) {
+        return Err(Refusal::NotPlainPrologue);
     }
     if len > SLOT - HEAD - JMP_LEN - 16 {
         return Err(Refusal::TooLong);
@@ -84,6 +95,12 @@ pub(crate) fn plan(code: &[u8], ip: u64) -> Result<Vec<Instruction>, Refusal> {
         }
     }
     Ok(moved)
+}
+
+/// Whether an instruction's operands read rsp (a register or a memory address).
+fn reads_rsp(i: &Instruction) -> bool {
+    let rsp = |r: Register| matches!(r, Register::RSP | Register::ESP);
+    rsp(i.memory_base()) || rsp(i.memory_index()) || (0..i.op_count()).any(|k| i.op_kind(k) == OpKind::Register && rsp(i.op_register(k)))
 }
 
 /// The C runtime's start-up and tear-down functions, never patched.
@@ -124,6 +141,12 @@ std::arch::global_asm!(
     "push r10",
     "push r11",
     "push rbx",
+    // A patched function called by the hook itself (libc, when it is patched) or by the
+    // shim while it patches runs unrecorded: the thread's guard (initial-exec TLS) is set.
+    "mov rax, qword ptr [rip + slt_patch_guard@GOTTPOFF]",
+    "cmp byte ptr fs:[rax], 0",
+    "jne 6f",
+    "mov byte ptr fs:[rax], 1",
     "mov rbx, rsp",
     "and rsp, -32",
     "sub rsp, 512",
@@ -209,6 +232,9 @@ std::arch::global_asm!(
     "vmovdqu ymm15, ymmword ptr [rsp + 480]",
     "5:",
     "mov rsp, rbx",
+    "mov rax, qword ptr [rip + slt_patch_guard@GOTTPOFF]",
+    "mov byte ptr fs:[rax], 0",
+    "6:",
     "pop rbx",
     "pop r11",
     "pop r10",
@@ -221,6 +247,26 @@ std::arch::global_asm!(
     "pop rax",
     "ret",
     ".size slt_patch_stub, . - slt_patch_stub",
+    // slt_patch_guard_swap(new: u8) -> old: u8
+    ".hidden slt_patch_guard_swap",
+    ".globl slt_patch_guard_swap",
+    ".type slt_patch_guard_swap,@function",
+    "slt_patch_guard_swap:",
+    "mov rax, qword ptr [rip + slt_patch_guard@GOTTPOFF]",
+    "movzx ecx, byte ptr fs:[rax]",
+    "mov byte ptr fs:[rax], dil",
+    "mov eax, ecx",
+    "ret",
+    ".size slt_patch_guard_swap, . - slt_patch_guard_swap",
+    ".popsection",
+    ".pushsection .tbss.slt_patch_guard,\"awT\",@nobits",
+    ".hidden slt_patch_guard",
+    ".globl slt_patch_guard",
+    ".type slt_patch_guard,@object",
+    ".p2align 3",
+    "slt_patch_guard:",
+    ".zero 8",
+    ".size slt_patch_guard, 8",
     ".popsection",
     hook = sym slt_patched_enter,
     avx = sym SAVE_YMM,
@@ -232,6 +278,25 @@ static SAVE_YMM: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::
 
 extern "C" {
     fn slt_patch_stub();
+    fn slt_patch_guard_swap(new: u8) -> u8;
+}
+
+/// Sets this thread's patch guard while alive (patched functions called meanwhile are not
+/// recorded: the shim's own calls while it patches or reports), and puts the old value back.
+pub(crate) struct Guard(u8);
+
+impl Guard {
+    pub(crate) fn set() -> Guard {
+        // SAFETY: reads and writes this thread's guard byte.
+        Guard(unsafe { slt_patch_guard_swap(1) })
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // SAFETY: as in `set`.
+        unsafe { slt_patch_guard_swap(self.0) };
+    }
 }
 
 /// Called by the stub: the entry of the patched function `func`, whose stack pointer at entry
@@ -242,7 +307,7 @@ extern "C" fn slt_patched_enter(func: u64, sp: u64) {
 }
 
 impl Refusal {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Refusal::TooShort => "shorter than 5 bytes",
             Refusal::Undecodable => "undecodable",
@@ -255,60 +320,26 @@ impl Refusal {
     }
 }
 
-/// The report of this process image's patching, for `p<pid>/patch.json` (set once by the
-/// constructor, before any thread; read when the process directory is created).
-static REPORT: std::sync::OnceLock<Report> = std::sync::OnceLock::new();
-
-pub(crate) fn set_report(r: Report) {
-    let _ = REPORT.set(r);
-}
-
-/// Write `patch.json` into the process directory (`{"patched": N, "refused": [{"function",
-/// "reason"}]}`), if this image was patched.
-pub(crate) fn write_report(dir: &std::path::Path) -> std::io::Result<()> {
-    let Some(r) = REPORT.get() else { return Ok(()) };
-    let refused: Vec<_> = r
-        .refused
-        .iter()
-        .map(|(name, why)| {
-            let function = crate::filter::demangled(name);
-            let function = if function == *name { name.clone() } else { format!("{function} ({name})") };
-            trace_format::meta::PatchRefusal { function, reason: why.as_str().to_string() }
-        })
-        .collect();
-    let doc = trace_format::meta::PatchReport { patched: r.patched as u64, refused };
-    let text = serde_json::to_vec(&doc).map_err(std::io::Error::other)?;
-    std::fs::write(dir.join(trace_format::meta::PATCH_FILE), text)
-}
-
-/// Counts of one patching pass.
+/// Counts of one object's patching.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Report {
     pub patched: usize,
     pub refused: Vec<(String, Refusal)>,
 }
 
-/// Patch the main program's functions. Runs in the constructor (one thread).
-pub(crate) fn patch_main_program() -> Report {
-    let mut report = Report::default();
+/// Set up once, before the first object is patched (the stub's choice of registers).
+pub(crate) fn init() {
     SAVE_YMM.store(std::arch::is_x86_feature_detected!("avx"), std::sync::atomic::Ordering::Relaxed);
-    // SAFETY: AT_PHDR points into the main program; dladdr fills the Dl_info we own.
-    let base = unsafe {
-        let phdr = libc::getauxval(libc::AT_PHDR) as *const libc::c_void;
-        let mut info: libc::Dl_info = std::mem::zeroed();
-        if phdr.is_null() || libc::dladdr(phdr, &mut info) == 0 {
-            return report;
-        }
-        info.dli_fbase as u64
-    };
-    let Ok(exe) = std::fs::read_link("/proc/self/exe") else { return report };
-    let Some(syms) = crate::filter::Symbols::read(&exe.to_string_lossy()) else { return report };
+}
+
+/// Patch the functions of the object loaded at `base` (its first page: symbol offsets count
+/// from there), whose symbols are `syms`. Its code must not be running in another thread:
+/// objects.rs calls this from the constructor (one thread) and right after `dlopen` loaded
+/// the object (its code ran only in its constructors, on this thread, which returned).
+pub(crate) fn patch_object(base: u64, syms: &crate::filter::Symbols) -> Report {
+    let mut report = Report::default();
     let mut plans = Vec::new();
     for (off, size, name) in &syms.funcs {
-        if *size < JMP_LEN as u64 {
-            report.refused.push((name.clone(), Refusal::TooShort));
-            continue;
-        }
         if name.contains(".cold") {
             report.refused.push((name.clone(), Refusal::ColdFragment));
             continue;
@@ -317,11 +348,15 @@ pub(crate) fn patch_main_program() -> Report {
             report.refused.push((name.clone(), Refusal::RuntimeStartup));
             continue;
         }
+        if *size < JMP_LEN as u64 {
+            report.refused.push((name.clone(), Refusal::TooShort));
+            continue;
+        }
         let addr = base + off;
         // SAFETY: the symbol lies in the program's mapped, readable text.
         let code = unsafe { std::slice::from_raw_parts(addr as *const u8, *size as usize) };
         match plan(code, addr) {
-            Ok(moved) => plans.push((addr, moved)),
+            Ok(moved) => plans.push((addr, name, moved)),
             Err(r) => report.refused.push((name.clone(), r)),
         }
     }
@@ -332,21 +367,21 @@ pub(crate) fn patch_main_program() -> Report {
     let hi = plans.iter().map(|p| p.0).max().unwrap_or(base);
     let size = (plans.len() * SLOT).next_multiple_of(4096);
     let Some(area) = alloc_near(lo, hi, size) else {
-        for (addr, _) in &plans {
-            report.refused.push((format!("{addr:#x}"), Refusal::TooLong));
+        for (_, name, _) in &plans {
+            report.refused.push((name.to_string(), Refusal::TooLong));
         }
         return report;
     };
     let mut patches = Vec::new();
-    for (k, (addr, moved)) in plans.iter().enumerate() {
+    for (k, (addr, name, moved)) in plans.iter().enumerate() {
         let tramp = area + (k * SLOT) as u64;
         let (plain, call) = match moved.split_last() {
-            Some((last, rest)) if last.is_call_near() => (rest, Some(*last)),
+            Some((last, rest)) if last.is_call_near() || last.code() == Code::Call_rm64 => (rest, Some(*last)),
             _ => (&moved[..], None),
         };
         let block = InstructionBlock::new(plain, tramp + HEAD as u64);
         let Ok(enc) = BlockEncoder::encode(64, block, BlockEncoderOptions::NONE) else {
-            report.refused.push((format!("{addr:#x}"), Refusal::Undecodable));
+            report.refused.push(((*name).clone(), Refusal::Undecodable));
             continue;
         };
         let mut code = enc.code_buffer;
@@ -357,12 +392,25 @@ pub(crate) fn patch_main_program() -> Report {
             code.extend_from_slice(&(ret as u32).to_le_bytes());
             code.extend_from_slice(&[0xc7, 0x44, 0x24, 0x04]); // mov dword ptr [rsp + 4], hi
             code.extend_from_slice(&((ret >> 32) as u32).to_le_bytes());
-            let at = tramp + (HEAD + code.len() + JMP_LEN) as u64;
-            code.push(0xe9); // jmp target
-            code.extend_from_slice(&((c.near_branch_target() as i64 - at as i64) as i32).to_le_bytes());
+            if c.is_call_near() {
+                let at = tramp + (HEAD + code.len() + JMP_LEN) as u64;
+                code.push(0xe9); // jmp target
+                code.extend_from_slice(&((c.near_branch_target() as i64 - at as i64) as i32).to_le_bytes());
+            } else {
+                // `call r/m64` becomes `jmp r/m64`, same operand.
+                let mut j = c;
+                j.set_code(Code::Jmp_rm64);
+                let jmp = [j];
+                let block = InstructionBlock::new(&jmp, tramp + (HEAD + code.len()) as u64);
+                let Ok(enc) = BlockEncoder::encode(64, block, BlockEncoderOptions::NONE) else {
+                    report.refused.push((name.to_string(), Refusal::Undecodable));
+                    continue;
+                };
+                code.extend_from_slice(&enc.code_buffer);
+            }
         }
         if HEAD + code.len() + JMP_LEN > SLOT {
-            report.refused.push((format!("{addr:#x}"), Refusal::TooLong));
+            report.refused.push(((*name).clone(), Refusal::TooLong));
             continue;
         }
         let moved_len: usize = moved.iter().map(|i| i.len()).sum();
@@ -445,6 +493,11 @@ mod tests {
         // An indirect call is not.
         assert_eq!(plan(&[0xff, 0xd0, 0x90, 0x90, 0x90, 0xc3], 0x1000).unwrap_err(), Refusal::NotPlainPrologue);
         assert_eq!(plan(&[0xc3, 0x90], 0x1000).unwrap_err(), Refusal::TooShort);
+        // An indirect tail jump is moved; an indirect call only as the last moved
+        // instruction and not through rsp.
+        assert_eq!(plan(&[0x48, 0x8b, 0x07, 0xff, 0x60, 0x08], 0x1000).unwrap().len(), 2);
+        assert_eq!(plan(&[0x48, 0x83, 0xec, 0x08, 0xff, 0x15, 0, 0, 0, 0, 0xc3], 0x1000).unwrap().len(), 2);
+        assert_eq!(plan(&[0x48, 0x83, 0xec, 0x08, 0xff, 0x54, 0x24, 0x08, 0xc3], 0x1000).unwrap_err(), Refusal::NotPlainPrologue);
         // A RIP-relative load is moved (and re-targeted by the encoder).
         let f = [0x48, 0x8b, 0x05, 0x10, 0, 0, 0, 0xc3];
         assert_eq!(plan(&f, 0x1000).unwrap().len(), 1);
