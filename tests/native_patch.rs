@@ -1,8 +1,8 @@
-//! End-to-end: the experimental entry patching (`SLICE_TRACE_PATCH=1`,
+//! End-to-end: entry patching (on by default for an ordinary x86-64 ELF,
 //! shims/native/src/patch.rs) records programs built WITHOUT instrumentation, at -O0 and -O2:
 //! the program's output and exit status are unchanged, and the tree (rebuilt from entries
 //! and stack pointers by the frame repair) is the true one, across longjmp, exceptions,
-//! threads and fork. Only the main program's functions are patched so far.
+//! threads and fork. Libraries and dlopen: tests/native_objects.rs.
 
 mod native_support;
 
@@ -19,7 +19,8 @@ fn build(compiler: &str, srcs: &[&str], out: &Path, flags: &[&str]) -> PathBuf {
 
 fn trace_patched(dir: &Path, exe: &Path, args: &[&str]) -> Output {
     let mut c = cmd("trace");
-    c.env("SLICE_TRACE_PATCH", "1").arg("run").arg("-o").arg(dir).arg("--").arg(exe).args(args);
+    // The default: no SLICE_TRACE_PATCH in the environment.
+    c.env_remove("SLICE_TRACE_PATCH").arg("run").arg("-o").arg(dir).arg("--").arg(exe).args(args);
     c.current_dir(exe.parent().unwrap_or(Path::new("/")));
     run(&mut c)
 }
@@ -82,6 +83,26 @@ fn uninstrumented_c_at_o0_and_o2_records_the_true_tree() {
         assert_eq!(p.count("sum_to"), 20, "{opt}");
         assert_eq!(p.count("add"), 20 * 2200, "{opt}");
     }
+}
+
+/// A program without any symbol (stripped) is refused before it runs, with what to do.
+#[test]
+fn a_stripped_program_is_refused() {
+    let s = scratch();
+    let exe = build("cc", &["c/plain.c"], &s.path().join("plain-stripped"), &["-O2", "-s"]);
+    let t = s.path().join("p.d");
+    let out = trace_patched(&t, &exe, &[]);
+    assert_eq!(out.status.code(), Some(126), "{:?}", texts(&out));
+    let (stdout, stderr) = texts(&out);
+    assert!(stdout.is_empty(), "the target must not run: {stdout}");
+    assert!(stderr.contains("has no symbol table (it was stripped)"), "{stderr}");
+    assert!(stderr.contains("strip = false"), "{stderr}");
+    // Not stripped: recorded by default.
+    let exe = build("cc", &["c/plain.c"], &s.path().join("plain"), &["-O2"]);
+    let out = trace_patched(&t, &exe, &[]);
+    assert!(out.status.success(), "{:?}", texts(&out));
+    assert_eq!(texts(&out).0, "plain: not instrumented\n");
+    assert_eq!(load(&t)[0].sequence(0), ["1:main"]);
 }
 
 /// Every register but rsp (and rbp) reaches a patched function as its caller set it, and is

@@ -428,6 +428,10 @@ pub fn run(opts: RunOptions) -> Result<i32> {
             }
             cmd.env("LD_PRELOAD", pre);
         }
+        // An ordinary native build is recorded by entry patching, on by default.
+        if let Some(v) = detect::patch_env(&resolved) {
+            cmd.env(detect::ENV_PATCH, v);
+        }
     }
 
     let started = Instant::now();
