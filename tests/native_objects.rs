@@ -124,3 +124,28 @@ fn system_libraries_are_patched_on_request() {
     assert!(printed.iter().any(|c| c.contains("printf")), "{printed:?}");
     assert!(printed.contains(&"shape_kind".to_string()), "{printed:?}");
 }
+
+/// A `-F NAME@OBJECT` filter that names a system library patches that library (only): the
+/// calls of printf in libc are recorded, with what printf calls inside libc, and nothing else.
+#[test]
+fn a_filter_naming_a_system_library_patches_it() {
+    let s = scratch();
+    let exe = build_scene(&s.path().join("b"), "-O0");
+    let t = s.path().join("f.d");
+    let mut c = cmd("trace");
+    c.env_remove("SLICE_TRACE_PATCH").args(["run", "-F", "(_IO_)?printf@libc\\.so\\.6", "-o"]).arg(&t).arg("--").arg(&exe).args(ARGS);
+    c.current_dir(exe.parent().unwrap_or(Path::new("/")));
+    let out = run(&mut c);
+    assert!(out.status.success(), "{:?}", texts(&out));
+    assert_eq!(texts(&out).0, texts(&untraced(&exe)).0);
+    let info = run_ok(cmd("trace").arg("info").arg(&t));
+    let libc = info.lines().find(|l| l.contains("/libc.so.6:")).unwrap_or_else(|| panic!("{info}"));
+    let n: Vec<u64> = libc.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    assert!(n[0] > 1000, "{libc}");
+    assert!(!info.contains("/libgcc_s.so.1:"), "only the library the filter names: {info}");
+    let p = &load(&t)[0];
+    let roots: Vec<&str> = p.threads[0].calls.iter().filter(|c| c.depth == 1).map(|c| p.name(c.func)).collect();
+    assert!(!roots.is_empty() && roots.iter().all(|r| r.ends_with("printf")), "{roots:?}");
+    assert_eq!(p.count("main"), 0);
+    assert!(p.threads[0].calls.iter().any(|c| c.depth > 1), "printf's own calls: {:?}", p.sequence(0));
+}

@@ -968,6 +968,7 @@ mod tests {
 
     extern "C" {
         fn slt_thread_size() -> u64;
+        fn slt_event_max() -> u64;
         fn slt_cache_size() -> u64;
         fn slt_test_encode(t: *mut SltThread, kinds: *const u8, ids: *const u64, times: *const u64, n: u64) -> u64;
         fn slt_test_now() -> u64;
@@ -979,6 +980,7 @@ mod tests {
         unsafe {
             assert_eq!(slt_thread_size() as usize, std::mem::size_of::<SltThread>());
             assert_eq!(slt_cache_size() as usize, CACHE_SIZE);
+            assert_eq!(slt_event_max() as usize, trace_format::event::MAX_EVENT_LEN);
         }
     }
 
