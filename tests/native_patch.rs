@@ -107,8 +107,8 @@ fn a_stripped_program_is_refused() {
 
 /// Every register but rsp (and rbp) reaches a patched function as its caller set it, and is
 /// kept by it: examples/c/regs.c loads known values into the 14 general-purpose registers
-/// and xmm0-xmm15, calls a patched `probe` (once on the slow path, then on the fast path,
-/// after the clock calibration) and compares.
+/// and xmm0-xmm15 (then whole ymm0-ymm15), calls a patched `probe` (once on the slow path,
+/// then on the fast path, after the clock calibration) and compares.
 #[test]
 fn a_patched_entry_keeps_every_register() {
     let s = scratch();
@@ -122,6 +122,15 @@ fn a_patched_entry_keeps_every_register() {
         let p = &load(&t)[0];
         assert_eq!(p.count("probe"), 4, "{opt}: {:?}", p.sequence(0));
         assert_eq!(p.count("call_probe"), 4, "{opt}");
+
+        // With whole ymm registers in use (the stub's AVX path), on a CPU with AVX.
+        let plain = texts(&untraced(&exe, &["4", "avx"])).0;
+        let out = trace_patched(&t, &exe, &["4", "avx"]);
+        assert_eq!(texts(&out).0, plain, "{opt}: {:?}", texts(&out));
+        if plain != "no avx\n" {
+            assert_eq!(plain, "registers kept\n");
+            assert_eq!(load(&t)[0].count("probe_avx"), 4, "{opt}");
+        }
     }
 }
 

@@ -1,5 +1,5 @@
 /* regs.c - x86-64 only: does a patched function's entry keep every register the caller set?
- *   regs [ROUNDS]
+ *   regs [ROUNDS] [avx]
  *
  * gcc -O2 (-fipa-ra) keeps values in call-clobbered registers (r8-r11, xmm8-xmm15, ...)
  * across a call to a local function it knows does not touch them, so an entry hook must
@@ -142,6 +142,48 @@ __asm__(".text\n"
         "  ret\n"
         ".size call_probe, .-call_probe\n");
 
+/* The same with whole ymm registers (`regs 4 avx`): the upper halves in use, so the hook's
+ * stub must keep all 256 bits (its AVX path). */
+uint8_t regs_ymm_in[NXMM * 32], regs_ymm_seen[NXMM * 32], regs_ymm_after[NXMM * 32];
+void call_probe_avx(void);
+
+__asm__(".text\n"
+        ".globl probe_avx\n"
+        ".type probe_avx,@function\n"
+        "probe_avx:\n"
+        "  nopl 0x0(%rax,%rax,1)\n"
+        "  .irp i,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
+        "  vmovdqu %ymm\\i, regs_ymm_seen+32*\\i(%rip)\n"
+        "  .endr\n"
+        "  ret\n"
+        ".size probe_avx, .-probe_avx\n"
+        ".globl call_probe_avx\n"
+        ".type call_probe_avx,@function\n"
+        "call_probe_avx:\n"
+        "  sub $8, %rsp\n"
+        "  .irp i,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
+        "  vmovdqu regs_ymm_in+32*\\i(%rip), %ymm\\i\n"
+        "  .endr\n"
+        "  call probe_avx\n"
+        "  .irp i,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
+        "  vmovdqu %ymm\\i, regs_ymm_after+32*\\i(%rip)\n"
+        "  .endr\n"
+        "  vzeroupper\n"
+        "  add $8, %rsp\n"
+        "  ret\n"
+        ".size call_probe_avx, .-call_probe_avx\n");
+
+static int compare_ymm(const char *when, const uint8_t *ymm)
+{
+    int bad = 0;
+    for (int i = 0; i < NXMM; i++)
+        if (memcmp(ymm + 32 * i, regs_ymm_in + 32 * i, 32) != 0) {
+            printf("%s: ymm%d differs\n", when, i);
+            bad = 1;
+        }
+    return bad;
+}
+
 static void spin_ms(long ms)
 {
     struct timespec a, b;
@@ -171,7 +213,12 @@ static int compare(const char *when, const uint64_t *gpr, const uint8_t *xmm)
 int main(int argc, char **argv)
 {
     int rounds = argc > 1 ? atoi(argv[1]) : 3;
+    int avx = argc > 2 && strcmp(argv[2], "avx") == 0;
     int bad = 0;
+    if (avx && !__builtin_cpu_supports("avx")) {
+        printf("no avx\n");
+        return 0;
+    }
     for (int r = 0; r < rounds && !bad; r++) {
         for (int i = 0; i < NGPR; i++)
             regs_gpr_in[i] = 0x0101010101010101ull * (uint64_t)(i + 1) + (uint64_t)r;
@@ -180,6 +227,13 @@ int main(int argc, char **argv)
         call_probe();
         bad |= compare("in probe", regs_gpr_seen, regs_xmm_seen);
         bad |= compare("after probe", regs_gpr_after, regs_xmm_after);
+        if (avx) {
+            for (int i = 0; i < NXMM * 32; i++)
+                regs_ymm_in[i] = (uint8_t)(0x30 + 3 * i + r);
+            call_probe_avx();
+            bad |= compare_ymm("in probe_avx", regs_ymm_seen);
+            bad |= compare_ymm("after probe_avx", regs_ymm_after);
+        }
         spin_ms(15);
     }
     printf(bad ? "registers changed\n" : "registers kept\n");
