@@ -333,7 +333,7 @@ impl Refusal {
         match self {
             Refusal::TooShort => "shorter than 5 bytes",
             Refusal::Undecodable => "undecodable",
-            Refusal::NotPlainPrologue => "an indirect call or jump in its first bytes",
+            Refusal::NotPlainPrologue => "a call before the end of its first bytes, a call through rsp or a far branch",
             Refusal::JumpTarget => "a jump target in its first bytes",
             Refusal::RuntimeStartup => "C runtime start-up",
             Refusal::ColdFragment => "a .cold fragment, not an entry",
