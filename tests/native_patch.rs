@@ -85,7 +85,8 @@ fn uninstrumented_c_at_o0_and_o2_records_the_true_tree() {
     }
 }
 
-/// A program without any symbol (stripped) is refused before it runs, with what to do.
+/// A program without any symbol (stripped), or statically linked, is refused before it runs,
+/// with what to do.
 #[test]
 fn a_stripped_program_is_refused() {
     let s = scratch();
@@ -97,6 +98,11 @@ fn a_stripped_program_is_refused() {
     assert!(stdout.is_empty(), "the target must not run: {stdout}");
     assert!(stderr.contains("has no symbol table (it was stripped)"), "{stderr}");
     assert!(stderr.contains("strip = false"), "{stderr}");
+    // Statically linked: LD_PRELOAD never loads the recorder.
+    let exe = build("cc", &["c/plain.c"], &s.path().join("plain-static"), &["-O2", "-static"]);
+    let out = trace_patched(&t, &exe, &[]);
+    assert_eq!(out.status.code(), Some(126), "{:?}", texts(&out));
+    assert!(texts(&out).1.contains("is statically linked"), "{:?}", texts(&out));
     // Not stripped: recorded by default.
     let exe = build("cc", &["c/plain.c"], &s.path().join("plain"), &["-O2"]);
     let out = trace_patched(&t, &exe, &[]);

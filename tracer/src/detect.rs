@@ -177,6 +177,15 @@ fn classify_with(argv: &[OsString], path_var: Option<&OsStr>, patching: Patching
                 format!("{p}: entry patching works on x86-64 programs only, so its calls cannot be recorded; {NATIVE_HOWTO}"),
             ));
         }
+        if !info.dynamic {
+            return Err(Refusal::new(
+                126,
+                format!(
+                    "{p}: this program is statically linked, and the recorder is loaded with LD_PRELOAD, which a static \
+                     program never reads, so its calls cannot be recorded; link it dynamically (drop `-static`)"
+                ),
+            ));
+        }
         if info.functions == 0 {
             return Err(Refusal::new(
                 126,
@@ -451,6 +460,8 @@ pub struct ElfInfo {
     pub x86_64: bool,
     /// Defined function symbols (`.symtab`, else `.dynsym`): what entry patching can patch.
     pub functions: usize,
+    /// Dynamically linked (it has a program interpreter, so LD_PRELOAD applies).
+    pub dynamic: bool,
 }
 
 pub fn elf_info(data: &[u8]) -> ElfInfo {
@@ -467,7 +478,8 @@ pub fn elf_info(data: &[u8]) -> ElfInfo {
         n => n,
     };
     let x86_64 = file.architecture() == object::Architecture::X86_64;
-    ElfInfo { links_libpython, instrumented, x86_64, functions }
+    let dynamic = file.section_by_name(".interp").is_some();
+    ElfInfo { links_libpython, instrumented, x86_64, functions, dynamic }
 }
 
 /// The CPython `major.minor` the Python shim was built for (its exported
