@@ -5,7 +5,7 @@
 mod native_support;
 
 use native_support::*;
-use slice_trace_e2e::{scratch, texts};
+use slice_trace_e2e::{cmd, run, scratch, texts};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 
@@ -186,12 +186,17 @@ mod libc_sig {
     pub const TERM: i32 = 15;
 }
 
+/// With entry patching turned off (`SLICE_TRACE_PATCH=0`; it is on by default,
+/// tests/native_patch.rs), an uninstrumented binary is refused with the flags to add.
 #[test]
 fn uninstrumented_binary_is_refused_with_the_build_flags() {
     build_examples();
     let s = scratch();
     let t = s.path().join("t.d");
-    let out = trace(&t, &example("c/build/plain"), &[]);
+    let prog = example("c/build/plain");
+    let mut c = cmd("trace");
+    c.env("SLICE_TRACE_PATCH", "0").arg("run").arg("-o").arg(&t).arg("--").arg(&prog);
+    let out = run(&mut c);
     let (stdout, stderr) = texts(&out);
     assert!(!out.status.success());
     assert!(stderr.contains("-finstrument-functions"), "{stderr}");

@@ -70,15 +70,51 @@ fn is_executable(p: &Path) -> bool {
     std::fs::metadata(p).map(|m| m.permissions().mode() & 0o111 != 0).unwrap_or(false)
 }
 
-/// The flags that make a native program traceable, for error messages.
+/// The flags that make a native program traceable without entry patching, for error messages.
 pub const NATIVE_HOWTO: &str = "rebuild it with function instrumentation and debug info:\n  \
      C/C++ (gcc or clang): add `-finstrument-functions -g` to CFLAGS/CXXFLAGS and link normally\n  \
-     Rust: stable rustc has no such flag (nightly's `-Z instrument-mcount` calls mcount, not \
-     __cyg_profile_func_enter), so Rust programs cannot be recorded this way yet";
+     Rust: stable rustc has no such flag; Rust programs are recorded by entry patching only";
+
+/// The environment variable that controls entry patching of ordinary native builds
+/// (docs/native-recording.md): unset or `1` patches the program and its own libraries, `all`
+/// system libraries too, `0` turns it off (then only `-finstrument-functions` builds are
+/// recorded).
+pub const ENV_PATCH: &str = "SLICE_TRACE_PATCH";
+
+/// Entry patching as the environment asks for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Patching {
+    Off,
+    On,
+}
+
+impl Patching {
+    pub fn from_env() -> Patching {
+        match std::env::var_os(ENV_PATCH) {
+            Some(v) if v == "0" => Patching::Off,
+            _ => Patching::On,
+        }
+    }
+}
+
+/// The value of `SLICE_TRACE_PATCH` the target gets: `1` for an ordinary (not instrumented)
+/// x86-64 ELF when the user did not set it (patching is the default), else what the user
+/// set (inherited) or nothing.
+pub fn patch_env(program: &Path) -> Option<&'static str> {
+    if std::env::var_os(ENV_PATCH).is_some() {
+        return None;
+    }
+    let info = elf_info(&map_file(program).ok()?);
+    (info.x86_64 && !info.instrumented && !info.links_libpython).then_some("1")
+}
 
 /// Classify the program `argv[0]` names (`argv` is not empty). The remaining arguments are
 /// checked when it is a Python interpreter (refused flags, a script that does not exist).
 pub fn classify(argv: &[OsString], path_var: Option<&OsStr>) -> Result<(PathBuf, TargetKind), Refusal> {
+    classify_with(argv, path_var, Patching::from_env())
+}
+
+fn classify_with(argv: &[OsString], path_var: Option<&OsStr>, patching: Patching) -> Result<(PathBuf, TargetKind), Refusal> {
     let cmd = &argv[0];
     let Some(path) = resolve_command(cmd, path_var) else {
         let shown = cmd.to_string_lossy();
@@ -120,18 +156,47 @@ pub fn classify(argv: &[OsString], path_var: Option<&OsStr>) -> Result<(PathBuf,
             check_python_args(&argv[1..])?;
             return Ok((path, TargetKind::Python));
         }
-        // SLICE_TRACE_PATCH=1: the native shim's experimental entry patching
-        // (docs/native-recording.md) records programs built without instrumentation.
-        if info.instrumented || std::env::var_os("SLICE_TRACE_PATCH").is_some_and(|v| v == "1") {
+        if info.instrumented {
             return Ok((path, TargetKind::Native));
         }
-        return Err(Refusal::new(
-            126,
-            format!(
-                "{}: this native program was not built with -finstrument-functions, so its calls cannot be recorded; {NATIVE_HOWTO}",
-                path.display()
-            ),
-        ));
+        // An ordinary build: the native shim patches its function entries when it loads
+        // (docs/native-recording.md), unless SLICE_TRACE_PATCH=0.
+        let p = path.display();
+        if patching == Patching::Off {
+            return Err(Refusal::new(
+                126,
+                format!(
+                    "{p}: this native program was not built with -finstrument-functions and entry patching is off \
+                     ({ENV_PATCH}=0), so its calls cannot be recorded; unset {ENV_PATCH}, or {NATIVE_HOWTO}"
+                ),
+            ));
+        }
+        if !info.x86_64 {
+            return Err(Refusal::new(
+                126,
+                format!("{p}: entry patching works on x86-64 programs only, so its calls cannot be recorded; {NATIVE_HOWTO}"),
+            ));
+        }
+        if !info.dynamic {
+            return Err(Refusal::new(
+                126,
+                format!(
+                    "{p}: this program is statically linked, and the recorder is loaded with LD_PRELOAD, which a static \
+                     program never reads, so its calls cannot be recorded; link it dynamically (drop `-static`)"
+                ),
+            ));
+        }
+        if info.functions == 0 {
+            return Err(Refusal::new(
+                126,
+                format!(
+                    "{p}: this program has no symbol table (it was stripped), so its functions can neither be found nor named; \
+                     rebuild it without stripping: C/C++ without `-s` (add `-g` for source lines), Rust with \
+                     `strip = false` and `debug = 1` (or `debug = \"line-tables-only\"`) in its Cargo profile"
+                ),
+            ));
+        }
+        return Ok((path, TargetKind::Native));
     }
     if looks_python {
         return Err(Refusal::new(
@@ -391,6 +456,12 @@ pub fn check_python_target(interp: &Path, supported: ((u32, u32), (u32, u32))) -
 pub struct ElfInfo {
     pub links_libpython: bool,
     pub instrumented: bool,
+    /// An x86-64 ELF (entry patching's architecture).
+    pub x86_64: bool,
+    /// Defined function symbols (`.symtab`, else `.dynsym`): what entry patching can patch.
+    pub functions: usize,
+    /// Dynamically linked (it has a program interpreter, so LD_PRELOAD applies).
+    pub dynamic: bool,
 }
 
 pub fn elf_info(data: &[u8]) -> ElfInfo {
@@ -401,7 +472,14 @@ pub fn elf_info(data: &[u8]) -> ElfInfo {
         .is_some_and(|d| d.split(|&c| c == 0).any(|name| name.starts_with(b"libpython")));
     let is_cyg = |name: Result<&str, object::Error>| name.is_ok_and(|n| n == "__cyg_profile_func_enter");
     let instrumented = file.symbols().any(|s| is_cyg(s.name())) || file.dynamic_symbols().any(|s| is_cyg(s.name()));
-    ElfInfo { links_libpython, instrumented }
+    let is_func = |s: &object::Symbol| s.kind() == object::SymbolKind::Text && s.is_definition() && s.address() != 0;
+    let functions = match file.symbols().filter(is_func).count() {
+        0 => file.dynamic_symbols().filter(is_func).count(),
+        n => n,
+    };
+    let x86_64 = file.architecture() == object::Architecture::X86_64;
+    let dynamic = file.section_by_name(".interp").is_some();
+    ElfInfo { links_libpython, instrumented, x86_64, functions, dynamic }
 }
 
 /// The CPython `major.minor` the Python shim was built for (its exported
@@ -480,9 +558,26 @@ mod tests {
     }
 
     #[test]
-    fn plain_elf_is_refused_with_the_flags() {
-        let r = classify(&os(&["/bin/true"]), None).unwrap_err();
+    fn plain_elf_is_refused_with_the_flags_when_patching_is_off() {
+        // The test binary itself: an ordinary build with a symbol table.
+        let me = std::env::current_exe().unwrap();
+        let r = classify_with(&[me.clone().into_os_string()], None, Patching::Off).unwrap_err();
         assert!(r.message.contains("-finstrument-functions -g"), "{}", r.message);
+        assert!(r.message.contains("SLICE_TRACE_PATCH=0"), "{}", r.message);
+        assert_eq!(r.code, 126);
+        let (_, kind) = classify_with(&[me.into_os_string()], None, Patching::On).unwrap();
+        assert_eq!(kind, TargetKind::Native);
+    }
+
+    #[test]
+    fn a_stripped_elf_is_refused_with_a_clear_message() {
+        // Debian's /bin/true is stripped: no .symtab, no defined function in .dynsym.
+        let info = elf_info(&map_file(Path::new("/bin/true")).unwrap());
+        if info.functions != 0 {
+            return; // not stripped on this system
+        }
+        let r = classify_with(&os(&["/bin/true"]), None, Patching::On).unwrap_err();
+        assert!(r.message.contains("no symbol table (it was stripped)"), "{}", r.message);
         assert_eq!(r.code, 126);
     }
 

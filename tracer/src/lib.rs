@@ -28,7 +28,10 @@ use trace_format::TraceDir;
     long_about = "Record the functions a program calls, per process and thread, into a trace directory.\n\n\
 Python programs (CPython 3.9 to 3.14) are recorded by a shim loaded via PYTHONPATH (sys.monitoring on 3.12+, \
 the C-level profile hook before); \
-native programs must be built with `-finstrument-functions -g` and are recorded through LD_PRELOAD.",
+native programs (C, C++, Rust; x86-64) are recorded by a shim loaded through LD_PRELOAD, which patches the \
+function entries of an ordinary build in memory when the program and each library load (symbols needed, \
+`-g` or line tables for source; system libraries are left alone by default) or uses the hooks of a build \
+made with `-finstrument-functions`.",
     after_help = "Examples:\n  \
 trace run -- python3 examples/python/shop_app.py            # writes ./trace.d\n  \
 trace run -o rich.d -- rich data.csv                         # a console script\n  \
@@ -50,7 +53,9 @@ trace run -- python3 app.py --flag input.csv\n  \
 trace run -o rich.d -- rich data.csv\n  \
 trace run --c-calls -- python3 -m mypkg.cli args\n  \
 trace run --python-hook profile -- python3 app.py   # the PyEval_SetProfile hook\n  \
-trace run -- ./build/app input.txt          # built with -finstrument-functions -g\n\n\
+trace run -- ./build/app input.txt          # any build with symbols (-g for source lines)\n  \
+SLICE_TRACE_PATCH=all trace run -- ./app    # also patch system libraries (libc, libstdc++...)\n  \
+SLICE_TRACE_PATCH=0 trace run -- ./app      # no entry patching (instrumented builds only)\n\n\
 Every Python process the command starts (subprocesses, forks, console scripts) is recorded into its own \
 p<pid> directory. `trace` exits with the command's exit status; if the command is killed by a signal, \
 `trace` reports it and dies by the same signal. Python's -I, -E and -S flags are refused (they disable \

@@ -117,9 +117,10 @@ pub struct Detected {
     /// `argv[0]`, resolved like `execvp` does.
     pub program: PathBuf,
     pub kind: TargetKind,
-    /// The native shim patches the program's function entries (`SLICE_TRACE_PATCH=1`,
-    /// docs/native-recording.md): what lets a native program built without
-    /// `-finstrument-functions` be recorded.
+    /// `trace` tells the native shim to patch the program's function entries
+    /// (`SLICE_TRACE_PATCH=1`, docs/native-recording.md): an ordinary x86-64 ELF, not built
+    /// with `-finstrument-functions`, whose user did not set the variable (a value the user set,
+    /// `0`, `1` or `all`, is inherited as it is).
     pub patch: bool,
     /// `trace`'s working directory (the target's too).
     pub cwd: PathBuf,

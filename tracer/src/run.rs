@@ -171,10 +171,13 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         Some(shim) => Some(python_runtime(shim)?),
         None => None,
     };
+    // An ordinary native build is recorded by entry patching, on by default (a value the user
+    // set is inherited as it is).
+    let patch = matches!(kind, TargetKind::Native | TargetKind::Other) && detect::patch_env(&resolved).is_some();
     let detected = Detected {
         program: resolved,
         kind,
-        patch: std::env::var_os(plan::ENV_NATIVE_PATCH).is_some_and(|v| v == "1"),
+        patch,
         output: outdir::observe(&cwd.join(&opts.output)),
         cwd,
         pid: std::process::id(),

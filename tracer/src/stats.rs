@@ -114,6 +114,41 @@ fn read_patch_report(dir: &std::path::Path, damaged: &mut Vec<String>) -> Option
     }
 }
 
+/// Entry patching of one process: totals, then each object's counts (objects left alone as a
+/// whole, such as system libraries, counted in one line unless `verbose`); `verbose` names
+/// every function not patched.
+fn render_patch(o: &mut String, r: &trace_format::meta::PatchReport, verbose: bool) {
+    let more = if verbose || r.refused.is_empty() { "" } else { " (--verbose names them)" };
+    let _ = writeln!(o, "  patched:   {} functions, {} not patched{more}", r.patched, r.refused.len());
+    let mut left = 0;
+    for ob in &r.objects {
+        let how = if ob.dlopened { " (dlopen)" } else { "" };
+        match &ob.skipped {
+            Some(why) if verbose => {
+                let _ = writeln!(o, "    {}{how}: not patched: {why}", ob.path);
+            }
+            Some(_) => left += 1,
+            None => {
+                let _ = writeln!(o, "    {}{how}: {} patched, {} not patched", ob.path, ob.patched, ob.refused);
+            }
+        }
+        if verbose {
+            for f in r.refused.iter().filter(|f| f.object.as_deref() == Some(ob.path.as_str())) {
+                let _ = writeln!(o, "      not patched: {}: {}", f.function, f.reason);
+            }
+        }
+    }
+    if left > 0 {
+        let _ = writeln!(o, "    {left} system or instrumented libraries left alone (--verbose names them)");
+    }
+    if verbose {
+        // Traces written before objects were reported.
+        for f in r.refused.iter().filter(|f| f.object.as_ref().is_none_or(|ob| !r.objects.iter().any(|x| &x.path == ob))) {
+            let _ = writeln!(o, "    not patched: {}: {}", f.function, f.reason);
+        }
+    }
+}
+
 fn secs(ns: u64) -> String {
     format!("{:.3} s", ns as f64 / 1e9)
 }
@@ -149,13 +184,7 @@ pub fn render(trace: &TraceDir, s: &Summary, verbose: bool) -> String {
         let _ = writeln!(o, "  argv:      {}", p.argv.join(" "));
         let _ = writeln!(o, "  functions: {}, events: {}", p.functions, p.events);
         if let Some(r) = &p.patch {
-            let more = if verbose || r.refused.is_empty() { "" } else { " (--verbose names them)" };
-            let _ = writeln!(o, "  patched:   {} functions, {} not patched{more}", r.patched, r.refused.len());
-            if verbose {
-                for f in &r.refused {
-                    let _ = writeln!(o, "    not patched: {}: {}", f.function, f.reason);
-                }
-            }
+            render_patch(&mut o, r, verbose);
         }
         for t in &p.threads {
             let state = match (&t.error, t.unclosed) {

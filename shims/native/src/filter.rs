@@ -78,6 +78,12 @@ impl Filters {
         self.only.is_empty() && self.skip.is_empty()
     }
 
+    /// Whether a `-F` pattern names the object whose file name is `file` (`NAME@OBJECT`):
+    /// entry patching then patches it even if it is a system library.
+    pub(crate) fn names_object(&self, file: &str) -> bool {
+        self.only.iter().any(|p| p.object.as_ref().is_some_and(|o| o.is_match(file)))
+    }
+
     /// With `-F`, a thread starts outside any recorded subtree.
     pub(crate) fn has_roots(&self) -> bool {
         !self.only.is_empty()
@@ -212,9 +218,13 @@ pub(crate) struct Symbols {
 
 impl Symbols {
     pub(crate) fn read(path: &str) -> Option<Symbols> {
-        use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
         let data = std::fs::read(path).ok()?;
         let file = object::File::parse(&*data).ok()?;
+        Some(Symbols::of(&file))
+    }
+
+    pub(crate) fn of(file: &object::File) -> Symbols {
+        use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
         // The load address is that of the first PT_LOAD, page-aligned.
         let first = file.segments().map(|s| s.address()).min().unwrap_or(0) & !0xfff;
         let mut funcs: Vec<(u64, u64, String)> = Vec::new();
@@ -228,7 +238,7 @@ impl Symbols {
             }
         }
         funcs.sort_by_key(|f| f.0);
-        Some(Symbols { funcs })
+        Symbols { funcs }
     }
 
     fn name_of(&self, off: u64) -> Option<&str> {

@@ -42,6 +42,10 @@
 #define SLT_STACK_CAP 1024u
 #define SLT_CACHE_BITS 9u
 #define SLT_CACHE_SIZE (1u << SLT_CACHE_BITS)
+/* Frame repair in the fast path (dead_exact, below). */
+#define SLT_FAST_CLOSE 32u
+#define SLT_EVENT_MAX 24u /* trace_format::event::MAX_EVENT_LEN (checked by a test in lib.rs) */
+#define SLT_ROOT_BIT (1ull << 63) /* filter.rs ROOT_BIT */
 
 /* Tag layout of trace_format::event. */
 #define KIND_CALL 1u
@@ -111,6 +115,11 @@ SLT_HIDDEN struct slt_thread *slt_thread_state(void)
 SLT_HIDDEN uint64_t slt_cache_size(void)
 {
     return SLT_CACHE_SIZE;
+}
+
+SLT_HIDDEN uint64_t slt_event_max(void)
+{
+    return SLT_EVENT_MAX;
 }
 
 SLT_HIDDEN uint64_t slt_thread_size(void)
@@ -316,6 +325,27 @@ static inline int top_is_dead(const struct slt_thread *t, uint64_t cfa)
     return cfa != 0 && d - 1 < SLT_STACK_CAP && t->cfas[d - 1] != 0 && t->cfas[d - 1] <= cfa;
 }
 
+/* Entry patching sees no exits: most entries close frames (a sibling's, after its return).
+ * The common case is closed here, the rest goes to frames.rs: the new call's CFA equals an
+ * open frame's exactly (the same caller, at the same stack depth, on the same stack), at most
+ * SLT_FAST_CLOSE frames down; that frame and every one above it are dead. Returns how many,
+ * or 0 (frames.rs decides: no exact match, a frame without CFA, a `-F` root among them). */
+
+static inline uint64_t dead_exact(const struct slt_thread *t, uint64_t cfa)
+{
+    uint64_t d = t->depth;
+    if (d > SLT_STACK_CAP)
+        return 0;
+    for (uint64_t k = d; k-- > 0 && d - k <= SLT_FAST_CLOSE;) {
+        uint64_t f = t->cfas[k];
+        if (f == 0 || f > cfa || (t->stack[k] & SLT_ROOT_BIT))
+            return 0;
+        if (f == cfa)
+            return d - k;
+    }
+    return 0;
+}
+
 /* `sp`: the hook's stack pointer (0: unknown), read by the caller in lib.rs. It is at a
  * fixed distance from the instrumented function's CFA for every entry of that function (the
  * hook is called from its prologue, through the same code each time), so frames.rs measures
@@ -333,8 +363,19 @@ SLT_HIDDEN void slt_enter(void *this_fn, uint64_t sp)
         goto slow;
     off = SLT_CFA_OFF(e);
     cfa = off ? sp + off : 0;
-    if (UNLIKELY(top_is_dead(t, cfa)))
-        goto slow;
+    if (UNLIKELY(top_is_dead(t, cfa))) {
+        uint64_t n = dead_exact(t, cfa), ns;
+        if (n == 0 || c == 0 || (uint64_t)(lim - p) <= (n + 1) * SLT_EVENT_MAX)
+            goto slow;
+        ns = tsc_ns(c, read_tsc());
+        for (uint64_t i = 0; i < n; i++)
+            p = encode_return(p, delta(t, ns));
+        t->returns += n;
+        t->depth -= n;
+        record_call(t, addr, SLT_ID(e), cfa, p, ns);
+        give_limit(t, lim);
+        return;
+    }
     if (UNLIKELY(c == 0)) {
         enter_slow_clock(t, addr, SLT_ID(e), cfa, p, lim);
         return;

@@ -36,6 +36,8 @@
 mod filter;
 mod frames;
 #[cfg(target_arch = "x86_64")]
+mod objects;
+#[cfg(target_arch = "x86_64")]
 mod patch;
 
 use std::ffi::CStr;
@@ -562,7 +564,7 @@ fn init_process() -> bool {
         }
     };
     #[cfg(target_arch = "x86_64")]
-    if let Err(e) = patch::write_report(&dir) {
+    if let Err(e) = objects::write_report(&dir) {
         warn_once(&format!("cannot write {}: {e}", dir.join(trace_format::meta::PATCH_FILE).display()));
     }
     let proc = Proc { pid: meta.pid, dir, funcs, next_id: 0, main_base, exe: meta.exe, modules: Vec::new() };
@@ -864,18 +866,7 @@ extern "C" fn constructor() {
     // Patching stays here (never lazily, from inside a hook call: the code it rewrites may
     // be running then).
     #[cfg(target_arch = "x86_64")]
-    if std::env::var_os(patch::ENV_PATCH).is_some_and(|v| v == "1") {
-        let r = patch::patch_main_program();
-        patch::set_report(r.clone());
-        if std::env::var_os("SLICE_TRACE_PATCH_VERBOSE").is_some() {
-            let mut msg = format!("slicetrace-native: patched {} functions, refused {}\n", r.patched, r.refused.len());
-            for (name, why) in &r.refused {
-                msg.push_str(&format!("  {name}: {why:?}\n"));
-            }
-            // SAFETY: writing a buffer we own to stderr.
-            unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
-        }
-    }
+    objects::patch_at_start();
 }
 
 /// Set-up of this process image: 0 not done, 1 under way, 2 done.
@@ -954,6 +945,8 @@ extern "C" fn after_fork_child() {
     TABLE.store(null_mut(), Ordering::Release);
     THREAD_SEQ.store(0, Ordering::Relaxed);
     COLD.0.store(false, Ordering::Release);
+    #[cfg(target_arch = "x86_64")]
+    objects::after_fork_child();
     STATE.store(UNINIT, Ordering::Release);
     // SAFETY: this thread's block; the only thread of the child.
     let t = unsafe { &mut *slt_thread_state() };
@@ -975,6 +968,7 @@ mod tests {
 
     extern "C" {
         fn slt_thread_size() -> u64;
+        fn slt_event_max() -> u64;
         fn slt_cache_size() -> u64;
         fn slt_test_encode(t: *mut SltThread, kinds: *const u8, ids: *const u64, times: *const u64, n: u64) -> u64;
         fn slt_test_now() -> u64;
@@ -986,6 +980,7 @@ mod tests {
         unsafe {
             assert_eq!(slt_thread_size() as usize, std::mem::size_of::<SltThread>());
             assert_eq!(slt_cache_size() as usize, CACHE_SIZE);
+            assert_eq!(slt_event_max() as usize, trace_format::event::MAX_EVENT_LEN);
         }
     }
 

@@ -1,27 +1,25 @@
-//! Entry patching of ordinary builds — an **experimental, opt-in prototype**
-//! (`SLICE_TRACE_PATCH=1`), x86-64, the main program only (not its libraries, not `dlopen`).
-//! See docs/native-recording.md for the design and what is missing.
+//! Entry patching of ordinary builds (x86-64): the program and its libraries, at start-up and
+//! after each `dlopen` (objects.rs decides which objects and when; this file patches one
+//! object). See docs/native-recording.md for the design and what is missing.
 //!
-//! At start-up (the shim's constructor, before the program's own constructors and before any
-//! other thread exists) every function symbol of the program's `.symtab` is considered. Its
-//! first whole instructions covering 5 bytes are decoded with iced-x86 and moved into a
+//! Every function symbol of an object's `.symtab` (else `.dynsym`) is considered. Its first
+//! whole instructions covering 5 bytes are decoded with iced-x86 and moved into a
 //! trampoline allocated within ±2 GiB (iced-x86's `BlockEncoder` re-targets RIP-relative
 //! operands); the entry becomes `jmp trampoline`. The trampoline calls `slt_patch_stub`, which
-//! saves the argument registers, calls the hot path with the function's address and its
-//! stack pointer at entry (the CFA is known exactly: no unwinding), restores them, runs the
-//! moved instructions and jumps back. No return address is touched: returns are rebuilt by the
-//! frame repair (frames.rs).
+//! saves every register the hook may change, calls the hot path with the function's address
+//! and its stack pointer at entry (the CFA is known exactly: no unwinding), restores them,
+//! runs the moved instructions and jumps back. No return address is touched: returns are
+//! rebuilt by the frame repair (frames.rs).
 //!
 //! Refused: functions shorter than 5 bytes, a first instruction that is not plain
-//! (a branch, call or return in the moved bytes), a moved byte that is the target of a jump
+//! (an indirect branch or call in the moved bytes), a moved byte that is the target of a jump
 //! inside the function, bytes that do not decode, `.cold` fragments and the C runtime's own
 //! start-up functions.
 
 use crate::frames;
-use iced_x86::{BlockEncoder, BlockEncoderOptions, Decoder, DecoderOptions, FlowControl, Instruction, InstructionBlock};
-
-/// The environment variable that turns patching on (`1`).
-pub(crate) const ENV_PATCH: &str = "SLICE_TRACE_PATCH";
+use iced_x86::{
+    BlockEncoder, BlockEncoderOptions, Code, Decoder, DecoderOptions, FlowControl, Instruction, InstructionBlock, OpKind, Register,
+};
 
 /// Trampoline layout: function address, stub address, `call [rip-14]`, moved code, `jmp`.
 const HEAD: usize = 22;
@@ -61,10 +59,18 @@ pub(crate) fn plan(code: &[u8], ip: u64) -> Result<Vec<Instruction>, Refusal> {
             break;
         }
         match i.flow_control() {
-            FlowControl::Next | FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch | FlowControl::Return => {}
-            // A direct call is moved as `push <its return address>; jmp <target>`, so the
-            // callee returns to the original code and unwinding never sees the trampoline.
+            // An indirect jump (`jmp [rax + 8]`, a tail call through a table) is moved as it
+            // is (a RIP-relative operand is re-targeted by the encoder).
+            FlowControl::Next
+            | FlowControl::UnconditionalBranch
+            | FlowControl::ConditionalBranch
+            | FlowControl::Return
+            | FlowControl::IndirectBranch => {}
+            // A call is moved as `push <its return address>; jmp <target>`, so the callee
+            // returns to the original code and unwinding never sees the trampoline. Its
+            // operand must not read rsp (the push moves it).
             FlowControl::Call if i.is_call_near() => {}
+            FlowControl::IndirectCall if i.code() == Code::Call_rm64 && !reads_rsp(i) => {}
             _ => return Err(Refusal::NotPlainPrologue),
         }
         len += i.len();
@@ -72,6 +78,11 @@ pub(crate) fn plan(code: &[u8], ip: u64) -> Result<Vec<Instruction>, Refusal> {
     }
     if len < JMP_LEN {
         return Err(Refusal::TooShort);
+    }
+    // A call must be the last moved instruction: the code after it (where it returns) stays.
+    let is_call = |i: &Instruction| matches!(i.flow_control(), FlowControl::Call | FlowControl::IndirectCall);
+    if moved[..moved.len() - 1].iter().any(is_call) {
+        return Err(Refusal::NotPlainPrologue);
     }
     if len > SLOT - HEAD - JMP_LEN - 16 {
         return Err(Refusal::TooLong);
@@ -84,6 +95,12 @@ pub(crate) fn plan(code: &[u8], ip: u64) -> Result<Vec<Instruction>, Refusal> {
         }
     }
     Ok(moved)
+}
+
+/// Whether an instruction's operands read rsp (a register or a memory address).
+fn reads_rsp(i: &Instruction) -> bool {
+    let rsp = |r: Register| matches!(r, Register::RSP | Register::ESP);
+    rsp(i.memory_base()) || rsp(i.memory_index()) || (0..i.op_count()).any(|k| i.op_kind(k) == OpKind::Register && rsp(i.op_register(k)))
 }
 
 /// The C runtime's start-up and tear-down functions, never patched.
@@ -107,9 +124,13 @@ std::arch::global_asm!(
     ".hidden slt_patch_stub",
     ".type slt_patch_stub,@function",
     "slt_patch_stub:",
-    // [rsp]: the return address into the trampoline (its start + 22). The stack is not
-    // always 16-byte aligned at a function's entry (gcc calls its own local leaf functions
-    // with any alignment), so the stub aligns it, keeping the old value in rbx.
+    // [rsp]: the return address into the trampoline (its start + 22). EVERY register the
+    // hook may change is saved, not only the argument registers: gcc at -O2 (-fipa-ra) keeps
+    // values in call-clobbered registers (r8-r11, xmm8-xmm15, ...) across a call to a local
+    // function that it knows leaves them alone, and that function's entry now calls the
+    // hook (tests/native_patch.rs, examples/c/regs.c). rbx keeps the unaligned stack
+    // pointer: the stack is not always 16-byte aligned at a function's entry (gcc calls its
+    // own local leaf functions with any alignment).
     "push rax",
     "push rdi",
     "push rsi",
@@ -118,11 +139,38 @@ std::arch::global_asm!(
     "push r8",
     "push r9",
     "push r10",
+    "push r11",
     "push rbx",
+    // A patched function called by the hook itself (libc, when it is patched) or by the
+    // shim while it patches runs unrecorded: the thread's guard (initial-exec TLS) is set.
+    "mov rax, qword ptr [rip + slt_patch_guard@GOTTPOFF]",
+    "cmp byte ptr fs:[rax], 0",
+    "jne 6f",
+    "mov byte ptr fs:[rax], 1",
     "mov rbx, rsp",
-    "and rsp, -16",
-    "sub rsp, 128",
-    "movdqu xmmword ptr [rsp], xmm0",
+    "and rsp, -32",
+    "sub rsp, 544",
+    // Which vector state to keep (SIMD_MODE; the choice is kept at [rsp + 512]):
+    // 0: xmm0-15 (no AVX); 1: xmm0-15, then vzeroupper after the hook (AVX, but the upper
+    // halves are not in use: XINUSE says so, and they are zero); 2: whole ymm0-15 (the
+    // program uses them: the slow path's libc calls may run AVX code that ends with
+    // vzeroupper). Saving ymm when the program does not use AVX would leave the upper
+    // halves "in use" after the restore, and every SSE instruction after (the hook's, the
+    // program's) would pay for it: 2.5 times the recording's cost, measured.
+    "movzx eax, byte ptr [rip + {avx}]",
+    "cmp eax, 1",
+    "jne 7f",
+    "mov ecx, 1",
+    "xgetbv",
+    "test al, 4",
+    "mov eax, 1",
+    "jz 7f",
+    "mov eax, 2",
+    "7:",
+    "mov dword ptr [rsp + 512], eax",
+    "cmp eax, 2",
+    "je 2f",
+    "movdqu xmmword ptr [rsp + 0], xmm0",
     "movdqu xmmword ptr [rsp + 16], xmm1",
     "movdqu xmmword ptr [rsp + 32], xmm2",
     "movdqu xmmword ptr [rsp + 48], xmm3",
@@ -130,12 +178,46 @@ std::arch::global_asm!(
     "movdqu xmmword ptr [rsp + 80], xmm5",
     "movdqu xmmword ptr [rsp + 96], xmm6",
     "movdqu xmmword ptr [rsp + 112], xmm7",
-    "mov rdi, qword ptr [rbx + 72]",
+    "movdqu xmmword ptr [rsp + 128], xmm8",
+    "movdqu xmmword ptr [rsp + 144], xmm9",
+    "movdqu xmmword ptr [rsp + 160], xmm10",
+    "movdqu xmmword ptr [rsp + 176], xmm11",
+    "movdqu xmmword ptr [rsp + 192], xmm12",
+    "movdqu xmmword ptr [rsp + 208], xmm13",
+    "movdqu xmmword ptr [rsp + 224], xmm14",
+    "movdqu xmmword ptr [rsp + 240], xmm15",
+    "jmp 3f",
+    "2:",
+    "vmovdqu ymmword ptr [rsp + 0], ymm0",
+    "vmovdqu ymmword ptr [rsp + 32], ymm1",
+    "vmovdqu ymmword ptr [rsp + 64], ymm2",
+    "vmovdqu ymmword ptr [rsp + 96], ymm3",
+    "vmovdqu ymmword ptr [rsp + 128], ymm4",
+    "vmovdqu ymmword ptr [rsp + 160], ymm5",
+    "vmovdqu ymmword ptr [rsp + 192], ymm6",
+    "vmovdqu ymmword ptr [rsp + 224], ymm7",
+    "vmovdqu ymmword ptr [rsp + 256], ymm8",
+    "vmovdqu ymmword ptr [rsp + 288], ymm9",
+    "vmovdqu ymmword ptr [rsp + 320], ymm10",
+    "vmovdqu ymmword ptr [rsp + 352], ymm11",
+    "vmovdqu ymmword ptr [rsp + 384], ymm12",
+    "vmovdqu ymmword ptr [rsp + 416], ymm13",
+    "vmovdqu ymmword ptr [rsp + 448], ymm14",
+    "vmovdqu ymmword ptr [rsp + 480], ymm15",
+    "3:",
+    "mov rdi, qword ptr [rbx + 80]",
     "mov rdi, qword ptr [rdi - 22]",
     // The function's stack pointer at entry (its CFA - 8).
-    "lea rsi, [rbx + 80]",
+    "lea rsi, [rbx + 88]",
     "call {hook}",
-    "movdqu xmm0, xmmword ptr [rsp]",
+    "mov eax, dword ptr [rsp + 512]",
+    "cmp eax, 2",
+    "je 4f",
+    "cmp eax, 1",
+    "jne 8f",
+    "vzeroupper",
+    "8:",
+    "movdqu xmm0, xmmword ptr [rsp + 0]",
     "movdqu xmm1, xmmword ptr [rsp + 16]",
     "movdqu xmm2, xmmword ptr [rsp + 32]",
     "movdqu xmm3, xmmword ptr [rsp + 48]",
@@ -143,8 +225,39 @@ std::arch::global_asm!(
     "movdqu xmm5, xmmword ptr [rsp + 80]",
     "movdqu xmm6, xmmword ptr [rsp + 96]",
     "movdqu xmm7, xmmword ptr [rsp + 112]",
+    "movdqu xmm8, xmmword ptr [rsp + 128]",
+    "movdqu xmm9, xmmword ptr [rsp + 144]",
+    "movdqu xmm10, xmmword ptr [rsp + 160]",
+    "movdqu xmm11, xmmword ptr [rsp + 176]",
+    "movdqu xmm12, xmmword ptr [rsp + 192]",
+    "movdqu xmm13, xmmword ptr [rsp + 208]",
+    "movdqu xmm14, xmmword ptr [rsp + 224]",
+    "movdqu xmm15, xmmword ptr [rsp + 240]",
+    "jmp 5f",
+    "4:",
+    "vmovdqu ymm0, ymmword ptr [rsp + 0]",
+    "vmovdqu ymm1, ymmword ptr [rsp + 32]",
+    "vmovdqu ymm2, ymmword ptr [rsp + 64]",
+    "vmovdqu ymm3, ymmword ptr [rsp + 96]",
+    "vmovdqu ymm4, ymmword ptr [rsp + 128]",
+    "vmovdqu ymm5, ymmword ptr [rsp + 160]",
+    "vmovdqu ymm6, ymmword ptr [rsp + 192]",
+    "vmovdqu ymm7, ymmword ptr [rsp + 224]",
+    "vmovdqu ymm8, ymmword ptr [rsp + 256]",
+    "vmovdqu ymm9, ymmword ptr [rsp + 288]",
+    "vmovdqu ymm10, ymmword ptr [rsp + 320]",
+    "vmovdqu ymm11, ymmword ptr [rsp + 352]",
+    "vmovdqu ymm12, ymmword ptr [rsp + 384]",
+    "vmovdqu ymm13, ymmword ptr [rsp + 416]",
+    "vmovdqu ymm14, ymmword ptr [rsp + 448]",
+    "vmovdqu ymm15, ymmword ptr [rsp + 480]",
+    "5:",
     "mov rsp, rbx",
+    "mov rax, qword ptr [rip + slt_patch_guard@GOTTPOFF]",
+    "mov byte ptr fs:[rax], 0",
+    "6:",
     "pop rbx",
+    "pop r11",
     "pop r10",
     "pop r9",
     "pop r8",
@@ -155,12 +268,57 @@ std::arch::global_asm!(
     "pop rax",
     "ret",
     ".size slt_patch_stub, . - slt_patch_stub",
+    // slt_patch_guard_swap(new: u8) -> old: u8
+    ".hidden slt_patch_guard_swap",
+    ".globl slt_patch_guard_swap",
+    ".type slt_patch_guard_swap,@function",
+    "slt_patch_guard_swap:",
+    "mov rax, qword ptr [rip + slt_patch_guard@GOTTPOFF]",
+    "movzx ecx, byte ptr fs:[rax]",
+    "mov byte ptr fs:[rax], dil",
+    "mov eax, ecx",
+    "ret",
+    ".size slt_patch_guard_swap, . - slt_patch_guard_swap",
+    ".popsection",
+    ".pushsection .tbss.slt_patch_guard,\"awT\",@nobits",
+    ".hidden slt_patch_guard",
+    ".globl slt_patch_guard",
+    ".type slt_patch_guard,@object",
+    ".p2align 3",
+    "slt_patch_guard:",
+    ".zero 8",
+    ".size slt_patch_guard, 8",
     ".popsection",
     hook = sym slt_patched_enter,
+    avx = sym SIMD_MODE,
 );
+
+/// The stub's vector-state mode (see the stub): 0 no AVX, 1 AVX and XGETBV(1) tells whether
+/// the upper halves are in use, 2 AVX without that (always whole ymm). Set before anything
+/// is patched; read by the stub as one byte.
+static SIMD_MODE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
 extern "C" {
     fn slt_patch_stub();
+    fn slt_patch_guard_swap(new: u8) -> u8;
+}
+
+/// Sets this thread's patch guard while alive (patched functions called meanwhile are not
+/// recorded: the shim's own calls while it patches or reports), and puts the old value back.
+pub(crate) struct Guard(u8);
+
+impl Guard {
+    pub(crate) fn set() -> Guard {
+        // SAFETY: reads and writes this thread's guard byte.
+        Guard(unsafe { slt_patch_guard_swap(1) })
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // SAFETY: as in `set`.
+        unsafe { slt_patch_guard_swap(self.0) };
+    }
 }
 
 /// Called by the stub: the entry of the patched function `func`, whose stack pointer at entry
@@ -171,11 +329,11 @@ extern "C" fn slt_patched_enter(func: u64, sp: u64) {
 }
 
 impl Refusal {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Refusal::TooShort => "shorter than 5 bytes",
             Refusal::Undecodable => "undecodable",
-            Refusal::NotPlainPrologue => "an indirect call or jump in its first bytes",
+            Refusal::NotPlainPrologue => "a call before the end of its first bytes, a call through rsp or a far branch",
             Refusal::JumpTarget => "a jump target in its first bytes",
             Refusal::RuntimeStartup => "C runtime start-up",
             Refusal::ColdFragment => "a .cold fragment, not an entry",
@@ -184,59 +342,39 @@ impl Refusal {
     }
 }
 
-/// The report of this process image's patching, for `p<pid>/patch.json` (set once by the
-/// constructor, before any thread; read when the process directory is created).
-static REPORT: std::sync::OnceLock<Report> = std::sync::OnceLock::new();
-
-pub(crate) fn set_report(r: Report) {
-    let _ = REPORT.set(r);
-}
-
-/// Write `patch.json` into the process directory (`{"patched": N, "refused": [{"function",
-/// "reason"}]}`), if this image was patched.
-pub(crate) fn write_report(dir: &std::path::Path) -> std::io::Result<()> {
-    let Some(r) = REPORT.get() else { return Ok(()) };
-    let refused: Vec<_> = r
-        .refused
-        .iter()
-        .map(|(name, why)| {
-            let function = crate::filter::demangled(name);
-            let function = if function == *name { name.clone() } else { format!("{function} ({name})") };
-            trace_format::meta::PatchRefusal { function, reason: why.as_str().to_string() }
-        })
-        .collect();
-    let doc = trace_format::meta::PatchReport { patched: r.patched as u64, refused };
-    let text = serde_json::to_vec(&doc).map_err(std::io::Error::other)?;
-    std::fs::write(dir.join(trace_format::meta::PATCH_FILE), text)
-}
-
-/// Counts of one patching pass.
+/// Counts of one object's patching.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Report {
     pub patched: usize,
     pub refused: Vec<(String, Refusal)>,
 }
 
-/// Patch the main program's functions. Runs in the constructor (one thread).
-pub(crate) fn patch_main_program() -> Report {
-    let mut report = Report::default();
-    // SAFETY: AT_PHDR points into the main program; dladdr fills the Dl_info we own.
-    let base = unsafe {
-        let phdr = libc::getauxval(libc::AT_PHDR) as *const libc::c_void;
-        let mut info: libc::Dl_info = std::mem::zeroed();
-        if phdr.is_null() || libc::dladdr(phdr, &mut info) == 0 {
-            return report;
+/// Set up once, before the first object is patched (the stub's choice of registers).
+pub(crate) fn init() {
+    let mode = if !std::arch::is_x86_feature_detected!("avx") {
+        0
+    } else {
+        // CPUID.(EAX=0DH,ECX=1):EAX[2]: XGETBV with ECX = 1 (XINUSE) is supported.
+        // SAFETY: cpuid is available on every x86-64 CPU.
+        #[allow(unused_unsafe)]
+        let xinuse = unsafe { std::arch::x86_64::__cpuid_count(0xd, 1) }.eax & 4 != 0;
+        if xinuse {
+            1
+        } else {
+            2
         }
-        info.dli_fbase as u64
     };
-    let Ok(exe) = std::fs::read_link("/proc/self/exe") else { return report };
-    let Some(syms) = crate::filter::Symbols::read(&exe.to_string_lossy()) else { return report };
+    SIMD_MODE.store(mode, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Patch the functions of the object loaded at `base` (its first page: symbol offsets count
+/// from there), whose symbols are `syms`. Its code must not be running in another thread:
+/// objects.rs calls this from the constructor (one thread) and right after `dlopen` loaded
+/// the object (its code ran only in its constructors, on this thread, which returned).
+pub(crate) fn patch_object(base: u64, syms: &crate::filter::Symbols) -> Report {
+    let mut report = Report::default();
     let mut plans = Vec::new();
     for (off, size, name) in &syms.funcs {
-        if *size < JMP_LEN as u64 {
-            report.refused.push((name.clone(), Refusal::TooShort));
-            continue;
-        }
         if name.contains(".cold") {
             report.refused.push((name.clone(), Refusal::ColdFragment));
             continue;
@@ -245,11 +383,15 @@ pub(crate) fn patch_main_program() -> Report {
             report.refused.push((name.clone(), Refusal::RuntimeStartup));
             continue;
         }
+        if *size < JMP_LEN as u64 {
+            report.refused.push((name.clone(), Refusal::TooShort));
+            continue;
+        }
         let addr = base + off;
         // SAFETY: the symbol lies in the program's mapped, readable text.
         let code = unsafe { std::slice::from_raw_parts(addr as *const u8, *size as usize) };
         match plan(code, addr) {
-            Ok(moved) => plans.push((addr, moved)),
+            Ok(moved) => plans.push((addr, name, moved)),
             Err(r) => report.refused.push((name.clone(), r)),
         }
     }
@@ -260,21 +402,21 @@ pub(crate) fn patch_main_program() -> Report {
     let hi = plans.iter().map(|p| p.0).max().unwrap_or(base);
     let size = (plans.len() * SLOT).next_multiple_of(4096);
     let Some(area) = alloc_near(lo, hi, size) else {
-        for (addr, _) in &plans {
-            report.refused.push((format!("{addr:#x}"), Refusal::TooLong));
+        for (_, name, _) in &plans {
+            report.refused.push((name.to_string(), Refusal::TooLong));
         }
         return report;
     };
     let mut patches = Vec::new();
-    for (k, (addr, moved)) in plans.iter().enumerate() {
+    for (k, (addr, name, moved)) in plans.iter().enumerate() {
         let tramp = area + (k * SLOT) as u64;
         let (plain, call) = match moved.split_last() {
-            Some((last, rest)) if last.is_call_near() => (rest, Some(*last)),
+            Some((last, rest)) if last.is_call_near() || last.code() == Code::Call_rm64 => (rest, Some(*last)),
             _ => (&moved[..], None),
         };
         let block = InstructionBlock::new(plain, tramp + HEAD as u64);
         let Ok(enc) = BlockEncoder::encode(64, block, BlockEncoderOptions::NONE) else {
-            report.refused.push((format!("{addr:#x}"), Refusal::Undecodable));
+            report.refused.push(((*name).clone(), Refusal::Undecodable));
             continue;
         };
         let mut code = enc.code_buffer;
@@ -285,12 +427,25 @@ pub(crate) fn patch_main_program() -> Report {
             code.extend_from_slice(&(ret as u32).to_le_bytes());
             code.extend_from_slice(&[0xc7, 0x44, 0x24, 0x04]); // mov dword ptr [rsp + 4], hi
             code.extend_from_slice(&((ret >> 32) as u32).to_le_bytes());
-            let at = tramp + (HEAD + code.len() + JMP_LEN) as u64;
-            code.push(0xe9); // jmp target
-            code.extend_from_slice(&((c.near_branch_target() as i64 - at as i64) as i32).to_le_bytes());
+            if c.is_call_near() {
+                let at = tramp + (HEAD + code.len() + JMP_LEN) as u64;
+                code.push(0xe9); // jmp target
+                code.extend_from_slice(&((c.near_branch_target() as i64 - at as i64) as i32).to_le_bytes());
+            } else {
+                // `call r/m64` becomes `jmp r/m64`, same operand.
+                let mut j = c;
+                j.set_code(Code::Jmp_rm64);
+                let jmp = [j];
+                let block = InstructionBlock::new(&jmp, tramp + (HEAD + code.len()) as u64);
+                let Ok(enc) = BlockEncoder::encode(64, block, BlockEncoderOptions::NONE) else {
+                    report.refused.push((name.to_string(), Refusal::Undecodable));
+                    continue;
+                };
+                code.extend_from_slice(&enc.code_buffer);
+            }
         }
         if HEAD + code.len() + JMP_LEN > SLOT {
-            report.refused.push((format!("{addr:#x}"), Refusal::TooLong));
+            report.refused.push(((*name).clone(), Refusal::TooLong));
             continue;
         }
         let moved_len: usize = moved.iter().map(|i| i.len()).sum();
@@ -373,6 +528,11 @@ mod tests {
         // An indirect call is not.
         assert_eq!(plan(&[0xff, 0xd0, 0x90, 0x90, 0x90, 0xc3], 0x1000).unwrap_err(), Refusal::NotPlainPrologue);
         assert_eq!(plan(&[0xc3, 0x90], 0x1000).unwrap_err(), Refusal::TooShort);
+        // An indirect tail jump is moved; an indirect call only as the last moved
+        // instruction and not through rsp.
+        assert_eq!(plan(&[0x48, 0x8b, 0x07, 0xff, 0x60, 0x08], 0x1000).unwrap().len(), 2);
+        assert_eq!(plan(&[0x48, 0x83, 0xec, 0x08, 0xff, 0x15, 0, 0, 0, 0, 0xc3], 0x1000).unwrap().len(), 2);
+        assert_eq!(plan(&[0x48, 0x83, 0xec, 0x08, 0xff, 0x54, 0x24, 0x08, 0xc3], 0x1000).unwrap_err(), Refusal::NotPlainPrologue);
         // A RIP-relative load is moved (and re-targeted by the encoder).
         let f = [0x48, 0x8b, 0x05, 0x10, 0, 0, 0, 0xc3];
         assert_eq!(plan(&f, 0x1000).unwrap().len(), 1);

@@ -153,15 +153,38 @@ pub const PATCH_FILE: &str = "patch.json";
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PatchReport {
-    /// Functions whose entry was patched.
+    /// Functions whose entry was patched (all objects).
     pub patched: u64,
-    /// Functions left unpatched, and why.
+    /// Functions left unpatched, and why (all objects).
     #[serde(default)]
     pub refused: Vec<PatchRefusal>,
+    /// Each object (the program, its libraries, `dlopen`ed ones) that was considered, in the
+    /// order seen.
+    #[serde(default)]
+    pub objects: Vec<PatchObject>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PatchRefusal {
     pub function: String,
     pub reason: String,
+    /// The object's path (absent in traces written before objects were reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+}
+
+/// One object's part of the patching.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct PatchObject {
+    pub path: String,
+    pub patched: u64,
+    /// Functions of this object left unpatched.
+    pub refused: u64,
+    /// Why the whole object was left alone (a system library, built with
+    /// `-finstrument-functions`, no symbols), if it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+    /// Loaded by `dlopen` after start-up.
+    #[serde(default)]
+    pub dlopened: bool,
 }

@@ -74,6 +74,10 @@ pub struct StreamWriter {
     incomplete: bool,
     /// [`FORK_GENERATION`] when the stream was created.
     generation: u32,
+    /// A cursor lent by [`StreamWriter::cursor`] points into the current window. A new
+    /// window ends that: a stale cursor's address may fall inside the new mapping (the same
+    /// address is often reused), and taking it back would jump over unwritten bytes.
+    lent: bool,
 }
 
 /// The hot state of a stream, lent to an encoder outside this crate (the native shim's C hot
@@ -120,6 +124,7 @@ impl StreamWriter {
             name_offset: 0,
             incomplete: false,
             generation: fork_generation(),
+            lent: false,
         };
         let h = encode_header(flags, pid, tid, start_ns, window as u32);
         if let Err(e) = w.map_window(0) {
@@ -199,6 +204,7 @@ impl StreamWriter {
         if self.base.is_null() {
             return false;
         }
+        self.lent = false;
         let padded = self.pos < self.window;
         // SAFETY: the pad byte is written only at pos < window, and the old mapping is ours.
         unsafe {
@@ -300,17 +306,20 @@ impl StreamWriter {
         }
         // SAFETY: pos and window - MAX_EVENT_LEN are inside the mapped window.
         let (pos, limit) = unsafe { (self.base.add(self.pos), self.base.add(self.window - MAX_EVENT_LEN + 1)) };
+        self.lent = true;
         Some(RawCursor { pos, limit, last_ts: self.last_ts, calls: self.calls, returns: self.returns })
     }
 
-    /// Take back a cursor lent by [`StreamWriter::cursor`].
+    /// Take back a cursor lent by [`StreamWriter::cursor`]. A cursor lent before the writer
+    /// moved to another window is ignored (its window is gone), as is one that points
+    /// before the position (the writer wrote after taking it back).
     ///
     /// # Safety
     /// `c` must come from this writer's last `cursor()` call, with `pos` moved forward by
     /// whole events (of the stream encoding), each starting before `limit`, and no other
     /// method called in between.
     pub unsafe fn set_cursor(&mut self, c: &RawCursor) {
-        if self.base.is_null() {
+        if self.base.is_null() || !self.lent {
             return;
         }
         // A cursor that does not point into this window (not from this writer) is ignored.
@@ -647,6 +656,35 @@ mod tests {
         let evs: Vec<_> = s.events().unwrap().collect::<Result<_, _>>().unwrap();
         assert_eq!(evs.len() as u64, written);
         assert!(written > 100_000, "{written}");
+    }
+
+    #[test]
+    fn a_cursor_lent_before_a_new_window_is_not_taken_back() {
+        // The native shim's slow path takes the cursor back, writes (closing frames can
+        // fill the window), and used to take the same, stale cursor back again: when the new
+        // window was mapped at the old address, its position jumped ahead over unwritten
+        // bytes and readers stopped there ("the events do not add up to the totals").
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("t.ev");
+        let window = 64 << 10;
+        let mut w = StreamWriter::create(&path, 0, 1, 1, 0, window).unwrap();
+        for i in 0..(window as u64 / 2 - 100) {
+            w.call(1, i);
+        }
+        let stale = w.cursor().unwrap();
+        // SAFETY: the cursor just lent, unmoved.
+        unsafe { w.set_cursor(&stale) };
+        for i in 0..1000 {
+            w.ret(1_000_000 + i);
+        }
+        let (calls, returns, len) = (w.totals().calls, w.totals().returns, w.len());
+        // SAFETY: a stale cursor of this writer: must be ignored.
+        unsafe { w.set_cursor(&stale) };
+        assert_eq!((w.totals().calls, w.totals().returns, w.len()), (calls, returns, len));
+        w.finish();
+        let s = crate::ThreadStream::open(&path).unwrap();
+        let n = s.events().unwrap().filter(|e| e.is_ok()).count() as u64;
+        assert_eq!(n, calls + returns);
     }
 
     #[test]

@@ -1,0 +1,457 @@
+//! Which objects entry patching patches, and when (x86-64; patch.rs patches one object).
+//!
+//! - **At start-up** (the shim's constructor, before the program's own constructors and
+//!   before any thread of the program exists): every object `dl_iterate_phdr` lists — the
+//!   program and the libraries loaded with it.
+//! - **After `dlopen`**: the shim exports `dlopen` (LD_PRELOAD puts it first), calls the real
+//!   one and then patches the objects that were not there before, before `dlopen` returns to
+//!   its caller, so before any other thread can have a pointer into them. The objects'
+//!   constructors ran inside the real `dlopen` and are not recorded. (uftrace's libmcount
+//!   does the same; rtld-audit's `la_objopen` would come before the constructors, but needs
+//!   `LD_AUDIT` and a second library living in its own link-map namespace with its own copy
+//!   of the shim's state — not worth it for constructors.) `dlclose` is wrapped too, so that
+//!   an object loaded again at the same address is patched again.
+//!
+//! glibc's `dlopen` searches a bare name (`libfoo.so`) with the *caller's* `DT_RUNPATH`; our
+//! wrapper is the caller the real `dlopen` sees, so when that fails the wrapper searches the
+//! real caller's paths (`dlinfo(RTLD_DI_SERINFO)` of the caller's object) and opens the file
+//! it finds.
+//!
+//! Left alone by default, as the Python standard library is hidden by default: the C
+//! runtime and system libraries (anything under `/lib`, `/usr/lib`, …, and libc, libm, ld.so,
+//! libstdc++, libgcc_s, libpthread wherever they are), objects built with
+//! `-finstrument-functions` (their hooks record them), the shim itself and the vDSO.
+//! `SLICE_TRACE_PATCH=all` patches the system libraries too; a `-F NAME@OBJECT` pattern
+//! whose OBJECT matches a library's file name patches that library.
+
+use crate::{filter, patch, SpinLock};
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
+
+/// The environment variable that turns patching on: `1` (the program and its own
+/// libraries), `all` (system libraries too).
+pub(crate) const ENV_PATCH: &str = "SLICE_TRACE_PATCH";
+
+const OFF: u8 = 0;
+const ON: u8 = 1;
+const ALL: u8 = 2;
+
+/// Patching mode of this process image (set by the constructor; OFF until then, so that a
+/// `dlopen` in another library's constructor is only passed on).
+static MODE: AtomicU8 = AtomicU8::new(OFF);
+
+/// The objects seen and what was done to each, under `LOCK` (signals blocked while held).
+struct Seen {
+    /// (load address of the first page, name as the loader gives it) of loaded objects.
+    loaded: Vec<(u64, String)>,
+    reports: Vec<ObjectReport>,
+}
+
+struct ObjectReport {
+    path: String,
+    report: patch::Report,
+    skipped: Option<String>,
+    dlopened: bool,
+}
+
+static LOCK: SpinLock = SpinLock(AtomicBool::new(false));
+static mut SEEN: Seen = Seen { loaded: Vec::new(), reports: Vec::new() };
+
+/// Holds `LOCK` with every signal blocked: no handler runs half-patched code of this
+/// thread, and none can wait for the lock its own thread holds.
+struct Locked {
+    old: libc::sigset_t,
+}
+
+impl Locked {
+    fn take() -> Locked {
+        // SAFETY: a zeroed sigset_t is a valid set; pthread_sigmask fills the ones we own.
+        let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+        }
+        LOCK.lock();
+        Locked { old }
+    }
+
+    fn seen(&mut self) -> &mut Seen {
+        // SAFETY: SEEN is only touched while LOCK is held, which `self` proves.
+        unsafe { &mut *std::ptr::addr_of_mut!(SEEN) }
+    }
+}
+
+impl Drop for Locked {
+    fn drop(&mut self) {
+        LOCK.unlock();
+        // SAFETY: puts back the mask `take` saved.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
+    }
+}
+
+/// In a forked child: the lock may have been held by a thread that does not exist there.
+pub(crate) fn after_fork_child() {
+    LOCK.0.store(false, Ordering::Release);
+}
+
+/// The constructor: read the mode and patch the objects loaded with the program.
+pub(crate) fn patch_at_start() {
+    let mode = match std::env::var_os(ENV_PATCH) {
+        Some(v) if v == "1" => ON,
+        Some(v) if v == "all" => ALL,
+        _ => OFF,
+    };
+    if mode == OFF {
+        return;
+    }
+    patch::init();
+    MODE.store(mode, Ordering::Release);
+    patch_new(false);
+    if std::env::var_os("SLICE_TRACE_PATCH_VERBOSE").is_some() {
+        let mut l = Locked::take();
+        let mut msg = String::new();
+        for o in &l.seen().reports {
+            match &o.skipped {
+                Some(why) => msg.push_str(&format!("slicetrace-native: {}: not patched ({why})\n", o.path)),
+                None => {
+                    msg.push_str(&format!(
+                        "slicetrace-native: {}: patched {} functions, refused {}\n",
+                        o.path,
+                        o.report.patched,
+                        o.report.refused.len()
+                    ));
+                    for (name, why) in &o.report.refused {
+                        msg.push_str(&format!("  {name}: {}\n", why.as_str()));
+                    }
+                }
+            }
+        }
+        drop(l);
+        // SAFETY: writing a buffer we own to stderr.
+        unsafe { libc::write(2, msg.as_ptr() as *const libc::c_void, msg.len()) };
+    }
+}
+
+/// The loaded objects: (load address of the first page, name as the loader gives it, "" for
+/// the program).
+fn loaded_objects() -> Vec<(u64, String)> {
+    extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: libc::size_t, data: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: the loader passes a valid dl_phdr_info for the duration of the call, its
+        // program headers and name included; `data` is the Vec that loaded_objects passed.
+        unsafe {
+            let out = &mut *(data as *mut Vec<(u64, String)>);
+            let info = &*info;
+            let name = if info.dlpi_name.is_null() { String::new() } else { CStr::from_ptr(info.dlpi_name).to_string_lossy().into_owned() };
+            let phdrs =
+                if info.dlpi_phdr.is_null() { &[][..] } else { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+            if let Some(first) = phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD).map(|p| p.p_vaddr).min() {
+                out.push((info.dlpi_addr.wrapping_add(first & !0xfff), name));
+            }
+        }
+        0
+    }
+    let mut out: Vec<(u64, String)> = Vec::new();
+    // SAFETY: the callback only reads the loader's data and pushes to `out`.
+    unsafe { libc::dl_iterate_phdr(Some(visit), &mut out as *mut Vec<(u64, String)> as *mut libc::c_void) };
+    out
+}
+
+/// The shim's own load address (never patched).
+fn own_base() -> u64 {
+    // SAFETY: dladdr fills the Dl_info we own.
+    unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(own_base as *const libc::c_void, &mut info) == 0 {
+            return 0;
+        }
+        info.dli_fbase as u64
+    }
+}
+
+/// Libraries of the C runtime, by file name, wherever they are installed.
+const RUNTIME: [&str; 10] =
+    ["libc.so", "libm.so", "ld-linux", "ld64.so", "libstdc++.so", "libgcc_s.so", "libpthread.so", "libdl.so", "librt.so", "libslicetrace"];
+
+/// Directories of the system's libraries.
+const SYSTEM_DIRS: [&str; 5] = ["/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/", "/usr/libexec/"];
+
+/// Why the object at `path` (absolute) is left alone by default, if it is.
+pub(crate) fn system_library(path: &str) -> Option<&'static str> {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    if RUNTIME.iter().any(|r| file.starts_with(r)) {
+        return Some("the C runtime");
+    }
+    SYSTEM_DIRS.iter().any(|d| path.starts_with(d)).then_some("a system library")
+}
+
+/// Patch the objects not seen yet. `dlopened`: after a `dlopen`.
+fn patch_new(dlopened: bool) {
+    let mode = MODE.load(Ordering::Acquire);
+    if mode == OFF {
+        return;
+    }
+    let _errno = crate::ErrnoGuard::save();
+    let _guard = patch::Guard::set();
+    let objects = loaded_objects();
+    let own = own_base();
+    let mut l = Locked::take();
+    let seen = l.seen();
+    for (i, (base, name)) in objects.into_iter().enumerate() {
+        if seen.loaded.iter().any(|(b, n)| *b == base && *n == name) {
+            continue;
+        }
+        seen.loaded.push((base, name.clone()));
+        let path = if i == 0 && name.is_empty() {
+            match std::fs::read_link("/proc/self/exe") {
+                Ok(p) => p.to_string_lossy().into_owned(),
+                Err(_) => continue,
+            }
+        } else if !name.starts_with('/') && !name.contains('/') {
+            // The vDSO (no file), or an unnamed object.
+            continue;
+        } else {
+            std::fs::canonicalize(&name).map(|p| p.to_string_lossy().into_owned()).unwrap_or(name)
+        };
+        if base == own {
+            continue;
+        }
+        let file = path.rsplit('/').next().unwrap_or(&path).to_string();
+        let skipped = match system_library(&path) {
+            Some(why) if mode != ALL && !filter::active().is_some_and(|f| f.names_object(&file)) => {
+                Some(format!("{why}; SLICE_TRACE_PATCH=all or -F 'PATTERN@{}' patches it", regex_escape(&file)))
+            }
+            _ => None,
+        };
+        let (report, skipped) = match skipped {
+            Some(s) => (patch::Report::default(), Some(s)),
+            None => match examine(&path) {
+                Ok(syms) => (patch::patch_object(base, &syms), None),
+                Err(why) => (patch::Report::default(), Some(why.to_string())),
+            },
+        };
+        seen.reports.push(ObjectReport { path, report, skipped, dlopened });
+    }
+    drop(l);
+    if crate::STATE.load(Ordering::Acquire) == crate::READY {
+        let p = crate::PROC.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: PROC is set before READY is published and never freed; `dir` never
+            // changes.
+            let dir = unsafe { (*p).dir.clone() };
+            let _ = write_report(&dir);
+        }
+    }
+}
+
+fn regex_escape(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c.to_string() } else { format!("\\{c}") }).collect()
+}
+
+/// The symbols of a patchable object, or why it is not patched.
+fn examine(path: &str) -> Result<filter::Symbols, &'static str> {
+    use object::{Object, ObjectSymbol};
+    let data = std::fs::read(path).map_err(|_| "its file cannot be read")?;
+    let file = object::File::parse(&*data).map_err(|_| "not an ELF file the shim can read")?;
+    if file.dynamic_symbols().any(|s| s.is_undefined() && s.name() == Ok("__cyg_profile_func_enter")) {
+        return Err("built with -finstrument-functions: its hooks record it");
+    }
+    let syms = filter::Symbols::of(&file);
+    if syms.funcs.is_empty() {
+        return Err("no function symbols");
+    }
+    Ok(syms)
+}
+
+/// Write `patch.json` into the process directory: totals, each object, each refusal.
+pub(crate) fn write_report(dir: &std::path::Path) -> std::io::Result<()> {
+    if MODE.load(Ordering::Acquire) == OFF {
+        return Ok(());
+    }
+    let _guard = patch::Guard::set();
+    let mut l = Locked::take();
+    let mut doc = trace_format::meta::PatchReport::default();
+    for o in &l.seen().reports {
+        doc.patched += o.report.patched as u64;
+        for (name, why) in &o.report.refused {
+            let function = filter::demangled(name);
+            let function = if function == *name { name.clone() } else { format!("{function} ({name})") };
+            doc.refused.push(trace_format::meta::PatchRefusal { function, reason: why.as_str().to_string(), object: Some(o.path.clone()) });
+        }
+        doc.objects.push(trace_format::meta::PatchObject {
+            path: o.path.clone(),
+            patched: o.report.patched as u64,
+            refused: o.report.refused.len() as u64,
+            skipped: o.skipped.clone(),
+            dlopened: o.dlopened,
+        });
+    }
+    drop(l);
+    let text = serde_json::to_vec(&doc).map_err(std::io::Error::other)?;
+    // Replaced whole (a reader never sees half a document).
+    let tmp = dir.join(format!("{}.tmp", trace_format::meta::PATCH_FILE));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, dir.join(trace_format::meta::PATCH_FILE))
+}
+
+// ---------------------------------------------------------------------------------------
+// dlopen / dlclose
+// ---------------------------------------------------------------------------------------
+
+type DlopenFn = unsafe extern "C" fn(*const libc::c_char, libc::c_int) -> *mut libc::c_void;
+type DlcloseFn = unsafe extern "C" fn(*mut libc::c_void) -> libc::c_int;
+
+static REAL_DLOPEN: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
+static REAL_DLCLOSE: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
+
+fn real(slot: &AtomicPtr<libc::c_void>, name: &CStr) -> *mut libc::c_void {
+    let mut f = slot.load(Ordering::Acquire);
+    if f.is_null() {
+        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.
+        f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+        slot.store(f, Ordering::Release);
+    }
+    f
+}
+
+// `dlopen` passes its caller's return address on (the real dlopen searches a bare name
+// with its caller's paths, and the caller it sees is this library).
+std::arch::global_asm!(
+    ".pushsection .text.slt_dlopen_entry,\"ax\",@progbits",
+    ".globl dlopen",
+    ".type dlopen,@function",
+    "dlopen:",
+    "mov rdx, qword ptr [rsp]",
+    "jmp {wrapper}",
+    ".size dlopen, . - dlopen",
+    ".popsection",
+    wrapper = sym slt_dlopen,
+);
+
+/// `dlopen(filename, flags)`, called from `caller`: the real one, then patching.
+unsafe extern "C" fn slt_dlopen(filename: *const libc::c_char, flags: libc::c_int, caller: u64) -> *mut libc::c_void {
+    let _guard = patch::Guard::set();
+    let f = real(&REAL_DLOPEN, c"dlopen");
+    if f.is_null() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: the real dlopen, found by dlsym.
+    let real_dlopen: DlopenFn = std::mem::transmute::<*mut libc::c_void, DlopenFn>(f);
+    let mut h = real_dlopen(filename, flags);
+    if h.is_null() && !filename.is_null() && !CStr::from_ptr(filename).to_bytes().contains(&b'/') {
+        if let Some(path) = search_as(caller, CStr::from_ptr(filename), real_dlopen) {
+            h = real_dlopen(path.as_ptr(), flags);
+        }
+        if h.is_null() {
+            // The real error message, for dlerror().
+            h = real_dlopen(filename, flags);
+        }
+    }
+    if !h.is_null() {
+        patch_new(true);
+    }
+    h
+}
+
+/// glibc's `Dl_serpath` and `Dl_serinfo` (<dlfcn.h>; not in the libc crate).
+#[repr(C)]
+struct DlSerpath {
+    dls_name: *mut libc::c_char,
+    dls_flags: libc::c_uint,
+}
+
+#[repr(C)]
+struct DlSerinfo {
+    dls_size: libc::size_t,
+    dls_cnt: libc::c_uint,
+    dls_serpath: [DlSerpath; 1],
+}
+
+const _: () = assert!(std::mem::size_of::<DlSerpath>() == 16 && std::mem::size_of::<DlSerinfo>() == 32);
+const RTLD_DI_SERINFO: libc::c_int = 4;
+const RTLD_DI_SERINFOSIZE: libc::c_int = 5;
+
+/// The file a bare `name` names in the search path of the object holding `caller` (its
+/// `DT_RUNPATH`/`DT_RPATH`, `LD_LIBRARY_PATH`, the system's directories), if there is one.
+unsafe fn search_as(caller: u64, name: &CStr, real_dlopen: DlopenFn) -> Option<std::ffi::CString> {
+    let _errno = crate::ErrnoGuard::save();
+    let mut info: libc::Dl_info = std::mem::zeroed();
+    if libc::dladdr(caller as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    let main = {
+        let phdr = libc::getauxval(libc::AT_PHDR) as *const libc::c_void;
+        let mut m: libc::Dl_info = std::mem::zeroed();
+        !phdr.is_null() && libc::dladdr(phdr, &mut m) != 0 && m.dli_fbase == info.dli_fbase
+    };
+    let h = real_dlopen(if main { std::ptr::null() } else { info.dli_fname }, libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+    if h.is_null() {
+        return None;
+    }
+    let mut size = DlSerinfo { dls_size: 0, dls_cnt: 0, dls_serpath: [DlSerpath { dls_name: std::ptr::null_mut(), dls_flags: 0 }] };
+    let mut found = None;
+    if libc::dlinfo(h, RTLD_DI_SERINFOSIZE, &mut size as *mut DlSerinfo as *mut libc::c_void) == 0 && size.dls_size > 0 {
+        // u64 words: Dl_serinfo's alignment.
+        let mut buf = vec![0u64; (size.dls_size as usize).div_ceil(8)];
+        let si = buf.as_mut_ptr() as *mut DlSerinfo;
+        (*si).dls_size = size.dls_size;
+        (*si).dls_cnt = size.dls_cnt;
+        if libc::dlinfo(h, RTLD_DI_SERINFO, si as *mut libc::c_void) == 0 {
+            let paths = std::slice::from_raw_parts((*si).dls_serpath.as_ptr(), (*si).dls_cnt as usize);
+            for p in paths {
+                if p.dls_name.is_null() {
+                    continue;
+                }
+                let mut full = CStr::from_ptr(p.dls_name).to_bytes().to_vec();
+                full.push(b'/');
+                full.extend_from_slice(name.to_bytes());
+                let Ok(full) = std::ffi::CString::new(full) else { continue };
+                if libc::access(full.as_ptr(), libc::R_OK) == 0 {
+                    found = Some(full);
+                    break;
+                }
+            }
+        }
+    }
+    let close = real(&REAL_DLCLOSE, c"dlclose");
+    if !close.is_null() {
+        // SAFETY: the real dlclose; `h` is the reference RTLD_NOLOAD took.
+        std::mem::transmute::<*mut libc::c_void, DlcloseFn>(close)(h);
+    }
+    found
+}
+
+/// `dlclose`: the real one; an object it unloaded is forgotten, so that one loaded later
+/// at the same address is patched.
+#[no_mangle]
+pub unsafe extern "C" fn dlclose(handle: *mut libc::c_void) -> libc::c_int {
+    let f = real(&REAL_DLCLOSE, c"dlclose");
+    if f.is_null() {
+        return -1;
+    }
+    // SAFETY: the real dlclose, found by dlsym.
+    let r = std::mem::transmute::<*mut libc::c_void, DlcloseFn>(f)(handle);
+    if MODE.load(Ordering::Acquire) != OFF {
+        let _errno = crate::ErrnoGuard::save();
+        let now = loaded_objects();
+        let mut l = Locked::take();
+        l.seen().loaded.retain(|o| now.contains(o));
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_libraries_and_the_c_runtime_are_told_apart() {
+        assert_eq!(system_library("/usr/lib/x86_64-linux-gnu/libz.so.1.2.13"), Some("a system library"));
+        assert_eq!(system_library("/lib/x86_64-linux-gnu/libc.so.6"), Some("the C runtime"));
+        assert_eq!(system_library("/opt/gcc/lib64/libstdc++.so.6.0.30"), Some("the C runtime"));
+        assert_eq!(system_library("/home/u/app/build/libshapes.so"), None);
+        assert_eq!(system_library("/home/u/app/build/app"), None);
+        assert_eq!(regex_escape("libz.so.1"), "libz\\.so\\.1");
+    }
+}
