@@ -88,3 +88,33 @@ fn deleted_object_degrades_to_recorded_symbols_with_a_warning() {
     assert_eq!(seq[0], "1:main");
     assert!(seq[1].starts_with("2:0x"), "{seq:?}");
 }
+
+/// A program rebuilt after the run would name other functions at the recorded addresses: its
+/// fingerprint (sources.json) no longer matches, so the recorded symbol names are kept, with a
+/// warning; an object only touched (same content, new modification time) is still trusted.
+#[test]
+fn rebuilt_object_keeps_the_recorded_names_with_a_warning() {
+    let s = scratch();
+    let d = s.path();
+    let t = build_and_trace(d, &["-g", "-rdynamic"]);
+    // Touched: the content hash still matches.
+    let prog = d.join("prog");
+    let f = std::fs::File::options().append(true).open(&prog).unwrap();
+    f.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5)).unwrap();
+    drop(f);
+    let p = &load(&t)[0];
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    assert_eq!(p.func("twice").first_line, Some(3));
+
+    // Rebuilt with a function in front of twice: twice's recorded address now falls in it.
+    let moved = SRC.replace("static int\ntwice", "int\npadding(int x)\n{\n    return x * x * x + 7 * x - 1;\n}\n\nstatic int\ntwice");
+    std::fs::write(d.join("prog.c"), moved).unwrap();
+    sh(Command::new("cc").current_dir(d).args(["-finstrument-functions", "-O0", "-g", "-rdynamic", "-o", "prog", "prog.c"]));
+    let p = &load(&t)[0];
+    assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
+    let w = &p.warnings[0];
+    assert!(w.contains("was rebuilt or replaced after the run") && w.contains("record the trace again"), "{w}");
+    // The names dladdr gave during the run; no source from the new build.
+    assert_eq!(p.func("main").name, "main");
+    assert!(p.funcs.iter().all(|f| f.file.is_none() && f.name != "padding"), "{:?}", p.funcs);
+}

@@ -110,7 +110,9 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
         out.push(f);
     }
     if !native.is_empty() {
-        let (resolved, w) = crate::symbolize::native::resolve(&native);
+        // The fingerprints of the objects that ran are in the trace directory's sources.json.
+        let recorded = proc.dir.parent().and_then(crate::source::SourceCache::read_sources_doc);
+        let (resolved, w) = crate::symbolize::native::resolve(&native, recorded.as_ref());
         warnings.extend(w);
         for (a, f) in native.iter().zip(resolved) {
             out[a.id as usize] = f;

@@ -23,6 +23,7 @@ use super::source_span;
 use crate::symbols::{Function, Language};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use trace_format::SourcesDoc;
 
 /// One native function address to resolve.
 #[derive(Debug, Clone)]
@@ -53,7 +54,12 @@ impl Resolved {
 
 /// Resolve addresses to functions, in the same order. Never fails: what cannot be resolved
 /// degrades to a symbol name or an address, with a warning (at most one per object).
-pub fn resolve(addrs: &[NativeAddr]) -> (Vec<Function>, Vec<String>) {
+///
+/// `recorded`: the trace's `sources.json`, whose fingerprints of the native objects (taken when
+/// the run ended) say whether an object on disk is still the one that ran: a rebuilt or
+/// replaced object would name other functions at the recorded addresses, so its functions
+/// keep the symbol names recorded at run time instead, with a warning.
+pub fn resolve(addrs: &[NativeAddr], recorded: Option<&SourcesDoc>) -> (Vec<Function>, Vec<String>) {
     let mut out: Vec<Option<Resolved>> = vec![None; addrs.len()];
     let mut warnings = Vec::new();
     let mut by_module: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
@@ -62,7 +68,7 @@ pub fn resolve(addrs: &[NativeAddr]) -> (Vec<Function>, Vec<String>) {
     }
     for (module, idxs) in by_module {
         let items: Vec<&NativeAddr> = idxs.iter().map(|&i| &addrs[i]).collect();
-        let (funcs, warning) = resolve_module(module, &items);
+        let (funcs, warning) = resolve_module(module, &items, recorded);
         warnings.extend(warning);
         for (i, f) in idxs.into_iter().zip(funcs) {
             out[i] = Some(f);
@@ -89,7 +95,34 @@ fn fallback(a: &NativeAddr, symbol: Option<String>) -> Function {
     }
 }
 
-fn resolve_module(module: &str, items: &[&NativeAddr]) -> (Vec<Resolved>, Option<String>) {
+/// Why the object at `path` is not the one the run executed, if its fingerprint in
+/// `sources.json` says so: size and modification time equal mean unchanged; otherwise the
+/// content's SHA-256 decides (a copy or a `touch` keeps it). No fingerprint (a trace from
+/// before objects were fingerprinted, or `trace` was killed): nothing to compare, trusted.
+fn changed_since_run(path: &Path, recorded: Option<&SourcesDoc>) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    let fp = recorded?.files.iter().find(|f| Path::new(&f.path) == path)?;
+    let meta = std::fs::metadata(path).ok()?;
+    let mtime_ns = meta.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_nanos() as i128);
+    if meta.len() == fp.size && mtime_ns == Some(fp.mtime_ns) {
+        return None;
+    }
+    let why = if meta.len() != fp.size {
+        format!("it is {} bytes, the run's was {}", meta.len(), fp.size)
+    } else {
+        let mut h = Sha256::new();
+        let mut f = std::fs::File::open(path).ok()?;
+        std::io::copy(&mut f, &mut h).ok()?;
+        let now: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+        if now == fp.sha256 {
+            return None;
+        }
+        "its content differs from the run's".to_string()
+    };
+    Some(why)
+}
+
+fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&SourcesDoc>) -> (Vec<Resolved>, Option<String>) {
     let names_only = |why: String| (items.iter().map(|a| Resolved::plain(fallback(a, None))).collect(), Some(why));
     if module.is_empty() {
         return names_only(format!(
@@ -98,6 +131,14 @@ fn resolve_module(module: &str, items: &[&NativeAddr]) -> (Vec<Resolved>, Option
         ));
     }
     let path = Path::new(module);
+    if let Some(why) = changed_since_run(path, recorded) {
+        return names_only(format!(
+            "{module} was rebuilt or replaced after the run ({why}): its debug information would name other functions at \
+             the recorded addresses, so {} function(s) in it are shown by the symbol names recorded at run time (or by \
+             address), without source; record the trace again to see them",
+            items.len()
+        ));
+    }
     let obj = match ObjectFile::open(path) {
         Ok(o) => o,
         Err(e @ ObjectError::Read(_)) => {
