@@ -137,7 +137,7 @@ fn rust_generic_instances_become_one_function_and_closures_keep_their_lines() {
         .enumerate()
         .map(|(i, &addr)| NativeAddr { id: i as u32, addr, module: exe.display().to_string(), base: 0, symbol: None })
         .collect();
-    let (funcs, warnings) = resolve(&native);
+    let (funcs, warnings) = resolve(&native, None);
     assert!(warnings.is_empty(), "{warnings:?}");
     // Both instances are the one source function `prog::parse`, with its attribute line.
     assert_eq!(funcs[0], funcs[1]);
