@@ -150,6 +150,14 @@ fn hexyl_prompt_has_exact_spans_and_hides_the_standard_library() {
     assert!(own.len() >= 10, "{own:?}");
     golden("hexyl_functions.txt", &(own.join("\n") + "\n"));
 
+    // clap's argument parsing is framework plumbing: in the tree, without source (the derive
+    // code hexyl generated stays); a question that names clap shows it.
+    assert!(prompt.contains("> Framework plumbing collapsed: clap_builder"), "{prompt}");
+    assert!(h.keys().all(|n| !n.starts_with("clap_builder::")), "{:?}", h.keys().collect::<Vec<_>>());
+    assert!(tree(&prompt).iter().any(|(_, l)| l.starts_with("clap_builder::derive::Parser::parse")), "{prompt}");
+    let named = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How does clap parse hexyl's arguments?"));
+    assert!(headings(&named).keys().any(|n| n.starts_with("clap_builder::")) && !named.contains("Framework plumbing"), "{named}");
+
     // No std, core or alloc function by default; instances merged.
     let default_tree = tree(&prompt);
     assert!(default_tree.iter().all(|(_, l)| !is_std(l)), "{default_tree:?}");

@@ -258,10 +258,18 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     notes.extend(crate::empty::stdlib_note(stdlib_hidden, after_prune, shown));
     if !plumbing_packages.is_empty() {
         let names: Vec<String> = plumbing_packages.into_iter().collect();
+        let one = names.len() == 1;
         notes.push(format!(
-            "Framework plumbing collapsed: {} only carries control to the program here; its functions are in the tree without their source{}. `--show-plumbing` shows it.",
+            "Framework plumbing collapsed: {} only {} control to the program here; {} functions are in the tree without their source{}. `--show-plumbing` shows {}.",
             names.join(", "),
-            if plumbing_removed > 0 { format!(", and {plumbing_removed} calls inside it that reached no other code are not shown") } else { String::new() }
+            if one { "carries" } else { "carry" },
+            if one { "its" } else { "their" },
+            if plumbing_removed > 0 {
+                format!(", and {plumbing_removed} calls inside {} that reached no other code are not shown", if one { "it" } else { "them" })
+            } else {
+                String::new()
+            },
+            if one { "it" } else { "them" }
         ));
     }
     let sources = SourceCache::new(SourceCache::read_sources_doc(&t.dir), &cwd);

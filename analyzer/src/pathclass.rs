@@ -163,6 +163,21 @@ pub(crate) fn cargo_package_end(s: &str) -> Option<usize> {
     None
 }
 
+/// The crate a source file from cargo's registry belongs to, with `-` as `_`
+/// (`.../registry/src/<index>/clap_builder-4.5.20/src/derive.rs` -> `clap_builder`); `None`
+/// elsewhere (git checkouts name a repository, not a crate).
+pub fn cargo_crate(s: &str) -> Option<String> {
+    if s.contains("/git/checkouts/") {
+        return None;
+    }
+    let i = cargo_package_end(s)?;
+    let dir = s[i..].split('/').next()?;
+    let b = dir.as_bytes();
+    // The version starts at the first `-` followed by a digit (`pico-args-0.5.0`).
+    let cut = (1..b.len()).find(|&k| b[k - 1] == b'-' && b[k].is_ascii_digit())?;
+    Some(dir[..cut - 1].replace('-', "_"))
+}
+
 /// A short display form of a Rust library or dependency path: `rust-library/std/src/path.rs`,
 /// `cargo-registry/clap_builder-4.5.20/src/derive.rs` (the full paths repeat a long prefix on
 /// every tree line).
@@ -334,6 +349,13 @@ mod tests {
         assert_eq!(origin(&f("standalone::run")), Origin::Program);
         assert_eq!(native_display_path(std).as_deref(), Some("rust-library/alloc/src/raw_vec/mod.rs"));
         assert_eq!(native_display_path(dep).as_deref(), Some("cargo-registry/clap_builder-4.5.20/src/derive.rs"));
+        assert_eq!(cargo_crate(dep).as_deref(), Some("clap_builder"));
+        assert_eq!(
+            cargo_crate("/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/pico-args-0.5.0/src/lib.rs").as_deref(),
+            Some("pico_args")
+        );
+        assert_eq!(cargo_crate("/root/.cargo/git/checkouts/clap-0d2c1b/5a1c2e3/src/lib.rs"), None);
+        assert_eq!(cargo_crate("/home/u/proj/src/main.rs"), None);
         assert_eq!(native_display_path("/home/u/x.rs"), None);
     }
 

@@ -17,7 +17,7 @@
 //! is named in the prompt.
 
 use crate::calltree::{CallTree, Keep, NodeId, ROOT};
-use crate::pathclass::{module_name, origin, Origin};
+use crate::pathclass::{cargo_crate, module_name, origin, Origin};
 use crate::select::Selection;
 use regex::Regex;
 use std::collections::{BTreeSet, HashSet};
@@ -44,7 +44,20 @@ pub const FRAMEWORKS: &[&str] = &[
     "jsonargparse",
     "tyro",
     "cyclopts",
+    // Rust crates (from cargo's registry, `-` read as `_`).
+    "clap",
+    "clap_builder",
+    "clap_lex",
+    "structopt",
+    "lexopt",
+    "pico_args",
+    "bpaf",
+    "gumdrop",
 ];
+
+/// Packages that the name of their family stands for in a question or filter: "How does clap
+/// parse ...?" keeps clap's builder and lexer too.
+const FAMILIES: &[(&str, &str)] = &[("clap_builder", "clap"), ("clap_lex", "clap")];
 
 /// Which packages to collapse. `Default` collapses nothing (the views show everything).
 #[derive(Debug, Clone, Default)]
@@ -81,7 +94,9 @@ impl Plumbing {
         let filters: Vec<&Regex> = sel.include.iter().chain(&sel.include_module).chain(&sel.include_file).chain(&sel.focus).collect();
         let mut packages: Vec<String> = Vec::new();
         for p in FRAMEWORKS.iter().map(|s| s.to_string()).chain(extra.iter().map(|s| s.replace('-', "_"))) {
-            if named_in(question, &p) || filters.iter().any(|r| r.is_match(&p)) || packages.contains(&p) {
+            let family = FAMILIES.iter().find(|(m, _)| *m == p).map(|(_, f)| *f);
+            let named = |text: &str| named_in(text, &p) || family.is_some_and(|f| named_in(text, f));
+            if named(question) || filters.iter().any(|r| r.is_match(&p)) || packages.contains(&p) {
                 continue;
             }
             packages.push(p);
@@ -94,14 +109,17 @@ impl Plumbing {
     }
 
     /// The framework package of a function, if it is one of [`Plumbing::packages`] installed
-    /// in site-packages.
+    /// in site-packages (for native code: a crate from cargo's registry).
     fn package_of(&self, f: &crate::symbols::Function, cwd: &Path) -> Option<String> {
         if origin(f) != Origin::SitePackages {
             return None;
         }
-        let m = module_name(f, cwd);
-        let top = m.split('.').next()?;
-        self.packages.iter().any(|p| p == top).then(|| top.to_string())
+        let top = if f.language == crate::symbols::Language::Native {
+            cargo_crate(&f.file.as_deref()?.to_string_lossy())?
+        } else {
+            module_name(f, cwd).split('.').next()?.to_string()
+        };
+        self.packages.iter().any(|p| *p == top).then_some(top)
     }
 
     /// Collapse the plumbing of one tree. `entry`: the entry script's function indices (a
@@ -217,6 +235,42 @@ mod tests {
         assert_eq!(p.collapse(&tree(), Path::new("/p"), &HashSet::new()).removed, 0);
         let sel = Selection { include_module: vec![Regex::new("^click").unwrap()], ..Selection::default() };
         assert!(!Plumbing::for_prompt("q", &[], &sel).packages.contains(&"click".to_string()));
+    }
+
+    /// A Rust program: clap's crates from cargo's registry are plumbing, the program's own
+    /// derive code under them stays; naming clap keeps its builder and lexer too.
+    #[test]
+    fn rust_argument_parsing_from_cargos_registry() {
+        let reg = "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f";
+        let native = |name: &str, file: &str| Function { language: Language::Native, ..f(name, file) };
+        let funcs = Arc::new(vec![
+            native("app::main", "/w/app/src/main.rs"),
+            native("clap_builder::derive::Parser::parse", &format!("{reg}/clap_builder-4.5.20/src/derive.rs")),
+            native("clap_lex::RawArgs::next", &format!("{reg}/clap_lex-0.7.2/src/lib.rs")),
+            native("<app::Opt as clap_builder::derive::Args>::augment_args", "/w/app/src/main.rs"),
+            native("app::run", "/w/app/src/main.rs"),
+        ]);
+        let mut b = TreeBuilder::new(funcs);
+        let main = b.child(ROOT, 0);
+        let parse = b.child(main, 1);
+        b.child(parse, 2);
+        b.child(parse, 3);
+        b.child(main, 4);
+        let t = b.finish();
+        let c = Plumbing::for_prompt("How does app run?", &[], &Selection::default()).collapse(&t, Path::new("/w/app"), &HashSet::new());
+        assert_eq!(
+            names(&c.tree),
+            [
+                "app::main",
+                "  clap_builder::derive::Parser::parse",
+                "    <app::Opt as clap_builder::derive::Args>::augment_args",
+                "  app::run"
+            ]
+        );
+        assert_eq!(c.packages.iter().collect::<Vec<_>>(), vec!["clap_builder", "clap_lex"]);
+        assert_eq!(c.removed, 1);
+        let p = Plumbing::for_prompt("How does clap parse the options?", &[], &Selection::default());
+        assert_eq!(p.collapse(&t, Path::new("/w/app"), &HashSet::new()).removed, 0, "{:?}", p.packages);
     }
 
     #[test]
