@@ -119,7 +119,7 @@ impl Plumbing {
         } else {
             module_name(f, cwd).split('.').next()?.to_string()
         };
-        self.packages.iter().any(|p| *p == top).then_some(top)
+        self.packages.contains(&top).then_some(top)
     }
 
     /// Collapse the plumbing of one tree. `entry`: the entry script's function indices (a
