@@ -37,6 +37,7 @@ mod filter;
 mod frames;
 #[cfg(target_arch = "x86_64")]
 mod patch;
+mod window;
 
 use std::ffi::CStr;
 use std::path::PathBuf;
@@ -316,9 +317,19 @@ unsafe fn recover_busy(t: &mut SltThread, sp: u64) -> bool {
         return false;
     }
     t.busy_sp = 0;
-    // The writer holds the position since the slow path's `pull`; an event it was writing
-    // when left is overwritten by the next (its position had not moved).
-    t.pull();
+    // The writer holds the position since the slow path's `pull` (or hot.c's cursor does,
+    // if the path was left before it); an event it was writing when left is overwritten by
+    // the next (its position had not moved), and its counters and the depth are read back
+    // from the stream.
+    if let Some(w) = t.pull() {
+        let w = w as *mut StreamWriter;
+        // SAFETY: `rust` is this thread's own state; `w` is its writer (a distinct field).
+        let h = (*(t.rust as *mut ThreadState)).handover;
+        if !window::resync_writer(t, &mut *w, &h) {
+            t.set_mode(M_OFF);
+            return false;
+        }
+    }
     t.push();
     if t.mode == M_ACTIVE && !filter::inside() {
         t.set_mode(M_FILTERED);
@@ -329,11 +340,11 @@ unsafe fn recover_busy(t: &mut SltThread, sp: u64) -> bool {
 extern "C" {
     fn slt_thread_state() -> *mut SltThread;
     fn slt_enter(this_fn: *mut libc::c_void, sp: u64);
-    fn slt_exit(this_fn: *mut libc::c_void);
+    fn slt_exit(this_fn: *mut libc::c_void, sp: u64);
     fn slt_cache_put(t: *mut SltThread, addr: u64, id: u64);
     fn slt_cache_clear(t: *mut SltThread);
     static mut slt_calibration: *const TscCalibration;
-    fn slt_take_limit(t: *mut SltThread) -> *mut u8;
+    fn slt_take_limit(t: *mut SltThread, sp: u64) -> *mut u8;
     fn slt_give_limit(t: *mut SltThread, lim: *mut u8);
 }
 
@@ -341,6 +352,9 @@ struct ThreadState {
     writer: Option<StreamWriter>,
     stack: Box<[u64; STACK_CAP]>,
     cfas: Box<[u64; STACK_CAP]>,
+    /// The cursor handed to hot.c last (`push`), to rebuild it if a fast path is left half-way
+    /// (window.rs).
+    handover: window::Handover,
 }
 
 impl SltThread {
@@ -360,13 +374,43 @@ impl SltThread {
         Some(w)
     }
 
+    /// Take the write window from whatever holds it (hot.c's rule), leaving this frame's
+    /// marker. If a fast path (or a hand-over) that a `siglongjmp` left for good held it, the
+    /// cursor is rebuilt from the stream first (window.rs); if that fails, recording stops.
+    /// Returns whether the cursor is sound.
+    fn take(&mut self) -> bool {
+        // SAFETY: this thread's block; hot.c's take is one instruction.
+        let old = unsafe { slt_take_limit(self, frames::stack_pointer()) };
+        if self.rust.is_null() {
+            return true;
+        }
+        // SAFETY: this thread's own state; the window is taken.
+        let st = unsafe { &mut *(self.rust as *mut ThreadState) };
+        // SAFETY: the window is taken; the hand-over is the last one of this window.
+        if unsafe { window::take_over(self, old, &st.handover) } {
+            return true;
+        }
+        // The stream since the hand-over is not what fast paths write: close the stream at
+        // the writer's own position (its last `pull`) and record nothing more.
+        self.mode = M_OFF;
+        if let Some(mut w) = st.writer.take() {
+            w.finish();
+        }
+        // SAFETY: this thread's block.
+        unsafe { slt_give_limit(self, null_mut()) };
+        false
+    }
+
     /// Any mode but ACTIVE: hot.c's fast paths test only `pos < limit`, so `limit` is null
     /// unless the thread records (the position stays, for `pull`).
     fn set_mode(&mut self, mode: u32) {
         debug_assert_ne!(mode, M_ACTIVE);
-        // SAFETY: this thread's block; hot.c's take keeps the hot-path rule (limit first).
-        unsafe { slt_take_limit(self) };
+        if !self.take() {
+            return;
+        }
         self.mode = mode;
+        // SAFETY: this thread's block: the window held (by this frame's marker) is released.
+        unsafe { slt_give_limit(self, null_mut()) };
     }
 
     /// Lend the writer's position to the C side; a stopped stream turns recording off.
@@ -380,11 +424,27 @@ impl SltThread {
         };
         match cur {
             Some(c) => {
-                // The whole cursor but the limit is written while the limit is null (a
-                // handler's event is dropped meanwhile); the limit is given last.
-                // SAFETY: this thread's block; hot.c keeps the hot-path rule.
-                unsafe { slt_take_limit(self) };
-                self.cur = RawCursor { limit: null_mut(), ..c };
+                // The whole cursor but the limit is written while this frame holds the
+                // window (a handler's event is dropped meanwhile; a jump out of here leaves
+                // a marker, and the hand-over is recorded before the mode is ACTIVE); the
+                // limit is given last.
+                if !self.take() {
+                    return;
+                }
+                self.cur.last_ts = c.last_ts;
+                self.cur.calls = c.calls;
+                self.cur.returns = c.returns;
+                self.cur.pos = c.pos;
+                let h = window::Handover {
+                    pos: c.pos,
+                    limit: c.limit,
+                    last_ts: c.last_ts,
+                    calls: c.calls,
+                    returns: c.returns,
+                    depth: self.depth,
+                };
+                // SAFETY: this thread's own state (`cur` is Some only with a state).
+                unsafe { (*(self.rust as *mut ThreadState)).handover = h };
                 self.mode = M_ACTIVE;
                 // SAFETY: as above; `c.limit` bounds the window `c.pos` is in.
                 unsafe { slt_give_limit(self, c.limit) };
@@ -425,8 +485,12 @@ fn start_thread(t: &mut SltThread) {
         return;
     }
     if t.rust.is_null() {
-        let st =
-            Box::into_raw(Box::new(ThreadState { writer: None, stack: Box::new([0u64; STACK_CAP]), cfas: Box::new([0u64; STACK_CAP]) }));
+        let st = Box::into_raw(Box::new(ThreadState {
+            writer: None,
+            stack: Box::new([0u64; STACK_CAP]),
+            cfas: Box::new([0u64; STACK_CAP]),
+            handover: window::Handover::NONE,
+        }));
         t.rust = st as *mut libc::c_void;
         // SAFETY: just allocated; the stacks live as long as the state.
         unsafe {
@@ -458,6 +522,10 @@ extern "C" fn thread_exit(p: *mut libc::c_void) {
     // SAFETY: this thread's block.
     let t = unsafe { &mut *slt_thread_state() };
     if t.rust == p {
+        if t.mode == M_ACTIVE {
+            // Take the window first (a fast path left by siglongjmp is taken over).
+            t.set_mode(M_BUSY);
+        }
         t.pull();
         t.set_mode(M_OFF);
         t.rust = null_mut();
@@ -699,7 +767,7 @@ pub extern "C" fn __cyg_profile_func_enter(this_fn: *mut libc::c_void, _call_sit
 #[no_mangle]
 pub extern "C" fn __cyg_profile_func_exit(this_fn: *mut libc::c_void, _call_site: *mut libc::c_void) {
     // SAFETY: hot.c's entry point; it only touches this thread's block.
-    unsafe { slt_exit(this_fn) }
+    unsafe { slt_exit(this_fn, frames::stack_pointer()) }
 }
 
 /// The clock, while hot.c has no TSC calibration to read.
@@ -709,6 +777,24 @@ pub extern "C" fn slt_now_slow() -> u64 {
     let ns = writer::monotonic_ns();
     publish_calibration();
     ns
+}
+
+/// An event of a thread that records, whose window a path holds (hot.c's marker): a signal
+/// handler's event inside that path (dropped), unless the path is gone (window.rs; then the
+/// slow path takes the window over when it switches the mode).
+fn held_by_live_path(t: &SltThread, sp: u64) -> bool {
+    t.mode == M_ACTIVE && (t.cur.limit as i64) < 0 && !window::owner_gone(t, sp)
+}
+
+/// Signals blocked for this slow path if it may change windows (window.rs). An event of a
+/// thread that does not record changes nothing.
+fn near_window_end(t: &SltThread) -> window::NearWindowEnd {
+    let near = t.mode != M_OFF && {
+        // SAFETY: this thread's own state, if any.
+        let h = (!t.rust.is_null()).then(|| unsafe { &(*(t.rust as *mut ThreadState)).handover });
+        t.mode == M_UNINIT || window::near_end(t, h)
+    };
+    window::NearWindowEnd::guard(near)
 }
 
 /// Start a slow path: the thread records (its stream is created on its first event); its
@@ -730,8 +816,12 @@ unsafe fn begin_slow(t: &mut SltThread) -> bool {
 #[no_mangle]
 pub unsafe extern "C" fn slt_enter_slow(t: *mut SltThread, addr: u64, sp: u64) {
     let _errno = ErrnoGuard::save();
+    let _signals = near_window_end(&*t);
     // SAFETY (here and below): `t` is this thread's block, passed by hot.c.
     if (*t).mode == M_BUSY && !recover_busy(&mut *t, sp) {
+        return;
+    }
+    if held_by_live_path(&*t, sp) {
         return;
     }
     let _busy = BusySp::set(t, sp);
@@ -803,8 +893,12 @@ unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root: bool) {
 /// Exit, when hot.c cannot record it by itself: the thread's first event, a return with no
 /// open call or that skips frames (longjmp), a full window.
 #[no_mangle]
-pub unsafe extern "C" fn slt_exit_slow(t: *mut SltThread, addr: u64) {
+pub unsafe extern "C" fn slt_exit_slow(t: *mut SltThread, addr: u64, sp: u64) {
     let _errno = ErrnoGuard::save();
+    let _signals = near_window_end(&*t);
+    if held_by_live_path(&*t, sp) {
+        return;
+    }
     // This frame's stack pointer: everything this slow path runs is below it.
     let _busy = BusySp::set(t, frames::stack_pointer());
     let t = &mut *t;
