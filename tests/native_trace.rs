@@ -425,3 +425,46 @@ fn clang_built_program_is_recorded_and_symbolized() {
     let block: Vec<&str> = src.lines().skip(first as usize - 1).take((last - first + 1) as usize).collect();
     assert!(prompt.contains(&format!("```c\n{}\n```", block.join("\n"))), "{prompt}");
 }
+
+/// 512 distinct functions called through a table of function pointers in a pseudo-random
+/// order (examples/c/fptrs.c): far more functions than fit the shim's per-thread id cache
+/// without collisions, so entries miss, evict each other and move between the cache's two
+/// ways all the time. Every call must be recorded with the right function at the right
+/// depth: the expected sequence is computed here the way the program computes it.
+#[test]
+fn many_functions_through_function_pointers_are_recorded_exactly() {
+    build_examples();
+    let s = scratch();
+    let t = s.path().join("t.d");
+    let (chains, depth) = (3000u64, 3i32);
+    let out = trace(&t, &example("c/build/fptrs"), &[&chains.to_string(), &depth.to_string()]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    // The program's own arithmetic (fptrs.c): f<n>(x, d) computes y = 31x + n and calls
+    // table[NEXT(y)](y, d - 1) while d > 0; main calls table[NEXT(i + acc)](i, depth).
+    let next = |x: u64| (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 55) as usize;
+    let mut want = vec!["1:main".to_string()];
+    let mut acc = 0u64;
+    for i in 0..chains {
+        let (mut f, mut x) = (next(i.wrapping_add(acc)), i);
+        for d in 0..=depth {
+            want.push(format!("{}:f{f:03o}", d + 2));
+            let y = x.wrapping_mul(31).wrapping_add(f as u64);
+            if d == depth {
+                acc ^= y;
+            } else {
+                (f, x) = (next(y), y);
+            }
+        }
+    }
+    assert!(stdout.contains(&format!("checksum {acc:x}")), "{stdout} (expected checksum {acc:x})");
+    let p = &load(&t)[0];
+    let got = p.sequence(0);
+    assert_eq!(got.len(), want.len());
+    if let Some(i) = got.iter().zip(&want).position(|(a, b)| a != b) {
+        panic!("call #{i}: recorded {}, the program made {}", got[i], want[i]);
+    }
+    let distinct: std::collections::HashSet<&str> = want.iter().filter_map(|c| c.split(':').nth(1)).collect();
+    assert!(distinct.len() > 500, "{} distinct functions", distinct.len());
+    assert_eq!(p.threads[0].open_at_end, 0);
+}

@@ -9,7 +9,7 @@
 //! `SIGKILL` without any flush, so no signal handler is installed).
 //!
 //! Hot path (one call or return, in `hot.c`): the thread's state in an initial-exec TLS block
-//! (no `__tls_get_addr` call), the function's id from a per-thread direct-mapped cache, a
+//! (no `__tls_get_addr` call), the function's id from a per-thread two-way cache, a
 //! shadow-stack store, one `rdtsc` converted to ns with a multiply and a shift, and a 1-3 byte
 //! event written into the mapped window. Everything else is Rust, below: the thread's first
 //! event, a cache miss (a lock-free lookup in the process-wide address -> id table), a full
@@ -239,8 +239,9 @@ impl Table {
 /// Functions remembered for replay after `fork` and for matching returns (deeper calls are
 /// counted but not remembered). Same as `SLT_STACK_CAP` in hot.c.
 const STACK_CAP: usize = 1024;
-/// Entries of a thread's direct-mapped address -> id cache (`SLT_CACHE_SIZE` in hot.c).
-const CACHE_SIZE: usize = 512;
+/// Entries of a thread's two-way set-associative address -> id cache (`SLT_CACHE_SIZE` in
+/// hot.c).
+const CACHE_SIZE: usize = 1024;
 
 /// Modes of a thread (`SLT_*` in hot.c).
 const M_UNINIT: u32 = 0;
