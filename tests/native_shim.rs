@@ -352,3 +352,53 @@ int main(void) {{
     assert!(p.count("mid") >= rounds, "{}", p.count("mid"));
     assert_eq!(p.threads[0].open_at_end, 0, "calls and returns balance");
 }
+
+/// glibc carves the static TLS of every preloaded library out of each thread's stack and
+/// refuses (EINVAL) a thread whose requested stack cannot hold it (with a 16 KiB id cache in
+/// the shim's TLS block, `pthread_create` with a `PTHREAD_STACK_MIN` stack failed). The
+/// shim's TLS block stays small (its id cache is on the heap), and a thread with a small
+/// stack is created, runs and is recorded. (64 KiB: the first event of a thread runs the
+/// shim's slow path on that stack, and a debug build of it needs about 32 KiB; a release
+/// build records a `PTHREAD_STACK_MIN` thread.)
+#[test]
+fn the_shims_tls_block_is_small_and_a_small_stack_thread_is_recorded() {
+    let so = target_dir().join("libslicetrace_native.so");
+    let out = std::process::Command::new("readelf").args(["-lW"]).arg(&so).output().unwrap();
+    let (stdout, _) = texts(&out);
+    let tls = stdout.lines().find(|l| l.trim_start().starts_with("TLS ")).unwrap_or_else(|| panic!("no PT_TLS in\n{stdout}"));
+    let memsz = tls.split_whitespace().nth(5).and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok());
+    assert!(memsz.is_some_and(|m| m <= 1024), "the shim's static TLS must stay small: {tls}");
+
+    let s = scratch();
+    let bin = build_c_with(
+        s.path(),
+        "small_stack",
+        r#"#include <pthread.h>
+#include <stdio.h>
+static int leaf(int x) { return x + 1; }
+static void *worker(void *arg) { return (void *)(long)leaf((int)(long)arg); }
+int main(void) {
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, 64 * 1024);
+    pthread_t t;
+    void *r = 0;
+    int c = pthread_create(&t, &at, worker, (void *)41L);
+    if (c == 0)
+        pthread_join(t, &r);
+    printf("create %d result %ld\n", c, (long)r);
+    return 0;
+}
+"#,
+        &["-pthread"],
+    );
+    let t = s.path().join("t.d");
+    let out = trace(&t, &bin, &[]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stdout.trim_end(), "create 0 result 42", "pthread_create under the shim");
+    let procs = load(&t);
+    assert_eq!(procs[0].threads.len(), 2);
+    assert_eq!(procs[0].count("worker"), 1);
+    assert_eq!(procs[0].callees("worker"), ["leaf"]);
+}

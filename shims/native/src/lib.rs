@@ -241,7 +241,7 @@ impl Table {
 const STACK_CAP: usize = 1024;
 /// Entries of a thread's two-way set-associative address -> id cache (`SLT_CACHE_SIZE` in
 /// hot.c).
-const CACHE_SIZE: usize = 1024;
+const CACHE_SIZE: usize = 2048;
 
 /// Modes of a thread (`SLT_*` in hot.c).
 const M_UNINIT: u32 = 0;
@@ -272,7 +272,8 @@ pub struct SltThread {
     rust: *mut libc::c_void,
     mode: u32,
     pad: u32,
-    cache: [CacheEntry; CACHE_SIZE],
+    /// `CACHE_SIZE` entries in the `ThreadState` (null until the thread's first event).
+    cache: *mut CacheEntry,
     /// CFAs of the open calls in `stack` (0: unknown), for the frame repair (frames.rs).
     cfas: *mut u64,
     /// Stack pointer of the running slow path at its shallowest (0: none): `recover_busy`.
@@ -356,6 +357,8 @@ struct ThreadState {
     /// The cursor handed to hot.c last (`push`), to rebuild it if a fast path is left half-way
     /// (window.rs).
     handover: window::Handover,
+    /// hot.c's id cache (on the heap: see `SLT_CACHE_SETS` there).
+    cache: Box<[CacheEntry]>,
 }
 
 impl SltThread {
@@ -491,12 +494,14 @@ fn start_thread(t: &mut SltThread) {
             stack: Box::new([0u64; STACK_CAP]),
             cfas: Box::new([0u64; STACK_CAP]),
             handover: window::Handover::NONE,
+            cache: (0..CACHE_SIZE).map(|_| CacheEntry { addr: u64::MAX, id: 0 }).collect(),
         }));
         t.rust = st as *mut libc::c_void;
         // SAFETY: just allocated; the stacks live as long as the state.
         unsafe {
             t.stack = (*st).stack.as_mut_ptr();
             t.cfas = (*st).cfas.as_mut_ptr();
+            t.cache = (*st).cache.as_mut_ptr();
         }
         t.depth = 0;
         let key = KEY.load(Ordering::Relaxed);
@@ -532,6 +537,7 @@ extern "C" fn thread_exit(p: *mut libc::c_void) {
         t.rust = null_mut();
         t.stack = null_mut();
         t.cfas = null_mut();
+        t.cache = null_mut();
     }
     if !st.is_null() {
         // SAFETY: the pointer came from Box::into_raw in start_thread, and the thread that
