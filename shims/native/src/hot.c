@@ -143,6 +143,8 @@ static inline struct slt_cache_entry *cache_set(struct slt_thread *t, uint64_t a
  * refreshed). */
 SLT_HIDDEN void slt_cache_put(struct slt_thread *t, uint64_t addr, uint64_t id)
 {
+    if (!t->cache)
+        return;
     struct slt_cache_entry *e = cache_set(t, addr);
     if (e[0].addr != addr)
         e[1] = e[0];
