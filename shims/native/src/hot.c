@@ -299,7 +299,9 @@ static __attribute__((noinline)) void exit_slow_clock(struct slt_thread *t, uint
  * its frame (a signal frame is pushed below the interrupted stack pointer) or on the
  * alternate signal stack; an event at or above the holder's stack pointer, not on the
  * alternate stack, shows the holder is gone (window.rs: owner_gone). The marker costs the
- * fast path nothing: the take's cmpxchg stores a register either way (it stored a zero).
+ * fast path no memory access: the take's cmpxchg stores a register either way (it stored a
+ * zero), plus a `not` to form it and a sign test before the take (a held window is left as
+ * it is).
  *
  * Taking it must be ONE instruction: with a load and a store, a handler that runs between
  * them may move the window (a full window, a stream that stops) and the interrupted path
