@@ -328,7 +328,7 @@ unsafe fn recover_busy(t: &mut SltThread, sp: u64) -> bool {
         // SAFETY: `rust` is this thread's own state; `w` is its writer (a distinct field).
         let h = (*(t.rust as *mut ThreadState)).handover;
         if !window::resync_writer(t, &mut *w, &h) {
-            t.set_mode(M_OFF);
+            t.stop();
             return false;
         }
     }
@@ -388,21 +388,28 @@ impl SltThread {
         if self.rust.is_null() {
             return true;
         }
-        // SAFETY: this thread's own state; the window is taken.
-        let st = unsafe { &mut *(self.rust as *mut ThreadState) };
-        // SAFETY: the window is taken; the hand-over is the last one of this window.
-        if unsafe { window::take_over(self, old, &st.handover) } {
+        // SAFETY: this thread's own state; the window is taken; the hand-over is the last
+        // one of this window.
+        if unsafe { window::take_over(self, old, &(*(self.rust as *mut ThreadState)).handover) } {
             return true;
         }
-        // The stream since the hand-over is not what fast paths write: close the stream at
-        // the writer's own position (its last `pull`) and record nothing more.
+        self.stop();
+        false
+    }
+
+    /// The stream since the last hand-over cannot be read back as calls and returns (window.rs;
+    /// not expected): close it at the writer's own position (its last `pull`, a consistent
+    /// stream) and record nothing more on this thread. The window must be taken.
+    fn stop(&mut self) {
         self.mode = M_OFF;
-        if let Some(mut w) = st.writer.take() {
-            w.finish();
+        if !self.rust.is_null() {
+            // SAFETY: this thread's own state.
+            if let Some(mut w) = unsafe { (*(self.rust as *mut ThreadState)).writer.take() } {
+                w.finish();
+            }
         }
         // SAFETY: this thread's block.
         unsafe { slt_give_limit(self, null_mut()) };
-        false
     }
 
     /// Any mode but ACTIVE: hot.c's fast paths test only `pos < limit`, so `limit` is null
