@@ -66,7 +66,7 @@ static PROC: AtomicPtr<Proc> = AtomicPtr::new(null_mut());
 /// Address -> id table; null until the first function is registered (and after a fork).
 static TABLE: AtomicPtr<Table> = AtomicPtr::new(null_mut());
 /// Lock of the cold path (registering a function, growing the table).
-static COLD: SpinLock = SpinLock(AtomicBool::new(false));
+static COLD: SpinLock = SpinLock::new();
 /// Sequence number of the next thread stream of this process.
 static THREAD_SEQ: AtomicU32 = AtomicU32::new(0);
 /// Pid of the traced parent, in a child created by `fork` (0: none).
@@ -109,17 +109,42 @@ impl Drop for ErrnoGuard {
     }
 }
 
-struct SpinLock(AtomicBool);
+/// A lock of the shim's cold paths (registering a function, its CFA offset, an object's
+/// symbols). Every signal is blocked while it is held (and while it is waited for): a handler
+/// that left with `siglongjmp` would leave it held, and every later holder would wait for ever
+/// (a timer handler jumping out of `frames::cfa_offset` did so in `tests/native_shim.rs`).
+/// Two `pthread_sigmask` calls per use (async-signal-safe), on paths that run once per
+/// function or object.
+struct SpinLock(AtomicBool, std::cell::UnsafeCell<std::mem::MaybeUninit<libc::sigset_t>>);
+
+// SAFETY: the cell is written and read only by the thread that holds the lock.
+unsafe impl Sync for SpinLock {}
 
 impl SpinLock {
+    const fn new() -> SpinLock {
+        SpinLock(AtomicBool::new(false), std::cell::UnsafeCell::new(std::mem::MaybeUninit::uninit()))
+    }
+
     fn lock(&self) {
-        while self.0.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            // SAFETY: sched_yield has no preconditions.
-            unsafe { libc::sched_yield() };
+        // SAFETY: sets we own; the old mask is kept for `unlock` by the holder only.
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+            while self.0.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+                libc::sched_yield();
+            }
+            (*self.1.get()).write(old);
         }
     }
+
     fn unlock(&self) {
+        // SAFETY: written by `lock` on this thread, which holds the lock.
+        let old = unsafe { (*self.1.get()).assume_init() };
         self.0.store(false, Ordering::Release);
+        // SAFETY: the mask saved by `lock`.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, null_mut()) };
     }
 }
 
