@@ -276,3 +276,131 @@ int main(void) {
     assert_eq!(p.count("after"), 2, "the main thread records again after the jump, and the worker records");
     assert_eq!(p.count("worker"), 1);
 }
+
+/// A timer whose handler leaves with `siglongjmp`, every 100 µs, wherever the
+/// signal lands: often inside a hook's fast path, which holds the thread's write window while
+/// it writes. The shim takes the window back at the next event at or above the abandoned
+/// fast path's frame (hot.c's marker, window.rs), so every call made after a jump is recorded
+/// (it recorded nothing more after the first jump out of a fast path), and the stream stays
+/// exact: the reader checks the header's totals (calls, returns, last time) against what it
+/// decodes, and calls and returns balance.
+#[test]
+fn siglongjmp_out_of_a_fast_path_leaves_recording_on() {
+    let s = scratch();
+    let rounds = 1000;
+    let bin = build_c_with(
+        s.path(),
+        "jump_storm",
+        &format!(
+            r#"#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#define ROUNDS {rounds}
+static sigjmp_buf jb;
+static volatile sig_atomic_t armed;
+/* Not instrumented: it only jumps, from wherever the signal landed. */
+__attribute__((no_instrument_function)) static void on_alarm(int sig) {{
+    (void)sig;
+    if (armed) {{
+        armed = 0;
+        siglongjmp(jb, 1);
+    }}
+}}
+static int leaf(int x) {{ return x * 3; }}
+static int mid(int x) {{ return leaf(x) + leaf(x + 1); }}
+/* No locals and no parameter: its frame is smaller than mid's, so its hook runs above any
+ * hook of mid or leaf that a jump abandoned. */
+static void after_jump(void) {{ }}
+static int done(int n) {{ return n; }}
+int main(void) {{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, NULL);
+    struct itimerval it = {{ {{ 0, 100 }}, {{ 0, 100 }} }};
+    setitimer(ITIMER_REAL, &it, NULL);
+    volatile long sum = 0;
+    volatile int i = 0;
+    for (volatile int r = 0; r < ROUNDS; r++) {{
+        if (sigsetjmp(jb, 1) == 0) {{
+            armed = 1;
+            for (;;)
+                sum += mid(i++); /* until the signal jumps out */
+        }}
+        after_jump();
+    }}
+    struct itimerval off = {{ {{ 0, 0 }}, {{ 0, 0 }} }};
+    setitimer(ITIMER_REAL, &off, NULL);
+    printf("%d\n", done(ROUNDS));
+    return 0;
+}}
+"#
+        ),
+        &[],
+    );
+    let t = s.path().join("t.d");
+    let out = trace(&t, &bin, &[]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stdout.trim_end(), rounds.to_string());
+    let procs = load(&t); // panics on a corrupt stream or totals that do not match it
+    let p = &procs[0];
+    assert_eq!(p.threads.len(), 1);
+    assert_eq!(p.count("after_jump"), rounds, "a call after a jump was dropped");
+    assert_eq!(p.count("done"), 1);
+    assert_eq!(p.callees("main"), ["after_jump", "done", "mid"], "the abandoned frames are closed");
+    assert!(p.count("mid") >= rounds, "{}", p.count("mid"));
+    assert_eq!(p.threads[0].open_at_end, 0, "calls and returns balance");
+}
+
+/// glibc carves the static TLS of every preloaded library out of each thread's stack and
+/// refuses (EINVAL) a thread whose requested stack cannot hold it (with a 16 KiB id cache in
+/// the shim's TLS block, `pthread_create` with a `PTHREAD_STACK_MIN` stack failed). The
+/// shim's TLS block stays small (its id cache is on the heap), and a thread with a small
+/// stack is created, runs and is recorded. (64 KiB: the first event of a thread runs the
+/// shim's slow path on that stack, and a debug build of it needs about 32 KiB; a release
+/// build records a `PTHREAD_STACK_MIN` thread.)
+#[test]
+fn the_shims_tls_block_is_small_and_a_small_stack_thread_is_recorded() {
+    let so = target_dir().join("libslicetrace_native.so");
+    let out = std::process::Command::new("readelf").args(["-lW"]).arg(&so).output().unwrap();
+    let (stdout, _) = texts(&out);
+    let tls = stdout.lines().find(|l| l.trim_start().starts_with("TLS ")).unwrap_or_else(|| panic!("no PT_TLS in\n{stdout}"));
+    let memsz = tls.split_whitespace().nth(5).and_then(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok());
+    assert!(memsz.is_some_and(|m| m <= 1024), "the shim's static TLS must stay small: {tls}");
+
+    let s = scratch();
+    let bin = build_c_with(
+        s.path(),
+        "small_stack",
+        r#"#include <pthread.h>
+#include <stdio.h>
+static int leaf(int x) { return x + 1; }
+static void *worker(void *arg) { return (void *)(long)leaf((int)(long)arg); }
+int main(void) {
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, 64 * 1024);
+    pthread_t t;
+    void *r = 0;
+    int c = pthread_create(&t, &at, worker, (void *)41L);
+    if (c == 0)
+        pthread_join(t, &r);
+    printf("create %d result %ld\n", c, (long)r);
+    return 0;
+}
+"#,
+        &["-pthread"],
+    );
+    let t = s.path().join("t.d");
+    let out = trace(&t, &bin, &[]);
+    let (stdout, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(stdout.trim_end(), "create 0 result 42", "pthread_create under the shim");
+    let procs = load(&t);
+    assert_eq!(procs[0].threads.len(), 2);
+    assert_eq!(procs[0].count("worker"), 1);
+    assert_eq!(procs[0].callees("worker"), ["leaf"]);
+}

@@ -1,9 +1,11 @@
-/* measure.c - run a command and report its wall time and peak memory, for bench/run.
+/* measure.c - run a command and report its wall time, CPU time and peak memory, for bench/run.
  *
  *   measure COMMAND [ARGS...]
  *
  * The command's stdout goes to /dev/null, its stderr is passed through. On exit, prints
- * "<wall ns> <peak RSS KiB> <exit status>" on stdout. The peak RSS is ru_maxrss from wait4:
+ * "<wall ns> <peak RSS KiB> <exit status> <CPU ns>" on stdout. The CPU time is user + system
+ * time of the command and the descendants it waited for (ru_utime + ru_stime from wait4): on
+ * a shared machine it moves much less than the wall time. The peak RSS is ru_maxrss from wait4:
  * the largest resident set among the command and the descendants it waited for. This small
  * launcher exists because a child inherits the high-water mark of the process it was forked
  * from: measured from a Python harness directly, every command would weigh at least as much
@@ -45,6 +47,7 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     long long ns = (t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    printf("%lld %ld %d\n", ns, ru.ru_maxrss, code);
+    long long cpu = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
+    printf("%lld %ld %d %lld\n", ns, ru.ru_maxrss, code, cpu);
     return 0;
 }

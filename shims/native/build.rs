@@ -28,6 +28,8 @@ fn main() {
         // The hot path is optimised in every profile (tests run debug builds of the shim too).
         .opt_level(2)
         .flag("-fno-instrument-functions")
+        // No frame pointer: the fast paths are leaf code (cc adds -fno-omit-frame-pointer).
+        .flag("-fomit-frame-pointer")
         .flag("-fvisibility=hidden")
         .flag_if_supported("-fno-plt")
         .warnings(true)

@@ -17,7 +17,7 @@ use crate::{begin_slow, enter_recorded, frames, SltThread, SpinLock, Table, M_AC
 use regex::Regex;
 use std::cell::Cell;
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// The environment variable `trace run` sets.
 pub(crate) const ENV_FILTER: &str = "SLICE_TRACE_NATIVE_FILTER";
@@ -129,7 +129,7 @@ pub(crate) fn demangled(name: &str) -> String {
 static FILTERS: AtomicPtr<Filters> = AtomicPtr::new(null_mut());
 /// Function address -> `Decision as u32`.
 static DECISIONS: AtomicPtr<Table> = AtomicPtr::new(null_mut());
-static LOCK: SpinLock = SpinLock(AtomicBool::new(false));
+static LOCK: SpinLock = SpinLock::new();
 /// Symbol tables of the objects seen, by load address (under `LOCK`).
 static mut OBJECTS: Vec<(u64, Option<Symbols>)> = Vec::new();
 

@@ -25,7 +25,7 @@
 use crate::{SpinLock, Table, STACK_CAP};
 use std::cell::Cell;
 use std::ptr::null_mut;
-use std::sync::atomic::{AtomicBool, AtomicPtr};
+use std::sync::atomic::AtomicPtr;
 
 /// The stack pointer, read by the entry hook for hot.c (0 where this is not implemented:
 /// then no frame is repaired).
@@ -48,7 +48,7 @@ const OTHER_STACK_SPAN: u64 = 1 << 20;
 /// Function address -> CFA offset + 1 (so that 0 stays "absent"); `u32::MAX`: no unwind
 /// information. Kept across `fork` (addresses are the same in the child).
 static OFFSETS: AtomicPtr<Table> = AtomicPtr::new(null_mut());
-static OFFSETS_LOCK: SpinLock = SpinLock(AtomicBool::new(false));
+static OFFSETS_LOCK: SpinLock = SpinLock::new();
 const NO_CFA: u32 = u32::MAX;
 
 /// Register the CFA offset of a function whose entry passes a known stack pointer (a

@@ -13,7 +13,10 @@
  *   - the thread's first event (mode UNINIT); events while the shim itself runs (BUSY) or
  *     does not record (OFF) are dropped (an entry while BUSY asks Rust first, which makes
  *     the thread record again if a siglongjmp left the slow path: recover_busy);
- *   - a function address missing from this thread's direct-mapped id cache;
+ *   - an event that finds the write window held by a fast path (a signal handler's event
+ *     inside it: dropped; or a fast path that a handler left with siglongjmp: Rust takes the
+ *     window over, window.rs);
+ *   - a function address missing from this thread's two-way id cache;
  *   - a full window, a return that does not match the shadow stack (longjmp), a clock that is
  *     not yet calibrated (or not the TSC);
  *   - an entry whose frame is at or above the innermost open frame's (frames.rs: that frame
@@ -40,8 +43,18 @@
 #define SLT_FILTERED 4u /* outside the recorded calls (filter.rs): every event is Rust's */
 
 #define SLT_STACK_CAP 1024u
-#define SLT_CACHE_BITS 9u
-#define SLT_CACHE_SIZE (1u << SLT_CACHE_BITS)
+/* The id cache: SLT_CACHE_SETS sets of two entries (two-way set-associative). Direct-mapped
+ * with 512 entries, a program that calls 512 functions in no particular order (a dispatch
+ * table: examples/c/fptrs.c) missed on 28% of its entries (hash collisions), each a trip
+ * through Rust; two ways of 512 sets miss on about 2%, of 1024 sets on 0.6%. A hit in the
+ * first way costs what the direct-mapped cache cost; the second way is looked at only when
+ * the first misses. The cache (32 KiB) is on the heap, allocated with the thread's state
+ * (lib.rs), not in this TLS block: glibc carves the static TLS out of every thread's stack,
+ * and refuses a thread whose requested stack cannot hold it (with a 16 KiB cache in the
+ * block, pthread_create with a PTHREAD_STACK_MIN stack failed with EINVAL). */
+#define SLT_CACHE_BITS 10u
+#define SLT_CACHE_SETS (1u << SLT_CACHE_BITS)
+#define SLT_CACHE_SIZE (2u * SLT_CACHE_SETS)
 /* Frame repair in the fast path (dead_exact, below). */
 #define SLT_FAST_CLOSE 32u
 #define SLT_EVENT_MAX 24u /* trace_format::event::MAX_EVENT_LEN (checked by a test in lib.rs) */
@@ -65,7 +78,7 @@ struct slt_cache_entry {
 struct slt_thread {
     /* The first five fields are trace_format::writer::RawCursor. */
     uint8_t *pos;        /* next byte of the mapped window to write */
-    uint8_t *limit;      /* an event may start at pos while pos < limit; NULL unless mode is ACTIVE */
+    uint8_t *limit;      /* an event may start at pos while pos < limit; see "THE hot-path rule" */
     uint64_t last_ns;    /* time of the previous event (delta base) */
     uint64_t calls;      /* call events written */
     uint64_t returns;    /* return events written */
@@ -74,7 +87,7 @@ struct slt_thread {
     void *rust;          /* lib.rs ThreadState */
     uint32_t mode;
     uint32_t pad;
-    struct slt_cache_entry cache[SLT_CACHE_SIZE];
+    struct slt_cache_entry *cache; /* SLT_CACHE_SIZE entries; NULL until the thread's first event */
     /* Frame repair (frames.rs): the canonical frame address (the stack pointer before the
      * call) of the first SLT_STACK_CAP open calls, 0 where unknown. */
     uint64_t *cfas;
@@ -104,7 +117,7 @@ static inline const struct slt_calibration *calibration(void)
 
 /* Slow paths, in lib.rs. */
 extern void slt_enter_slow(struct slt_thread *t, uint64_t addr, uint64_t sp);
-extern void slt_exit_slow(struct slt_thread *t, uint64_t addr);
+extern void slt_exit_slow(struct slt_thread *t, uint64_t addr, uint64_t sp);
 extern uint64_t slt_now_slow(void);
 
 SLT_HIDDEN struct slt_thread *slt_thread_state(void)
@@ -127,22 +140,33 @@ SLT_HIDDEN uint64_t slt_thread_size(void)
     return sizeof(struct slt_thread);
 }
 
-static inline uint32_t cache_slot(uint64_t addr)
+/* The first entry of the set of `addr` (the second is the next one). */
+static inline struct slt_cache_entry *cache_set(struct slt_thread *t, uint64_t addr)
 {
-    return (uint32_t)((addr * 0x9E3779B97F4A7C15ull) >> (64 - SLT_CACHE_BITS));
+    return &t->cache[2u * (uint32_t)((addr * 0x9E3779B97F4A7C15ull) >> (64 - SLT_CACHE_BITS))];
 }
 
+/* Only lib.rs's slow path calls this, while it holds the window (mode BUSY): no fast path
+ * uses the cache meanwhile (a handler's fast path reads it but cannot take the window). The
+ * new entry goes first; the first one moves to the second way (unless it is `addr` itself,
+ * refreshed). */
 SLT_HIDDEN void slt_cache_put(struct slt_thread *t, uint64_t addr, uint64_t id)
 {
-    struct slt_cache_entry *e = &t->cache[cache_slot(addr)];
-    e->addr = addr;
-    e->id = id;
+    if (!t->cache)
+        return;
+    struct slt_cache_entry *e = cache_set(t, addr);
+    if (e[0].addr != addr)
+        e[1] = e[0];
+    e[0].addr = addr;
+    e[0].id = id;
 }
 
 /* Forget every id (a new thread, or a forked child whose ids start again): no address
  * matches UINT64_MAX. */
 SLT_HIDDEN void slt_cache_clear(struct slt_thread *t)
 {
+    if (!t->cache)
+        return;
     for (uint32_t i = 0; i < SLT_CACHE_SIZE; i++) {
         t->cache[i].addr = UINT64_MAX;
         t->cache[i].id = 0;
@@ -214,12 +238,16 @@ static inline uint64_t delta(struct slt_thread *t, uint64_t ts)
     return later ? ts - last : 0;
 }
 
-/* The fast paths below need: a recording thread (limit is NULL unless the mode is ACTIVE, so
- * `pos < limit` also checks the mode; and NULL while a fast path runs), room in the window, and (entry) the function in the
+/* The fast paths below need: a recording thread (the limit is a window address only while
+ * the mode is ACTIVE and no path holds it, so `pos < limit` also checks both; see "THE
+ * hot-path rule"), room in the window, and (entry) the function in the
  * cache or (exit) the function on top of the shadow stack, or deeper than the stack
  * remembers. With a TSC calibration they call nothing (no stack frame); without one they ask
  * Rust's clock. Anything else is a tail call to Rust. */
 
+/* Commit order (window.rs rebuilds the cursor from the stream when a fast path was left
+ * half-way by siglongjmp): the event's bytes and its shadow-stack slot first, then the
+ * position, which makes the event part of the stream (one store); the counters after it. */
 static inline void record_call(struct slt_thread *t, uint64_t addr, uint64_t id, uint64_t cfa, uint8_t *p, uint64_t ns)
 {
     uint64_t d = t->depth;
@@ -227,15 +255,19 @@ static inline void record_call(struct slt_thread *t, uint64_t addr, uint64_t id,
         t->stack[d] = addr;
         t->cfas[d] = cfa;
     }
+    uint8_t *end = encode_call(p, id, delta(t, ns));
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->pos = end;
     t->depth = d + 1;
-    t->pos = encode_call(p, id, delta(t, ns));
     t->calls++;
 }
 
 static inline void record_return(struct slt_thread *t, uint64_t d, uint8_t *p, uint64_t ns)
 {
+    uint8_t *end = encode_return(p, delta(t, ns));
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    t->pos = end;
     t->depth = d - 1;
-    t->pos = encode_return(p, delta(t, ns));
     t->returns++;
 }
 
@@ -255,13 +287,30 @@ static __attribute__((noinline)) void exit_slow_clock(struct slt_thread *t, uint
     give_limit(t, lim);
 }
 
-/* THE hot-path rule, kept here and nowhere else (lib.rs calls slt_take_limit/slt_give_limit):
- * `limit` is NULL unless the thread records (mode ACTIVE), and NULL while a fast path or a
- * slow path writes. While a path runs, an event of a signal handler that interrupts it finds
- * no room, and as a NULL limit means "someone on this thread is writing", it is dropped
- * (wants_slow) instead of being written over. A handler that runs just before the limit is
- * taken records its events whole: the path reads the position and the stack only after it
- * took the limit.
+/* THE hot-path rule, kept here and nowhere else (lib.rs calls slt_take_limit/slt_give_limit
+ * and asks slt_limit_owner; window.rs decides when a holder is gone). The `limit` word says
+ * who may write the thread's window:
+ *   - a window address (positive as a signed number: user-space addresses are below 2^47):
+ *     free; the thread records (mode ACTIVE);
+ *   - NULL: nobody records (mode not ACTIVE), or a Rust path of the shim holds the window;
+ *   - a MARKER, ~sp (negative): the path whose frame is at stack pointer `sp` writes now
+ *     (a fast path, or lib.rs handing the cursor over).
+ * The fast paths test `pos < limit` as SIGNED numbers, so NULL and every marker fail it like
+ * a full window. While a path holds the window, an event of a signal handler that
+ * interrupts it finds no room and, as the window is held, is dropped (wants_slow) instead of
+ * being written over. A handler that runs just before the window is taken records its events
+ * whole: the path reads the position and the shadow stack only after it took the window.
+ *
+ * Why a marker and not NULL: a handler may leave with siglongjmp and never return into the
+ * fast path it interrupted; the window would then stay held and the thread record nothing
+ * more. With the marker, an event that finds the window held learns who holds it: code that
+ * runs while a fast path is interrupted is nested in that fast path, on the same stack below
+ * its frame (a signal frame is pushed below the interrupted stack pointer) or on the
+ * alternate signal stack; an event at or above the holder's stack pointer, not on the
+ * alternate stack, shows the holder is gone (window.rs: owner_gone). The marker costs the
+ * fast path no memory access: the take's cmpxchg stores a register either way (it stored a
+ * zero), plus a `not` to form it and a sign test before the take (a held window is left as
+ * it is).
  *
  * Taking it must be ONE instruction: with a load and a store, a handler that runs between
  * them may move the window (a full window, a stream that stops) and the interrupted path
@@ -270,24 +319,43 @@ static __attribute__((noinline)) void exit_slow_clock(struct slt_thread *t, uint
  * atomicity against signals is enough: on x86-64 an unlocked `cmpxchg` (a single
  * instruction, interrupts are taken between instructions; a locked `xchg` would cost ~20
  * cycles per event for a guarantee against other CPUs that nobody needs); elsewhere
- * __atomic_exchange_n. */
-static inline __attribute__((always_inline)) uint8_t *take_limit(struct slt_thread *t)
+ * __atomic_compare_exchange_n.
+ *
+ * `free_only`: the fast paths take only a free window (a held one stays as it is: its
+ * holder's marker must survive until that holder gives it back, or is found gone); lib.rs
+ * takes whatever is there, and learns from the old value whether it took over a window that
+ * a fast path left (window.rs: take_over). */
+static inline __attribute__((always_inline)) uint8_t *take_limit(struct slt_thread *t, uint8_t *mark, int free_only)
 {
-#if defined(__x86_64__)
     uint8_t *expected = t->limit;
     for (;;) {
+        if (free_only && (intptr_t)expected <= 0)
+            return expected; /* held (or not recording): not taken */
+#if defined(__x86_64__)
         uint8_t *seen = expected;
-        /* if (limit == rax) limit = 0; else rax = limit; as one instruction. */
-        __asm__ volatile("cmpxchgq %2, %1" : "+a"(seen), "+m"(t->limit) : "r"((uint8_t *)0) : "cc", "memory");
+        /* if (limit == rax) limit = mark; else rax = limit; as one instruction. */
+        __asm__ volatile("cmpxchgq %2, %1" : "+a"(seen), "+m"(t->limit) : "r"(mark) : "cc", "memory");
         if (seen == expected)
             return expected;
         expected = seen; /* a handler moved it between the read and the cmpxchg */
-    }
 #else
-    uint8_t *lim = __atomic_exchange_n(&t->limit, (uint8_t *)0, __ATOMIC_RELAXED);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    return lim;
+        if (__atomic_compare_exchange_n(&t->limit, &expected, mark, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            __atomic_signal_fence(__ATOMIC_SEQ_CST);
+            return expected;
+        }
 #endif
+    }
+}
+
+/* Whether a take got the window (and must give it back). */
+static inline int taken(uint8_t *lim)
+{
+    return (intptr_t)lim > 0;
+}
+
+static inline uint8_t *marker(uint64_t sp)
+{
+    return (uint8_t *)~sp;
 }
 
 /* Give the limit back (or a new one, after the position and the rest of the cursor are in
@@ -298,10 +366,11 @@ static inline __attribute__((always_inline)) void give_limit(struct slt_thread *
     __atomic_store_n(&t->limit, lim, __ATOMIC_RELAXED);
 }
 
-/* The same, for lib.rs (its slow paths, set_mode and push). */
-SLT_HIDDEN uint8_t *slt_take_limit(struct slt_thread *t)
+/* The same, for lib.rs (its slow paths, set_mode and push): take whatever is there, leaving
+ * the marker of lib.rs's frame at `sp`; returns the old value. */
+SLT_HIDDEN uint8_t *slt_take_limit(struct slt_thread *t, uint64_t sp)
 {
-    return take_limit(t);
+    return take_limit(t, marker(sp), 0);
 }
 
 SLT_HIDDEN void slt_give_limit(struct slt_thread *t, uint8_t *lim)
@@ -309,9 +378,19 @@ SLT_HIDDEN void slt_give_limit(struct slt_thread *t, uint8_t *lim)
     give_limit(t, lim);
 }
 
-/* Not the fast path: the thread's first event, or Rust's part (a NULL limit with mode
- * ACTIVE: a signal handler's event inside a fast path, dropped). An entry while BUSY goes
- * to Rust too (is_entry), which drops it unless the BUSY path is gone (siglongjmp). */
+/* The stack pointer of the path that holds the window, from a `limit` value: 0 when the
+ * value is a window address or NULL (no path holds it with a marker), or when the holder's
+ * stack pointer was not known (sp 0 gives the marker ~0). */
+SLT_HIDDEN uint64_t slt_limit_owner(const uint8_t *lim)
+{
+    return (intptr_t)lim < 0 ? ~(uint64_t)lim : 0;
+}
+
+/* Not the fast path: the thread's first event, or Rust's part. In mode ACTIVE: a window
+ * that was free (a cache miss, a full window, dead frames) or one held by a marker, which
+ * Rust looks at (a signal handler's event inside a fast path: dropped; a fast path left by
+ * siglongjmp: taken over). An entry while BUSY goes to Rust too (is_entry), which drops it
+ * unless the BUSY path is gone (siglongjmp). */
 static inline int wants_slow(struct slt_thread *t, uint8_t *lim, int is_entry)
 {
     return t->mode == SLT_UNINIT || t->mode == SLT_FILTERED || (t->mode == SLT_ACTIVE && lim != 0) || (is_entry && t->mode == SLT_BUSY);
@@ -346,28 +425,44 @@ static inline uint64_t dead_exact(const struct slt_thread *t, uint64_t cfa)
     return 0;
 }
 
+/* The time of an event, read before the window is taken (the clock read is the longest part
+ * of a fast path: outside the window, a signal that arrives then records its handler's
+ * events instead of losing them). 0 without a TSC calibration: then the fast path asks Rust's
+ * clock (enter_slow_clock). A handler that records events between this read and the take
+ * makes this event's time earlier than the last one: delta() writes 0 for it, as for any
+ * time that goes back. */
+static inline uint64_t event_ns(const struct slt_calibration *c)
+{
+    return c ? tsc_ns(c, read_tsc()) : 0;
+}
+
 /* `sp`: the hook's stack pointer (0: unknown), read by the caller in lib.rs. It is at a
  * fixed distance from the instrumented function's CFA for every entry of that function (the
  * hook is called from its prologue, through the same code each time), so frames.rs measures
- * that distance once per function. (Read here, it would cost this function a frame.) */
+ * that distance once per function. (Read here, it would cost this function a frame.) It is
+ * also the fast path's marker while it writes. */
 SLT_HIDDEN void slt_enter(void *this_fn, uint64_t sp)
 {
     struct slt_thread *t = &slt_tls;
     uint64_t addr = (uint64_t)this_fn;
-    uint8_t *lim = take_limit(t);
     const struct slt_calibration *c = calibration();
-    struct slt_cache_entry *e = &t->cache[cache_slot(addr)];
+    uint64_t ns = event_ns(c);
+    uint8_t *lim = take_limit(t, marker(sp), 1);
+    struct slt_cache_entry *e = cache_set(t, addr);
     uint8_t *p = t->pos;
     uint64_t off, cfa;
-    if (UNLIKELY(!(p < lim && e->addr == addr)))
+    if (UNLIKELY(!((intptr_t)p < (intptr_t)lim)))
+        goto slow;
+    if (UNLIKELY(e->addr != addr) && (++e)->addr != addr)
         goto slow;
     off = SLT_CFA_OFF(e);
     cfa = off ? sp + off : 0;
     if (UNLIKELY(top_is_dead(t, cfa))) {
-        uint64_t n = dead_exact(t, cfa), ns;
+        /* The returns and the call are committed together by record_call's one store of
+         * `pos` (a jump out before it leaves none of them written: see the hot-path rule). */
+        uint64_t n = dead_exact(t, cfa);
         if (n == 0 || c == 0 || (uint64_t)(lim - p) <= (n + 1) * SLT_EVENT_MAX)
             goto slow;
-        ns = tsc_ns(c, read_tsc());
         for (uint64_t i = 0; i < n; i++)
             p = encode_return(p, delta(t, ns));
         t->returns += n;
@@ -380,34 +475,38 @@ SLT_HIDDEN void slt_enter(void *this_fn, uint64_t sp)
         enter_slow_clock(t, addr, SLT_ID(e), cfa, p, lim);
         return;
     }
-    record_call(t, addr, SLT_ID(e), cfa, p, tsc_ns(c, read_tsc()));
+    record_call(t, addr, SLT_ID(e), cfa, p, ns);
     give_limit(t, lim);
     return;
 slow:
-    give_limit(t, lim);
+    if (taken(lim))
+        give_limit(t, lim);
     if (wants_slow(t, lim, 1))
         slt_enter_slow(t, addr, sp);
 }
 
-SLT_HIDDEN void slt_exit(void *this_fn)
+/* `sp`: the hook's stack pointer, as for slt_enter (the marker; 0: unknown). */
+SLT_HIDDEN void slt_exit(void *this_fn, uint64_t sp)
 {
     struct slt_thread *t = &slt_tls;
     uint64_t addr = (uint64_t)this_fn;
-    uint8_t *lim = take_limit(t);
     const struct slt_calibration *c = calibration();
+    uint64_t ns = event_ns(c);
+    uint8_t *lim = take_limit(t, marker(sp), 1);
     uint64_t d = t->depth;
     uint8_t *p = t->pos;
-    if (UNLIKELY(!(p < lim && (d - 1 < SLT_STACK_CAP ? t->stack[d - 1] == addr : d != 0)))) {
-        give_limit(t, lim);
+    if (UNLIKELY(!((intptr_t)p < (intptr_t)lim && (d - 1 < SLT_STACK_CAP ? t->stack[d - 1] == addr : d != 0)))) {
+        if (taken(lim))
+            give_limit(t, lim);
         if (wants_slow(t, lim, 0))
-            slt_exit_slow(t, addr);
+            slt_exit_slow(t, addr, sp);
         return;
     }
     if (UNLIKELY(c == 0)) {
         exit_slow_clock(t, d, p, lim);
         return;
     }
-    record_return(t, d, p, tsc_ns(c, read_tsc()));
+    record_return(t, d, p, ns);
     give_limit(t, lim);
 }
 

@@ -9,7 +9,7 @@
 //! `SIGKILL` without any flush, so no signal handler is installed).
 //!
 //! Hot path (one call or return, in `hot.c`): the thread's state in an initial-exec TLS block
-//! (no `__tls_get_addr` call), the function's id from a per-thread direct-mapped cache, a
+//! (no `__tls_get_addr` call), the function's id from a per-thread two-way cache, a
 //! shadow-stack store, one `rdtsc` converted to ns with a multiply and a shift, and a 1-3 byte
 //! event written into the mapped window. Everything else is Rust, below: the thread's first
 //! event, a cache miss (a lock-free lookup in the process-wide address -> id table), a full
@@ -39,6 +39,7 @@ mod frames;
 mod objects;
 #[cfg(target_arch = "x86_64")]
 mod patch;
+mod window;
 
 use std::ffi::CStr;
 use std::path::PathBuf;
@@ -67,7 +68,7 @@ static PROC: AtomicPtr<Proc> = AtomicPtr::new(null_mut());
 /// Address -> id table; null until the first function is registered (and after a fork).
 static TABLE: AtomicPtr<Table> = AtomicPtr::new(null_mut());
 /// Lock of the cold path (registering a function, growing the table).
-static COLD: SpinLock = SpinLock(AtomicBool::new(false));
+static COLD: SpinLock = SpinLock::new();
 /// Sequence number of the next thread stream of this process.
 static THREAD_SEQ: AtomicU32 = AtomicU32::new(0);
 /// Pid of the traced parent, in a child created by `fork` (0: none).
@@ -110,17 +111,42 @@ impl Drop for ErrnoGuard {
     }
 }
 
-struct SpinLock(AtomicBool);
+/// A lock of the shim's cold paths (registering a function, its CFA offset, an object's
+/// symbols). Every signal is blocked while it is held (and while it is waited for): a handler
+/// that left with `siglongjmp` would leave it held, and every later holder would wait for ever
+/// (a timer handler jumping out of `frames::cfa_offset` did so in `tests/native_shim.rs`).
+/// Two `pthread_sigmask` calls per use (async-signal-safe), on paths that run once per
+/// function or object.
+struct SpinLock(AtomicBool, std::cell::UnsafeCell<std::mem::MaybeUninit<libc::sigset_t>>);
+
+// SAFETY: the cell is written and read only by the thread that holds the lock.
+unsafe impl Sync for SpinLock {}
 
 impl SpinLock {
+    const fn new() -> SpinLock {
+        SpinLock(AtomicBool::new(false), std::cell::UnsafeCell::new(std::mem::MaybeUninit::uninit()))
+    }
+
     fn lock(&self) {
-        while self.0.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
-            // SAFETY: sched_yield has no preconditions.
-            unsafe { libc::sched_yield() };
+        // SAFETY: sets we own; the old mask is kept for `unlock` by the holder only.
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+            while self.0.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+                libc::sched_yield();
+            }
+            (*self.1.get()).write(old);
         }
     }
+
     fn unlock(&self) {
+        // SAFETY: written by `lock` on this thread, which holds the lock.
+        let old = unsafe { (*self.1.get()).assume_init() };
         self.0.store(false, Ordering::Release);
+        // SAFETY: the mask saved by `lock`.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, null_mut()) };
     }
 }
 
@@ -240,8 +266,9 @@ impl Table {
 /// Functions remembered for replay after `fork` and for matching returns (deeper calls are
 /// counted but not remembered). Same as `SLT_STACK_CAP` in hot.c.
 const STACK_CAP: usize = 1024;
-/// Entries of a thread's direct-mapped address -> id cache (`SLT_CACHE_SIZE` in hot.c).
-const CACHE_SIZE: usize = 512;
+/// Entries of a thread's two-way set-associative address -> id cache (`SLT_CACHE_SIZE` in
+/// hot.c).
+const CACHE_SIZE: usize = 2048;
 
 /// Modes of a thread (`SLT_*` in hot.c).
 const M_UNINIT: u32 = 0;
@@ -272,7 +299,8 @@ pub struct SltThread {
     rust: *mut libc::c_void,
     mode: u32,
     pad: u32,
-    cache: [CacheEntry; CACHE_SIZE],
+    /// `CACHE_SIZE` entries in the `ThreadState` (null until the thread's first event).
+    cache: *mut CacheEntry,
     /// CFAs of the open calls in `stack` (0: unknown), for the frame repair (frames.rs).
     cfas: *mut u64,
     /// Stack pointer of the running slow path at its shallowest (0: none): `recover_busy`.
@@ -318,9 +346,19 @@ unsafe fn recover_busy(t: &mut SltThread, sp: u64) -> bool {
         return false;
     }
     t.busy_sp = 0;
-    // The writer holds the position since the slow path's `pull`; an event it was writing
-    // when left is overwritten by the next (its position had not moved).
-    t.pull();
+    // The writer holds the position since the slow path's `pull` (or hot.c's cursor does,
+    // if the path was left before it); an event it was writing when left is overwritten by
+    // the next (its position had not moved), and its counters and the depth are read back
+    // from the stream.
+    if let Some(w) = t.pull() {
+        let w = w as *mut StreamWriter;
+        // SAFETY: `rust` is this thread's own state; `w` is its writer (a distinct field).
+        let h = (*(t.rust as *mut ThreadState)).handover;
+        if !window::resync_writer(t, &mut *w, &h) {
+            t.stop();
+            return false;
+        }
+    }
     t.push();
     if t.mode == M_ACTIVE && !filter::inside() {
         t.set_mode(M_FILTERED);
@@ -331,11 +369,11 @@ unsafe fn recover_busy(t: &mut SltThread, sp: u64) -> bool {
 extern "C" {
     fn slt_thread_state() -> *mut SltThread;
     fn slt_enter(this_fn: *mut libc::c_void, sp: u64);
-    fn slt_exit(this_fn: *mut libc::c_void);
+    fn slt_exit(this_fn: *mut libc::c_void, sp: u64);
     fn slt_cache_put(t: *mut SltThread, addr: u64, id: u64);
     fn slt_cache_clear(t: *mut SltThread);
     static mut slt_calibration: *const TscCalibration;
-    fn slt_take_limit(t: *mut SltThread) -> *mut u8;
+    fn slt_take_limit(t: *mut SltThread, sp: u64) -> *mut u8;
     fn slt_give_limit(t: *mut SltThread, lim: *mut u8);
 }
 
@@ -343,6 +381,11 @@ struct ThreadState {
     writer: Option<StreamWriter>,
     stack: Box<[u64; STACK_CAP]>,
     cfas: Box<[u64; STACK_CAP]>,
+    /// The cursor handed to hot.c last (`push`), to rebuild it if a fast path is left half-way
+    /// (window.rs).
+    handover: window::Handover,
+    /// hot.c's id cache (on the heap: see `SLT_CACHE_SETS` there).
+    cache: Box<[CacheEntry]>,
 }
 
 impl SltThread {
@@ -362,13 +405,50 @@ impl SltThread {
         Some(w)
     }
 
+    /// Take the write window from whatever holds it (hot.c's rule), leaving this frame's
+    /// marker. If a fast path (or a hand-over) that a `siglongjmp` left for good held it, the
+    /// cursor is rebuilt from the stream first (window.rs); if that fails, recording stops.
+    /// Returns whether the cursor is sound.
+    fn take(&mut self) -> bool {
+        // SAFETY: this thread's block; hot.c's take is one instruction.
+        let old = unsafe { slt_take_limit(self, frames::stack_pointer()) };
+        if self.rust.is_null() {
+            return true;
+        }
+        // SAFETY: this thread's own state; the window is taken; the hand-over is the last
+        // one of this window.
+        if unsafe { window::take_over(self, old, &(*(self.rust as *mut ThreadState)).handover) } {
+            return true;
+        }
+        self.stop();
+        false
+    }
+
+    /// The stream since the last hand-over cannot be read back as calls and returns (window.rs;
+    /// not expected): close it at the writer's own position (its last `pull`, a consistent
+    /// stream) and record nothing more on this thread. The window must be taken.
+    fn stop(&mut self) {
+        self.mode = M_OFF;
+        if !self.rust.is_null() {
+            // SAFETY: this thread's own state.
+            if let Some(mut w) = unsafe { (*(self.rust as *mut ThreadState)).writer.take() } {
+                w.finish();
+            }
+        }
+        // SAFETY: this thread's block.
+        unsafe { slt_give_limit(self, null_mut()) };
+    }
+
     /// Any mode but ACTIVE: hot.c's fast paths test only `pos < limit`, so `limit` is null
     /// unless the thread records (the position stays, for `pull`).
     fn set_mode(&mut self, mode: u32) {
         debug_assert_ne!(mode, M_ACTIVE);
-        // SAFETY: this thread's block; hot.c's take keeps the hot-path rule (limit first).
-        unsafe { slt_take_limit(self) };
+        if !self.take() {
+            return;
+        }
         self.mode = mode;
+        // SAFETY: this thread's block: the window held (by this frame's marker) is released.
+        unsafe { slt_give_limit(self, null_mut()) };
     }
 
     /// Lend the writer's position to the C side; a stopped stream turns recording off.
@@ -382,11 +462,27 @@ impl SltThread {
         };
         match cur {
             Some(c) => {
-                // The whole cursor but the limit is written while the limit is null (a
-                // handler's event is dropped meanwhile); the limit is given last.
-                // SAFETY: this thread's block; hot.c keeps the hot-path rule.
-                unsafe { slt_take_limit(self) };
-                self.cur = RawCursor { limit: null_mut(), ..c };
+                // The whole cursor but the limit is written while this frame holds the
+                // window (a handler's event is dropped meanwhile; a jump out of here leaves
+                // a marker, and the hand-over is recorded before the mode is ACTIVE); the
+                // limit is given last.
+                if !self.take() {
+                    return;
+                }
+                self.cur.last_ts = c.last_ts;
+                self.cur.calls = c.calls;
+                self.cur.returns = c.returns;
+                self.cur.pos = c.pos;
+                let h = window::Handover {
+                    pos: c.pos,
+                    limit: c.limit,
+                    last_ts: c.last_ts,
+                    calls: c.calls,
+                    returns: c.returns,
+                    depth: self.depth,
+                };
+                // SAFETY: this thread's own state (`cur` is Some only with a state).
+                unsafe { (*(self.rust as *mut ThreadState)).handover = h };
                 self.mode = M_ACTIVE;
                 // SAFETY: as above; `c.limit` bounds the window `c.pos` is in.
                 unsafe { slt_give_limit(self, c.limit) };
@@ -427,13 +523,19 @@ fn start_thread(t: &mut SltThread) {
         return;
     }
     if t.rust.is_null() {
-        let st =
-            Box::into_raw(Box::new(ThreadState { writer: None, stack: Box::new([0u64; STACK_CAP]), cfas: Box::new([0u64; STACK_CAP]) }));
+        let st = Box::into_raw(Box::new(ThreadState {
+            writer: None,
+            stack: Box::new([0u64; STACK_CAP]),
+            cfas: Box::new([0u64; STACK_CAP]),
+            handover: window::Handover::NONE,
+            cache: (0..CACHE_SIZE).map(|_| CacheEntry { addr: u64::MAX, id: 0 }).collect(),
+        }));
         t.rust = st as *mut libc::c_void;
         // SAFETY: just allocated; the stacks live as long as the state.
         unsafe {
             t.stack = (*st).stack.as_mut_ptr();
             t.cfas = (*st).cfas.as_mut_ptr();
+            t.cache = (*st).cache.as_mut_ptr();
         }
         t.depth = 0;
         let key = KEY.load(Ordering::Relaxed);
@@ -460,11 +562,16 @@ extern "C" fn thread_exit(p: *mut libc::c_void) {
     // SAFETY: this thread's block.
     let t = unsafe { &mut *slt_thread_state() };
     if t.rust == p {
+        if t.mode == M_ACTIVE {
+            // Take the window first (a fast path left by siglongjmp is taken over).
+            t.set_mode(M_BUSY);
+        }
         t.pull();
         t.set_mode(M_OFF);
         t.rust = null_mut();
         t.stack = null_mut();
         t.cfas = null_mut();
+        t.cache = null_mut();
     }
     if !st.is_null() {
         // SAFETY: the pointer came from Box::into_raw in start_thread, and the thread that
@@ -701,7 +808,7 @@ pub extern "C" fn __cyg_profile_func_enter(this_fn: *mut libc::c_void, _call_sit
 #[no_mangle]
 pub extern "C" fn __cyg_profile_func_exit(this_fn: *mut libc::c_void, _call_site: *mut libc::c_void) {
     // SAFETY: hot.c's entry point; it only touches this thread's block.
-    unsafe { slt_exit(this_fn) }
+    unsafe { slt_exit(this_fn, frames::stack_pointer()) }
 }
 
 /// The clock, while hot.c has no TSC calibration to read.
@@ -711,6 +818,24 @@ pub extern "C" fn slt_now_slow() -> u64 {
     let ns = writer::monotonic_ns();
     publish_calibration();
     ns
+}
+
+/// An event of a thread that records, whose window a path holds (hot.c's marker): a signal
+/// handler's event inside that path (dropped), unless the path is gone (window.rs; then the
+/// slow path takes the window over when it switches the mode).
+fn held_by_live_path(t: &SltThread, sp: u64) -> bool {
+    t.mode == M_ACTIVE && (t.cur.limit as i64) < 0 && !window::owner_gone(t, sp)
+}
+
+/// Signals blocked for this slow path if it may change windows (window.rs). An event of a
+/// thread that does not record changes nothing.
+fn near_window_end(t: &SltThread) -> window::NearWindowEnd {
+    let near = t.mode != M_OFF && {
+        // SAFETY: this thread's own state, if any.
+        let h = (!t.rust.is_null()).then(|| unsafe { &(*(t.rust as *mut ThreadState)).handover });
+        t.mode == M_UNINIT || window::near_end(t, h)
+    };
+    window::NearWindowEnd::guard(near)
 }
 
 /// Start a slow path: the thread records (its stream is created on its first event); its
@@ -732,8 +857,12 @@ unsafe fn begin_slow(t: &mut SltThread) -> bool {
 #[no_mangle]
 pub unsafe extern "C" fn slt_enter_slow(t: *mut SltThread, addr: u64, sp: u64) {
     let _errno = ErrnoGuard::save();
+    let _signals = near_window_end(&*t);
     // SAFETY (here and below): `t` is this thread's block, passed by hot.c.
     if (*t).mode == M_BUSY && !recover_busy(&mut *t, sp) {
+        return;
+    }
+    if held_by_live_path(&*t, sp) {
         return;
     }
     let _busy = BusySp::set(t, sp);
@@ -805,8 +934,12 @@ unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root: bool) {
 /// Exit, when hot.c cannot record it by itself: the thread's first event, a return with no
 /// open call or that skips frames (longjmp), a full window.
 #[no_mangle]
-pub unsafe extern "C" fn slt_exit_slow(t: *mut SltThread, addr: u64) {
+pub unsafe extern "C" fn slt_exit_slow(t: *mut SltThread, addr: u64, sp: u64) {
     let _errno = ErrnoGuard::save();
+    let _signals = near_window_end(&*t);
+    if held_by_live_path(&*t, sp) {
+        return;
+    }
     // This frame's stack pointer: everything this slow path runs is below it.
     let _busy = BusySp::set(t, frames::stack_pointer());
     let t = &mut *t;

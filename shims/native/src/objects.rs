@@ -26,7 +26,7 @@
 
 use crate::{filter, patch, SpinLock};
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 /// The environment variable that turns patching on: `1` (the program and its own
 /// libraries), `all` (system libraries too).
@@ -54,7 +54,7 @@ struct ObjectReport {
     dlopened: bool,
 }
 
-static LOCK: SpinLock = SpinLock(AtomicBool::new(false));
+static LOCK: SpinLock = SpinLock::new();
 static mut SEEN: Seen = Seen { loaded: Vec::new(), reports: Vec::new() };
 
 /// Holds `LOCK` with every signal blocked: no handler runs half-patched code of this
