@@ -108,6 +108,13 @@ fn libraries_linked_at_start_and_dlopened_plugins_are_patched() {
 
 /// `SLICE_TRACE_PATCH=all` patches the C runtime too: printf is recorded under scene_print,
 /// and the program's output is unchanged.
+/// `trace info`'s line for libc says more than a thousand of its functions were patched.
+fn assert_libc_patched(info: &str) {
+    let libc = info.lines().find(|l| l.contains("/libc.so.6:")).unwrap_or_else(|| panic!("{info}"));
+    let n: Vec<u64> = libc.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    assert!(n.first().is_some_and(|&n| n > 1000), "{libc}");
+}
+
 #[test]
 fn system_libraries_are_patched_on_request() {
     let s = scratch();
@@ -117,9 +124,7 @@ fn system_libraries_are_patched_on_request() {
     assert!(out.status.success(), "{:?}", texts(&out));
     assert_eq!(texts(&out).0, texts(&untraced(&exe)).0);
     let info = run_ok(cmd("trace").arg("info").arg(&t));
-    let libc = info.lines().find(|l| l.contains("/libc.so.6:")).unwrap_or_else(|| panic!("{info}"));
-    let n: Vec<u64> = libc.split_whitespace().filter_map(|w| w.parse().ok()).collect();
-    assert!(n[0] > 1000, "{libc}");
+    assert_libc_patched(&info);
     let p = &load(&t)[0];
     let printed = p.callees("scene_print");
     assert!(printed.iter().any(|c| c.contains("printf")), "{printed:?}");
@@ -140,9 +145,7 @@ fn a_filter_naming_a_system_library_patches_it() {
     assert!(out.status.success(), "{:?}", texts(&out));
     assert_eq!(texts(&out).0, texts(&untraced(&exe)).0);
     let info = run_ok(cmd("trace").arg("info").arg(&t));
-    let libc = info.lines().find(|l| l.contains("/libc.so.6:")).unwrap_or_else(|| panic!("{info}"));
-    let n: Vec<u64> = libc.split_whitespace().filter_map(|w| w.parse().ok()).collect();
-    assert!(n[0] > 1000, "{libc}");
+    assert_libc_patched(&info);
     assert!(!info.contains("/libgcc_s.so.1:"), "only the library the filter names: {info}");
     let p = &load(&t)[0];
     let roots: Vec<&str> = p.threads[0].calls.iter().filter(|c| c.depth == 1).map(|c| p.name(c.func)).collect();

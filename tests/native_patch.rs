@@ -233,25 +233,6 @@ fn the_slice_binary_itself_is_recorded() {
     assert!(prompt.contains("pub fn main() -> "), "{}", &prompt[..prompt.len().min(4000)]);
 }
 
-/// A Rust CLI from crates.io (hexyl 0.16.0, about 30 s to build on 2 cores), built by the
-/// test set-up once (cached under target/rust-cli) as a release build with `debug = 1`, not
-/// instrumented, recorded with entry patching.
-fn hexyl() -> PathBuf {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let root = slice_trace_e2e::target_dir().join("rust-cli");
-    let exe = root.join("bin/hexyl");
-    if !exe.is_file() {
-        let out = run(std::process::Command::new("cargo")
-            .args(["install", "hexyl", "--version", "0.16.0", "--locked", "--root"])
-            .arg(&root)
-            .env("CARGO_PROFILE_RELEASE_DEBUG", "1")
-            .env("CARGO_TARGET_DIR", root.join("build")));
-        assert!(out.status.success(), "cargo install hexyl (needs crates.io): {:?}", texts(&out));
-    }
-    exe
-}
-
 #[test]
 fn a_rust_cli_from_crates_io_is_recorded() {
     let exe = hexyl();

@@ -14,31 +14,13 @@ mod native_support;
 use native_support::*;
 use slice_trace_e2e::{cmd, root, run, run_ok, scratch, texts};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn trace_patched(dir: &Path, exe: &Path, args: &[&str]) {
     let mut c = cmd("trace");
     c.env("SLICE_TRACE_PATCH", "1").arg("run").arg("-o").arg(dir).arg("--").arg(exe).args(args);
     let out = run(&mut c);
     assert!(out.status.success(), "{:?}", texts(&out));
-}
-
-/// hexyl 0.16.0 built once by the test set-up (cached under the target directory; the same
-/// build as tests/native_patch.rs).
-fn hexyl() -> PathBuf {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let root = slice_trace_e2e::target_dir().join("rust-cli");
-    let exe = root.join("bin/hexyl");
-    if !exe.is_file() {
-        let out = run(std::process::Command::new("cargo")
-            .args(["install", "hexyl", "--version", "0.16.0", "--locked", "--root"])
-            .arg(&root)
-            .env("CARGO_PROFILE_RELEASE_DEBUG", "1")
-            .env("CARGO_TARGET_DIR", root.join("build")));
-        assert!(out.status.success(), "cargo install hexyl (needs crates.io): {:?}", texts(&out));
-    }
-    exe
 }
 
 /// The call tree of a prompt (the first `text` block), as (depth, function label) lines.

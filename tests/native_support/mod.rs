@@ -135,3 +135,24 @@ pub fn source_span(file: &Path, needle: &str) -> (u32, u32) {
     let j = (i..lines.len()).find(|&j| lines[j] == "}").expect("closing brace");
     (i as u32 + 1, j as u32 + 1)
 }
+
+/// A Rust CLI from crates.io (hexyl 0.16.0, about 30 s to build on 2 cores), built by the
+/// test set-up once (cached under target/rust-cli) as a release build with `debug = 1`, not
+/// instrumented, recorded with entry patching.
+pub fn hexyl() -> PathBuf {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let root = slice_trace_e2e::target_dir().join("rust-cli");
+    let exe = root.join("bin/hexyl");
+    if !exe.is_file() {
+        let out = slice_trace_e2e::run(
+            std::process::Command::new("cargo")
+                .args(["install", "hexyl", "--version", "0.16.0", "--locked", "--root"])
+                .arg(&root)
+                .env("CARGO_PROFILE_RELEASE_DEBUG", "1")
+                .env("CARGO_TARGET_DIR", root.join("build")),
+        );
+        assert!(out.status.success(), "cargo install hexyl (needs crates.io): {:?}", slice_trace_e2e::texts(&out));
+    }
+    exe
+}
