@@ -77,6 +77,10 @@ fn run() -> Result<(), String> {
         cmd.args(["--target", &target]);
     }
     clean_env(&mut cmd);
+    // The embedded shims need no debug information (the recorder never symbolizes itself;
+    // unwinding uses .eh_frame, which stays): without it the release shim is a few MB instead
+    // of 27, which `trace` carries, writes to its cache and compares on every run.
+    cmd.env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo");
     let status = cmd.status().map_err(|e| format!("cannot run cargo: {e}"))?;
     if !status.success() {
         return Err(format!("the nested `cargo build` of the shims failed ({status}); its errors are above"));
