@@ -408,6 +408,19 @@ fn rich_cli_prompt() {
     // A question that names click keeps it whole.
     let (named, _) = slice_ok(&["from-trace", s(&t), "-q", "How does click parse the arguments of rich data.csv?"]);
     assert!(named.contains("#### `Command.main`"), "{named}");
+    // Docstrings are whole by default; `auto` cuts those far from the question (rich's
+    // Console.is_terminal explains its `Returns:`), not those of the closest functions.
+    assert!(!p.contains("more docstring lines cut") && !p.contains("Docstrings cut"), "{p}");
+    let (auto, auto_err) = slice_ok(&["from-trace", s(&t), "-q", q, "--docstrings", "auto"]);
+    assert!(auto.contains("> Docstrings cut: ") && auto.contains("`--docstrings whole` shows them whole"), "{auto}");
+    let block_of = |p: &str, f: &str| -> String {
+        let at = p.find(&format!("#### `{f}` (")).unwrap_or_else(|| panic!("no {f} source:\n{p}"));
+        let b = &p[at..];
+        b[..b[4..].find("\n#### ").map_or(b.len(), |e| e + 4)].to_string()
+    };
+    assert!(block_of(&auto, "Console.is_terminal").contains("more docstring lines cut]"), "{auto}");
+    assert_eq!(block_of(&auto, "Table._render"), block_of(&p, "Table._render"));
+    assert!(tokens_reported(&auto_err) < tokens_reported(&err), "{auto_err} / {err}");
     let (p8, err8) = slice_ok(&["from-trace", s(&t), "-q", q, "--budget", "8000"]);
     assert!(tokens_reported(&err8) <= 8000);
     assert!(p8.contains("Table._render"), "the tree keeps its shape");

@@ -3,7 +3,7 @@
 use crate::analysis::{Options, PruneMode};
 use crate::plumbing::Plumbing;
 use crate::prompt::render::Format;
-use crate::prompt::{Layout, Order, Variant};
+use crate::prompt::{Docstrings, Layout, Order, Variant};
 use crate::select::{compile, Selection};
 use crate::tokens::Tokenizer;
 use clap::Args;
@@ -155,9 +155,14 @@ pub struct PromptArgs {
     /// Show each function's source once.
     #[arg(long, overrides_with = "repeat", help_heading = "Prompt layout")]
     pub dedupe: bool,
-    /// Cut Python docstrings longer than 3 lines to their first paragraph (the cut is marked
-    /// in the code): about a sixth of the tokens of a typical library's sources.
-    #[arg(long, help_heading = "Prompt layout")]
+    /// Which Python docstrings longer than 3 lines are cut to their first paragraph (the cut
+    /// is marked in the code): whole (none, the default: each function's exact source), auto
+    /// (those of installed packages' functions outside the 10 closest to the question), short
+    /// (all: about a sixth of a typical library's source tokens).
+    #[arg(long, value_enum, value_name = "auto|whole|short", help_heading = "Prompt layout")]
+    pub docstrings: Option<Docstrings>,
+    /// The same as --docstrings short.
+    #[arg(long, conflicts_with = "docstrings", help_heading = "Prompt layout")]
     pub short_docstrings: bool,
     /// Print the functions in the order the budget keeps them (most relevant first, with their
     /// scores) on standard error: the first N, or all with 0.
@@ -216,6 +221,15 @@ impl PromptArgs {
             return Err(UsageError("nothing to show: --no-tree together with --no-sources (or variant T with --no-tree)".into()));
         }
         Ok(l)
+    }
+
+    /// Which docstrings to cut (`whole` unless an option says otherwise).
+    pub fn docstrings(&self) -> Docstrings {
+        if self.short_docstrings {
+            Docstrings::Short
+        } else {
+            self.docstrings.unwrap_or_default()
+        }
     }
 
     /// The user template, read.

@@ -49,10 +49,8 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
         }
     }
     let mut model = Model::build(&question, &mut traces);
-    if a.prompt.short_docstrings {
-        model.shorten_docstrings();
-    }
     warn_all(&model.notes);
+    model.apply_docstrings(a.prompt.docstrings());
     if let Some(n) = a.prompt.show_ranking {
         let prio = model.priority();
         let n = if n == 0 { prio.len() } else { n.min(prio.len()) };

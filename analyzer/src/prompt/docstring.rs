@@ -1,11 +1,49 @@
-//! Long docstrings, cut to their summary (`--short-docstrings`). In `rich data.csv` docstrings
-//! are 16% of the source a prompt shows, mostly `Args:`/`Returns:` sections that repeat the
-//! signature. With the option, a Python function's docstring longer than [`KEEP_WHOLE`] lines
-//! keeps its first paragraph (at most [`SUMMARY_LINES`] lines) and the rest is replaced by a
-//! marked line. The code stays valid Python: the string is closed again. Not the default: a
-//! function whose docstring is cut is no longer its exact source.
+//! Long docstrings, cut to their summary. In `rich data.csv` docstrings are 16% of the source
+//! a prompt shows, mostly `Args:`/`Returns:` sections that repeat the signature. A cut Python
+//! docstring longer than [`KEEP_WHOLE`] lines keeps its first paragraph (at most
+//! [`SUMMARY_LINES`] lines) and the rest is replaced by a marked line. The code stays valid
+//! Python: the string is closed again.
+//!
+//! Which docstrings are cut is [`Docstrings`]: none by default (a function with its docstring cut
+//! is no longer its exact source); with `auto`, those of installed packages' functions that are
+//! not among the [`KEPT_WHOLE_TOP`] closest to the question (the program's own functions and the
+//! question's strongest matches keep their exact source); with `short`, all.
 
 use crate::source::logical_starts;
+
+/// Which docstrings a prompt cuts to their summary (`--docstrings`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Docstrings {
+    /// None: every function's exact source.
+    #[default]
+    Whole,
+    /// Installed packages' functions outside the [`KEPT_WHOLE_TOP`] closest to the question.
+    Auto,
+    /// Every long docstring.
+    Short,
+}
+
+/// In `auto`, this many functions closest to the question (the budget's priority order)
+/// keep their docstrings whole.
+pub const KEPT_WHOLE_TOP: usize = 10;
+
+/// The prompt's note for `cut` docstrings cut in `mode` (none when nothing was cut).
+pub fn note(mode: Docstrings, cut: usize) -> Option<String> {
+    let s = if cut == 1 { "" } else { "s" };
+    match mode {
+        _ if cut == 0 => None,
+        Docstrings::Whole => None,
+        Docstrings::Auto => Some(format!(
+            "Docstrings cut: {cut} long docstring{s} of installed packages' functions that are not among the \
+             {KEPT_WHOLE_TOP} closest to the question keep their first paragraph (marked in the code); \
+             `--docstrings whole` shows them whole."
+        )),
+        Docstrings::Short => Some(format!(
+            "Docstrings cut: {cut} long docstring{s} keep their first paragraph (marked in the code); \
+             `--docstrings whole` shows them whole."
+        )),
+    }
+}
 
 /// Docstrings of at most this many lines are kept whole.
 pub const KEEP_WHOLE: usize = 3;

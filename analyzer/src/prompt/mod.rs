@@ -5,6 +5,7 @@
 //! sources); [`Model::doc`] lays it out for a [`Layout`] and a budget [`Plan`] into a
 //! [`Doc`], which [`render`] turns into Markdown, XML or JSON.
 
+pub use docstring::Docstrings;
 pub use rank::TREE_BOOST;
 pub use treetext::SAME_AS_ABOVE;
 
@@ -381,19 +382,47 @@ impl Model {
         Model { question: question.trim().to_string(), traces: mtraces, funcs, notes }
     }
 
-    /// Cut long docstrings to their summary (`--short-docstrings`; see [`docstring`]). Call it
-    /// after [`Model::build`]: relevance was computed on the whole code, so a docstring's words
-    /// still count.
-    pub fn shorten_docstrings(&mut self) {
-        for f in self.funcs.values_mut() {
+    /// [`Model::shorten_docstrings`], with the prompt's note saying what was cut and how to see
+    /// it whole. Warn about [`Model::notes`] before: this note is for the prompt only.
+    pub fn apply_docstrings(&mut self, mode: Docstrings) {
+        let cut = self.shorten_docstrings(mode);
+        if let Some(n) = docstring::note(mode, cut) {
+            self.notes.push(n);
+        }
+    }
+
+    /// Cut long docstrings to their summary (see [`docstring`]): every one with
+    /// [`Docstrings::Short`]; with [`Docstrings::Auto`] those of installed packages' functions
+    /// outside the [`docstring::KEPT_WHOLE_TOP`] closest to the question. Call it after
+    /// [`Model::build`]: relevance was computed on the whole code, so a docstring's words still
+    /// count. Returns how many docstrings were cut.
+    pub fn shorten_docstrings(&mut self, mode: Docstrings) -> usize {
+        self.shorten_docstrings_top(mode, docstring::KEPT_WHOLE_TOP)
+    }
+
+    /// [`Model::shorten_docstrings`] with the `top` closest functions kept whole in `auto`.
+    fn shorten_docstrings_top(&mut self, mode: Docstrings, top: usize) -> usize {
+        let keep: HashSet<String> = match mode {
+            Docstrings::Whole => return 0,
+            Docstrings::Short => HashSet::new(),
+            Docstrings::Auto => {
+                let mut k: HashSet<String> = self.priority().into_iter().take(top).collect();
+                k.extend(self.funcs.values().filter(|f| f.origin == Origin::Program).map(|f| f.key.clone()));
+                k
+            }
+        };
+        let mut cut = 0;
+        for f in self.funcs.values_mut().filter(|f| !keep.contains(&f.key)) {
             if let SourceState::Code(e) = &mut f.source {
                 if f.language == Language::Python && e.kind == CodeKind::Function {
-                    if let Some(cut) = docstring::trim_docstring(&e.code) {
-                        e.code = cut;
+                    if let Some(short) = docstring::trim_docstring(&e.code) {
+                        e.code = short;
+                        cut += 1;
                     }
                 }
             }
         }
+        cut
     }
 
     /// Function keys in priority order, most important first: closest to the question (the

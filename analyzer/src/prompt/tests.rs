@@ -533,3 +533,63 @@ fn the_budget_fills_the_room_the_walk_leaves() {
     assert!(!rep.dropped.contains(&"decorate".to_string()), "{rep:?}");
     assert!(f.text.contains("#### `decorate`"), "{}", f.text);
 }
+
+/// The fixture's model with every function's code given a 6-line docstring, every function an
+/// installed package's except `fact`.
+fn model_with_long_docstrings() -> Model {
+    let fx = fixture();
+    let mut m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
+    for f in m.funcs.values_mut() {
+        if let SourceState::Code(e) = &mut f.source {
+            if e.kind == CodeKind::Function {
+                e.code =
+                    "def f(x):\n    \"\"\"Summary.\n\n    Args:\n        x: a value\n    Returns:\n        x\n    \"\"\"\n    return x"
+                        .into();
+            }
+        }
+        if f.qualname != "fact" {
+            f.origin = Origin::SitePackages;
+        }
+    }
+    m
+}
+
+fn cut_keys(m: &Model) -> Vec<String> {
+    let mut v: Vec<String> = m
+        .funcs
+        .values()
+        .filter(|f| matches!(&f.source, SourceState::Code(e) if e.code.contains("more docstring lines cut")))
+        .map(|f| f.qualname.clone())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn auto_docstrings_keep_the_closest_functions_and_the_programs_own_whole() {
+    let mut m = model_with_long_docstrings();
+    let prio = m.priority();
+    let top = m.funcs[&prio[0]].qualname.clone();
+    let with_code = m.funcs.values().filter(|f| matches!(&f.source, SourceState::Code(e) if e.kind == CodeKind::Function)).count();
+    let cut = m.shorten_docstrings_top(Docstrings::Auto, 1);
+    let names = cut_keys(&m);
+    assert_eq!(cut, names.len());
+    // Everything but the top function and the program's own `fact` is cut.
+    assert_eq!(cut, with_code - 2, "{names:?}");
+    assert!(!names.contains(&top), "{top} is the closest to the question: {names:?}");
+    assert!(!names.contains(&"fact".to_string()), "{names:?}");
+    assert!(names.contains(&"helper".to_string()) || top == "helper", "{names:?}");
+}
+
+#[test]
+fn short_docstrings_cut_all_and_whole_none_and_the_prompt_says_so() {
+    let mut m = model_with_long_docstrings();
+    assert_eq!(m.shorten_docstrings(Docstrings::Whole), 0);
+    assert!(cut_keys(&m).is_empty());
+    let n = m.funcs.values().filter(|f| matches!(&f.source, SourceState::Code(e) if e.kind == CodeKind::Function)).count();
+    m.apply_docstrings(Docstrings::Short);
+    assert_eq!(cut_keys(&m).len(), n);
+    let p = render(&m, Variant::Full, Format::Markdown);
+    assert!(p.contains(&format!("> Docstrings cut: {n} long docstrings keep their first paragraph")), "{p}");
+    assert!(p.contains("    [6 more docstring lines cut]\n    \"\"\"\n    return x"), "{p}");
+}
