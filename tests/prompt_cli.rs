@@ -442,7 +442,17 @@ fn rich_cli_prompt() {
     // the dropped functions are listed on stderr.
     assert!(p8.contains("the call tree shows only its first level and the paths to the functions whose source is shown"), "{p8}");
     assert!(p8.contains("more calls below"), "{p8}");
-    assert!(err8.contains("sources dropped: ") && err8.contains("Console.__init__"), "{err8}");
+    // stderr names what was dropped, the most relevant first, at most 40 of them.
+    let dropped: usize = err8
+        .lines()
+        .find_map(|l| l.split_once(", dropped ")?.1.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no count of dropped sources: {err8}"));
+    assert!(dropped > 40, "{err8}");
+    let line = err8.lines().find(|l| l.starts_with("slice: sources dropped")).unwrap_or_else(|| panic!("{err8}"));
+    let (head, names) = line.split_once("): ").unwrap_or_else(|| panic!("{line}"));
+    assert_eq!(head, format!("slice: sources dropped (the 40 most relevant of {dropped}; `--show-ranking 0` ranks every function"));
+    assert_eq!(names.split(", ").count(), 40, "{line}");
+    assert!(!names.split(", ").any(|n| n == "Table._render"), "{line}");
     // A tree-only prompt too small for the whole tree is cut, but keeps the path from the root
     // to the most relevant function.
     let (t3, err3) = slice_ok(&["from-trace", s(&t), "-q", q, "--variant", "T", "--budget", "3000"]);

@@ -31,6 +31,20 @@ pub struct FromTraceArgs {
 /// A prompt larger than this (tokens) gets a warning suggesting `--budget`.
 pub const LARGE_PROMPT_TOKENS: usize = 200_000;
 
+/// At most this many names per stderr list of what the budget cut.
+const LISTED: usize = 40;
+
+/// `names` (in the order the budget cut them: least relevant first) as the end of a stderr
+/// line, most relevant first, at most [`LISTED`] of them.
+fn most_relevant_first(names: &[String]) -> String {
+    let shown: Vec<&str> = names.iter().rev().take(LISTED).map(String::as_str).collect();
+    if names.len() > LISTED {
+        format!(" (the {} most relevant of {}; `--show-ranking 0` ranks every function): {}", LISTED, names.len(), shown.join(", "))
+    } else {
+        format!(": {}", shown.join(", "))
+    }
+}
+
 pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     let layout = a.prompt.layout()?;
     let question = read_question(&a.question)?;
@@ -94,10 +108,10 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
                 r.tree_depth.map(|d| format!(", tree cut below depth {d}")).unwrap_or_default()
             );
             if !r.elided.is_empty() {
-                eprintln!("slice: bodies elided: {}", r.elided.join(", "));
+                eprintln!("slice: bodies elided{}", most_relevant_first(&r.elided));
             }
             if !r.dropped.is_empty() {
-                eprintln!("slice: sources dropped: {}", r.dropped.join(", "));
+                eprintln!("slice: sources dropped{}", most_relevant_first(&r.dropped));
             }
         }
     }

@@ -30,7 +30,7 @@ use crate::tokens::Tokenizer;
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Step {
+pub(super) enum Step {
     CollapseRepeats,
     /// The tree shows only its first level and the paths to the functions whose source is
     /// still shown (and to the top function).
@@ -253,24 +253,41 @@ const ESTIMATE_FACTOR: f64 = 4.0;
 /// tree line is estimated from its length, and the visible part of the tree is computed per
 /// state in one pass (`Plan::visible`). The guess only chooses where to look: what is returned
 /// is always rendered and counted for real.
-struct Estimator<'a> {
+/// Texts longer than this (bytes) are counted on their first this many bytes and scaled by
+/// length: counting every function of a 2 M-node tree's prompt in full took a quarter of
+/// `--budget`'s time, and the estimate only guides a search whose result is counted exactly.
+const COUNT_SAMPLE: usize = 4096;
+
+/// Tokens of `text`, exact up to [`COUNT_SAMPLE`] bytes, extrapolated from a prefix beyond.
+fn sampled_count(tok: Tokenizer, text: &str) -> f64 {
+    if text.len() <= COUNT_SAMPLE {
+        return tok.count(text) as f64;
+    }
+    let mut end = COUNT_SAMPLE;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    tok.count(&text[..end]) as f64 * text.len() as f64 / end as f64
+}
+
+pub(super) struct Estimator<'a> {
     model: &'a Model,
     layout: Layout,
     /// Per function key: tokens of its block whole and as a signature.
-    blocks: std::collections::HashMap<&'a str, (f64, f64)>,
+    blocks: rustc_hash::FxHashMap<&'a str, (f64, f64)>,
     fixed: f64,
 }
 
 impl<'a> Estimator<'a> {
-    fn new(model: &'a Model, layout: Layout, tok: Tokenizer) -> Estimator<'a> {
-        let mut blocks = std::collections::HashMap::new();
+    pub(super) fn new(model: &'a Model, layout: Layout, tok: Tokenizer) -> Estimator<'a> {
+        let mut blocks = rustc_hash::FxHashMap::default();
         for f in model.funcs.values() {
             let head = (f.qualname.len() + f.file.len()) as f64 / 3.0 + 12.0;
             let (body, sig) = match &f.source {
                 SourceState::Code(e) => {
                     let values: usize = f.values.iter().map(|v| v.text.len()).sum();
-                    let body = tok.count(&e.code) as f64 + values as f64 / 3.0;
-                    let sig = e.signature.as_deref().map_or(body, |s| tok.count(s) as f64);
+                    let body = sampled_count(tok, &e.code) + values as f64 / 3.0;
+                    let sig = e.signature.as_deref().map_or(body, |s| sampled_count(tok, s));
                     (body + head, sig + head)
                 }
                 SourceState::Unavailable(why) => (why.len() as f64 / 3.0 + head, why.len() as f64 / 3.0 + head),
@@ -286,7 +303,7 @@ impl<'a> Estimator<'a> {
     fn estimate(&self, plan: &Plan) -> f64 {
         let repeat = self.layout.repeat && !plan.collapse_repeats && self.layout.order == super::Order::Call;
         let mut total = self.fixed + plan.notes.iter().map(|n| n.len() as f64 / 3.0).sum::<f64>();
-        let mut seen: std::collections::HashSet<&str> = std::collections::HashSet::new();
+        let mut seen: rustc_hash::FxHashSet<&str> = rustc_hash::FxHashSet::default();
         for th in self.model.traces.iter().flat_map(|t| t.threads.iter()) {
             for (n, (shown, hidden)) in th.nodes.iter().zip(plan.visible(&th.nodes)) {
                 if !shown {
@@ -310,56 +327,99 @@ impl<'a> Estimator<'a> {
     }
 }
 
-/// At most this many extra renders are spent filling the room a fitted state leaves.
+/// At most this many extra renders are spent filling the room a fitted state leaves...
 const REFILL_TRIES: usize = 48;
+/// ...and at most this many tree nodes rendered in all (each render walks the whole tree): a
+/// 2 M-node tree gets 2 tries, a 100,000-node one all 48.
+const REFILL_NODES: usize = 4_800_000;
+
+/// The renders [`refill`] may spend on `model`.
+fn refill_tries(model: &Model) -> usize {
+    let nodes: usize = model.traces.iter().flat_map(|t| t.threads.iter()).map(|th| th.nodes.len()).sum();
+    (REFILL_NODES / nodes.max(1)).clamp(2, REFILL_TRIES)
+}
 
 /// Fill the room the walk left. The walk degrades in steps of whole functions, so the state it
 /// stops at can be well under the budget (the last step may have dropped a large body). In
-/// priority order, each function the state cut is raised back, to whole if that still fits,
-/// else (if it was dropped) to its signature; a function whose estimated cost is over the room
-/// left is skipped without rendering. Every accepted state is rendered and counted for real,
-/// so the result still fits.
-fn refill(
+/// priority order, each function the state cut is raised back, to whole if its estimated cost
+/// fits the room left, else (if it was dropped) to its signature if that fits. The raises are
+/// tried in batches: as many, in priority order, as the estimate fits into the room; a batch
+/// that does not fit for real is halved (its first half kept), and a single raise that does not
+/// fit is given up (from whole it falls back to the signature first). So a wide tree with
+/// thousands of small cut functions takes a few renders, not one per function. Every accepted
+/// state is rendered and counted for real, so the result still fits.
+pub(super) fn refill(
     prio: &[String],
     est: &Estimator<'_>,
+    max_tries: usize,
     budget: usize,
     mut steps: Vec<Step>,
     mut best: Fitted,
     eval: &mut dyn FnMut(&[Step]) -> Result<Fitted, BudgetError>,
 ) -> Result<Fitted, BudgetError> {
-    let cut = |steps: &[Step], k: &String| steps.iter().any(|s| matches!(s, Step::Signature(x) | Step::Name(x) if x == k));
+    /// A raise: the function back to whole, or from name only to its signature.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Raise {
+        Whole,
+        Signature,
+    }
+    let apply = |steps: &[Step], batch: &[(&String, Raise)]| -> Vec<Step> {
+        steps
+            .iter()
+            .filter(|s| {
+                !batch.iter().any(|(k, r)| match (s, r) {
+                    (Step::Signature(x) | Step::Name(x), Raise::Whole) => x == *k,
+                    (Step::Name(x), Raise::Signature) => x == *k,
+                    _ => false,
+                })
+            })
+            .cloned()
+            .collect()
+    };
+    // Raises given up: a whole that did not fit (its signature may still), then the signature.
+    let mut failed: Vec<(&String, Raise)> = Vec::new();
     let mut tries = 0;
-    for k in prio {
+    while tries < max_tries {
         let room = budget.saturating_sub(best.tokens) as f64;
-        if tries >= REFILL_TRIES || room < 8.0 {
+        if room < 8.0 {
             break;
         }
-        if !cut(&steps, k) {
-            continue;
-        }
-        let (body, sig) = est.blocks.get(k.as_str()).copied().unwrap_or_default();
-        let named = steps.contains(&Step::Name(k.clone()));
-        let signed = steps.contains(&Step::Signature(k.clone()));
-        let now = if named { 0.0 } else { sig };
-        // Candidates: whole, then (from name only) the signature.
-        let mut options: Vec<(Vec<Step>, f64)> =
-            vec![(steps.iter().filter(|s| !matches!(s, Step::Signature(x) | Step::Name(x) if x == k)).cloned().collect(), body - now)];
-        if named && signed {
-            options.push((steps.iter().filter(|s| !matches!(s, Step::Name(x) if x == k)).cloned().collect(), sig - now));
-        }
-        for (cand, cost) in options {
-            // The estimate is rough (tree lines come and go with a source); only clearly
-            // hopeless candidates are skipped.
-            if cost > room * 1.25 + 16.0 {
+        // The estimate is rough (tree lines come and go with a source); only clearly hopeless
+        // raises are left out of a batch.
+        let mut left = room * 1.25 + 16.0;
+        let mut batch: Vec<(&String, Raise)> = Vec::new();
+        for k in prio {
+            let named = steps.contains(&Step::Name(k.clone()));
+            let signed = steps.contains(&Step::Signature(k.clone()));
+            if !named && !signed {
                 continue;
             }
+            let (body, sig) = est.blocks.get(k.as_str()).copied().unwrap_or_default();
+            let now = if named { 0.0 } else { sig };
+            let options = [(Raise::Whole, body - now), (Raise::Signature, sig - now)];
+            let usable = options.into_iter().filter(|&(r, _)| r == Raise::Whole || (named && signed));
+            if let Some((r, cost)) = usable.filter(|&(r, _)| !failed.contains(&(k, r))).find(|&(_, cost)| cost <= left) {
+                batch.push((k, r));
+                left -= cost.max(0.0);
+            }
+        }
+        if batch.is_empty() {
+            break;
+        }
+        loop {
             tries += 1;
+            let cand = apply(&steps, &batch);
             let r = eval(&cand)?;
             if r.tokens <= budget {
                 steps = cand;
                 best = r;
                 break;
             }
+            if batch.len() == 1 || tries >= max_tries {
+                failed.push(batch[0]);
+                break;
+            }
+            batch.truncate(batch.len() / 2);
         }
     }
     Ok(best)
@@ -419,7 +479,7 @@ pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, b
             (hi, best)
         };
         let best = Fitted { text: best.0, tokens: best.1, report: Some(best.2) };
-        return refill(&prio, &est, budget, state(&base, &steps, k), best, &mut |s| {
+        return refill(&prio, &est, refill_tries(model), budget, state(&base, &steps, k), best, &mut |s| {
             let (text, n, report) = eval(s)?;
             Ok(Fitted { text, tokens: n, report: Some(report) })
         });
@@ -506,7 +566,7 @@ fn fit_by_estimate(
             }
         }
         if let Some((k, b)) = best {
-            return refill(&prio, est, budget, state(&base, &steps, k), b, &mut |s| {
+            return refill(&prio, est, refill_tries(model), budget, state(&base, &steps, k), b, &mut |s| {
                 let (plan, report) = plan_of(s);
                 let text = renderer.render(model, &model.doc(layout, &plan))?;
                 let tokens = tok.count(&text);

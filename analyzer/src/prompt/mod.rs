@@ -25,8 +25,9 @@ use crate::prune::is_module;
 use crate::source::{CodeKind, Extract, Unavailable};
 use crate::symbols::{Function, Language};
 use crate::values::{module_values, read_by, ModuleValue};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -303,12 +304,12 @@ type NativeBlocks = HashMap<String, Vec<(u32, u32, String)>>;
 impl Model {
     /// Gather trees, function facts and sources from prepared traces.
     pub fn build(question: &str, traces: &mut [PreparedTrace]) -> Model {
-        let mut funcs: HashMap<String, FuncInfo> = HashMap::new();
+        let mut funcs: HashMap<String, FuncInfo> = HashMap::default();
         let mut mtraces = Vec::new();
         let mut index = 0usize;
         let mut unavailable_files: BTreeMap<String, String> = BTreeMap::new();
         for t in traces.iter_mut() {
-            let mut file_values: HashMap<std::path::PathBuf, HashMap<String, ModuleValue>> = HashMap::new();
+            let mut file_values: HashMap<std::path::PathBuf, std::collections::HashMap<String, ModuleValue>> = HashMap::default();
             let cwd = t.cwd.clone();
             let mut threads = Vec::new();
             for th in &t.threads {
@@ -404,7 +405,7 @@ impl Model {
     fn shorten_docstrings_top(&mut self, mode: Docstrings, top: usize) -> usize {
         let keep: HashSet<String> = match mode {
             Docstrings::Whole => return 0,
-            Docstrings::Short => HashSet::new(),
+            Docstrings::Short => HashSet::default(),
             Docstrings::Auto => {
                 let mut k: HashSet<String> = self.priority().into_iter().take(top).collect();
                 k.extend(self.funcs.values().filter(|f| f.origin == Origin::Program).map(|f| f.key.clone()));
@@ -435,16 +436,16 @@ impl Model {
 
     /// Lay the prompt out.
     pub fn doc(&self, layout: Layout, plan: &Plan) -> Doc {
-        let mut seen: HashSet<&str> = HashSet::new();
+        let mut seen: HashSet<&str> = HashSet::default();
         // Module values already shown: (file, first line).
-        let mut values_seen: HashSet<(String, u32)> = HashSet::new();
+        let mut values_seen: HashSet<(String, u32)> = HashSet::default();
         // Functions whose tree line already gave their file and line.
-        let mut located: HashSet<String> = HashSet::new();
+        let mut located: HashSet<String> = HashSet::default();
         // Subtrees printed whole so far (see `tree_text`).
-        let mut shapes: HashMap<u64, String> = HashMap::new();
+        let mut shapes: HashMap<u64, String> = HashMap::default();
         let repeat = layout.repeat && !plan.collapse_repeats && layout.order == Order::Call;
         // Whole native source blocks the prompt shows, per file.
-        let shown_spans = if layout.sources && !repeat { self.native_blocks(plan) } else { HashMap::new() };
+        let shown_spans = if layout.sources && !repeat { self.native_blocks(plan) } else { HashMap::default() };
         let mut traces = Vec::new();
         for (i, t) in self.traces.iter().enumerate() {
             let mut threads = Vec::new();
@@ -535,8 +536,8 @@ impl Model {
     /// The whole native source blocks the prompt shows (functions visible in a tree, at
     /// body level), per display file: (first line, last line, key).
     fn native_blocks(&self, plan: &Plan) -> NativeBlocks {
-        let mut out: HashMap<String, Vec<(u32, u32, String)>> = HashMap::new();
-        let mut done: HashSet<&str> = HashSet::new();
+        let mut out: HashMap<String, Vec<(u32, u32, String)>> = HashMap::default();
+        let mut done: HashSet<&str> = HashSet::default();
         for th in self.traces.iter().flat_map(|t| &t.threads) {
             for (n, (shown, _)) in th.nodes.iter().zip(plan.visible(&th.nodes)) {
                 if !shown || !done.insert(&n.key) || plan.level(&n.key) != Level::Body {

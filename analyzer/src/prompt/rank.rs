@@ -3,7 +3,7 @@
 
 use super::{relevance, FuncInfo, ModelTrace, SourceState};
 use crate::calltree::NodeId;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 /// Score every function for the question: one BM25F document per function (its qualified
 /// name, display path and the code the prompt shows), IDF over the functions of the slice.
@@ -39,8 +39,8 @@ pub const TREE_BOOST: f64 = 0.3;
 /// (max score of f's callers + max score of f's callees)`, over every place f appears.
 pub(super) fn tree_boost(funcs: &mut HashMap<String, FuncInfo>, traces: &[ModelTrace]) {
     let base: HashMap<&str, f64> = funcs.iter().map(|(k, f)| (k.as_str(), f.relevance)).collect();
-    let mut best_caller: HashMap<&str, f64> = HashMap::new();
-    let mut best_callee: HashMap<&str, f64> = HashMap::new();
+    let mut best_caller: HashMap<&str, f64> = HashMap::default();
+    let mut best_callee: HashMap<&str, f64> = HashMap::default();
     for th in traces.iter().flat_map(|t| t.threads.iter()) {
         let key_of: HashMap<NodeId, &str> = th.nodes.iter().map(|n| (n.id, n.key.as_str())).collect();
         for n in &th.nodes {

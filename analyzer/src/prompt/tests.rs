@@ -397,7 +397,7 @@ fn tree_cuts_keep_the_paths_to_kept_functions_and_count_every_hidden_call() {
         }
     }
     let plan = Plan { tree_depth: Some(1), tree_keep: [greet.clone()].into_iter().collect(), ..Default::default() };
-    let (text, _) = m.tree_text(th, &plan, &mut HashSet::new(), None, None);
+    let (text, _) = m.tree_text(th, &plan, &mut HashSet::default(), None, None);
     assert_eq!(
         text,
         "<module>  (app.py:1)\n  … 2 more calls below (elided to fit the budget)\n  main  (app.py:29)\n    … 4 more calls below (elided to fit the budget)\n    Greeter.greet  (app.py:25)",
@@ -407,7 +407,7 @@ fn tree_cuts_keep_the_paths_to_kept_functions_and_count_every_hidden_call() {
     let mut plan = plan;
     let main = m.funcs.values().find(|f| f.qualname == "main").unwrap().key.clone();
     plan.levels.insert(main, Level::Name);
-    let (text, _) = m.tree_text(th, &plan, &mut HashSet::new(), Some(&HashMap::new()), None);
+    let (text, _) = m.tree_text(th, &plan, &mut HashSet::default(), Some(&HashMap::default()), None);
     assert_eq!(
         text,
         "<module>\n  … 2 more calls below (elided to fit the budget)\n  main  (app.py:29) [name only]\n    … 4 more calls below (elided to fit the budget)\n    Greeter.greet",
@@ -532,6 +532,46 @@ fn the_budget_fills_the_room_the_walk_leaves() {
     assert!(rep.dropped.contains(&"fact".to_string()) && rep.dropped.contains(&"Greeter.greet".to_string()), "{rep:?}");
     assert!(!rep.dropped.contains(&"decorate".to_string()), "{rep:?}");
     assert!(f.text.contains("#### `decorate`"), "{}", f.text);
+}
+
+#[test]
+fn the_refill_raises_what_fits_in_batches_and_halves_what_does_not() {
+    use super::budget::{refill, Estimator, Fitted, Step};
+    let fx = fixture();
+    let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
+    let prio = m.priority();
+    let est = Estimator::new(&m, Layout::DEFAULT, Tokenizer::O200kBase);
+    // Everything but the top function dropped to name only; a fake render whose size grows by
+    // 10 tokens per function raised, from 100.
+    let steps: Vec<Step> = prio[1..].iter().map(|k| Step::Name(k.clone())).collect();
+    let size = |s: &[Step]| 100 + 10 * (prio.len() - 1 - s.len());
+    let start = Fitted { text: String::new(), tokens: 100, report: None };
+    let mut renders = 0;
+    let mut eval = |s: &[Step]| {
+        renders += 1;
+        Ok(Fitted { text: String::new(), tokens: size(s), report: None })
+    };
+    // Room for all: one render raises them all.
+    let all = refill(&prio, &est, 48, 100_000, steps.clone(), start.clone(), &mut eval).unwrap();
+    assert_eq!((all.tokens, renders), (100 + 10 * (prio.len() - 1), 1));
+    // Room for two raises while the estimate fits more: the batch is halved until it fits,
+    // then the rest is tried again, a single raise given up when it does not fit.
+    renders = 0;
+    let mut eval = |s: &[Step]| {
+        renders += 1;
+        Ok(Fitted { text: String::new(), tokens: size(s), report: None })
+    };
+    let two = refill(&prio, &est, 48, 120, steps.clone(), start.clone(), &mut eval).unwrap();
+    assert_eq!(two.tokens, 120);
+    assert!(renders <= 8, "{renders} renders");
+    // The tries are capped.
+    let mut n = 0;
+    let mut eval = |s: &[Step]| {
+        n += 1;
+        Ok(Fitted { text: String::new(), tokens: size(s) + 1_000_000, report: None })
+    };
+    refill(&prio, &est, 3, 100_000, steps, start, &mut eval).unwrap();
+    assert_eq!(n, 3);
 }
 
 /// The fixture's model with every function's code given a 6-line docstring, every function an

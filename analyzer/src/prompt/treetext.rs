@@ -2,7 +2,7 @@
 //! that made the same calls as one printed earlier on one line (see `docs/prompts.md`).
 
 use super::{DocNode, Level, Model, ModelNode, ModelThread, NativeBlocks, Plan, SourceState, NAME_ONLY_MARK};
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// Appended in the tree to a node whose calls are the same as at an earlier line of the same
 /// function.
@@ -41,8 +41,8 @@ impl Model {
     /// Qualified names that more than one function of the prompt has: their tree lines
     /// always give the location.
     fn ambiguous_names(&self) -> HashSet<&str> {
-        let mut seen = HashSet::new();
-        let mut dup = HashSet::new();
+        let mut seen = HashSet::default();
+        let mut dup = HashSet::default();
         for f in self.funcs.values() {
             if !seen.insert(f.qualname.as_str()) {
                 dup.insert(f.qualname.as_str());
