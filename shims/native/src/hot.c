@@ -8,7 +8,7 @@
  * the static TLS of every thread); the shim must not be loaded with dlopen (glibc would refuse it
  * with "cannot allocate memory in static TLS block").
  *
- * Everything that is not the common case goes to Rust (lib.rs), which owns the stream writer,
+ * Everything that is not the common case goes to Rust (hooks.rs, thread.rs), which owns the stream writer,
  * the process-wide function table and all system calls:
  *   - the thread's first event (mode UNINIT); events while the shim itself runs (BUSY) or
  *     does not record (OFF) are dropped (an entry while BUSY asks Rust first, which makes
@@ -22,7 +22,7 @@
  *   - an entry whose frame is at or above the innermost open frame's (frames.rs: that frame
  *     has returned without an exit event, after a longjmp or an exception unwound it).
  * The events are encoded exactly as trace_format::event::encode_call/encode_return do
- * (the tests in lib.rs compare the two encoders stream for stream).
+ * (the tests in hot.rs compare the two encoders stream for stream).
  */
 #include <stdint.h>
 #include <string.h>
@@ -49,7 +49,7 @@
  * through Rust; two ways of 512 sets miss on about 2%, of 1024 sets on 0.6%. A hit in the
  * first way costs what the direct-mapped cache cost; the second way is looked at only when
  * the first misses. The cache (32 KiB) is on the heap, allocated with the thread's state
- * (lib.rs), not in this TLS block: glibc carves the static TLS out of every thread's stack,
+ * (thread.rs), not in this TLS block: glibc carves the static TLS out of every thread's stack,
  * and refuses a thread whose requested stack cannot hold it (with a 16 KiB cache in the
  * block, pthread_create with a PTHREAD_STACK_MIN stack failed with EINVAL). */
 #define SLT_CACHE_BITS 10u
@@ -57,7 +57,7 @@
 #define SLT_CACHE_SIZE (2u * SLT_CACHE_SETS)
 /* Frame repair in the fast path (dead_exact, below). */
 #define SLT_FAST_CLOSE 32u
-#define SLT_EVENT_MAX 24u /* trace_format::event::MAX_EVENT_LEN (checked by a test in lib.rs) */
+#define SLT_EVENT_MAX 24u /* trace_format::event::MAX_EVENT_LEN (checked by a test in hot.rs) */
 #define SLT_ROOT_BIT (1ull << 63) /* filter.rs ROOT_BIT */
 
 /* Tag layout of trace_format::event. */
@@ -66,7 +66,7 @@
 #define INLINE_MAX 62u
 #define INLINE_ESCAPE 63u
 
-/* Keep in sync with `SltThread` in lib.rs (#[repr(C)]). */
+/* Keep in sync with `SltThread` in hot.rs (#[repr(C)]). */
 struct slt_cache_entry {
     uint64_t addr;
     uint64_t id; /* low 32 bits: function id; high 32: CFA offset from the hook's sp (0: unknown) */
@@ -84,7 +84,7 @@ struct slt_thread {
     uint64_t returns;    /* return events written */
     uint64_t depth;      /* open calls (may exceed SLT_STACK_CAP) */
     uint64_t *stack;     /* addresses of the first SLT_STACK_CAP open calls */
-    void *rust;          /* lib.rs ThreadState */
+    void *rust;          /* thread.rs ThreadState */
     uint32_t mode;
     uint32_t pad;
     struct slt_cache_entry *cache; /* SLT_CACHE_SIZE entries; NULL until the thread's first event */
@@ -92,7 +92,7 @@ struct slt_thread {
      * call) of the first SLT_STACK_CAP open calls, 0 where unknown. */
     uint64_t *cfas;
     /* The stack pointer of the slow path that runs (mode BUSY) at its shallowest, 0: none;
-     * lib.rs's recover_busy. */
+     * thread.rs's recover_busy. */
     uint64_t busy_sp;
 };
 
@@ -105,7 +105,7 @@ struct slt_calibration {
 
 static __thread struct slt_thread slt_tls __attribute__((tls_model("initial-exec")));
 
-/* The TSC calibration in use, or NULL (then Rust's clock is asked). Set by lib.rs with an
+/* The TSC calibration in use, or NULL (then Rust's clock is asked). Set by hot.rs with an
  * atomic release store, read here with an atomic acquire load (a plain mov on x86-64): the
  * fields it points to are written before it is published and never change. */
 SLT_HIDDEN const struct slt_calibration *slt_calibration;
@@ -115,7 +115,7 @@ static inline const struct slt_calibration *calibration(void)
     return __atomic_load_n(&slt_calibration, __ATOMIC_ACQUIRE);
 }
 
-/* Slow paths, in lib.rs. */
+/* Slow paths, in hooks.rs. */
 extern void slt_enter_slow(struct slt_thread *t, uint64_t addr, uint64_t sp);
 extern void slt_exit_slow(struct slt_thread *t, uint64_t addr, uint64_t sp);
 extern uint64_t slt_now_slow(void);
@@ -146,7 +146,7 @@ static inline struct slt_cache_entry *cache_set(struct slt_thread *t, uint64_t a
     return &t->cache[2u * (uint32_t)((addr * 0x9E3779B97F4A7C15ull) >> (64 - SLT_CACHE_BITS))];
 }
 
-/* Only lib.rs's slow path calls this, while it holds the window (mode BUSY): no fast path
+/* Only hooks.rs's slow path calls this, while it holds the window (mode BUSY): no fast path
  * uses the cache meanwhile (a handler's fast path reads it but cannot take the window). The
  * new entry goes first; the first one moves to the second way (unless it is `addr` itself,
  * refreshed). */
@@ -287,14 +287,14 @@ static __attribute__((noinline)) void exit_slow_clock(struct slt_thread *t, uint
     give_limit(t, lim);
 }
 
-/* THE hot-path rule, kept here and nowhere else (lib.rs calls slt_take_limit/slt_give_limit
+/* THE hot-path rule, kept here and nowhere else (thread.rs calls slt_take_limit/slt_give_limit
  * and asks slt_limit_owner; window.rs decides when a holder is gone). The `limit` word says
  * who may write the thread's window:
  *   - a window address (positive as a signed number: user-space addresses are below 2^47):
  *     free; the thread records (mode ACTIVE);
  *   - NULL: nobody records (mode not ACTIVE), or a Rust path of the shim holds the window;
  *   - a MARKER, ~sp (negative): the path whose frame is at stack pointer `sp` writes now
- *     (a fast path, or lib.rs handing the cursor over).
+ *     (a fast path, or thread.rs handing the cursor over).
  * The fast paths test `pos < limit` as SIGNED numbers, so NULL and every marker fail it like
  * a full window. While a path holds the window, an event of a signal handler that
  * interrupts it finds no room and, as the window is held, is dropped (wants_slow) instead of
@@ -322,7 +322,7 @@ static __attribute__((noinline)) void exit_slow_clock(struct slt_thread *t, uint
  * __atomic_compare_exchange_n.
  *
  * `free_only`: the fast paths take only a free window (a held one stays as it is: its
- * holder's marker must survive until that holder gives it back, or is found gone); lib.rs
+ * holder's marker must survive until that holder gives it back, or is found gone); Rust
  * takes whatever is there, and learns from the old value whether it took over a window that
  * a fast path left (window.rs: take_over). */
 static inline __attribute__((always_inline)) uint8_t *take_limit(struct slt_thread *t, uint8_t *mark, int free_only)
@@ -366,8 +366,8 @@ static inline __attribute__((always_inline)) void give_limit(struct slt_thread *
     __atomic_store_n(&t->limit, lim, __ATOMIC_RELAXED);
 }
 
-/* The same, for lib.rs (its slow paths, set_mode and push): take whatever is there, leaving
- * the marker of lib.rs's frame at `sp`; returns the old value. */
+/* The same, for Rust (thread.rs: the slow paths', set_mode and push): take whatever is there, leaving
+ * the marker of thread.rs's frame at `sp`; returns the old value. */
 SLT_HIDDEN uint8_t *slt_take_limit(struct slt_thread *t, uint64_t sp)
 {
     return take_limit(t, marker(sp), 0);
@@ -436,7 +436,7 @@ static inline uint64_t event_ns(const struct slt_calibration *c)
     return c ? tsc_ns(c, read_tsc()) : 0;
 }
 
-/* `sp`: the hook's stack pointer (0: unknown), read by the caller in lib.rs. It is at a
+/* `sp`: the hook's stack pointer (0: unknown), read by the caller in hooks.rs. It is at a
  * fixed distance from the instrumented function's CFA for every entry of that function (the
  * hook is called from its prologue, through the same code each time), so frames.rs measures
  * that distance once per function. (Read here, it would cost this function a frame.) It is
@@ -510,7 +510,7 @@ SLT_HIDDEN void slt_exit(void *this_fn, uint64_t sp)
     give_limit(t, lim);
 }
 
-/* ---- For the tests in lib.rs: the same encoders, driven from Rust. ---- */
+/* ---- For the tests in hot.rs: the same encoders, driven from Rust. ---- */
 
 /* Write `n` events through this file's encoders into the cursor of `t`: kinds[i] is 1 for a
  * call of ids[i], 2 for a return; times are absolute. Returns the number written before the
