@@ -29,7 +29,8 @@ pub(crate) const M_FILTERED: u32 = 4;
 #[repr(C)]
 pub(crate) struct CacheEntry {
     pub(crate) addr: u64,
-    pub(crate) id: u64,
+    /// The call event's tag and id bytes with their length, and the CFA offset (hot.c).
+    pub(crate) code: u64,
 }
 
 /// `struct slt_thread` of hot.c: a thread's hot state (opaque outside this crate).
@@ -116,11 +117,14 @@ mod tests {
                 _ => x % 128,
             };
             ts = if i % 97 == 0 { ts.saturating_sub(x % 500) } else { ts + dt };
-            let id = match i % 5 {
+            // hot.c's fast paths keep an id's bytes in the cache up to 63 + 2^21 - 1 (three
+            // varint bytes); larger ids take the general encoder.
+            let id = match i % 6 {
                 0 => x % 63,
                 1 => 63 + x % 200,
                 2 => x % (1 << 20),
                 3 => u32::MAX as u64 - x % 3,
+                4 => 63 + (1 << 21) - 1 + x % 2,
                 _ => 62 + x % 3,
             };
             out.push(if i % 3 == 2 { (2, 0, ts) } else { (1, id, ts) });
@@ -157,17 +161,25 @@ mod tests {
         let mut windows = 0;
         while done < evs.len() {
             t.cur = w.cursor().expect("the stream is open");
-            // SAFETY: the arrays hold n entries from `done`; the cursor is the writer's.
-            let n = unsafe {
-                slt_test_encode(&mut *t, kinds[done..].as_ptr(), ids[done..].as_ptr(), times[done..].as_ptr(), (evs.len() - done) as u64)
-            };
+            // A few events at a time: after each batch, the window past the last event must
+            // still be zeros (hot.c stores a call's id bytes as one word; a stream cut there
+            // must end in zeros for the readers).
+            let batch = (evs.len() - done).min(5) as u64;
+            // SAFETY: the arrays hold `batch` entries from `done`; the cursor is the writer's.
+            let n = unsafe { slt_test_encode(&mut *t, kinds[done..].as_ptr(), ids[done..].as_ptr(), times[done..].as_ptr(), batch) };
+            let window_end = t.cur.limit as usize + trace_format::event::MAX_EVENT_LEN - 1;
+            let after = (window_end - t.cur.pos as usize).min(16);
+            // SAFETY: [pos, window end) is inside the writer's mapped window.
+            let rest = unsafe { std::slice::from_raw_parts(t.cur.pos, after) };
+            assert!(rest.iter().all(|&b| b == 0), "bytes after event {}: {rest:?}", done + n as usize);
             // SAFETY: hot.c moved the cursor by whole events while pos <= limit.
             unsafe { w.set_cursor(&t.cur) };
             done += n as usize;
-            windows += 1;
+            // A short batch: the window filled (the writer maps the next one).
+            windows += usize::from(n < batch);
         }
         w.finish();
-        assert!(windows > 3, "the events must span several windows");
+        assert!(windows >= 2, "the events must fill several windows: {windows}");
         let (a, b) = (std::fs::read(&rust_path).unwrap(), std::fs::read(&c_path).unwrap());
         assert_eq!(a.len(), b.len());
         assert!(a == b, "streams differ at byte {:?}", a.iter().zip(&b).position(|(x, y)| x != y));
@@ -176,6 +188,38 @@ mod tests {
         let calls = s.events().unwrap().filter(|e| matches!(e, Ok(trace_format::Event::Call { .. }))).count();
         assert_eq!(calls, kinds.iter().filter(|&&k| k == 1).count());
         assert_eq!(s.header.totals.unwrap().calls as usize, calls);
+    }
+
+    #[test]
+    fn the_cache_keeps_ids_that_fit_an_entry_and_drops_the_others() {
+        // SAFETY: a zeroed block is valid; only `cache` is used, pointing at our entries.
+        let mut t: Box<SltThread> = Box::new(unsafe { std::mem::zeroed() });
+        let mut cache: Vec<CacheEntry> = (0..CACHE_SIZE).map(|_| CacheEntry { addr: 0, code: 7 }).collect();
+        t.cache = cache.as_mut_ptr();
+        let find = |cache: &[CacheEntry], addr: u64| cache.iter().find(|e| e.addr == addr).map(|e| e.code);
+        // SAFETY: `t.cache` holds CACHE_SIZE entries.
+        unsafe { slt_cache_clear(&mut *t) };
+        assert!(cache.iter().all(|e| e.addr == u64::MAX));
+        let (addr, off) = (0x5555_0000_1230u64, 40u64);
+        // Id 300: the escape tag (0xFD) and the varint of 237 (0xED 0x01), three bytes.
+        // SAFETY: as above.
+        unsafe { slt_cache_put(&mut *t, addr, 300 | off << 32) };
+        assert_eq!(find(&cache, addr), Some(off << 40 | 0x01_ED_FD << 8 | 3));
+        // Id 5 inline: one byte, (5 << 2) | 1.
+        // SAFETY: as above.
+        unsafe { slt_cache_put(&mut *t, addr + 16, 5) };
+        assert_eq!(find(&cache, addr + 16), Some(21 << 8 | 1));
+        // An id past 63 + 2^21 - 1, or an offset of 2^24 or more, does not fit: not cached, and
+        // an entry the address had is gone (its events are then Rust's).
+        for too_big in [63 + (1u64 << 21), (1 << 24) << 32 | 300] {
+            // SAFETY: as above.
+            unsafe { slt_cache_put(&mut *t, addr, 300 | off << 32) };
+            assert!(find(&cache, addr).is_some());
+            // SAFETY: as above.
+            unsafe { slt_cache_put(&mut *t, addr, too_big) };
+            assert_eq!(find(&cache, addr), None, "{too_big:#x}");
+        }
+        assert_eq!(find(&cache, addr + 16), Some(21 << 8 | 1));
     }
 
     #[test]

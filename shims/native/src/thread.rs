@@ -211,7 +211,7 @@ pub(crate) fn start_thread(t: &mut SltThread) {
             stack: Box::new([0u64; STACK_CAP]),
             cfas: Box::new([0u64; STACK_CAP]),
             handover: window::Handover::NONE,
-            cache: (0..CACHE_SIZE).map(|_| CacheEntry { addr: u64::MAX, id: 0 }).collect(),
+            cache: (0..CACHE_SIZE).map(|_| CacheEntry { addr: u64::MAX, code: 0 }).collect(),
         }));
         t.rust = st as *mut libc::c_void;
         // SAFETY: just allocated; the stacks live as long as the state.
