@@ -9,9 +9,10 @@
 //! `SIGKILL` without any flush, so no signal handler is installed).
 //!
 //! Hot path (one call or return, in `hot.c`): the thread's state in an initial-exec TLS block
-//! (no `__tls_get_addr` call), the function's id from a per-thread two-way cache, a
-//! shadow-stack store, one `rdtsc` converted to ns with a multiply and a shift, and a 1-3 byte
-//! event written into the mapped window. Everything else is Rust (`hooks`, `thread`,
+//! (no `__tls_get_addr` call), the function's call-event bytes (its id) from a per-thread
+//! two-way cache, a shadow-stack store, one `rdtsc` converted to ns with a multiply and a
+//! shift, and a short event (most returns 1 byte, most calls 2-4) written into the mapped
+//! window. Everything else is Rust (`hooks`, `thread`,
 //! `process`): the thread's first event, a cache miss (a lock-free lookup in the process-wide
 //! address -> id table, `table`), a full window, a return that skips frames (longjmp). A
 //! function seen for the first time takes the cold path under a lock: `dladdr` names its object and load address, and its record is
