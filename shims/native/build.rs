@@ -8,7 +8,7 @@
 fn main() {
     println!("cargo:rerun-if-changed=src/hot.c");
     println!("cargo:rerun-if-changed=hidden.map");
-    // lib.rs's slow paths must be #[no_mangle] for hot.c to call them, and rustc exports
+    // hooks.rs's slow paths must be #[no_mangle] for hot.c to call them, and rustc exports
     // every #[no_mangle] function of a cdylib; this version script makes them local.
     if std::env::var("CARGO_CFG_TARGET_OS").is_ok_and(|os| os == "linux") {
         let map = std::path::Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default()).join("hidden.map");

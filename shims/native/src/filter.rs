@@ -13,7 +13,11 @@
 //! In a `-finstrument-functions` build the hooks still run for calls that are not recorded:
 //! they cost a lookup on the slow path but write nothing.
 
-use crate::{begin_slow, enter_recorded, frames, SltThread, SpinLock, Table, M_ACTIVE, M_BUSY, M_FILTERED};
+use crate::frames;
+use crate::guards::SpinLock;
+use crate::hooks::{begin_slow, enter_recorded};
+use crate::hot::{SltThread, M_ACTIVE, M_BUSY, M_FILTERED};
+use crate::table::Table;
 use regex::Regex;
 use std::cell::Cell;
 use std::ptr::null_mut;
@@ -284,7 +288,7 @@ pub(crate) unsafe fn thread_started(t: &mut SltThread) {
     let state = match OUTSIDE.get() {
         s @ Outside::Skipping { .. } => s,
         _ => {
-            let depth = (t.depth as usize).min(crate::STACK_CAP);
+            let depth = (t.depth as usize).min(crate::hot::STACK_CAP);
             let in_root = depth > 0 && std::slice::from_raw_parts(t.stack, depth).iter().any(|&a| a & ROOT_BIT != 0);
             if f.has_roots() && !in_root {
                 Outside::Waiting

@@ -22,7 +22,9 @@
 //! another stack are closed once a call runs on the thread's stack again. Two frames both off
 //! the thread's stack count as the same stack only within `OTHER_STACK_SPAN` of each other.
 
-use crate::{SpinLock, Table, STACK_CAP};
+use crate::guards::SpinLock;
+use crate::hot::STACK_CAP;
+use crate::table::Table;
 use std::cell::Cell;
 use std::ptr::null_mut;
 use std::sync::atomic::AtomicPtr;

@@ -8,7 +8,7 @@
  * the static TLS of every thread); the shim must not be loaded with dlopen (glibc would refuse it
  * with "cannot allocate memory in static TLS block").
  *
- * Everything that is not the common case goes to Rust (lib.rs), which owns the stream writer,
+ * Everything that is not the common case goes to Rust (hooks.rs, thread.rs), which owns the stream writer,
  * the process-wide function table and all system calls:
  *   - the thread's first event (mode UNINIT); events while the shim itself runs (BUSY) or
  *     does not record (OFF) are dropped (an entry while BUSY asks Rust first, which makes
@@ -16,13 +16,14 @@
  *   - an event that finds the write window held by a fast path (a signal handler's event
  *     inside it: dropped; or a fast path that a handler left with siglongjmp: Rust takes the
  *     window over, window.rs);
- *   - a function address missing from this thread's two-way id cache;
+ *   - a function address missing from this thread's two-way id cache (or whose id does not
+ *     fit an entry: 63 + 2^21 functions or more, id_code);
  *   - a full window, a return that does not match the shadow stack (longjmp), a clock that is
  *     not yet calibrated (or not the TSC);
  *   - an entry whose frame is at or above the innermost open frame's (frames.rs: that frame
  *     has returned without an exit event, after a longjmp or an exception unwound it).
  * The events are encoded exactly as trace_format::event::encode_call/encode_return do
- * (the tests in lib.rs compare the two encoders stream for stream).
+ * (the tests in hot.rs compare the two encoders stream for stream).
  */
 #include <stdint.h>
 #include <string.h>
@@ -49,7 +50,7 @@
  * through Rust; two ways of 512 sets miss on about 2%, of 1024 sets on 0.6%. A hit in the
  * first way costs what the direct-mapped cache cost; the second way is looked at only when
  * the first misses. The cache (32 KiB) is on the heap, allocated with the thread's state
- * (lib.rs), not in this TLS block: glibc carves the static TLS out of every thread's stack,
+ * (thread.rs), not in this TLS block: glibc carves the static TLS out of every thread's stack,
  * and refuses a thread whose requested stack cannot hold it (with a 16 KiB cache in the
  * block, pthread_create with a PTHREAD_STACK_MIN stack failed with EINVAL). */
 #define SLT_CACHE_BITS 10u
@@ -57,7 +58,7 @@
 #define SLT_CACHE_SIZE (2u * SLT_CACHE_SETS)
 /* Frame repair in the fast path (dead_exact, below). */
 #define SLT_FAST_CLOSE 32u
-#define SLT_EVENT_MAX 24u /* trace_format::event::MAX_EVENT_LEN (checked by a test in lib.rs) */
+#define SLT_EVENT_MAX 24u /* trace_format::event::MAX_EVENT_LEN (checked by a test in hot.rs) */
 #define SLT_ROOT_BIT (1ull << 63) /* filter.rs ROOT_BIT */
 
 /* Tag layout of trace_format::event. */
@@ -66,14 +67,17 @@
 #define INLINE_MAX 62u
 #define INLINE_ESCAPE 63u
 
-/* Keep in sync with `SltThread` in lib.rs (#[repr(C)]). */
+/* Keep in sync with `SltThread` in hot.rs (#[repr(C)]). */
 struct slt_cache_entry {
     uint64_t addr;
-    uint64_t id; /* low 32 bits: function id; high 32: CFA offset from the hook's sp (0: unknown) */
+    /* Bits 0-7: the length of the call event's tag and id bytes; 8-39: those bytes (id_code);
+     * 40-63: the CFA offset from the hook's sp (0: unknown). */
+    uint64_t code;
 };
 
-#define SLT_ID(e) ((e)->id & 0xFFFFFFFFull)
-#define SLT_CFA_OFF(e) ((e)->id >> 32)
+#define SLT_CFA_OFF_MAX (1ull << 24)
+#define SLT_CODE(e) ((e)->code & 0xFFFFFFFFFFull)
+#define SLT_CFA_OFF(e) ((e)->code >> 40)
 
 struct slt_thread {
     /* The first five fields are trace_format::writer::RawCursor. */
@@ -84,7 +88,7 @@ struct slt_thread {
     uint64_t returns;    /* return events written */
     uint64_t depth;      /* open calls (may exceed SLT_STACK_CAP) */
     uint64_t *stack;     /* addresses of the first SLT_STACK_CAP open calls */
-    void *rust;          /* lib.rs ThreadState */
+    void *rust;          /* thread.rs ThreadState */
     uint32_t mode;
     uint32_t pad;
     struct slt_cache_entry *cache; /* SLT_CACHE_SIZE entries; NULL until the thread's first event */
@@ -92,7 +96,7 @@ struct slt_thread {
      * call) of the first SLT_STACK_CAP open calls, 0 where unknown. */
     uint64_t *cfas;
     /* The stack pointer of the slow path that runs (mode BUSY) at its shallowest, 0: none;
-     * lib.rs's recover_busy. */
+     * thread.rs's recover_busy. */
     uint64_t busy_sp;
 };
 
@@ -105,7 +109,7 @@ struct slt_calibration {
 
 static __thread struct slt_thread slt_tls __attribute__((tls_model("initial-exec")));
 
-/* The TSC calibration in use, or NULL (then Rust's clock is asked). Set by lib.rs with an
+/* The TSC calibration in use, or NULL (then Rust's clock is asked). Set by hot.rs with an
  * atomic release store, read here with an atomic acquire load (a plain mov on x86-64): the
  * fields it points to are written before it is published and never change. */
 SLT_HIDDEN const struct slt_calibration *slt_calibration;
@@ -115,7 +119,7 @@ static inline const struct slt_calibration *calibration(void)
     return __atomic_load_n(&slt_calibration, __ATOMIC_ACQUIRE);
 }
 
-/* Slow paths, in lib.rs. */
+/* Slow paths, in hooks.rs. */
 extern void slt_enter_slow(struct slt_thread *t, uint64_t addr, uint64_t sp);
 extern void slt_exit_slow(struct slt_thread *t, uint64_t addr, uint64_t sp);
 extern uint64_t slt_now_slow(void);
@@ -146,19 +150,30 @@ static inline struct slt_cache_entry *cache_set(struct slt_thread *t, uint64_t a
     return &t->cache[2u * (uint32_t)((addr * 0x9E3779B97F4A7C15ull) >> (64 - SLT_CACHE_BITS))];
 }
 
-/* Only lib.rs's slow path calls this, while it holds the window (mode BUSY): no fast path
- * uses the cache meanwhile (a handler's fast path reads it but cannot take the window). The
+static inline uint64_t id_code(uint64_t id);
+
+/* Only hooks.rs's slow path calls this, while it holds the window (mode BUSY): no fast path
+ * uses the cache meanwhile (a handler's fast path reads it but cannot take the window).
+ * `id`: the function's id in the low 32 bits, the CFA offset in the high 32 (0: unknown). The
  * new entry goes first; the first one moves to the second way (unless it is `addr` itself,
- * refreshed). */
+ * refreshed). A function whose id or offset does not fit an entry is not cached (and no
+ * longer found if it was). */
 SLT_HIDDEN void slt_cache_put(struct slt_thread *t, uint64_t addr, uint64_t id)
 {
     if (!t->cache)
         return;
     struct slt_cache_entry *e = cache_set(t, addr);
+    uint64_t code = id_code(id & 0xFFFFFFFFull), off = id >> 32;
+    if (code == 0 || off >= SLT_CFA_OFF_MAX) {
+        for (int i = 0; i < 2; i++)
+            if (e[i].addr == addr)
+                e[i].addr = UINT64_MAX;
+        return;
+    }
     if (e[0].addr != addr)
         e[1] = e[0];
     e[0].addr = addr;
-    e[0].id = id;
+    e[0].code = code | (off << 40);
 }
 
 /* Forget every id (a new thread, or a forked child whose ids start again): no address
@@ -169,7 +184,7 @@ SLT_HIDDEN void slt_cache_clear(struct slt_thread *t)
         return;
     for (uint32_t i = 0; i < SLT_CACHE_SIZE; i++) {
         t->cache[i].addr = UINT64_MAX;
-        t->cache[i].id = 0;
+        t->cache[i].code = 0;
     }
 }
 
@@ -207,6 +222,8 @@ static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
     return p;
 }
 
+/* The general encoder (ids of any size): what trace_format::event::encode_call writes. The
+ * fast paths write a call with the id's bytes kept in the cache (encode_cached_call). */
 static inline uint8_t *encode_call(uint8_t *p, uint64_t id, uint64_t dt)
 {
     if (LIKELY(id <= INLINE_MAX)) {
@@ -216,6 +233,40 @@ static inline uint8_t *encode_call(uint8_t *p, uint64_t id, uint64_t dt)
         p = put_varint(p, id - (INLINE_MAX + 1));
     }
     return put_varint(p, dt);
+}
+
+/* A call event's tag and id bytes, as the cache keeps them (struct slt_cache_entry): the
+ * length in the low byte, then the bytes (the inline tag, or the escape tag and a varint of
+ * up to three bytes); 0 when the id needs more (an id of 63 + 2^21 or more: such a function
+ * is not cached and its events are Rust's). */
+static inline uint64_t id_code(uint64_t id)
+{
+    if (id <= INLINE_MAX)
+        return (((id << 2) | KIND_CALL) << 8) | 1;
+    uint64_t v = id - (INLINE_MAX + 1);
+    if (v >= (1u << 21))
+        return 0;
+    uint64_t bytes = (INLINE_ESCAPE << 2) | KIND_CALL;
+    unsigned n = 1;
+    while (v >= 0x80) {
+        bytes |= ((v & 0x7f) | 0x80) << (8 * n++);
+        v >>= 7;
+    }
+    bytes |= v << (8 * n++);
+    return (bytes << 8) | n;
+}
+
+/* A call through its cached code: the tag and id bytes are stored at once, without a branch
+ * on their length (a program that calls many functions in no particular order would
+ * mispredict a branch on the id's width on every other call), then the position moves by
+ * that length. The stored word's bytes past the length are zero, so a stream cut just after
+ * this event still ends in zeros; the delta overwrites them anyway. (An event may start at
+ * pos while pos < limit: SLT_EVENT_MAX bytes of room.) */
+static inline uint8_t *encode_cached_call(uint8_t *p, uint64_t code, uint64_t dt)
+{
+    uint64_t bytes = (uint32_t)(code >> 8);
+    memcpy(p, &bytes, sizeof bytes);
+    return put_varint(p + (code & 0xff), dt);
 }
 
 static inline uint8_t *encode_return(uint8_t *p, uint64_t dt)
@@ -248,14 +299,14 @@ static inline uint64_t delta(struct slt_thread *t, uint64_t ts)
 /* Commit order (window.rs rebuilds the cursor from the stream when a fast path was left
  * half-way by siglongjmp): the event's bytes and its shadow-stack slot first, then the
  * position, which makes the event part of the stream (one store); the counters after it. */
-static inline void record_call(struct slt_thread *t, uint64_t addr, uint64_t id, uint64_t cfa, uint8_t *p, uint64_t ns)
+static inline void record_call(struct slt_thread *t, uint64_t addr, uint64_t code, uint64_t cfa, uint8_t *p, uint64_t ns)
 {
     uint64_t d = t->depth;
     if (LIKELY(d < SLT_STACK_CAP)) {
         t->stack[d] = addr;
         t->cfas[d] = cfa;
     }
-    uint8_t *end = encode_call(p, id, delta(t, ns));
+    uint8_t *end = encode_cached_call(p, code, delta(t, ns));
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
     t->pos = end;
     t->depth = d + 1;
@@ -275,9 +326,9 @@ static inline void record_return(struct slt_thread *t, uint64_t d, uint8_t *p, u
  * so that the fast paths stay without a stack frame. */
 static void give_limit(struct slt_thread *t, uint8_t *lim);
 
-static __attribute__((noinline)) void enter_slow_clock(struct slt_thread *t, uint64_t addr, uint64_t id, uint64_t cfa, uint8_t *p, uint8_t *lim)
+static __attribute__((noinline)) void enter_slow_clock(struct slt_thread *t, uint64_t addr, uint64_t code, uint64_t cfa, uint8_t *p, uint8_t *lim)
 {
-    record_call(t, addr, id, cfa, p, slt_now_slow());
+    record_call(t, addr, code, cfa, p, slt_now_slow());
     give_limit(t, lim);
 }
 
@@ -287,14 +338,14 @@ static __attribute__((noinline)) void exit_slow_clock(struct slt_thread *t, uint
     give_limit(t, lim);
 }
 
-/* THE hot-path rule, kept here and nowhere else (lib.rs calls slt_take_limit/slt_give_limit
+/* THE hot-path rule, kept here and nowhere else (thread.rs calls slt_take_limit/slt_give_limit
  * and asks slt_limit_owner; window.rs decides when a holder is gone). The `limit` word says
  * who may write the thread's window:
  *   - a window address (positive as a signed number: user-space addresses are below 2^47):
  *     free; the thread records (mode ACTIVE);
  *   - NULL: nobody records (mode not ACTIVE), or a Rust path of the shim holds the window;
  *   - a MARKER, ~sp (negative): the path whose frame is at stack pointer `sp` writes now
- *     (a fast path, or lib.rs handing the cursor over).
+ *     (a fast path, or thread.rs handing the cursor over).
  * The fast paths test `pos < limit` as SIGNED numbers, so NULL and every marker fail it like
  * a full window. While a path holds the window, an event of a signal handler that
  * interrupts it finds no room and, as the window is held, is dropped (wants_slow) instead of
@@ -322,7 +373,7 @@ static __attribute__((noinline)) void exit_slow_clock(struct slt_thread *t, uint
  * __atomic_compare_exchange_n.
  *
  * `free_only`: the fast paths take only a free window (a held one stays as it is: its
- * holder's marker must survive until that holder gives it back, or is found gone); lib.rs
+ * holder's marker must survive until that holder gives it back, or is found gone); Rust
  * takes whatever is there, and learns from the old value whether it took over a window that
  * a fast path left (window.rs: take_over). */
 static inline __attribute__((always_inline)) uint8_t *take_limit(struct slt_thread *t, uint8_t *mark, int free_only)
@@ -366,8 +417,8 @@ static inline __attribute__((always_inline)) void give_limit(struct slt_thread *
     __atomic_store_n(&t->limit, lim, __ATOMIC_RELAXED);
 }
 
-/* The same, for lib.rs (its slow paths, set_mode and push): take whatever is there, leaving
- * the marker of lib.rs's frame at `sp`; returns the old value. */
+/* The same, for Rust (thread.rs: the slow paths', set_mode and push): take whatever is there, leaving
+ * the marker of thread.rs's frame at `sp`; returns the old value. */
 SLT_HIDDEN uint8_t *slt_take_limit(struct slt_thread *t, uint64_t sp)
 {
     return take_limit(t, marker(sp), 0);
@@ -427,7 +478,8 @@ static inline uint64_t dead_exact(const struct slt_thread *t, uint64_t cfa)
 
 /* The time of an event, read before the window is taken (the clock read is the longest part
  * of a fast path: outside the window, a signal that arrives then records its handler's
- * events instead of losing them). 0 without a TSC calibration: then the fast path asks Rust's
+ * events instead of losing them). 0 without a TSC calibration, and only then (a calibrated
+ * time counts from the monotonic clock's origin, long before): the fast path then asks Rust's
  * clock (enter_slow_clock). A handler that records events between this read and the take
  * makes this event's time earlier than the last one: delta() writes 0 for it, as for any
  * time that goes back. */
@@ -436,7 +488,46 @@ static inline uint64_t event_ns(const struct slt_calibration *c)
     return c ? tsc_ns(c, read_tsc()) : 0;
 }
 
-/* `sp`: the hook's stack pointer (0: unknown), read by the caller in lib.rs. It is at a
+/* `sp`: the hook's stack pointer (0: unknown), read by the caller in hooks.rs. It is at a
+ * fixed distance from the instrumented function's CFA for every entry of that function (the
+ * hook is called from its prologue, through the same code each time), so frames.rs measures
+ * that distance once per function. (Read here, it would cost this function a frame.) It is
+ * also the fast path's marker while it writes. */
+/* Not recorded by the fast path: give a window taken back, and ask Rust if the event is its
+ * (wants_slow). Out of line, so that the fast path keeps no register of its own (no stack
+ * frame, no register saved). */
+static __attribute__((noinline)) void enter_slow(struct slt_thread *t, uint8_t *lim, uint64_t addr, uint64_t sp)
+{
+    if (taken(lim))
+        give_limit(t, lim);
+    if (wants_slow(t, lim, 1))
+        slt_enter_slow(t, addr, sp);
+}
+
+/* An entry that shows the innermost open frame dead (top_is_dead), with the window taken:
+ * the returns of the frames that dead_exact closes and the call are committed together by
+ * record_call's one store of `pos` (a jump out before it leaves none of them written: see
+ * the hot-path rule); anything else is Rust's. Out of line: its loops need registers that the
+ * common case does without. */
+static __attribute__((noinline)) void enter_after_dead(struct slt_thread *t, uint64_t addr, uint64_t sp, const struct slt_cache_entry *e, uint8_t *lim, uint64_t ns)
+{
+    uint64_t cfa = sp + SLT_CFA_OFF(e);
+    uint8_t *p = t->pos;
+    uint64_t n = dead_exact(t, cfa);
+    /* ns is 0 only without a TSC calibration (event_ns): then the clock is Rust's. */
+    if (n == 0 || ns == 0 || (uint64_t)(lim - p) <= (n + 1) * SLT_EVENT_MAX) {
+        enter_slow(t, lim, addr, sp);
+        return;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        p = encode_return(p, delta(t, ns));
+    t->returns += n;
+    t->depth -= n;
+    record_call(t, addr, SLT_CODE(e), cfa, p, ns);
+    give_limit(t, lim);
+}
+
+/* `sp`: the hook's stack pointer (0: unknown), read by the caller in hooks.rs. It is at a
  * fixed distance from the instrumented function's CFA for every entry of that function (the
  * hook is called from its prologue, through the same code each time), so frames.rs measures
  * that distance once per function. (Read here, it would cost this function a frame.) It is
@@ -445,44 +536,33 @@ SLT_HIDDEN void slt_enter(void *this_fn, uint64_t sp)
 {
     struct slt_thread *t = &slt_tls;
     uint64_t addr = (uint64_t)this_fn;
-    const struct slt_calibration *c = calibration();
-    uint64_t ns = event_ns(c);
+    uint64_t ns = event_ns(calibration());
     uint8_t *lim = take_limit(t, marker(sp), 1);
     struct slt_cache_entry *e = cache_set(t, addr);
     uint8_t *p = t->pos;
     uint64_t off, cfa;
     if (UNLIKELY(!((intptr_t)p < (intptr_t)lim)))
         goto slow;
-    if (UNLIKELY(e->addr != addr) && (++e)->addr != addr)
+    /* The way that holds `addr`, chosen without a branch (which of the two ways a function
+     * sits in is as good as random: a branch on it is mispredicted often); then one test. */
+    e += e->addr != addr;
+    if (UNLIKELY(e->addr != addr))
         goto slow;
     off = SLT_CFA_OFF(e);
     cfa = off ? sp + off : 0;
     if (UNLIKELY(top_is_dead(t, cfa))) {
-        /* The returns and the call are committed together by record_call's one store of
-         * `pos` (a jump out before it leaves none of them written: see the hot-path rule). */
-        uint64_t n = dead_exact(t, cfa);
-        if (n == 0 || c == 0 || (uint64_t)(lim - p) <= (n + 1) * SLT_EVENT_MAX)
-            goto slow;
-        for (uint64_t i = 0; i < n; i++)
-            p = encode_return(p, delta(t, ns));
-        t->returns += n;
-        t->depth -= n;
-        record_call(t, addr, SLT_ID(e), cfa, p, ns);
-        give_limit(t, lim);
+        enter_after_dead(t, addr, sp, e, lim, ns);
         return;
     }
-    if (UNLIKELY(c == 0)) {
-        enter_slow_clock(t, addr, SLT_ID(e), cfa, p, lim);
+    if (UNLIKELY(ns == 0)) {
+        enter_slow_clock(t, addr, SLT_CODE(e), cfa, p, lim);
         return;
     }
-    record_call(t, addr, SLT_ID(e), cfa, p, ns);
+    record_call(t, addr, SLT_CODE(e), cfa, p, ns);
     give_limit(t, lim);
     return;
 slow:
-    if (taken(lim))
-        give_limit(t, lim);
-    if (wants_slow(t, lim, 1))
-        slt_enter_slow(t, addr, sp);
+    enter_slow(t, lim, addr, sp);
 }
 
 /* `sp`: the hook's stack pointer, as for slt_enter (the marker; 0: unknown). */
@@ -490,8 +570,7 @@ SLT_HIDDEN void slt_exit(void *this_fn, uint64_t sp)
 {
     struct slt_thread *t = &slt_tls;
     uint64_t addr = (uint64_t)this_fn;
-    const struct slt_calibration *c = calibration();
-    uint64_t ns = event_ns(c);
+    uint64_t ns = event_ns(calibration());
     uint8_t *lim = take_limit(t, marker(sp), 1);
     uint64_t d = t->depth;
     uint8_t *p = t->pos;
@@ -502,7 +581,7 @@ SLT_HIDDEN void slt_exit(void *this_fn, uint64_t sp)
             slt_exit_slow(t, addr, sp);
         return;
     }
-    if (UNLIKELY(c == 0)) {
+    if (UNLIKELY(ns == 0)) {
         exit_slow_clock(t, d, p, lim);
         return;
     }
@@ -510,7 +589,7 @@ SLT_HIDDEN void slt_exit(void *this_fn, uint64_t sp)
     give_limit(t, lim);
 }
 
-/* ---- For the tests in lib.rs: the same encoders, driven from Rust. ---- */
+/* ---- For the tests in hot.rs: the same encoders, driven from Rust. ---- */
 
 /* Write `n` events through this file's encoders into the cursor of `t`: kinds[i] is 1 for a
  * call of ids[i], 2 for a return; times are absolute. Returns the number written before the
@@ -522,7 +601,10 @@ SLT_HIDDEN uint64_t slt_test_encode(struct slt_thread *t, const uint8_t *kinds, 
         if (!(t->pos < t->limit))
             break;
         if (kinds[i] == KIND_CALL) {
-            t->pos = encode_call(t->pos, ids[i], delta(t, times[i]));
+            /* What the fast paths write (a cached id), else the general encoder. */
+            uint64_t code = id_code(ids[i]);
+            uint64_t dt = delta(t, times[i]);
+            t->pos = code ? encode_cached_call(t->pos, code, dt) : encode_call(t->pos, ids[i], dt);
             t->calls++;
         } else {
             t->pos = encode_return(t->pos, delta(t, times[i]));

@@ -24,7 +24,8 @@
 //! `SLICE_TRACE_PATCH=all` patches the system libraries too; a `-F NAME@OBJECT` pattern
 //! whose OBJECT matches a library's file name patches that library.
 
-use crate::{filter, patch, SpinLock};
+use crate::guards::SpinLock;
+use crate::{filter, patch};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
@@ -192,7 +193,7 @@ fn patch_new(dlopened: bool) {
     if mode == OFF {
         return;
     }
-    let _errno = crate::ErrnoGuard::save();
+    let _errno = crate::guards::ErrnoGuard::save();
     let _guard = patch::Guard::set();
     let objects = loaded_objects();
     let own = own_base();
@@ -234,8 +235,8 @@ fn patch_new(dlopened: bool) {
         seen.reports.push(ObjectReport { path, report, skipped, dlopened });
     }
     drop(l);
-    if crate::STATE.load(Ordering::Acquire) == crate::READY {
-        let p = crate::PROC.load(Ordering::Acquire);
+    if crate::process::STATE.load(Ordering::Acquire) == crate::process::READY {
+        let p = crate::process::PROC.load(Ordering::Acquire);
         if !p.is_null() {
             // SAFETY: PROC is set before READY is published and never freed; `dir` never
             // changes.
@@ -375,7 +376,7 @@ const RTLD_DI_SERINFOSIZE: libc::c_int = 5;
 /// The file a bare `name` names in the search path of the object holding `caller` (its
 /// `DT_RUNPATH`/`DT_RPATH`, `LD_LIBRARY_PATH`, the system's directories), if there is one.
 unsafe fn search_as(caller: u64, name: &CStr, real_dlopen: DlopenFn) -> Option<std::ffi::CString> {
-    let _errno = crate::ErrnoGuard::save();
+    let _errno = crate::guards::ErrnoGuard::save();
     let mut info: libc::Dl_info = std::mem::zeroed();
     if libc::dladdr(caller as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
         return None;
@@ -433,7 +434,7 @@ pub unsafe extern "C" fn dlclose(handle: *mut libc::c_void) -> libc::c_int {
     // SAFETY: the real dlclose, found by dlsym.
     let r = std::mem::transmute::<*mut libc::c_void, DlcloseFn>(f)(handle);
     if MODE.load(Ordering::Acquire) != OFF {
-        let _errno = crate::ErrnoGuard::save();
+        let _errno = crate::guards::ErrnoGuard::save();
         let now = loaded_objects();
         let mut l = Locked::take();
         l.seen().loaded.retain(|o| now.contains(o));

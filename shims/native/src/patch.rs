@@ -325,7 +325,7 @@ impl Drop for Guard {
 /// was `sp` (its CFA is `sp + 8`, registered with frames.rs when it was patched).
 extern "C" fn slt_patched_enter(func: u64, sp: u64) {
     // SAFETY: hot.c's entry point; it only touches this thread's block.
-    unsafe { crate::slt_enter(func as *mut libc::c_void, sp) }
+    unsafe { crate::hot::slt_enter(func as *mut libc::c_void, sp) }
 }
 
 impl Refusal {

@@ -21,7 +21,7 @@
 //! **What the holder left** ([`take_over`]). A fast path commits an event with one store of
 //! the position, after the event's bytes and its shadow-stack slot; the depth, the counters
 //! and the delta base are stored around it in any order. So the position is the truth: the
-//! events between the position lib.rs handed over last (`push`, which keeps a [`Handover`])
+//! events between the position thread.rs handed over last (`push`, which keeps a [`Handover`])
 //! and the current one are exactly the fast paths' committed events. Decoding them gives
 //! the depth, the call and return counts and the last time exactly, whatever the holder had
 //! stored of its own event.
@@ -31,7 +31,7 @@
 //! decoding reads memory of the thread's own mapped window (at most one window, 4 MiB) and
 //! allocates nothing.
 
-use crate::{SltThread, M_ACTIVE};
+use crate::hot::{SltThread, M_ACTIVE};
 use std::ptr::null_mut;
 use trace_format::writer::{RawCursor, StreamWriter};
 
@@ -60,7 +60,7 @@ pub(crate) fn owner_gone(t: &SltThread, sp: u64) -> bool {
     }
 }
 
-/// The cursor as lib.rs handed it to hot.c last (`push`): where the fast paths started.
+/// The cursor as thread.rs handed it to hot.c last (`push`): where the fast paths started.
 #[derive(Clone, Copy)]
 pub(crate) struct Handover {
     pub pos: *mut u8,
@@ -126,7 +126,7 @@ fn decode(buf: &[u8]) -> Option<Written> {
 }
 
 /// The counters and the depth at `end`, from the last hand-over `h` and the events between
-/// its position and `end` (all calls and returns: fast paths' and lib.rs's own). None if
+/// its position and `end` (all calls and returns: fast paths' and the slow paths'). None if
 /// `end` is not in the hand-over's window after its position, or the bytes are not such
 /// events.
 ///
@@ -146,7 +146,7 @@ unsafe fn rebuild(h: &Handover, end: *mut u8) -> Option<(u64, u64, u64, u64)> {
     Some((h.calls + w.calls, h.returns + w.returns, h.last_ts.wrapping_add(w.dt), depth))
 }
 
-/// lib.rs took the window (`old`: the `limit` it found) from a thread in mode ACTIVE: if a
+/// thread.rs took the window (`old`: the `limit` it found) from a thread in mode ACTIVE: if a
 /// marker held it, its path was left for good (the caller checked [`owner_gone`], or is not
 /// nested in any path: the thread's exit, `exit`, a fork child); rebuild the cursor and the
 /// depth from the stream. Returns false if the stream since the hand-over cannot be read as
@@ -167,7 +167,7 @@ pub(crate) unsafe fn take_over(t: &mut SltThread, old: *mut u8, h: &Handover) ->
     true
 }
 
-/// A slow path of lib.rs was left for good (recover_busy): the writer's position is the
+/// A slow path (hooks.rs) was left for good (recover_busy): the writer's position is the
 /// truth (one store per event, after its bytes), its counters and the depth may be an event
 /// apart from it; rebuild them from the stream. The writer cannot have been left while it
 /// changed windows ([`NearWindowEnd`]). Returns false if the stream cannot be read back.

@@ -1,0 +1,195 @@
+//! The hooks: `__cyg_profile_func_enter/exit` call hot.c's `slt_enter`/`slt_exit` (the
+//! compiler turns these into a jump), which call the slow paths here for anything but the
+//! common case (`slt_enter_slow`, `slt_exit_slow`, the clock before a TSC calibration).
+use crate::guards::ErrnoGuard;
+use crate::hot::*;
+use crate::process::id_of;
+use crate::thread::{recover_busy, start_thread, BusySp, ThreadState};
+use crate::{filter, frames, window};
+use trace_format::writer;
+
+/// Called by `-finstrument-functions` code on entry to every instrumented function.
+// The signature is gcc's; `this_fn` is only used as a number (never dereferenced).
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+#[no_mangle]
+pub extern "C" fn __cyg_profile_func_enter(this_fn: *mut libc::c_void, _call_site: *mut libc::c_void) {
+    // SAFETY: hot.c's entry point; it only touches this thread's block.
+    unsafe { slt_enter(this_fn, frames::stack_pointer()) }
+}
+
+/// Called by `-finstrument-functions` code on exit from every instrumented function
+/// (normal return and C++ exception unwinding).
+// The signature is gcc's; `this_fn` is only used as a number (never dereferenced).
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
+#[no_mangle]
+pub extern "C" fn __cyg_profile_func_exit(this_fn: *mut libc::c_void, _call_site: *mut libc::c_void) {
+    // SAFETY: hot.c's entry point; it only touches this thread's block.
+    unsafe { slt_exit(this_fn, frames::stack_pointer()) }
+}
+
+/// The clock, while hot.c has no TSC calibration to read.
+#[no_mangle]
+pub extern "C" fn slt_now_slow() -> u64 {
+    let _errno = ErrnoGuard::save();
+    let ns = writer::monotonic_ns();
+    publish_calibration();
+    ns
+}
+
+/// An event of a thread that records, whose window a path holds (hot.c's marker): a signal
+/// handler's event inside that path (dropped), unless the path is gone (window.rs; then the
+/// slow path takes the window over when it switches the mode).
+pub(crate) fn held_by_live_path(t: &SltThread, sp: u64) -> bool {
+    t.mode == M_ACTIVE && (t.cur.limit as i64) < 0 && !window::owner_gone(t, sp)
+}
+
+/// Signals blocked for this slow path if it may change windows (window.rs). An event of a
+/// thread that does not record changes nothing.
+pub(crate) fn near_window_end(t: &SltThread) -> window::NearWindowEnd {
+    let near = t.mode != M_OFF && {
+        // SAFETY: this thread's own state, if any.
+        let h = (!t.rust.is_null()).then(|| unsafe { &(*(t.rust as *mut ThreadState)).handover });
+        t.mode == M_UNINIT || window::near_end(t, h)
+    };
+    window::NearWindowEnd::guard(near)
+}
+
+/// Start a slow path: the thread records (its stream is created on its first event); its
+/// mode is then BUSY until `push`.
+pub(crate) unsafe fn begin_slow(t: &mut SltThread) -> bool {
+    if t.mode == M_UNINIT {
+        start_thread(t);
+    }
+    if t.mode != M_ACTIVE {
+        return false;
+    }
+    t.set_mode(M_BUSY);
+    true
+}
+
+/// Entry, when hot.c cannot record it by itself: the thread's first event, a function not
+/// in the thread's cache, a full window, open frames that this entry shows dead (frames.rs).
+/// `sp` is the stack pointer hot.c's `slt_enter` saw.
+#[no_mangle]
+pub unsafe extern "C" fn slt_enter_slow(t: *mut SltThread, addr: u64, sp: u64) {
+    let _errno = ErrnoGuard::save();
+    let _signals = near_window_end(&*t);
+    // SAFETY (here and below): `t` is this thread's block, passed by hot.c.
+    if (*t).mode == M_BUSY && !recover_busy(&mut *t, sp) {
+        return;
+    }
+    if held_by_live_path(&*t, sp) {
+        return;
+    }
+    let _busy = BusySp::set(t, sp);
+    let t = &mut *t;
+    if t.mode == M_UNINIT {
+        start_thread(t);
+    }
+    if t.mode == M_FILTERED {
+        filter::enter_outside(t, addr, sp);
+        return;
+    }
+    if !begin_slow(t) {
+        return;
+    }
+    enter_recorded(t, addr, sp, false);
+}
+
+/// Record an entry (the thread is BUSY; it is ACTIVE again after, or FILTERED when the entry
+/// starts a subtree that is not recorded). `root`: the entry starts a `-F` subtree.
+pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root: bool) {
+    // Take back what hot.c wrote before anything below lends the cursor out again.
+    t.pull();
+    let decision = filter::decision(addr);
+    let off = frames::cfa_offset(addr, sp);
+    let cfa = if off == 0 { 0 } else { sp + off as u64 };
+    let depth = t.depth as usize;
+    let now = writer::monotonic_ns();
+    let dead = if depth <= STACK_CAP { frames::dead_frames(std::slice::from_raw_parts(t.cfas, depth), cfa) } else { 0 };
+    let left_root = dead > 0 && std::slice::from_raw_parts(t.stack, depth)[depth - dead..].iter().any(|&a| a & filter::ROOT_BIT != 0);
+    let depth = depth - dead;
+    t.depth = depth as u64;
+    if dead > 0 {
+        if let Some(w) = t.pull() {
+            for _ in 0..dead {
+                w.ret(now);
+            }
+        }
+    }
+    if left_root && !root {
+        // The closed frames held the `-F` call: the thread is outside again.
+        t.push();
+        filter::leave(t);
+        filter::enter_outside(t, addr, sp);
+        return;
+    }
+    if decision == filter::Decision::Skip {
+        t.push();
+        filter::skip_from(t, cfa);
+        return;
+    }
+    match id_of(addr) {
+        Some(id) => {
+            slt_cache_put(t, addr, id as u64 | (off as u64) << 32);
+            if depth < STACK_CAP {
+                *t.stack.add(depth) = if root { addr | filter::ROOT_BIT } else { addr };
+                *t.cfas.add(depth) = cfa;
+            }
+            t.depth += 1;
+            if let Some(w) = t.pull() {
+                w.call(id, now);
+            }
+        }
+        None if root => filter::leave(t),
+        None => {}
+    }
+    t.push();
+}
+
+/// Exit, when hot.c cannot record it by itself: the thread's first event, a return with no
+/// open call or that skips frames (longjmp), a full window.
+#[no_mangle]
+pub unsafe extern "C" fn slt_exit_slow(t: *mut SltThread, addr: u64, sp: u64) {
+    let _errno = ErrnoGuard::save();
+    let _signals = near_window_end(&*t);
+    if held_by_live_path(&*t, sp) {
+        return;
+    }
+    // This frame's stack pointer: everything this slow path runs is below it.
+    let _busy = BusySp::set(t, frames::stack_pointer());
+    let t = &mut *t;
+    if t.mode == M_FILTERED {
+        filter::exit_outside(t);
+        return;
+    }
+    if !begin_slow(t) {
+        return;
+    }
+    // Frames skipped by longjmp never return: if the exiting function is deeper in the
+    // stack than the top, close the skipped frames first. (A `-F` call is marked with
+    // filter::ROOT_BIT, so that its exit comes here.)
+    let depth = t.depth as usize;
+    let mut returns = 1;
+    let mut left_root = false;
+    if depth > 0 && depth <= STACK_CAP {
+        let stack = std::slice::from_raw_parts(t.stack, depth);
+        if stack[depth - 1] & !filter::ROOT_BIT != addr {
+            if let Some(k) = stack[..depth - 1].iter().rposition(|&a| a & !filter::ROOT_BIT == addr) {
+                returns += depth - 1 - k;
+            }
+        }
+        left_root = stack[depth - returns.min(depth)..].iter().any(|&a| a & filter::ROOT_BIT != 0);
+    }
+    t.depth = depth.saturating_sub(returns) as u64;
+    let now = writer::monotonic_ns();
+    if let Some(w) = t.pull() {
+        for _ in 0..returns {
+            w.ret(now);
+        }
+    }
+    t.push();
+    if left_root {
+        filter::leave(t);
+    }
+}

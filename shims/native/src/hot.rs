@@ -1,0 +1,238 @@
+//! The Rust side of hot.c (the fast paths of the hooks): the per-thread block hot.c keeps in
+//! an initial-exec TLS slot (`SltThread`, `struct slt_thread`; the layouts are checked by a
+//! test), the thread modes, hot.c's functions, the TSC calibration it reads, and the tests
+//! that hot.c's event encoder writes the same stream as the `trace-format` writer.
+use std::sync::atomic::{AtomicPtr, Ordering};
+use trace_format::clock::TscCalibration;
+use trace_format::writer::RawCursor;
+
+/// Functions remembered for replay after `fork` and for matching returns (deeper calls are
+/// counted but not remembered). Same as `SLT_STACK_CAP` in hot.c.
+pub(crate) const STACK_CAP: usize = 1024;
+/// Entries of a thread's two-way set-associative address -> id cache (`SLT_CACHE_SIZE` in
+/// hot.c).
+pub(crate) const CACHE_SIZE: usize = 2048;
+
+/// Modes of a thread (`SLT_*` in hot.c).
+pub(crate) const M_UNINIT: u32 = 0;
+pub(crate) const M_ACTIVE: u32 = 1;
+/// The shim itself runs on this thread: events from code it calls (an instrumented allocator,
+/// a signal handler) are dropped, entry and exit alike.
+pub(crate) const M_BUSY: u32 = 2;
+/// Not recording: no trace directory, the stream could not be created or has stopped, or the
+/// thread is exiting.
+pub(crate) const M_OFF: u32 = 3;
+/// Outside the recorded calls (filter.rs: before a `-F` function, inside a `-N` one): every
+/// event goes to the slow path, which records nothing until the thread is inside again.
+pub(crate) const M_FILTERED: u32 = 4;
+
+#[repr(C)]
+pub(crate) struct CacheEntry {
+    pub(crate) addr: u64,
+    /// The call event's tag and id bytes with their length, and the CFA offset (hot.c).
+    pub(crate) code: u64,
+}
+
+/// `struct slt_thread` of hot.c: a thread's hot state (opaque outside this crate).
+#[repr(C)]
+pub(crate) struct SltThread {
+    pub(crate) cur: RawCursor,
+    pub(crate) depth: u64,
+    pub(crate) stack: *mut u64,
+    /// The thread's `ThreadState`.
+    pub(crate) rust: *mut libc::c_void,
+    pub(crate) mode: u32,
+    pub(crate) pad: u32,
+    /// `CACHE_SIZE` entries in the `ThreadState` (null until the thread's first event).
+    pub(crate) cache: *mut CacheEntry,
+    /// CFAs of the open calls in `stack` (0: unknown), for the frame repair (frames.rs).
+    pub(crate) cfas: *mut u64,
+    /// Stack pointer of the running slow path at its shallowest (0: none): `recover_busy`.
+    pub(crate) busy_sp: u64,
+}
+
+extern "C" {
+    pub(crate) fn slt_thread_state() -> *mut SltThread;
+    pub(crate) fn slt_enter(this_fn: *mut libc::c_void, sp: u64);
+    pub(crate) fn slt_exit(this_fn: *mut libc::c_void, sp: u64);
+    pub(crate) fn slt_cache_put(t: *mut SltThread, addr: u64, id: u64);
+    pub(crate) fn slt_cache_clear(t: *mut SltThread);
+    pub(crate) static mut slt_calibration: *const TscCalibration;
+    pub(crate) fn slt_take_limit(t: *mut SltThread, sp: u64) -> *mut u8;
+    pub(crate) fn slt_give_limit(t: *mut SltThread, lim: *mut u8);
+}
+
+/// Let hot.c read the clock's TSC calibration (it asks Rust's clock while there is none).
+pub(crate) fn publish_calibration() {
+    if let Some(c) = trace_format::clock::tsc_calibration() {
+        // SAFETY: `slt_calibration` is a pointer-sized, aligned C object that lives as long as
+        // the library and is only ever accessed atomically (hot.c loads it with
+        // __atomic_load_n acquire); the release store publishes the calibration's fields,
+        // which are never freed or changed afterwards.
+        unsafe { AtomicPtr::from_ptr(std::ptr::addr_of_mut!(slt_calibration) as *mut *mut TscCalibration) }
+            .store(c as *const TscCalibration as *mut TscCalibration, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trace_format::event::FLAG_NATIVE;
+    use trace_format::writer::{self, StreamWriter};
+
+    extern "C" {
+        fn slt_thread_size() -> u64;
+        fn slt_event_max() -> u64;
+        fn slt_cache_size() -> u64;
+        fn slt_test_encode(t: *mut SltThread, kinds: *const u8, ids: *const u64, times: *const u64, n: u64) -> u64;
+        fn slt_test_now() -> u64;
+    }
+
+    #[test]
+    fn c_and_rust_agree_on_the_thread_block_layout() {
+        // SAFETY: plain C functions returning constants.
+        unsafe {
+            assert_eq!(slt_thread_size() as usize, std::mem::size_of::<SltThread>());
+            assert_eq!(slt_cache_size() as usize, CACHE_SIZE);
+            assert_eq!(slt_event_max() as usize, trace_format::event::MAX_EVENT_LEN);
+        }
+    }
+
+    /// Events of every shape: ids inline and escaped (one to five varint bytes), deltas of
+    /// zero to many bytes, and times that go back (delta 0, the base stays).
+    fn events() -> Vec<(u8, u64, u64)> {
+        let mut out = Vec::new();
+        let mut ts = 1_000u64;
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for i in 0..60_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let dt = match i % 7 {
+                0 => 0,
+                1 => x % 63,
+                2 => 63 + x % 65,
+                3 => x % 20_000,
+                4 => x % (1 << 40),
+                _ => x % 128,
+            };
+            ts = if i % 97 == 0 { ts.saturating_sub(x % 500) } else { ts + dt };
+            // hot.c's fast paths keep an id's bytes in the cache up to 63 + 2^21 - 1 (three
+            // varint bytes); larger ids take the general encoder.
+            let id = match i % 6 {
+                0 => x % 63,
+                1 => 63 + x % 200,
+                2 => x % (1 << 20),
+                3 => u32::MAX as u64 - x % 3,
+                4 => 63 + (1 << 21) - 1 + x % 2,
+                _ => 62 + x % 3,
+            };
+            out.push(if i % 3 == 2 { (2, 0, ts) } else { (1, id, ts) });
+        }
+        out
+    }
+
+    #[test]
+    fn c_encoder_writes_the_same_stream_as_the_rust_writer() {
+        let d = tempfile::tempdir().unwrap();
+        let evs = events();
+        let window = 64 << 10;
+        let rust_path = d.path().join("rust.ev");
+        let mut w = StreamWriter::create(&rust_path, FLAG_NATIVE, 7, 8, 1_000, window).unwrap();
+        w.thread_name("worker");
+        for &(k, id, ts) in &evs {
+            if k == 1 {
+                w.call(id as u32, ts);
+            } else {
+                w.ret(ts);
+            }
+        }
+        w.finish();
+
+        let c_path = d.path().join("c.ev");
+        let mut w = StreamWriter::create(&c_path, FLAG_NATIVE, 7, 8, 1_000, window).unwrap();
+        w.thread_name("worker");
+        let kinds: Vec<u8> = evs.iter().map(|e| e.0).collect();
+        let ids: Vec<u64> = evs.iter().map(|e| e.1).collect();
+        let times: Vec<u64> = evs.iter().map(|e| e.2).collect();
+        // SAFETY: a zeroed block is valid (null pointers, mode 0); only `cur` is used.
+        let mut t: Box<SltThread> = Box::new(unsafe { std::mem::zeroed() });
+        let mut done = 0usize;
+        let mut windows = 0;
+        while done < evs.len() {
+            t.cur = w.cursor().expect("the stream is open");
+            // A few events at a time: after each batch, the window past the last event must
+            // still be zeros (hot.c stores a call's id bytes as one word; a stream cut there
+            // must end in zeros for the readers).
+            let batch = (evs.len() - done).min(5) as u64;
+            // SAFETY: the arrays hold `batch` entries from `done`; the cursor is the writer's.
+            let n = unsafe { slt_test_encode(&mut *t, kinds[done..].as_ptr(), ids[done..].as_ptr(), times[done..].as_ptr(), batch) };
+            let window_end = t.cur.limit as usize + trace_format::event::MAX_EVENT_LEN - 1;
+            let after = (window_end - t.cur.pos as usize).min(16);
+            // SAFETY: [pos, window end) is inside the writer's mapped window.
+            let rest = unsafe { std::slice::from_raw_parts(t.cur.pos, after) };
+            assert!(rest.iter().all(|&b| b == 0), "bytes after event {}: {rest:?}", done + n as usize);
+            // SAFETY: hot.c moved the cursor by whole events while pos <= limit.
+            unsafe { w.set_cursor(&t.cur) };
+            done += n as usize;
+            // A short batch: the window filled (the writer maps the next one).
+            windows += usize::from(n < batch);
+        }
+        w.finish();
+        assert!(windows >= 2, "the events must fill several windows: {windows}");
+        let (a, b) = (std::fs::read(&rust_path).unwrap(), std::fs::read(&c_path).unwrap());
+        assert_eq!(a.len(), b.len());
+        assert!(a == b, "streams differ at byte {:?}", a.iter().zip(&b).position(|(x, y)| x != y));
+        // And the stream reads back as the events (times that went back read as the base).
+        let s = trace_format::ThreadStream::open(&c_path).unwrap();
+        let calls = s.events().unwrap().filter(|e| matches!(e, Ok(trace_format::Event::Call { .. }))).count();
+        assert_eq!(calls, kinds.iter().filter(|&&k| k == 1).count());
+        assert_eq!(s.header.totals.unwrap().calls as usize, calls);
+    }
+
+    #[test]
+    fn the_cache_keeps_ids_that_fit_an_entry_and_drops_the_others() {
+        // SAFETY: a zeroed block is valid; only `cache` is used, pointing at our entries.
+        let mut t: Box<SltThread> = Box::new(unsafe { std::mem::zeroed() });
+        let mut cache: Vec<CacheEntry> = (0..CACHE_SIZE).map(|_| CacheEntry { addr: 0, code: 7 }).collect();
+        t.cache = cache.as_mut_ptr();
+        let find = |cache: &[CacheEntry], addr: u64| cache.iter().find(|e| e.addr == addr).map(|e| e.code);
+        // SAFETY: `t.cache` holds CACHE_SIZE entries.
+        unsafe { slt_cache_clear(&mut *t) };
+        assert!(cache.iter().all(|e| e.addr == u64::MAX));
+        let (addr, off) = (0x5555_0000_1230u64, 40u64);
+        // Id 300: the escape tag (0xFD) and the varint of 237 (0xED 0x01), three bytes.
+        // SAFETY: as above.
+        unsafe { slt_cache_put(&mut *t, addr, 300 | off << 32) };
+        assert_eq!(find(&cache, addr), Some(off << 40 | 0x01_ED_FD << 8 | 3));
+        // Id 5 inline: one byte, (5 << 2) | 1.
+        // SAFETY: as above.
+        unsafe { slt_cache_put(&mut *t, addr + 16, 5) };
+        assert_eq!(find(&cache, addr + 16), Some(21 << 8 | 1));
+        // An id past 63 + 2^21 - 1, or an offset of 2^24 or more, does not fit: not cached, and
+        // an entry the address had is gone (its events are then Rust's).
+        for too_big in [63 + (1u64 << 21), (1 << 24) << 32 | 300] {
+            // SAFETY: as above.
+            unsafe { slt_cache_put(&mut *t, addr, 300 | off << 32) };
+            assert!(find(&cache, addr).is_some());
+            // SAFETY: as above.
+            unsafe { slt_cache_put(&mut *t, addr, too_big) };
+            assert_eq!(find(&cache, addr), None, "{too_big:#x}");
+        }
+        assert_eq!(find(&cache, addr + 16), Some(21 << 8 | 1));
+    }
+
+    #[test]
+    fn c_clock_is_the_rust_clock() {
+        // Before and after a calibration is published, hot.c's reads stay between Rust's.
+        for _ in 0..2 {
+            let a = writer::monotonic_ns();
+            // SAFETY: reads the clock.
+            let c = unsafe { slt_test_now() };
+            let b = writer::monotonic_ns();
+            assert!(a <= c + 1_000 && c <= b + 1_000, "{a} {c} {b}");
+            std::thread::sleep(std::time::Duration::from_millis(15));
+            publish_calibration();
+        }
+    }
+}

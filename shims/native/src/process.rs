@@ -1,0 +1,214 @@
+//! Process-wide state and the cold paths: the process's trace directory (created by the first
+//! thread that records), function registration (an address seen for the first time gets its
+//! id and its `funcs.jsonl` record under `COLD`), warnings.
+use crate::guards::SpinLock;
+#[cfg(target_arch = "x86_64")]
+use crate::objects;
+use crate::table::{insert, lookup, Table};
+use std::ffi::CStr;
+use std::path::PathBuf;
+use std::ptr::null_mut;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use trace_format::writer::{self, FuncTableWriter};
+use trace_format::{FuncKind, FuncRecord, FUNCS_FILE};
+
+pub(crate) const UNINIT: u8 = 0;
+pub(crate) const INITIALIZING: u8 = 1;
+pub(crate) const READY: u8 = 2;
+pub(crate) const DISABLED: u8 = 3;
+
+/// Recording state of this process image (reset to `UNINIT` in a forked child).
+pub(crate) static STATE: AtomicU8 = AtomicU8::new(UNINIT);
+/// Trace root from `SLICE_TRACE_DIR`, read once by the constructor (null: do nothing).
+pub(crate) static ROOT: AtomicPtr<PathBuf> = AtomicPtr::new(null_mut());
+/// The process's recording state; valid while `STATE == READY`.
+pub(crate) static PROC: AtomicPtr<Proc> = AtomicPtr::new(null_mut());
+/// Address -> id table; null until the first function is registered (and after a fork).
+pub(crate) static TABLE: AtomicPtr<Table> = AtomicPtr::new(null_mut());
+/// Lock of the cold path (registering a function, growing the table).
+pub(crate) static COLD: SpinLock = SpinLock::new();
+/// Sequence number of the next thread stream of this process.
+pub(crate) static THREAD_SEQ: AtomicU32 = AtomicU32::new(0);
+/// Pid of the traced parent, in a child created by `fork` (0: none).
+pub(crate) static FORKED_FROM: AtomicU32 = AtomicU32::new(0);
+/// `pthread_key` whose destructor closes a thread's stream when the thread exits.
+pub(crate) static KEY: AtomicU64 = AtomicU64::new(u64::MAX);
+
+pub(crate) struct Proc {
+    pub(crate) pid: u32,
+    pub(crate) dir: PathBuf,
+    pub(crate) funcs: FuncTableWriter,
+    pub(crate) next_id: u32,
+    /// Load address of the main executable (`dli_fbase`), whose `dladdr` name is only argv[0].
+    pub(crate) main_base: u64,
+    pub(crate) exe: String,
+    /// Object path by load address, made absolute once.
+    pub(crate) modules: Vec<(u64, String)>,
+}
+
+/// The process's trace directory, created on first use by the first thread that gets here.
+pub(crate) fn ensure_process() -> Option<PathBuf> {
+    loop {
+        match STATE.load(Ordering::Acquire) {
+            READY => {
+                let p = PROC.load(Ordering::Acquire);
+                // SAFETY: set before READY was published and never freed.
+                return (!p.is_null()).then(|| unsafe { (*p).dir.clone() });
+            }
+            DISABLED => return None,
+            UNINIT => {
+                if STATE.compare_exchange(UNINIT, INITIALIZING, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                    let ok = init_process();
+                    STATE.store(if ok { READY } else { DISABLED }, Ordering::Release);
+                }
+            }
+            _ => {
+                // SAFETY: sched_yield has no preconditions.
+                unsafe { libc::sched_yield() };
+            }
+        }
+    }
+}
+
+pub(crate) fn init_process() -> bool {
+    let root = ROOT.load(Ordering::Relaxed);
+    if root.is_null() {
+        return false;
+    }
+    // SAFETY: set once by the constructor, never freed.
+    let root = unsafe { &*root };
+    let forked = FORKED_FROM.load(Ordering::Relaxed);
+    let writer::ProcessFiles { dir, meta, funcs } =
+        match writer::ProcessFiles::create(root, "native", &runtime(), (forked != 0).then_some(forked)) {
+            Ok(f) => f,
+            Err(e) => {
+                warn_once(&format!("{e}; this process is not traced (check that {} is writable)", root.display()));
+                return false;
+            }
+        };
+    // SAFETY: AT_PHDR is an address inside the main executable's first mapping.
+    let main_base = unsafe {
+        let phdr = libc::getauxval(libc::AT_PHDR) as *const libc::c_void;
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if !phdr.is_null() && libc::dladdr(phdr, &mut info) != 0 {
+            info.dli_fbase as u64
+        } else {
+            u64::MAX
+        }
+    };
+    #[cfg(target_arch = "x86_64")]
+    if let Err(e) = objects::write_report(&dir) {
+        warn_once(&format!("cannot write {}: {e}", dir.join(trace_format::meta::PATCH_FILE).display()));
+    }
+    let proc = Proc { pid: meta.pid, dir, funcs, next_id: 0, main_base, exe: meta.exe, modules: Vec::new() };
+    PROC.store(Box::into_raw(Box::new(proc)), Ordering::Release);
+    true
+}
+
+pub(crate) fn runtime() -> String {
+    // SAFETY: gnu_get_libc_version returns a static NUL-terminated string.
+    let v = unsafe { CStr::from_ptr(gnu_get_libc_version()) }.to_string_lossy();
+    format!("glibc {v}")
+}
+
+extern "C" {
+    fn gnu_get_libc_version() -> *const libc::c_char;
+}
+
+pub(crate) fn warn_once(msg: &str) {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        let line = format!("slicetrace-native: {msg}\n");
+        // SAFETY: writing a buffer we own to stderr.
+        unsafe { libc::write(2, line.as_ptr() as *const libc::c_void, line.len()) };
+    }
+}
+
+/// Id of a function address, registering it (and writing its record) if it is new.
+#[inline(always)]
+pub(crate) fn id_of(addr: u64) -> Option<u32> {
+    match lookup(addr) {
+        Some(id) => Some(id),
+        None => register(addr),
+    }
+}
+
+#[cold]
+#[inline(never)]
+pub(crate) fn register(addr: u64) -> Option<u32> {
+    if addr == 0 {
+        return None;
+    }
+    // No signal handler runs while this thread holds `COLD`: one that left with
+    // `siglongjmp` would leave the lock held, and every other thread's next new function
+    // would wait for it for ever. (Once per function per process: two cheap system calls.)
+    // SAFETY: a zeroed sigset_t is a valid (empty) set.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pthread_sigmask with sets we own is async-signal-safe; the old mask is put back.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+    }
+    COLD.lock();
+    let r = register_locked(addr);
+    COLD.unlock();
+    // SAFETY: as above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, null_mut()) };
+    r
+}
+
+pub(crate) fn register_locked(addr: u64) -> Option<u32> {
+    if let Some(id) = lookup(addr) {
+        return Some(id);
+    }
+    let p = PROC.load(Ordering::Acquire);
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: PROC is only mutated under COLD, which we hold.
+    let proc = unsafe { &mut *p };
+    // SAFETY: dladdr fills the Dl_info we own; the strings it points to live as long as the object.
+    let (module, base, symbol) = unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(addr as *const libc::c_void, &mut info) == 0 {
+            (String::new(), 0u64, None)
+        } else {
+            let base = info.dli_fbase as u64;
+            let module = module_path(proc, base, info.dli_fname);
+            let symbol = (!info.dli_sname.is_null()).then(|| {
+                let name = CStr::from_ptr(info.dli_sname).to_string_lossy().into_owned();
+                let off = addr.wrapping_sub(info.dli_saddr as u64);
+                if off == 0 {
+                    name
+                } else {
+                    format!("{name}+{off:#x}")
+                }
+            });
+            (module, base, symbol)
+        }
+    };
+    let id = proc.next_id;
+    proc.next_id += 1;
+    let rec = FuncRecord { id, kind: FuncKind::Native { addr, module, base, symbol } };
+    if proc.funcs.append(&rec).is_err() {
+        warn_once(&format!("cannot write {}/{FUNCS_FILE}; function names will be missing", proc.dir.display()));
+    }
+    insert(addr, id);
+    Some(id)
+}
+
+/// Absolute path of the object loaded at `base`.
+pub(crate) unsafe fn module_path(proc: &mut Proc, base: u64, fname: *const libc::c_char) -> String {
+    if let Some((_, m)) = proc.modules.iter().find(|(b, _)| *b == base) {
+        return m.clone();
+    }
+    let path = if base == proc.main_base || fname.is_null() {
+        proc.exe.clone()
+    } else {
+        let name = CStr::from_ptr(fname).to_string_lossy().into_owned();
+        std::fs::canonicalize(&name).map(|p| p.to_string_lossy().into_owned()).unwrap_or(name)
+    };
+    proc.modules.push((base, path.clone()));
+    path
+}
