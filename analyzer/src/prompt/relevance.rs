@@ -277,7 +277,7 @@ fn pieces(text: &str, mut f: impl FnMut(&str)) {
 }
 
 /// The terms of a piece of code or a name: [`pieces`], stemmed, without pure numbers and
-/// one-character pieces.
+/// one-character pieces; plus each [`digit_word`] whole.
 pub fn terms(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     pieces(text, |p| {
@@ -285,7 +285,19 @@ pub fn terms(text: &str) -> Vec<String> {
             out.push(stem(p));
         }
     });
+    digit_words(text, |w| out.push(w));
     out
+}
+
+/// The runs of letters and digits of `text` that hold both, lowercased (`f7`, `h1`, `utf8`,
+/// `sha256`). Split at the digit, their pieces are dropped or lose what tells them apart, so
+/// they are also terms whole: a question naming `f7` finds `f7`, not every `f`.
+fn digit_words(text: &str, mut f: impl FnMut(String)) {
+    for run in text.split(|c: char| !c.is_alphanumeric()) {
+        if run.chars().count() >= 2 && run.chars().any(char::is_alphabetic) && run.chars().any(char::is_numeric) {
+            f(run.to_lowercase());
+        }
+    }
 }
 
 /// The distinct terms of a question, in order: words of 3+ characters that are not
@@ -335,6 +347,7 @@ pub fn weighted_question_terms(q: &str) -> Vec<(String, u32)> {
                 add(stem(n));
             }
         }
+        digit_words(w, &mut add);
         if lw.trim_matches(|c| c == '_' || c == '.').chars().count() < 3 || STOPWORDS.contains(&lw.as_str()) {
             continue;
         }
@@ -491,7 +504,9 @@ mod tests {
     fn identifiers_are_split() {
         assert_eq!(terms("Table._render"), vec!["tabl", "render"]);
         assert_eq!(terms("border_style = get_style(self.border_style)"), vec!["border", "styl", "get", "styl", "self", "border", "styl"]);
-        assert_eq!(terms("HTTPServer.getTopBorder2x i 42"), vec!["http", "server", "get", "top", "border"]);
+        // A run of letters and digits is also a term whole (its pieces lose the digit).
+        assert_eq!(terms("HTTPServer.getTopBorder2x i 42"), vec!["http", "server", "get", "top", "border", "gettopborder2x"]);
+        assert_eq!(terms("def f7(): return g12(h1)"), vec!["def", "return", "f7", "g12", "h1"]);
         assert_eq!(terms("site-packages/rich/table.py"), vec!["sit", "packag", "rich", "tabl", "py"]);
     }
 
@@ -503,6 +518,8 @@ mod tests {
         // Filler that says what kind of answer is wanted, not where it is.
         assert_eq!(question_terms("What determines the appearance shown when it changes?"), Vec::<String>::new());
         assert!(question_terms("How does it work?").is_empty());
+        // A name with a digit is kept whole, however short.
+        assert_eq!(question_terms("What does f7 add to the h1 tag?"), vec!["f7", "add", "h1", "tag"]);
         // Characters quoted from the input bring the names code gives them.
         assert_eq!(question_terms("Why is **fresh** bold?"), vec!["asterisk", "star", "fresh", "strong", "bold"]);
         assert_eq!(question_terms("Where is '# Title' parsed?"), vec!["hash", "titl", "pars"]);
