@@ -39,7 +39,9 @@ fn any(rs: &[Regex], s: &str) -> bool {
     rs.iter().any(|r| r.is_match(s))
 }
 
+/// What the selection reads of a function, computed once per function (not per tree node).
 struct Facts {
+    origin: Origin,
     qualname: String,
     file: String,
     module: String,
@@ -47,6 +49,7 @@ struct Facts {
 
 fn facts(f: &Function, cwd: &Path) -> Facts {
     Facts {
+        origin: origin(f),
         qualname: f.qualname.clone(),
         file: f.file.as_deref().map(|p| p.to_string_lossy().into_owned()).or_else(|| f.object.clone()).unwrap_or_default(),
         module: module_name(f, cwd),
@@ -68,8 +71,8 @@ impl Selection {
             && self.max_depth.is_none()
     }
 
-    fn hidden(&self, f: &Function, x: &Facts) -> bool {
-        match origin(f) {
+    fn hidden(&self, x: &Facts) -> bool {
+        match x.origin {
             Origin::Stdlib if self.hide_stdlib => return true,
             Origin::SitePackages if self.hide_site_packages => return true,
             _ => {}
@@ -98,7 +101,7 @@ impl Selection {
         // 1-3
         let mut t = tree.rebuild(|t, n| match fi(t, n) {
             Some(i) if self.excluded(&facts[i]) => Keep::Drop,
-            Some(i) if self.hidden(&funcs[i], &facts[i]) => Keep::Splice,
+            Some(i) if self.hidden(&facts[i]) => Keep::Splice,
             _ => Keep::Keep,
         });
         // 4
