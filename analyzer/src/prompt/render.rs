@@ -12,9 +12,9 @@ use std::fmt;
 use std::str::FromStr;
 
 /// The default Markdown template (`prompts/markdown.md.j2`).
-pub const MARKDOWN_TEMPLATE: &str = include_str!("../../../prompts/markdown.md.j2");
+pub const MARKDOWN_TEMPLATE: &str = include_str!("../../prompts/markdown.md.j2");
 /// The default XML template (`prompts/xml.xml.j2`).
-pub const XML_TEMPLATE: &str = include_str!("../../../prompts/xml.xml.j2");
+pub const XML_TEMPLATE: &str = include_str!("../../prompts/xml.xml.j2");
 /// Version of the JSON document (`docs/slice-json.md`).
 pub const JSON_SCHEMA_VERSION: u32 = 1;
 

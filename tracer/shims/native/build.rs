@@ -1,0 +1,1 @@
+../../../shims/native/build.rs

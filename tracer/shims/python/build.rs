@@ -1,0 +1,1 @@
+../../../shims/python/build.rs
