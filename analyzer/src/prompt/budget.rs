@@ -388,12 +388,17 @@ pub(super) fn refill(
         // raises are left out of a batch.
         let mut left = room * 1.25 + 16.0;
         let mut batch: Vec<(&String, Raise)> = Vec::new();
-        for k in prio {
-            let named = steps.contains(&Step::Name(k.clone()));
-            let signed = steps.contains(&Step::Signature(k.clone()));
-            if !named && !signed {
-                continue;
+        // Per cut function: (dropped to name only, elided to its signature), from the steps.
+        let mut levels: rustc_hash::FxHashMap<&str, (bool, bool)> = rustc_hash::FxHashMap::default();
+        for st in &steps {
+            match st {
+                Step::Name(k) => levels.entry(k.as_str()).or_default().0 = true,
+                Step::Signature(k) => levels.entry(k.as_str()).or_default().1 = true,
+                _ => {}
             }
+        }
+        for k in prio {
+            let Some(&(named, signed)) = levels.get(k.as_str()) else { continue };
             let (body, sig) = est.blocks.get(k.as_str()).copied().unwrap_or_default();
             let now = if named { 0.0 } else { sig };
             let options = [(Raise::Whole, body - now), (Raise::Signature, sig - now)];
