@@ -408,6 +408,10 @@ fn rich_cli_prompt() {
     // A question that names click keeps it whole.
     let (named, _) = slice_ok(&["from-trace", s(&t), "-q", "How does click parse the arguments of rich data.csv?"]);
     assert!(named.contains("#### `Command.main`"), "{named}");
+    // rich-cli is itself installed: `--no-site-packages` hides rich and click, not rich_cli.
+    let (own, _) = slice_ok(&["from-trace", s(&t), "-q", q, "--no-site-packages"]);
+    assert!(own.contains("#### `render_csv` (site-packages/rich_cli/__main__.py:"), "{own}");
+    assert!(!own.contains("site-packages/rich/") && !own.contains("site-packages/click/"), "{own}");
     // Docstrings are whole by default; `auto` cuts those far from the question (rich's
     // Console.is_terminal explains its `Returns:`), not those of the closest functions.
     assert!(!p.contains("more docstring lines cut") && !p.contains("Docstrings cut"), "{p}");

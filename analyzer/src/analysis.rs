@@ -210,7 +210,17 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             if opts.selection.hide_stdlib {
                 stdlib_hidden += crate::empty::count_origin(&tree, crate::pathclass::Origin::Stdlib);
             }
-            let tree = opts.selection.apply(&tree, &cwd);
+            // `--no-site-packages` keeps a program that is itself an installed package.
+            let program_selection;
+            let selection = if opts.selection.hide_site_packages {
+                let mut s = opts.selection.clone();
+                s.program_packages = crate::select::program_packages(&tree, &entry, &cwd);
+                program_selection = s;
+                &program_selection
+            } else {
+                &opts.selection
+            };
+            let tree = selection.apply(&tree, &cwd);
             let collapsed = opts.plumbing.collapse(&tree, &cwd, &entry);
             plumbing_removed += collapsed.removed;
             plumbing_packages.extend(collapsed.packages);

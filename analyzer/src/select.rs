@@ -23,6 +23,9 @@ use std::path::{Path, PathBuf};
 pub struct Selection {
     pub hide_stdlib: bool,
     pub hide_site_packages: bool,
+    /// Top-level packages that are the program itself, kept by `hide_site_packages` (see
+    /// [`program_packages`]).
+    pub program_packages: Vec<String>,
     /// Function-name regexes (matched against the qualified name); any may match.
     pub include: Vec<Regex>,
     pub include_file: Vec<Regex>,
@@ -42,18 +45,53 @@ fn any(rs: &[Regex], s: &str) -> bool {
 /// What the selection reads of a function, computed once per function (not per tree node).
 struct Facts {
     origin: Origin,
+    /// The first component of `module`.
+    package: String,
     qualname: String,
     file: String,
     module: String,
 }
 
 fn facts(f: &Function, cwd: &Path) -> Facts {
+    let module = module_name(f, cwd);
     Facts {
         origin: origin(f),
+        package: module.split('.').next().unwrap_or_default().to_string(),
         qualname: f.qualname.clone(),
         file: f.file.as_deref().map(|p| p.to_string_lossy().into_owned()).or_else(|| f.object.clone()).unwrap_or_default(),
-        module: module_name(f, cwd),
+        module,
     }
+}
+
+/// The top-level packages of a Python program that is itself an installed package: the
+/// package of an entry module inside site-packages (`python -m rich_cli`), and the packages of
+/// the installed-package functions an entry module calls directly (a console script such as
+/// `bin/rich` calling `rich_cli.__main__.run`). `entry`: the entry modules' function indices.
+pub fn program_packages(tree: &CallTree, entry: &std::collections::HashSet<u32>, cwd: &Path) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |f: &Function| {
+        if origin(f) == Origin::SitePackages {
+            let m = module_name(f, cwd);
+            let p = m.split('.').next().unwrap_or_default();
+            if !p.is_empty() && !out.iter().any(|x| x == p) {
+                out.push(p.to_string());
+            }
+        }
+    };
+    for n in tree.preorder() {
+        if !entry.contains(&tree.node(n).func) {
+            continue;
+        }
+        if let Some(f) = tree.func(n) {
+            add(f);
+        }
+        for &c in &tree.node(n).children {
+            if let Some(f) = tree.func(c) {
+                add(f);
+            }
+        }
+    }
+    out
 }
 
 impl Selection {
@@ -74,7 +112,7 @@ impl Selection {
     fn hidden(&self, x: &Facts) -> bool {
         match x.origin {
             Origin::Stdlib if self.hide_stdlib => return true,
-            Origin::SitePackages if self.hide_site_packages => return true,
+            Origin::SitePackages if self.hide_site_packages && !self.program_packages.contains(&x.package) => return true,
             _ => {}
         }
         (!self.include.is_empty() && !any(&self.include, &x.qualname))
@@ -194,6 +232,39 @@ mod tests {
     fn hiding_site_packages() {
         let s = Selection { hide_site_packages: true, ..Default::default() };
         assert_eq!(show(&s.apply(&sample(), Path::new(CWD))), vec!["main", "  loads", "    cb", "  work", "    deep"]);
+    }
+
+    /// An installed CLI: `<module>` of the console script bin/tool -> cli.run (site) ->
+    /// cli.render (site) -> rich.print (site); cli.run -> json.loads (stdlib).
+    fn installed_cli() -> CallTree {
+        let mut f = py_funcs(&["<module>", "run", "render", "print", "loads"]);
+        let files = [
+            "/venv/bin/tool",
+            "/venv/lib/python3.11/site-packages/cli/__main__.py",
+            "/venv/lib/python3.11/site-packages/cli/__main__.py",
+            "/venv/lib/python3.11/site-packages/rich/console.py",
+            "/usr/lib/python3.11/json/__init__.py",
+        ];
+        for (x, file) in f.iter_mut().zip(files) {
+            x.file = Some(file.into());
+        }
+        let funcs = Arc::new(f);
+        let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
+        let evs = [C(0), C(1), C(2), C(3), R, R, C(4), R, R, R];
+        fold_events(funcs, &classes, Ev::events(&evs)).0
+    }
+
+    #[test]
+    fn hiding_site_packages_keeps_an_installed_programs_own_package() {
+        let t = installed_cli();
+        let cwd = Path::new("/home/u");
+        let entry: std::collections::HashSet<u32> = [0].into_iter().collect();
+        assert_eq!(program_packages(&t, &entry, cwd), vec!["cli".to_string()]);
+        let s = Selection { hide_site_packages: true, program_packages: program_packages(&t, &entry, cwd), ..Default::default() };
+        assert_eq!(show(&s.apply(&t, cwd)), vec!["<module>", "  run", "    render", "    loads"]);
+        // Without the entry module known, the whole of site-packages goes.
+        let s = Selection { hide_site_packages: true, ..Default::default() };
+        assert_eq!(show(&s.apply(&t, cwd)), vec!["<module>", "  loads"]);
     }
 
     #[test]

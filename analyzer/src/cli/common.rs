@@ -62,7 +62,8 @@ pub struct SelectArgs {
     /// Show installed packages (site-packages/dist-packages; the default).
     #[arg(long, overrides_with = "no_site_packages", help_heading = "Selection")]
     pub site_packages: bool,
-    /// Hide installed packages (program code they call back stays visible).
+    /// Hide installed packages (program code they call back stays visible; a Python program
+    /// that is itself installed keeps its own package: the one its entry script calls).
     #[arg(long, overrides_with = "site_packages", help_heading = "Selection")]
     pub no_site_packages: bool,
     /// Prompts: show command-line frameworks and plugin managers (click, typer, docopt,
@@ -94,6 +95,7 @@ impl SelectArgs {
                 hide_stdlib_default
             },
             hide_site_packages: self.no_site_packages,
+            program_packages: Vec::new(),
             include: c("--include", &self.include)?,
             include_file: c("--include-file", &self.include_file)?,
             include_module: c("--module", &self.include_module)?,
