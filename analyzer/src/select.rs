@@ -191,9 +191,19 @@ mod tests {
     use crate::testutil::{Ev, Ev::C, Ev::R};
     use std::sync::Arc;
 
+    /// A folded Python tree: functions `names` defined in `files`, called as `evs`.
+    fn py_tree(names: &[&str], files: &[&str], evs: &[Ev]) -> CallTree {
+        let mut f = py_funcs(names);
+        for (x, file) in f.iter_mut().zip(files) {
+            x.file = Some((*file).into());
+        }
+        let funcs = Arc::new(f);
+        let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
+        fold_events(funcs, &classes, Ev::events(evs)).0
+    }
+
     /// main(app.py) -> json.loads(stdlib) -> cb(app.py) ; main -> rich.print(site) -> rich.render(site) ; main -> work -> deep
     fn sample() -> CallTree {
-        let mut f = py_funcs(&["main", "loads", "cb", "print", "render", "work", "deep"]);
         let files = [
             "/p/app.py",
             "/usr/lib/python3.11/json/__init__.py",
@@ -203,13 +213,8 @@ mod tests {
             "/p/work.py",
             "/p/work.py",
         ];
-        for (x, file) in f.iter_mut().zip(files) {
-            x.file = Some(file.into());
-        }
-        let funcs = Arc::new(f);
-        let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
         let evs = [C(0), C(1), C(2), R, R, C(3), C(4), R, R, C(5), C(6), R, R, R];
-        fold_events(funcs, &classes, Ev::events(&evs)).0
+        py_tree(&["main", "loads", "cb", "print", "render", "work", "deep"], &files, &evs)
     }
 
     fn show(t: &CallTree) -> Vec<String> {
@@ -237,7 +242,6 @@ mod tests {
     /// An installed CLI: `<module>` of the console script bin/tool -> cli.run (site) ->
     /// cli.render (site) -> rich.print (site); cli.run -> json.loads (stdlib).
     fn installed_cli() -> CallTree {
-        let mut f = py_funcs(&["<module>", "run", "render", "print", "loads"]);
         let files = [
             "/venv/bin/tool",
             "/venv/lib/python3.11/site-packages/cli/__main__.py",
@@ -245,13 +249,8 @@ mod tests {
             "/venv/lib/python3.11/site-packages/rich/console.py",
             "/usr/lib/python3.11/json/__init__.py",
         ];
-        for (x, file) in f.iter_mut().zip(files) {
-            x.file = Some(file.into());
-        }
-        let funcs = Arc::new(f);
-        let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
         let evs = [C(0), C(1), C(2), C(3), R, R, C(4), R, R, R];
-        fold_events(funcs, &classes, Ev::events(&evs)).0
+        py_tree(&["<module>", "run", "render", "print", "loads"], &files, &evs)
     }
 
     #[test]
