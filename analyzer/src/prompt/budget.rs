@@ -24,6 +24,7 @@
 //! of steps that fits; the result is always re-counted, so the output is never over the
 //! budget. Every elision is marked in place and summarised in a note at the top of the prompt.
 
+use super::estimate::Estimator;
 use super::render::{Renderer, TemplateError};
 use super::{Layout, Level, Model, Plan, SourceState, NAME_ONLY_MARK};
 use crate::tokens::Tokenizer;
@@ -248,85 +249,6 @@ fn segments(model: &Model, layout: Layout, prio: &[String]) -> Vec<(Vec<Step>, V
 /// would take minutes on a tree of millions of nodes.
 const ESTIMATE_FACTOR: f64 = 4.0;
 
-/// A cheap, calibrated guess of a state's size in tokens, so that a huge prompt is never
-/// rendered whole: each function's source block is counted once with the real tokenizer, a
-/// tree line is estimated from its length, and the visible part of the tree is computed per
-/// state in one pass (`Plan::visible`). The guess only chooses where to look: what is returned
-/// is always rendered and counted for real.
-/// Texts longer than this (bytes) are counted on their first this many bytes and scaled by
-/// length: counting every function of a 2 M-node tree's prompt in full took a quarter of
-/// `--budget`'s time, and the estimate only guides a search whose result is counted exactly.
-const COUNT_SAMPLE: usize = 4096;
-
-/// Tokens of `text`, exact up to [`COUNT_SAMPLE`] bytes, extrapolated from a prefix beyond.
-fn sampled_count(tok: Tokenizer, text: &str) -> f64 {
-    if text.len() <= COUNT_SAMPLE {
-        return tok.count(text) as f64;
-    }
-    let mut end = COUNT_SAMPLE;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    tok.count(&text[..end]) as f64 * text.len() as f64 / end as f64
-}
-
-pub(super) struct Estimator<'a> {
-    model: &'a Model,
-    layout: Layout,
-    /// Per function key: tokens of its block whole and as a signature.
-    blocks: rustc_hash::FxHashMap<&'a str, (f64, f64)>,
-    fixed: f64,
-}
-
-impl<'a> Estimator<'a> {
-    pub(super) fn new(model: &'a Model, layout: Layout, tok: Tokenizer) -> Estimator<'a> {
-        let mut blocks = rustc_hash::FxHashMap::default();
-        for f in model.funcs.values() {
-            let head = (f.qualname.len() + f.file.len()) as f64 / 3.0 + 12.0;
-            let (body, sig) = match &f.source {
-                SourceState::Code(e) => {
-                    let values: usize = f.values.iter().map(|v| v.text.len()).sum();
-                    let body = sampled_count(tok, &e.code) + values as f64 / 3.0;
-                    let sig = e.signature.as_deref().map_or(body, |s| sampled_count(tok, s));
-                    (body + head, sig + head)
-                }
-                SourceState::Unavailable(why) => (why.len() as f64 / 3.0 + head, why.len() as f64 / 3.0 + head),
-                SourceState::Omitted(_) => (0.0, 0.0),
-            };
-            blocks.insert(f.key.as_str(), (body, sig));
-        }
-        let threads = model.traces.iter().map(|t| t.threads.len()).sum::<usize>() as f64;
-        let fixed = tok.count(&model.question) as f64 + 400.0 + 40.0 * threads + 60.0 * model.traces.len() as f64;
-        Estimator { model, layout, blocks, fixed }
-    }
-
-    fn estimate(&self, plan: &Plan) -> f64 {
-        let repeat = self.layout.repeat && !plan.collapse_repeats && self.layout.order == super::Order::Call;
-        let mut total = self.fixed + plan.notes.iter().map(|n| n.len() as f64 / 3.0).sum::<f64>();
-        let mut seen: rustc_hash::FxHashSet<&str> = rustc_hash::FxHashSet::default();
-        for th in self.model.traces.iter().flat_map(|t| t.threads.iter()) {
-            for (n, (shown, hidden)) in th.nodes.iter().zip(plan.visible(&th.nodes)) {
-                if !shown {
-                    continue;
-                }
-                if self.layout.tree {
-                    let name = self.model.funcs.get(&n.key).map_or(n.key.len(), |f| f.qualname.len());
-                    total += n.depth as f64 / 4.0 + name as f64 / 3.0 + 3.0 + if hidden > 0 { 12.0 } else { 0.0 };
-                }
-                if self.layout.sources && (repeat || seen.insert(n.key.as_str())) {
-                    let (body, sig) = self.blocks.get(n.key.as_str()).copied().unwrap_or_default();
-                    total += match plan.level(&n.key) {
-                        Level::Body => body,
-                        Level::Signature => sig,
-                        Level::Name => 0.0,
-                    };
-                }
-            }
-        }
-        total
-    }
-}
-
 /// At most this many extra renders are spent filling the room a fitted state leaves...
 const REFILL_TRIES: usize = 48;
 /// ...and at most this many tree nodes rendered in all (each render walks the whole tree): a
@@ -399,7 +321,7 @@ pub(super) fn refill(
         }
         for k in prio {
             let Some(&(named, signed)) = levels.get(k.as_str()) else { continue };
-            let (body, sig) = est.blocks.get(k.as_str()).copied().unwrap_or_default();
+            let (body, sig) = est.block(k);
             let now = if named { 0.0 } else { sig };
             let options = [(Raise::Whole, body - now), (Raise::Signature, sig - now)];
             let usable = options.into_iter().filter(|&(r, _)| r == Raise::Whole || (named && signed));

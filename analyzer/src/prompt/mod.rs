@@ -10,7 +10,9 @@ pub use rank::TREE_BOOST;
 pub use treetext::SAME_AS_ABOVE;
 
 pub mod budget;
+mod build;
 pub mod docstring;
+mod estimate;
 mod rank;
 pub mod relevance;
 pub mod render;
@@ -18,16 +20,13 @@ pub mod render;
 mod tests;
 mod treetext;
 
-use crate::analysis::{display_path, PreparedTrace};
 use crate::calltree::NodeId;
-use crate::pathclass::{module_name, origin, Origin};
-use crate::prune::is_module;
-use crate::source::{CodeKind, Extract, Unavailable};
-use crate::symbols::{Function, Language};
-use crate::values::{module_values, read_by, ModuleValue};
+use crate::pathclass::Origin;
+use crate::source::{CodeKind, Extract};
+use crate::symbols::Language;
+use crate::values::ModuleValue;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -159,32 +158,39 @@ impl Plan {
     /// Which nodes of a thread's tree (pre-order) the plan shows, and for each shown node how
     /// many nodes are hidden right below it (in the subtrees of its hidden children). A node is shown when it is no deeper than
     /// `tree_depth`, or its subtree holds a node of a function in `tree_keep`.
-    pub fn visible(&self, nodes: &[ModelNode]) -> Vec<(bool, usize)> {
-        let Some(d) = self.tree_depth else { return nodes.iter().map(|_| (true, 0)).collect() };
-        // Pre-order: a node's subtree is the range i..=i+descendants.
-        let mut kept = vec![0usize; nodes.len() + 1];
-        for (i, n) in nodes.iter().enumerate() {
-            kept[i + 1] = kept[i] + self.tree_keep.contains(&n.key) as usize;
+    pub fn visible(&self, nodes: &[ModelNode]) -> Vec<(bool, u32)> {
+        let keep = |i: usize| !self.tree_keep.is_empty() && self.tree_keep.contains(&nodes[i].key);
+        self.visible_with(nodes, keep)
+    }
+
+    /// [`Plan::visible`], with `keep(i)` saying whether node `i`'s function is in `tree_keep`.
+    pub fn visible_with(&self, nodes: &[ModelNode], keep: impl Fn(usize) -> bool) -> Vec<(bool, u32)> {
+        let Some(d) = self.tree_depth else { return vec![(true, 0); nodes.len()] };
+        // Pre-order: a node's subtree is the range i..=i+descendants. kept[i]: nodes of kept
+        // functions among the first i.
+        let mut kept = vec![0u32; nodes.len() + 1];
+        for i in 0..nodes.len() {
+            kept[i + 1] = kept[i] + keep(i) as u32;
         }
         let end = |i: usize| (i + 1 + nodes[i].descendants).min(nodes.len());
-        let shown: Vec<bool> = nodes.iter().enumerate().map(|(i, n)| n.depth <= d || kept[end(i)] > kept[i]).collect();
+        let mut out: Vec<(bool, u32)> = nodes.iter().enumerate().map(|(i, n)| (n.depth <= d || kept[end(i)] > kept[i], 0)).collect();
+        drop(kept);
         // Hidden nodes are counted at their nearest shown ancestor: a hidden node's parent is
         // shown or hidden itself, so adding each hidden child's whole subtree to a shown parent
         // counts every hidden node once.
-        let mut hidden = vec![0usize; nodes.len()];
         let mut stack: Vec<usize> = Vec::new();
         for (i, n) in nodes.iter().enumerate() {
             while stack.last().is_some_and(|&p| nodes[p].depth >= n.depth) {
                 stack.pop();
             }
             if let Some(&p) = stack.last() {
-                if !shown[i] && shown[p] {
-                    hidden[p] += 1 + n.descendants;
+                if !out[i].0 && out[p].0 {
+                    out[p].1 += 1 + n.descendants as u32;
                 }
             }
             stack.push(i);
         }
-        shown.into_iter().zip(hidden).collect()
+        out
     }
 }
 
@@ -266,6 +272,16 @@ pub struct ModelThread {
     pub is_main: bool,
     /// Pre-order.
     pub nodes: Vec<ModelNode>,
+    /// [`treetext::calls_shapes`] of `nodes`, computed on first use: it does not depend on
+    /// the plan, and every render of a budget search needs it.
+    pub shapes: std::sync::OnceLock<Vec<u64>>,
+}
+
+impl ModelThread {
+    /// What each node called, as a hash ([`treetext::calls_shapes`]).
+    pub fn calls_shapes(&self) -> &[u64] {
+        self.shapes.get_or_init(|| treetext::calls_shapes(&self.nodes))
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -302,87 +318,6 @@ pub fn question_words(q: &str) -> Vec<String> {
 type NativeBlocks = HashMap<String, Vec<(u32, u32, String)>>;
 
 impl Model {
-    /// Gather trees, function facts and sources from prepared traces.
-    pub fn build(question: &str, traces: &mut [PreparedTrace]) -> Model {
-        let mut funcs: HashMap<String, FuncInfo> = HashMap::default();
-        let mut mtraces = Vec::new();
-        let mut index = 0usize;
-        let mut unavailable_files: BTreeMap<String, String> = BTreeMap::new();
-        for t in traces.iter_mut() {
-            let mut file_values: HashMap<std::path::PathBuf, std::collections::HashMap<String, ModuleValue>> = HashMap::default();
-            let cwd = t.cwd.clone();
-            let mut threads = Vec::new();
-            for th in &t.threads {
-                let tree = &th.tree;
-                let mut nodes = Vec::with_capacity(tree.len());
-                let sizes = tree.subtree_sizes();
-                // The entry script's module body is shown with its top-level statements: its
-                // values need no second copy.
-                let entry_files: HashSet<&std::path::Path> = th.entry.iter().filter_map(|&i| tree.function(i)?.file.as_deref()).collect();
-                for n in tree.preorder() {
-                    let node = tree.node(n);
-                    let f = tree.func(n);
-                    let key = tree.func_key(n);
-                    if !funcs.contains_key(&key) {
-                        let entry = th.entry.contains(&node.func);
-                        let mut info = func_info(&key, f, entry, &cwd, &mut t.sources, node.depth, index);
-                        if th.plumbing.contains(&node.func) {
-                            info.source = SourceState::Omitted("framework plumbing (collapsed)");
-                        }
-                        if let (Some(f), SourceState::Code(e)) = (f, &info.source) {
-                            if f.language == Language::Python && matches!(e.kind, CodeKind::Function | CodeKind::Lambda) {
-                                if let Some(file) = f.file.as_ref().filter(|p| !entry_files.contains(p.as_path())) {
-                                    let vals = file_values
-                                        .entry(file.clone())
-                                        .or_insert_with(|| t.sources.file(file).map(|ft| module_values(&ft)).unwrap_or_default());
-                                    info.values = read_by(&e.code, vals).into_iter().cloned().collect();
-                                }
-                            }
-                        }
-                        if let SourceState::Unavailable(why) = &info.source {
-                            unavailable_files.entry(info.file.clone()).or_insert_with(|| why.clone());
-                        }
-                        funcs.insert(key.clone(), info);
-                    } else if let Some(fi) = funcs.get_mut(&key) {
-                        fi.min_depth = fi.min_depth.min(node.depth);
-                    }
-                    index += 1;
-                    nodes.push(ModelNode {
-                        id: n,
-                        parent: node.parent,
-                        depth: node.depth,
-                        key,
-                        count: node.count,
-                        resumes: node.resumes,
-                        time_ns: node.time_ns,
-                        recursive: node.recursive,
-                        descendants: sizes[n as usize] - 1,
-                    });
-                }
-                threads.push(ModelThread {
-                    label: th.label.clone(),
-                    pid: th.pid,
-                    tid: th.tid,
-                    name: th.name.clone(),
-                    is_main: th.is_main,
-                    nodes,
-                });
-            }
-            mtraces.push(ModelTrace {
-                dir: t.dir.display().to_string(),
-                command: t.meta.argv.join(" "),
-                cwd: t.meta.cwd.clone(),
-                threads,
-                notes: t.notes.clone(),
-                files_executed: t.files_executed.iter().map(|f| t.sources.resolve(f)).collect(),
-            });
-        }
-        rank::score(&mut funcs, question);
-        rank::tree_boost(&mut funcs, &mtraces);
-        let notes = unavailable_files.iter().map(|(file, why)| format!("{file}: {why}")).collect();
-        Model { question: question.trim().to_string(), traces: mtraces, funcs, notes }
-    }
-
     /// [`Model::shorten_docstrings`], with the prompt's note saying what was cut and how to see
     /// it whole. Warn about [`Model::notes`] before: this note is for the prompt only.
     pub fn apply_docstrings(&mut self, mode: Docstrings) {
@@ -445,14 +380,23 @@ impl Model {
         let mut shapes: HashMap<u64, String> = HashMap::default();
         let repeat = layout.repeat && !plan.collapse_repeats && layout.order == Order::Call;
         // Whole native source blocks the prompt shows, per file.
-        let shown_spans = if layout.sources && !repeat { self.native_blocks(plan) } else { HashMap::default() };
+        // What each thread's tree shows: computed once, every part of the layout reads it.
+        let vis: Vec<Vec<Vec<(bool, u32)>>> =
+            self.traces.iter().map(|t| t.threads.iter().map(|th| plan.visible(&th.nodes)).collect()).collect();
+        let shown_spans = if layout.sources && !repeat { self.native_blocks(plan, &vis) } else { HashMap::default() };
         let mut traces = Vec::new();
         for (i, t) in self.traces.iter().enumerate() {
             let mut threads = Vec::new();
             let mut sources = Vec::new();
-            for th in &t.threads {
-                let (text, nodes) =
-                    self.tree_text(th, plan, &mut located, layout.sources.then_some(&shown_spans), (!repeat).then_some(&mut shapes));
+            for (j, th) in t.threads.iter().enumerate() {
+                let (text, nodes) = self.tree_text(
+                    th,
+                    &vis[i][j],
+                    plan,
+                    &mut located,
+                    layout.sources.then_some(&shown_spans),
+                    (!repeat).then_some(&mut shapes),
+                );
                 threads.push(DocThread {
                     label: th.label.clone(),
                     pid: th.pid,
@@ -464,8 +408,7 @@ impl Model {
                     nodes,
                 });
                 if layout.sources && layout.order == Order::Call {
-                    let vis = plan.visible(&th.nodes);
-                    for (n, (shown, _)) in th.nodes.iter().zip(vis) {
+                    for (n, &(shown, _)) in th.nodes.iter().zip(&vis[i][j]) {
                         if !shown {
                             continue;
                         }
@@ -497,10 +440,9 @@ impl Model {
         let mut sorted = Vec::new();
         if layout.sources && layout.order == Order::Sorted {
             let mut keys: Vec<&FuncInfo> = Vec::new();
-            for t in &self.traces {
-                for th in &t.threads {
-                    let vis = plan.visible(&th.nodes);
-                    for (n, (shown, _)) in th.nodes.iter().zip(vis) {
+            for (t, tvis) in self.traces.iter().zip(&vis) {
+                for (th, vis) in t.threads.iter().zip(tvis) {
+                    for (n, &(shown, _)) in th.nodes.iter().zip(vis) {
                         if !shown {
                             continue;
                         }
@@ -535,11 +477,12 @@ impl Model {
 
     /// The whole native source blocks the prompt shows (functions visible in a tree, at
     /// body level), per display file: (first line, last line, key).
-    fn native_blocks(&self, plan: &Plan) -> NativeBlocks {
+    /// (`vis`: [`Plan::visible`] of each thread of each trace).
+    fn native_blocks(&self, plan: &Plan, vis: &[Vec<Vec<(bool, u32)>>]) -> NativeBlocks {
         let mut out: HashMap<String, Vec<(u32, u32, String)>> = HashMap::default();
         let mut done: HashSet<&str> = HashSet::default();
-        for th in self.traces.iter().flat_map(|t| &t.threads) {
-            for (n, (shown, _)) in th.nodes.iter().zip(plan.visible(&th.nodes)) {
+        for (th, vis) in self.traces.iter().flat_map(|t| &t.threads).zip(vis.iter().flatten()) {
+            for (n, &(shown, _)) in th.nodes.iter().zip(vis) {
                 if !shown || !done.insert(&n.key) || plan.level(&n.key) != Level::Body {
                     continue;
                 }
@@ -619,62 +562,6 @@ impl Model {
             note,
             elided,
         })
-    }
-}
-
-fn func_info(
-    key: &str,
-    f: Option<&Function>,
-    entry_module: bool,
-    cwd: &std::path::Path,
-    cache: &mut crate::source::SourceCache,
-    depth: u32,
-    index: usize,
-) -> FuncInfo {
-    let Some(f) = f else {
-        return FuncInfo {
-            key: key.to_string(),
-            qualname: key.to_string(),
-            language: Language::Native,
-            file: String::new(),
-            line: None,
-            module: String::new(),
-            origin: Origin::Program,
-            source: SourceState::Omitted("unknown function"),
-            min_depth: depth,
-            first_index: index,
-            relevance: 0.0,
-            values: Vec::new(),
-        };
-    };
-    let file = match (&f.file, &f.object) {
-        (Some(p), _) => display_path(&cache.resolve(p), cwd),
-        (None, Some(o)) => o.rsplit('/').next().unwrap_or(o).to_string(),
-        (None, None) => String::new(),
-    };
-    let source = if is_module(f) && !entry_module {
-        SourceState::Omitted("imported module body (import-time work)")
-    } else {
-        match cache.extract(f, is_module(f)) {
-            Ok(e) if e.kind == CodeKind::Class => SourceState::Omitted("class body (its methods that ran appear separately)"),
-            Ok(e) => SourceState::Code(e),
-            Err(Unavailable::NoFile) => SourceState::Omitted("no source file"),
-            Err(u) => SourceState::Unavailable(u.note()),
-        }
-    };
-    FuncInfo {
-        key: key.to_string(),
-        qualname: f.qualname.clone(),
-        language: f.language,
-        file,
-        line: f.first_line,
-        module: module_name(f, cwd),
-        origin: origin(f),
-        source,
-        min_depth: depth,
-        first_index: index,
-        relevance: 0.0,
-        values: Vec::new(),
     }
 }
 

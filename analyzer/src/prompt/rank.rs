@@ -2,7 +2,6 @@
 //! ([`super::relevance`]), then the tree's evidence added.
 
 use super::{relevance, FuncInfo, ModelTrace, SourceState};
-use crate::calltree::NodeId;
 use rustc_hash::FxHashMap as HashMap;
 
 /// Score every function for the question: one BM25F document per function (its qualified
@@ -38,30 +37,31 @@ pub const TREE_BOOST: f64 = 0.3;
 /// Add the tree's evidence to the lexical scores: `relevance(f) += TREE_BOOST ×
 /// (max score of f's callers + max score of f's callees)`, over every place f appears.
 pub(super) fn tree_boost(funcs: &mut HashMap<String, FuncInfo>, traces: &[ModelTrace]) {
-    let base: HashMap<&str, f64> = funcs.iter().map(|(k, f)| (k.as_str(), f.relevance)).collect();
-    let mut best_caller: HashMap<&str, f64> = HashMap::default();
-    let mut best_callee: HashMap<&str, f64> = HashMap::default();
+    // Functions by index (sorted keys: nothing depends on the hash map's order).
+    let mut keys: Vec<&str> = funcs.keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    let id: HashMap<&str, usize> = keys.iter().enumerate().map(|(i, &k)| (k, i)).collect();
+    let base: Vec<f64> = keys.iter().map(|&k| funcs[k].relevance).collect();
+    let (mut best_caller, mut best_callee) = (vec![0.0f64; keys.len()], vec![0.0f64; keys.len()]);
     for th in traces.iter().flat_map(|t| t.threads.iter()) {
-        let key_of: HashMap<NodeId, &str> = th.nodes.iter().map(|n| (n.id, n.key.as_str())).collect();
+        // Pre-order: a node's caller is the last node met one level up.
+        let mut path: Vec<Option<usize>> = Vec::new();
         for n in &th.nodes {
-            let Some(&pk) = key_of.get(&n.parent) else { continue };
-            if pk == n.key {
+            let d = n.depth as usize;
+            let me = id.get(n.key.as_str()).copied();
+            let caller = if d >= 1 { path.get(d - 1).copied().flatten() } else { None };
+            path.truncate(d);
+            path.resize(d, None);
+            path.push(me);
+            let (Some(c), Some(p)) = (me, caller) else { continue };
+            if p == c {
                 continue;
             }
-            let (ps, cs) = (base.get(pk).copied().unwrap_or(0.0), base.get(n.key.as_str()).copied().unwrap_or(0.0));
-            let c = best_caller.entry(n.key.as_str()).or_default();
-            *c = c.max(ps);
-            let e = best_callee.entry(pk).or_default();
-            *e = e.max(cs);
+            best_caller[c] = best_caller[c].max(base[p]);
+            best_callee[p] = best_callee[p].max(base[c]);
         }
     }
-    let boosts: Vec<(String, f64)> = funcs
-        .keys()
-        .map(|k| {
-            let b = best_caller.get(k.as_str()).copied().unwrap_or(0.0) + best_callee.get(k.as_str()).copied().unwrap_or(0.0);
-            (k.clone(), b)
-        })
-        .collect();
+    let boosts: Vec<(String, f64)> = keys.iter().enumerate().map(|(i, k)| (k.to_string(), best_caller[i] + best_callee[i])).collect();
     for (k, b) in boosts {
         if let Some(f) = funcs.get_mut(&k) {
             // Rounded like the lexical scores, so the order never depends on the last bit.

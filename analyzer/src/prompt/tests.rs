@@ -386,7 +386,7 @@ fn tree_cuts_keep_the_paths_to_kept_functions_and_count_every_hidden_call() {
             let plan = Plan { tree_depth: Some(d), tree_keep: keep.iter().cloned().collect(), ..Default::default() };
             let vis = plan.visible(&th.nodes);
             let shown = vis.iter().filter(|v| v.0).count();
-            let hidden: usize = vis.iter().filter(|v| v.0).map(|v| v.1).sum();
+            let hidden: usize = vis.iter().filter(|v| v.0).map(|v| v.1 as usize).sum();
             assert_eq!(shown + hidden, th.nodes.len(), "depth {d} keep {keep:?}");
             for (n, (s, _)) in th.nodes.iter().zip(&vis) {
                 assert_eq!(
@@ -397,7 +397,7 @@ fn tree_cuts_keep_the_paths_to_kept_functions_and_count_every_hidden_call() {
         }
     }
     let plan = Plan { tree_depth: Some(1), tree_keep: [greet.clone()].into_iter().collect(), ..Default::default() };
-    let (text, _) = m.tree_text(th, &plan, &mut HashSet::default(), None, None);
+    let (text, _) = m.tree_text(th, &plan.visible(&th.nodes), &plan, &mut HashSet::default(), None, None);
     assert_eq!(
         text,
         "<module>  (app.py:1)\n  … 2 more calls below (elided to fit the budget)\n  main  (app.py:29)\n    … 4 more calls below (elided to fit the budget)\n    Greeter.greet  (app.py:25)",
@@ -407,7 +407,7 @@ fn tree_cuts_keep_the_paths_to_kept_functions_and_count_every_hidden_call() {
     let mut plan = plan;
     let main = m.funcs.values().find(|f| f.qualname == "main").unwrap().key.clone();
     plan.levels.insert(main, Level::Name);
-    let (text, _) = m.tree_text(th, &plan, &mut HashSet::default(), Some(&HashMap::default()), None);
+    let (text, _) = m.tree_text(th, &plan.visible(&th.nodes), &plan, &mut HashSet::default(), Some(&HashMap::default()), None);
     assert_eq!(
         text,
         "<module>\n  … 2 more calls below (elided to fit the budget)\n  main  (app.py:29) [name only]\n    … 4 more calls below (elided to fit the budget)\n    Greeter.greet",
@@ -536,7 +536,8 @@ fn the_budget_fills_the_room_the_walk_leaves() {
 
 #[test]
 fn the_refill_raises_what_fits_in_batches_and_halves_what_does_not() {
-    use super::budget::{refill, Estimator, Fitted, Step};
+    use super::budget::{refill, Fitted, Step};
+    use super::estimate::Estimator;
     let fx = fixture();
     let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
     let prio = m.priority();

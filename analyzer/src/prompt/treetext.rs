@@ -51,7 +51,7 @@ impl Model {
         dup
     }
 
-    /// A thread's tree as text. A function's `(file:line)` is given on its first line in the
+    /// A thread's tree as text (`vis`: [`Plan::visible`] of its nodes). A function's `(file:line)` is given on its first line in the
     /// prompt (`located` remembers them across threads and runs); later lines name it only,
     /// unless another function of the prompt has the same qualified name. With `sources` (the
     /// layout shows source blocks; the native blocks shown, see [`Model::inside_shown`]), a
@@ -65,6 +65,7 @@ impl Model {
     pub(super) fn tree_text(
         &self,
         th: &ModelThread,
+        vis: &[(bool, u32)],
         plan: &Plan,
         located: &mut HashSet<String>,
         sources: Option<&NativeBlocks>,
@@ -73,15 +74,14 @@ impl Model {
         let ambiguous = self.ambiguous_names();
         let mut out = String::new();
         let mut nodes = Vec::new();
-        let vis = plan.visible(&th.nodes);
-        let calls = calls_shapes(&th.nodes);
+        let calls = th.calls_shapes();
         // shown_before[i]: shown nodes among the first i.
         let mut shown_before = vec![0usize; th.nodes.len() + 1];
         for (i, v) in vis.iter().enumerate() {
             shown_before[i + 1] = shown_before[i] + v.0 as usize;
         }
         let mut skip_to = 0usize;
-        for (i, (n, (shown, hidden))) in th.nodes.iter().zip(vis).enumerate() {
+        for (i, (n, &(shown, hidden))) in th.nodes.iter().zip(vis).enumerate() {
             if !shown || i < skip_to {
                 continue;
             }

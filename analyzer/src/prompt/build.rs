@@ -1,0 +1,169 @@
+//! [`Model::build`]: the trees, function facts and sources that every rendering of a prompt
+//! reads, gathered once from the prepared traces.
+
+use super::{rank, FuncInfo, Model, ModelNode, ModelThread, ModelTrace, SourceState};
+use crate::analysis::{display_path, PreparedTrace};
+use crate::pathclass::{module_name, origin, Origin};
+use crate::prune::is_module;
+use crate::source::{CodeKind, Unavailable};
+use crate::symbols::{Function, Language};
+use crate::values::{module_values, read_by, ModuleValue};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::collections::BTreeMap;
+
+impl Model {
+    /// Gather trees, function facts and sources from prepared traces.
+    pub fn build(question: &str, traces: &mut [PreparedTrace]) -> Model {
+        let mut funcs: HashMap<String, FuncInfo> = HashMap::default();
+        let mut mtraces = Vec::new();
+        let mut index = 0usize;
+        let mut unavailable_files: BTreeMap<String, String> = BTreeMap::new();
+        for t in traces.iter_mut() {
+            let mut file_values: HashMap<std::path::PathBuf, std::collections::HashMap<String, ModuleValue>> = HashMap::default();
+            let cwd = t.cwd.clone();
+            let mut threads = Vec::new();
+            for th in &t.threads {
+                let tree = &th.tree;
+                let mut nodes = Vec::with_capacity(tree.len());
+                let sizes = tree.subtree_sizes();
+                // The entry script's module body is shown with its top-level statements: its
+                // values need no second copy.
+                let entry_files: HashSet<&std::path::Path> = th.entry.iter().filter_map(|&i| tree.function(i)?.file.as_deref()).collect();
+                // Per function index of the tree: its key and the smallest depth seen, so a
+                // node of a function met before costs no formatting and no string hashing.
+                let mut known: HashMap<u32, (String, u32)> = HashMap::default();
+                for n in tree.preorder() {
+                    let node = tree.node(n);
+                    let key = match known.get_mut(&node.func) {
+                        Some((key, depth)) => {
+                            if node.depth < *depth {
+                                *depth = node.depth;
+                                if let Some(fi) = funcs.get_mut(key.as_str()) {
+                                    fi.min_depth = fi.min_depth.min(node.depth);
+                                }
+                            }
+                            key.clone()
+                        }
+                        None => {
+                            let key = tree.func_key(n);
+                            known.insert(node.func, (key.clone(), node.depth));
+                            if !funcs.contains_key(&key) {
+                                let entry = th.entry.contains(&node.func);
+                                let mut info = func_info(&key, tree.func(n), entry, &cwd, &mut t.sources, node.depth, index);
+                                if th.plumbing.contains(&node.func) {
+                                    info.source = SourceState::Omitted("framework plumbing (collapsed)");
+                                }
+                                if let (Some(f), SourceState::Code(e)) = (tree.func(n), &info.source) {
+                                    if f.language == Language::Python && matches!(e.kind, CodeKind::Function | CodeKind::Lambda) {
+                                        if let Some(file) = f.file.as_ref().filter(|p| !entry_files.contains(p.as_path())) {
+                                            let vals = file_values
+                                                .entry(file.clone())
+                                                .or_insert_with(|| t.sources.file(file).map(|ft| module_values(&ft)).unwrap_or_default());
+                                            info.values = read_by(&e.code, vals).into_iter().cloned().collect();
+                                        }
+                                    }
+                                }
+                                if let SourceState::Unavailable(why) = &info.source {
+                                    unavailable_files.entry(info.file.clone()).or_insert_with(|| why.clone());
+                                }
+                                funcs.insert(key.clone(), info);
+                            } else if let Some(fi) = funcs.get_mut(&key) {
+                                fi.min_depth = fi.min_depth.min(node.depth);
+                            }
+                            key
+                        }
+                    };
+                    index += 1;
+                    nodes.push(ModelNode {
+                        id: n,
+                        parent: node.parent,
+                        depth: node.depth,
+                        key,
+                        count: node.count,
+                        resumes: node.resumes,
+                        time_ns: node.time_ns,
+                        recursive: node.recursive,
+                        descendants: sizes[n as usize] - 1,
+                    });
+                }
+                threads.push(ModelThread {
+                    label: th.label.clone(),
+                    pid: th.pid,
+                    tid: th.tid,
+                    name: th.name.clone(),
+                    is_main: th.is_main,
+                    nodes,
+                    shapes: Default::default(),
+                });
+            }
+            mtraces.push(ModelTrace {
+                dir: t.dir.display().to_string(),
+                command: t.meta.argv.join(" "),
+                cwd: t.meta.cwd.clone(),
+                threads,
+                notes: t.notes.clone(),
+                files_executed: t.files_executed.iter().map(|f| t.sources.resolve(f)).collect(),
+            });
+        }
+        rank::score(&mut funcs, question);
+        rank::tree_boost(&mut funcs, &mtraces);
+        let notes = unavailable_files.iter().map(|(file, why)| format!("{file}: {why}")).collect();
+        Model { question: question.trim().to_string(), traces: mtraces, funcs, notes }
+    }
+}
+
+fn func_info(
+    key: &str,
+    f: Option<&Function>,
+    entry_module: bool,
+    cwd: &std::path::Path,
+    cache: &mut crate::source::SourceCache,
+    depth: u32,
+    index: usize,
+) -> FuncInfo {
+    let Some(f) = f else {
+        return FuncInfo {
+            key: key.to_string(),
+            qualname: key.to_string(),
+            language: Language::Native,
+            file: String::new(),
+            line: None,
+            module: String::new(),
+            origin: Origin::Program,
+            source: SourceState::Omitted("unknown function"),
+            min_depth: depth,
+            first_index: index,
+            relevance: 0.0,
+            values: Vec::new(),
+        };
+    };
+    let file = match (&f.file, &f.object) {
+        (Some(p), _) => display_path(&cache.resolve(p), cwd),
+        (None, Some(o)) => o.rsplit('/').next().unwrap_or(o).to_string(),
+        (None, None) => String::new(),
+    };
+    let source = if is_module(f) && !entry_module {
+        SourceState::Omitted("imported module body (import-time work)")
+    } else {
+        match cache.extract(f, is_module(f)) {
+            Ok(e) if e.kind == CodeKind::Class => SourceState::Omitted("class body (its methods that ran appear separately)"),
+            Ok(e) => SourceState::Code(e),
+            Err(Unavailable::NoFile) => SourceState::Omitted("no source file"),
+            Err(u) => SourceState::Unavailable(u.note()),
+        }
+    };
+    FuncInfo {
+        key: key.to_string(),
+        qualname: f.qualname.clone(),
+        language: f.language,
+        file,
+        line: f.first_line,
+        module: module_name(f, cwd),
+        origin: origin(f),
+        source,
+        min_depth: depth,
+        first_index: index,
+        relevance: 0.0,
+        values: Vec::new(),
+    }
+}

@@ -1,0 +1,154 @@
+//! The budget's size estimate: a cheap, calibrated guess of a prompt state's tokens, so that
+//! the search of [`super::budget`] never renders a huge prompt whole.
+
+use super::{FuncInfo, Layout, Level, Model, Plan, SourceState};
+use crate::tokens::Tokenizer;
+
+/// Texts longer than this (bytes) are counted on their first this many bytes and scaled by
+/// length: counting every function of a 2 M-node tree's prompt in full took a quarter of
+/// `--budget`'s time, and the estimate only guides a search whose result is counted exactly.
+const COUNT_SAMPLE: usize = 4096;
+
+/// Tokens of `text`, exact up to [`COUNT_SAMPLE`] bytes, extrapolated from a prefix beyond.
+fn sampled_count(tok: Tokenizer, text: &str) -> f64 {
+    if text.len() <= COUNT_SAMPLE {
+        return tok.count(text) as f64;
+    }
+    let mut end = COUNT_SAMPLE;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    tok.count(&text[..end]) as f64 * text.len() as f64 / end as f64
+}
+
+/// Functions per counting thread, at least: below this, threads cost more than they save.
+const COUNT_CHUNK: usize = 256;
+
+/// Tokens of a function's block whole and as a signature (estimated: [`sampled_count`]).
+fn block_cost(f: &FuncInfo, tok: Tokenizer) -> (f64, f64) {
+    let head = (f.qualname.len() + f.file.len()) as f64 / 3.0 + 12.0;
+    match &f.source {
+        SourceState::Code(e) => {
+            let values: usize = f.values.iter().map(|v| v.text.len()).sum();
+            let body = sampled_count(tok, &e.code) + values as f64 / 3.0;
+            let sig = e.signature.as_deref().map_or(body, |s| sampled_count(tok, s));
+            (body + head, sig + head)
+        }
+        SourceState::Unavailable(why) => (why.len() as f64 / 3.0 + head, why.len() as f64 / 3.0 + head),
+        SourceState::Omitted(_) => (0.0, 0.0),
+    }
+}
+
+/// [`block_cost`] of every function, in order, counted on the machine's cores (a wide tree's
+/// thousands of functions: counting is most of what the estimate costs to set up).
+fn block_costs(funcs: &[&FuncInfo], tok: Tokenizer) -> Vec<(f64, f64)> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = (funcs.len() / COUNT_CHUNK).clamp(1, cores);
+    if threads == 1 {
+        return funcs.iter().map(|f| block_cost(f, tok)).collect();
+    }
+    let chunk = funcs.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let parts: Vec<_> =
+            funcs.chunks(chunk).map(|c| s.spawn(move || c.iter().map(|f| block_cost(f, tok)).collect::<Vec<_>>())).collect();
+        // A counting thread cannot panic short of a bug in the tokenizer; count here then.
+        parts
+            .into_iter()
+            .zip(funcs.chunks(chunk))
+            .flat_map(|(p, c)| p.join().unwrap_or_else(|_| c.iter().map(|f| block_cost(f, tok)).collect()))
+            .collect()
+    })
+}
+
+/// A cheap, calibrated guess of a state's size in tokens, so that a huge prompt is never
+/// rendered whole: each function's source block is counted once with the real tokenizer, a
+/// tree line is estimated from its length, and the visible part of the tree is computed per
+/// state in one pass (`Plan::visible`). The guess only chooses where to look: what is returned
+/// is always rendered and counted for real.
+pub(crate) struct Estimator<'a> {
+    model: &'a Model,
+    layout: Layout,
+    /// Function keys by index (the index is the function's id below).
+    ids: rustc_hash::FxHashMap<&'a str, u32>,
+    /// Per function id: tokens of its block whole and as a signature.
+    blocks: Vec<(f64, f64)>,
+    /// Per thread, per node (pre-order): its function's id and the tokens of its tree line.
+    nodes: Vec<Vec<(u32, f32)>>,
+    fixed: f64,
+}
+
+impl<'a> Estimator<'a> {
+    pub(crate) fn new(model: &'a Model, layout: Layout, tok: Tokenizer) -> Estimator<'a> {
+        let funcs: Vec<&FuncInfo> = model.funcs.values().collect();
+        let ids: rustc_hash::FxHashMap<&str, u32> = funcs.iter().enumerate().map(|(i, f)| (f.key.as_str(), i as u32)).collect();
+        let blocks = block_costs(&funcs, tok);
+        // Nodes of functions the model lacks cost their line only (id past the blocks).
+        let missing = blocks.len() as u32;
+        let nodes = model
+            .traces
+            .iter()
+            .flat_map(|t| t.threads.iter())
+            .map(|th| {
+                th.nodes
+                    .iter()
+                    .map(|n| {
+                        let name = model.funcs.get(&n.key).map_or(n.key.len(), |f| f.qualname.len());
+                        let line = n.depth as f64 / 4.0 + name as f64 / 3.0 + 3.0;
+                        (ids.get(n.key.as_str()).copied().unwrap_or(missing), line as f32)
+                    })
+                    .collect()
+            })
+            .collect();
+        let threads = model.traces.iter().map(|t| t.threads.len()).sum::<usize>() as f64;
+        let fixed = tok.count(&model.question) as f64 + 400.0 + 40.0 * threads + 60.0 * model.traces.len() as f64;
+        Estimator { model, layout, ids, blocks, nodes, fixed }
+    }
+
+    /// Tokens of `key`'s block whole and as a signature.
+    pub(crate) fn block(&self, key: &str) -> (f64, f64) {
+        self.ids.get(key).map_or((0.0, 0.0), |&i| self.blocks[i as usize])
+    }
+
+    /// A value per function id: the given one for each key, `default` for the rest (one more
+    /// slot for the nodes of functions the model lacks).
+    fn by_id<'k, T: Copy>(&self, keys: impl Iterator<Item = (&'k str, T)>, default: T) -> Vec<T> {
+        let mut v = vec![default; self.blocks.len() + 1];
+        for (k, x) in keys {
+            if let Some(&i) = self.ids.get(k) {
+                v[i as usize] = x;
+            }
+        }
+        v
+    }
+
+    pub(crate) fn estimate(&self, plan: &Plan) -> f64 {
+        let repeat = self.layout.repeat && !plan.collapse_repeats && self.layout.order == super::Order::Call;
+        let mut total = self.fixed + plan.notes.iter().map(|n| n.len() as f64 / 3.0).sum::<f64>();
+        // The plan's keys looked up once per estimate, not once per node.
+        let levels = self.by_id(plan.levels.iter().map(|(k, &l)| (k.as_str(), l)), Level::Body);
+        let keep = self.by_id(plan.tree_keep.iter().map(|k| (k.as_str(), true)), false);
+        let mut seen = vec![false; self.blocks.len() + 1];
+        let threads = self.model.traces.iter().flat_map(|t| t.threads.iter());
+        for (th, ids) in threads.zip(&self.nodes) {
+            let vis = plan.visible_with(&th.nodes, |i| keep[ids[i].0 as usize]);
+            for (&(id, line), (shown, hidden)) in ids.iter().zip(vis) {
+                if !shown {
+                    continue;
+                }
+                if self.layout.tree {
+                    total += line as f64 + if hidden > 0 { 12.0 } else { 0.0 };
+                }
+                let first = !std::mem::replace(&mut seen[id as usize], true);
+                if self.layout.sources && (repeat || first) {
+                    let (body, sig) = self.blocks.get(id as usize).copied().unwrap_or_default();
+                    total += match levels[id as usize] {
+                        Level::Body => body,
+                        Level::Signature => sig,
+                        Level::Name => 0.0,
+                    };
+                }
+            }
+        }
+        total
+    }
+}
