@@ -1,10 +1,11 @@
-//! End-to-end tests of `trace run` under every CPython the Python shim supports and this
-//! machine has: 3.9 to 3.13 from `$(pyenv root)/versions/` (3.14 is supported in code, not
-//! tested). A claimed version whose interpreter is missing fails the test, naming the path it
-//! looked for. Also: fork safety, unsupported interpreters, a subprocess of another version.
+//! End-to-end tests of `trace run` under every CPython the Python shim supports: 3.9 to 3.13
+//! from `$(pyenv root)/versions/`, 3.14 and 3.15 (which neither pyenv here nor Debian 12 has)
+//! inside a Debian sid root that `.ci/new-pythons` makes. A claimed version whose interpreter
+//! is missing fails the test, naming the path it looked for. Also: fork safety, unsupported
+//! interpreters, a subprocess of another version.
 
 use serde_json::Value;
-use slice_trace_e2e::{cmd, python, root, run, run_ok, scratch, texts};
+use slice_trace_e2e::{bin, cmd, python, root, run, run_ok, scratch, texts};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -178,14 +179,9 @@ fn every_supported_cpython_records_the_same_tree_and_prompt() {
     }
 }
 
-#[test]
-fn coroutines_and_generators_are_calls_then_resumes_on_every_version() {
-    let s = scratch();
-    let app = root().join("examples/python/coroutines.py");
-    let probe = s.path().join("throw.py");
-    // A throw into a generator that never started enters its frame for the first time.
-    std::fs::write(&probe, "def g():\n    yield 1\n\na = g()\ntry:\n    a.throw(ValueError)\nexcept ValueError:\n    pass\n").unwrap();
-    let want: BTreeMap<(String, String), usize> = [
+/// Calls and resumes of `examples/python/coroutines.py`'s coroutines and generators.
+fn coroutine_entries() -> BTreeMap<(String, String), usize> {
+    [
         (("countdown", "call"), 1),
         (("countdown", "resume"), 3),
         (("drive", "call"), 1),
@@ -200,7 +196,17 @@ fn coroutines_and_generators_are_calls_then_resumes_on_every_version() {
     ]
     .into_iter()
     .map(|((a, b), n)| ((a.to_string(), b.to_string()), n))
-    .collect();
+    .collect()
+}
+
+#[test]
+fn coroutines_and_generators_are_calls_then_resumes_on_every_version() {
+    let s = scratch();
+    let app = root().join("examples/python/coroutines.py");
+    let probe = s.path().join("throw.py");
+    // A throw into a generator that never started enters its frame for the first time.
+    std::fs::write(&probe, "def g():\n    yield 1\n\na = g()\ntry:\n    a.throw(ValueError)\nexcept ValueError:\n    pass\n").unwrap();
+    let want = coroutine_entries();
     // Both hooks of each version: the default (eval hook before 3.12, sys.monitoring after)
     // and the profile hook.
     for (minor, hook) in TESTED.iter().flat_map(|&m| [(m, "auto"), (m, "profile")]) {
@@ -283,7 +289,7 @@ fn unsupported_interpreters_are_refused_before_running() {
     std::fs::write(&script, "print('hi')\n").unwrap();
     for (name, answer, why) in [
         ("python3.8", "cpython 3 8 0", "CPython 3.8 is not supported"),
-        ("python3.15", "cpython 3 15 0", "CPython 3.15 is not supported"),
+        ("python3.16", "cpython 3 16 0", "CPython 3.16 is not supported"),
         ("pypy3", "pypy 3 10 0", "pypy 3.10 is not CPython"),
         ("python3.13t", "cpython 3 13 1", "CPython 3.13 is a free-threaded build"),
     ] {
@@ -292,7 +298,7 @@ fn unsupported_interpreters_are_refused_before_running() {
         let o = trace_run(&out, &[fake.to_str().unwrap(), script.to_str().unwrap()]);
         let err = texts(&o).1;
         assert_eq!(o.status.code(), Some(126), "{name}: {err}");
-        assert!(err.contains(why) && err.contains("(supported: CPython 3.9 to 3.14); it was not run"), "{name}: {err}");
+        assert!(err.contains(why) && err.contains("(supported: CPython 3.9 to 3.15); it was not run"), "{name}: {err}");
         assert!(!s.path().join(format!("{name}.ran")).exists(), "{name} was run");
         assert!(!out.exists(), "{name}: no trace directory for a refused target");
     }
@@ -412,7 +418,7 @@ fn an_unsupported_subprocess_warns_once_and_runs_unrecorded() {
         assert_eq!(warnings.len(), 1, "{name}: {stderr}");
         assert!(
             warnings[0].contains(&format!("{} (", old.display()))
-                && warnings[0].contains("is not supported (supported: CPython 3.9 to 3.14); running it without recording"),
+                && warnings[0].contains("is not supported (supported: CPython 3.9 to 3.15); running it without recording"),
             "{name}: {stderr}"
         );
         assert_eq!(info(&out)["processes"], 1, "{name}: only the parent is recorded");
@@ -445,4 +451,114 @@ fn a_taken_monitoring_tool_id_falls_back_to_the_profile_hook() {
     let got = entry_counts(&events(&out, None), "examples/python/coroutines.py");
     assert_eq!(got.get(&("fetch".into(), "call".into())), Some(&3), "{got:?}");
     assert_eq!(got.get(&("fetch".into(), "resume".into())), Some(&3), "{got:?}");
+}
+
+/// CPython minors tested inside the Debian sid root ([`newer_root`]).
+const NEWER: [u32; 2] = [14, 15];
+
+/// Where `.ci/new-pythons` makes the Debian sid root by default.
+const NEWER_ROOT: &str = "/opt/slice-trace/sid";
+
+/// The Debian sid root holding `python3.14` and `python3.15`: `SLICE_TRACE_NEW_PYTHONS` (then
+/// it must hold them: `.ci/run` sets it once `.ci/new-pythons` made the root), else
+/// [`NEWER_ROOT`] if it holds them; `None` (the test says it skipped) otherwise.
+fn newer_root() -> Option<PathBuf> {
+    let given = std::env::var_os("SLICE_TRACE_NEW_PYTHONS").filter(|v| !v.is_empty()).map(PathBuf::from);
+    let root = given.clone().unwrap_or_else(|| PathBuf::from(NEWER_ROOT));
+    let missing: Vec<PathBuf> = NEWER.iter().map(|m| root.join(format!("usr/bin/python3.{m}"))).filter(|p| !p.is_file()).collect();
+    match (missing.is_empty(), given.is_some()) {
+        (true, _) => Some(root),
+        (false, true) => panic!("SLICE_TRACE_NEW_PYTHONS={}: no {missing:?}; make the root with `.ci/new-pythons {0}`", root.display()),
+        (false, false) => {
+            eprintln!("skipped: no Debian sid root with CPython 3.14 and 3.15 at {NEWER_ROOT} (make it with `.ci/new-pythons`, as root)");
+            None
+        }
+    }
+}
+
+/// A process run inside the sid root `nr` (`chroot`, as root), from the workspace root.
+fn in_root(nr: &Path, args: &[&str]) -> std::process::Output {
+    let repo = root();
+    let mut c = Command::new("chroot");
+    c.arg(nr).args(["/bin/sh", "-c", "cd \"$0\" && exec \"$@\""]).arg(&repo).args(args);
+    c.env_clear().env("HOME", "/root").env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").env("LANG", "C.UTF-8");
+    run(&mut c)
+}
+
+/// Copy `path` (under the workspace or the target directory) to the same absolute path inside
+/// `nr`, so that traces recorded inside name the files the tests read outside.
+fn copy_into(nr: &Path, path: &Path) {
+    let dest = nr.join(path.strip_prefix("/").unwrap());
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    let o = run(Command::new("cp").arg("-a").arg(path).arg(&dest));
+    assert!(o.status.success(), "cp {} {}: {:?}", path.display(), dest.display(), texts(&o));
+}
+
+#[test]
+fn cpython_3_14_and_3_15_record_the_same_tree_calls_and_resumes() {
+    let Some(nr) = newer_root() else { return };
+    // What the root sees of the workspace: `trace` (its shims are embedded) and the examples.
+    let inside_repo = nr.join(root().strip_prefix("/").unwrap());
+    if inside_repo.exists() {
+        std::fs::remove_dir_all(&inside_repo).unwrap();
+    }
+    copy_into(&nr, &bin("trace"));
+    copy_into(&nr, &root().join("examples/python"));
+    let scratch_rel = format!("tmp/slice-e2e-newer-{}", std::process::id());
+    let (inside, outside) = (Path::new("/").join(&scratch_rel), nr.join(&scratch_rel));
+    std::fs::create_dir_all(&outside).unwrap();
+    let trace = bin("trace");
+    let trace = trace.to_str().unwrap();
+
+    // The reference: the same program under 3.11, outside.
+    let s = scratch();
+    let app = root().join("examples/python/shop_app.py");
+    let reference = s.path().join("shop-311.d");
+    let o = trace_run(&reference, &[cpython(11).to_str().unwrap(), app.to_str().unwrap()]);
+    assert!(o.status.success(), "{:?}", texts(&o));
+    let want_stacks = own_stacks(&reference);
+    let app = app.to_str().unwrap();
+    let coroutines = root().join("examples/python/coroutines.py");
+    let coroutines = coroutines.to_str().unwrap();
+
+    for minor in NEWER {
+        let py = format!("python3.{minor}");
+        let plain = in_root(&nr, &[&py, app]);
+        assert!(plain.status.success(), "3.{minor} without trace: {:?}", texts(&plain));
+        let name = format!("shop-3{minor}.d");
+        let o = in_root(&nr, &[trace, "run", "-q", "-o", inside.join(&name).to_str().unwrap(), "--", &py, app]);
+        assert!(o.status.success(), "3.{minor}: {:?}", texts(&o));
+        assert_eq!(o.stdout, plain.stdout, "3.{minor}: the program's output must not change");
+        assert!(o.stderr.is_empty(), "3.{minor}: {}", texts(&o).1);
+        let out = outside.join(&name);
+        let i = info(&out);
+        assert_eq!(i["processes"], 2, "3.{minor}: the checksum subprocess is recorded too");
+        for p in i["procs"].as_array().unwrap() {
+            assert!(p["runtime"].as_str().unwrap().starts_with(&format!("CPython 3.{minor}.")), "{p}");
+        }
+        assert_balanced(&out);
+        assert_eq!(own_stacks(&out), want_stacks, "3.{minor} and 3.11 record different trees");
+        let prompt = run_ok(cmd("slice").args(["from-trace", "-q", "How is a bundle priced?"]).arg(&out));
+        for src in ["def bundle_price(", "def part_price(", "def item_lines(", "def parse_row("] {
+            assert!(prompt.contains(src), "3.{minor}: the prompt lacks {src}:\n{prompt}");
+        }
+
+        // Calls and resumes, through sys.monitoring and through the profile hook.
+        for hook in ["auto", "profile"] {
+            let name = format!("co-3{minor}-{hook}.d");
+            let o = in_root(
+                &nr,
+                &[trace, "run", "-q", "--python-hook", hook, "-o", inside.join(&name).to_str().unwrap(), "--", &py, coroutines],
+            );
+            assert!(o.status.success(), "3.{minor} {hook}: {:?}", texts(&o));
+            assert_eq!(texts(&o).0, "([2, 4, 6], [0, 1, 2], 'boom')\n(2, -1, [1])\n", "3.{minor} {hook}");
+            let out = outside.join(&name);
+            assert_balanced(&out);
+            let want = coroutine_entries();
+            let got = entry_counts(&events(&out, None), "examples/python/coroutines.py");
+            let got: BTreeMap<_, _> = got.into_iter().filter(|((n, _), _)| want.keys().any(|(w, _)| w == n)).collect();
+            assert_eq!(got, want, "3.{minor} {hook}");
+        }
+    }
+    std::fs::remove_dir_all(&outside).unwrap();
 }

@@ -26,7 +26,7 @@ use trace_format::TraceDir;
     version,
     about = "Record the functions a program calls, for `slice` to turn into LLM prompts",
     long_about = "Record the functions a program calls, per process and thread, into a trace directory.\n\n\
-Python programs (CPython 3.9 to 3.14) are recorded by a shim loaded via PYTHONPATH (sys.monitoring on 3.12+, \
+Python programs (CPython 3.9 to 3.15) are recorded by a shim loaded via PYTHONPATH (sys.monitoring on 3.12+, \
 the C-level profile hook before); \
 native programs (C, C++, Rust; x86-64) are recorded by a shim loaded through LD_PRELOAD, which patches the \
 function entries of an ordinary build in memory when the program and each library load (symbols needed, \

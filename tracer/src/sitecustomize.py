@@ -10,7 +10,7 @@ def _slicetrace_boot():
     import sys
 
     here = os.path.dirname(os.path.abspath(__file__))
-    supported = "@PY_VERSION@"  # "3.9-3.14"
+    supported = "@PY_VERSION@"  # "3.9-3.15"
     low, high = [tuple(int(x) for x in v.split(".")) for v in supported.split("-")]
     impl = getattr(getattr(sys, "implementation", None), "name", "python")
     running = tuple(sys.version_info[:2])

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use trace_format::{FuncKind, FuncRecord, FUNCS_FILE};
 
-/// `CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR` (`cpython/code.h`, 3.9-3.14).
+/// `CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR` (`cpython/code.h`, 3.9-3.15).
 const CO_RESUMABLE: u32 = 0x20 | 0x80 | 0x200;
 
 pub struct CodeDesc {

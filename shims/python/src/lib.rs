@@ -1,5 +1,5 @@
 //! `_slicetrace`: the Python shim loaded by the `sitecustomize.py` that `trace run` puts on
-//! `PYTHONPATH`. One stable-ABI (abi3) build loads into every CPython 3.9-3.14; the parts
+//! `PYTHONPATH`. One stable-ABI (abi3) build loads into every CPython 3.9-3.15; the parts
 //! that differ between versions are chosen at run time ([`runtime`]).
 //!
 //! - 3.12 and later: `sys.monitoring` with C callbacks ([`monitoring`]).
@@ -40,7 +40,7 @@ use trace_format::{ENV_TRACE_DIR, ENV_TRACE_OPTIONS};
 /// file (and passes it to `sitecustomize.py`, which warns about any other interpreter).
 #[no_mangle]
 #[used]
-pub static SLICETRACE_PYTHON_VERSION: [u8; 16] = *b"3.9-3.14\0\0\0\0\0\0\0\0";
+pub static SLICETRACE_PYTHON_VERSION: [u8; 16] = *b"3.9-3.15\0\0\0\0\0\0\0\0";
 
 /// The original `_thread.start_new_thread`.
 static ORIG_START_THREAD: GilCell<Option<Py<PyAny>>> = GilCell::new(None);

@@ -2,7 +2,7 @@
 //! (describing a function costs a few hundred instructions instead of tens of thousands).
 
 /// 3.11+ location table (`co_linetable`, `Objects/locations.md`; the same format in
-/// 3.11-3.14). `None` if the table is malformed.
+/// 3.11-3.15). `None` if the table is malformed.
 pub fn last_line_311(table: &[u8], first_line: u32) -> Option<u32> {
     fn varint(t: &[u8], i: &mut usize) -> Option<u64> {
         let mut v = 0u64;

@@ -14,9 +14,9 @@ use std::sync::OnceLock;
 
 /// Oldest and newest supported CPython `3.x` minor versions.
 pub const MIN_MINOR: u32 = 9;
-pub const MAX_MINOR: u32 = 14;
+pub const MAX_MINOR: u32 = 15;
 
-/// `Py_tracefunc` (`cpython/pystate.h`, the same in 3.9-3.14).
+/// `Py_tracefunc` (`cpython/pystate.h`, the same in 3.9-3.15).
 pub type TraceFunc = unsafe extern "C" fn(*mut PyObject, *mut PyObject, c_int, *mut PyObject) -> c_int;
 pub const PYTRACE_CALL: c_int = 0;
 pub const PYTRACE_RETURN: c_int = 3;
@@ -24,7 +24,7 @@ pub const PYTRACE_C_CALL: c_int = 4;
 pub const PYTRACE_C_EXCEPTION: c_int = 5;
 pub const PYTRACE_C_RETURN: c_int = 6;
 
-// Exported by every CPython 3.9-3.14 (outside the limited API, so pyo3's abi3 bindings do not
+// Exported by every CPython 3.9-3.15 (outside the limited API, so pyo3's abi3 bindings do not
 // declare them). Frames are passed as opaque pointers.
 extern "C" {
     pub fn PyEval_SetProfile(func: Option<TraceFunc>, obj: *mut PyObject);
