@@ -6,7 +6,7 @@
 //! [`Doc`], which [`render`] turns into Markdown, XML or JSON.
 
 pub use docstring::Docstrings;
-pub use rank::TREE_BOOST;
+pub use rank::{PROGRAM_WEIGHT, TREE_BOOST};
 pub use treetext::SAME_AS_ABOVE;
 
 pub mod budget;

@@ -2,7 +2,15 @@
 //! ([`super::relevance`]), then the tree's evidence added.
 
 use super::{relevance, FuncInfo, ModelTrace, SourceState};
+use crate::pathclass::Origin;
 use rustc_hash::FxHashMap as HashMap;
+
+/// Weight of the program's own functions' lexical scores (not the standard library's, not
+/// installed packages'): a user asks about their program, whose code is small beside its
+/// libraries' and shares fewer words with the question than their long, documented functions
+/// (pytest's `Metafunc.parametrize` outranked the test's own `add`). A function matching no
+/// term stays at 0; through the tree boost its callers and callees rise too.
+pub const PROGRAM_WEIGHT: f64 = 2.0;
 
 /// Score every function for the question: one BM25F document per function (its qualified
 /// name, display path and the code the prompt shows), IDF over the functions of the slice.
@@ -25,7 +33,7 @@ pub(super) fn score(funcs: &mut HashMap<String, FuncInfo>, question: &str) {
     let scores = relevance::weighted_scores(&docs, &query);
     for (k, s) in keys.iter().zip(scores) {
         if let Some(f) = funcs.get_mut(k) {
-            f.relevance = s;
+            f.relevance = if f.origin == Origin::Program { s * PROGRAM_WEIGHT } else { s };
         }
     }
 }
@@ -67,5 +75,55 @@ pub(super) fn tree_boost(funcs: &mut HashMap<String, FuncInfo>, traces: &[ModelT
             // Rounded like the lexical scores, so the order never depends on the last bit.
             f.relevance = ((f.relevance + TREE_BOOST * b) * 1e6).round() / 1e6;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{CodeKind, Extract};
+    use crate::symbols::Language;
+
+    fn func(key: &str, file: &str, origin: Origin, code: &str) -> FuncInfo {
+        FuncInfo {
+            key: key.into(),
+            qualname: key.into(),
+            language: Language::Python,
+            file: file.into(),
+            line: Some(1),
+            module: String::new(),
+            origin,
+            source: SourceState::Code(Extract {
+                kind: CodeKind::Function,
+                first_line: 1,
+                last_line: 2,
+                code: code.into(),
+                signature: None,
+            }),
+            min_depth: 1,
+            first_index: 0,
+            relevance: 0.0,
+            values: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_programs_own_functions_weigh_twice() {
+        let code = "def border(x):\n    return x.border";
+        let mut funcs: HashMap<String, FuncInfo> = HashMap::default();
+        for (key, file, origin) in [
+            ("mine", "app/draw.py", Origin::Program),
+            ("theirs", "site-packages/lib/draw.py", Origin::SitePackages),
+            ("unrelated", "app/other.py", Origin::Program),
+        ] {
+            let code = if key == "unrelated" { "def other():\n    return 1" } else { code };
+            funcs.insert(key.into(), func(key, file, origin, code));
+        }
+        score(&mut funcs, "Where is the border drawn?");
+        let (mine, theirs) = (funcs["mine"].relevance, funcs["theirs"].relevance);
+        assert!(theirs > 0.0, "{theirs}");
+        // The paths match no term and have no length normalisation: only the weight differs.
+        assert!((mine - 2.0 * theirs).abs() < 1e-5, "{mine} vs {theirs}");
+        assert_eq!(funcs["unrelated"].relevance, 0.0, "no term matched: nothing to weigh");
     }
 }
