@@ -50,6 +50,15 @@ fn import_machinery_recorded(tree: &CallTree) -> bool {
     tree.funcs.iter().any(|f| crate::fold::fold_class(f) == crate::fold::FoldClass::Import)
 }
 
+/// Whether a module body is code the standard library compiled from a string and ran (the
+/// scaffolding of `dataclasses`, `typing`, `enum`...): file `<string>`, called by a
+/// standard-library function. Class creation, start-up like an import.
+fn generated_by_stdlib(t: &CallTree, n: NodeId) -> bool {
+    let from_string = t.func(n).and_then(|f| f.file.as_deref()).is_some_and(|p| p.as_os_str() == "<string>");
+    let parent = t.node(n).parent;
+    from_string && parent != ROOT && t.func(parent).is_some_and(|f| crate::pathclass::origin(f) == crate::pathclass::Origin::Stdlib)
+}
+
 /// Remove the subtrees of module bodies reached through an import, and of everything else the
 /// import machinery called (finders, loaders). Returns the pruned tree and the number of
 /// nodes removed.
@@ -59,7 +68,7 @@ pub fn prune_imports(tree: &CallTree, entry: &HashSet<u32>) -> (CallTree, usize)
     let modules_are_imports = !import_machinery_recorded(tree);
     let t = tree.rebuild(|t, n| {
         let node = t.node(n);
-        let imported = node.via_import || (modules_are_imports && t.func(n).is_some_and(is_module));
+        let imported = node.via_import || (t.func(n).is_some_and(is_module) && (modules_are_imports || generated_by_stdlib(t, n)));
         if imported && !entry.contains(&node.func) {
             Keep::Drop
         } else {
@@ -257,5 +266,26 @@ mod tests {
         // In another thread the exec'd body stays too (only imports go).
         let (p, _) = prune_imports(&t, &entry_modules(&t, false));
         assert_eq!(show(&p), vec!["<module>", "  <module>", "    serve", "      test_param"]);
+    }
+
+    #[test]
+    fn a_module_body_the_standard_library_execs_is_start_up() {
+        // `@dataclass` in the entry script: dataclasses' `_create_fn` execs a `<module>` from
+        // `<string>` that defines `__create_fn__`; the program's own exec stays.
+        // <module>(app) -> [_find_and_load] ; _create_fn -> <module>(<string>) ; run -> <module>(<string>) -> f
+        let mut funcs = py_funcs(&["<module>", "_find_and_load", "_create_fn", "<module>", "run", "f"]);
+        funcs[0].file = Some("/p/app.py".into());
+        funcs[1].file = Some("<frozen importlib._bootstrap>".into());
+        funcs[2].file = Some("/usr/lib/python3.12/dataclasses.py".into());
+        funcs[3].file = Some("<string>".into());
+        funcs[4].file = Some("/p/app.py".into());
+        funcs[5].file = Some("<string>".into());
+        let funcs = Arc::new(funcs);
+        let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
+        let evs = [C(0), C(1), R, C(2), C(3), R, R, C(4), C(3), C(5), R, R, R, R];
+        let t = fold_events(funcs, &classes, Ev::events(&evs)).0;
+        let (p, removed) = prune_imports(&t, &entry_modules(&t, true));
+        assert_eq!(show(&p), vec!["<module>", "  _create_fn", "  run", "    <module>", "      f"]);
+        assert_eq!(removed, 1);
     }
 }
