@@ -208,7 +208,12 @@ pub fn origin(f: &Function) -> Origin {
     match f.language {
         Language::Python if is_dataclass_generated(f) => Origin::Stdlib,
         Language::Python => file.as_deref().map(python_origin).unwrap_or(Origin::Program),
-        Language::Builtin => Origin::Stdlib,
+        // A C function of an installed package (mypyc-compiled black's `main`, Cython, numpy)
+        // is the package's code, not the standard library's.
+        Language::Builtin => match f.object.as_deref() {
+            Some(m) if !m.is_empty() && !crate::py_stdlib::is_stdlib_module(m) => Origin::SitePackages,
+            _ => Origin::Stdlib,
+        },
         Language::Native => match (&file, native_name_origin(&f.qualname)) {
             (None, Some(o)) => o,
             _ => native_origin(file.as_deref(), f.object.as_deref()),
@@ -322,6 +327,24 @@ mod tests {
         let libstdcxx = Some("/usr/lib/x86_64-linux-gnu/libstdc++.so.6");
         assert_eq!(native_origin(Some("/build/gcc-12/libstdc++-v3/src/c++11/string-inst.cc"), libstdcxx), Origin::Stdlib);
         assert_eq!(native_origin(Some("/opt/app/src/x.c"), Some("/opt/app/libx.so")), Origin::Program);
+    }
+
+    #[test]
+    fn c_functions_belong_to_their_module() {
+        let c = |module: Option<&str>| Function {
+            language: Language::Builtin,
+            name: "main".into(),
+            qualname: "main".into(),
+            file: None,
+            first_line: None,
+            last_line: None,
+            object: module.map(String::from),
+        };
+        assert_eq!(origin(&c(Some("builtins"))), Origin::Stdlib);
+        assert_eq!(origin(&c(Some("os.path"))), Origin::Stdlib);
+        assert_eq!(origin(&c(None)), Origin::Stdlib);
+        // black's mypyc-compiled `main`.
+        assert_eq!(origin(&c(Some("black"))), Origin::SitePackages);
     }
 
     #[test]
