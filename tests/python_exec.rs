@@ -60,3 +60,39 @@ fn exec_d_code_is_kept_and_dataclass_methods_are_hidden() {
     assert!(prompt.contains("    return job.name.upper()\n"), "{prompt}");
     assert!(prompt.contains("#### `Job.__post_init__` (app.py:8-9)\n"), "{prompt}");
 }
+
+const PARENT: &str = r#"import os
+import subprocess
+import sys
+
+# As venv does for ensurepip: the child's environment without PYTHONPATH (and here without
+# anything else that is not the program's own).
+env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "SLICE_TRACE"))}
+env["GREETING"] = "hello"
+out = subprocess.run([sys.executable, "child.py"], env=env, stdout=subprocess.PIPE, check=True).stdout
+sys.stdout.write("child: " + out.decode())
+"#;
+
+const CHILD: &str = r#"import os
+
+
+def greet():
+    return os.environ["GREETING"] + " from the child"
+
+
+print(greet())
+"#;
+
+#[test]
+fn a_python_child_started_without_pythonpath_is_recorded() {
+    let s = scratch();
+    std::fs::write(s.path().join("parent.py"), PARENT).unwrap();
+    std::fs::write(s.path().join("child.py"), CHILD).unwrap();
+    let d = s.path().join("t.d");
+    let out = run_ok(cmd("trace").current_dir(s.path()).arg("run").arg("-q").arg("-o").arg(&d).arg("--").arg(python()).arg("parent.py"));
+    assert_eq!(out, "child: hello from the child\n");
+    let info = run_ok(cmd("trace").arg("info").arg(&d));
+    assert!(info.contains("processes:  2\n"), "{info}");
+    let tree = run_ok(cmd("slice").args(["tree", "--color", "never"]).arg(&d));
+    assert!(tree.contains("greet  (child.py:4)"), "the child's function is in the tree:\n{tree}");
+}
