@@ -12,6 +12,7 @@ pub mod pathclass;
 pub mod plumbing;
 pub mod prompt;
 pub mod prune;
+pub mod py_stdlib;
 pub mod select;
 pub mod source;
 pub mod symbolize;

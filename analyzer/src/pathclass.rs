@@ -190,12 +190,30 @@ pub fn native_display_path(s: &str) -> Option<String> {
     Some(format!("{kind}/{}", &s[i..]))
 }
 
+/// Whether a Python function is one of the methods the standard library's `dataclasses`
+/// generates (`__init__`, `__eq__`, `__setattr__`... compiled from a string inside a function
+/// named `__create_fn__`, so `<string>` is their file and `__create_fn__.<locals>.__init__`
+/// their qualified name, whatever the class): the standard library's code, not the program's.
+/// Shown as the program's, they filled trees with lines such as `__create_fn__.<locals>.__init__
+/// ×334` that name no class and have no source (black: 9 of 65 tree lines).
+pub fn is_dataclass_generated(f: &Function) -> bool {
+    f.language == Language::Python
+        && f.file.as_deref().is_some_and(|p| p.as_os_str() == "<string>")
+        && (f.qualname == "__create_fn__" || f.qualname.starts_with("__create_fn__.<locals>."))
+}
+
 /// Origin of a function.
 pub fn origin(f: &Function) -> Origin {
     let file = f.file.as_deref().map(|p| p.to_string_lossy().into_owned());
     match f.language {
+        Language::Python if is_dataclass_generated(f) => Origin::Stdlib,
         Language::Python => file.as_deref().map(python_origin).unwrap_or(Origin::Program),
-        Language::Builtin => Origin::Stdlib,
+        // A C function of an installed package (mypyc-compiled black's `main`, Cython, numpy)
+        // is the package's code, not the standard library's.
+        Language::Builtin => match f.object.as_deref() {
+            Some(m) if !m.is_empty() && !crate::py_stdlib::is_stdlib_module(m) => Origin::SitePackages,
+            _ => Origin::Stdlib,
+        },
         Language::Native => match (&file, native_name_origin(&f.qualname)) {
             (None, Some(o)) => o,
             _ => native_origin(file.as_deref(), f.object.as_deref()),
@@ -309,6 +327,42 @@ mod tests {
         let libstdcxx = Some("/usr/lib/x86_64-linux-gnu/libstdc++.so.6");
         assert_eq!(native_origin(Some("/build/gcc-12/libstdc++-v3/src/c++11/string-inst.cc"), libstdcxx), Origin::Stdlib);
         assert_eq!(native_origin(Some("/opt/app/src/x.c"), Some("/opt/app/libx.so")), Origin::Program);
+    }
+
+    #[test]
+    fn c_functions_belong_to_their_module() {
+        let c = |module: Option<&str>| Function {
+            language: Language::Builtin,
+            name: "main".into(),
+            qualname: "main".into(),
+            file: None,
+            first_line: None,
+            last_line: None,
+            object: module.map(String::from),
+        };
+        assert_eq!(origin(&c(Some("builtins"))), Origin::Stdlib);
+        assert_eq!(origin(&c(Some("os.path"))), Origin::Stdlib);
+        assert_eq!(origin(&c(None)), Origin::Stdlib);
+        // black's mypyc-compiled `main`.
+        assert_eq!(origin(&c(Some("black"))), Origin::SitePackages);
+    }
+
+    #[test]
+    fn dataclass_generated_methods_are_the_standard_library() {
+        let mut f = pyf("<string>");
+        f.qualname = "__create_fn__.<locals>.__init__".into();
+        assert_eq!(origin(&f), Origin::Stdlib);
+        f.qualname = "__create_fn__".into();
+        assert_eq!(origin(&f), Origin::Stdlib);
+        // Other code compiled from a string is the program's (an `exec` the program ran).
+        f.qualname = "<lambda>".into();
+        assert_eq!(origin(&f), Origin::Program);
+        f.qualname = "make.<locals>.__init__".into();
+        assert_eq!(origin(&f), Origin::Program);
+        // A program's own function of that name in a real file stays the program's.
+        let mut g = pyf("/home/u/proj/gen.py");
+        g.qualname = "__create_fn__.<locals>.__init__".into();
+        assert_eq!(origin(&g), Origin::Program);
     }
 
     #[test]

@@ -6,8 +6,11 @@
 //!   anything with a feature-only call below it stays.
 //! - Automatic, for Python ([`prune_imports`]): the work done while importing modules is
 //!   start-up. Every node called directly by the import machinery (module bodies, import
-//!   finders and loaders) and every `<module>` node but the entry script's is removed with
-//!   its subtree.
+//!   finders and loaders) is removed with its subtree. A `<module>` body that something else
+//!   ran (`exec(code)`, `runpy.run_path`, execnet's and pytest-xdist's workers, whose whole
+//!   work runs under an exec'd `<module>`) is not an import and stays. Only when the process
+//!   recorded no import machinery at all, and so cannot tell imports apart, is every
+//!   `<module>` node but the entry script's taken for an import.
 
 use crate::calltree::{CallTree, Keep, NodeId, ROOT};
 use crate::symbols::{Function, Language};
@@ -39,13 +42,34 @@ pub fn entry_modules(tree: &CallTree, main_thread: bool) -> HashSet<u32> {
     out
 }
 
-/// Remove the subtrees of module bodies reached through an import (all `<module>` nodes but
-/// the entry modules). Returns the pruned tree and the number of nodes removed.
+/// Whether the function table holds CPython's import machinery
+/// (`<frozen importlib._bootstrap>`...), which every real recording of a Python process that
+/// imported anything does: then [`crate::calltree::Node::via_import`] tells an imported module
+/// body from one run by `exec`.
+fn import_machinery_recorded(tree: &CallTree) -> bool {
+    tree.funcs.iter().any(|f| crate::fold::fold_class(f) == crate::fold::FoldClass::Import)
+}
+
+/// Whether a module body is code the standard library compiled from a string and ran (the
+/// scaffolding of `dataclasses`, `typing`, `enum`...): file `<string>`, called by a
+/// standard-library function. Class creation, start-up like an import.
+fn generated_by_stdlib(t: &CallTree, n: NodeId) -> bool {
+    let from_string = t.func(n).and_then(|f| f.file.as_deref()).is_some_and(|p| p.as_os_str() == "<string>");
+    let parent = t.node(n).parent;
+    from_string && parent != ROOT && t.func(parent).is_some_and(|f| crate::pathclass::origin(f) == crate::pathclass::Origin::Stdlib)
+}
+
+/// Remove the subtrees of module bodies reached through an import, and of everything else the
+/// import machinery called (finders, loaders). Returns the pruned tree and the number of
+/// nodes removed.
 pub fn prune_imports(tree: &CallTree, entry: &HashSet<u32>) -> (CallTree, usize) {
     let before = tree.len();
+    // Without the import machinery in the table, every module body but the entry's counts.
+    let modules_are_imports = !import_machinery_recorded(tree);
     let t = tree.rebuild(|t, n| {
         let node = t.node(n);
-        if (node.via_import || t.func(n).is_some_and(is_module)) && !entry.contains(&node.func) {
+        let imported = node.via_import || (t.func(n).is_some_and(is_module) && (modules_are_imports || generated_by_stdlib(t, n)));
+        if imported && !entry.contains(&node.func) {
             Keep::Drop
         } else {
             Keep::Keep
@@ -216,5 +240,52 @@ mod tests {
         assert_eq!(show(&p2), vec!["<module>", "  main"]);
         // Off the main thread, every module body is an import.
         assert!(entry_modules(&t, false).is_empty());
+    }
+
+    #[test]
+    fn a_module_body_run_by_exec_is_not_an_import() {
+        // pytest-xdist's worker: `python -c "exec(eval(...))"` runs execnet's code as a
+        // `<module>` from `<string>`, and everything the worker does (the tests) is under it.
+        // <module>(-c) -> [_find_and_load] -> <module>(execnet) -> helper
+        //              -> <module>(exec'd) -> [_find_and_load] -> <module>(pytest)
+        //                                  -> serve -> test_param
+        let mut funcs = py_funcs(&["<module>", "_find_and_load", "<module>", "helper", "<module>", "<module>", "serve", "test_param"]);
+        funcs[0].file = Some("<string>".into());
+        funcs[1].file = Some("<frozen importlib._bootstrap>".into());
+        funcs[2].file = Some("/sp/execnet/__init__.py".into());
+        funcs[4].file = Some("<string>".into());
+        funcs[4].first_line = Some(1);
+        funcs[5].file = Some("/sp/pytest/__init__.py".into());
+        let funcs = Arc::new(funcs);
+        let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
+        let evs = [C(0), C(1), C(2), C(3), R, R, R, C(4), C(1), C(5), R, R, C(6), C(7), R, R, R, R];
+        let t = fold_events(funcs.clone(), &classes, Ev::events(&evs)).0;
+        let (p, removed) = prune_imports(&t, &entry_modules(&t, true));
+        assert_eq!(show(&p), vec!["<module>", "  <module>", "    serve", "      test_param"]);
+        assert_eq!(removed, 3);
+        // In another thread the exec'd body stays too (only imports go).
+        let (p, _) = prune_imports(&t, &entry_modules(&t, false));
+        assert_eq!(show(&p), vec!["<module>", "  <module>", "    serve", "      test_param"]);
+    }
+
+    #[test]
+    fn a_module_body_the_standard_library_execs_is_start_up() {
+        // `@dataclass` in the entry script: dataclasses' `_create_fn` execs a `<module>` from
+        // `<string>` that defines `__create_fn__`; the program's own exec stays.
+        // <module>(app) -> [_find_and_load] ; _create_fn -> <module>(<string>) ; run -> <module>(<string>) -> f
+        let mut funcs = py_funcs(&["<module>", "_find_and_load", "_create_fn", "<module>", "run", "f"]);
+        funcs[0].file = Some("/p/app.py".into());
+        funcs[1].file = Some("<frozen importlib._bootstrap>".into());
+        funcs[2].file = Some("/usr/lib/python3.12/dataclasses.py".into());
+        funcs[3].file = Some("<string>".into());
+        funcs[4].file = Some("/p/app.py".into());
+        funcs[5].file = Some("<string>".into());
+        let funcs = Arc::new(funcs);
+        let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
+        let evs = [C(0), C(1), R, C(2), C(3), R, R, C(4), C(3), C(5), R, R, R, R];
+        let t = fold_events(funcs, &classes, Ev::events(&evs)).0;
+        let (p, removed) = prune_imports(&t, &entry_modules(&t, true));
+        assert_eq!(show(&p), vec!["<module>", "  _create_fn", "  run", "    <module>", "      f"]);
+        assert_eq!(removed, 1);
     }
 }

@@ -221,14 +221,21 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
     }
 
     let finished = finish_trace(&out, &mut meta);
-    if let Some(sig) = exit.signal {
-        eprintln!("trace: {} was killed by {}", opts.command[0].to_string_lossy(), launch::signal_name(sig));
+    if let Some(note) = exit.signal.and_then(|sig| death_note(&opts.command[0], sig)) {
+        eprintln!("{note}");
     }
     settle(&output, finished, &meta, opts)?;
     if let Some(sig) = exit.signal {
         launch::die_by_signal(sig);
     }
     Ok(exit.code.unwrap_or(1))
+}
+
+/// What `trace` says on stderr when the target died by `sig`: nothing for SIGPIPE (the reader
+/// of its output, such as `head`, closed the pipe: normal in a pipeline, where shells say
+/// nothing either, and the target's stderr stays as it is without `trace`).
+fn death_note(program: &std::ffi::OsStr, sig: i32) -> Option<String> {
+    (sig != libc::SIGPIPE).then(|| format!("trace: {} was killed by {}", program.to_string_lossy(), launch::signal_name(sig)))
 }
 
 /// Put the finished recording in place of an earlier trace (or keep the earlier one when the
@@ -337,6 +344,13 @@ fn fingerprint(path: &Path) -> Option<FileFingerprint> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_death_by_sigpipe_is_not_announced() {
+        let p = std::ffi::OsStr::new("csvcut");
+        assert_eq!(death_note(p, libc::SIGPIPE), None);
+        assert_eq!(death_note(p, libc::SIGTERM).as_deref(), Some("trace: csvcut was killed by SIGTERM (15)"));
+    }
 
     #[test]
     fn fingerprints() {

@@ -34,6 +34,7 @@ def _slicetrace_boot():
     sys.path_importer_cache.pop(here, None)
     if recorder is not None and recorder.start():
         os.register_at_fork(after_in_child=recorder.after_fork_child)
+        _keep_children_recorded(here)
 
     # Chain to the sitecustomize that would have run without us.
     import importlib.machinery
@@ -46,5 +47,39 @@ def _slicetrace_boot():
         spec.loader.exec_module(module)
 
 
+def _keep_children_recorded(here):
+    # A program that starts Python with an environment of its own making often leaves out
+    # PYTHONPATH (venv's ensurepip, build isolation, tox): that child would run unrecorded, and
+    # silently. An audit hook puts back, in the environment given to subprocess, os.exec* or
+    # os.posix_spawn, what recording needs: this directory first on PYTHONPATH (the user's own
+    # entries stay as the program left them) and where and how to record.
+    import os
+    import sys
+
+    keep = dict((k, os.environ[k]) for k in ("SLICE_TRACE_DIR", "SLICE_TRACE_OPTIONS") if k in os.environ)
+    sep = os.pathsep
+    where = {"subprocess.Popen": 3, "os.exec": 2, "os.posix_spawn": 2}
+
+    def hook(event, args):
+        i = where.get(event)
+        if i is None or len(args) <= i:
+            return
+        env = args[i]
+        if not isinstance(env, dict):
+            return
+        bytes_keys = bool(env) and isinstance(next(iter(env)), bytes)
+        enc = os.fsencode if bytes_keys else str
+        for k, v in keep.items():
+            if enc(k) not in env:
+                env[enc(k)] = enc(v)
+        path = env.get(enc("PYTHONPATH"))
+        entries = path.split(enc(sep)) if path else []
+        if enc(here) not in entries:
+            env[enc("PYTHONPATH")] = enc(sep).join([enc(here)] + entries)
+
+    sys.addaudithook(hook)
+
+
 _slicetrace_boot()
 del _slicetrace_boot
+del _keep_children_recorded

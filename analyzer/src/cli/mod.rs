@@ -48,7 +48,9 @@ pub enum Command {
     /// Print a prompt: the question, the call tree and the source of each function that ran.
     FromTrace(from_trace::FromTraceArgs),
     /// Print prompt statistics as a table: functions, files, lines and tokens per section and
-    /// per variant, beside the whole files the run touched.
+    /// per variant, beside the whole files the run touched (alias `info`; `trace info` sums up
+    /// the recording itself: command, exit status, processes, threads).
+    #[command(visible_alias = "info")]
     Stats(stats::StatsArgs),
     /// Print the call tree in the terminal: call counts, inclusive and self time, per thread.
     Tree(tree::TreeArgs),
@@ -251,5 +253,12 @@ mod tests {
             }
         }
         assert_eq!(seen, 8);
+    }
+
+    /// `slice info DIR` (what a user who knows `trace info` types) is `slice stats DIR`.
+    #[test]
+    fn info_is_stats() {
+        let cli = Cli::try_parse_from(["slice", "info", "t.d"]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(cli.command, Command::Stats(_)), "{:?}", cli.command);
     }
 }

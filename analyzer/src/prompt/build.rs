@@ -107,7 +107,7 @@ impl Model {
         }
         rank::score(&mut funcs, question);
         rank::tree_boost(&mut funcs, &mtraces);
-        let notes = unavailable_files.iter().map(|(file, why)| format!("{file}: {why}")).collect();
+        let notes = super::unavailable_notes(&unavailable_files);
         Model { question: question.trim().to_string(), traces: mtraces, funcs, notes }
     }
 }

@@ -656,3 +656,22 @@ pub struct DocSource {
     /// Their line numbers (`3, 5-8`).
     pub values_lines: String,
 }
+/// Files whose source is named in a warning one by one; the rest are counted in one more.
+pub const UNAVAILABLE_NAMED: usize = 5;
+
+/// The warnings for the files whose source is not shown (`file: why`), at most
+/// [`UNAVAILABLE_NAMED`] of them one by one and then one line counting the rest: a run that
+/// executed code from a directory removed since (pip's wheels unpacked in `/tmp`, when venv
+/// runs ensurepip) had 125 lines of warnings, one per file.
+pub fn unavailable_notes(files: &std::collections::BTreeMap<String, String>) -> Vec<String> {
+    let mut notes: Vec<String> = files.iter().take(UNAVAILABLE_NAMED).map(|(file, why)| format!("{file}: {why}")).collect();
+    let rest = files.len().saturating_sub(UNAVAILABLE_NAMED);
+    if rest > 0 {
+        let dirs: std::collections::BTreeSet<&str> =
+            files.keys().skip(UNAVAILABLE_NAMED).map(|f| f.rsplit_once('/').map_or(".", |(d, _)| d)).collect();
+        let among = dirs.iter().take(3).copied().collect::<Vec<_>>().join(", ");
+        let more = if dirs.len() > 3 { format!(" and {} more directories", dirs.len() - 3) } else { String::new() };
+        notes.push(format!("source not shown either for {rest} more files (in {among}{more})"));
+    }
+    notes
+}

@@ -634,3 +634,22 @@ fn short_docstrings_cut_all_and_whole_none_and_the_prompt_says_so() {
     assert!(p.contains(&format!("> Docstrings cut: {n} long docstrings keep their first paragraph")), "{p}");
     assert!(p.contains("    [6 more docstring lines cut]\n    \"\"\"\n    return x"), "{p}");
 }
+
+#[test]
+fn many_unreadable_files_are_counted_after_the_first_five() {
+    let mut files = std::collections::BTreeMap::new();
+    for i in 0..3 {
+        files.insert(format!("/p/app{i}.py"), "source not shown: gone".to_string());
+    }
+    assert_eq!(
+        unavailable_notes(&files),
+        vec!["/p/app0.py: source not shown: gone", "/p/app1.py: source not shown: gone", "/p/app2.py: source not shown: gone"]
+    );
+    for i in 0..120 {
+        files.insert(format!("/tmp/w/pip.whl/pip/m{i:03}.py"), "source not shown: cannot read".to_string());
+    }
+    let notes = unavailable_notes(&files);
+    assert_eq!(notes.len(), UNAVAILABLE_NAMED + 1, "{notes:?}");
+    assert_eq!(notes[0], "/p/app0.py: source not shown: gone");
+    assert_eq!(notes[UNAVAILABLE_NAMED], "source not shown either for 118 more files (in /tmp/w/pip.whl/pip)");
+}

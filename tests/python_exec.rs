@@ -1,0 +1,98 @@
+//! Code a program runs with `exec` (as execnet runs pytest-xdist's workers: the worker's whole
+//! work under an exec'd `<module>`) is the run's feature, not start-up; the methods
+//! `dataclasses` generates are the standard library's, hidden with it.
+
+use slice_trace_e2e::{cmd, python, run_ok, scratch};
+
+const APP: &str = r#"from dataclasses import dataclass
+
+
+@dataclass
+class Job:
+    name: str
+
+    def __post_init__(self):
+        self.name = self.name.strip()
+
+
+# A launcher like execnet's: the worker's code arrives as text and runs under exec.
+REMOTE = """
+def serve(jobs):
+    for j in jobs:
+        handle(j)
+
+def handle(job):
+    print("remote", job.name)
+
+serve([Job(" a "), Job("b")])
+"""
+exec(compile(REMOTE, "<string>", "exec"), {"Job": Job})
+
+# runpy.run_path-style: a real file compiled and exec'd.
+with open("local_worker.py") as f:
+    exec(compile(f.read(), "local_worker.py", "exec"), {"Job": Job})
+"#;
+
+const LOCAL: &str = r#"def work(job):
+    return job.name.upper()
+
+
+print("local", work(Job("c")))
+"#;
+
+#[test]
+fn exec_d_code_is_kept_and_dataclass_methods_are_hidden() {
+    let s = scratch();
+    std::fs::write(s.path().join("app.py"), APP).unwrap();
+    std::fs::write(s.path().join("local_worker.py"), LOCAL).unwrap();
+    let d = s.path().join("t.d");
+    let out = run_ok(cmd("trace").current_dir(s.path()).arg("run").arg("-q").arg("-o").arg(&d).arg("--").arg(python()).arg("app.py"));
+    assert_eq!(out, "remote a\nremote b\nlocal C\n");
+
+    let tree = run_ok(cmd("slice").args(["tree", "--color", "never"]).arg(&d));
+    for f in ["serve", "handle  (<string>:", "Job.__post_init__  (app.py:8)", "work  (local_worker.py:1)"] {
+        assert!(tree.contains(f), "{f} missing from the tree:\n{tree}");
+    }
+    assert!(!tree.contains("__create_fn__"), "dataclasses' generated methods are the standard library's:\n{tree}");
+
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&d).args(["-q", "What does work return?"]));
+    assert!(prompt.contains("#### `work` (local_worker.py:1-2)\n"), "{prompt}");
+    assert!(prompt.contains("    return job.name.upper()\n"), "{prompt}");
+    assert!(prompt.contains("#### `Job.__post_init__` (app.py:8-9)\n"), "{prompt}");
+}
+
+const PARENT: &str = r#"import os
+import subprocess
+import sys
+
+# As venv does for ensurepip: the child's environment without PYTHONPATH (and here without
+# anything else that is not the program's own).
+env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "SLICE_TRACE"))}
+env["GREETING"] = "hello"
+out = subprocess.run([sys.executable, "child.py"], env=env, stdout=subprocess.PIPE, check=True).stdout
+sys.stdout.write("child: " + out.decode())
+"#;
+
+const CHILD: &str = r#"import os
+
+
+def greet():
+    return os.environ["GREETING"] + " from the child"
+
+
+print(greet())
+"#;
+
+#[test]
+fn a_python_child_started_without_pythonpath_is_recorded() {
+    let s = scratch();
+    std::fs::write(s.path().join("parent.py"), PARENT).unwrap();
+    std::fs::write(s.path().join("child.py"), CHILD).unwrap();
+    let d = s.path().join("t.d");
+    let out = run_ok(cmd("trace").current_dir(s.path()).arg("run").arg("-q").arg("-o").arg(&d).arg("--").arg(python()).arg("parent.py"));
+    assert_eq!(out, "child: hello from the child\n");
+    let info = run_ok(cmd("trace").arg("info").arg(&d));
+    assert!(info.contains("processes:  2\n"), "{info}");
+    let tree = run_ok(cmd("slice").args(["tree", "--color", "never"]).arg(&d));
+    assert!(tree.contains("greet  (child.py:4)"), "the child's function is in the tree:\n{tree}");
+}
