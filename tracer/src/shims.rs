@@ -8,7 +8,7 @@
 //!    used only if it is byte for byte the embedded one (rewritten otherwise). A directory
 //!    shared between users (such as a fixed path under /tmp) would let another user put code
 //!    into every recorded process: that is why it is per user. Older versions' directories
-//!    are removed, keeping the newest few.
+//!    are removed, keeping the newest few and any used in the last day.
 //! 2. **Beside `trace`** or in `../lib` (a `trace` built without `embed-shims`, with the two
 //!    `.so` files installed next to it).
 
@@ -96,6 +96,10 @@ fn materialize(base: &Path, name: &str, bytes: &[u8], hash: &str) -> Result<Path
     let path = dir.join(name);
     // Compared in full: as cheap as hashing, and exact.
     if std::fs::read(&path).is_ok_and(|found| found == bytes) {
+        // Marked as in use, so that another version's `trace` does not prune it meanwhile.
+        if let Ok(d) = std::fs::File::open(&dir) {
+            let _ = d.set_modified(std::time::SystemTime::now());
+        }
         return Ok(path);
     }
     let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -108,8 +112,13 @@ fn materialize(base: &Path, name: &str, bytes: &[u8], hash: &str) -> Result<Path
     Ok(path)
 }
 
-/// Remove the directories of other versions but the newest [`KEEP_VERSIONS`] (by mtime). A
-/// failure only leaves a directory behind.
+/// A version's directory used (by any `trace` run) within this long is never pruned: builds
+/// of several versions running at once (worktrees, CI jobs, a tool pinned to an old release)
+/// must not delete a shim another run is about to load (its Python children load it later).
+const IN_USE: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// Remove the directories of other versions but the newest [`KEEP_VERSIONS`] (by mtime), and
+/// of those only the ones unused for [`IN_USE`]. A failure only leaves a directory behind.
 fn prune(base: &Path, current: &str) {
     let Ok(entries) = std::fs::read_dir(base) else { return };
     let mut others: Vec<(std::time::SystemTime, PathBuf)> = entries
@@ -118,7 +127,9 @@ fn prune(base: &Path, current: &str) {
         .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
         .collect();
     others.sort_by_key(|o| std::cmp::Reverse(o.0));
-    for (_, dir) in others.into_iter().skip(KEEP_VERSIONS - 1) {
+    let now = std::time::SystemTime::now();
+    let unused = |t: std::time::SystemTime| now.duration_since(t).is_ok_and(|age| age > IN_USE);
+    for (_, dir) in others.into_iter().skip(KEEP_VERSIONS - 1).filter(|(t, _)| unused(*t)) {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
@@ -225,5 +236,30 @@ mod tests {
         let mut left: Vec<String> = std::fs::read_dir(&base).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
         left.sort();
         assert_eq!(left, hashes[2..].to_vec(), "the newest {KEEP_VERSIONS} stay");
+    }
+
+    #[test]
+    fn versions_in_use_are_not_pruned() {
+        let d = tempfile::tempdir().unwrap();
+        let base = d.path().join("slice-trace");
+        let now = std::time::SystemTime::now();
+        let hour = std::time::Duration::from_secs(3600);
+        let hashes: Vec<String> = (0..7).map(|i| format!("{i:x}").repeat(64)).collect();
+        // Six other versions: 0-3 used within the last hours, 4 and 5 two days ago.
+        for (i, h) in hashes[..6].iter().enumerate() {
+            std::fs::create_dir_all(base.join(h)).unwrap();
+            std::fs::write(base.join(h).join("libx.so"), b"x").unwrap();
+            let age = if i < 4 { hour * (i as u32 + 1) } else { hour * 48 };
+            std::fs::File::open(base.join(h)).unwrap().set_modified(now - age).unwrap();
+        }
+        // Using version 5 again marks it as in use.
+        materialize(&base, "libx.so", b"x", &hashes[5]).unwrap();
+        // A new version's first run prunes only version 4: the others are in use, though
+        // more than the newest few.
+        materialize(&base, "libx.so", b"x", &hashes[6]).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(&base).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        left.sort();
+        let want: Vec<String> = hashes.iter().enumerate().filter(|(i, _)| *i != 4).map(|(_, h)| h.clone()).collect();
+        assert_eq!(left, want);
     }
 }
