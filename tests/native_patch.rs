@@ -85,6 +85,28 @@ fn uninstrumented_c_at_o0_and_o2_records_the_true_tree() {
     }
 }
 
+/// The C runtime calls the constructors and then `main` from frames of its own, unpatched
+/// code; `main` starts below the CFA of the constructors' frames, so the frame repair alone
+/// nested the whole run under the last constructor (`setup → add → main`: every C++ program
+/// with a static initialiser). `main` closes them (shims/native/src/frames.rs).
+#[test]
+fn main_is_a_root_beside_the_constructors() {
+    let s = scratch();
+    for opt in ["-O0", "-O2"] {
+        let exe = build("cc", &["c/ctors.c"], &s.path().join(format!("ctors{opt}")), &[opt]);
+        let t = s.path().join(format!("c{opt}.d"));
+        let out = trace_patched(&t, &exe, &[]);
+        assert!(out.status.success(), "{opt}: {:?}", texts(&out));
+        assert_eq!(texts(&out).0, texts(&untraced(&exe, &[])).0, "{opt}");
+        let p = &load(&t)[0];
+        let seq = p.sequence(0);
+        assert_eq!(seq.first().map(String::as_str), Some("1:setup"), "{opt}: {seq:?}");
+        assert!(seq.iter().any(|c| c == "1:main"), "{opt}: {seq:?}");
+        assert!(p.callees("main").contains(&"report".to_string()), "{opt}: {seq:?}");
+        assert!(p.callees("add").is_empty(), "{opt}: {seq:?}");
+    }
+}
+
 /// A program without any symbol (stripped), or statically linked, is refused before it runs,
 /// with what to do.
 #[test]

@@ -106,8 +106,15 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
     let cfa = if off == 0 { 0 } else { sp + off as u64 };
     let depth = t.depth as usize;
     let now = writer::monotonic_ns();
-    let dead = if depth <= STACK_CAP { frames::dead_frames(std::slice::from_raw_parts(t.cfas, depth), cfa) } else { 0 };
-    let left_root = dead > 0 && std::slice::from_raw_parts(t.stack, depth)[depth - dead..].iter().any(|&a| a & filter::ROOT_BIT != 0);
+    let dead = if frames::starts_program(addr) {
+        depth
+    } else if depth <= STACK_CAP {
+        frames::dead_frames(std::slice::from_raw_parts(t.cfas, depth), cfa)
+    } else {
+        0
+    };
+    let known = std::slice::from_raw_parts(t.stack, depth.min(STACK_CAP));
+    let left_root = dead > 0 && known[known.len() - dead.min(known.len())..].iter().any(|&a| a & filter::ROOT_BIT != 0);
     let depth = depth - dead;
     t.depth = depth as u64;
     if dead > 0 {
