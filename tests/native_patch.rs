@@ -88,9 +88,10 @@ fn uninstrumented_c_at_o0_and_o2_records_the_true_tree() {
 /// The C runtime calls the constructors and then `main` from frames of its own, unpatched
 /// code; `main` starts below the CFA of the constructors' frames, so the frame repair alone
 /// nested the whole run under the last constructor (`setup → add → main`: every C++ program
-/// with a static initialiser). `main` closes them (shims/native/src/frames.rs).
+/// with a static initialiser). `main` closes them (shims/native/src/frames.rs); `exit`'s
+/// handlers nested under the last call of `main` until a closer ran before them (hooks.rs).
 #[test]
-fn main_is_a_root_beside_the_constructors() {
+fn main_and_exit_handlers_are_roots_beside_the_constructors() {
     let s = scratch();
     for opt in ["-O0", "-O2"] {
         let exe = build("cc", &["c/ctors.c"], &s.path().join(format!("ctors{opt}")), &[opt]);
@@ -104,6 +105,11 @@ fn main_is_a_root_beside_the_constructors() {
         assert!(seq.iter().any(|c| c == "1:main"), "{opt}: {seq:?}");
         assert!(p.callees("main").contains(&"report".to_string()), "{opt}: {seq:?}");
         assert!(p.callees("add").is_empty(), "{opt}: {seq:?}");
+        // The handlers exit runs after main (a destructor; an atexit handler registered in
+        // main) are roots too, not callees of report, the last call main made.
+        assert!(seq.iter().any(|c| c == "1:teardown"), "{opt}: {seq:?}");
+        assert!(seq.iter().any(|c| c == "1:at_exit"), "{opt}: {seq:?}");
+        assert!(p.callees("report").is_empty(), "{opt}: {seq:?}");
     }
 }
 

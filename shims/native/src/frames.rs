@@ -196,11 +196,14 @@ pub(crate) fn set_program_main(addr: u64) {
     PROGRAM_MAIN.store(addr, Ordering::Relaxed);
 }
 
-/// Whether a call of `addr` closes every open frame of the thread: the program's `main`,
-/// entered on the main thread (only its first call: later calls of `main` hit the id cache
-/// and nest as any call). A thread that calls `main` itself nests it.
+/// Whether a call of `addr` closes every open frame of the thread: the first call of the
+/// program's `main` on the main thread (once: a later call of `main` nests as any call). A
+/// thread that calls `main` itself nests it.
 pub(crate) fn starts_program(addr: u64) -> bool {
-    addr != 0 && addr == PROGRAM_MAIN.load(Ordering::Relaxed) && trace_format::writer::gettid() == std::process::id() as u64
+    addr != 0
+        && addr == PROGRAM_MAIN.load(Ordering::Relaxed)
+        && trace_format::writer::gettid() == std::process::id() as u64
+        && PROGRAM_MAIN.compare_exchange(addr, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok()
 }
 
 /// How many of the innermost open frames (`cfas`, innermost last, 0 = unknown) are dead
