@@ -186,10 +186,11 @@ pub fn render(trace: &TraceDir, s: &Summary, verbose: bool) -> String {
         if let Some(r) = &p.patch {
             render_patch(&mut o, r, verbose);
         }
+        let main_closed = p.threads.iter().any(|t| t.tid == p.pid as u64 && !t.unclosed);
         for t in &p.threads {
             let state = match (&t.error, t.unclosed) {
                 (Some(e), _) => format!(" [damaged: {e}]"),
-                (None, true) => " [not closed: the process was killed or exited abruptly]".into(),
+                (None, true) => format!(" [not closed: {}]", unclosed_reason(t.tid == p.pid as u64, main_closed)),
                 _ => String::new(),
             };
             let _ = writeln!(
@@ -204,4 +205,30 @@ pub fn render(trace: &TraceDir, s: &Summary, verbose: bool) -> String {
         }
     }
     o
+}
+
+/// Why a thread's stream was not closed. The main thread's stream is closed at `exit`; a
+/// thread still running then (a worker pool that is never joined: rayon's, a detached
+/// thread) is not, and its events up to then are all there. Only when the main thread's
+/// stream is not closed either was the process killed or did it end abruptly (`_exit`, exec).
+fn unclosed_reason(is_main: bool, main_closed: bool) -> &'static str {
+    if !is_main && main_closed {
+        "still running when the process exited; its events up to then are kept"
+    } else {
+        "the process was killed or exited abruptly"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unclosed_reason;
+
+    #[test]
+    fn a_worker_still_running_at_exit_is_not_called_killed() {
+        // tokei's rayon workers: the process exited normally (its main stream is closed).
+        assert!(unclosed_reason(false, true).starts_with("still running when the process exited"));
+        // Killed: the main thread's stream is not closed either, whatever the thread.
+        assert_eq!(unclosed_reason(false, false), "the process was killed or exited abruptly");
+        assert_eq!(unclosed_reason(true, false), "the process was killed or exited abruptly");
+    }
 }
