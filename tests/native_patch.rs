@@ -180,7 +180,8 @@ fn uninstrumented_cpp_with_exceptions_at_o0_and_o2() {
         let info = run_ok(cmd("trace").arg("info").arg(&t));
         let line = info.lines().find(|l| l.trim_start().starts_with("patched:")).unwrap_or_else(|| panic!("{info}"));
         let n: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
-        assert!(n.len() == 2 && n[0] >= 10 && n[1] >= 1, "{line}");
+        // patched, not patched: refused + not entries (.cold fragments, start-up code).
+        assert!(n.len() == 4 && n[0] >= 10 && n[1] >= 1 && n[1] == n[2] + n[3] && n[3] >= 7, "{line}");
         let verbose = run_ok(cmd("trace").arg("info").arg("--verbose").arg(&t));
         let named = verbose.lines().filter(|l| l.trim_start().starts_with("not patched: ")).count() as u64;
         assert_eq!(named, n[1], "{verbose}");
@@ -278,7 +279,7 @@ fn a_rust_cli_from_crates_io_is_recorded() {
     let info = run_ok(cmd("trace").arg("info").arg(&t));
     let line = info.lines().find(|l| l.trim_start().starts_with("patched:")).unwrap_or_else(|| panic!("{info}"));
     let n: Vec<u64> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
-    assert!(n.len() == 2 && n[0] > 500 && n[1] * 10 < n[0], "{line}");
+    assert!(n.len() == 4 && n[0] > 500 && n[1] * 10 < n[0] && n[1] == n[2] + n[3], "{line}");
 
     let p = &load(&t)[0];
     // main -> (std's start-up, inlined differently by each build) -> hexyl::main, once.
