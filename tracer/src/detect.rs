@@ -192,7 +192,9 @@ fn classify_with(argv: &[OsString], path_var: Option<&OsStr>, patching: Patching
                 format!(
                     "{p}: this program has no symbol table (it was stripped), so its functions can neither be found nor named; \
                      rebuild it without stripping: C/C++ without `-s` (add `-g` for source lines), Rust with \
-                     `strip = false` and `debug = 1` (or `debug = \"line-tables-only\"`) in its Cargo profile"
+                     `strip = false` and `debug = 1` (or `debug = \"line-tables-only\"`) in its Cargo profile \
+                     (for a crate whose profile strips, as fd-find's does: \
+                     `CARGO_PROFILE_RELEASE_STRIP=false CARGO_PROFILE_RELEASE_DEBUG=1 cargo install ...`)"
                 ),
             ));
         }
@@ -578,6 +580,8 @@ mod tests {
         }
         let r = classify_with(&os(&["/bin/true"]), None, Patching::On).unwrap_err();
         assert!(r.message.contains("no symbol table (it was stripped)"), "{}", r.message);
+        // `cargo install` cannot edit the crate's profile: the environment form is named.
+        assert!(r.message.contains("CARGO_PROFILE_RELEASE_STRIP=false CARGO_PROFILE_RELEASE_DEBUG=1 cargo install"), "{}", r.message);
         assert_eq!(r.code, 126);
     }
 

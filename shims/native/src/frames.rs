@@ -27,7 +27,7 @@ use crate::hot::STACK_CAP;
 use crate::table::Table;
 use std::cell::Cell;
 use std::ptr::null_mut;
-use std::sync::atomic::AtomicPtr;
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 /// The stack pointer, read by the entry hook for hot.c (0 where this is not implemented:
 /// then no frame is repaired).
@@ -180,6 +180,30 @@ fn same_stack(a: u64, b: u64, (lo, hi): (u64, u64)) -> bool {
         (false, false) => a.abs_diff(b) <= OTHER_STACK_SPAN,
         _ => false,
     }
+}
+
+/// The patched entry of the program's `main` (0: none). The C runtime calls the program's
+/// constructors (`.init_array`, C++ static initialisers, Rust's argument capture) and then
+/// `main` from different frames of its own, unpatched code: `__libc_start_call_main`'s frame
+/// is larger than `call_init`'s, so `main` starts *below* the CFA of the last constructor's
+/// frames, and the rule above would nest `main` (the whole run) under a constructor that
+/// returned long ago. With entry patching no exit tells; `main` does: when the main thread
+/// enters it, nothing of the program is running on that thread.
+static PROGRAM_MAIN: AtomicU64 = AtomicU64::new(0);
+
+/// Remember the program's `main` (objects.rs, when it patched the program's entries).
+pub(crate) fn set_program_main(addr: u64) {
+    PROGRAM_MAIN.store(addr, Ordering::Relaxed);
+}
+
+/// Whether a call of `addr` closes every open frame of the thread: the first call of the
+/// program's `main` on the main thread (once: a later call of `main` nests as any call). A
+/// thread that calls `main` itself nests it.
+pub(crate) fn starts_program(addr: u64) -> bool {
+    addr != 0
+        && addr == PROGRAM_MAIN.load(Ordering::Relaxed)
+        && trace_format::writer::gettid() == std::process::id() as u64
+        && PROGRAM_MAIN.compare_exchange(addr, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok()
 }
 
 /// How many of the innermost open frames (`cfas`, innermost last, 0 = unknown) are dead

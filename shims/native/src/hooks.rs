@@ -6,6 +6,7 @@ use crate::hot::*;
 use crate::process::id_of;
 use crate::thread::{recover_busy, start_thread, BusySp, ThreadState};
 use crate::{filter, frames, window};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use trace_format::writer;
 
 /// Called by `-finstrument-functions` code on entry to every instrumented function.
@@ -106,8 +107,20 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
     let cfa = if off == 0 { 0 } else { sp + off as u64 };
     let depth = t.depth as usize;
     let now = writer::monotonic_ns();
-    let dead = if depth <= STACK_CAP { frames::dead_frames(std::slice::from_raw_parts(t.cfas, depth), cfa) } else { 0 };
-    let left_root = dead > 0 && std::slice::from_raw_parts(t.stack, depth)[depth - dead..].iter().any(|&a| a & filter::ROOT_BIT != 0);
+    let dead = if frames::starts_program(addr) {
+        // `exit` runs its handlers from frames below those `main` left open (no exit event
+        // closes them): close them first. Registered now, the closer runs before the
+        // handlers registered earlier (C++ static destructors, `.fini_array`).
+        libc::atexit(close_frames_at_exit);
+        EXIT_CLOSER.store(true, Ordering::Relaxed);
+        depth
+    } else if depth <= STACK_CAP {
+        frames::dead_frames(std::slice::from_raw_parts(t.cfas, depth), cfa)
+    } else {
+        0
+    };
+    let known = std::slice::from_raw_parts(t.stack, depth.min(STACK_CAP));
+    let left_root = dead > 0 && known[known.len() - dead.min(known.len())..].iter().any(|&a| a & filter::ROOT_BIT != 0);
     let depth = depth - dead;
     t.depth = depth as u64;
     if dead > 0 {
@@ -145,6 +158,82 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
         None => {}
     }
     t.push();
+}
+
+/// `atexit` handler (registered when `main` starts): the calls still open on the thread that
+/// runs `exit` never return; close them, so that the handlers `exit` runs after this one
+/// (destructors, `.fini_array`) are roots and not callees of the last call `main` made. A
+/// thread outside the recorded calls (`-F`, `-N`) is left as it is.
+extern "C" fn close_frames_at_exit() {
+    let _errno = ErrnoGuard::save();
+    let sp = frames::stack_pointer();
+    // SAFETY: this thread's block (hot.c's TLS), as in the slow paths.
+    unsafe {
+        let t = slt_thread_state();
+        let _signals = near_window_end(&*t);
+        if (*t).mode != M_ACTIVE || held_by_live_path(&*t, sp) {
+            return;
+        }
+        let _busy = BusySp::set(t, sp);
+        let t = &mut *t;
+        if !begin_slow(t) {
+            return;
+        }
+        t.pull();
+        let depth = t.depth as usize;
+        let known = std::slice::from_raw_parts(t.stack, depth.min(STACK_CAP));
+        let left_root = known.iter().any(|&a| a & filter::ROOT_BIT != 0);
+        t.depth = 0;
+        let now = writer::monotonic_ns();
+        if let Some(w) = t.pull() {
+            for _ in 0..depth {
+                w.ret(now);
+            }
+        }
+        t.push();
+        if left_root {
+            filter::leave(t);
+        }
+    }
+}
+
+/// Set when `main` started: a handler registered from then on (`atexit` in `main`, a
+/// function-local static's destructor) runs before the closer registered then, so
+/// `__cxa_atexit` registers the closer again after it.
+static EXIT_CLOSER: AtomicBool = AtomicBool::new(false);
+static REAL_CXA_ATEXIT: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
+
+type CxaAtexitFn = unsafe extern "C" fn(extern "C" fn(*mut libc::c_void), *mut libc::c_void, *mut libc::c_void) -> libc::c_int;
+
+extern "C" fn close_frames_at_exit_arg(_: *mut libc::c_void) {
+    close_frames_at_exit();
+}
+
+/// `__cxa_atexit` (what `atexit` and C++ static destructors register with): the real one,
+/// then, once `main` started, the closer after the new handler (exit runs handlers in the
+/// reverse order: the closer first, so the new handler is a root; see `EXIT_CLOSER`).
+#[no_mangle]
+pub unsafe extern "C" fn __cxa_atexit(
+    func: extern "C" fn(*mut libc::c_void),
+    arg: *mut libc::c_void,
+    dso: *mut libc::c_void,
+) -> libc::c_int {
+    let mut f = REAL_CXA_ATEXIT.load(Ordering::Acquire);
+    if f.is_null() {
+        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.
+        f = libc::dlsym(libc::RTLD_NEXT, c"__cxa_atexit".as_ptr());
+        if f.is_null() {
+            return -1;
+        }
+        REAL_CXA_ATEXIT.store(f, Ordering::Release);
+    }
+    // SAFETY: the next `__cxa_atexit` (glibc's) has this signature.
+    let real: CxaAtexitFn = std::mem::transmute::<*mut libc::c_void, CxaAtexitFn>(f);
+    let r = real(func, arg, dso);
+    if r == 0 && EXIT_CLOSER.load(Ordering::Relaxed) {
+        real(close_frames_at_exit_arg, std::ptr::null_mut(), std::ptr::null_mut());
+    }
+    r
 }
 
 /// Exit, when hot.c cannot record it by itself: the thread's first event, a return with no

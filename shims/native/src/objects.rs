@@ -204,6 +204,7 @@ fn patch_new(dlopened: bool) {
             continue;
         }
         seen.loaded.push((base, name.clone()));
+        let program = i == 0 && name.is_empty();
         let path = if i == 0 && name.is_empty() {
             match std::fs::read_link("/proc/self/exe") {
                 Ok(p) => p.to_string_lossy().into_owned(),
@@ -228,7 +229,13 @@ fn patch_new(dlopened: bool) {
         let (report, skipped) = match skipped {
             Some(s) => (patch::Report::default(), Some(s)),
             None => match examine(&path) {
-                Ok(syms) => (patch::patch_object(base, &syms), None),
+                Ok(syms) => {
+                    let report = patch::patch_object(base, &syms);
+                    if program {
+                        note_program_main(base, &syms, &report);
+                    }
+                    (report, None)
+                }
                 Err(why) => (patch::Report::default(), Some(why.to_string())),
             },
         };
@@ -243,6 +250,17 @@ fn patch_new(dlopened: bool) {
             let dir = unsafe { (*p).dir.clone() };
             let _ = write_report(&dir);
         }
+    }
+}
+
+/// The program's `main`, if its entry was patched (frames.rs: its first call closes the
+/// constructors' frames).
+fn note_program_main(base: u64, syms: &filter::Symbols, report: &patch::Report) {
+    if report.refused.iter().any(|(n, _)| n == "main") {
+        return;
+    }
+    if let Some((off, _, _)) = syms.funcs.iter().find(|(_, _, n)| n == "main") {
+        crate::frames::set_program_main(base + off);
     }
 }
 
