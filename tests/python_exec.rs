@@ -96,3 +96,73 @@ fn a_python_child_started_without_pythonpath_is_recorded() {
     let tree = run_ok(cmd("slice").args(["tree", "--color", "never"]).arg(&d));
     assert!(tree.contains("greet  (child.py:4)"), "the child's function is in the tree:\n{tree}");
 }
+
+/// The usual ways to start a program through a system launcher (Debian strips `env`, `sh`,
+/// `bash`, `make`): the launcher runs like a shell script and the Python program it starts is
+/// recorded.
+#[test]
+fn a_program_started_through_a_stripped_system_launcher_is_recorded() {
+    let s = scratch();
+    std::fs::write(s.path().join("child.py"), CHILD).unwrap();
+    let py = python();
+    let launches: [Vec<String>; 3] = [
+        vec!["env".into(), "GREETING=hello".into(), py.clone(), "child.py".into()],
+        vec!["sh".into(), "-c".into(), format!("GREETING=hello {py} child.py")],
+        vec!["bash".into(), "-c".into(), format!("GREETING=hello {py} child.py; true")],
+    ];
+    for (i, argv) in launches.iter().enumerate() {
+        let d = s.path().join(format!("l{i}.d"));
+        let out = run_ok(cmd("trace").current_dir(s.path()).args(["run", "-q", "-o"]).arg(&d).arg("--").args(argv));
+        assert_eq!(out, "hello from the child\n", "{argv:?}");
+        let tree = run_ok(cmd("slice").args(["tree", "--color", "never"]).arg(&d));
+        assert!(tree.contains("greet  (child.py:4)"), "{argv:?}: the child's function is in the tree:\n{tree}");
+    }
+}
+
+/// A Python interpreter started by a patched native program is recorded by the Python shim
+/// only: its own C functions are not patched (they would be every call the interpreter makes).
+#[test]
+fn python_started_by_a_patched_native_program_is_not_patched() {
+    let s = scratch();
+    std::fs::write(s.path().join("child.py"), CHILD).unwrap();
+    let src = s.path().join("launch.c");
+    std::fs::write(&src, "#include <unistd.h>\nint main(int c, char **v) { (void)c; execvp(v[1], v + 1); return 127; }\n").unwrap();
+    let exe = s.path().join("launch");
+    let o = std::process::Command::new("gcc").args(["-O0", "-g", "-o"]).arg(&exe).arg(&src).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let d = s.path().join("t.d");
+    let out = run_ok(cmd("trace").current_dir(s.path()).env("GREETING", "hello").args(["run", "-q", "-o"]).arg(&d).args([
+        "--",
+        "./launch",
+        &python(),
+        "child.py",
+    ]));
+    assert_eq!(out, "hello from the child\n");
+    let tree = run_ok(cmd("slice").args(["tree", "--color", "never"]).arg(&d));
+    assert!(tree.contains("greet  (child.py:4)"), "{tree}");
+    // The interpreter is a Python process, not also a native one with its C functions patched
+    // (it wrote 10 GB in two minutes), and system programs on the way (pyenv's `python3` is a
+    // bash script) are left alone like system libraries.
+    let info = run_ok(cmd("trace").arg("info").arg(&d));
+    let native = info.lines().filter(|l| l.starts_with('p') && l.contains(", native ")).count();
+    assert_eq!(native, 1, "only ./launch is a native process:\n{info}");
+    assert!(info.lines().any(|l| l.starts_with('p') && l.contains(", python CPython ")), "{info}");
+    let size: u64 = walk_size(&d);
+    assert!(size < 16 << 20, "the trace takes {size} bytes");
+}
+
+fn walk_size(p: &std::path::Path) -> u64 {
+    std::fs::read_dir(p)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                walk_size(&e.path())
+            } else {
+                use std::os::unix::fs::MetadataExt;
+                m.blocks() * 512
+            }
+        })
+        .sum()
+}

@@ -384,8 +384,10 @@ fn bad_input_gives_a_clear_message_and_a_non_zero_exit() {
     check(&["run"], 2, "no command given");
     check(&["run", "--", "no-such-program-xyz"], 127, "command not found");
     check(&["run", "--", &python(), "missing.py"], 2, "missing.py: no such Python script");
-    // A stripped system binary: entry patching has no symbol to patch (docs/native-recording.md).
-    check(&["run", "--", "/bin/true"], 126, "no symbol table (it was stripped)");
+    // A stripped build of the user's: entry patching has no symbol to patch
+    // (docs/native-recording.md). (A stripped system program is a launcher: see below.)
+    std::fs::copy("/bin/true", s.path().join("mytrue")).unwrap();
+    check(&["run", "--", "./mytrue"], 126, "no symbol table (it was stripped)");
     write_script(s.path(), "plain.py", "print(1)\n");
     check(&["run", "--", "./plain.py"], 126, "trace run -- python3");
     check(&["run", "--", &python(), "-I", "plain.py"], 2, "PYTHONPATH");

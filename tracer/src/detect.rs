@@ -105,7 +105,9 @@ pub fn patch_env(program: &Path) -> Option<&'static str> {
         return None;
     }
     let info = elf_info(&map_file(program).ok()?);
-    (info.x86_64 && !info.instrumented && !info.links_libpython).then_some("1")
+    // A stripped program (a system launcher: `env`, `sh -c`) has nothing to patch; like a
+    // shell script, it passes on no patching to the programs it starts.
+    (info.x86_64 && !info.instrumented && !info.links_libpython && info.functions > 0).then_some("1")
 }
 
 /// Classify the program `argv[0]` names (`argv` is not empty). The remaining arguments are
@@ -187,6 +189,12 @@ fn classify_with(argv: &[OsString], path_var: Option<&OsStr>, patching: Patching
             ));
         }
         if info.functions == 0 {
+            // A system program (`env`, `sh -c`, `bash`, `make`, `xargs`: Debian strips them) is
+            // how a user starts what they want recorded: it runs like a shell script, and the
+            // programs it starts are recorded. Their own builds are refused with what to change.
+            if is_system_program(&path) {
+                return Ok((path, TargetKind::Other));
+            }
             return Err(Refusal::new(
                 126,
                 format!(
@@ -211,6 +219,17 @@ fn classify_with(argv: &[OsString], path_var: Option<&OsStr>, patching: Patching
         ));
     }
     Ok((path, TargetKind::Other))
+}
+
+/// Directories of the distribution's programs (after resolving links: `/bin` is `/usr/bin` on
+/// merged-/usr systems). `/usr/local` and home directories are the user's own.
+const SYSTEM_DIRS: &[&str] = &["/usr/bin/", "/bin/", "/usr/sbin/", "/sbin/", "/usr/libexec/", "/usr/lib/", "/lib/"];
+
+/// Whether `path` is a program of the system (see [`SYSTEM_DIRS`]).
+fn is_system_program(path: &Path) -> bool {
+    let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let real = real.to_string_lossy();
+    SYSTEM_DIRS.iter().any(|d| real.starts_with(d))
 }
 
 /// Map a file to parse it: only the pages the parser touches (headers, symbol tables) are
@@ -572,13 +591,20 @@ mod tests {
     }
 
     #[test]
-    fn a_stripped_elf_is_refused_with_a_clear_message() {
+    fn a_stripped_elf_is_refused_with_a_clear_message_unless_it_is_a_system_program() {
         // Debian's /bin/true is stripped: no .symtab, no defined function in .dynsym.
         let info = elf_info(&map_file(Path::new("/bin/true")).unwrap());
         if info.functions != 0 {
             return; // not stripped on this system
         }
-        let r = classify_with(&os(&["/bin/true"]), None, Patching::On).unwrap_err();
+        // As a system program it is a launcher, like a shell script (`env X=1 python3 ...`).
+        let (_, kind) = classify_with(&os(&["/bin/true"]), None, Patching::On).unwrap();
+        assert_eq!(kind, TargetKind::Other);
+        // The same binary as the user's own build is refused.
+        let d = tempfile::tempdir().unwrap();
+        let mine = d.path().join("true");
+        std::fs::copy("/bin/true", &mine).unwrap();
+        let r = classify_with(&[mine.into_os_string()], None, Patching::On).unwrap_err();
         assert!(r.message.contains("no symbol table (it was stripped)"), "{}", r.message);
         // `cargo install` cannot edit the crate's profile: the environment form is named.
         assert!(r.message.contains("CARGO_PROFILE_RELEASE_STRIP=false CARGO_PROFILE_RELEASE_DEBUG=1 cargo install"), "{}", r.message);

@@ -97,6 +97,15 @@ pub(crate) fn after_fork_child() {
     LOCK.0.store(false, Ordering::Release);
 }
 
+/// Whether this process is a CPython interpreter (its C API is loaded: the executable or
+/// `libpython` defines it). The Python shim records it; patched, every call of the
+/// interpreter's own C functions would be recorded too (a `python3` started by a patched
+/// program wrote 10 GB in two minutes).
+fn is_cpython() -> bool {
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only reads the loader's tables.
+    !unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"Py_IsInitialized".as_ptr()) }.is_null()
+}
+
 /// The constructor: read the mode and patch the objects loaded with the program.
 pub(crate) fn patch_at_start() {
     let mode = match std::env::var_os(ENV_PATCH) {
@@ -104,7 +113,7 @@ pub(crate) fn patch_at_start() {
         Some(v) if v == "all" => ALL,
         _ => OFF,
     };
-    if mode == OFF {
+    if mode == OFF || is_cpython() {
         return;
     }
     patch::init();
@@ -178,11 +187,19 @@ const RUNTIME: [&str; 10] =
 /// Directories of the system's libraries.
 const SYSTEM_DIRS: [&str; 5] = ["/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/", "/usr/libexec/"];
 
+/// Directories of the system's programs: the shells, `env`, `make` and compilers a recorded
+/// program starts (pyenv's `python3` is a bash script running a dozen more bash processes;
+/// each was recorded with bash's own functions).
+const SYSTEM_PROGRAM_DIRS: [&str; 4] = ["/usr/bin/", "/bin/", "/usr/sbin/", "/sbin/"];
+
 /// Why the object at `path` (absolute) is left alone by default, if it is.
 pub(crate) fn system_library(path: &str) -> Option<&'static str> {
     let file = path.rsplit('/').next().unwrap_or(path);
     if RUNTIME.iter().any(|r| file.starts_with(r)) {
         return Some("the C runtime");
+    }
+    if SYSTEM_PROGRAM_DIRS.iter().any(|d| path.starts_with(d)) {
+        return Some("a system program");
     }
     SYSTEM_DIRS.iter().any(|d| path.starts_with(d)).then_some("a system library")
 }
@@ -471,6 +488,8 @@ mod tests {
         assert_eq!(system_library("/opt/gcc/lib64/libstdc++.so.6.0.30"), Some("the C runtime"));
         assert_eq!(system_library("/home/u/app/build/libshapes.so"), None);
         assert_eq!(system_library("/home/u/app/build/app"), None);
+        assert_eq!(system_library("/usr/bin/bash"), Some("a system program"));
+        assert_eq!(system_library("/usr/local/bin/mytool"), None);
         assert_eq!(regex_escape("libz.so.1"), "libz\\.so\\.1");
     }
 }
