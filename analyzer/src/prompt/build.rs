@@ -47,28 +47,20 @@ impl Model {
                         None => {
                             let key = tree.func_key(n);
                             known.insert(node.func, (key.clone(), node.depth));
-                            if !funcs.contains_key(&key) {
+                            if let Some(fi) = funcs.get_mut(&key) {
+                                fi.min_depth = fi.min_depth.min(node.depth);
+                            } else {
+                                let f = tree.func(n);
                                 let entry = th.entry.contains(&node.func);
-                                let mut info = func_info(&key, tree.func(n), entry, &cwd, &mut t.sources, node.depth, index);
+                                let mut info = func_info(&key, f, entry, &cwd, &mut t.sources, node.depth, index);
                                 if th.plumbing.contains(&node.func) {
                                     info.source = SourceState::Omitted("framework plumbing (collapsed)");
                                 }
-                                if let (Some(f), SourceState::Code(e)) = (tree.func(n), &info.source) {
-                                    if f.language == Language::Python && matches!(e.kind, CodeKind::Function | CodeKind::Lambda) {
-                                        if let Some(file) = f.file.as_ref().filter(|p| !entry_files.contains(p.as_path())) {
-                                            let vals = file_values
-                                                .entry(file.clone())
-                                                .or_insert_with(|| t.sources.file(file).map(|ft| module_values(&ft)).unwrap_or_default());
-                                            info.values = read_by(&e.code, vals).into_iter().cloned().collect();
-                                        }
-                                    }
-                                }
+                                info.values = values_read(f, &info.source, &entry_files, &mut file_values, &mut t.sources);
                                 if let SourceState::Unavailable(why) = &info.source {
                                     unavailable_files.entry(info.file.clone()).or_insert_with(|| why.clone());
                                 }
                                 funcs.insert(key.clone(), info);
-                            } else if let Some(fi) = funcs.get_mut(&key) {
-                                fi.min_depth = fi.min_depth.min(node.depth);
                             }
                             key
                         }
@@ -110,6 +102,25 @@ impl Model {
         let notes = super::unavailable_notes(&unavailable_files);
         Model { question: question.trim().to_string(), traces: mtraces, funcs, notes }
     }
+}
+
+/// Values a Python function reads from its module ([`crate::values`]), each file's values
+/// read once (`file_values`); none for the entry script's functions (its module body is shown
+/// with its top-level statements).
+fn values_read(
+    f: Option<&Function>,
+    source: &SourceState,
+    entry_files: &HashSet<&std::path::Path>,
+    file_values: &mut HashMap<std::path::PathBuf, std::collections::HashMap<String, ModuleValue>>,
+    sources: &mut crate::source::SourceCache,
+) -> Vec<ModuleValue> {
+    let (Some(f), SourceState::Code(e)) = (f, source) else { return Vec::new() };
+    if f.language != Language::Python || !matches!(e.kind, CodeKind::Function | CodeKind::Lambda) {
+        return Vec::new();
+    }
+    let Some(file) = f.file.as_ref().filter(|p| !entry_files.contains(p.as_path())) else { return Vec::new() };
+    let vals = file_values.entry(file.clone()).or_insert_with(|| sources.file(file).map(|ft| module_values(&ft)).unwrap_or_default());
+    read_by(&e.code, vals).into_iter().cloned().collect()
 }
 
 fn func_info(
