@@ -83,18 +83,25 @@ def greet():
 print(greet())
 "#;
 
+/// Record `argv` in `dir` (with `GREETING=hello` in the environment) into `dir/out`; returns
+/// its stdout after checking that the child's `greet` is in the tree.
+fn record_child(dir: &std::path::Path, out: &str, argv: &[&str]) -> String {
+    let d = dir.join(out);
+    let stdout = run_ok(cmd("trace").current_dir(dir).env("GREETING", "hello").args(["run", "-q", "-o"]).arg(&d).arg("--").args(argv));
+    let tree = run_ok(cmd("slice").args(["tree", "--color", "never"]).arg(&d));
+    assert!(tree.contains("greet  (child.py:4)"), "{argv:?}: the child's function is in the tree:\n{tree}");
+    stdout
+}
+
 #[test]
 fn a_python_child_started_without_pythonpath_is_recorded() {
     let s = scratch();
     std::fs::write(s.path().join("parent.py"), PARENT).unwrap();
     std::fs::write(s.path().join("child.py"), CHILD).unwrap();
-    let d = s.path().join("t.d");
-    let out = run_ok(cmd("trace").current_dir(s.path()).arg("run").arg("-q").arg("-o").arg(&d).arg("--").arg(python()).arg("parent.py"));
+    let out = record_child(s.path(), "t.d", &[&python(), "parent.py"]);
     assert_eq!(out, "child: hello from the child\n");
-    let info = run_ok(cmd("trace").arg("info").arg(&d));
+    let info = run_ok(cmd("trace").arg("info").arg(s.path().join("t.d")));
     assert!(info.contains("processes:  2\n"), "{info}");
-    let tree = run_ok(cmd("slice").args(["tree", "--color", "never"]).arg(&d));
-    assert!(tree.contains("greet  (child.py:4)"), "the child's function is in the tree:\n{tree}");
 }
 
 /// The usual ways to start a program through a system launcher (Debian strips `env`, `sh`,
@@ -105,17 +112,11 @@ fn a_program_started_through_a_stripped_system_launcher_is_recorded() {
     let s = scratch();
     std::fs::write(s.path().join("child.py"), CHILD).unwrap();
     let py = python();
-    let launches: [Vec<String>; 3] = [
-        vec!["env".into(), "GREETING=hello".into(), py.clone(), "child.py".into()],
-        vec!["sh".into(), "-c".into(), format!("GREETING=hello {py} child.py")],
-        vec!["bash".into(), "-c".into(), format!("GREETING=hello {py} child.py; true")],
-    ];
+    let (env_argv, sh, bash) =
+        (["env", "GREETING=hello", py.as_str(), "child.py"], format!("{py} child.py"), format!("{py} child.py; true"));
+    let launches: [&[&str]; 3] = [&env_argv, &["sh", "-c", &sh], &["bash", "-c", &bash]];
     for (i, argv) in launches.iter().enumerate() {
-        let d = s.path().join(format!("l{i}.d"));
-        let out = run_ok(cmd("trace").current_dir(s.path()).args(["run", "-q", "-o"]).arg(&d).arg("--").args(argv));
-        assert_eq!(out, "hello from the child\n", "{argv:?}");
-        let tree = run_ok(cmd("slice").args(["tree", "--color", "never"]).arg(&d));
-        assert!(tree.contains("greet  (child.py:4)"), "{argv:?}: the child's function is in the tree:\n{tree}");
+        assert_eq!(record_child(s.path(), &format!("l{i}.d"), argv), "hello from the child\n", "{argv:?}");
     }
 }
 
@@ -131,15 +132,7 @@ fn python_started_by_a_patched_native_program_is_not_patched() {
     let o = std::process::Command::new("gcc").args(["-O0", "-g", "-o"]).arg(&exe).arg(&src).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let d = s.path().join("t.d");
-    let out = run_ok(cmd("trace").current_dir(s.path()).env("GREETING", "hello").args(["run", "-q", "-o"]).arg(&d).args([
-        "--",
-        "./launch",
-        &python(),
-        "child.py",
-    ]));
-    assert_eq!(out, "hello from the child\n");
-    let tree = run_ok(cmd("slice").args(["tree", "--color", "never"]).arg(&d));
-    assert!(tree.contains("greet  (child.py:4)"), "{tree}");
+    assert_eq!(record_child(s.path(), "t.d", &["./launch", &python(), "child.py"]), "hello from the child\n");
     // The interpreter is a Python process, not also a native one with its C functions patched
     // (it wrote 10 GB in two minutes), and system programs on the way (pyenv's `python3` is a
     // bash script) are left alone like system libraries.
