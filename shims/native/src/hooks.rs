@@ -184,16 +184,22 @@ extern "C" fn close_frames_at_exit() {
         let known = std::slice::from_raw_parts(t.stack, depth.min(STACK_CAP));
         let left_root = known.iter().any(|&a| a & filter::ROOT_BIT != 0);
         t.depth = 0;
-        let now = writer::monotonic_ns();
-        if let Some(w) = t.pull() {
-            for _ in 0..depth {
-                w.ret(now);
-            }
+        write_returns(t, depth, left_root);
+    }
+}
+
+/// Record `n` returns now on `t` (frames closed by the slow paths: skipped by `longjmp`, or
+/// left open at `exit`), then hand the window back; `left_root`: a `-F` call was among them.
+fn write_returns(t: &mut SltThread, n: usize, left_root: bool) {
+    let now = writer::monotonic_ns();
+    if let Some(w) = t.pull() {
+        for _ in 0..n {
+            w.ret(now);
         }
-        t.push();
-        if left_root {
-            filter::leave(t);
-        }
+    }
+    t.push();
+    if left_root {
+        filter::leave(t);
     }
 }
 
@@ -271,14 +277,5 @@ pub unsafe extern "C" fn slt_exit_slow(t: *mut SltThread, addr: u64, sp: u64) {
         left_root = stack[depth - returns.min(depth)..].iter().any(|&a| a & filter::ROOT_BIT != 0);
     }
     t.depth = depth.saturating_sub(returns) as u64;
-    let now = writer::monotonic_ns();
-    if let Some(w) = t.pull() {
-        for _ in 0..returns {
-            w.ret(now);
-        }
-    }
-    t.push();
-    if left_root {
-        filter::leave(t);
-    }
+    write_returns(t, returns, left_root);
 }
