@@ -80,6 +80,9 @@ pub struct FoldInfo {
     pub open_at_end: u64,
     /// The damage that stopped reading early, if any (the events before it were used).
     pub damaged: Option<String>,
+    /// Executed source lines the stream reported: (function id, line), in stream order,
+    /// repeats possible (see [`crate::coverage`]).
+    pub lines: Vec<(u32, u32)>,
 }
 
 #[derive(Clone, Copy)]
@@ -178,6 +181,7 @@ where
                 }
             }
             Ok(Event::ThreadName(n)) => info.thread_name = Some(n),
+            Ok(Event::Line { func, line }) => info.lines.push((func, line)),
             Err(e) => {
                 info.damaged = Some(e.to_string());
                 break;

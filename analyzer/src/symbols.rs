@@ -77,7 +77,7 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
     let mut native = Vec::new();
     for (id, rec) in proc.funcs.iter().enumerate() {
         let f = match rec.as_ref().map(|r| &r.kind) {
-            Some(FuncKind::Python { file, qualname, name, first_line, last_line }) => Function {
+            Some(FuncKind::Python { file, qualname, name, first_line, last_line, .. }) => Function {
                 language: Language::Python,
                 name: name.clone(),
                 qualname: qualname.clone(),

@@ -53,6 +53,7 @@ pub fn py(file: &str, qualname: &str, first_line: u32, last_line: u32) -> FuncKi
         name: qualname.rsplit('.').next().unwrap_or(qualname).to_string(),
         first_line,
         last_line,
+        code_lines: None,
     }
 }
 

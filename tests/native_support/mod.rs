@@ -116,7 +116,7 @@ pub fn load(dir: &Path) -> Vec<Proc> {
                     Event::Return { .. } => {
                         stack.pop();
                     }
-                    Event::ThreadName(_) => {}
+                    Event::ThreadName(_) | Event::Line { .. } => {}
                 }
             }
             threads.push(Thread { tid: s.header.tid, calls, open_at_end: stack.len() });

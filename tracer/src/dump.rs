@@ -79,6 +79,15 @@ pub fn dump(trace: &TraceDir, opts: &DumpOptions, out: &mut impl Write) -> Resul
                         v
                     }
                     Ok(Event::ThreadName(name)) => Line { name: Some(name), ..base("thread_name") },
+                    Ok(Event::Line { func, line }) => {
+                        let rec = p.func(func);
+                        let name = rec.map(|f| describe(&f.kind).0).unwrap_or_else(|| "?".into());
+                        let at = match rec.map(|f| &f.kind) {
+                            Some(FuncKind::Python { file, .. }) => format!("{file}:{line}"),
+                            _ => format!("line {line}"),
+                        };
+                        Line { func: Some(func), name: Some(name), at: Some(at), ..base("line") }
+                    }
                     Err(e) => {
                         damaged.push(e.to_string());
                         break;

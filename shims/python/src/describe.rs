@@ -31,7 +31,7 @@ pub fn describe_code(code: &Bound<'_, PyAny>, cwd: &Path) -> CodeDesc {
     let flags = code.getattr("co_flags").and_then(|v| v.extract::<u32>()).unwrap_or(0);
     let last_line = last_line(code, first_line);
     CodeDesc {
-        kind: FuncKind::Python { file: absolute_file(&s("co_filename"), cwd), qualname, name, first_line, last_line },
+        kind: FuncKind::Python { file: absolute_file(&s("co_filename"), cwd), qualname, name, first_line, last_line, code_lines: None },
         resumable: flags & CO_RESUMABLE != 0,
     }
 }

@@ -1,4 +1,4 @@
-//! Event encoding of a thread stream (`t<tid>-<seq>.ev`), version 2.
+//! Event encoding of a thread stream (`t<tid>-<seq>.ev`), version 3.
 //!
 //! See `docs/trace-format.md` for the normative description. In short: a 64-byte
 //! header, then a sequence of events. Every event starts with a tag byte whose low
@@ -8,8 +8,9 @@
 /// Magic bytes at offset 0 of every thread stream.
 pub const STREAM_MAGIC: [u8; 4] = *b"SLEV";
 /// Version of the stream encoding. Readers refuse streams with a higher version.
-/// Version 2 added the resume marker ([`EXT_RESUME`]); version 1 streams are read as before.
-pub const STREAM_VERSION: u16 = 2;
+/// Version 2 added the resume marker ([`EXT_RESUME`]), version 3 the executed-line event
+/// ([`EXT_LINE`]); older streams are read as before.
+pub const STREAM_VERSION: u16 = 3;
 // The trace has one format version: `meta.json` says the version its streams are written in.
 const _: () = assert!(STREAM_VERSION as u32 == crate::meta::TRACE_FORMAT_VERSION);
 /// Size of the stream header in bytes.
@@ -52,6 +53,12 @@ pub(crate) const EXT_ABS_TS: u8 = 4;
 /// frame (a generator, coroutine or async generator continuing after `yield`/`await`) instead
 /// of starting a new call. It pairs with a return like a call does.
 pub const EXT_RESUME: u8 = 6;
+/// Extended op (stream version 3): a function executed a source line (varint function id,
+/// varint line number), reported once per line where the recorder can (readers take the
+/// union). No time: it neither opens nor closes a frame.
+pub const EXT_LINE: u8 = 8;
+/// Largest encoded size of a line event (tag + two 5-byte varints).
+pub const MAX_LINE_EVENT_LEN: usize = 11;
 
 /// One decoded event. Timestamps are absolute, in nanoseconds of `CLOCK_MONOTONIC`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,6 +73,9 @@ pub enum Event {
     Return { ts: u64 },
     /// The thread's name, as the program set it (Python's `threading.Thread.name`).
     ThreadName(String),
+    /// The function with this id executed (a statement on) this source line: recorded once per
+    /// line and code object where the recorder can, so a reader takes the union.
+    Line { func: u32, line: u32 },
 }
 
 /// Append an unsigned LEB128 varint to `out` at `pos`; returns the new position.
@@ -110,6 +120,17 @@ pub unsafe fn encode_call(out: *mut u8, pos: usize, func: u32, dt: u64) -> usize
 pub unsafe fn encode_resume(out: *mut u8, pos: usize, func: u32, dt: u64) -> usize {
     *out.add(pos) = (EXT_RESUME << 2) | KIND_EXT;
     encode_call(out, pos + 1, func, dt)
+}
+
+/// Encode a line event ([`EXT_LINE`]) into `out` at `pos`. Returns the new position.
+///
+/// # Safety
+/// `out` must have room for [`MAX_LINE_EVENT_LEN`] bytes at `pos`.
+#[inline(always)]
+pub unsafe fn encode_line(out: *mut u8, pos: usize, func: u32, line: u32) -> usize {
+    *out.add(pos) = (EXT_LINE << 2) | KIND_EXT;
+    let p = put_varint(out, pos + 1, func as u64);
+    put_varint(out, p, line as u64)
 }
 
 /// Encode a return event into `out` at `pos`. Returns the new position.

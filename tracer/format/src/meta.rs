@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 pub const TRACE_FORMAT_NAME: &str = "slice-trace";
 /// Version of the trace format: the directory layout, its JSON documents and its event
 /// streams, one number for all (`meta.json`'s `version` equals the stream headers' version,
-/// [`crate::event::STREAM_VERSION`]). Version 2 added the resume marker; readers accept every
+/// [`crate::event::STREAM_VERSION`]). Version 2 added the resume marker, version 3 executed lines; readers accept every
 /// version up to this one (a version-1 trace reads as before) and refuse a newer one.
-pub const TRACE_FORMAT_VERSION: u32 = 2;
+pub const TRACE_FORMAT_VERSION: u32 = 3;
 
 /// `meta.json`: written by `trace run` when the run starts, rewritten when it ends.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -103,6 +103,11 @@ pub enum FuncKind {
         first_line: u32,
         /// Largest line number in the code object's position table.
         last_line: u32,
+        /// The lines that hold code the function can execute (from its position table),
+        /// ascending. Written only when the process records executed lines
+        /// ([`crate::Event::Line`]): then the lines here that no line event names did not run.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code_lines: Option<Vec<u32>>,
     },
     /// A function implemented in C and called from Python (recorded with `--c-calls`).
     Builtin {

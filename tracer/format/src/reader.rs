@@ -300,6 +300,7 @@ impl ThreadStream {
                     s.end_ns = ts;
                 }
                 Ok(Event::ThreadName(n)) => s.name = Some(n),
+                Ok(Event::Line { .. }) => {}
                 Err(e) => s.error = Some(e),
             }
         }
@@ -617,6 +618,16 @@ impl Iterator for EventIter {
                         self.calls += 1;
                         return Some(Ok(Event::Resume { func, ts: self.ts }));
                     }
+                    event::EXT_LINE => {
+                        let (Some(func), Some(line)) = (get_varint(buf, &mut p), get_varint(buf, &mut p)) else {
+                            return self.truncated(start);
+                        };
+                        let (Ok(func), Ok(line)) = (u32::try_from(func), u32::try_from(line)) else {
+                            return self.fail(start, "line event out of range");
+                        };
+                        self.pos = self.start + p;
+                        return Some(Ok(Event::Line { func, line }));
+                    }
                     event::EXT_ABS_TS => {
                         let Some(bytes) = buf.get(p..p + 8) else { return self.truncated(start) };
                         let mut b = [0u8; 8];
@@ -695,6 +706,13 @@ mod tests {
                 w.call(id, ts);
                 expect.push(Event::Call { func: id, ts });
             }
+            if i % 7 == 3 {
+                // Line events between calls and returns, on both sides of the varint limits;
+                // they carry no time and the totals do not count them.
+                let (func, line) = ((i % 300) as u32, (i % 70_000) as u32);
+                w.line(func, line);
+                expect.push(Event::Line { func, line });
+            }
             ts += 7;
             w.ret(ts);
             expect.push(Event::Return { ts });
@@ -733,7 +751,7 @@ mod tests {
                     last_ts = ts;
                 }
                 Event::Return { ts } => last_ts = ts,
-                Event::Resume { .. } | Event::ThreadName(_) => continue,
+                Event::Resume { .. } | Event::ThreadName(_) | Event::Line { .. } => continue,
             }
             n += 1;
         }
@@ -896,7 +914,7 @@ mod tests {
         write_meta(d.path(), TRACE_FORMAT_VERSION);
         assert_eq!(TraceDir::open(d.path()).unwrap().meta.version, TRACE_FORMAT_VERSION);
         write_meta(d.path(), TRACE_FORMAT_VERSION + 1);
-        assert!(matches!(TraceDir::open(d.path()), Err(FormatError::NewerVersion { found: 3, supported: 2, .. })));
+        assert!(matches!(TraceDir::open(d.path()), Err(FormatError::NewerVersion { found: 4, supported: 3, .. })));
     }
 
     #[test]

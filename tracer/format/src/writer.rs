@@ -298,6 +298,16 @@ impl StreamWriter {
         self.returns += 1;
     }
 
+    /// Record that `func` executed source line `line` (no time: not a call or a return).
+    #[inline(always)]
+    pub fn line(&mut self, func: u32, line: u32) {
+        if !self.room(event::MAX_LINE_EVENT_LEN) {
+            return;
+        }
+        // SAFETY: room() guaranteed MAX_LINE_EVENT_LEN bytes at pos.
+        self.pos = unsafe { event::encode_line(self.base, self.pos, func, line) };
+    }
+
     /// Lend the hot state to an outside encoder (see [`RawCursor`]). `None` once the stream has
     /// stopped (closed, or a window could not be mapped): nothing more can be written.
     pub fn cursor(&mut self) -> Option<RawCursor> {
