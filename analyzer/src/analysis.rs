@@ -1,6 +1,7 @@
 //! From trace directories to the trees every `slice` view shows: load and fold
 //! ([`crate::fold`]), prune start-up ([`crate::prune`]), select ([`crate::select`]).
 
+use crate::coverage::LineCoverage;
 use crate::calltree::CallTree;
 use crate::fold::{load_trace, LoadError, LoadedTrace};
 use crate::plumbing::Plumbing;
@@ -88,6 +89,8 @@ pub struct PreparedTrace {
     pub nodes_recorded: usize,
     pub nodes_shown: usize,
     pub events: u64,
+    /// Which source lines ran (empty without line data).
+    pub coverage: LineCoverage,
 }
 
 /// Errors preparing traces.
@@ -294,6 +297,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         nodes_recorded: recorded,
         nodes_shown: shown,
         events,
+        coverage: t.coverage,
     })
 }
 

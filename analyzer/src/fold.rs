@@ -2,6 +2,7 @@
 //! the events stream by (memory grows with the tree, never with the number of events).
 
 use crate::calltree::{CallTree, NodeId, TreeBuilder, ROOT};
+use crate::coverage::LineCoverage;
 use crate::symbols::{resolve_process, Function, Language};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -253,6 +254,8 @@ pub struct LoadedTrace {
     pub processes: Vec<ProcessTrees>,
     /// Things the user should know (damaged stream tails, unresolved functions), for stderr.
     pub warnings: Vec<String>,
+    /// Which source lines ran (empty when no process recorded lines).
+    pub coverage: LineCoverage,
 }
 
 /// Errors loading a trace.
@@ -272,22 +275,26 @@ pub fn load_trace(dir: &Path) -> Result<LoadedTrace, LoadError> {
     }
     let mut warnings = Vec::new();
     let mut processes = Vec::new();
+    let mut coverage = LineCoverage::default();
     for p in &td.processes {
         let (funcs, w) = resolve_process(p);
         warnings.extend(w);
         let funcs = Arc::new(funcs);
         let classes = fold_classes(&funcs);
         let mut threads = Vec::new();
+        let mut lines = Vec::new();
         for s in &p.threads {
-            let t = fold_stream(&funcs, &classes, s)?;
+            let mut t = fold_stream(&funcs, &classes, s)?;
             if let Some(d) = &t.info.damaged {
                 warnings.push(format!("{d} (damaged stream tail)"));
             }
+            lines.append(&mut t.info.lines);
             threads.push(t);
         }
+        coverage.add_process(&p.funcs, &funcs, lines);
         processes.push(ProcessTrees { meta: p.meta.clone(), funcs, threads });
     }
-    Ok(LoadedTrace { dir: dir.to_path_buf(), meta: td.meta, processes, warnings })
+    Ok(LoadedTrace { dir: dir.to_path_buf(), meta: td.meta, processes, warnings, coverage })
 }
 
 fn fold_stream(funcs: &Arc<Vec<Function>>, classes: &[FoldClass], s: &ThreadStream) -> Result<ThreadTree, FormatError> {

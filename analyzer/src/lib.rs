@@ -4,6 +4,7 @@
 
 pub mod analysis;
 pub mod calltree;
+pub mod coverage;
 pub mod cli;
 pub mod empty;
 pub mod fold;

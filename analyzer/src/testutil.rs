@@ -6,11 +6,13 @@ use std::path::{Path, PathBuf};
 use trace_format::writer::{create_process_dir, write_proc_meta, FuncTableWriter, StreamWriter};
 use trace_format::{Event, FormatError, FuncKind, FuncRecord, ProcMeta, TraceMeta, TRACE_FORMAT_NAME, TRACE_FORMAT_VERSION};
 
-/// A compact event for tests: `C(id)` calls function `id`, `R` returns.
+/// A compact event for tests: `C(id)` calls function `id`, `R` returns, `L(id, line)`
+/// reports that function `id` executed `line`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ev {
     C(u32),
     R,
+    L(u32, u32),
 }
 
 impl Ev {
@@ -23,6 +25,7 @@ impl Ev {
                 Ok(match *e {
                     Ev::C(func) => Event::Call { func, ts },
                     Ev::R => Event::Return { ts },
+                    Ev::L(func, line) => Event::Line { func, line },
                 })
             })
             .collect()
@@ -152,6 +155,7 @@ impl TraceBuilder {
                 match *e {
                     Ev::C(f) => w.call(f, ts),
                     Ev::R => w.ret(ts),
+                    Ev::L(f, line) => w.line(f, line),
                 }
             }
             w.finish();

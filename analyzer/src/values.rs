@@ -166,6 +166,12 @@ pub fn names_read(code: &str) -> HashSet<&str> {
     out
 }
 
+/// The values of `values` (a function's) that `code` (its condensed code) still reads.
+pub fn still_read(code: &str, values: &mut Vec<ModuleValue>) {
+    let names = names_read(code);
+    values.retain(|v| names.contains(&v.name.as_str()));
+}
+
 /// The module values of `values` that `code` reads, in file order.
 pub fn read_by<'a>(code: &str, values: &'a HashMap<String, ModuleValue>) -> Vec<&'a ModuleValue> {
     let names = names_read(code);

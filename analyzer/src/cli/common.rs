@@ -3,7 +3,7 @@
 use crate::analysis::{Options, PruneMode};
 use crate::plumbing::Plumbing;
 use crate::prompt::render::Format;
-use crate::prompt::{Docstrings, Layout, Order, Variant};
+use crate::prompt::{Docstrings, Layout, NotRun, Order, Variant};
 use crate::select::{compile, Selection};
 use crate::tokens::Tokenizer;
 use clap::Args;
@@ -166,6 +166,13 @@ pub struct PromptArgs {
     /// The same as --docstrings short.
     #[arg(long, conflicts_with = "docstrings", help_heading = "Prompt layout")]
     pub short_docstrings: bool,
+    /// Where statements that this run never executed (branches not taken, the rest of a
+    /// function after an early return) are elided, each run marked `...  # N lines not run`:
+    /// auto (the default: in installed packages' functions outside the 10 closest to the
+    /// question), show (nowhere: each function's exact source), hide (everywhere). Needs a
+    /// trace with line data (`trace run` records it on CPython 3.12+, and with --lines before).
+    #[arg(long, value_enum, value_name = "auto|show|hide", help_heading = "Prompt layout")]
+    pub not_run: Option<NotRun>,
     /// Print the functions in the order the budget keeps them (most relevant first, with their
     /// scores) on standard error: the first N, or all with 0.
     #[arg(long, value_name = "N", help_heading = "Output")]
@@ -232,6 +239,11 @@ impl PromptArgs {
         } else {
             self.docstrings.unwrap_or_default()
         }
+    }
+
+    /// Where code that did not run is elided (`auto` unless an option says otherwise).
+    pub fn not_run(&self) -> NotRun {
+        self.not_run.unwrap_or_default()
     }
 
     /// The user template, read.

@@ -5,7 +5,7 @@ use super::output::OutputArgs;
 use super::{read_question, warn_all};
 use crate::analysis::prepare;
 use crate::prompt::render::{Format, Renderer};
-use crate::prompt::{Model, Plan, SourceState, Variant};
+use crate::prompt::{Model, NotRun, Plan, SourceState, Variant};
 use crate::tokens::Tokenizer;
 use clap::Args;
 use std::collections::BTreeSet;
@@ -48,7 +48,9 @@ pub fn run(a: StatsArgs) -> anyhow::Result<()> {
     let opts = a.select.prompt_options(&question)?;
     let (mut traces, warnings) = prepare(&a.traces, &opts)?;
     warn_all(&warnings);
-    let model = Model::build(&question, &mut traces);
+    let mut model = Model::build(&question, &mut traces);
+    // Sized as `from-trace` prints it by default.
+    model.apply_not_run(NotRun::default());
     let tok = a.tokenizer;
     let renderer = Renderer::new(a.format, None)?;
 

@@ -3,6 +3,7 @@
 
 use super::{rank, FuncInfo, Model, ModelNode, ModelThread, ModelTrace, SourceState};
 use crate::analysis::{display_path, PreparedTrace};
+use crate::coverage::LineCoverage;
 use crate::pathclass::{module_name, origin, Origin};
 use crate::prune::is_module;
 use crate::source::{CodeKind, Unavailable};
@@ -57,6 +58,7 @@ impl Model {
                                     info.source = SourceState::Omitted("framework plumbing (collapsed)");
                                 }
                                 info.values = values_read(f, &info.source, &entry_files, &mut file_values, &mut t.sources);
+                                info.not_run = not_run(f, &info.source, &t.coverage);
                                 if let SourceState::Unavailable(why) = &info.source {
                                     unavailable_files.entry(info.file.clone()).or_insert_with(|| why.clone());
                                 }
@@ -123,6 +125,17 @@ fn values_read(
     read_by(&e.code, vals).into_iter().cloned().collect()
 }
 
+/// A Python function's code with what did not run elided ([`super::notrun`]), when the trace
+/// has line data for its file and some of its statements did not run.
+fn not_run(f: Option<&Function>, source: &SourceState, coverage: &LineCoverage) -> Option<(String, usize)> {
+    let (Some(f), SourceState::Code(e)) = (f, source) else { return None };
+    if f.language != Language::Python || e.kind != CodeKind::Function {
+        return None;
+    }
+    let states = coverage.states(f.file.as_deref()?, e.first_line, e.code.lines().count())?;
+    super::notrun::elide_not_run(&e.code, &states)
+}
+
 fn func_info(
     key: &str,
     f: Option<&Function>,
@@ -146,6 +159,7 @@ fn func_info(
             first_index: index,
             relevance: 0.0,
             values: Vec::new(),
+            not_run: None,
         };
     };
     let file = match (&f.file, &f.object) {
@@ -176,5 +190,6 @@ fn func_info(
         first_index: index,
         relevance: 0.0,
         values: Vec::new(),
+        not_run: None,
     }
 }

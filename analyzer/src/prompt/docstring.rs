@@ -14,18 +14,20 @@ use crate::source::logical_starts;
 /// Which docstrings a prompt cuts to their summary (`--docstrings`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Docstrings {
-    /// None: every function's exact source.
+    /// None: every function's exact source
     #[default]
     Whole,
-    /// Installed packages' functions outside the [`KEPT_WHOLE_TOP`] closest to the question.
+    /// Those of installed packages' functions outside the 10 closest to the question
     Auto,
-    /// Every long docstring.
+    /// Every long docstring
     Short,
 }
 
 /// In `auto`, this many functions closest to the question (the budget's priority order)
 /// keep their docstrings whole.
 pub const KEPT_WHOLE_TOP: usize = 10;
+// The CLI's help texts (`--docstrings`, `--not-run`) say "10".
+const _: () = assert!(KEPT_WHOLE_TOP == 10);
 
 /// The prompt's note for `cut` docstrings cut in `mode` (none when nothing was cut).
 pub fn note(mode: Docstrings, cut: usize) -> Option<String> {

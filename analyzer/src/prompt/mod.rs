@@ -6,12 +6,14 @@
 //! [`Doc`], which [`render`] turns into Markdown, XML or JSON.
 
 pub use docstring::Docstrings;
+pub use notrun::NotRun;
 pub use rank::{PROGRAM_WEIGHT, TREE_BOOST};
 pub use treetext::SAME_AS_ABOVE;
 
 pub mod budget;
 mod build;
 pub mod docstring;
+pub mod notrun;
 mod estimate;
 mod rank;
 pub mod relevance;
@@ -225,6 +227,10 @@ pub struct FuncInfo {
     pub relevance: f64,
     /// Module-level values of its file that its code reads (see [`crate::values`]).
     pub values: Vec<ModuleValue>,
+    /// Its code with the statements that did not run elided, and how many lines that elides
+    /// ([`notrun`]); `None` without line data or when everything ran. Swapped in by
+    /// [`Model::apply_not_run`].
+    pub not_run: Option<(String, usize)>,
 }
 
 impl FuncInfo {
@@ -336,16 +342,56 @@ impl Model {
         self.shorten_docstrings_top(mode, docstring::KEPT_WHOLE_TOP)
     }
 
+    /// The functions that `auto` condensing (docstrings, code that did not run) leaves exact:
+    /// the `top` closest to the question and the program's own.
+    fn kept_exact(&self, top: usize) -> HashSet<String> {
+        let mut k: HashSet<String> = self.priority().into_iter().take(top).collect();
+        k.extend(self.funcs.values().filter(|f| f.origin == Origin::Program).map(|f| f.key.clone()));
+        k
+    }
+
+    /// [`Model::elide_not_run`], with the prompt's note saying what was elided and how to see
+    /// it. Call it before [`Model::apply_docstrings`] (the elision was computed on the exact
+    /// code).
+    pub fn apply_not_run(&mut self, mode: NotRun) {
+        let (funcs, lines) = self.elide_not_run(mode);
+        if let Some(n) = notrun::note(mode, funcs, lines) {
+            self.notes.push(n);
+        }
+    }
+
+    /// Elide the statements that did not run (see [`notrun`]): in every function with
+    /// [`NotRun::Hide`]; with [`NotRun::Auto`] in installed packages' functions outside the
+    /// [`docstring::KEPT_WHOLE_TOP`] closest to the question. Returns (functions, lines) elided.
+    pub fn elide_not_run(&mut self, mode: NotRun) -> (usize, usize) {
+        let keep: HashSet<String> = match mode {
+            NotRun::Show => return (0, 0),
+            NotRun::Hide => HashSet::default(),
+            NotRun::Auto => self.kept_exact(docstring::KEPT_WHOLE_TOP),
+        };
+        let (mut funcs, mut lines) = (0, 0);
+        for f in self.funcs.values_mut() {
+            let Some((code, n)) = f.not_run.take() else { continue };
+            if keep.contains(&f.key) {
+                continue;
+            }
+            if let SourceState::Code(e) = &mut f.source {
+                e.code = code;
+                // A value only the elided code read is not shown either.
+                crate::values::still_read(&e.code, &mut f.values);
+                funcs += 1;
+                lines += n;
+            }
+        }
+        (funcs, lines)
+    }
+
     /// [`Model::shorten_docstrings`] with the `top` closest functions kept whole in `auto`.
     fn shorten_docstrings_top(&mut self, mode: Docstrings, top: usize) -> usize {
         let keep: HashSet<String> = match mode {
             Docstrings::Whole => return 0,
             Docstrings::Short => HashSet::default(),
-            Docstrings::Auto => {
-                let mut k: HashSet<String> = self.priority().into_iter().take(top).collect();
-                k.extend(self.funcs.values().filter(|f| f.origin == Origin::Program).map(|f| f.key.clone()));
-                k
-            }
+            Docstrings::Auto => self.kept_exact(top),
         };
         let mut cut = 0;
         for f in self.funcs.values_mut().filter(|f| !keep.contains(&f.key)) {

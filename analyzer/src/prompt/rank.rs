@@ -104,6 +104,7 @@ mod tests {
             first_index: 0,
             relevance: 0.0,
             values: Vec::new(),
+            not_run: None,
         }
     }
 

@@ -653,3 +653,102 @@ fn many_unreadable_files_are_counted_after_the_first_five() {
     assert_eq!(notes[0], "/p/app0.py: source not shown: gone");
     assert_eq!(notes[UNAVAILABLE_NAMED], "source not shown either for 118 more files (in /tmp/w/pip.whl/pip)");
 }
+
+const PKG_MOD: &str = "LIMIT = 3
+SCALE = 2
+
+
+def pick(x):
+    if x > 0:
+        return x
+    y = x * SCALE
+    y += LIMIT
+    return y
+
+
+def other(x):
+    if x:
+        a = 1
+        b = 2
+        c = LIMIT
+    return 0
+";
+
+/// A program calling two functions of an installed package, recorded with line data: `pick`
+/// returned early, `other`'s `if` body did not run.
+fn model_with_lines() -> (tempfile::TempDir, Model) {
+    let dir = tempfile::tempdir().unwrap();
+    let proj = dir.path().join("proj");
+    let pkg = proj.join("venv/lib/python3.11/site-packages/pkg");
+    std::fs::create_dir_all(&pkg).unwrap();
+    let app_src = "from pkg.mod import pick, other\n\n\ndef main():\n    pick(1)\n    other(0)\n\n\nmain()\n";
+    std::fs::write(proj.join("app.py"), app_src).unwrap();
+    std::fs::write(pkg.join("mod.py"), PKG_MOD).unwrap();
+    let app = proj.join("app.py").to_string_lossy().into_owned();
+    let m = pkg.join("mod.py").to_string_lossy().into_owned();
+    let with_lines = |k: trace_format::FuncKind, lines: &[u32]| match k {
+        trace_format::FuncKind::Python { file, qualname, name, first_line, last_line, .. } => {
+            trace_format::FuncKind::Python { file, qualname, name, first_line, last_line, code_lines: Some(lines.to_vec()) }
+        }
+        other => other,
+    };
+    let funcs = vec![
+        with_lines(py(&app, "<module>", 1, 9), &[1, 4, 9]),
+        with_lines(py(&app, "main", 4, 6), &[4, 5, 6]),
+        with_lines(py(&m, "pick", 5, 10), &[5, 6, 7, 8, 9, 10]),
+        with_lines(py(&m, "other", 13, 18), &[13, 14, 15, 16, 17, 18]),
+    ];
+    let evs = [
+        C(0),
+        Ev::L(0, 1),
+        Ev::L(0, 9),
+        C(1),
+        Ev::L(1, 5),
+        C(2),
+        Ev::L(2, 6),
+        Ev::L(2, 7),
+        R,
+        Ev::L(1, 6),
+        C(3),
+        Ev::L(3, 14),
+        Ev::L(3, 18),
+        R,
+        R,
+        R,
+    ];
+    let trace = dir.path().join("trace.d");
+    let b = TraceBuilder::new(&trace, &["python3", "app.py"], &proj).unwrap();
+    b.process(100, &funcs, &[(100, "MainThread", &evs)]).unwrap();
+    let model = model_with(std::slice::from_ref(&trace), &opts(), "Where is the limit applied?");
+    (dir, model)
+}
+
+fn code_of<'a>(m: &'a Model, qualname: &str) -> &'a str {
+    match m.funcs.values().find(|f| f.qualname == qualname).map(|f| &f.source) {
+        Some(SourceState::Code(e)) => &e.code,
+        other => panic!("{qualname}: {other:?}"),
+    }
+}
+
+#[test]
+fn code_that_did_not_run_is_elided_with_the_values_only_it_read() {
+    let (_d, mut m) = model_with_lines();
+    let pick = m.funcs.values().find(|f| f.qualname == "pick").unwrap();
+    assert_eq!(pick.origin, Origin::SitePackages);
+    assert_eq!(pick.values.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(), ["LIMIT", "SCALE"]);
+    // `show` changes nothing; in `auto` every function here is among the closest ten.
+    assert_eq!(m.elide_not_run(NotRun::Show), (0, 0));
+    let mut auto = m.clone();
+    assert_eq!(auto.elide_not_run(NotRun::Auto), (0, 0));
+    assert_eq!(code_of(&auto, "pick"), "def pick(x):\n    if x > 0:\n        return x\n    y = x * SCALE\n    y += LIMIT\n    return y");
+    m.apply_not_run(NotRun::Hide);
+    assert_eq!(code_of(&m, "pick"), "def pick(x):\n    if x > 0:\n        return x\n    ...  # 3 lines not run");
+    assert_eq!(code_of(&m, "other"), "def other(x):\n    if x:\n        ...  # 3 lines not run\n    return 0");
+    // main ran every line: exact.
+    assert_eq!(code_of(&m, "main"), "def main():\n    pick(1)\n    other(0)");
+    let pick = m.funcs.values().find(|f| f.qualname == "pick").unwrap();
+    assert!(pick.values.is_empty(), "only the elided code read LIMIT and SCALE: {:?}", pick.values);
+    let p = render(&m, Variant::Full, Format::Markdown);
+    assert!(p.contains("> Code that did not run: 6 lines that this run never executed"), "{p}");
+    assert!(!p.contains("LIMIT = 3"), "{p}");
+}

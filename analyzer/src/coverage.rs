@@ -1,0 +1,138 @@
+//! Which source lines ran: the line events of a trace (format version 3) and the lines each
+//! Python code object can execute (`funcs.jsonl`'s `code_lines`), gathered per source file
+//! over every process and thread of a trace.
+//!
+//! A line is [`LineState::Ran`] when some process reported it, [`LineState::NotRun`] when a
+//! code object that recorded lines holds code there but no process reported it, and
+//! [`LineState::Unknown`] otherwise: a blank line, a comment, a continuation line without code
+//! of its own, the body of a nested function that never ran, or any line of a file whose
+//! processes did not record lines (Python 3.9–3.11 without `trace run --lines`, native code).
+//! Only `NotRun` lines can make the prompt elide code ([`crate::prompt`]), so a trace without
+//! line data shows every function whole, as before.
+
+use crate::symbols::Function;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::path::{Path, PathBuf};
+use trace_format::{FuncKind, FuncRecord};
+
+/// What a trace says about one source line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineState {
+    /// Some process executed code on it.
+    Ran,
+    /// A code object that recorded lines has code on it, and no process executed it.
+    NotRun,
+    /// Nothing known: no code of a code object that recorded lines, or no line data.
+    Unknown,
+}
+
+#[derive(Debug, Clone, Default)]
+struct FileLines {
+    /// Lines holding code of a code object that recorded lines.
+    code: HashSet<u32>,
+    /// Lines some process executed.
+    ran: HashSet<u32>,
+}
+
+/// Executed lines per source file (the union over the trace's processes).
+#[derive(Debug, Clone, Default)]
+pub struct LineCoverage {
+    files: HashMap<PathBuf, FileLines>,
+}
+
+impl LineCoverage {
+    /// Add one process: its function records (for `code_lines`), its resolved functions (the
+    /// files of the ids that line events name) and the (function id, line) pairs its streams
+    /// reported. Ids without a Python function are ignored (a damaged or foreign stream).
+    pub fn add_process(&mut self, records: &[Option<FuncRecord>], funcs: &[Function], lines: impl IntoIterator<Item = (u32, u32)>) {
+        for rec in records.iter().flatten() {
+            if let FuncKind::Python { file, code_lines: Some(code), .. } = &rec.kind {
+                self.files.entry(PathBuf::from(file)).or_default().code.extend(code.iter().copied());
+            }
+        }
+        for (func, line) in lines {
+            let Some(file) = funcs.get(func as usize).and_then(|f| f.file.as_ref()) else { continue };
+            // Every id a line event names had its record written first; a file seen only
+            // through line events (its record was lost) still counts what ran.
+            let entry = match self.files.get_mut(file) {
+                Some(e) => e,
+                None => self.files.entry(file.clone()).or_default(),
+            };
+            entry.ran.insert(line);
+        }
+    }
+
+    /// Whether any process recorded lines of `file`.
+    pub fn knows(&self, file: &Path) -> bool {
+        self.files.get(file).is_some_and(|f| !f.code.is_empty())
+    }
+
+    /// The state of `line` of `file`.
+    pub fn state(&self, file: &Path, line: u32) -> LineState {
+        match self.files.get(file) {
+            Some(f) if f.ran.contains(&line) => LineState::Ran,
+            Some(f) if f.code.contains(&line) => LineState::NotRun,
+            _ => LineState::Unknown,
+        }
+    }
+
+    /// The states of lines `first..first + n` of `file`, or `None` when no process recorded
+    /// lines of it.
+    pub fn states(&self, file: &Path, first: u32, n: usize) -> Option<Vec<LineState>> {
+        if !self.knows(file) {
+            return None;
+        }
+        Some((0..n as u32).map(|i| self.state(file, first + i)).collect())
+    }
+
+    /// Whether the trace holds any line data.
+    pub fn is_empty(&self) -> bool {
+        self.files.values().all(|f| f.code.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::py_funcs;
+
+    fn record(id: u32, file: &str, code_lines: Option<Vec<u32>>) -> Option<FuncRecord> {
+        Some(FuncRecord {
+            id,
+            kind: FuncKind::Python { file: file.into(), qualname: "f".into(), name: "f".into(), first_line: 1, last_line: 9, code_lines },
+        })
+    }
+
+    #[test]
+    fn lines_are_ran_not_run_or_unknown_over_every_process() {
+        let mut funcs = py_funcs(&["f", "g"]);
+        for f in &mut funcs {
+            f.file = Some(PathBuf::from("/app/m.py"));
+        }
+        let mut c = LineCoverage::default();
+        assert!(c.is_empty());
+        c.add_process(&[record(0, "/app/m.py", Some(vec![2, 3, 5])), record(1, "/app/m.py", None)], &funcs, [(0, 2), (0, 2), (7, 3)]);
+        assert_eq!(c.state(Path::new("/app/m.py"), 2), LineState::Ran);
+        assert_eq!(c.state(Path::new("/app/m.py"), 3), LineState::NotRun, "an id past the table is ignored");
+        assert_eq!(c.state(Path::new("/app/m.py"), 4), LineState::Unknown);
+        // A second process ran line 5: the union.
+        c.add_process(&[record(0, "/app/m.py", Some(vec![5]))], &funcs, [(1, 5)]);
+        assert_eq!(c.state(Path::new("/app/m.py"), 5), LineState::Ran);
+        assert_eq!(
+            c.states(Path::new("/app/m.py"), 2, 4),
+            Some(vec![LineState::Ran, LineState::NotRun, LineState::Unknown, LineState::Ran])
+        );
+        assert_eq!(c.states(Path::new("/app/other.py"), 1, 3), None);
+        assert!(!c.is_empty());
+    }
+
+    #[test]
+    fn without_code_lines_nothing_is_known_not_to_have_run() {
+        let mut funcs = py_funcs(&["f"]);
+        funcs[0].file = Some(PathBuf::from("/app/m.py"));
+        let mut c = LineCoverage::default();
+        c.add_process(&[record(0, "/app/m.py", None)], &funcs, [(0, 2)]);
+        assert!(!c.knows(Path::new("/app/m.py")));
+        assert_eq!(c.states(Path::new("/app/m.py"), 1, 3), None);
+    }
+}
