@@ -85,6 +85,11 @@ fn libraries_linked_at_start_and_dlopened_plugins_are_patched() {
             info.lines().find(|l| l.trim_start().contains(name)).unwrap_or_else(|| panic!("{opt}: no {name} in {info}")).to_string()
         };
         let counts = |l: &str| l.split_whitespace().filter_map(|w| w.parse::<u64>().ok()).collect::<Vec<_>>();
+        // Unnamed threads: the main thread is `main` (as `slice` names it), the workers `-`.
+        let threads: Vec<Vec<&str>> =
+            info.lines().filter(|l| l.trim_start().starts_with("thread ")).map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(threads.iter().filter(|w| w[2] == "main").count(), 1, "{opt}: {info}");
+        assert!(threads.len() > 1 && threads.iter().all(|w| w[2] == "main" || w[2] == "-"), "{opt}: {info}");
         let shapes = object_line("/libshapes.so:");
         assert!(counts(&shapes)[0] >= 8, "{opt}: {shapes}");
         let plugin = object_line("/libplugin.so (dlopen):");

@@ -1,8 +1,8 @@
 //! From trace directories to the trees every `slice` view shows: load and fold
 //! ([`crate::fold`]), prune start-up ([`crate::prune`]), select ([`crate::select`]).
 
-use crate::coverage::LineCoverage;
 use crate::calltree::CallTree;
+use crate::coverage::LineCoverage;
 use crate::fold::{load_trace, LoadError, LoadedTrace};
 use crate::plumbing::Plumbing;
 use crate::prune::{entry_modules, prune_baseline, prune_imports, Baseline};

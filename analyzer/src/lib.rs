@@ -4,8 +4,8 @@
 
 pub mod analysis;
 pub mod calltree;
-pub mod coverage;
 pub mod cli;
+pub mod coverage;
 pub mod empty;
 pub mod fold;
 pub mod mcp;

@@ -202,20 +202,19 @@ pub fn render(trace: &TraceDir, s: &Summary, verbose: bool) -> String {
         }
         let main_closed = p.threads.iter().any(|t| t.tid == p.pid as u64 && !t.unclosed);
         for t in &p.threads {
+            // An unnamed thread: the main thread is `main` (as `slice` calls it), another `-`.
+            let name = match &t.name {
+                Some(n) => n.as_str(),
+                None if t.tid == p.pid as u64 => "main",
+                None => "-",
+            };
             let state = match (&t.error, t.unclosed) {
                 (Some(e), _) => format!(" [damaged: {e}]"),
                 (None, true) => format!(" [not closed: {}]", unclosed_reason(t.tid == p.pid as u64, main_closed)),
                 _ => String::new(),
             };
-            let _ = writeln!(
-                o,
-                "  thread {} {:<16} {:>10} events {:>9} calls  {}{state}",
-                t.tid,
-                t.name.as_deref().unwrap_or("?"),
-                t.events,
-                t.calls,
-                secs(t.duration_ns)
-            );
+            let _ =
+                writeln!(o, "  thread {} {:<16} {:>10} events {:>9} calls  {}{state}", t.tid, name, t.events, t.calls, secs(t.duration_ns));
         }
     }
     o

@@ -98,9 +98,7 @@ fn opens_block(lines: &[String]) -> bool {
 /// A clause that continues the statement before it at the same indentation.
 fn is_clause(line: &str) -> bool {
     let t = line.trim_start();
-    ["else", "elif", "except", "finally"].iter().any(|k| {
-        t.strip_prefix(k).is_some_and(|rest| rest.starts_with([':', ' ', '(', '*', '\t']))
-    })
+    ["else", "elif", "except", "finally"].iter().any(|k| t.strip_prefix(k).is_some_and(|rest| rest.starts_with([':', ' ', '(', '*', '\t'])))
 }
 
 struct Lines<'a> {
@@ -157,8 +155,7 @@ impl Lines<'_> {
                 _ => stmts.push((h, vec![h])),
             }
         }
-        let spans: Vec<(usize, usize)> =
-            stmts.iter().enumerate().map(|(k, (s, _))| (*s, stmts.get(k + 1).map_or(hi, |n| n.0))).collect();
+        let spans: Vec<(usize, usize)> = stmts.iter().enumerate().map(|(k, (s, _))| (*s, stmts.get(k + 1).map_or(hi, |n| n.0))).collect();
         let holds: Vec<Holds> = spans.iter().map(|&(a, b)| self.holds(a, b)).collect();
         let mut k = 0;
         while k < stmts.len() {
@@ -341,7 +338,10 @@ mod tests {
         let code = "def f(items, flag):\n    total = compute(\n        flag or\n        fallback())\n    for i in items:\n        \
                     if i:\n            total += i\n    return total";
         let (out, _) = elide(code, "R R R N N N N R").unwrap();
-        assert_eq!(out, "def f(items, flag):\n    total = compute(\n        flag or\n        fallback())\n    ...  # 3 lines not run\n    return total");
+        assert_eq!(
+            out,
+            "def f(items, flag):\n    total = compute(\n        flag or\n        fallback())\n    ...  # 3 lines not run\n    return total"
+        );
     }
 
     #[test]
