@@ -5,7 +5,7 @@
 //! interpreters, a subprocess of another version.
 
 use serde_json::Value;
-use slice_trace_e2e::{bin, cmd, python, root, run, run_ok, scratch, texts};
+use slice_trace_e2e::{bin, cmd, pyenv_python, pyenv_root, python, root, run, run_ok, scratch, texts};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -14,41 +14,14 @@ use std::process::Command;
 /// The CPython versions the tests claim (`3.x` minors).
 const TESTED: [u32; 5] = [9, 10, 11, 12, 13];
 
-fn pyenv_root() -> PathBuf {
-    if let Some(r) = std::env::var_os("PYENV_ROOT").filter(|r| !r.is_empty()) {
-        return PathBuf::from(r);
-    }
-    if let Ok(o) = Command::new("pyenv").arg("root").output() {
-        let r = String::from_utf8_lossy(&o.stdout).trim().to_string();
-        if o.status.success() && !r.is_empty() {
-            return PathBuf::from(r);
-        }
-    }
-    PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".pyenv")
-}
-
 /// The interpreter of CPython 3.`minor` under `$(pyenv root)/versions/3.<minor>.*/bin/`.
 /// Panics, naming where it looked, when there is none: a claimed version is never skipped.
 fn cpython(minor: u32) -> PathBuf {
-    let versions = pyenv_root().join("versions");
-    let prefix = format!("3.{minor}.");
-    let mut found: Vec<PathBuf> = std::fs::read_dir(&versions)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            n.starts_with(&prefix) && n[prefix.len()..].chars().all(|c| c.is_ascii_digit())
-        })
-        .map(|e| e.path().join(format!("bin/python3.{minor}")))
-        .filter(|p| p.is_file())
-        .collect();
-    found.sort();
-    found.pop().unwrap_or_else(|| {
+    pyenv_python(minor).unwrap_or_else(|| {
         panic!(
-            "CPython 3.{minor} is claimed as tested but no interpreter was found: looked for {}/{prefix}*/bin/python3.{minor} \
+            "CPython 3.{minor} is claimed as tested but no interpreter was found: looked for {}/3.{minor}.*/bin/python3.{minor} \
              (install it with `pyenv install 3.{minor}`)",
-            versions.display()
+            pyenv_root().join("versions").display()
         )
     })
 }

@@ -64,6 +64,39 @@ pub fn python() -> String {
     std::env::var("SLICE_TEST_PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
+/// `$(pyenv root)`: `$PYENV_ROOT`, else what `pyenv root` says, else `~/.pyenv`.
+pub fn pyenv_root() -> PathBuf {
+    if let Some(r) = std::env::var_os("PYENV_ROOT").filter(|r| !r.is_empty()) {
+        return PathBuf::from(r);
+    }
+    if let Ok(o) = Command::new("pyenv").arg("root").output() {
+        let r = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        if o.status.success() && !r.is_empty() {
+            return PathBuf::from(r);
+        }
+    }
+    PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".pyenv")
+}
+
+/// The interpreter of CPython 3.`minor` under `$(pyenv root)/versions/3.<minor>.*/bin/` (the
+/// newest patch release), if there is one.
+pub fn pyenv_python(minor: u32) -> Option<PathBuf> {
+    let prefix = format!("3.{minor}.");
+    let mut found: Vec<PathBuf> = std::fs::read_dir(pyenv_root().join("versions"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.starts_with(&prefix) && n[prefix.len()..].chars().all(|c| c.is_ascii_digit())
+        })
+        .map(|e| e.path().join(format!("bin/python3.{minor}")))
+        .filter(|p| p.is_file())
+        .collect();
+    found.sort_by_key(|p| p.parent().and_then(|b| b.parent()).and_then(|v| v.file_name()).map(|n| n.to_string_lossy().into_owned()));
+    found.pop()
+}
+
 /// A venv under the target directory named `name`, made by `interpreter` and holding the
 /// PyPI `packages`, installed once and reused (its `.installed` mark says it is whole). Test
 /// binaries that run at the same time (nextest) wait for each other through a lock directory.

@@ -52,6 +52,7 @@ enum Cmd {
 trace run -- python3 app.py --flag input.csv\n  \
 trace run -o rich.d -- rich data.csv\n  \
 trace run --c-calls -- python3 -m mypkg.cli args\n  \
+trace run --lines -- python3.11 app.py      # executed lines before 3.12 too (slower)\n  \
 trace run --python-hook profile -- python3 app.py   # the PyEval_SetProfile hook\n  \
 trace run -- ./build/app input.txt          # any build with symbols (-g for source lines)\n  \
 SLICE_TRACE_PATCH=all trace run -- ./app    # also patch system libraries (libc, libstdc++...)\n  \
@@ -67,6 +68,18 @@ the PYTHONPATH/site mechanism the recorder is loaded through).")]
         /// Also record calls of C functions (builtins, C extension functions) from Python.
         #[arg(long)]
         c_calls: bool,
+        /// Python: also record which source lines each function executed, so a prompt can
+        /// leave out the statements that did not run (branches not taken, code after an early
+        /// return). On by default on CPython 3.12 and later, where each line is reported once
+        /// through `sys.monitoring` and then costs nothing. Before 3.12 it needs a C trace
+        /// function called on every executed line (the program runs several times slower), so
+        /// it is off there unless this flag is given.
+        #[arg(long, overrides_with = "no_lines")]
+        lines: bool,
+        /// Python: do not record executed lines, on any version (prompts then show whole
+        /// functions).
+        #[arg(long, overrides_with = "lines")]
+        no_lines: bool,
         /// How Python calls are hooked: `auto` (default), `sys.monitoring` (PEP 669) on
         /// CPython 3.12 and later and the C-level profile hook before; `profile`, the C-level
         /// `PyEval_SetProfile` hook on every version. Both record the same Python calls.
@@ -131,9 +144,14 @@ fn open(dir: &std::path::Path) -> Result<TraceDir> {
 fn real_main() -> Result<i32> {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Run { output, c_calls, python_hook, quiet, filter, notrace, command } => {
+        Cmd::Run { output, c_calls, lines, no_lines, python_hook, quiet, filter, notrace, command } => {
             let native_filter = run::NativeFilter { filter, notrace };
-            run::run(run::RunOptions { output, c_calls, python_hook, quiet, native_filter, command })
+            let lines = match (lines, no_lines) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            };
+            run::run(run::RunOptions { output, c_calls, lines, python_hook, quiet, native_filter, command })
         }
         Cmd::Info { dir, json, verbose } => {
             let trace = open(&dir)?;

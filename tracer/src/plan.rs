@@ -160,7 +160,7 @@ impl Plan {
     /// Build the plan from the checked options and what was detected.
     pub fn build(opts: &RunOptions, usage: &Usage, d: &Detected) -> Result<Plan, ExitWith> {
         let output = decide_output(&d.cwd.join(&opts.output), d.output, d.pid)?;
-        let env = env_for(opts.c_calls, usage, d, &output.rec);
+        let env = env_for(opts.c_calls, opts.lines, usage, d, &output.rec);
         let meta = TraceMeta {
             format: TRACE_FORMAT_NAME.into(),
             version: TRACE_FORMAT_VERSION,
@@ -193,19 +193,30 @@ pub fn options_json(opts: &RunOptions, usage: &Usage) -> serde_json::Value {
     serde_json::json!({
         "c_calls": opts.c_calls,
         "python_hook": usage.hook.as_str(),
+        "lines": match opts.lines {
+            None => "auto",
+            Some(true) => "on",
+            Some(false) => "off",
+        },
         "native_filter": opts.native_filter.filter,
         "native_notrace": opts.native_filter.notrace,
     })
 }
 
-/// `SLICE_TRACE_OPTIONS` for the shims (comma-separated).
-pub fn shim_options(c_calls: bool, hook: PythonHook) -> String {
+/// `SLICE_TRACE_OPTIONS` for the shims (comma-separated). `lines` only when the user chose
+/// (`--lines`/`--no-lines`): otherwise each Python process decides by its version.
+pub fn shim_options(c_calls: bool, hook: PythonHook, lines: Option<bool>) -> String {
     let mut o = Vec::new();
     if c_calls {
         o.push("c_calls");
     }
     if hook == PythonHook::Profile {
         o.push("profile_hook");
+    }
+    match lines {
+        Some(true) => o.push("lines"),
+        Some(false) => o.push("no_lines"),
+        None => {}
     }
     o.join(",")
 }
@@ -223,10 +234,10 @@ fn prepend(first: &Path, inherited: Option<&OsString>) -> OsString {
 /// The target's environment: where to record and how, always; `PYTHONPATH` whenever the
 /// Python shim is there (Python programs any target starts are recorded); `LD_PRELOAD` for
 /// native targets and other programs (a shell script) that may start native ones.
-pub fn env_for(c_calls: bool, usage: &Usage, d: &Detected, rec: &Path) -> Vec<(&'static str, EnvChange)> {
+pub fn env_for(c_calls: bool, lines: Option<bool>, usage: &Usage, d: &Detected, rec: &Path) -> Vec<(&'static str, EnvChange)> {
     let mut env = vec![
         (ENV_TRACE_DIR, EnvChange::Set(rec.into())),
-        (ENV_TRACE_OPTIONS, EnvChange::Set(shim_options(c_calls, usage.hook).into())),
+        (ENV_TRACE_OPTIONS, EnvChange::Set(shim_options(c_calls, usage.hook, lines).into())),
         (ENV_NATIVE_FILTER, usage.native_filter.as_ref().map_or(EnvChange::Remove, |t| EnvChange::Set(t.into()))),
     ];
     if let Some(rt) = &d.shims.python_runtime {
@@ -252,6 +263,7 @@ mod tests {
         RunOptions {
             output: PathBuf::from("trace.d"),
             c_calls: false,
+            lines: None,
             python_hook: None,
             quiet: false,
             native_filter: NativeFilter::default(),
@@ -300,7 +312,10 @@ mod tests {
         assert_eq!((p.meta.format.as_str(), p.meta.version), ("slice-trace", TRACE_FORMAT_VERSION));
         assert_eq!((p.meta.cwd.as_str(), p.meta.target_kind.as_str(), p.meta.start_unix_ms), ("/work", "python", 1_700_000_000_000));
         assert_eq!((p.meta.end_unix_ms, p.meta.exit, p.meta.incomplete), (None, None, None));
-        assert_eq!(p.meta.options, serde_json::json!({"c_calls": false, "python_hook": "auto", "native_filter": [], "native_notrace": []}));
+        assert_eq!(
+            p.meta.options,
+            serde_json::json!({"c_calls": false, "python_hook": "auto", "lines": "auto", "native_filter": [], "native_notrace": []})
+        );
     }
 
     #[test]
@@ -323,9 +338,11 @@ mod tests {
         let mut o = opts(&["rich", "data.csv"]);
         o.c_calls = true;
         o.python_hook = Some(PythonHook::Profile);
+        o.lines = Some(false);
         let p = plan(&o, &detected("/venv/bin/rich", TargetKind::Python));
-        assert_eq!(p.env_value("SLICE_TRACE_OPTIONS"), Some(&OsString::from("c_calls,profile_hook")));
+        assert_eq!(p.env_value("SLICE_TRACE_OPTIONS"), Some(&OsString::from("c_calls,profile_hook,no_lines")));
         assert_eq!(p.meta.options["c_calls"], true);
+        assert_eq!(p.meta.options["lines"], "off");
         assert_eq!(p.meta.options["python_hook"], "profile");
         assert_eq!(p.meta.target_kind, "python");
     }
@@ -421,9 +438,11 @@ mod tests {
     }
 
     #[test]
-    fn shim_options_name_the_hook_and_c_calls() {
-        assert_eq!(shim_options(false, PythonHook::Auto), "");
-        assert_eq!(shim_options(false, PythonHook::Profile), "profile_hook");
-        assert_eq!(shim_options(true, PythonHook::Profile), "c_calls,profile_hook");
+    fn shim_options_name_the_hook_c_calls_and_lines() {
+        assert_eq!(shim_options(false, PythonHook::Auto, None), "", "lines by default: each interpreter decides");
+        assert_eq!(shim_options(false, PythonHook::Profile, None), "profile_hook");
+        assert_eq!(shim_options(true, PythonHook::Profile, None), "c_calls,profile_hook");
+        assert_eq!(shim_options(false, PythonHook::Auto, Some(true)), "lines");
+        assert_eq!(shim_options(true, PythonHook::Auto, Some(false)), "c_calls,no_lines");
     }
 }

@@ -47,6 +47,8 @@ impl PythonHook {
 pub struct RunOptions {
     pub output: PathBuf,
     pub c_calls: bool,
+    /// Record executed lines (Python): `--lines` / `--no-lines`; `None`: by version (3.12+).
+    pub lines: Option<bool>,
     /// `None`: `auto`.
     pub python_hook: Option<PythonHook>,
     pub quiet: bool,

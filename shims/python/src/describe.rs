@@ -19,7 +19,8 @@ pub struct CodeDesc {
     pub resumable: bool,
 }
 
-pub fn describe_code(code: &Bound<'_, PyAny>, cwd: &Path) -> CodeDesc {
+/// Describe a code object; `lines`: the process records executed lines (give `code_lines`).
+pub fn describe_code(code: &Bound<'_, PyAny>, cwd: &Path, lines: bool) -> CodeDesc {
     let s = |attr: &str| code.getattr(attr).and_then(|v| v.extract::<String>()).unwrap_or_default();
     let name = s("co_name");
     // `co_qualname` exists from 3.11; before, the name the enclosing code gives it.
@@ -30,8 +31,9 @@ pub fn describe_code(code: &Bound<'_, PyAny>, cwd: &Path) -> CodeDesc {
     let first_line = code.getattr("co_firstlineno").and_then(|v| v.extract::<u32>()).unwrap_or(0);
     let flags = code.getattr("co_flags").and_then(|v| v.extract::<u32>()).unwrap_or(0);
     let last_line = last_line(code, first_line);
+    let code_lines = if lines { Some(code_lines(code, first_line)) } else { None };
     CodeDesc {
-        kind: FuncKind::Python { file: absolute_file(&s("co_filename"), cwd), qualname, name, first_line, last_line, code_lines: None },
+        kind: FuncKind::Python { file: absolute_file(&s("co_filename"), cwd), qualname, name, first_line, last_line, code_lines },
         resumable: flags & CO_RESUMABLE != 0,
     }
 }
@@ -103,6 +105,53 @@ fn last_line(code: &Bound<'_, PyAny>, first_line: u32) -> u32 {
         }
     }
     parsed.unwrap_or_else(|| last_line_from_co_lines(code, first_line))
+}
+
+/// The lines holding code the code object can execute (those a line event can name), from its
+/// line table in the running version's format.
+fn code_lines(code: &Bound<'_, PyAny>, first_line: u32) -> Vec<u32> {
+    let rt = runtime::get();
+    let minor = rt.map(|r| r.minor).unwrap_or(0);
+    if minor == 9 {
+        let code_len = bytes_attr(code, "co_code").map_or(0, |c| c.len());
+        return bytes_attr(code, "co_lnotab").map(|t| crate::linetable::code_lines_lnotab(&t, first_line, code_len)).unwrap_or_default();
+    }
+    // 3.11+: the prologue up to the first RESUME (on the `def` line) reports no line.
+    let resume_unit = match rt.and_then(|r| r.resume_opcode) {
+        Some(op) => u32::try_from(first_resume_offset(code, Some(op)) / 2).ok(),
+        None => None,
+    };
+    let parsed = if minor >= 11 {
+        bytes_attr(code, "co_linetable").and_then(|t| crate::linetable::code_lines_311(&t, first_line, resume_unit))
+    } else {
+        None // 3.10's table: co_lines() below
+    };
+    if cfg!(debug_assertions) {
+        // Debug builds (the tests) check the fast path against `co_lines()`.
+        let slow = code_lines_from_co_lines(code, resume_unit);
+        if parsed.as_ref().is_some_and(|p| *p != slow) {
+            warn(&format!("internal: code lines from the line table are {parsed:?}, co_lines says {slow:?}"));
+        }
+    }
+    parsed.unwrap_or_else(|| code_lines_from_co_lines(code, resume_unit))
+}
+
+/// The slow way (a Python tuple per entry, 3.10+): the lines of the ranges that are not empty
+/// and end after the prologue (the code unit `resume_unit`).
+fn code_lines_from_co_lines(code: &Bound<'_, PyAny>, resume_unit: Option<u32>) -> Vec<u32> {
+    let body_start = resume_unit.map_or(0, |r| 2 * (r as u64 + 1));
+    let mut lines = Vec::new();
+    if let Ok(ranges) = code.call_method0("co_lines").and_then(|l| l.try_iter()) {
+        for item in ranges.flatten() {
+            let Ok((start, end, line)) = item.extract::<(u64, u64, Option<u32>)>() else { continue };
+            if let (Some(line), true) = (line, end > start && end > body_start) {
+                lines.extend((line > 0).then_some(line));
+            }
+        }
+    }
+    lines.sort_unstable();
+    lines.dedup();
+    lines
 }
 
 /// The slow way (a Python tuple per entry, 3.10+).

@@ -5,7 +5,7 @@
 //! and streams when `os.register_at_fork(after_in_child=after_fork_child)` runs (registered
 //! by `sitecustomize` after the others); whatever runs between the two is not recorded.
 
-use crate::state::{self, warn, GENERATION, REGISTRY_LOCK};
+use crate::state::{self, warn, LineMode, GENERATION, REGISTRY_LOCK};
 use pyo3::prelude::*;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -14,6 +14,7 @@ use std::sync::{Once, OnceLock};
 struct Settings {
     root: PathBuf,
     c_calls: bool,
+    lines: LineMode,
 }
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 /// In a forked child: the pid whose recording the fork handler stopped (0: none).
@@ -21,8 +22,8 @@ static FORKED_FROM: AtomicU32 = AtomicU32::new(0);
 static INSTALLED: Once = Once::new();
 static IN_CHILD_HANDLER: AtomicBool = AtomicBool::new(false);
 
-pub fn remember(root: &Path, c_calls: bool) {
-    let _ = SETTINGS.set(Settings { root: root.to_path_buf(), c_calls });
+pub fn remember(root: &Path, c_calls: bool, lines: LineMode) {
+    let _ = SETTINGS.set(Settings { root: root.to_path_buf(), c_calls, lines });
 }
 
 pub fn install() {
@@ -77,7 +78,15 @@ pub fn after_fork_child(py: Python<'_>) {
         .and_then(|t| t.getattr("name"))
         .and_then(|n| n.extract::<String>())
         .ok();
-    match state::open_process(py, &settings.root, settings.c_calls, Some(parent)) {
+    // Lines `sys.monitoring` stopped reporting in the parent run again in the child: report
+    // them (to its own trace) once more. The trace function's line sets start empty with the
+    // child's process state.
+    if settings.lines == LineMode::Monitoring {
+        if let Err(e) = crate::monitoring::restart_events(py) {
+            warn(&format!("cannot restart sys.monitoring events in the forked child ({e}); lines the parent ran are not reported"));
+        }
+    }
+    match state::open_process(py, &settings.root, settings.c_calls, settings.lines, Some(parent)) {
         // SAFETY: GIL held.
         Ok(p) => unsafe {
             state::set_proc(Some(p));

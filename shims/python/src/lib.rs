@@ -24,6 +24,7 @@ mod describe;
 mod evalframe;
 mod fork;
 mod linetable;
+mod linetrace;
 mod monitoring;
 mod profile;
 mod runtime;
@@ -48,6 +49,8 @@ static ORIG_START_THREAD: GilCell<Option<Py<PyAny>>> = GilCell::new(None);
 static ORIG_START_JOINABLE: GilCell<Option<Py<PyAny>>> = GilCell::new(None);
 /// Threads install the profile hook (false: `sys.monitoring` covers every thread).
 static PROFILE_MODE: AtomicBool = AtomicBool::new(false);
+/// Threads install the line trace function ([`linetrace`]).
+static LINE_TRACE_MODE: AtomicBool = AtomicBool::new(false);
 
 /// Start recording in this process (called once by `sitecustomize`). Returns whether
 /// recording started: it does not without `SLICE_TRACE_DIR`, nor in an unsupported interpreter.
@@ -60,21 +63,23 @@ fn start(py: Python<'_>) -> PyResult<bool> {
     let options = std::env::var(ENV_TRACE_OPTIONS).unwrap_or_default();
     let has = |name: &str| options.split(',').any(|o| o.trim() == name);
     let c_calls = has("c_calls");
-    let rt = match runtime::init(py, has("profile_hook")) {
+    let profile_only = has("profile_hook");
+    let rt = match runtime::init(py, profile_only) {
         Ok(rt) => rt,
         Err(e) => {
             warn(&format!("{e}; running without recording"));
             return Ok(false);
         }
     };
-    let proc = match state::open_process(py, Path::new(&root), c_calls, None) {
+    // Executed lines: asked for (`lines`, `no_lines`), else where they are cheap (3.12+).
+    let want_lines = has("lines") || (!has("no_lines") && rt.minor >= 12);
+    let proc = match state::open_process(py, Path::new(&root), c_calls, state::LineMode::Off, None) {
         Ok(p) => p,
         Err(e) => {
             warn(&format!("{e}; running without recording"));
             return Ok(false);
         }
     };
-    fork::remember(Path::new(&root), c_calls);
     // SAFETY: GIL held (a #[pyfunction]).
     unsafe {
         state::set_proc(Some(proc));
@@ -84,12 +89,10 @@ fn start(py: Python<'_>) -> PyResult<bool> {
     wrap_thread_start(py)?;
     // SAFETY: GIL held.
     unsafe { state::current(Some("MainThread")) };
-    let profile_only = has("profile_hook");
-    if rt.monitoring && monitoring::install(py, c_calls)? {
-        // Frames already running (site, this sitecustomize) will return through the
-        // callbacks: give them their calls.
-        // SAFETY: GIL held.
-        unsafe { state::record_open_frames(py) };
+    // No code object is described (and no hook runs) from here until the line mode is set.
+    let mut lines_by_monitoring = false;
+    if rt.monitoring && monitoring::install(py, monitoring::Events { calls: true, c_calls, lines: want_lines })? {
+        lines_by_monitoring = want_lines;
     // SAFETY: GIL held (C calls are only reported to profile functions before 3.12).
     } else if !profile_only && !c_calls && unsafe { evalframe::install(rt.minor) } {
         // Frames already running were not entered through the hook and will not return
@@ -97,8 +100,31 @@ fn start(py: Python<'_>) -> PyResult<bool> {
     } else {
         PROFILE_MODE.store(true, Ordering::Relaxed);
         // SAFETY: GIL held.
-        unsafe {
-            profile::install();
+        unsafe { profile::install() };
+    }
+    // Calls through the profile hook on 3.12+ (asked for, or our tool id was taken): lines
+    // still come from `sys.monitoring` if it lets us in.
+    if want_lines && !lines_by_monitoring && rt.minor >= 12 && !rt.monitoring {
+        lines_by_monitoring = monitoring::install(py, monitoring::Events { calls: false, c_calls: false, lines: true })?;
+    }
+    let lines = if lines_by_monitoring {
+        state::LineMode::Monitoring
+    } else if want_lines && (rt.minor < 12 || has("lines")) {
+        state::LineMode::Trace
+    } else {
+        state::LineMode::Off
+    };
+    fork::remember(Path::new(&root), c_calls, lines);
+    // SAFETY: GIL held.
+    unsafe {
+        state::with_proc(|p| p.lines = lines);
+        if lines == state::LineMode::Trace {
+            LINE_TRACE_MODE.store(true, Ordering::Relaxed);
+            linetrace::install();
+        }
+        // Frames already running (site, this sitecustomize) will return through the
+        // callbacks: give them their calls.
+        if rt.monitoring || PROFILE_MODE.load(Ordering::Relaxed) {
             state::record_open_frames(py);
         }
     }
@@ -190,6 +216,9 @@ fn thread_entry(function: Bound<'_, PyAny>, args: Bound<'_, PyAny>, kwargs: Boun
             }
             if PROFILE_MODE.load(Ordering::Relaxed) {
                 profile::install();
+            }
+            if LINE_TRACE_MODE.load(Ordering::Relaxed) {
+                linetrace::install();
             }
         }
     }

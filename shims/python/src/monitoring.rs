@@ -5,7 +5,9 @@
 //! Entries: PY_START (a call), PY_RESUME (a resumption), PY_THROW (a resumption, or a call
 //! when thrown into a generator that never started). Exits: PY_RETURN, PY_YIELD, PY_UNWIND.
 //! With `--c-calls`: CALL of a builtin function (or method descriptor) and its C_RETURN or
-//! C_RAISE.
+//! C_RAISE. When the process records executed lines: LINE, which returns `DISABLE`, so that
+//! each line location of each code object reports once and then costs nothing (CPython
+//! removes the instrumentation of that instruction).
 
 use crate::state::{self, warn};
 use pyo3::ffi::{self, PyObject, Py_ssize_t};
@@ -27,6 +29,8 @@ struct CallTypes {
     method_descriptor: usize,
 }
 static CALL_TYPES: OnceLock<CallTypes> = OnceLock::new();
+/// `sys.monitoring.DISABLE` (kept alive by `sys.monitoring`), as an address.
+static DISABLE: OnceLock<usize> = OnceLock::new();
 
 /// `None`, the callbacks' result. Not incremented: the callbacks only run on 3.12+, where
 /// `None` is immortal (CPython's decrement of the result leaves it untouched), and the
@@ -70,6 +74,27 @@ unsafe extern "C" fn on_throw(_: *mut PyObject, args: *const *mut PyObject, narg
 unsafe extern "C" fn on_exit(_: *mut PyObject, _: *const *mut PyObject, _: Py_ssize_t) -> *mut PyObject {
     state::exit();
     none()
+}
+
+unsafe extern "C" fn on_line(_: *mut PyObject, args: *const *mut PyObject, nargs: Py_ssize_t) -> *mut PyObject {
+    if let (Some(code), Some(line)) = (arg(args, nargs, 0), arg(args, nargs, 1)) {
+        let n = ffi::PyLong_AsLong(line);
+        if n == -1 && !ffi::PyErr_Occurred().is_null() {
+            ffi::PyErr_Clear();
+        } else if let Ok(n) = u32::try_from(n) {
+            state::line(code, n, false);
+        }
+    }
+    match DISABLE.get() {
+        Some(&d) => {
+            // A new reference, as a callback's result is: CPython compares it with DISABLE,
+            // then releases it. Once per line location, so the call does not matter.
+            let d = d as *mut PyObject;
+            ffi::Py_IncRef(d);
+            d
+        }
+        None => none(),
+    }
 }
 
 /// Whether CALL/C_RETURN/C_RAISE of `callable` (with first argument `arg0`) is a C call we
@@ -124,26 +149,44 @@ fn callback<'py>(py: Python<'py>, name: &'static std::ffi::CStr, f: FastFn) -> P
     unsafe { Bound::from_owned_ptr_or_err(py, ffi::PyCFunction_NewEx(def, std::ptr::null_mut(), std::ptr::null_mut())) }
 }
 
+/// What to take from `sys.monitoring`.
+pub struct Events {
+    /// Python calls, resumptions and returns.
+    pub calls: bool,
+    /// C calls (with `calls`).
+    pub c_calls: bool,
+    /// Executed lines.
+    pub lines: bool,
+}
+
 /// Take our tool id and register the callbacks. `Ok(false)`: another tool holds the id
 /// (warned once; the caller falls back to the profile hook).
-pub fn install(py: Python<'_>, c_calls: bool) -> PyResult<bool> {
+pub fn install(py: Python<'_>, want: Events) -> PyResult<bool> {
     let mon = py.import("sys")?.getattr("monitoring")?;
     if let Err(e) = mon.call_method1("use_tool_id", (TOOL_ID, TOOL_NAME)) {
         let holder = mon.call_method1("get_tool", (TOOL_ID,)).map(|h| h.to_string()).unwrap_or_else(|_| "?".into());
-        warn(&format!("sys.monitoring tool id {TOOL_ID} is held by {holder} ({e}); recording through the profile hook instead"));
+        let instead = if want.calls { "recording through the profile hook instead" } else { "executed lines are not recorded" };
+        warn(&format!("sys.monitoring tool id {TOOL_ID} is held by {holder} ({e}); {instead}"));
         return Ok(false);
     }
     let ev = mon.getattr("events")?;
     let e = |n: &str| ev.getattr(n).and_then(|v| v.extract::<u32>());
-    let mut table: Vec<(&str, &'static std::ffi::CStr, FastFn)> = vec![
-        ("PY_START", c"slicetrace_py_start", on_start),
-        ("PY_RESUME", c"slicetrace_py_resume", on_resume),
-        ("PY_THROW", c"slicetrace_py_throw", on_throw),
-        ("PY_RETURN", c"slicetrace_py_return", on_exit),
-        ("PY_YIELD", c"slicetrace_py_yield", on_exit),
-        ("PY_UNWIND", c"slicetrace_py_unwind", on_exit),
-    ];
-    if c_calls {
+    let mut table: Vec<(&str, &'static std::ffi::CStr, FastFn)> = Vec::new();
+    if want.calls {
+        table.extend([
+            ("PY_START", c"slicetrace_py_start", on_start as FastFn),
+            ("PY_RESUME", c"slicetrace_py_resume", on_resume),
+            ("PY_THROW", c"slicetrace_py_throw", on_throw),
+            ("PY_RETURN", c"slicetrace_py_return", on_exit),
+            ("PY_YIELD", c"slicetrace_py_yield", on_exit),
+            ("PY_UNWIND", c"slicetrace_py_unwind", on_exit),
+        ]);
+    }
+    if want.lines {
+        let _ = DISABLE.set(mon.getattr("DISABLE")?.as_ptr() as usize);
+        table.push(("LINE", c"slicetrace_line", on_line));
+    }
+    if want.calls && want.c_calls {
         let missing = mon.getattr("MISSING")?.as_ptr() as usize;
         let method_descriptor = py.eval(c"type(str.join)", None, None)?.as_ptr() as usize;
         let _ = CALL_TYPES.set(CallTypes { missing, method_descriptor });
@@ -159,4 +202,11 @@ pub fn install(py: Python<'_>, c_calls: bool) -> PyResult<bool> {
     }
     mon.call_method1("set_events", (TOOL_ID, mask))?;
     Ok(true)
+}
+
+/// In a forked child that records lines: turn back on the line events the parent turned off
+/// (its lines are the parent's; the child's trace must report its own).
+pub fn restart_events(py: Python<'_>) -> PyResult<()> {
+    py.import("sys")?.getattr("monitoring")?.call_method0("restart_events")?;
+    Ok(())
 }

@@ -19,6 +19,7 @@ pub const MAX_MINOR: u32 = 15;
 /// `Py_tracefunc` (`cpython/pystate.h`, the same in 3.9-3.15).
 pub type TraceFunc = unsafe extern "C" fn(*mut PyObject, *mut PyObject, c_int, *mut PyObject) -> c_int;
 pub const PYTRACE_CALL: c_int = 0;
+pub const PYTRACE_LINE: c_int = 2;
 pub const PYTRACE_RETURN: c_int = 3;
 pub const PYTRACE_C_CALL: c_int = 4;
 pub const PYTRACE_C_EXCEPTION: c_int = 5;
@@ -28,6 +29,9 @@ pub const PYTRACE_C_RETURN: c_int = 6;
 // declare them). Frames are passed as opaque pointers.
 extern "C" {
     pub fn PyEval_SetProfile(func: Option<TraceFunc>, obj: *mut PyObject);
+    pub fn PyEval_SetTrace(func: Option<TraceFunc>, obj: *mut PyObject);
+    /// The line the frame is executing (3.9+; for a trace function's line event, the new line).
+    pub fn PyFrame_GetLineNumber(frame: *mut PyObject) -> c_int;
     /// New reference to the frame's code object (3.9+).
     pub fn PyFrame_GetCode(frame: *mut PyObject) -> *mut PyObject;
     /// New reference to the calling frame, or null (3.9+).

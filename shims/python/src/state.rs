@@ -7,6 +7,7 @@
 //! re-entrant call can never be handed the same id.
 
 use crate::describe::{describe_code, first_resume_offset};
+use crate::linetable::LineSet;
 use crate::runtime;
 use pyo3::ffi::PyObject;
 use pyo3::prelude::*;
@@ -35,6 +36,17 @@ impl<T> GilCell<T> {
     }
 }
 
+/// How a process records the source lines its functions execute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineMode {
+    /// Not at all (no line events, no `code_lines`).
+    Off,
+    /// `sys.monitoring` LINE events (3.12+), each turned off after its first report.
+    Monitoring,
+    /// A C trace function (`PyEval_SetTrace`), deduplicated per function ([`Proc::line_sets`]).
+    Trace,
+}
+
 /// Per-process recording state.
 pub struct Proc {
     pub pid: u32,
@@ -49,6 +61,9 @@ pub struct Proc {
     /// For generator-like code: the largest instruction offset at which its frame is entered
     /// for the first time (-1 before 3.11, else the offset of its first `RESUME`).
     pub gen_start: HashMap<u32, i64>,
+    pub lines: LineMode,
+    /// With [`LineMode::Trace`]: the lines already reported, by function id.
+    pub line_sets: Vec<LineSet>,
 }
 
 static PROC: GilCell<Option<Proc>> = GilCell::new(None);
@@ -77,7 +92,7 @@ pub fn recording() -> bool {
 }
 
 /// Create this process's directory and function table.
-pub fn open_process(py: Python<'_>, root: &Path, c_calls: bool, forked_from: Option<u32>) -> Result<Proc, String> {
+pub fn open_process(py: Python<'_>, root: &Path, c_calls: bool, lines: LineMode, forked_from: Option<u32>) -> Result<Proc, String> {
     let v = py.version_info();
     let runtime = format!("CPython {}.{}.{}", v.major, v.minor, v.patch);
     let files = ProcessFiles::create(root, "python", &runtime, forked_from)
@@ -93,6 +108,8 @@ pub fn open_process(py: Python<'_>, root: &Path, c_calls: bool, forked_from: Opt
         c_calls,
         cfuncs: HashMap::new(),
         gen_start: HashMap::new(),
+        lines,
+        line_sets: Vec::new(),
     })
 }
 
@@ -251,16 +268,16 @@ unsafe fn cached_code_id(code: *mut PyObject) -> Option<CodeId> {
 unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<CodeId> {
     let generation = GENERATION.load(Ordering::Relaxed);
     // Reserve the id first: describing calls into Python, which may re-enter the shim.
-    let (id, cwd) = with_proc(|p| {
+    let (id, cwd, lines) = with_proc(|p| {
         p.next_id += 1;
-        (p.next_id - 1, p.cwd.clone())
+        (p.next_id - 1, p.cwd.clone(), p.lines != LineMode::Off)
     })?;
     if id >= RESUMABLE_BIT as u32 - 1 {
         return None;
     }
     let py = Python::assume_attached();
     let code_obj = Bound::from_borrowed_ptr(py, code);
-    let desc = describe_code(&code_obj, &cwd);
+    let desc = describe_code(&code_obj, &cwd, lines);
     let start = if desc.resumable { Some(first_resume_offset(&code_obj, rt.resume_opcode)) } else { None };
     if GENERATION.load(Ordering::Relaxed) != generation {
         return None; // forked while describing: this id belongs to the parent
@@ -342,6 +359,38 @@ pub unsafe fn enter_c(func: *mut PyObject) {
     match id {
         Some(id) => writer(rec).call(id, ts),
         None => rec.skip.set(1),
+    }
+}
+
+/// Record that the code object `code` executed source line `line`, in the current thread's
+/// stream. `dedup`: only the first time for this function and line (the C trace function,
+/// which reports every execution of a line); without it every report is written
+/// (`sys.monitoring`, where the caller turns the event off after its first report). Written
+/// even inside a call left out of the call events: a line event names its function.
+///
+/// # Safety
+/// GIL held; `code` is a live code object. May call into CPython (the first time `code` runs).
+#[inline(always)]
+pub unsafe fn line(code: *mut PyObject, line: u32, dedup: bool) {
+    if current(None).is_none() {
+        return;
+    }
+    let Some(c) = code_id(code) else { return };
+    if dedup {
+        let new = with_proc(|p| {
+            let i = c.id as usize;
+            if p.line_sets.len() <= i {
+                p.line_sets.resize_with(i + 1, LineSet::default);
+            }
+            p.line_sets[i].insert(line)
+        });
+        if new != Some(true) {
+            return;
+        }
+    }
+    // Look the record up again: describing a new function ran Python code.
+    if let Some(rec) = current(None) {
+        writer(rec).line(c.id, line);
     }
 }
 
