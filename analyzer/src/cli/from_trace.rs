@@ -64,8 +64,7 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     }
     let mut model = Model::build(&question, &mut traces);
     warn_all(&model.notes);
-    model.apply_not_run(a.prompt.not_run());
-    model.apply_docstrings(a.prompt.docstrings());
+    model.condense(a.prompt.not_run(), a.prompt.docstrings());
     if let Some(n) = a.prompt.show_ranking {
         let prio = model.priority();
         let n = if n == 0 { prio.len() } else { n.min(prio.len()) };

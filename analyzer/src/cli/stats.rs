@@ -5,7 +5,7 @@ use super::output::OutputArgs;
 use super::{read_question, warn_all};
 use crate::analysis::prepare;
 use crate::prompt::render::{Format, Renderer};
-use crate::prompt::{Model, NotRun, Plan, SourceState, Variant};
+use crate::prompt::{Docstrings, Model, NotRun, Plan, SourceState, Variant};
 use crate::tokens::Tokenizer;
 use clap::Args;
 use std::collections::BTreeSet;
@@ -50,7 +50,7 @@ pub fn run(a: StatsArgs) -> anyhow::Result<()> {
     warn_all(&warnings);
     let mut model = Model::build(&question, &mut traces);
     // Sized as `from-trace` prints it by default.
-    model.apply_not_run(NotRun::default());
+    model.condense(NotRun::default(), Docstrings::default());
     let tok = a.tokenizer;
     let renderer = Renderer::new(a.format, None)?;
 

@@ -8,7 +8,7 @@ use crate::cli::common::UsageError;
 use crate::cli::diff::write_tree;
 use crate::prompt::budget::{fit, BudgetError};
 use crate::prompt::render::{Format, Renderer};
-use crate::prompt::{Layout, Model, NotRun, Variant};
+use crate::prompt::{Docstrings, Layout, Model, NotRun, Variant};
 use crate::views::tree::{render, Palette};
 use crate::views::{self, Threads};
 use anstyle::Style;
@@ -46,8 +46,9 @@ pub fn prompt(p: &PromptParams) -> anyhow::Result<String> {
     let renderer = Renderer::new(format, None)?;
     let (mut traces, warnings) = prepare(&p.trace.paths(), &opts)?;
     let mut model = Model::build(&p.question, &mut traces);
-    // The CLI's default condensing: code that did not run elided outside the closest functions.
-    model.apply_not_run(NotRun::default());
+    // The CLI's default condensing: code that did not run and long docstrings, outside the
+    // closest functions.
+    model.condense(NotRun::default(), Docstrings::default());
     let fitted = fit(&model, layout, &renderer, TOKENIZER, Some(max)).map_err(|e| match e {
         // The CLI's message names --budget; here the limit is max_tokens.
         BudgetError::TooSmall { budget, needed, tokenizer } => anyhow::Error::from(UsageError(format!(

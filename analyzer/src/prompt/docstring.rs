@@ -4,10 +4,10 @@
 //! [`SUMMARY_LINES`] lines) and the rest is replaced by a marked line. The code stays valid
 //! Python: the string is closed again.
 //!
-//! Which docstrings are cut is [`Docstrings`]: none by default (a function with its docstring cut
-//! is no longer its exact source); with `auto`, those of installed packages' functions that are
-//! not among the [`KEPT_WHOLE_TOP`] closest to the question (the program's own functions and the
-//! question's strongest matches keep their exact source); with `short`, all.
+//! Which docstrings are cut is [`Docstrings`]: by default (`auto`) those of installed packages'
+//! functions that are not among the [`super::KEPT_EXACT_TOP`] closest to the question (the
+//! program's own functions and the question's strongest matches keep their exact source); with
+//! `whole` none; with `short` all.
 
 use crate::source::logical_starts;
 
@@ -15,19 +15,14 @@ use crate::source::logical_starts;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Docstrings {
     /// None: every function's exact source
-    #[default]
     Whole,
-    /// Those of installed packages' functions outside the 10 closest to the question
+    /// Those of installed packages' functions outside the 20 closest to the question
+    #[default]
     Auto,
     /// Every long docstring
     Short,
 }
 
-/// In `auto`, this many functions closest to the question (the budget's priority order)
-/// keep their docstrings whole.
-pub const KEPT_WHOLE_TOP: usize = 10;
-// The CLI's help texts (`--docstrings`, `--not-run`) say "10".
-const _: () = assert!(KEPT_WHOLE_TOP == 10);
 
 /// The prompt's note for `cut` docstrings cut in `mode` (none when nothing was cut).
 pub fn note(mode: Docstrings, cut: usize) -> Option<String> {
@@ -37,8 +32,9 @@ pub fn note(mode: Docstrings, cut: usize) -> Option<String> {
         Docstrings::Whole => None,
         Docstrings::Auto => Some(format!(
             "Docstrings cut: {cut} long docstring{s} of installed packages' functions that are not among the \
-             {KEPT_WHOLE_TOP} closest to the question keep their first paragraph (marked in the code); \
-             `--docstrings whole` shows them whole."
+             {} closest to the question keep their first paragraph (marked in the code); \
+             `--docstrings whole` shows them whole.",
+            super::KEPT_EXACT_TOP
         )),
         Docstrings::Short => Some(format!(
             "Docstrings cut: {cut} long docstring{s} keep their first paragraph (marked in the code); \

@@ -311,6 +311,16 @@ pub struct Model {
     pub notes: Vec<String>,
 }
 
+/// In the `auto` condensing (docstrings cut to their summary, code that did not run elided),
+/// this many functions closest to the question (the budget's priority order) keep their exact
+/// source, and so do the program's own. 20, not 10: at 10 the eval's `pyg-lexer` answer
+/// `find_lexer_class_for_filename` (16th) lost its docstring and a three-line loop body; at 20
+/// every answer of the eval stays exact and `rich data.csv` still fits the published size
+/// (`docs/prompts.md`).
+pub const KEPT_EXACT_TOP: usize = 20;
+// The CLI's help texts (`--docstrings`, `--not-run`) say "20".
+const _: () = assert!(KEPT_EXACT_TOP == 20);
+
 /// Appended in the tree to a function whose source the budget dropped.
 pub const NAME_ONLY_MARK: &str = " [name only]";
 
@@ -335,11 +345,11 @@ impl Model {
 
     /// Cut long docstrings to their summary (see [`docstring`]): every one with
     /// [`Docstrings::Short`]; with [`Docstrings::Auto`] those of installed packages' functions
-    /// outside the [`docstring::KEPT_WHOLE_TOP`] closest to the question. Call it after
+    /// outside the [`KEPT_EXACT_TOP`] closest to the question. Call it after
     /// [`Model::build`]: relevance was computed on the whole code, so a docstring's words still
     /// count. Returns how many docstrings were cut.
     pub fn shorten_docstrings(&mut self, mode: Docstrings) -> usize {
-        self.shorten_docstrings_top(mode, docstring::KEPT_WHOLE_TOP)
+        self.shorten_docstrings_top(mode, KEPT_EXACT_TOP)
     }
 
     /// The functions that `auto` condensing (docstrings, code that did not run) leaves exact:
@@ -348,6 +358,13 @@ impl Model {
         let mut k: HashSet<String> = self.priority().into_iter().take(top).collect();
         k.extend(self.funcs.values().filter(|f| f.origin == Origin::Program).map(|f| f.key.clone()));
         k
+    }
+
+    /// The condensing options in their order: code that did not run (computed on the exact
+    /// code), then docstrings; each adds its note to the prompt.
+    pub fn condense(&mut self, not_run: NotRun, docstrings: Docstrings) {
+        self.apply_not_run(not_run);
+        self.apply_docstrings(docstrings);
     }
 
     /// [`Model::elide_not_run`], with the prompt's note saying what was elided and how to see
@@ -362,12 +379,12 @@ impl Model {
 
     /// Elide the statements that did not run (see [`notrun`]): in every function with
     /// [`NotRun::Hide`]; with [`NotRun::Auto`] in installed packages' functions outside the
-    /// [`docstring::KEPT_WHOLE_TOP`] closest to the question. Returns (functions, lines) elided.
+    /// [`KEPT_EXACT_TOP`] closest to the question. Returns (functions, lines) elided.
     pub fn elide_not_run(&mut self, mode: NotRun) -> (usize, usize) {
         let keep: HashSet<String> = match mode {
             NotRun::Show => return (0, 0),
             NotRun::Hide => HashSet::default(),
-            NotRun::Auto => self.kept_exact(docstring::KEPT_WHOLE_TOP),
+            NotRun::Auto => self.kept_exact(KEPT_EXACT_TOP),
         };
         let (mut funcs, mut lines) = (0, 0);
         for f in self.funcs.values_mut() {

@@ -14,7 +14,7 @@
 //! stay. The code stays valid Python (`...` is a statement).
 //!
 //! Which functions are condensed is [`NotRun`]: by default (`auto`) installed packages'
-//! functions outside the [`super::docstring::KEPT_WHOLE_TOP`] closest to the question (the
+//! functions outside the [`super::KEPT_EXACT_TOP`] closest to the question (the
 //! program's own functions and the question's strongest matches keep their exact source, as
 //! for docstrings: a branch not taken can be the answer to "how can I change this").
 
@@ -24,7 +24,7 @@ use crate::source::logical_starts;
 /// Which functions show their code that did not run (`--not-run`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum NotRun {
-    /// Elided in installed packages' functions outside the 10 closest to the question
+    /// Elided in installed packages' functions outside the 20 closest to the question
     #[default]
     Auto,
     /// Shown everywhere: every function's exact source
@@ -43,7 +43,7 @@ pub fn note(mode: NotRun, funcs: usize, lines: usize) -> Option<String> {
         NotRun::Show => return None,
         NotRun::Auto => format!(
             "in {funcs} installed packages' functions that are not among the {} closest to the question",
-            super::docstring::KEPT_WHOLE_TOP
+            super::KEPT_EXACT_TOP
         ),
         NotRun::Hide => format!("in {funcs} functions"),
     };
