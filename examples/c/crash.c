@@ -37,6 +37,8 @@ static void fail(const char *how)
     } else if (strcmp(how, "term") == 0) {
         raise(SIGTERM);
     } else if (strcmp(how, "int") == 0) {
+        /* A shell's background job starts with SIGINT ignored: die of it all the same. */
+        signal(SIGINT, SIG_DFL);
         raise(SIGINT);
     } else if (strcmp(how, "handler") == 0) {
         signal(SIGTERM, on_term);
