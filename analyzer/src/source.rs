@@ -287,7 +287,8 @@ pub fn logical_starts(lines: &[String]) -> Vec<bool> {
     out
 }
 
-fn indent(line: &str) -> usize {
+/// The width of a line's leading white space (a tab to the next multiple of 8).
+pub(crate) fn indent(line: &str) -> usize {
     let mut n = 0;
     for c in line.chars() {
         match c {

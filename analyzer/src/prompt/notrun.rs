@@ -19,7 +19,7 @@
 //! for docstrings: a branch not taken can be the answer to "how can I change this").
 
 use crate::coverage::LineState;
-use crate::source::logical_starts;
+use crate::source::{indent, logical_starts};
 
 /// Which functions show their code that did not run (`--not-run`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -57,18 +57,6 @@ pub fn note(mode: NotRun, funcs: usize, lines: usize) -> Option<String> {
 fn is_trivia(line: &str) -> bool {
     let t = line.trim_start();
     t.is_empty() || t.starts_with('#')
-}
-
-fn indent(line: &str) -> usize {
-    let mut n = 0;
-    for c in line.chars() {
-        match c {
-            ' ' => n += 1,
-            '\t' => n = (n / 8 + 1) * 8,
-            _ => break,
-        }
-    }
-    n
 }
 
 /// Whether a logical line (its physical lines) opens a block: it ends with `:` outside a
