@@ -390,7 +390,9 @@ fn rich_cli_prompt() {
     std::fs::write(d.path().join("data.csv"), "name,qty,price\napple,3,1.20\npear,5,0.80\nplum,7,2.10\n").unwrap();
     let t = d.path().join("rich.d");
     let mut c = cmd("trace");
-    c.current_dir(d.path()).env("COLUMNS", "60").env("TERM", "dumb").arg("run").arg("-o").arg(&t).arg("--").arg(&rich).arg("data.csv");
+    // With line data (3.12+ records it by default; the venv is 3.11): code that did not run can
+    // be elided.
+    c.current_dir(d.path()).env("COLUMNS", "60").env("TERM", "dumb").args(["run", "--lines", "-o"]).arg(&t).arg("--").arg(&rich).arg("data.csv");
     run_ok(&mut c);
     let q = "Which function draws the table borders when I run rich data.csv?";
     let (p, err) = slice_ok(&["from-trace", s(&t), "-q", q]);
@@ -412,19 +414,26 @@ fn rich_cli_prompt() {
     let (own, _) = slice_ok(&["from-trace", s(&t), "-q", q, "--no-site-packages"]);
     assert!(own.contains("#### `render_csv` (site-packages/rich_cli/__main__.py:"), "{own}");
     assert!(!own.contains("site-packages/rich/") && !own.contains("site-packages/click/"), "{own}");
-    // Docstrings are whole by default; `auto` cuts those far from the question (rich's
-    // Console.is_terminal explains its `Returns:`), not those of the closest functions.
-    assert!(!p.contains("more docstring lines cut") && !p.contains("Docstrings cut"), "{p}");
-    let (auto, auto_err) = slice_ok(&["from-trace", s(&t), "-q", q, "--docstrings", "auto"]);
-    assert!(auto.contains("> Docstrings cut: ") && auto.contains("`--docstrings whole` shows them whole"), "{auto}");
+    // By default, long docstrings far from the question are cut (rich's Console.is_terminal
+    // explains its `Returns:`) and so is code that did not run (with TERM=dumb,
+    // `_detect_color_system` returns before its last 17 lines), not in the closest functions;
+    // `--docstrings whole --not-run show` shows every function exact.
     let block_of = |p: &str, f: &str| -> String {
         let at = p.find(&format!("#### `{f}` (")).unwrap_or_else(|| panic!("no {f} source:\n{p}"));
         let b = &p[at..];
         b[..b[4..].find("\n#### ").map_or(b.len(), |e| e + 4)].to_string()
     };
-    assert!(block_of(&auto, "Console.is_terminal").contains("more docstring lines cut]"), "{auto}");
-    assert_eq!(block_of(&auto, "Table._render"), block_of(&p, "Table._render"));
-    assert!(tokens_reported(&auto_err) < tokens_reported(&err), "{auto_err} / {err}");
+    assert!(p.contains("> Docstrings cut: ") && p.contains("`--docstrings whole` shows them whole"), "{p}");
+    assert!(p.contains("> Code that did not run: ") && p.contains("`--not-run show` shows them"), "{p}");
+    assert!(block_of(&p, "Console.is_terminal").contains("more docstring lines cut]"), "{p}");
+    let colors = block_of(&p, "Console._detect_color_system");
+    assert!(colors.contains("if not self.is_terminal or self.is_dumb_terminal:\n            return None\n        ...  # 17 lines not run\n```"), "{colors}");
+    let (exact, exact_err) = slice_ok(&["from-trace", s(&t), "-q", q, "--docstrings", "whole", "--not-run", "show"]);
+    assert!(!exact.contains("more docstring lines cut") && !exact.contains("lines not run") && !exact.contains("Docstrings cut"), "{exact}");
+    assert!(!exact.contains("Code that did not run"), "{exact}");
+    assert!(!block_of(&p, "Table._render").contains("lines not run"), "{p}");
+    assert_eq!(block_of(&exact, "Table._render"), block_of(&p, "Table._render"));
+    assert!(tokens_reported(&err) < tokens_reported(&exact_err), "{err} / {exact_err}");
     let (p8, err8) = slice_ok(&["from-trace", s(&t), "-q", q, "--budget", "8000"]);
     assert!(tokens_reported(&err8) <= 8000);
     assert!(p8.contains("Table._render"), "the tree keeps its shape");
