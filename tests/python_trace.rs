@@ -446,7 +446,7 @@ fn meta_json_names_the_version_of_the_streams() {
     let header = std::fs::read(&stream).unwrap();
     assert_eq!(&header[..4], b"SLEV");
     let stream_version = u16::from_le_bytes([header[4], header[5]]);
-    assert_eq!(stream_version, 2);
+    assert_eq!(stream_version, 3);
     assert_eq!(meta["version"], u64::from(stream_version), "{meta}");
     // A trace written before meta.json followed its streams (it said 1) still reads.
     let mut old = meta.clone();
