@@ -89,7 +89,9 @@ fn start(py: Python<'_>) -> PyResult<bool> {
     wrap_thread_start(py)?;
     // SAFETY: GIL held.
     unsafe { state::current(Some("MainThread")) };
-    // No code object is described (and no hook runs) from here until the line mode is set.
+    // The line mode is set once the hooks are in. Installing them runs no Python function,
+    // and a code object described before would only lack `code_lines` (nothing of it is then
+    // marked as not run): never the reverse.
     let mut lines_by_monitoring = false;
     if rt.monitoring && monitoring::install(py, monitoring::Events { calls: true, c_calls, lines: want_lines })? {
         lines_by_monitoring = want_lines;
