@@ -392,7 +392,14 @@ fn rich_cli_prompt() {
     let mut c = cmd("trace");
     // With line data (3.12+ records it by default; the venv is 3.11): code that did not run can
     // be elided.
-    c.current_dir(d.path()).env("COLUMNS", "60").env("TERM", "dumb").args(["run", "--lines", "-o"]).arg(&t).arg("--").arg(&rich).arg("data.csv");
+    c.current_dir(d.path())
+        .env("COLUMNS", "60")
+        .env("TERM", "dumb")
+        .args(["run", "--lines", "-o"])
+        .arg(&t)
+        .arg("--")
+        .arg(&rich)
+        .arg("data.csv");
     run_ok(&mut c);
     let q = "Which function draws the table borders when I run rich data.csv?";
     let (p, err) = slice_ok(&["from-trace", s(&t), "-q", q]);
@@ -427,9 +434,15 @@ fn rich_cli_prompt() {
     assert!(p.contains("> Code that did not run: ") && p.contains("`--not-run show` shows them"), "{p}");
     assert!(block_of(&p, "Console.is_terminal").contains("more docstring lines cut]"), "{p}");
     let colors = block_of(&p, "Console._detect_color_system");
-    assert!(colors.contains("if not self.is_terminal or self.is_dumb_terminal:\n            return None\n        ...  # 17 lines not run\n```"), "{colors}");
+    assert!(
+        colors.contains("if not self.is_terminal or self.is_dumb_terminal:\n            return None\n        ...  # 17 lines not run\n```"),
+        "{colors}"
+    );
     let (exact, exact_err) = slice_ok(&["from-trace", s(&t), "-q", q, "--docstrings", "whole", "--not-run", "show"]);
-    assert!(!exact.contains("more docstring lines cut") && !exact.contains("lines not run") && !exact.contains("Docstrings cut"), "{exact}");
+    assert!(
+        !exact.contains("more docstring lines cut") && !exact.contains("lines not run") && !exact.contains("Docstrings cut"),
+        "{exact}"
+    );
     assert!(!exact.contains("Code that did not run"), "{exact}");
     assert!(!block_of(&p, "Table._render").contains("lines not run"), "{p}");
     assert_eq!(block_of(&exact, "Table._render"), block_of(&p, "Table._render"));

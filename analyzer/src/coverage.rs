@@ -5,8 +5,10 @@
 //! A line is [`LineState::Ran`] when some process reported it, [`LineState::NotRun`] when a
 //! code object that recorded lines holds code there but no process reported it, and
 //! [`LineState::Unknown`] otherwise: a blank line, a comment, a continuation line without code
-//! of its own, the body of a nested function that never ran, or any line of a file whose
-//! processes did not record lines (Python 3.9–3.11 without `trace run --lines`, native code).
+//! of its own, the body of a nested function that never ran, any line of a file whose
+//! processes did not record lines (Python 3.9–3.11 without `trace run --lines`, native code),
+//! and the unreported lines of a function whose recorder stopped reporting its lines early
+//! (a line event with line 0, `docs/trace-format.md`).
 //! Only `NotRun` lines can make the prompt elide code ([`crate::prompt`]), so a trace without
 //! line data shows every function whole, as before.
 
@@ -32,6 +34,9 @@ struct FileLines {
     code: HashSet<u32>,
     /// Lines some process executed.
     ran: HashSet<u32>,
+    /// Lines of functions whose line reporting stopped early in some process: not reported
+    /// there does not mean not run.
+    uncertain: HashSet<u32>,
 }
 
 /// Executed lines per source file (the union over the trace's processes).
@@ -45,12 +50,22 @@ impl LineCoverage {
     /// files of the ids that line events name) and the (function id, line) pairs its streams
     /// reported. Ids without a Python function are ignored (a damaged or foreign stream).
     pub fn add_process(&mut self, records: &[Option<FuncRecord>], funcs: &[Function], lines: impl IntoIterator<Item = (u32, u32)>) {
+        let lines: Vec<(u32, u32)> = lines.into_iter().collect();
+        // Line 0: the recorder stopped reporting that function's lines before all had run.
+        let stopped: HashSet<u32> = lines.iter().filter(|&&(_, l)| l == 0).map(|&(f, _)| f).collect();
         for rec in records.iter().flatten() {
             if let FuncKind::Python { file, code_lines: Some(code), .. } = &rec.kind {
-                self.files.entry(PathBuf::from(file)).or_default().code.extend(code.iter().copied());
+                let entry = self.files.entry(PathBuf::from(file)).or_default();
+                entry.code.extend(code.iter().copied());
+                if stopped.contains(&rec.id) {
+                    entry.uncertain.extend(code.iter().copied());
+                }
             }
         }
         for (func, line) in lines {
+            if line == 0 {
+                continue;
+            }
             let Some(file) = funcs.get(func as usize).and_then(|f| f.file.as_ref()) else { continue };
             // Every id a line event names had its record written first; a file seen only
             // through line events (its record was lost) still counts what ran.
@@ -71,7 +86,7 @@ impl LineCoverage {
     pub fn state(&self, file: &Path, line: u32) -> LineState {
         match self.files.get(file) {
             Some(f) if f.ran.contains(&line) => LineState::Ran,
-            Some(f) if f.code.contains(&line) => LineState::NotRun,
+            Some(f) if f.code.contains(&line) && !f.uncertain.contains(&line) => LineState::NotRun,
             _ => LineState::Unknown,
         }
     }
@@ -124,6 +139,29 @@ mod tests {
         );
         assert_eq!(c.states(Path::new("/app/other.py"), 1, 3), None);
         assert!(!c.is_empty());
+    }
+
+    #[test]
+    fn a_function_whose_line_reporting_stopped_early_has_no_lines_known_not_to_have_run() {
+        let mut funcs = py_funcs(&["f", "g"]);
+        for f in &mut funcs {
+            f.file = Some(PathBuf::from("/app/m.py"));
+        }
+        let mut c = LineCoverage::default();
+        // f stopped after reporting line 2; g reported line 7 only and did not stop.
+        c.add_process(
+            &[record(0, "/app/m.py", Some(vec![2, 3, 4])), record(1, "/app/m.py", Some(vec![7, 8]))],
+            &funcs,
+            [(0, 2), (0, 0), (1, 7)],
+        );
+        let st = |c: &LineCoverage, l| c.state(Path::new("/app/m.py"), l);
+        assert_eq!((st(&c, 2), st(&c, 3), st(&c, 4)), (LineState::Ran, LineState::Unknown, LineState::Unknown));
+        assert_eq!((st(&c, 7), st(&c, 8)), (LineState::Ran, LineState::NotRun));
+        assert_eq!(st(&c, 0), LineState::Unknown);
+        // Another process that recorded f to the end does not make f's lines known: the first
+        // may have run them after it stopped reporting.
+        c.add_process(&[record(0, "/app/m.py", Some(vec![2, 3, 4]))], &funcs, [(0, 2)]);
+        assert_eq!(st(&c, 3), LineState::Unknown);
     }
 
     #[test]

@@ -23,7 +23,6 @@ pub enum Docstrings {
     Short,
 }
 
-
 /// The prompt's note for `cut` docstrings cut in `mode` (none when nothing was cut).
 pub fn note(mode: Docstrings, cut: usize) -> Option<String> {
     let s = if cut == 1 { "" } else { "s" };

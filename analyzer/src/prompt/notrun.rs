@@ -41,10 +41,9 @@ pub fn note(mode: NotRun, funcs: usize, lines: usize) -> Option<String> {
     let which = match mode {
         _ if funcs == 0 => return None,
         NotRun::Show => return None,
-        NotRun::Auto => format!(
-            "in {funcs} installed packages' functions that are not among the {} closest to the question",
-            super::KEPT_EXACT_TOP
-        ),
+        NotRun::Auto => {
+            format!("in {funcs} installed packages' functions that are not among the {} closest to the question", super::KEPT_EXACT_TOP)
+        }
         NotRun::Hide => format!("in {funcs} functions"),
     };
     Some(format!(
