@@ -215,3 +215,31 @@ fn a_forked_child_reports_the_lines_its_parent_already_ran() {
         }
     }
 }
+
+/// 3.12+: once every code line of a function has been reported, its LINE events are turned off
+/// (which also removes the line starts CPython never reports, such as a one-line loop jumping
+/// back to its own line, that would cost on every execution); a function with a line not run
+/// keeps them, so that a later call can still report it.
+#[test]
+fn a_function_whose_lines_all_ran_stops_line_events_on_3_12() {
+    let Some(py) = interpreter(12) else { return };
+    let d = scratch();
+    let script = d.path().join("local.py");
+    std::fs::write(
+        &script,
+        "import sys\n\
+         def full(xs):\n    return sum([x for x in xs])\n\
+         def partial(x):\n    if x:\n        return 1\n    return 2\n\
+         for _ in range(3):\n    full([1, 2])\n    partial(1)\n\
+         m = sys.monitoring\n\
+         print(m.get_tool(3), m.get_local_events(3, full.__code__), m.get_local_events(3, partial.__code__), m.events.LINE)\n",
+    )
+    .unwrap();
+    let out = run_ok(cmd("trace").args(["run", "-q", "-o"]).arg(d.path().join("t.d")).arg("--").arg(&py).arg(&script));
+    let line = out.trim().to_string();
+    let fields: Vec<&str> = line.split(' ').collect();
+    assert_eq!(fields.len(), 4, "{line}");
+    assert_eq!(fields[0], "slicetrace", "our tool id: {line}");
+    assert_eq!(fields[1], "0", "full: every line ran, LINE turned off: {line}");
+    assert_eq!(fields[2], fields[3], "partial: `return 2` never ran, LINE kept: {line}");
+}

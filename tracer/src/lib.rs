@@ -70,13 +70,13 @@ the PYTHONPATH/site mechanism the recorder is loaded through).")]
         c_calls: bool,
         /// Python: also record which source lines each function executed, so a prompt can
         /// leave out the statements that did not run (branches not taken, code after an early
-        /// return). On by default on CPython 3.12 and later, through `sys.monitoring`: most
-        /// lines report once and then cost nothing, but CPython keeps checking the line starts
-        /// it never reports (a jump back to the same line: one-line loops and comprehensions,
-        /// conditional expressions) on every execution, which costs from a few percent (a
-        /// call-heavy loop) to about 1.4-1.9x (rich rendering a table). Before 3.12 it needs a C
-        /// trace function called on every executed line (about 2-3x slower), so it is off there
-        /// unless this flag is given.
+        /// return). On by default on CPython 3.12 and later, through `sys.monitoring`: each
+        /// line reports once and then costs nothing, and a function whose lines all ran stops
+        /// line events; but in a function with a line not run, CPython keeps checking the line
+        /// starts it never reports (a jump back to the same line: one-line loops, conditional
+        /// expressions) on every execution: from nothing (a call-heavy loop) to about 1.4-1.9x
+        /// (rich rendering a table). Before 3.12 it needs a C trace function called on every
+        /// executed line (about 2-3x slower), so it is off there unless this flag is given.
         #[arg(long, overrides_with = "no_lines")]
         lines: bool,
         /// Python: do not record executed lines, on any version (prompts then show whole

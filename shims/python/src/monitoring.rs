@@ -31,6 +31,9 @@ struct CallTypes {
 static CALL_TYPES: OnceLock<CallTypes> = OnceLock::new();
 /// `sys.monitoring.DISABLE` (kept alive by `sys.monitoring`), as an address.
 static DISABLE: OnceLock<usize> = OnceLock::new();
+/// `sys.monitoring.set_local_events` and the LINE event's bit: LINE events are asked for per
+/// code object ([`watch_lines`]).
+static LOCAL_LINES: OnceLock<(Py<PyAny>, u32)> = OnceLock::new();
 
 /// `None`, the callbacks' result. Not incremented: the callbacks only run on 3.12+, where
 /// `None` is immortal (CPython's decrement of the result leaves it untouched), and the
@@ -182,8 +185,11 @@ pub fn install(py: Python<'_>, want: Events) -> PyResult<bool> {
             ("PY_UNWIND", c"slicetrace_py_unwind", on_exit),
         ]);
     }
+    let mut local = 0;
     if want.lines {
         let _ = DISABLE.set(mon.getattr("DISABLE")?.as_ptr() as usize);
+        local = e("LINE")?;
+        let _ = LOCAL_LINES.set((mon.getattr("set_local_events")?.unbind(), local));
         table.push(("LINE", c"slicetrace_line", on_line));
     }
     if want.calls && want.c_calls {
@@ -200,8 +206,26 @@ pub fn install(py: Python<'_>, want: Events) -> PyResult<bool> {
         mon.call_method1("register_callback", (TOOL_ID, bit, callback(py, name, f)?))?;
         mask |= bit;
     }
-    mon.call_method1("set_events", (TOOL_ID, mask))?;
+    // LINE is not a global event: each code object asks for it when it gets its id, and turns
+    // it off once all its code lines were reported (`watch_lines`).
+    mon.call_method1("set_events", (TOOL_ID, mask & !local))?;
     Ok(true)
+}
+
+/// Turn LINE events of `code` on (`true`: a new function; `false`: every code line of it has
+/// been reported). Turning them off also removes the line starts CPython never reports to a
+/// tool (a jump back to the same line: one-line loops, conditional expressions), which `DISABLE`
+/// cannot reach and which otherwise cost on every execution.
+///
+/// # Safety
+/// GIL held; `code` is a live code object; not called from the LINE callback of `code`.
+pub unsafe fn watch_lines(code: *mut PyObject, on: bool) {
+    let Some((set_local, line)) = LOCAL_LINES.get() else { return };
+    let py = Python::assume_attached();
+    let code = Bound::from_borrowed_ptr(py, code);
+    if let Err(e) = set_local.bind(py).call1((TOOL_ID, code, if on { *line } else { 0 })) {
+        warn(&format!("sys.monitoring.set_local_events failed ({e}); some executed lines may be missing"));
+    }
 }
 
 /// In a forked child that records lines: turn back on the line events the parent turned off

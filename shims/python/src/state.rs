@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use trace_format::event::FLAG_PYTHON;
 use trace_format::writer::{gettid, monotonic_ns, stream_file_name, FuncTableWriter, ProcessFiles, StreamWriter, DEFAULT_WINDOW};
-use trace_format::{FuncRecord, FUNCS_FILE};
+use trace_format::{FuncKind, FuncRecord, FUNCS_FILE};
 
 /// A cell for state that is only touched with the GIL held (which serialises all access).
 pub struct GilCell<T>(UnsafeCell<T>);
@@ -64,9 +64,15 @@ pub struct Proc {
     pub lines: LineMode,
     /// With [`LineMode::Trace`]: the lines already reported, by function id.
     pub line_sets: Vec<LineSet>,
+    /// With [`LineMode::Monitoring`]: the code lines not reported yet, by function id (ascending).
+    /// When none is left, the function's LINE events are turned off ([`LINES_DONE_BIT`]).
+    pub lines_left: Vec<Vec<u32>>,
 }
 
 static PROC: GilCell<Option<Proc>> = GilCell::new(None);
+
+/// Set while a line event describes its (new) code object: see `new_code_id`. GIL-held.
+static IN_LINE_EVENT: AtomicBool = AtomicBool::new(false);
 
 /// Bumped in every forked child: ids cached in `co_extra` by an earlier generation are stale.
 pub static GENERATION: AtomicU32 = AtomicU32::new(1);
@@ -110,6 +116,7 @@ pub fn open_process(py: Python<'_>, root: &Path, c_calls: bool, lines: LineMode,
         gen_start: HashMap::new(),
         lines,
         line_sets: Vec::new(),
+        lines_left: Vec::new(),
     })
 }
 
@@ -232,10 +239,16 @@ pub struct CodeId {
     pub id: u32,
     /// Generator, coroutine or async generator: it can be resumed.
     pub resumable: bool,
+    /// Every code line has been reported (`sys.monitoring`): turn its LINE events off.
+    pub lines_done: bool,
 }
 
-/// Layout of our `co_extra` value: generation << 32 | resumable << 31 | (id + 1).
+/// Layout of our `co_extra` value: generation << 32 | resumable << 31 | lines done << 30 | (id + 1).
 const RESUMABLE_BIT: u64 = 1 << 31;
+/// Set when every code line of the function has been reported through `sys.monitoring`: its
+/// next entry turns its LINE events off (and clears the bit).
+const LINES_DONE_BIT: u64 = 1 << 30;
+const ID_MASK: u64 = LINES_DONE_BIT - 1;
 
 /// Id of a code object, assigning one (and writing its record) the first time.
 ///
@@ -258,7 +271,7 @@ unsafe fn cached_code_id(code: *mut PyObject) -> Option<CodeId> {
     let v = runtime::get()?.extra(code);
     if v != 0 && (v >> 32) as u32 == GENERATION.load(Ordering::Relaxed) {
         let low = v & 0xffff_ffff;
-        return Some(CodeId { id: (low & !RESUMABLE_BIT) as u32 - 1, resumable: low & RESUMABLE_BIT != 0 });
+        return Some(CodeId { id: (low & ID_MASK) as u32 - 1, resumable: low & RESUMABLE_BIT != 0, lines_done: low & LINES_DONE_BIT != 0 });
     }
     None
 }
@@ -268,11 +281,12 @@ unsafe fn cached_code_id(code: *mut PyObject) -> Option<CodeId> {
 unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<CodeId> {
     let generation = GENERATION.load(Ordering::Relaxed);
     // Reserve the id first: describing calls into Python, which may re-enter the shim.
-    let (id, cwd, lines) = with_proc(|p| {
+    let (id, cwd, mode) = with_proc(|p| {
         p.next_id += 1;
-        (p.next_id - 1, p.cwd.clone(), p.lines != LineMode::Off)
+        (p.next_id - 1, p.cwd.clone(), p.lines)
     })?;
-    if id >= RESUMABLE_BIT as u32 - 1 {
+    let lines = mode != LineMode::Off;
+    if id >= ID_MASK as u32 - 1 {
         return None;
     }
     let py = Python::assume_attached();
@@ -282,9 +296,20 @@ unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<Code
     if GENERATION.load(Ordering::Relaxed) != generation {
         return None; // forked while describing: this id belongs to the parent
     }
+    let watch = match &desc.kind {
+        FuncKind::Python { code_lines: Some(l), .. } if mode == LineMode::Monitoring && !l.is_empty() => Some(l.clone()),
+        _ => None,
+    };
     let written = with_proc(|p| {
         if let Some(s) = start {
             p.gen_start.insert(id, s);
+        }
+        if let Some(l) = &watch {
+            let i = id as usize;
+            if p.lines_left.len() <= i {
+                p.lines_left.resize_with(i + 1, Vec::new);
+            }
+            p.lines_left[i] = l.clone();
         }
         p.funcs.append(&FuncRecord { id, kind: desc.kind }).map_err(|e| format!("cannot write {}: {e}", p.dir.join(FUNCS_FILE).display()))
     })?;
@@ -294,7 +319,13 @@ unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<Code
     }
     let flag = if desc.resumable { RESUMABLE_BIT } else { 0 };
     rt.set_extra(code, ((generation as u64) << 32) | flag | (id as u64 + 1));
-    Some(CodeId { id, resumable: desc.resumable })
+    if watch.is_some() && !IN_LINE_EVENT.load(Ordering::Relaxed) {
+        // LINE events are asked for per code object, so that they can be turned off again
+        // once every code line has been reported (see `line_reported`). A code object first
+        // seen by its own LINE event (a frame that was running across a fork) has them on.
+        crate::monitoring::watch_lines(code, true);
+    }
+    Some(CodeId { id, resumable: desc.resumable, lines_done: false })
 }
 
 /// Offset at or below which an entry into a frame of the resumable function `id` is its first.
@@ -339,7 +370,42 @@ pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) -
         Some(c) => writer(rec).call(c.id, ts),
         None => rec.skip.set(1),
     }
+    if let Some(CodeId { lines_done: true, .. }) = id {
+        lines_finished(code);
+    }
     true
+}
+
+/// Every code line of `code` has been reported: turn its LINE events off (this removes the
+/// line starts CPython never reports, which would otherwise cost on every execution).
+#[cold]
+#[inline(never)]
+unsafe fn lines_finished(code: *mut PyObject) {
+    if let Some(rt) = runtime::get() {
+        rt.set_extra(code, rt.extra(code) & !LINES_DONE_BIT);
+    }
+    crate::monitoring::watch_lines(code, false);
+}
+
+/// A line of function `id` (code object `code`) was reported through `sys.monitoring`: once
+/// none of its code lines is left, flag the code object so that its next entry turns its
+/// LINE events off. Not from the LINE callback itself: the instruction that reported is
+/// still running.
+unsafe fn line_reported(code: *mut PyObject, id: u32, line: u32) {
+    let done = with_proc(|p| {
+        let left = p.lines_left.get_mut(id as usize)?;
+        let i = left.binary_search(&line).ok()?;
+        left.remove(i);
+        Some(left.is_empty())
+    });
+    if done.flatten() == Some(true) {
+        if let Some(rt) = runtime::get() {
+            let v = rt.extra(code);
+            if v != 0 && (v >> 32) as u32 == GENERATION.load(Ordering::Relaxed) {
+                rt.set_extra(code, v | LINES_DONE_BIT);
+            }
+        }
+    }
 }
 
 /// Record the entry into a C function (with `c_calls`); `func` null: an entry that cannot be
@@ -375,7 +441,16 @@ pub unsafe fn line(code: *mut PyObject, line: u32, dedup: bool) {
     if current(None).is_none() {
         return;
     }
-    let Some(c) = code_id(code) else { return };
+    let c = match cached_code_id(code) {
+        Some(c) => c,
+        None => {
+            IN_LINE_EVENT.store(true, Ordering::Relaxed);
+            let c = code_id(code);
+            IN_LINE_EVENT.store(false, Ordering::Relaxed);
+            let Some(c) = c else { return };
+            c
+        }
+    };
     if dedup {
         let new = with_proc(|p| {
             let i = c.id as usize;
@@ -391,6 +466,9 @@ pub unsafe fn line(code: *mut PyObject, line: u32, dedup: bool) {
     // Look the record up again: describing a new function ran Python code.
     if let Some(rec) = current(None) {
         writer(rec).line(c.id, line);
+    }
+    if !dedup {
+        line_reported(code, c.id, line);
     }
 }
 
