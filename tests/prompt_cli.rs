@@ -390,8 +390,7 @@ fn rich_cli_prompt() {
     std::fs::write(d.path().join("data.csv"), "name,qty,price\napple,3,1.20\npear,5,0.80\nplum,7,2.10\n").unwrap();
     let t = d.path().join("rich.d");
     let mut c = cmd("trace");
-    // With line data (3.12+ records it by default; the venv is 3.11): code that did not run can
-    // be elided.
+    // With line data (`--lines`): code that did not run can be elided.
     c.current_dir(d.path())
         .env("COLUMNS", "60")
         .env("TERM", "dumb")
