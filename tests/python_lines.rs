@@ -1,7 +1,7 @@
 //! End-to-end tests of executed-line recording (trace format v3: line events and
 //! `funcs.jsonl`'s `code_lines`) on `examples/python/shipping.py`, under the pyenv CPythons:
-//! off by default, on with `--lines` (`sys.monitoring` from 3.12, a C trace function before),
-//! off again with a later `--no-lines`. An interpreter that is not installed is skipped, saying so.
+//! on by default from 3.12 (`sys.monitoring`), opt-in before (`--lines`, a C trace function),
+//! off everywhere with `--no-lines` (the last of the two flags wins). An interpreter that is not installed is skipped, saying so.
 
 use serde_json::Value;
 use slice_trace_e2e::{cmd, pyenv_python, root, run_ok, scratch};
@@ -136,22 +136,22 @@ fn check_lines(run: &Run, pid: Option<u64>, once: bool, what: &str) {
 }
 
 #[test]
-fn cpython_3_12_and_3_13_record_executed_lines_with_the_flag() {
+fn cpython_3_12_and_3_13_record_executed_lines_by_default() {
     for minor in [12, 13] {
         let Some(py) = interpreter(minor) else { continue };
         let d = scratch();
-        let run = record(&d.path().join("t.d"), &py, &["--lines"], &[]);
+        let run = record(&d.path().join("t.d"), &py, &[], &[]);
         // sys.monitoring reports each line *location* once: a loop header has two.
-        check_lines(&run, None, false, &format!("3.{minor} --lines"));
+        check_lines(&run, None, false, &format!("3.{minor} default"));
         let (lines, _) = run.line_events(run.func("shipping_cost", None));
         assert!(lines.values().all(|&n| n == 1), "3.{minor}: straight-line code reports once (DISABLE took effect): {lines:?}");
     }
 }
 
 #[test]
-fn lines_are_off_by_default_and_after_no_lines_on_3_12() {
+fn no_lines_turns_line_recording_off_on_3_12() {
     let Some(py) = interpreter(12) else { return };
-    for flags in [&[][..], &["--lines", "--no-lines"][..]] {
+    for flags in [&["--no-lines"][..], &["--lines", "--no-lines"][..]] {
         let d = scratch();
         let run = record(&d.path().join("t.d"), &py, flags, &[]);
         assert_eq!(run.line_event_count(), 0, "{flags:?}: no line event");
@@ -165,7 +165,7 @@ fn lines_are_off_by_default_and_after_no_lines_on_3_12() {
 fn the_profile_hook_on_3_12_still_records_lines_through_sys_monitoring() {
     let Some(py) = interpreter(12) else { return };
     let d = scratch();
-    let run = record(&d.path().join("t.d"), &py, &["--lines", "--python-hook", "profile"], &[]);
+    let run = record(&d.path().join("t.d"), &py, &["--python-hook", "profile"], &[]);
     check_lines(&run, None, false, "3.12 --python-hook profile");
 }
 
@@ -206,7 +206,7 @@ fn cpython_3_11_records_no_lines_by_default() {
 fn a_forked_child_reports_the_lines_its_parent_already_ran() {
     // 3.12: the parent's DISABLE would hide shipping_cost's lines from the child; 3.11: the
     // child's line sets start empty.
-    for (minor, flags) in [(12, &["--lines"][..]), (11, &["--lines"][..])] {
+    for (minor, flags) in [(12, &[][..]), (11, &["--lines"][..])] {
         let Some(py) = interpreter(minor) else { continue };
         let d = scratch();
         let run = record(&d.path().join("t.d"), &py, flags, &["--fork"]);
@@ -221,8 +221,9 @@ fn a_forked_child_reports_the_lines_its_parent_already_ran() {
 /// 3.12+: once every code line of a function has been reported, its LINE events are turned off
 /// (which also removes the line starts CPython never reports, such as a one-line loop jumping
 /// back to its own line, that would cost on every execution); a function with a line not run
-/// keeps them, so that a later call can still report it, for at most 64 entries: then its
+/// keeps them, so that a later call can still report it, for at most 256 entries: then its
 /// unreported lines are given up (a line event with line 0) and its LINE events turned off.
+/// Module and class bodies are not watched at all (no `code_lines`, LINE never on).
 #[test]
 fn a_function_whose_lines_all_ran_stops_line_events_on_3_12() {
     let Some(py) = interpreter(12) else { return };
@@ -235,23 +236,37 @@ fn a_function_whose_lines_all_ran_stops_line_events_on_3_12() {
          def partial(x):\n    if x:\n        return 1\n    return 2\n\
          def hot(x):\n    if x:\n        return 1\n    return 2\n\
          for _ in range(3):\n    full([1, 2])\n    partial(1)\n\
-         for _ in range(70):\n    hot(1)\n\
+         for _ in range(300):\n    hot(1)\n\
          m = sys.monitoring\n\
-         print(m.get_tool(3), m.get_local_events(3, full.__code__), m.get_local_events(3, partial.__code__), m.events.LINE, m.get_local_events(3, hot.__code__))\n",
+         print(m.get_tool(3), m.get_local_events(3, full.__code__), m.get_local_events(3, partial.__code__), m.events.LINE, m.get_local_events(3, hot.__code__), m.get_local_events(3, sys._getframe().f_code))\n",
     )
     .unwrap();
     let t = d.path().join("t.d");
-    let out = run_ok(cmd("trace").args(["run", "--lines", "-q", "-o"]).arg(&t).arg("--").arg(&py).arg(&script));
+    let out = run_ok(cmd("trace").args(["run", "-q", "-o"]).arg(&t).arg("--").arg(&py).arg(&script));
     let line = out.trim().to_string();
     let fields: Vec<&str> = line.split(' ').collect();
-    assert_eq!(fields.len(), 5, "{line}");
+    assert_eq!(fields.len(), 6, "{line}");
     assert_eq!(fields[0], "slicetrace", "our tool id: {line}");
     assert_eq!(fields[1], "0", "full: every line ran, LINE turned off: {line}");
     assert_eq!(fields[2], fields[3], "partial: `return 2` never ran, LINE kept: {line}");
-    assert_eq!(fields[4], "0", "hot: entered 70 times with `return 2` not run, LINE given up: {line}");
+    assert_eq!(fields[4], "0", "hot: entered 300 times with `return 2` not run, LINE given up: {line}");
+    assert_eq!(fields[5], "0", "the module body: never watched: {line}");
     // The give-up is in the trace (line 0), for hot only.
     let dump = run_ok(cmd("trace").arg("dump").arg(&t));
     let given_up: Vec<&str> = dump.lines().filter(|l| l.contains("\"kind\":\"line\"") && l.contains("local.py:0\"")).collect();
     assert_eq!(given_up.len(), 1, "{given_up:?}");
     assert!(given_up[0].contains("\"name\":\"hot\""), "{given_up:?}");
+    // Module bodies get no code_lines (they are never shown with code elided); functions do.
+    let mut modules = 0;
+    for entry in std::fs::read_dir(&t).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with('p')) {
+        for rec in std::fs::read_to_string(entry.path().join("funcs.jsonl")).unwrap().lines() {
+            let v: Value = serde_json::from_str(rec).unwrap();
+            if v["file"].as_str().is_some_and(|f| f.ends_with("local.py")) {
+                let module = v["qualname"] == "<module>";
+                modules += module as usize;
+                assert_eq!(v.get("code_lines").is_some(), !module, "{v}");
+            }
+        }
+    }
+    assert_eq!(modules, 1);
 }

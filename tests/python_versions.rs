@@ -36,8 +36,8 @@ fn info(dir: &Path) -> Value {
     serde_json::from_str(&run_ok(cmd("trace").arg("info").arg("--json").arg(dir))).unwrap()
 }
 
-/// The events of `trace dump`, without line events (with `--lines`; tests/python_lines.rs
-/// checks them): the calls, resumes, returns and thread names.
+/// The events of `trace dump`, without line events (3.12+ records executed lines by default;
+/// tests/python_lines.rs checks them): the calls, resumes, returns and thread names.
 fn events(dir: &Path, pid: Option<u64>) -> Vec<Value> {
     let mut c = cmd("trace");
     c.arg("dump");

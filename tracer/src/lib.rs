@@ -70,16 +70,15 @@ the PYTHONPATH/site mechanism the recorder is loaded through).")]
         c_calls: bool,
         /// Python: also record which source lines each function executed, so a prompt can
         /// leave out the statements that did not run (branches not taken, code after an early
-        /// return: rich's prompt for `rich data.csv` is 11% smaller). Off by default, for its
-        /// cost. On CPython 3.12 and later (`sys.monitoring`) each line reports once, and a
-        /// function stops line events once its lines all ran or after 64 entries; but while a
-        /// function with a line not run is watched, CPython checks the line starts it never
-        /// reports (one-line loops, conditional expressions) on every execution: from nothing
-        /// (a call-heavy loop) to about 1.4-1.9x (rich rendering a 1,000-row table). Before 3.12
-        /// it needs a C trace function called on every executed line (about 2-3x slower).
+        /// return: `rich data.csv`'s prompt is 11% smaller). On by default on CPython 3.12 and
+        /// later, where it costs next to nothing (`sys.monitoring`: each line reports once,
+        /// function bodies only, a function stops once its lines all ran or after 256 entries).
+        /// Before 3.12 it needs a C trace function called on every executed line (about 2-3x
+        /// slower), so it is off there unless this flag is given.
         #[arg(long, overrides_with = "no_lines")]
         lines: bool,
-        /// Python: do not record executed lines (the default; overrides an earlier --lines).
+        /// Python: do not record executed lines, on any version (prompts then show whole
+        /// functions).
         #[arg(long, overrides_with = "lines")]
         no_lines: bool,
         /// How Python calls are hooked: `auto` (default), `sys.monitoring` (PEP 669) on

@@ -170,7 +170,7 @@ pub struct PromptArgs {
     /// function after an early return) are elided, each run marked `...  # N lines not run`:
     /// auto (the default: in installed packages' functions outside the 20 closest to the
     /// question), show (nowhere: each function's exact source), hide (everywhere). Needs a
-    /// trace with line data (recorded with `trace run --lines`).
+    /// trace with line data (`trace run` records it on CPython 3.12+, and with --lines before).
     #[arg(long, value_enum, value_name = "auto|show|hide", help_heading = "Prompt layout")]
     pub not_run: Option<NotRun>,
     /// Print the functions in the order the budget keeps them (most relevant first, with their

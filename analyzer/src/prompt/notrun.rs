@@ -1,5 +1,5 @@
-//! Code that did not run, elided. With line data (trace format version 3: `trace run --lines`
-//! records it), a function's source can
+//! Code that did not run, elided. With line data (trace format version 3: `trace run` records it
+//! by default on CPython 3.12+, with `--lines` on 3.9–3.11), a function's source can
 //! show which of its statements this run never executed: branches not taken, handlers of
 //! exceptions that did not happen, the rest of a function after an early `return`. In
 //! `rich data.csv` that is about a quarter of the library source a prompt shows.

@@ -31,7 +31,10 @@ pub fn describe_code(code: &Bound<'_, PyAny>, cwd: &Path, lines: bool) -> CodeDe
     let first_line = code.getattr("co_firstlineno").and_then(|v| v.extract::<u32>()).unwrap_or(0);
     let flags = code.getattr("co_flags").and_then(|v| v.extract::<u32>()).unwrap_or(0);
     let last_line = last_line(code, first_line);
-    let code_lines = if lines { Some(code_lines(code, first_line)) } else { None };
+    // Function bodies only: a module or class body is never shown with code elided, and on
+    // 3.12+ watching its lines costs a scan of its line table for every line more than 127
+    // lines below its first (all of a big module's), at import: most of what lines cost rich.
+    let code_lines = if lines && flags & CO_FUNCTION == CO_FUNCTION { Some(code_lines(code, first_line)) } else { None };
     CodeDesc {
         kind: FuncKind::Python { file: absolute_file(&s("co_filename"), cwd), qualname, name, first_line, last_line, code_lines },
         resumable: flags & CO_RESUMABLE != 0,

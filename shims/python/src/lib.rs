@@ -71,10 +71,9 @@ fn start(py: Python<'_>) -> PyResult<bool> {
             return Ok(false);
         }
     };
-    // Executed lines: only when asked for (`trace run --lines`). Even on 3.12+, where each line
-    // reports once, CPython keeps checking the line starts it never reports in every function
-    // still watched (rich printing 1,000 rows: 1.9x on 3.12): too much for a default.
-    let want_lines = has("lines") && !has("no_lines");
+    // Executed lines: asked for (`lines`, `no_lines`), else where they are cheap (3.12+: each
+    // line reports once; before, a trace function runs on every executed line).
+    let want_lines = has("lines") || (!has("no_lines") && rt.minor >= 12);
     let proc = match state::open_process(py, Path::new(&root), c_calls, state::LineMode::Off, None) {
         Ok(p) => p,
         Err(e) => {

@@ -70,17 +70,30 @@ pub struct Proc {
     /// With [`LineMode::Monitoring`]: how many more entries of each function (by id) keep its
     /// LINE events on; 0 once they are off. See [`LINE_ENTRIES`].
     pub line_entries: Vec<u16>,
+    /// With [`LineMode::Monitoring`]: entries so far (a clock for [`LINE_FRAME_AGE`]), and the
+    /// value it had at each watched function's last entry, by id.
+    pub entries: u64,
+    pub last_entry: Vec<u64>,
 }
+
+/// Every this many entries, the current thread's frames are looked at
+/// ([`sweep_long_frames`]).
+const SWEEP_EVERY: u64 = 4096;
+/// A frame of a watched function still running this many entries after its function's last
+/// entry is a long-running one (a loop over a whole input): its
+/// unreported lines are given up and its LINE events turned off, since the line starts CPython
+/// never reports cost on every turn of such a loop (rich's `Table._render` over 1,000 rows).
+const LINE_FRAME_AGE: u64 = 20_000;
 
 /// A function's LINE events stay on for at most this many entries (calls and resumptions):
 /// after that its lines not reported yet are given up (a line event with line 0 says so, so the
-/// analyzer treats them as unknown, not as not run) and its LINE events are turned off. Line
-/// starts that CPython never reports to a tool (a jump back to the same line: one-line loops,
-/// conditional expressions) stay instrumented while LINE is on and cost on every execution; a
-/// function entered this often is where that adds up (rich printing 1,000 rows: +86% with
-/// lines on for the whole run), and the code that did not run worth eliding is mostly in
-/// functions entered a few times.
-pub const LINE_ENTRIES: u16 = 64;
+/// analyzer treats them as unknown, not as not run) and its LINE events are turned off. While
+/// a function with a line not run is watched, the line starts that CPython never reports to a
+/// tool (a jump back to the same line: one-line loops, conditional expressions) stay
+/// instrumented and cost on every execution (a one-line comprehension 200 lines below its
+/// `def`: 63x); this bounds how often. 256: on `rich data.csv` 64 gave up 83 functions' lines
+/// (the prompt 490 tokens larger), 256 gives up 13 (66 tokens), with no measurable cost.
+pub const LINE_ENTRIES: u16 = 256;
 
 static PROC: GilCell<Option<Proc>> = GilCell::new(None);
 
@@ -131,6 +144,8 @@ pub fn open_process(py: Python<'_>, root: &Path, c_calls: bool, lines: LineMode,
         line_sets: Vec::new(),
         lines_left: Vec::new(),
         line_entries: Vec::new(),
+        entries: 0,
+        last_entry: Vec::new(),
     })
 }
 
@@ -328,6 +343,10 @@ unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<Code
                 p.line_entries.resize(i + 1, 0);
             }
             p.line_entries[i] = LINE_ENTRIES;
+            if p.last_entry.len() <= i {
+                p.last_entry.resize(i + 1, 0);
+            }
+            p.last_entry[i] = p.entries;
         }
         p.funcs.append(&FuncRecord { id, kind: desc.kind }).map_err(|e| format!("cannot write {}: {e}", p.dir.join(FUNCS_FILE).display()))
     })?;
@@ -401,15 +420,63 @@ pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) -
 /// vector is empty or the function's count is 0).
 #[inline(always)]
 unsafe fn count_line_entry(code: *mut PyObject, id: u32) {
-    let last = with_proc(|p| match p.line_entries.get_mut(id as usize) {
-        Some(n) if *n > 0 => {
-            *n -= 1;
-            *n == 0
+    let step = with_proc(|p| {
+        if p.lines != LineMode::Monitoring {
+            return (false, false);
         }
-        _ => false,
+        p.entries += 1;
+        let last = match p.line_entries.get_mut(id as usize) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                if let Some(e) = p.last_entry.get_mut(id as usize) {
+                    *e = p.entries;
+                }
+                *n == 0
+            }
+            _ => false,
+        };
+        (last, p.entries % SWEEP_EVERY == 0)
     });
-    if last == Some(true) {
+    let Some((last, sweep)) = step else { return };
+    if last {
         give_up_lines(code, id);
+    }
+    if sweep {
+        sweep_long_frames();
+    }
+}
+
+/// Give up the lines of the watched functions whose frames in the current thread have been
+/// running for [`LINE_FRAME_AGE`] entries since their function's last entry. Other threads'
+/// frames are left to their own sweeps.
+#[cold]
+#[inline(never)]
+unsafe fn sweep_long_frames() {
+    let py = Python::assume_attached();
+    let Ok(sys) = py.import("sys") else { return };
+    let Ok(mut frame) = sys.call_method1("_getframe", (0,)) else { return };
+    let mut long = Vec::new();
+    loop {
+        if let Ok(code) = frame.getattr("f_code") {
+            if let Some(c) = cached_code_id(code.as_ptr()) {
+                let old = with_proc(|p| {
+                    let watched = p.line_entries.get(c.id as usize).is_some_and(|&n| n > 0);
+                    let last = p.last_entry.get(c.id as usize).copied().unwrap_or(u64::MAX);
+                    watched && p.entries.saturating_sub(last) >= LINE_FRAME_AGE
+                });
+                if old == Some(true) {
+                    long.push((code, c.id));
+                }
+            }
+        }
+        match frame.getattr("f_back") {
+            Ok(b) if !b.is_none() => frame = b,
+            _ => break,
+        }
+    }
+    for (code, id) in long {
+        with_proc(|p| p.line_entries.get_mut(id as usize).map(|n| *n = 0));
+        give_up_lines(code.as_ptr(), id);
     }
 }
 
