@@ -223,6 +223,7 @@ fn a_forked_child_reports_the_lines_its_parent_already_ran() {
 /// back to its own line, that would cost on every execution); a function with a line not run
 /// keeps them, so that a later call can still report it, for at most 256 entries: then its
 /// unreported lines are given up (a line event with line 0) and its LINE events turned off.
+/// A frame still running 20,000 entries after its function's last entry is given up too.
 /// Module and class bodies are not watched at all (no `code_lines`, LINE never on).
 #[test]
 fn a_function_whose_lines_all_ran_stops_line_events_on_3_12() {
@@ -235,27 +236,31 @@ fn a_function_whose_lines_all_ran_stops_line_events_on_3_12() {
          def full(xs):\n    return sum([x for x in xs])\n\
          def partial(x):\n    if x:\n        return 1\n    return 2\n\
          def hot(x):\n    if x:\n        return 1\n    return 2\n\
+         def helper():\n    return 0\n\
+         def long_loop(n):\n    if n < 0:\n        return -1\n    for _ in range(n):\n        helper()\n    return m.get_local_events(3, sys._getframe().f_code)\n\
          for _ in range(3):\n    full([1, 2])\n    partial(1)\n\
          for _ in range(300):\n    hot(1)\n\
          m = sys.monitoring\n\
-         print(m.get_tool(3), m.get_local_events(3, full.__code__), m.get_local_events(3, partial.__code__), m.events.LINE, m.get_local_events(3, hot.__code__), m.get_local_events(3, sys._getframe().f_code))\n",
+         print(m.get_tool(3), m.get_local_events(3, full.__code__), m.get_local_events(3, partial.__code__), m.events.LINE, m.get_local_events(3, hot.__code__), m.get_local_events(3, sys._getframe().f_code), long_loop(30000))\n",
     )
     .unwrap();
     let t = d.path().join("t.d");
     let out = run_ok(cmd("trace").args(["run", "-q", "-o"]).arg(&t).arg("--").arg(&py).arg(&script));
     let line = out.trim().to_string();
     let fields: Vec<&str> = line.split(' ').collect();
-    assert_eq!(fields.len(), 6, "{line}");
+    assert_eq!(fields.len(), 7, "{line}");
     assert_eq!(fields[0], "slicetrace", "our tool id: {line}");
     assert_eq!(fields[1], "0", "full: every line ran, LINE turned off: {line}");
     assert_eq!(fields[2], fields[3], "partial: `return 2` never ran, LINE kept: {line}");
     assert_eq!(fields[4], "0", "hot: entered 300 times with `return 2` not run, LINE given up: {line}");
     assert_eq!(fields[5], "0", "the module body: never watched: {line}");
+    assert_eq!(fields[6], "0", "long_loop: still running 20,000 entries after its entry, given up: {line}");
     // The give-up is in the trace (line 0), for hot only.
     let dump = run_ok(cmd("trace").arg("dump").arg(&t));
     let given_up: Vec<&str> = dump.lines().filter(|l| l.contains("\"kind\":\"line\"") && l.contains("local.py:0\"")).collect();
-    assert_eq!(given_up.len(), 1, "{given_up:?}");
-    assert!(given_up[0].contains("\"name\":\"hot\""), "{given_up:?}");
+    let mut names: Vec<&str> = given_up.iter().filter_map(|l| l.split("\"name\":\"").nth(1)?.split('"').next()).collect();
+    names.sort();
+    assert_eq!(names, ["hot", "long_loop"], "{given_up:?}");
     // Module bodies get no code_lines (they are never shown with code elided); functions do.
     let mut modules = 0;
     for entry in std::fs::read_dir(&t).unwrap().flatten().filter(|e| e.file_name().to_string_lossy().starts_with('p')) {
