@@ -97,6 +97,11 @@ pub const LINE_ENTRIES: u16 = 256;
 
 static PROC: GilCell<Option<Proc>> = GilCell::new(None);
 
+/// Set once a function's LINE events are watched (lines recorded through `sys.monitoring`):
+/// until then entries are not counted ([`count_line_entry`]), so a run without lines pays
+/// one load per call for them.
+static LINES_WATCHED: AtomicBool = AtomicBool::new(false);
+
 /// Set while a line event describes its (new) code object: see `new_code_id`. GIL-held.
 static IN_LINE_EVENT: AtomicBool = AtomicBool::new(false);
 
@@ -343,6 +348,7 @@ unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<Code
                 p.line_entries.resize(i + 1, 0);
             }
             p.line_entries[i] = LINE_ENTRIES;
+            LINES_WATCHED.store(true, Ordering::Relaxed);
             if p.last_entry.len() <= i {
                 p.last_entry.resize(i + 1, 0);
             }
@@ -420,6 +426,9 @@ pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) -
 /// vector is empty or the function's count is 0).
 #[inline(always)]
 unsafe fn count_line_entry(code: *mut PyObject, id: u32) {
+    if !LINES_WATCHED.load(Ordering::Relaxed) {
+        return;
+    }
     let step = with_proc(|p| {
         if p.lines != LineMode::Monitoring {
             return (false, false);
