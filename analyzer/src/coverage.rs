@@ -118,12 +118,18 @@ mod tests {
         })
     }
 
-    #[test]
-    fn lines_are_ran_not_run_or_unknown_over_every_process() {
-        let mut funcs = py_funcs(&["f", "g"]);
+    /// Python functions named `names`, all in `/app/m.py`.
+    fn in_m(names: &[&str]) -> Vec<Function> {
+        let mut funcs = py_funcs(names);
         for f in &mut funcs {
             f.file = Some(PathBuf::from("/app/m.py"));
         }
+        funcs
+    }
+
+    #[test]
+    fn lines_are_ran_not_run_or_unknown_over_every_process() {
+        let funcs = in_m(&["f", "g"]);
         let mut c = LineCoverage::default();
         assert!(c.is_empty());
         c.add_process(&[record(0, "/app/m.py", Some(vec![2, 3, 5])), record(1, "/app/m.py", None)], &funcs, [(0, 2), (0, 2), (7, 3)]);
@@ -143,10 +149,7 @@ mod tests {
 
     #[test]
     fn a_function_whose_line_reporting_stopped_early_has_no_lines_known_not_to_have_run() {
-        let mut funcs = py_funcs(&["f", "g"]);
-        for f in &mut funcs {
-            f.file = Some(PathBuf::from("/app/m.py"));
-        }
+        let funcs = in_m(&["f", "g"]);
         let mut c = LineCoverage::default();
         // f stopped after reporting line 2; g reported line 7 only and did not stop.
         c.add_process(
@@ -166,8 +169,7 @@ mod tests {
 
     #[test]
     fn without_code_lines_nothing_is_known_not_to_have_run() {
-        let mut funcs = py_funcs(&["f"]);
-        funcs[0].file = Some(PathBuf::from("/app/m.py"));
+        let funcs = in_m(&["f"]);
         let mut c = LineCoverage::default();
         c.add_process(&[record(0, "/app/m.py", None)], &funcs, [(0, 2)]);
         assert!(!c.knows(Path::new("/app/m.py")));
