@@ -1,0 +1,111 @@
+//! The default condensing of a prompt's sources, outside the functions closest to the question:
+//! code that did not run elided ([`super::notrun`]), long docstrings cut to their summary
+//! ([`super::docstring`]).
+
+use super::{docstring, notrun, Docstrings, Model, NotRun, SourceState};
+use crate::pathclass::Origin;
+use crate::source::CodeKind;
+use crate::symbols::Language;
+use rustc_hash::FxHashSet as HashSet;
+
+/// In the `auto` condensing (docstrings cut to their summary, code that did not run elided),
+/// this many functions closest to the question (the budget's priority order) keep their exact
+/// source, and so do the program's own. 20, not 10: at 10 the eval's `pyg-lexer` answer
+/// `find_lexer_class_for_filename` (16th) lost its docstring and a three-line loop body; at 20
+/// every answer of the eval stays exact and `rich data.csv` still fits the published size
+/// (`docs/prompts.md`).
+pub const KEPT_EXACT_TOP: usize = 20;
+// The CLI's help texts (`--docstrings`, `--not-run`) say "20".
+const _: () = assert!(KEPT_EXACT_TOP == 20);
+
+impl Model {
+    /// [`Model::shorten_docstrings`], with the prompt's note saying what was cut and how to see
+    /// it whole. Warn about [`Model::notes`] before: this note is for the prompt only.
+    pub fn apply_docstrings(&mut self, mode: Docstrings) {
+        let cut = self.shorten_docstrings(mode);
+        if let Some(n) = docstring::note(mode, cut) {
+            self.notes.push(n);
+        }
+    }
+
+    /// Cut long docstrings to their summary (see [`docstring`]): every one with
+    /// [`Docstrings::Short`]; with [`Docstrings::Auto`] those of installed packages' functions
+    /// outside the [`KEPT_EXACT_TOP`] closest to the question. Call it after
+    /// [`Model::build`]: relevance was computed on the whole code, so a docstring's words still
+    /// count. Returns how many docstrings were cut.
+    pub fn shorten_docstrings(&mut self, mode: Docstrings) -> usize {
+        self.shorten_docstrings_top(mode, KEPT_EXACT_TOP)
+    }
+
+    /// The functions that `auto` condensing (docstrings, code that did not run) leaves exact:
+    /// the `top` closest to the question and the program's own.
+    fn kept_exact(&self, top: usize) -> HashSet<String> {
+        let mut k: HashSet<String> = self.priority().into_iter().take(top).collect();
+        k.extend(self.funcs.values().filter(|f| f.origin == Origin::Program).map(|f| f.key.clone()));
+        k
+    }
+
+    /// The condensing options in their order: code that did not run (computed on the exact
+    /// code), then docstrings; each adds its note to the prompt.
+    pub fn condense(&mut self, not_run: NotRun, docstrings: Docstrings) {
+        self.apply_not_run(not_run);
+        self.apply_docstrings(docstrings);
+    }
+
+    /// [`Model::elide_not_run`], with the prompt's note saying what was elided and how to see
+    /// it. Call it before [`Model::apply_docstrings`] (the elision was computed on the exact
+    /// code).
+    pub fn apply_not_run(&mut self, mode: NotRun) {
+        let (funcs, lines) = self.elide_not_run(mode);
+        if let Some(n) = notrun::note(mode, funcs, lines) {
+            self.notes.push(n);
+        }
+    }
+
+    /// Elide the statements that did not run (see [`notrun`]): in every function with
+    /// [`NotRun::Hide`]; with [`NotRun::Auto`] in installed packages' functions outside the
+    /// [`KEPT_EXACT_TOP`] closest to the question. Returns (functions, lines) elided.
+    pub fn elide_not_run(&mut self, mode: NotRun) -> (usize, usize) {
+        let keep: HashSet<String> = match mode {
+            NotRun::Show => return (0, 0),
+            NotRun::Hide => HashSet::default(),
+            NotRun::Auto => self.kept_exact(KEPT_EXACT_TOP),
+        };
+        let (mut funcs, mut lines) = (0, 0);
+        for f in self.funcs.values_mut() {
+            let Some((code, n)) = f.not_run.take() else { continue };
+            if keep.contains(&f.key) {
+                continue;
+            }
+            if let SourceState::Code(e) = &mut f.source {
+                e.code = code;
+                // A value only the elided code read is not shown either.
+                crate::values::still_read(&e.code, &mut f.values);
+                funcs += 1;
+                lines += n;
+            }
+        }
+        (funcs, lines)
+    }
+
+    /// [`Model::shorten_docstrings`] with the `top` closest functions kept whole in `auto`.
+    pub(super) fn shorten_docstrings_top(&mut self, mode: Docstrings, top: usize) -> usize {
+        let keep: HashSet<String> = match mode {
+            Docstrings::Whole => return 0,
+            Docstrings::Short => HashSet::default(),
+            Docstrings::Auto => self.kept_exact(top),
+        };
+        let mut cut = 0;
+        for f in self.funcs.values_mut().filter(|f| !keep.contains(&f.key)) {
+            if let SourceState::Code(e) = &mut f.source {
+                if f.language == Language::Python && e.kind == CodeKind::Function {
+                    if let Some(short) = docstring::trim_docstring(&e.code) {
+                        e.code = short;
+                        cut += 1;
+                    }
+                }
+            }
+        }
+        cut
+    }
+}
