@@ -25,6 +25,7 @@ mod evalframe;
 mod fork;
 mod linetable;
 mod linetrace;
+mod linewatch;
 mod monitoring;
 mod profile;
 mod runtime;

@@ -8,6 +8,7 @@
 
 use crate::describe::{describe_code, first_resume_offset};
 use crate::linetable::LineSet;
+use crate::linewatch;
 use crate::runtime;
 use pyo3::ffi::PyObject;
 use pyo3::prelude::*;
@@ -76,31 +77,7 @@ pub struct Proc {
     pub last_entry: Vec<u64>,
 }
 
-/// Every this many entries, the current thread's frames are looked at
-/// ([`sweep_long_frames`]).
-const SWEEP_EVERY: u64 = 4096;
-/// A frame of a watched function still running this many entries after its function's last
-/// entry is a long-running one (a loop over a whole input): its
-/// unreported lines are given up and its LINE events turned off, since the line starts CPython
-/// never reports cost on every turn of such a loop (rich's `Table._render` over 1,000 rows).
-const LINE_FRAME_AGE: u64 = 20_000;
-
-/// A function's LINE events stay on for at most this many entries (calls and resumptions):
-/// after that its lines not reported yet are given up (a line event with line 0 says so, so the
-/// analyzer treats them as unknown, not as not run) and its LINE events are turned off. While
-/// a function with a line not run is watched, the line starts that CPython never reports to a
-/// tool (a jump back to the same line: one-line loops, conditional expressions) stay
-/// instrumented and cost on every execution (a one-line comprehension 200 lines below its
-/// `def`: 63x); this bounds how often. 256: on `rich data.csv` 64 gave up 83 functions' lines
-/// (the prompt 490 tokens larger), 256 gives up 13 (66 tokens), with no measurable cost.
-pub const LINE_ENTRIES: u16 = 256;
-
 static PROC: GilCell<Option<Proc>> = GilCell::new(None);
-
-/// Set once a function's LINE events are watched (lines recorded through `sys.monitoring`):
-/// until then entries are not counted ([`count_line_entry`]), so a run without lines pays
-/// one load per call for them.
-static LINES_WATCHED: AtomicBool = AtomicBool::new(false);
 
 /// Set while a line event describes its (new) code object: see `new_code_id`. GIL-held.
 static IN_LINE_EVENT: AtomicBool = AtomicBool::new(false);
@@ -281,8 +258,8 @@ pub struct CodeId {
 const RESUMABLE_BIT: u64 = 1 << 31;
 /// Set when every code line of the function has been reported through `sys.monitoring`: its
 /// next entry turns its LINE events off (and clears the bit).
-const LINES_DONE_BIT: u64 = 1 << 30;
-const ID_MASK: u64 = LINES_DONE_BIT - 1;
+pub(crate) const LINES_DONE_BIT: u64 = 1 << 30;
+pub(crate) const ID_MASK: u64 = LINES_DONE_BIT - 1;
 
 /// Id of a code object, assigning one (and writing its record) the first time.
 ///
@@ -301,7 +278,7 @@ pub unsafe fn code_id(code: *mut PyObject) -> Option<CodeId> {
 /// # Safety
 /// GIL held; `code` is a live code object.
 #[inline(always)]
-unsafe fn cached_code_id(code: *mut PyObject) -> Option<CodeId> {
+pub(crate) unsafe fn cached_code_id(code: *mut PyObject) -> Option<CodeId> {
     let v = runtime::get()?.extra(code);
     if v != 0 && (v >> 32) as u32 == GENERATION.load(Ordering::Relaxed) {
         let low = v & 0xffff_ffff;
@@ -347,8 +324,8 @@ unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<Code
             if p.line_entries.len() <= i {
                 p.line_entries.resize(i + 1, 0);
             }
-            p.line_entries[i] = LINE_ENTRIES;
-            LINES_WATCHED.store(true, Ordering::Relaxed);
+            p.line_entries[i] = linewatch::LINE_ENTRIES;
+            linewatch::LINES_WATCHED.store(true, Ordering::Relaxed);
             if p.last_entry.len() <= i {
                 p.last_entry.resize(i + 1, 0);
             }
@@ -414,133 +391,11 @@ pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) -
         None => rec.skip.set(1),
     }
     match id {
-        Some(CodeId { lines_done: true, .. }) => lines_finished(code),
-        Some(c) => count_line_entry(code, c.id),
+        Some(CodeId { lines_done: true, .. }) => linewatch::lines_finished(code),
+        Some(c) => linewatch::count_line_entry(code, c.id),
         None => {}
     }
     true
-}
-
-/// One more entry of function `id` while its LINE events are on: the last one allowed
-/// ([`LINE_ENTRIES`]) gives its unreported lines up. Nothing when lines are not watched (the
-/// vector is empty or the function's count is 0).
-#[inline(always)]
-unsafe fn count_line_entry(code: *mut PyObject, id: u32) {
-    if !LINES_WATCHED.load(Ordering::Relaxed) {
-        return;
-    }
-    let step = with_proc(|p| {
-        if p.lines != LineMode::Monitoring {
-            return (false, false);
-        }
-        p.entries += 1;
-        let last = match p.line_entries.get_mut(id as usize) {
-            Some(n) if *n > 0 => {
-                *n -= 1;
-                if let Some(e) = p.last_entry.get_mut(id as usize) {
-                    *e = p.entries;
-                }
-                *n == 0
-            }
-            _ => false,
-        };
-        (last, p.entries % SWEEP_EVERY == 0)
-    });
-    let Some((last, sweep)) = step else { return };
-    if last {
-        give_up_lines(code, id);
-    }
-    if sweep {
-        sweep_long_frames();
-    }
-}
-
-/// Give up the lines of the watched functions whose frames in the current thread have been
-/// running for [`LINE_FRAME_AGE`] entries since their function's last entry. Other threads'
-/// frames are left to their own sweeps.
-#[cold]
-#[inline(never)]
-unsafe fn sweep_long_frames() {
-    let py = Python::assume_attached();
-    let Ok(sys) = py.import("sys") else { return };
-    let Ok(mut frame) = sys.call_method1("_getframe", (0,)) else { return };
-    let mut long = Vec::new();
-    loop {
-        if let Ok(code) = frame.getattr("f_code") {
-            if let Some(c) = cached_code_id(code.as_ptr()) {
-                let old = with_proc(|p| {
-                    let watched = p.line_entries.get(c.id as usize).is_some_and(|&n| n > 0);
-                    let last = p.last_entry.get(c.id as usize).copied().unwrap_or(u64::MAX);
-                    watched && p.entries.saturating_sub(last) >= LINE_FRAME_AGE
-                });
-                if old == Some(true) {
-                    long.push((code, c.id));
-                }
-            }
-        }
-        match frame.getattr("f_back") {
-            Ok(b) if !b.is_none() => frame = b,
-            _ => break,
-        }
-    }
-    for (code, id) in long {
-        with_proc(|p| p.line_entries.get_mut(id as usize).map(|n| *n = 0));
-        give_up_lines(code.as_ptr(), id);
-    }
-}
-
-/// Function `id` was entered [`LINE_ENTRIES`] times with lines still unreported: say so in the
-/// stream (line 0: its unreported lines are unknown) and turn its LINE events off.
-#[cold]
-#[inline(never)]
-unsafe fn give_up_lines(code: *mut PyObject, id: u32) {
-    let left = with_proc(|p| p.lines_left.get_mut(id as usize).map(std::mem::take)).flatten().unwrap_or_default();
-    if left.is_empty() {
-        return; // all reported: `lines_finished` turns them off
-    }
-    if let Some(rec) = current(None) {
-        writer(rec).line(id, 0);
-    }
-    crate::monitoring::watch_lines(code, false);
-}
-
-/// Every code line of `code` has been reported: turn its LINE events off (this removes the
-/// line starts CPython never reports, which would otherwise cost on every execution).
-#[cold]
-#[inline(never)]
-unsafe fn lines_finished(code: *mut PyObject) {
-    if let Some(rt) = runtime::get() {
-        rt.set_extra(code, rt.extra(code) & !LINES_DONE_BIT);
-        // No more entries to count.
-        let v = rt.extra(code);
-        if v != 0 && (v >> 32) as u32 == GENERATION.load(Ordering::Relaxed) {
-            if let Some(id) = ((v & ID_MASK) as u32).checked_sub(1) {
-                with_proc(|p| p.line_entries.get_mut(id as usize).map(|n| *n = 0));
-            }
-        }
-    }
-    crate::monitoring::watch_lines(code, false);
-}
-
-/// A line of function `id` (code object `code`) was reported through `sys.monitoring`: once
-/// none of its code lines is left, flag the code object so that its next entry turns its
-/// LINE events off. Not from the LINE callback itself: the instruction that reported is
-/// still running.
-unsafe fn line_reported(code: *mut PyObject, id: u32, line: u32) {
-    let done = with_proc(|p| {
-        let left = p.lines_left.get_mut(id as usize)?;
-        let i = left.binary_search(&line).ok()?;
-        left.remove(i);
-        Some(left.is_empty())
-    });
-    if done.flatten() == Some(true) {
-        if let Some(rt) = runtime::get() {
-            let v = rt.extra(code);
-            if v != 0 && (v >> 32) as u32 == GENERATION.load(Ordering::Relaxed) {
-                rt.set_extra(code, v | LINES_DONE_BIT);
-            }
-        }
-    }
 }
 
 /// Record the entry into a C function (with `c_calls`); `func` null: an entry that cannot be
@@ -603,7 +458,7 @@ pub unsafe fn line(code: *mut PyObject, line: u32, dedup: bool) {
         writer(rec).line(c.id, line);
     }
     if !dedup {
-        line_reported(code, c.id, line);
+        linewatch::line_reported(code, c.id, line);
     }
 }
 

@@ -1,0 +1,158 @@
+//! The bounds on watching a function's lines through `sys.monitoring` (3.12+): a function's
+//! LINE events are turned off once all its code lines were reported, after [`LINE_ENTRIES`]
+//! entries, or when one of its frames runs long ([`LINE_FRAME_AGE`]); the last two give its
+//! unreported lines up with a line event for line 0 (`docs/python-recording.md`). Everything
+//! here runs with the GIL held, on the call path ([`count_line_entry`]) or in cold functions.
+
+use crate::runtime;
+use crate::state::{cached_code_id, current, with_proc, writer, LineMode, GENERATION, ID_MASK, LINES_DONE_BIT};
+use pyo3::ffi::PyObject;
+use pyo3::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Every this many entries, the current thread's frames are looked at
+/// ([`sweep_long_frames`]).
+const SWEEP_EVERY: u64 = 4096;
+/// A frame of a watched function still running this many entries after its function's last
+/// entry is a long-running one (a loop over a whole input): its unreported lines are given up
+/// and its LINE events turned off, since the line starts CPython never reports (a one-line
+/// loop inside that loop) cost on every turn; [`LINE_ENTRIES`] cannot see a function entered
+/// once.
+const LINE_FRAME_AGE: u64 = 20_000;
+
+/// A function's LINE events stay on for at most this many entries (calls and resumptions):
+/// after that its lines not reported yet are given up (a line event with line 0 says so, so the
+/// analyzer treats them as unknown, not as not run) and its LINE events are turned off. While
+/// a function with a line not run is watched, the line starts that CPython never reports to a
+/// tool (a jump back to the same line: one-line loops, conditional expressions) stay
+/// instrumented and cost on every execution (a one-line comprehension 200 lines below its
+/// `def`: 63x); this bounds how often. 256: on `rich data.csv` 64 gave up 83 functions' lines
+/// (the prompt 490 tokens larger), 256 gives up 13 (66 tokens), with no measurable cost.
+pub const LINE_ENTRIES: u16 = 256;
+
+/// Set once a function's LINE events are watched (lines recorded through `sys.monitoring`):
+/// until then entries are not counted ([`count_line_entry`]), so a run without lines pays
+/// one load per call for them.
+pub(crate) static LINES_WATCHED: AtomicBool = AtomicBool::new(false);
+
+/// One more entry of function `id` while its LINE events are on: the last one allowed
+/// ([`LINE_ENTRIES`]) gives its unreported lines up. Nothing when lines are not watched (the
+/// vector is empty or the function's count is 0).
+#[inline(always)]
+pub(crate) unsafe fn count_line_entry(code: *mut PyObject, id: u32) {
+    if !LINES_WATCHED.load(Ordering::Relaxed) {
+        return;
+    }
+    let step = with_proc(|p| {
+        if p.lines != LineMode::Monitoring {
+            return (false, false);
+        }
+        p.entries += 1;
+        let last = match p.line_entries.get_mut(id as usize) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                if let Some(e) = p.last_entry.get_mut(id as usize) {
+                    *e = p.entries;
+                }
+                *n == 0
+            }
+            _ => false,
+        };
+        (last, p.entries % SWEEP_EVERY == 0)
+    });
+    let Some((last, sweep)) = step else { return };
+    if last {
+        give_up_lines(code, id);
+    }
+    if sweep {
+        sweep_long_frames();
+    }
+}
+
+/// Give up the lines of the watched functions whose frames in the current thread have been
+/// running for [`LINE_FRAME_AGE`] entries since their function's last entry. Other threads'
+/// frames are left to their own sweeps.
+#[cold]
+#[inline(never)]
+unsafe fn sweep_long_frames() {
+    let py = Python::assume_attached();
+    let Ok(sys) = py.import("sys") else { return };
+    let Ok(mut frame) = sys.call_method1("_getframe", (0,)) else { return };
+    let mut long = Vec::new();
+    loop {
+        if let Ok(code) = frame.getattr("f_code") {
+            if let Some(c) = cached_code_id(code.as_ptr()) {
+                let old = with_proc(|p| {
+                    let watched = p.line_entries.get(c.id as usize).is_some_and(|&n| n > 0);
+                    let last = p.last_entry.get(c.id as usize).copied().unwrap_or(u64::MAX);
+                    watched && p.entries.saturating_sub(last) >= LINE_FRAME_AGE
+                });
+                if old == Some(true) {
+                    long.push((code, c.id));
+                }
+            }
+        }
+        match frame.getattr("f_back") {
+            Ok(b) if !b.is_none() => frame = b,
+            _ => break,
+        }
+    }
+    for (code, id) in long {
+        with_proc(|p| p.line_entries.get_mut(id as usize).map(|n| *n = 0));
+        give_up_lines(code.as_ptr(), id);
+    }
+}
+
+/// Function `id` was entered [`LINE_ENTRIES`] times with lines still unreported: say so in the
+/// stream (line 0: its unreported lines are unknown) and turn its LINE events off.
+#[cold]
+#[inline(never)]
+unsafe fn give_up_lines(code: *mut PyObject, id: u32) {
+    let left = with_proc(|p| p.lines_left.get_mut(id as usize).map(std::mem::take)).flatten().unwrap_or_default();
+    if left.is_empty() {
+        return; // all reported: `lines_finished` turns them off
+    }
+    if let Some(rec) = current(None) {
+        writer(rec).line(id, 0);
+    }
+    crate::monitoring::watch_lines(code, false);
+}
+
+/// Every code line of `code` has been reported: turn its LINE events off (this removes the
+/// line starts CPython never reports, which would otherwise cost on every execution).
+#[cold]
+#[inline(never)]
+pub(crate) unsafe fn lines_finished(code: *mut PyObject) {
+    if let Some(rt) = runtime::get() {
+        rt.set_extra(code, rt.extra(code) & !LINES_DONE_BIT);
+        // No more entries to count.
+        let v = rt.extra(code);
+        if v != 0 && (v >> 32) as u32 == GENERATION.load(Ordering::Relaxed) {
+            if let Some(id) = ((v & ID_MASK) as u32).checked_sub(1) {
+                with_proc(|p| p.line_entries.get_mut(id as usize).map(|n| *n = 0));
+            }
+        }
+    }
+    crate::monitoring::watch_lines(code, false);
+}
+
+/// A line of function `id` (code object `code`) was reported through `sys.monitoring`: once
+/// none of its code lines is left, flag the code object so that its next entry turns its
+/// LINE events off. Not from the LINE callback itself: the instruction that reported is
+/// still running.
+pub(crate) unsafe fn line_reported(code: *mut PyObject, id: u32, line: u32) {
+    let done = with_proc(|p| {
+        let left = p.lines_left.get_mut(id as usize)?;
+        let i = left.binary_search(&line).ok()?;
+        left.remove(i);
+        Some(left.is_empty())
+    });
+    if done.flatten() == Some(true) {
+        if let Some(rt) = runtime::get() {
+            let v = rt.extra(code);
+            if v != 0 && (v >> 32) as u32 == GENERATION.load(Ordering::Relaxed) {
+                rt.set_extra(code, v | LINES_DONE_BIT);
+            }
+        }
+    }
+}
