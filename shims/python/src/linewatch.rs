@@ -40,9 +40,6 @@ pub(crate) static LINES_WATCHED: AtomicBool = AtomicBool::new(false);
 /// vector is empty or the function's count is 0).
 #[inline(always)]
 pub(crate) unsafe fn count_line_entry(code: *mut PyObject, id: u32) {
-    if !LINES_WATCHED.load(Ordering::Relaxed) {
-        return;
-    }
     let step = with_proc(|p| {
         if p.lines != LineMode::Monitoring {
             return (false, false);

@@ -390,10 +390,13 @@ pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) -
         Some(c) => writer(rec).call(c.id, ts),
         None => rec.skip.set(1),
     }
-    match id {
-        Some(CodeId { lines_done: true, .. }) => linewatch::lines_finished(code),
-        Some(c) => linewatch::count_line_entry(code, c.id),
-        None => {}
+    // Line bookkeeping only once some function's lines are watched: one load otherwise.
+    if linewatch::LINES_WATCHED.load(Ordering::Relaxed) {
+        match id {
+            Some(CodeId { lines_done: true, .. }) => linewatch::lines_finished(code),
+            Some(c) => linewatch::count_line_entry(code, c.id),
+            None => {}
+        }
     }
     true
 }
