@@ -5,7 +5,7 @@
 //! here runs with the GIL held, on the call path ([`count_line_entry`]) or in cold functions.
 
 use crate::runtime;
-use crate::state::{cached_code_id, current, with_proc, writer, LineMode, GENERATION, ID_MASK, LINES_DONE_BIT};
+use crate::state::{cached_code_id, current, with_proc, writer, LineMode, GENERATION, LINES_DONE_BIT};
 use pyo3::ffi::PyObject;
 use pyo3::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -95,42 +95,40 @@ unsafe fn sweep_long_frames() {
         }
     }
     for (code, id) in long {
-        with_proc(|p| p.line_entries.get_mut(id as usize).map(|n| *n = 0));
         give_up_lines(code.as_ptr(), id);
     }
 }
 
-/// Function `id` was entered [`LINE_ENTRIES`] times with lines still unreported: say so in the
-/// stream (line 0: its unreported lines are unknown) and turn its LINE events off.
+/// Stop watching function `id`'s lines: no more entries counted, LINE events of `code` off.
+unsafe fn stop_watching(code: *mut PyObject, id: u32) {
+    with_proc(|p| p.line_entries.get_mut(id as usize).map(|n| *n = 0));
+    crate::monitoring::watch_lines(code, false);
+}
+
+/// Function `id` was entered [`LINE_ENTRIES`] times, or has a long-running frame: its lines
+/// still unreported are given up (line 0 in the stream: they are unknown, not "not run") and
+/// its LINE events turned off.
 #[cold]
 #[inline(never)]
 unsafe fn give_up_lines(code: *mut PyObject, id: u32) {
     let left = with_proc(|p| p.lines_left.get_mut(id as usize).map(std::mem::take)).flatten().unwrap_or_default();
-    if left.is_empty() {
-        return; // all reported: `lines_finished` turns them off
+    if !left.is_empty() {
+        if let Some(rec) = current(None) {
+            writer(rec).line(id, 0);
+        }
     }
-    if let Some(rec) = current(None) {
-        writer(rec).line(id, 0);
-    }
-    crate::monitoring::watch_lines(code, false);
+    stop_watching(code, id);
 }
 
 /// Every code line of `code` has been reported: turn its LINE events off (this removes the
 /// line starts CPython never reports, which would otherwise cost on every execution).
 #[cold]
 #[inline(never)]
-pub(crate) unsafe fn lines_finished(code: *mut PyObject) {
+pub(crate) unsafe fn lines_finished(code: *mut PyObject, id: u32) {
     if let Some(rt) = runtime::get() {
         rt.set_extra(code, rt.extra(code) & !LINES_DONE_BIT);
-        // No more entries to count.
-        let v = rt.extra(code);
-        if v != 0 && (v >> 32) as u32 == GENERATION.load(Ordering::Relaxed) {
-            if let Some(id) = ((v & ID_MASK) as u32).checked_sub(1) {
-                with_proc(|p| p.line_entries.get_mut(id as usize).map(|n| *n = 0));
-            }
-        }
     }
-    crate::monitoring::watch_lines(code, false);
+    stop_watching(code, id);
 }
 
 /// A line of function `id` (code object `code`) was reported through `sys.monitoring`: once

@@ -259,7 +259,7 @@ const RESUMABLE_BIT: u64 = 1 << 31;
 /// Set when every code line of the function has been reported through `sys.monitoring`: its
 /// next entry turns its LINE events off (and clears the bit).
 pub(crate) const LINES_DONE_BIT: u64 = 1 << 30;
-pub(crate) const ID_MASK: u64 = LINES_DONE_BIT - 1;
+const ID_MASK: u64 = LINES_DONE_BIT - 1;
 
 /// Id of a code object, assigning one (and writing its record) the first time.
 ///
@@ -393,7 +393,7 @@ pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) -
     // Line bookkeeping only once some function's lines are watched: one load otherwise.
     if linewatch::LINES_WATCHED.load(Ordering::Relaxed) {
         match id {
-            Some(CodeId { lines_done: true, .. }) => linewatch::lines_finished(code),
+            Some(c) if c.lines_done => linewatch::lines_finished(code, c.id),
             Some(c) => linewatch::count_line_entry(code, c.id),
             None => {}
         }
