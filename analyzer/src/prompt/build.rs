@@ -158,6 +158,7 @@ fn func_info(
             min_depth: depth,
             first_index: index,
             relevance: 0.0,
+            lexical: 0.0,
             values: Vec::new(),
             not_run: None,
         };
@@ -189,6 +190,7 @@ fn func_info(
         min_depth: depth,
         first_index: index,
         relevance: 0.0,
+        lexical: 0.0,
         values: Vec::new(),
         not_run: None,
     }

@@ -40,7 +40,7 @@ impl Model {
     /// The functions that `auto` condensing (docstrings, code that did not run) leaves exact:
     /// the `top` closest to the question and the program's own.
     fn kept_exact(&self, top: usize) -> HashSet<String> {
-        let mut k: HashSet<String> = self.priority().into_iter().take(top).collect();
+        let mut k: HashSet<String> = self.ranking().into_iter().take(top).collect();
         k.extend(self.funcs.values().filter(|f| f.origin == Origin::Program).map(|f| f.key.clone()));
         k
     }

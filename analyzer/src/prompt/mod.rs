@@ -20,6 +20,7 @@ pub mod notrun;
 mod rank;
 pub mod relevance;
 pub mod render;
+mod riders;
 #[cfg(test)]
 mod tests;
 mod treetext;
@@ -227,6 +228,9 @@ pub struct FuncInfo {
     pub first_index: usize,
     /// BM25F score of its name, file and code for the question (see [`relevance`]).
     pub relevance: f64,
+    /// Its own BM25F score for the question (in [`FuncInfo::relevance`] before the tree's
+    /// share is added).
+    pub lexical: f64,
     /// Module-level values of its file that its code reads (see [`crate::values`]).
     pub values: Vec<ModuleValue>,
     /// Its code with the statements that did not run elided, and how many lines that elides
@@ -328,7 +332,14 @@ type NativeBlocks = HashMap<String, Vec<(u32, u32, String)>>;
 impl Model {
     /// Function keys in priority order, most important first: closest to the question (the
     /// BM25F score of [`relevance`]), then closest to the root, then earliest in call order.
+    /// Small functions come right after the function that leads to them ([`riders`]).
     pub fn priority(&self) -> Vec<String> {
+        riders::with_riders(self.ranking(), &self.funcs, &self.traces)
+    }
+
+    /// Function keys by relevance alone (the order of [`Model::priority`] before small
+    /// functions join their anchors).
+    pub fn ranking(&self) -> Vec<String> {
         let v: Vec<&FuncInfo> = self.funcs.values().collect();
         let keys: Vec<(f64, u32, usize)> = v.iter().map(|f| (f.relevance, f.min_depth, f.first_index)).collect();
         relevance::rank(&keys).into_iter().map(|i| v[i].key.clone()).collect()

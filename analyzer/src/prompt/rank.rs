@@ -34,6 +34,7 @@ pub(super) fn score(funcs: &mut HashMap<String, FuncInfo>, question: &str) {
     for (k, s) in keys.iter().zip(scores) {
         if let Some(f) = funcs.get_mut(k) {
             f.relevance = if f.origin == Origin::Program { s * PROGRAM_WEIGHT } else { s };
+            f.lexical = f.relevance;
         }
     }
 }
@@ -103,6 +104,7 @@ mod tests {
             min_depth: 1,
             first_index: 0,
             relevance: 0.0,
+            lexical: 0.0,
             values: Vec::new(),
             not_run: None,
         }

@@ -752,3 +752,24 @@ fn code_that_did_not_run_is_elided_with_the_values_only_it_read() {
     assert!(p.contains("> Code that did not run: 6 lines that this run never executed"), "{p}");
     assert!(!p.contains("LIMIT = 3"), "{p}");
 }
+
+/// The budget's note names what was cut most relevant first (the walk cuts the least relevant
+/// first), at most NOTE_NAMES of each list, and counts the rest.
+#[test]
+fn the_budget_note_names_the_most_relevant_cuts_first() {
+    let fx = fixture();
+    let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
+    let r = Renderer::new(Format::Markdown, None).unwrap();
+    let f = fit(&m, Layout::DEFAULT, &r, Tokenizer::O200kBase, Some(580)).unwrap();
+    let rep = f.report.unwrap();
+    assert!(rep.dropped.len() >= 2, "{rep:?}");
+    let prio = m.priority();
+    let at = |name: &str| prio.iter().position(|k| m.funcs[k].qualname == name).unwrap();
+    let listed: Vec<String> = rep.dropped.iter().rev().map(|n| format!("`{n}`")).collect();
+    assert!(at(&rep.dropped[rep.dropped.len() - 1]) < at(&rep.dropped[0]), "the walk's order is least relevant first: {rep:?}");
+    let note = format!("shown by name only (marked `[name only]` in the tree): {}", listed.join(", "));
+    assert!(f.text.contains(&format!("{note};")) || f.text.contains(&format!("{note}.")), "{}", f.text);
+    let names: Vec<String> = (0..12).map(|i| format!("f{i}")).collect();
+    assert_eq!(super::budget::NOTE_NAMES, 10);
+    assert_eq!(super::budget::most_relevant(&names), "`f11`, `f10`, `f9`, `f8`, `f7`, `f6`, `f5`, `f4`, `f3`, `f2` and 2 more");
+}
