@@ -87,13 +87,26 @@ fn names(model: &Model, keys: &[String]) -> Vec<String> {
     keys.iter().map(|k| model.funcs.get(k).map(|f| f.qualname.clone()).unwrap_or_else(|| k.clone())).collect()
 }
 
-fn list(names: &[String]) -> String {
-    const MAX: usize = 25;
-    let mut s = names.iter().take(MAX).map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
-    if names.len() > MAX {
-        s.push_str(&format!(" and {} more", names.len() - MAX));
+/// At most this many names per list of the prompt's budget note: the most relevant of what was
+/// cut (stderr lists more). The rest of a list is counted (`and N more`); the names of the
+/// least relevant of 200 dropped functions would cost a few hundred tokens of the budget and
+/// tell the model nothing it can use.
+pub const NOTE_NAMES: usize = 10;
+
+/// `names`, at most `max` of them, then how many more.
+fn list(names: &[String], max: usize) -> String {
+    let mut s = names.iter().take(max).map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+    if names.len() > max {
+        s.push_str(&format!(" and {} more", names.len() - max));
     }
     s
+}
+
+/// [`list`] of names in the order the walk cut them (least relevant first): most relevant
+/// first, at most [`NOTE_NAMES`].
+pub(super) fn most_relevant(names: &[String]) -> String {
+    let rev: Vec<String> = names.iter().rev().cloned().collect();
+    list(&rev, NOTE_NAMES)
 }
 
 /// The plan (and its report) for a state: `steps` applied in order. `top`: the function whose
@@ -141,7 +154,7 @@ fn plan_for(model: &Model, steps: &[Step], top: Option<&String>, sources: bool, 
             parts.push(format!(
                 "the bodies of {} functions are elided (signature kept, marked `body elided`): {}",
                 sig.len(),
-                list(&report.elided)
+                most_relevant(&report.elided)
             ));
         }
         if !report.dropped.is_empty() {
@@ -149,7 +162,7 @@ fn plan_for(model: &Model, steps: &[Step], top: Option<&String>, sources: bool, 
                 "{} functions are shown by name only (marked `{}` in the tree): {}",
                 name.len(),
                 NAME_ONLY_MARK.trim(),
-                list(&report.dropped)
+                most_relevant(&report.dropped)
             ));
         }
         if let Some(d) = plan.tree_depth {
@@ -168,7 +181,7 @@ fn plan_for(model: &Model, steps: &[Step], top: Option<&String>, sources: bool, 
                 kept.sort();
                 parts.push(format!(
                     "the call tree is cut below depth {d} (marked `… N more calls below`), except the paths to {}",
-                    list(&kept)
+                    list(&kept, 25)
                 ));
             }
         }
