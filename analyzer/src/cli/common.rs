@@ -159,7 +159,7 @@ pub struct PromptArgs {
     pub dedupe: bool,
     /// Which Python docstrings longer than 3 lines are cut to their first paragraph (the cut
     /// is marked in the code): auto (the default: those of installed packages' functions
-    /// outside the 20 closest to the question), whole (none: each function's exact source),
+    /// outside the 25 closest to the question), whole (none: each function's exact source),
     /// short (all: about a sixth of a typical library's source tokens).
     #[arg(long, value_enum, value_name = "auto|whole|short", help_heading = "Prompt layout")]
     pub docstrings: Option<Docstrings>,
@@ -168,7 +168,7 @@ pub struct PromptArgs {
     pub short_docstrings: bool,
     /// Where statements that this run never executed (branches not taken, the rest of a
     /// function after an early return) are elided, each run marked `...  # N lines not run`:
-    /// auto (the default: in installed packages' functions outside the 20 closest to the
+    /// auto (the default: in installed packages' functions outside the 25 closest to the
     /// question), show (nowhere: each function's exact source), hide (everywhere). Needs a
     /// trace with line data (`trace run` records it on CPython 3.12+, and with --lines before).
     #[arg(long, value_enum, value_name = "auto|show|hide", help_heading = "Prompt layout")]

@@ -16,7 +16,7 @@ use crate::source::logical_starts;
 pub enum Docstrings {
     /// None: every function's exact source
     Whole,
-    /// Those of installed packages' functions outside the 20 closest to the question
+    /// Those of installed packages' functions outside the 25 closest to the question
     #[default]
     Auto,
     /// Every long docstring

@@ -24,7 +24,7 @@ use crate::source::{indent, logical_starts};
 /// Which functions show their code that did not run (`--not-run`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum NotRun {
-    /// Elided in installed packages' functions outside the 20 closest to the question
+    /// Elided in installed packages' functions outside the 25 closest to the question
     #[default]
     Auto,
     /// Shown everywhere: every function's exact source
