@@ -384,7 +384,29 @@ fn count(text: &str, query: &[String]) -> (Vec<u32>, usize) {
             n[i] += 1;
         }
     }
+    compounds(text, |c| {
+        if let Some(&i) = index.get(c.as_str()) {
+            n[i] += 1;
+        }
+    });
     (n, len)
+}
+
+/// Two adjacent pieces of one identifier joined, stemmed: `BlockQuoteProcessor` also says
+/// `blockquote`, `code_block` says `codeblock`, so a question's compound word meets the code's
+/// CamelCase or snake_case. Counted as matches, not as terms of their own (a field's length
+/// stays its number of pieces).
+fn compounds(text: &str, mut f: impl FnMut(String)) {
+    for ident in text.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+        let mut prev: Option<String> = None;
+        pieces(ident, |p| {
+            let word = p.len() >= 2 && p.bytes().all(|b| b.is_ascii_lowercase());
+            if let (Some(a), true) = (&prev, word) {
+                f(stem(&format!("{a}{p}")));
+            }
+            prev = word.then(|| p.to_string());
+        });
+    }
 }
 
 /// BM25F scores of `docs` for the question terms `query` (see the module documentation),
@@ -466,6 +488,25 @@ pub fn rank(keys: &[(f64, u32, usize)]) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A question's compound word meets the code's CamelCase and snake_case pieces, within
+    /// one identifier only, without lengthening the field.
+    #[test]
+    fn a_compound_word_meets_an_identifiers_pieces() {
+        let q = question_terms("How do lines become a blockquote?");
+        assert!(q.contains(&"blockquot".to_string()), "{q:?}");
+        let i = q.iter().position(|t| t == "blockquot").unwrap();
+        for (text, n) in [
+            ("BlockQuoteProcessor.test", 1),
+            ("def run(self):\n    q = block_quote(x)", 1),
+            ("block.quote", 0),
+            ("Blockquote", 1),
+            ("quote_block", 0),
+        ] {
+            assert_eq!(count(text, &q).0[i], n, "{text}");
+        }
+        assert_eq!(count("BlockQuoteProcessor", &q).1, 3, "block quote processor: three terms");
+    }
 
     #[test]
     fn stemming_meets_the_usual_forms() {
