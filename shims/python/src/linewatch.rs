@@ -5,10 +5,10 @@
 //! here runs with the GIL held, on the call path ([`count_line_entry`]) or in cold functions.
 
 use crate::runtime;
-use crate::state::{cached_code_id, current, with_proc, writer, LineMode, GENERATION, LINES_DONE_BIT};
+use crate::state::{cached_code_id, current, with_proc, writer, CodeId, GENERATION, LINES_DONE_BIT, WATCHED_BIT};
 use pyo3::ffi::PyObject;
 use pyo3::prelude::*;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Every this many entries, the current thread's frames are looked at
 /// ([`sweep_long_frames`]).
@@ -35,34 +35,50 @@ pub const LINE_ENTRIES: u16 = 256;
 /// one load per call for them.
 pub(crate) static LINES_WATCHED: AtomicBool = AtomicBool::new(false);
 
-/// One more entry of function `id` while its LINE events are on: the last one allowed
-/// ([`LINE_ENTRIES`]) gives its unreported lines up. Nothing when lines are not watched (the
-/// vector is empty or the function's count is 0).
+/// Entries (calls and resumptions) since lines were first watched: the clock of
+/// [`LINE_FRAME_AGE`] and of the sweeps. Written with the GIL held, so a load and a store
+/// (no locked read-modify-write) keep it exact.
+static ENTRIES: AtomicU64 = AtomicU64::new(0);
+
+/// The entry clock ([`ENTRIES`]).
+pub(crate) fn entries() -> u64 {
+    ENTRIES.load(Ordering::Relaxed)
+}
+
+/// An entry of a function (`id`: its id, `None` when it is not recorded) while some function's
+/// lines are watched. A function whose lines are done turns its LINE events off; a watched
+/// one is counted ([`count_line_entry`]); any other costs a bit test. Every [`SWEEP_EVERY`]
+/// entries the current thread's frames are looked at.
 #[inline(always)]
-pub(crate) unsafe fn count_line_entry(code: *mut PyObject, id: u32) {
-    let step = with_proc(|p| {
-        if p.lines != LineMode::Monitoring {
-            return (false, false);
-        }
-        p.entries += 1;
-        let last = match p.line_entries.get_mut(id as usize) {
-            Some(n) if *n > 0 => {
-                *n -= 1;
-                if let Some(e) = p.last_entry.get_mut(id as usize) {
-                    *e = p.entries;
-                }
-                *n == 0
-            }
-            _ => false,
-        };
-        (last, p.entries % SWEEP_EVERY == 0)
-    });
-    let Some((last, sweep)) = step else { return };
-    if last {
-        give_up_lines(code, id);
+pub(crate) unsafe fn entered(code: *mut PyObject, id: Option<CodeId>) {
+    let n = ENTRIES.load(Ordering::Relaxed) + 1;
+    ENTRIES.store(n, Ordering::Relaxed);
+    match id {
+        Some(c) if c.lines_done() => lines_finished(code, c.id),
+        Some(c) if c.watched() => count_line_entry(code, c.id, n),
+        _ => {}
     }
-    if sweep {
+    if n % SWEEP_EVERY == 0 {
         sweep_long_frames();
+    }
+}
+
+/// One more entry (the `n`th, [`ENTRIES`]) of function `id` while its LINE events are on: the
+/// last one allowed ([`LINE_ENTRIES`]) gives its unreported lines up.
+#[inline(never)]
+unsafe fn count_line_entry(code: *mut PyObject, id: u32, n: u64) {
+    let last = with_proc(|p| match p.line_entries.get_mut(id as usize) {
+        Some(left) if *left > 0 => {
+            *left -= 1;
+            if let Some(e) = p.last_entry.get_mut(id as usize) {
+                *e = n;
+            }
+            *left == 0
+        }
+        _ => false,
+    });
+    if last == Some(true) {
+        give_up_lines(code, id);
     }
 }
 
@@ -82,7 +98,7 @@ unsafe fn sweep_long_frames() {
                 let old = with_proc(|p| {
                     let watched = p.line_entries.get(c.id as usize).is_some_and(|&n| n > 0);
                     let last = p.last_entry.get(c.id as usize).copied().unwrap_or(u64::MAX);
-                    watched && p.entries.saturating_sub(last) >= LINE_FRAME_AGE
+                    watched && entries().saturating_sub(last) >= LINE_FRAME_AGE
                 });
                 if old == Some(true) {
                     long.push((code, c.id));
@@ -102,6 +118,12 @@ unsafe fn sweep_long_frames() {
 /// Stop watching function `id`'s lines: no more entries counted, LINE events of `code` off.
 unsafe fn stop_watching(code: *mut PyObject, id: u32) {
     with_proc(|p| p.line_entries.get_mut(id as usize).map(|n| *n = 0));
+    if let Some(rt) = runtime::get() {
+        let v = rt.extra(code);
+        if v != 0 && (v >> 32) as u32 == GENERATION.load(Ordering::Relaxed) {
+            rt.set_extra(code, v & !(LINES_DONE_BIT | WATCHED_BIT));
+        }
+    }
     crate::monitoring::watch_lines(code, false);
 }
 
@@ -125,9 +147,6 @@ unsafe fn give_up_lines(code: *mut PyObject, id: u32) {
 #[cold]
 #[inline(never)]
 pub(crate) unsafe fn lines_finished(code: *mut PyObject, id: u32) {
-    if let Some(rt) = runtime::get() {
-        rt.set_extra(code, rt.extra(code) & !LINES_DONE_BIT);
-    }
     stop_watching(code, id);
 }
 

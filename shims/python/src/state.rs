@@ -71,9 +71,8 @@ pub struct Proc {
     /// With [`LineMode::Monitoring`]: how many more entries of each function (by id) keep its
     /// LINE events on; 0 once they are off. See [`LINE_ENTRIES`].
     pub line_entries: Vec<u16>,
-    /// With [`LineMode::Monitoring`]: entries so far (a clock for [`LINE_FRAME_AGE`]), and the
-    /// value it had at each watched function's last entry, by id.
-    pub entries: u64,
+    /// With [`LineMode::Monitoring`]: the entry clock ([`linewatch::entries`]) at each watched
+    /// function's last entry, by id (for [`LINE_FRAME_AGE`]).
     pub last_entry: Vec<u64>,
 }
 
@@ -126,7 +125,6 @@ pub fn open_process(py: Python<'_>, root: &Path, c_calls: bool, lines: LineMode,
         line_sets: Vec::new(),
         lines_left: Vec::new(),
         line_entries: Vec::new(),
-        entries: 0,
         last_entry: Vec::new(),
     })
 }
@@ -244,22 +242,50 @@ pub fn warn(msg: &str) {
     let _ = writeln!(std::io::stderr(), "trace: {msg}");
 }
 
-/// What a code object's id says about it.
+/// What a code object's id says about it: the id, and the flag bits of its `co_extra` value
+/// as they are there (tested where needed, not unpacked on every entry).
 #[derive(Clone, Copy)]
 pub struct CodeId {
     pub id: u32,
-    /// Generator, coroutine or async generator: it can be resumed.
-    pub resumable: bool,
-    /// Every code line has been reported (`sys.monitoring`): turn its LINE events off.
-    pub lines_done: bool,
+    flags: u32,
 }
 
-/// Layout of our `co_extra` value: generation << 32 | resumable << 31 | lines done << 30 | (id + 1).
+impl CodeId {
+    fn new(id: u32, resumable: bool, watched: bool) -> CodeId {
+        let flags = if resumable { RESUMABLE_BIT } else { 0 } | if watched { WATCHED_BIT } else { 0 };
+        CodeId { id, flags: flags as u32 }
+    }
+
+    /// Generator, coroutine or async generator: it can be resumed.
+    #[inline(always)]
+    pub fn resumable(self) -> bool {
+        self.flags & RESUMABLE_BIT as u32 != 0
+    }
+
+    /// Every code line has been reported (`sys.monitoring`): turn its LINE events off.
+    #[inline(always)]
+    pub fn lines_done(self) -> bool {
+        self.flags & LINES_DONE_BIT as u32 != 0
+    }
+
+    /// Its LINE events are on (`sys.monitoring`): its entries are counted
+    /// ([`linewatch::LINE_ENTRIES`]).
+    #[inline(always)]
+    pub fn watched(self) -> bool {
+        self.flags & WATCHED_BIT as u32 != 0
+    }
+}
+
+/// Layout of our `co_extra` value: generation << 32 | resumable << 31 | lines done << 30 |
+/// watched << 29 | (id + 1).
 const RESUMABLE_BIT: u64 = 1 << 31;
 /// Set when every code line of the function has been reported through `sys.monitoring`: its
 /// next entry turns its LINE events off (and clears the bit).
 pub(crate) const LINES_DONE_BIT: u64 = 1 << 30;
-const ID_MASK: u64 = LINES_DONE_BIT - 1;
+/// Set while the function's LINE events are on: only then does an entry take the process
+/// lock to count it, so a function whose lines are done costs nothing more than a bit test.
+pub(crate) const WATCHED_BIT: u64 = 1 << 29;
+const ID_MASK: u64 = WATCHED_BIT - 1;
 
 /// Id of a code object, assigning one (and writing its record) the first time.
 ///
@@ -282,7 +308,7 @@ pub(crate) unsafe fn cached_code_id(code: *mut PyObject) -> Option<CodeId> {
     let v = runtime::get()?.extra(code);
     if v != 0 && (v >> 32) as u32 == GENERATION.load(Ordering::Relaxed) {
         let low = v & 0xffff_ffff;
-        return Some(CodeId { id: (low & ID_MASK) as u32 - 1, resumable: low & RESUMABLE_BIT != 0, lines_done: low & LINES_DONE_BIT != 0 });
+        return Some(CodeId { id: (low & ID_MASK) as u32 - 1, flags: (low & !ID_MASK) as u32 });
     }
     None
 }
@@ -329,7 +355,7 @@ unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<Code
             if p.last_entry.len() <= i {
                 p.last_entry.resize(i + 1, 0);
             }
-            p.last_entry[i] = p.entries;
+            p.last_entry[i] = linewatch::entries();
         }
         p.funcs.append(&FuncRecord { id, kind: desc.kind }).map_err(|e| format!("cannot write {}: {e}", p.dir.join(FUNCS_FILE).display()))
     })?;
@@ -337,7 +363,7 @@ unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<Code
         warn(&e);
         return None;
     }
-    let flag = if desc.resumable { RESUMABLE_BIT } else { 0 };
+    let flag = if desc.resumable { RESUMABLE_BIT } else { 0 } | if watch.is_some() { WATCHED_BIT } else { 0 };
     rt.set_extra(code, ((generation as u64) << 32) | flag | (id as u64 + 1));
     if watch.is_some() && !IN_LINE_EVENT.load(Ordering::Relaxed) {
         // LINE events are asked for per code object, so that they can be turned off again
@@ -345,7 +371,7 @@ unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<Code
         // seen by its own LINE event (a frame that was running across a fork) has them on.
         crate::monitoring::watch_lines(code, true);
     }
-    Some(CodeId { id, resumable: desc.resumable, lines_done: false })
+    Some(CodeId::new(id, desc.resumable, watch.is_some()))
 }
 
 /// Offset at or below which an entry into a frame of the resumable function `id` is its first.
@@ -382,7 +408,7 @@ pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) -
     };
     // `resumed` may call into CPython (but runs no Python code that could record).
     let resume = match id {
-        Some(c) if c.resumable => resumed(c),
+        Some(c) if c.resumable() => resumed(c),
         _ => false,
     };
     match id {
@@ -392,11 +418,7 @@ pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) -
     }
     // Line bookkeeping only once some function's lines are watched: one load otherwise.
     if linewatch::LINES_WATCHED.load(Ordering::Relaxed) {
-        match id {
-            Some(c) if c.lines_done => linewatch::lines_finished(code, c.id),
-            Some(c) => linewatch::count_line_entry(code, c.id),
-            None => {}
-        }
+        linewatch::entered(code, id);
     }
     true
 }
