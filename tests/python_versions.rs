@@ -482,6 +482,9 @@ fn cpython_3_14_and_3_15_record_the_same_tree_calls_and_resumes() {
     let scratch_rel = format!("tmp/slice-e2e-newer-{}", std::process::id());
     let (inside, outside) = (Path::new("/").join(&scratch_rel), nr.join(&scratch_rel));
     std::fs::create_dir_all(&outside).unwrap();
+    // The copies in the root are removed however the test ends (a failed assertion too), so
+    // the persistent root does not collect a workspace copy and traces per run.
+    let _cleanup = RemoveOnDrop(vec![outside.clone(), inside_repo.clone()]);
     let trace = bin("trace");
     let trace = trace.to_str().unwrap();
 
@@ -535,5 +538,15 @@ fn cpython_3_14_and_3_15_record_the_same_tree_calls_and_resumes() {
             assert_eq!(got, want, "3.{minor} {hook}");
         }
     }
-    std::fs::remove_dir_all(&outside).unwrap();
+}
+
+/// Directories removed when it is dropped (on success and on a panic alike).
+struct RemoveOnDrop(Vec<PathBuf>);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
 }
