@@ -324,16 +324,31 @@ fn finish_trace(out: &Path, meta: &mut TraceMeta) -> Result<stats::Summary> {
             files.insert(f.to_string_lossy().into_owned());
         }
     }
-    let doc = SourcesDoc { files: files.iter().filter_map(|f| fingerprint(Path::new(f))).collect() };
+    let mut buf = vec![0u8; 256 << 10];
+    let doc = SourcesDoc { files: files.iter().filter_map(|f| fingerprint(Path::new(f), &mut buf)).collect() };
     write_json_atomic(&out.join(SOURCES_FILE), &doc)?;
     write_json_atomic(&out.join(META_FILE), meta)?;
     stats::summarize(&trace)
 }
 
-fn fingerprint(path: &Path) -> Option<FileFingerprint> {
+/// Size, modification time and SHA-256 of a file. Hashed as it is read, in pieces of `buf`'s
+/// size (one buffer for every file of the trace): a 79 MB
+/// program read whole cost `trace run` a fresh 79 MB buffer to fault in and free (about 0.1 s
+/// of the 0.2 s it spent after recording `slice --version`).
+fn fingerprint(path: &Path, buf: &mut [u8]) -> Option<FileFingerprint> {
+    use std::io::Read;
     let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
-    let data = std::fs::read(path).ok()?;
-    let hash = Sha256::digest(&data);
+    let mut file = std::fs::File::open(path).ok()?;
+    let mut hasher = Sha256::new();
+    loop {
+        match file.read(buf) {
+            Ok(0) => break,
+            Ok(n) => hasher.update(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        }
+    }
+    let hash = hasher.finalize();
     let sha256 = hash.iter().map(|b| format!("{b:02x}")).collect();
     Some(FileFingerprint {
         path: path.to_string_lossy().into_owned(),
@@ -359,9 +374,12 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let f = d.path().join("a.py");
         std::fs::write(&f, "abc").unwrap();
-        let fp = fingerprint(&f).unwrap();
+        let mut buf = [0u8; 2];
+        let fp = fingerprint(&f, &mut buf).unwrap();
         assert_eq!(fp.size, 3);
         assert_eq!(fp.sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-        assert!(fingerprint(&d.path().join("missing.py")).is_none());
+        assert!(fingerprint(&d.path().join("missing.py"), &mut buf).is_none());
+        // Read in pieces smaller than the file, hashed the same.
+        assert_eq!(fingerprint(&f, &mut [0u8; 1]).unwrap().sha256, fp.sha256);
     }
 }

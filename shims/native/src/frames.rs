@@ -53,12 +53,15 @@ static OFFSETS: AtomicPtr<Table> = AtomicPtr::new(null_mut());
 static OFFSETS_LOCK: SpinLock = SpinLock::new();
 const NO_CFA: u32 = u32::MAX;
 
-/// Register the CFA offset of a function whose entry passes a known stack pointer (a
-/// patched entry: `CFA = sp + off`), so that it is never measured.
-pub(crate) fn set_cfa_offset(addr: u64, off: u32) {
+/// Register the CFA offset of functions whose entry passes a known stack pointer (patched
+/// entries: `CFA = sp + off`), so that it is never measured; all under one taking of the
+/// lock (patching an object sets thousands).
+pub(crate) fn set_cfa_offsets(addrs: &[u64], off: u32) {
     OFFSETS_LOCK.lock();
-    if Table::get_in(&OFFSETS, addr).is_none() {
-        Table::insert_in(&OFFSETS, addr, off + 1);
+    for &addr in addrs {
+        if Table::get_in(&OFFSETS, addr).is_none() {
+            Table::insert_in(&OFFSETS, addr, off + 1);
+        }
     }
     OFFSETS_LOCK.unlock();
 }

@@ -466,25 +466,37 @@ pub(crate) fn patch_object(base: u64, syms: &crate::filter::Symbols) -> Report {
         let mut jmp = [0xe9u8, 0, 0, 0, 0];
         jmp[1..].copy_from_slice(&(rel as i32).to_le_bytes());
         patches.push((*addr, jmp));
-        frames::set_cfa_offset(*addr, 8);
     }
+    frames::set_cfa_offsets(&patches.iter().map(|p| p.0).collect::<Vec<_>>(), 8);
     // SAFETY: the area was mapped by alloc_near with `size` bytes.
     unsafe { libc::mprotect(area as *mut libc::c_void, size, libc::PROT_READ | libc::PROT_EXEC) };
-    for (addr, jmp) in &patches {
-        let page = addr & !4095;
-        let len = (addr + JMP_LEN as u64 - page).next_multiple_of(4096) as usize;
-        // SAFETY: the pages hold the program's text; they are made writable only while the
-        // 5 bytes of the entry are replaced (no other thread runs yet), then executable again.
+    patches.sort_unstable_by_key(|p| p.0);
+    for run in page_runs(&patches) {
+        let (page, end) = (run[0].0 & !4095, (run[run.len() - 1].0 + JMP_LEN as u64).next_multiple_of(4096));
+        // SAFETY: every page of [page, end) holds the entry of a function patched here (runs
+        // join only pages that touch), so all are the object's text, readable and executable;
+        // they are made writable only while the entries are replaced (no other thread runs
+        // this object's code yet), then executable again.
         unsafe {
-            if libc::mprotect(page as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) != 0 {
+            if libc::mprotect(page as *mut libc::c_void, (end - page) as usize, libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) != 0 {
                 continue;
             }
-            std::ptr::copy_nonoverlapping(jmp.as_ptr(), *addr as *mut u8, JMP_LEN);
-            libc::mprotect(page as *mut libc::c_void, len, libc::PROT_READ | libc::PROT_EXEC);
+            for (addr, jmp) in run {
+                std::ptr::copy_nonoverlapping(jmp.as_ptr(), *addr as *mut u8, JMP_LEN);
+            }
+            libc::mprotect(page as *mut libc::c_void, (end - page) as usize, libc::PROT_READ | libc::PROT_EXEC);
         }
-        report.patched += 1;
+        report.patched += run.len();
     }
     report
+}
+
+/// `patches` (sorted by address) cut into runs whose entries' pages touch: a run's pages all
+/// hold a patched entry, so one `mprotect` each way covers it (one pair per run instead of per
+/// function: 14,463 functions of the `slice` binary took 28,926 calls).
+fn page_runs(patches: &[(u64, [u8; JMP_LEN])]) -> impl Iterator<Item = &[(u64, [u8; JMP_LEN])]> {
+    let last_page = |p: &(u64, [u8; JMP_LEN])| (p.0 + JMP_LEN as u64 - 1) & !4095;
+    patches.chunk_by(move |a, b| b.0 & !4095 <= last_page(a) + 4096)
 }
 
 /// Map `size` bytes, readable and writable, within ±2 GiB of every address in `[lo, hi]`.
@@ -512,6 +524,20 @@ fn alloc_near(lo: u64, hi: u64, size: usize) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Entries whose pages touch share one `mprotect` pair; a page with no entry between two
+    /// entries splits them (it could be another segment's).
+    #[test]
+    fn entries_on_touching_pages_are_written_in_one_run() {
+        let p = |a: u64| (a, [0u8; JMP_LEN]);
+        // 0x1ffe's jump ends on page 0x2000, which 0x2100 shares; 0x3000 touches 0x2000;
+        // 0x5000 is two pages on.
+        let patches = [p(0x1000), p(0x1ffe), p(0x2100), p(0x3000), p(0x5000), p(0x5010)];
+        let runs: Vec<Vec<u64>> = page_runs(&patches).map(|r| r.iter().map(|x| x.0).collect()).collect();
+        assert_eq!(runs, vec![vec![0x1000, 0x1ffe, 0x2100, 0x3000], vec![0x5000, 0x5010]]);
+        let far = [p(0x1000), p(0x3000)];
+        assert_eq!(page_runs(&far).count(), 2, "page 0x2000 holds no entry");
+    }
 
     #[test]
     fn prologues_are_moved_or_refused_for_a_reason() {
