@@ -46,7 +46,9 @@ fn scene_threads_function_pointers_plugin_and_recursion() {
     // Function pointers: shape_area dispatches to both implementations.
     assert_eq!(p.callees("shape_area"), ["circle_area", "rect_area"]);
     assert_eq!(p.callees("shape_perimeter"), ["circle_perimeter", "rect_perimeter"]);
-    assert_eq!(p.callees("run_plugin"), ["plugin_score"]);
+    // The plugin's constructor, called inside dlopen.
+    assert_eq!(p.callees("run_plugin"), ["plugin_init", "plugin_score"]);
+    assert_eq!(p.callees("plugin_init"), ["plugin_register"]);
     assert_eq!(p.callees("plugin_score"), ["weight"]);
     // Recursion: scene_total_area calls itself.
     assert_eq!(p.callees("scene_total_area"), ["scene_total_area", "shape_area"]);

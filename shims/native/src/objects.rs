@@ -3,14 +3,18 @@
 //! - **At start-up** (the shim's constructor, before the program's own constructors and
 //!   before any thread of the program exists): every object `dl_iterate_phdr` lists — the
 //!   program and the libraries loaded with it.
+//! - **Inside `dlopen`, before the constructors**: from the loader's debugger hook
+//!   ([`crate::loaderhook`]), once the new objects are mapped and before they are relocated
+//!   and their constructors run ([`patch_from_loader`]); so a plugin's constructors are
+//!   recorded, and no thread they start can run code being patched.
 //! - **After `dlopen`**: the shim exports `dlopen` (LD_PRELOAD puts it first), calls the real
-//!   one and then patches the objects that were not there before, before `dlopen` returns to
-//!   its caller, so before any other thread can have a pointer into them. The objects'
-//!   constructors ran inside the real `dlopen` and are not recorded. (uftrace's libmcount
-//!   does the same; rtld-audit's `la_objopen` would come before the constructors, but needs
-//!   `LD_AUDIT` and a second library living in its own link-map namespace with its own copy
-//!   of the shim's state — not worth it for constructors.) `dlclose` is wrapped too, so that
-//!   an object loaded again at the same address is patched again.
+//!   one and then patches the objects that were not there before (when the loader's hook is
+//!   not one the shim knows, or the object has text relocations), before `dlopen` returns to
+//!   its caller, so before any other thread can have a pointer into them. (uftrace's libmcount
+//!   does only this; rtld-audit's `la_objopen` would come before the constructors too, but
+//!   needs `LD_AUDIT` and a second library living in its own link-map namespace with its own
+//!   copy of the shim's state.) `dlclose` is wrapped too, so that an object loaded again at
+//!   the same address is patched again.
 //!
 //! glibc's `dlopen` searches a bare name (`libfoo.so`) with the *caller's* `DT_RUNPATH`; our
 //! wrapper is the caller the real `dlopen` sees, so when that fails the wrapper searches the
@@ -119,9 +123,14 @@ pub(crate) fn patch_at_start() {
     patch::init();
     MODE.store(mode, Ordering::Release);
     patch_new(false);
+    let hooked = crate::loaderhook::install();
     if std::env::var_os("SLICE_TRACE_PATCH_VERBOSE").is_some() {
         let mut l = Locked::take();
-        let mut msg = String::new();
+        let mut msg = if hooked {
+            String::from("slicetrace-native: dlopened objects are patched before their constructors run\n")
+        } else {
+            String::from("slicetrace-native: the loader's debugger hook is not one the shim knows: dlopened objects are patched when dlopen returns (their constructors are not recorded)\n")
+        };
         for o in &l.seen().reports {
             match &o.skipped {
                 Some(why) => msg.push_str(&format!("slicetrace-native: {}: not patched ({why})\n", o.path)),
@@ -144,28 +153,72 @@ pub(crate) fn patch_at_start() {
     }
 }
 
-/// The loaded objects: (load address of the first page, name as the loader gives it, "" for
-/// the program).
-fn loaded_objects() -> Vec<(u64, String)> {
+/// A loaded object: load address of its first page, name as the loader gives it ("" for the
+/// program), and whether relocating it writes into its code (`DT_TEXTREL`).
+struct Loaded {
+    base: u64,
+    name: String,
+    textrel: bool,
+}
+
+/// The loaded objects.
+fn loaded_objects() -> Vec<Loaded> {
     extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: libc::size_t, data: *mut libc::c_void) -> libc::c_int {
         // SAFETY: the loader passes a valid dl_phdr_info for the duration of the call, its
-        // program headers and name included; `data` is the Vec that loaded_objects passed.
+        // program headers and name included (and the object's mapped dynamic section);
+        // `data` is the Vec that loaded_objects passed.
         unsafe {
-            let out = &mut *(data as *mut Vec<(u64, String)>);
+            let out = &mut *(data as *mut Vec<Loaded>);
             let info = &*info;
             let name = if info.dlpi_name.is_null() { String::new() } else { CStr::from_ptr(info.dlpi_name).to_string_lossy().into_owned() };
             let phdrs =
                 if info.dlpi_phdr.is_null() { &[][..] } else { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
+            let textrel = phdrs
+                .iter()
+                .find(|p| p.p_type == libc::PT_DYNAMIC)
+                .is_some_and(|p| textrel(info.dlpi_addr.wrapping_add(p.p_vaddr) as *const ElfDyn));
             if let Some(first) = phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD).map(|p| p.p_vaddr).min() {
-                out.push((info.dlpi_addr.wrapping_add(first & !0xfff), name));
+                out.push(Loaded { base: info.dlpi_addr.wrapping_add(first & !0xfff), name, textrel });
             }
         }
         0
     }
-    let mut out: Vec<(u64, String)> = Vec::new();
+    let mut out: Vec<Loaded> = Vec::new();
     // SAFETY: the callback only reads the loader's data and pushes to `out`.
-    unsafe { libc::dl_iterate_phdr(Some(visit), &mut out as *mut Vec<(u64, String)> as *mut libc::c_void) };
+    unsafe { libc::dl_iterate_phdr(Some(visit), &mut out as *mut Vec<Loaded> as *mut libc::c_void) };
     out
+}
+
+/// `Elf64_Dyn` (<elf.h>; not in the libc crate): a tag and its value or address.
+#[repr(C)]
+struct ElfDyn {
+    d_tag: i64,
+    d_un: u64,
+}
+
+const _: () = assert!(std::mem::size_of::<ElfDyn>() == 16);
+
+/// Whether the dynamic section at `dynamic` (mapped, `DT_NULL`-terminated) asks for text
+/// relocations: `DT_TEXTREL`, or `DF_TEXTREL` in `DT_FLAGS`.
+///
+/// # Safety
+/// `dynamic` points to a mapped dynamic section.
+unsafe fn textrel(mut dynamic: *const ElfDyn) -> bool {
+    const DT_TEXTREL: i64 = 22;
+    const DT_FLAGS: i64 = 30;
+    const DF_TEXTREL: u64 = 4;
+    // A bound on a damaged section.
+    for _ in 0..4096 {
+        let d = &*dynamic;
+        match d.d_tag {
+            0 => return false,
+            DT_TEXTREL => return true,
+            DT_FLAGS if d.d_un & DF_TEXTREL != 0 => return true,
+            _ => {}
+        }
+        dynamic = dynamic.add(1);
+    }
+    false
 }
 
 /// The shim's own load address (never patched).
@@ -204,8 +257,28 @@ pub(crate) fn system_library(path: &str) -> Option<&'static str> {
     SYSTEM_DIRS.iter().any(|d| path.starts_with(d)).then_some("a system library")
 }
 
+/// From the loader's debugger hook ([`crate::loaderhook`]), inside `dlopen` or `dlclose`:
+/// forget the objects no longer loaded, then patch the new ones before they are relocated
+/// and before their constructors run (those with text relocations are left to [`slt_dlopen`]:
+/// relocating them could write over a patched entry).
+pub(crate) fn patch_from_loader() {
+    if MODE.load(Ordering::Acquire) == OFF {
+        return;
+    }
+    let _errno = crate::guards::ErrnoGuard::save();
+    let now: Vec<(u64, String)> = loaded_objects().into_iter().map(|o| (o.base, o.name)).collect();
+    Locked::take().seen().loaded.retain(|o| now.contains(o));
+    patch_objects(true, true);
+}
+
 /// Patch the objects not seen yet. `dlopened`: after a `dlopen`.
 fn patch_new(dlopened: bool) {
+    patch_objects(dlopened, false);
+}
+
+/// [`patch_new`]; `early`: from the loader's hook, before relocation (objects with text
+/// relocations are left for later, not marked seen).
+fn patch_objects(dlopened: bool, early: bool) {
     let mode = MODE.load(Ordering::Acquire);
     if mode == OFF {
         return;
@@ -216,8 +289,8 @@ fn patch_new(dlopened: bool) {
     let own = own_base();
     let mut l = Locked::take();
     let seen = l.seen();
-    for (i, (base, name)) in objects.into_iter().enumerate() {
-        if seen.loaded.iter().any(|(b, n)| *b == base && *n == name) {
+    for (i, Loaded { base, name, textrel }) in objects.into_iter().enumerate() {
+        if seen.loaded.iter().any(|(b, n)| *b == base && *n == name) || (early && textrel) {
             continue;
         }
         seen.loaded.push((base, name.clone()));
@@ -367,8 +440,13 @@ std::arch::global_asm!(
 
 /// `dlopen(filename, flags)`, called from `caller`: the real one, then patching.
 unsafe extern "C" fn slt_dlopen(filename: *const libc::c_char, flags: libc::c_int, caller: u64) -> *mut libc::c_void {
-    let _guard = patch::Guard::set();
-    let f = real(&REAL_DLOPEN, c"dlopen");
+    // No guard around the real dlopen: the constructors it runs are the program's calls
+    // (recorded when the loader hook patched their object first). The shim's own work here
+    // (finding the real function, the search, the patching) runs guarded.
+    let f = {
+        let _guard = patch::Guard::set();
+        real(&REAL_DLOPEN, c"dlopen")
+    };
     if f.is_null() {
         return std::ptr::null_mut();
     }
@@ -376,7 +454,11 @@ unsafe extern "C" fn slt_dlopen(filename: *const libc::c_char, flags: libc::c_in
     let real_dlopen: DlopenFn = std::mem::transmute::<*mut libc::c_void, DlopenFn>(f);
     let mut h = real_dlopen(filename, flags);
     if h.is_null() && !filename.is_null() && !CStr::from_ptr(filename).to_bytes().contains(&b'/') {
-        if let Some(path) = search_as(caller, CStr::from_ptr(filename), real_dlopen) {
+        let found = {
+            let _guard = patch::Guard::set();
+            search_as(caller, CStr::from_ptr(filename), real_dlopen)
+        };
+        if let Some(path) = found {
             h = real_dlopen(path.as_ptr(), flags);
         }
         if h.is_null() {
@@ -470,7 +552,7 @@ pub unsafe extern "C" fn dlclose(handle: *mut libc::c_void) -> libc::c_int {
     let r = std::mem::transmute::<*mut libc::c_void, DlcloseFn>(f)(handle);
     if MODE.load(Ordering::Acquire) != OFF {
         let _errno = crate::guards::ErrnoGuard::save();
-        let now = loaded_objects();
+        let now: Vec<(u64, String)> = loaded_objects().into_iter().map(|o| (o.base, o.name)).collect();
         let mut l = Locked::take();
         l.seen().loaded.retain(|o| now.contains(o));
     }

@@ -500,7 +500,7 @@ fn page_runs(patches: &[(u64, [u8; JMP_LEN])]) -> impl Iterator<Item = &[(u64, [
 }
 
 /// Map `size` bytes, readable and writable, within ±2 GiB of every address in `[lo, hi]`.
-fn alloc_near(lo: u64, hi: u64, size: usize) -> Option<u64> {
+pub(crate) fn alloc_near(lo: u64, hi: u64, size: usize) -> Option<u64> {
     const RANGE: u64 = (1 << 31) - (1 << 24);
     let fits = |a: u64| a.abs_diff(lo) < RANGE && (a + size as u64).abs_diff(hi) < RANGE;
     let mut hint = (hi + (1 << 20)) & !0xffff;
