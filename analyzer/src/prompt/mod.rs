@@ -289,6 +289,22 @@ pub struct ModelThread {
     pub shapes: std::sync::OnceLock<Vec<u64>>,
 }
 
+impl ModelNode {
+    /// A node called once, not recursive, without time or nodes below (tests and synthetic
+    /// trees).
+    pub fn new(id: NodeId, depth: u32, key: &str) -> ModelNode {
+        ModelNode { id, parent: 0, depth, key: key.into(), count: 1, resumes: 0, time_ns: 0, recursive: false, descendants: 0 }
+    }
+}
+
+impl ModelTrace {
+    /// A trace of one unnamed main thread holding `nodes` (pre-order), with pid and tid 0.
+    pub fn one_thread(dir: String, command: String, cwd: String, nodes: Vec<ModelNode>) -> ModelTrace {
+        let thread = ModelThread { label: String::new(), pid: 0, tid: 0, name: None, is_main: true, nodes, shapes: Default::default() };
+        ModelTrace { dir, command, cwd, threads: vec![thread], notes: Vec::new(), files_executed: Vec::new() }
+    }
+}
+
 impl ModelThread {
     /// What each node called, as a hash ([`treetext::calls_shapes`]).
     pub fn calls_shapes(&self) -> &[u64] {

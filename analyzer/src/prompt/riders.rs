@@ -106,7 +106,7 @@ pub(super) fn with_riders(ranking: Vec<String>, funcs: &HashMap<String, FuncInfo
 
 #[cfg(test)]
 mod tests {
-    use super::super::{ModelNode, ModelThread};
+    use super::super::ModelNode;
     use super::*;
     use crate::pathclass::Origin;
     use crate::source::{CodeKind, Extract};
@@ -138,37 +138,8 @@ mod tests {
 
     /// One thread whose pre-order nodes are (depth, key).
     fn trace(nodes: &[(u32, &str)]) -> ModelTrace {
-        let nodes = nodes
-            .iter()
-            .enumerate()
-            .map(|(i, &(depth, key))| ModelNode {
-                id: i as u32,
-                parent: 0,
-                depth,
-                key: key.into(),
-                count: 1,
-                resumes: 0,
-                time_ns: 0,
-                recursive: false,
-                descendants: 0,
-            })
-            .collect();
-        ModelTrace {
-            dir: String::new(),
-            command: String::new(),
-            cwd: String::new(),
-            threads: vec![ModelThread {
-                label: String::new(),
-                pid: 1,
-                tid: 1,
-                name: None,
-                is_main: true,
-                nodes,
-                shapes: Default::default(),
-            }],
-            notes: Vec::new(),
-            files_executed: Vec::new(),
-        }
+        let nodes = nodes.iter().enumerate().map(|(i, &(depth, key))| ModelNode::new(i as u32, depth, key)).collect();
+        ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)
     }
 
     fn order(ranking: &[&str], funcs: &[FuncInfo], t: &ModelTrace) -> Vec<String> {

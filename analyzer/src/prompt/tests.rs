@@ -487,17 +487,7 @@ fn the_estimate_path_is_exact_and_close_to_the_bisection() {
 #[test]
 fn nodes_that_made_the_same_calls_have_the_same_calls_shape() {
     // root0 -> a -> (x -> z, y) ; b -> (x -> z, y) ; c -> (x, y) ; d -> (x -> z, y ↻)
-    let node = |id: u32, depth: u32, key: &str, recursive: bool| ModelNode {
-        id,
-        parent: 0,
-        depth,
-        key: key.into(),
-        count: 1,
-        resumes: 0,
-        time_ns: 0,
-        recursive,
-        descendants: 0,
-    };
+    let node = |id: u32, depth: u32, key: &str, recursive: bool| ModelNode { recursive, ..ModelNode::new(id, depth, key) };
     let mut nodes = Vec::new();
     for (i, (head, z, rec)) in [("a", true, false), ("b", true, false), ("c", false, false), ("d", true, true)].into_iter().enumerate() {
         let base = i as u32 * 10;

@@ -14,7 +14,7 @@
 use super::{func_of, location, merge};
 use crate::analysis::{display_path, PreparedTrace};
 use crate::calltree::{CallTree, NodeId, ROOT};
-use crate::prompt::{fence_for, DocSource, Layout, Model, ModelNode, ModelThread, ModelTrace, Order, Plan};
+use crate::prompt::{fence_for, DocSource, Layout, Model, ModelNode, ModelTrace, Order, Plan};
 use crate::symbols::Function;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -289,22 +289,12 @@ pub fn prompt(question: Option<&str>, d: &Diff, traces: &mut [PreparedTrace]) ->
         .collect();
     let restricted = Model {
         question: model.question.clone(),
-        traces: vec![ModelTrace {
-            dir: format!("{dir_a} vs {dir_b}"),
-            command: format!("{cmd_a} vs {cmd_b}"),
-            cwd: traces[0].meta.cwd.clone(),
-            threads: vec![ModelThread {
-                label: String::new(),
-                pid: 0,
-                tid: 0,
-                name: None,
-                is_main: true,
-                nodes,
-                shapes: Default::default(),
-            }],
-            notes: Vec::new(),
-            files_executed: Vec::new(),
-        }],
+        traces: vec![ModelTrace::one_thread(
+            format!("{dir_a} vs {dir_b}"),
+            format!("{cmd_a} vs {cmd_b}"),
+            traces[0].meta.cwd.clone(),
+            nodes,
+        )],
         funcs: model.funcs.clone(),
         notes: model.notes.clone(),
     };
