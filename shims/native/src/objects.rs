@@ -262,13 +262,14 @@ pub(crate) fn system_library(path: &str) -> Option<&'static str> {
 /// and before their constructors run (those with text relocations are left to [`slt_dlopen`]:
 /// relocating them could write over a patched entry).
 pub(crate) fn patch_from_loader() {
-    if MODE.load(Ordering::Acquire) == OFF {
-        return;
-    }
-    let _errno = crate::guards::ErrnoGuard::save();
-    let now: Vec<(u64, String)> = loaded_objects().into_iter().map(|o| (o.base, o.name)).collect();
-    Locked::take().seen().loaded.retain(|o| now.contains(o));
     patch_objects(true, true);
+}
+
+/// Forget the objects seen that are no longer among `objects` (unloaded by `dlclose`, or by
+/// a `dlopen` that failed after mapping them), so that one loaded later at the same address
+/// is patched.
+fn forget_unloaded(seen: &mut Seen, objects: &[Loaded]) {
+    seen.loaded.retain(|(b, n)| objects.iter().any(|o| o.base == *b && o.name == *n));
 }
 
 /// Patch the objects not seen yet. `dlopened`: after a `dlopen`.
@@ -276,8 +277,8 @@ fn patch_new(dlopened: bool) {
     patch_objects(dlopened, false);
 }
 
-/// [`patch_new`]; `early`: from the loader's hook, before relocation (objects with text
-/// relocations are left for later, not marked seen).
+/// [`patch_new`]; `early`: from the loader's hook, before relocation (unloaded objects are
+/// forgotten first; objects with text relocations are left for later, not marked seen).
 fn patch_objects(dlopened: bool, early: bool) {
     let mode = MODE.load(Ordering::Acquire);
     if mode == OFF {
@@ -289,6 +290,9 @@ fn patch_objects(dlopened: bool, early: bool) {
     let own = own_base();
     let mut l = Locked::take();
     let seen = l.seen();
+    if early {
+        forget_unloaded(seen, &objects);
+    }
     for (i, Loaded { base, name, textrel }) in objects.into_iter().enumerate() {
         if seen.loaded.iter().any(|(b, n)| *b == base && *n == name) || (early && textrel) {
             continue;
@@ -552,9 +556,8 @@ pub unsafe extern "C" fn dlclose(handle: *mut libc::c_void) -> libc::c_int {
     let r = std::mem::transmute::<*mut libc::c_void, DlcloseFn>(f)(handle);
     if MODE.load(Ordering::Acquire) != OFF {
         let _errno = crate::guards::ErrnoGuard::save();
-        let now: Vec<(u64, String)> = loaded_objects().into_iter().map(|o| (o.base, o.name)).collect();
-        let mut l = Locked::take();
-        l.seen().loaded.retain(|o| now.contains(o));
+        let now = loaded_objects();
+        forget_unloaded(Locked::take().seen(), &now);
     }
     r
 }
