@@ -5,7 +5,9 @@
 //!    `$XDG_CACHE_HOME/slice-trace/<sha256>/` (or `~/.cache/...`). The directories are made
 //!    0700 and must belong to the user, each file is written to a temporary name and renamed
 //!    (atomic: a concurrent `trace` sees the whole file or none), and a file found there is
-//!    used only if it is byte for byte the embedded one (rewritten otherwise). A directory
+//!    used only if it is byte for byte the embedded one (rewritten otherwise; compared in
+//!    full once, then trusted while its inode, size and change time stay those noted beside
+//!    it). A directory
 //!    shared between users (such as a fixed path under /tmp) would let another user put code
 //!    into every recorded process: that is why it is per user. Older versions' directories
 //!    are removed, keeping the newest few and any used in the last day.
@@ -89,13 +91,17 @@ fn private_dir(dir: &Path) -> Result<(), String> {
 /// The cached copy of an embedded shim under `base/<hash>/name`, written if missing or not
 /// identical to `bytes`.
 fn materialize(base: &Path, name: &str, bytes: &[u8], hash: &str) -> Result<PathBuf, String> {
+    materialize_settled(base, name, bytes, hash, SETTLED)
+}
+
+/// [`materialize`], with how long ago a file must have changed for its comparison to be noted.
+fn materialize_settled(base: &Path, name: &str, bytes: &[u8], hash: &str, settled: std::time::Duration) -> Result<PathBuf, String> {
     private_dir(base)?;
     let dir = base.join(hash);
     let fresh = !dir.exists();
     private_dir(&dir)?;
     let path = dir.join(name);
-    // Compared in full: as cheap as hashing, and exact.
-    if std::fs::read(&path).is_ok_and(|found| found == bytes) {
+    if verified(&dir, name, &path, bytes, settled) {
         // Marked as in use, so that another version's `trace` does not prune it meanwhile.
         if let Ok(d) = std::fs::File::open(&dir) {
             let _ = d.set_modified(std::time::SystemTime::now());
@@ -110,6 +116,67 @@ fn materialize(base: &Path, name: &str, bytes: &[u8], hash: &str) -> Result<Path
         prune(base, hash);
     }
     Ok(path)
+}
+
+/// Whether the file at `path` holds exactly `bytes`. Compared in full once; then its
+/// metadata (device, inode, size, modification and change times) is noted in
+/// `dir/.<name>.verified`, and a later run that finds the same metadata skips the comparison
+/// (4.8 MB read and compared on every `trace run` was about 4 ms of its start-up). Any write
+/// to the file, or a file put in its place, changes its change time (`ctime`, which no
+/// user-space call sets back) or its inode. A file changed within the same clock tick as its
+/// comparison would keep the noted times, so a file changed less than [`SETTLED`] ago is
+/// compared every time and never noted (git's "racy clean" rule).
+fn verified(dir: &Path, name: &str, path: &Path, bytes: &[u8], settled: std::time::Duration) -> bool {
+    let Ok(md) = std::fs::symlink_metadata(path) else { return false };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if !md.file_type().is_file() || md.uid() != unsafe { libc::geteuid() } || md.len() != bytes.len() as u64 {
+        return false;
+    }
+    let key = stat_key(&md);
+    let note = dir.join(format!(".{name}.verified"));
+    if std::fs::read_to_string(&note).is_ok_and(|n| n == key) {
+        return true;
+    }
+    if !same_bytes(path, bytes) {
+        return false;
+    }
+    let changed = std::time::UNIX_EPOCH + std::time::Duration::new(md.ctime().max(0) as u64, md.ctime_nsec().clamp(0, 999_999_999) as u32);
+    if std::time::SystemTime::now().duration_since(changed).is_ok_and(|age| age >= settled) {
+        // Replaced whole; a failure only means comparing again next time.
+        let tmp = dir.join(format!(".{name}.verified.tmp-{}", std::process::id()));
+        if std::fs::write(&tmp, &key).is_ok() && std::fs::rename(&tmp, &note).is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+    true
+}
+
+/// How long ago a file must have last changed for its comparison to be noted ([`verified`]).
+const SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
+
+fn stat_key(md: &std::fs::Metadata) -> String {
+    format!("{} {} {} {}.{:09} {}.{:09}", md.dev(), md.ino(), md.len(), md.mtime(), md.mtime_nsec(), md.ctime(), md.ctime_nsec())
+}
+
+/// Whether the file at `path` holds exactly `bytes`, read in pieces (no copy of the whole).
+fn same_bytes(path: &Path, bytes: &[u8]) -> bool {
+    use std::io::Read as _;
+    let Ok(mut f) = std::fs::File::open(path) else { return false };
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut at = 0usize;
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return at == bytes.len(),
+            Ok(n) => {
+                if bytes.get(at..at + n) != Some(&buf[..n]) {
+                    return false;
+                }
+                at += n;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
 }
 
 /// A version's directory used (by any `trace` run) within this long is never pruned: builds
@@ -205,6 +272,39 @@ mod tests {
         // No temporary file is left behind.
         let names: Vec<_> = std::fs::read_dir(base.join(&hash)).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, ["libx.so"]);
+    }
+
+    #[test]
+    fn a_copy_compared_once_is_trusted_until_it_changes() {
+        let d = tempfile::tempdir().unwrap();
+        let base = d.path().join("slice-trace");
+        let hash = "ef".repeat(32);
+        let zero = std::time::Duration::ZERO;
+        let p = materialize(&base, "libx.so", b"\x7fELF one", &hash).unwrap();
+        let note = base.join(&hash).join(".libx.so.verified");
+        // Just written: too recent to be noted, under the default rule.
+        materialize(&base, "libx.so", b"\x7fELF one", &hash).unwrap();
+        assert!(!note.exists());
+        // Settled: compared, then noted.
+        materialize_settled(&base, "libx.so", b"\x7fELF one", &hash, zero).unwrap();
+        let key = std::fs::read_to_string(&note).unwrap();
+        assert_eq!(key, stat_key(&std::fs::metadata(&p).unwrap()));
+        // A note that does not match the file means nothing: the bytes are compared.
+        std::fs::write(&note, stat_key(&std::fs::metadata(d.path()).unwrap())).unwrap();
+        assert!(!verified(&base.join(&hash), "libx.so", &p, b"\x7fELF two", zero));
+        // Changed in place (same length, same inode, a later change time): rewritten.
+        materialize_settled(&base, "libx.so", b"\x7fELF one", &hash, zero).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(&p, b"\x7fELF two").unwrap();
+        materialize_settled(&base, "libx.so", b"\x7fELF one", &hash, zero).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"\x7fELF one");
+        // Replaced by another file of the same length: rewritten.
+        materialize_settled(&base, "libx.so", b"\x7fELF one", &hash, zero).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        std::fs::write(&p, b"\x7fELF two").unwrap();
+        materialize_settled(&base, "libx.so", b"\x7fELF one", &hash, zero).unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"\x7fELF one");
     }
 
     #[test]
