@@ -47,13 +47,15 @@
 /* The id cache: SLT_CACHE_SETS sets of two entries (two-way set-associative). Direct-mapped
  * with 512 entries, a program that calls 512 functions in no particular order (a dispatch
  * table: examples/c/fptrs.c) missed on 28% of its entries (hash collisions), each a trip
- * through Rust; two ways of 512 sets miss on about 2%, of 1024 sets on 0.6%. A hit in the
+ * through Rust; two ways of 512 sets miss on about 2%, of 1024 sets on 0.6%, of 2048 sets
+ * on none but each function's first call (callgrind, `fptrs 100000 3`: 513 slow entries of
+ * 400,000; 2 ms less on `fptrs 1000000 3`, docs/performance.md). A hit in the
  * first way costs what the direct-mapped cache cost; the second way is looked at only when
- * the first misses. The cache (32 KiB) is on the heap, allocated with the thread's state
+ * the first misses. The cache (64 KiB) is on the heap, allocated with the thread's state
  * (thread.rs), not in this TLS block: glibc carves the static TLS out of every thread's stack,
  * and refuses a thread whose requested stack cannot hold it (with a 16 KiB cache in the
  * block, pthread_create with a PTHREAD_STACK_MIN stack failed with EINVAL). */
-#define SLT_CACHE_BITS 10u
+#define SLT_CACHE_BITS 11u
 #define SLT_CACHE_SETS (1u << SLT_CACHE_BITS)
 #define SLT_CACHE_SIZE (2u * SLT_CACHE_SETS)
 /* Frame repair in the fast path (dead_exact, below). */

@@ -11,7 +11,7 @@ use trace_format::writer::RawCursor;
 pub(crate) const STACK_CAP: usize = 1024;
 /// Entries of a thread's two-way set-associative address -> id cache (`SLT_CACHE_SIZE` in
 /// hot.c).
-pub(crate) const CACHE_SIZE: usize = 2048;
+pub(crate) const CACHE_SIZE: usize = 4096;
 
 /// Modes of a thread (`SLT_*` in hot.c).
 pub(crate) const M_UNINIT: u32 = 0;
