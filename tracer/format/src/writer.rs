@@ -20,6 +20,10 @@ use std::path::{Path, PathBuf};
 /// Default window: how much of a stream file is mapped at a time.
 pub const DEFAULT_WINDOW: usize = 4 << 20;
 
+/// Bytes of a stream's first window written before the rest of it is warmed
+/// ([`StreamWriter::warm`]).
+pub const WARM_AFTER: usize = 256 << 10;
+
 /// `CLOCK_MONOTONIC` in nanoseconds: the timestamps of events. Read from the CPU's
 /// time-stamp counter where the kernel uses it too (see [`crate::clock`]), else through the vDSO.
 #[inline(always)]
@@ -74,6 +78,11 @@ pub struct StreamWriter {
     incomplete: bool,
     /// [`FORK_GENERATION`] when the stream was created.
     generation: u32,
+    /// Events may be written up to here in the current window (at most `window`): the first
+    /// window stops at [`WARM_AFTER`] until the rest of it is warmed ([`StreamWriter::warm`]).
+    until: usize,
+    /// Bytes written as zeros by [`StreamWriter::warm`] (for the tests).
+    warmed: u64,
     /// A cursor lent by [`StreamWriter::cursor`] points into the current window. A new
     /// window ends that: a stale cursor's address may fall inside the new mapping (the same
     /// address is often reused), and taking it back would jump over unwritten bytes.
@@ -124,6 +133,8 @@ impl StreamWriter {
             name_offset: 0,
             incomplete: false,
             generation: fork_generation(),
+            until: 0,
+            warmed: 0,
             lent: false,
         };
         let h = encode_header(flags, pid, tid, start_ns, window as u32);
@@ -176,7 +187,53 @@ impl StreamWriter {
         }
         self.window_index = index;
         self.pos = 0;
+        // A thread that fills a window records a lot: the next one is warmed at once. The
+        // first is warmed only once WARM_AFTER bytes of it are written (most threads write
+        // far less, and a warmed window is page cache the thread may never use).
+        if index == 0 && self.window > WARM_AFTER {
+            self.until = WARM_AFTER;
+        } else {
+            self.warm(0);
+        }
         Ok(())
+    }
+
+    /// Put the pages of the current window from `from` (rounded up to a page) to its end in
+    /// the page cache, as zeros, with `pwritev` from a static buffer of zeros, and let
+    /// events be written up to the window's end.
+    ///
+    /// Why: a page the events reach first through the mapping costs a page fault that
+    /// allocates it, reads it (zeros from the unwritten extent) and makes it writable: 4.6 µs
+    /// per 4 KiB page on the reference machine, about 2 ns per event at 2 bytes per event.
+    /// Written first by `pwritev`, the same pages cost 0.6 µs each and the faults that follow
+    /// almost nothing (1.2 µs per page in all). The bytes are zeros, which is what the file
+    /// holds there already and what a reader takes for the end of a stream; only pages past
+    /// the position are written, so no event is overwritten. The space is still reserved by
+    /// `posix_fallocate` first: this only warms the pages, and a failure (no memory, an
+    /// interrupted call) only leaves the rest to page faults.
+    #[cold]
+    fn warm(&mut self, from: usize) {
+        self.until = self.window;
+        const PIECE: usize = 64 << 10;
+        static ZEROS: [u8; PIECE] = [0; PIECE];
+        let mut at = from.next_multiple_of(4096).min(self.window);
+        let end = self.window;
+        let iov: [libc::iovec; 64] = [libc::iovec { iov_base: ZEROS.as_ptr() as *mut libc::c_void, iov_len: PIECE }; 64];
+        while at < end {
+            let n = (end - at).div_ceil(PIECE).min(iov.len());
+            let mut vecs = iov;
+            let last = (end - at) - (n - 1) * PIECE;
+            vecs[n - 1].iov_len = last.min(PIECE);
+            let off = self.window_index * self.window as u64 + at as u64;
+            // SAFETY: pwritev from a static buffer into our own descriptor, inside the window
+            // (reserved by posix_fallocate), at or past the position.
+            let w = unsafe { libc::pwritev(self.fd, vecs.as_ptr(), n as libc::c_int, off as libc::off_t) };
+            if w <= 0 {
+                return;
+            }
+            at += w as usize;
+            self.warmed += w as u64;
+        }
     }
 
     /// Recording stopped for lack of space: set [`FLAG_INCOMPLETE`] in the header now (the
@@ -242,10 +299,23 @@ impl StreamWriter {
         if self.generation != FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed) {
             return false; // inherited across a fork: the parent's, not ours to write
         }
-        if self.pos + len > self.window {
-            return self.advance();
+        if self.pos + len > self.until {
+            return self.reach(len);
         }
         !self.base.is_null()
+    }
+
+    /// `room` past `until`: warm the rest of the first window, or move to the next.
+    #[cold]
+    #[inline(never)]
+    fn reach(&mut self, len: usize) -> bool {
+        if self.until < self.window && !self.base.is_null() {
+            self.warm(self.pos);
+            if self.pos + len <= self.window {
+                return true;
+            }
+        }
+        self.advance()
     }
 
     /// Delta of `ts` to the previous event: 0 for a time before it (a core whose counter is
@@ -315,7 +385,7 @@ impl StreamWriter {
             return None;
         }
         // SAFETY: pos and window - MAX_EVENT_LEN are inside the mapped window.
-        let (pos, limit) = unsafe { (self.base.add(self.pos), self.base.add(self.window - MAX_EVENT_LEN + 1)) };
+        let (pos, limit) = unsafe { (self.base.add(self.pos), self.base.add(self.until - MAX_EVENT_LEN + 1)) };
         self.lent = true;
         Some(RawCursor { pos, limit, last_ts: self.last_ts, calls: self.calls, returns: self.returns })
     }
@@ -666,6 +736,47 @@ mod tests {
         let evs: Vec<_> = s.events().unwrap().collect::<Result<_, _>>().unwrap();
         assert_eq!(evs.len() as u64, written);
         assert!(written > 100_000, "{written}");
+    }
+
+    #[test]
+    fn the_first_window_is_warmed_after_warm_after_bytes_and_the_next_ones_at_once() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("t1-0.ev");
+        let window = 1 << 20;
+        let mut w = StreamWriter::create(&path, 1, 1, 1, 0, window).unwrap();
+        // The lent cursor stops at WARM_AFTER: an outside encoder comes back to the writer there.
+        let c = w.cursor().unwrap();
+        assert_eq!(c.limit as usize - c.pos as usize, WARM_AFTER - MAX_EVENT_LEN + 1 - w.len() as usize);
+        assert_eq!(w.warmed, 0);
+        let mut n = 0u64;
+        while (w.len() as usize) < WARM_AFTER + 100 {
+            w.call((n % 300) as u32, n * 40 + 1);
+            w.ret(n * 40 + 20);
+            n += 1;
+        }
+        // Past it: the rest of the window was written as zeros, from the page boundary after
+        // the events (the position was within an event's length below WARM_AFTER, a page
+        // boundary), and the cursor reaches its end.
+        assert_eq!(w.warmed as usize, window - WARM_AFTER);
+        let c = w.cursor().unwrap();
+        assert_eq!(c.limit as usize - c.pos as usize, window - MAX_EVENT_LEN + 1 - w.len() as usize);
+        // SAFETY: the cursor just lent, unmoved.
+        unsafe { w.set_cursor(&c) };
+        // The second window is warmed as soon as it is mapped.
+        while (w.len() as usize) < window + 100 {
+            w.call((n % 300) as u32, n * 40 + 1);
+            w.ret(n * 40 + 20);
+            n += 1;
+        }
+        assert_eq!(w.warmed as usize, window - WARM_AFTER + window);
+        w.finish();
+        // Every event reads back, and the zeros past the last one are cut off.
+        let s = crate::reader::ThreadStream::open(&path).unwrap();
+        assert_eq!(s.size, std::fs::metadata(&path).unwrap().len());
+        assert!(s.size < window as u64 + 200, "{}", s.size);
+        let evs: Vec<_> = s.events().unwrap().collect::<Result<_, _>>().unwrap();
+        assert_eq!(evs.len() as u64, 2 * n);
+        assert_eq!(evs.last(), Some(&crate::event::Event::Return { ts: (n - 1) * 40 + 20 }));
     }
 
     #[test]
