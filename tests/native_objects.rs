@@ -12,8 +12,12 @@ use slice_trace_e2e::{cmd, run, run_ok, scratch, texts};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+/// `cc -g -o OUT SRCS ARGS`: the libraries in `args` after the sources that need them (a
+/// linker that drops libraries not needed so far, `--as-needed`, would otherwise leave
+/// `libplugin.so` without its `DT_NEEDED` on `libshapes.so`: loaded into a namespace of its
+/// own, it would then not find `shape_perimeter`).
 fn cc(out: &Path, args: &[&str], srcs: &[&str]) {
-    let o = run(std::process::Command::new("cc").args(["-g"]).args(args).arg("-o").arg(out).args(srcs.iter().map(|s| example(s))));
+    let o = run(std::process::Command::new("cc").args(["-g", "-o"]).arg(out).args(srcs.iter().map(|s| example(s))).args(args));
     assert!(o.status.success(), "cc failed: {:?}", texts(&o));
 }
 
@@ -112,6 +116,35 @@ fn libraries_linked_at_start_and_dlopened_plugins_are_patched() {
         assert!(prompt.contains("static double weight(const struct shape *s)"), "{opt}: {prompt}");
         assert!(prompt.contains("double shape_perimeter(const struct shape *s)"), "{opt}: {prompt}");
     }
+}
+
+/// A plugin that `dlmopen` loads into a link-map namespace of its own (with its own copies of
+/// `libshapes.so` and libc, which `dl_iterate_phdr` does not list from the shim's namespace)
+/// is patched before its constructor runs, as a `dlopen`ed one is; so is its own copy of
+/// `libshapes.so`, whose functions it calls.
+#[test]
+fn a_plugin_dlmopened_into_a_namespace_of_its_own_is_patched() {
+    let s = scratch();
+    let exe = build_scene(&s.path().join("b"), "-O2");
+    let args = ["c1,r2x3", "--threads", "1", "--plugin-ns", "libplugin.so"];
+    let t = s.path().join("ns.d");
+    let out = run(cmd("trace").arg("run").arg("-o").arg(&t).arg("--").arg(&exe).args(args).current_dir(exe.parent().unwrap()));
+    let plain = run(std::process::Command::new(&exe).args(args).current_dir(exe.parent().unwrap()));
+    assert!(out.status.success(), "{:?}", texts(&out));
+    assert_eq!(texts(&out).0, texts(&plain).0);
+    assert!(texts(&out).0.contains("plugin score: 1.628"), "{:?}", texts(&out));
+    let p = &load(&t)[0];
+    assert_eq!(p.callees("run_plugin"), ["plugin_init", "plugin_score"], "{:?}", p.sequence(0));
+    assert_eq!(p.callees("plugin_init"), ["plugin_register"], "{:?}", p.sequence(0));
+    assert_eq!(p.callees("plugin_score"), ["weight"], "{:?}", p.sequence(0));
+    assert!(p.callees("weight").contains(&"shape_perimeter".to_string()), "{:?}", p.callees("weight"));
+    // Two copies of libshapes: the program's and the plugin namespace's, at other addresses.
+    let objects: Vec<String> = p.funcs.iter().filter(|f| f.qualname == "shape_perimeter").filter_map(|f| f.object.clone()).collect();
+    assert_eq!(objects.len(), 2, "{objects:?}");
+    assert!(objects.iter().all(|o| o.ends_with("/libshapes.so")), "{objects:?}");
+    let info = run_ok(cmd("trace").arg("info").arg(&t));
+    assert!(info.lines().any(|l| l.trim_start().contains("/libplugin.so (dlopen):")), "{info}");
+    assert_eq!(info.lines().filter(|l| l.contains("/libshapes.so")).count(), 2, "{info}");
 }
 
 /// `SLICE_TRACE_PATCH=all` patches the C runtime too: printf is recorded under scene_print,

@@ -1,8 +1,10 @@
 /* main.c - the "scene" example: parse shapes, print them, sum their areas recursively and
- * in worker threads, and optionally run a dlopen()ed plugin.
+ * in worker threads, and optionally run a dlopen()ed plugin (--plugin-ns: loaded with
+ * dlmopen() into a link-map namespace of its own, with its own copy of libshapes and libc).
  *
- *   scene [SPEC] [--threads N] [--plugin PATH]
+ *   scene [SPEC] [--threads N] [--plugin PATH | --plugin-ns PATH]
  */
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -43,9 +45,9 @@ static double parallel_area(const struct scene *sc, int nthreads)
     return total;
 }
 
-static int run_plugin(const char *path, const struct scene *sc)
+static int run_plugin(const char *path, const struct scene *sc, int own_namespace)
 {
-    void *h = dlopen(path, RTLD_NOW);
+    void *h = own_namespace ? dlmopen(LM_ID_NEWLM, path, RTLD_NOW) : dlopen(path, RTLD_NOW);
     if (!h) {
         fprintf(stderr, "cannot load plugin: %s\n", dlerror());
         return -1;
@@ -64,12 +66,17 @@ int main(int argc, char **argv)
 {
     const char *spec = "c1,r2x3,s4,c0.5,r1x1";
     const char *plugin = NULL;
+    int own_namespace = 0;
     int nthreads = 2;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
             nthreads = atoi(argv[++i]);
         else if (strcmp(argv[i], "--plugin") == 0 && i + 1 < argc)
             plugin = argv[++i];
+        else if (strcmp(argv[i], "--plugin-ns") == 0 && i + 1 < argc) {
+            plugin = argv[++i];
+            own_namespace = 1;
+        }
         else
             spec = argv[i];
     }
@@ -81,7 +88,7 @@ int main(int argc, char **argv)
     scene_print(&sc);
     printf("total area: %.3f\n", scene_total_area(&sc, 0, sc.count));
     printf("parallel area (%d threads): %.3f\n", nthreads, parallel_area(&sc, nthreads));
-    if (plugin && run_plugin(plugin, &sc) != 0)
+    if (plugin && run_plugin(plugin, &sc, own_namespace) != 0)
         return 3;
     return 0;
 }

@@ -41,6 +41,8 @@ mod hooks;
 mod hot;
 mod lifecycle;
 #[cfg(target_arch = "x86_64")]
+mod loaded;
+#[cfg(target_arch = "x86_64")]
 mod loaderhook;
 #[cfg(target_arch = "x86_64")]
 mod objects;

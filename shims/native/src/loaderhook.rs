@@ -14,23 +14,8 @@
 //! are that instruction and padding (`nop`s or `int3`s), so that no other function's bytes
 //! are touched. The jump goes to a trampoline within ±2 GiB that jumps on to the handler.
 
+use crate::loaded::{RDebug, RT_CONSISTENT};
 use std::sync::atomic::{AtomicU64, Ordering};
-
-/// glibc's `struct r_debug` (<link.h>).
-#[repr(C)]
-struct RDebug {
-    r_version: i32,
-    r_map: *mut libc::c_void,
-    r_brk: u64,
-    r_state: i32,
-    r_ldbase: u64,
-}
-
-const _: () = assert!(std::mem::size_of::<RDebug>() == 40 && std::mem::offset_of!(RDebug, r_state) == 24);
-
-/// `RT_CONSISTENT`: the objects in the list are mapped (and, after a `dlclose`, the
-/// unloaded ones are gone).
-const RT_CONSISTENT: i32 = 0;
 
 /// Address of `_r_debug`, once the hook is in place (0 before).
 static R_DEBUG: AtomicU64 = AtomicU64::new(0);
@@ -84,8 +69,7 @@ fn replaceable(code: &[u8], brk: u64) -> bool {
 /// Put the jump in place. Called by the shim's constructor (no other thread exists yet) when
 /// it patches; false when the loader's hook is not one it knows (then nothing is written).
 pub(crate) fn install() -> bool {
-    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only reads the loader's tables.
-    let r = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_r_debug".as_ptr()) } as *const RDebug;
+    let r = crate::loaded::r_debug();
     if r.is_null() {
         return false;
     }

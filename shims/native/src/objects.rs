@@ -1,7 +1,7 @@
 //! Which objects entry patching patches, and when (x86-64; patch.rs patches one object).
 //!
 //! - **At start-up** (the shim's constructor, before the program's own constructors and
-//!   before any thread of the program exists): every object `dl_iterate_phdr` lists — the
+//!   before any thread of the program exists): every loaded object ([`crate::loaded`]) — the
 //!   program and the libraries loaded with it.
 //! - **Inside `dlopen`, before the constructors**: from the loader's debugger hook
 //!   ([`crate::loaderhook`]), once the new objects are mapped and before they are relocated
@@ -13,8 +13,10 @@
 //!   its caller, so before any other thread can have a pointer into them. (uftrace's libmcount
 //!   does only this; rtld-audit's `la_objopen` would come before the constructors too, but
 //!   needs `LD_AUDIT` and a second library living in its own link-map namespace with its own
-//!   copy of the shim's state.) `dlclose` is wrapped too, so that an object loaded again at
-//!   the same address is patched again.
+//!   copy of the shim's state.) `dlmopen` is wrapped the same way; the objects it loads into
+//!   another link-map namespace are listed from the loader's namespace list
+//!   ([`crate::loaded`]). `dlclose` is wrapped too, so that an object loaded again at the same
+//!   address is patched again.
 //!
 //! glibc's `dlopen` searches a bare name (`libfoo.so`) with the *caller's* `DT_RUNPATH`; our
 //! wrapper is the caller the real `dlopen` sees, so when that fails the wrapper searches the
@@ -29,6 +31,7 @@
 //! whose OBJECT matches a library's file name patches that library.
 
 use crate::guards::SpinLock;
+use crate::loaded::{loaded_objects, Loaded};
 use crate::{filter, patch};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
@@ -153,74 +156,6 @@ pub(crate) fn patch_at_start() {
     }
 }
 
-/// A loaded object: load address of its first page, name as the loader gives it ("" for the
-/// program), and whether relocating it writes into its code (`DT_TEXTREL`).
-struct Loaded {
-    base: u64,
-    name: String,
-    textrel: bool,
-}
-
-/// The loaded objects.
-fn loaded_objects() -> Vec<Loaded> {
-    extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: libc::size_t, data: *mut libc::c_void) -> libc::c_int {
-        // SAFETY: the loader passes a valid dl_phdr_info for the duration of the call, its
-        // program headers and name included (and the object's mapped dynamic section);
-        // `data` is the Vec that loaded_objects passed.
-        unsafe {
-            let out = &mut *(data as *mut Vec<Loaded>);
-            let info = &*info;
-            let name = if info.dlpi_name.is_null() { String::new() } else { CStr::from_ptr(info.dlpi_name).to_string_lossy().into_owned() };
-            let phdrs =
-                if info.dlpi_phdr.is_null() { &[][..] } else { std::slice::from_raw_parts(info.dlpi_phdr, info.dlpi_phnum as usize) };
-            let textrel = phdrs
-                .iter()
-                .find(|p| p.p_type == libc::PT_DYNAMIC)
-                .is_some_and(|p| textrel(info.dlpi_addr.wrapping_add(p.p_vaddr) as *const ElfDyn));
-            if let Some(first) = phdrs.iter().filter(|p| p.p_type == libc::PT_LOAD).map(|p| p.p_vaddr).min() {
-                out.push(Loaded { base: info.dlpi_addr.wrapping_add(first & !0xfff), name, textrel });
-            }
-        }
-        0
-    }
-    let mut out: Vec<Loaded> = Vec::new();
-    // SAFETY: the callback only reads the loader's data and pushes to `out`.
-    unsafe { libc::dl_iterate_phdr(Some(visit), &mut out as *mut Vec<Loaded> as *mut libc::c_void) };
-    out
-}
-
-/// `Elf64_Dyn` (<elf.h>; not in the libc crate): a tag and its value or address.
-#[repr(C)]
-struct ElfDyn {
-    d_tag: i64,
-    d_un: u64,
-}
-
-const _: () = assert!(std::mem::size_of::<ElfDyn>() == 16);
-
-/// Whether the dynamic section at `dynamic` (mapped, `DT_NULL`-terminated) asks for text
-/// relocations: `DT_TEXTREL`, or `DF_TEXTREL` in `DT_FLAGS`.
-///
-/// # Safety
-/// `dynamic` points to a mapped dynamic section.
-unsafe fn textrel(mut dynamic: *const ElfDyn) -> bool {
-    const DT_TEXTREL: i64 = 22;
-    const DT_FLAGS: i64 = 30;
-    const DF_TEXTREL: u64 = 4;
-    // A bound on a damaged section.
-    for _ in 0..4096 {
-        let d = &*dynamic;
-        match d.d_tag {
-            0 => return false,
-            DT_TEXTREL => return true,
-            DT_FLAGS if d.d_un & DF_TEXTREL != 0 => return true,
-            _ => {}
-        }
-        dynamic = dynamic.add(1);
-    }
-    false
-}
-
 /// The shim's own load address (never patched).
 fn own_base() -> u64 {
     // SAFETY: dladdr fills the Dl_info we own.
@@ -267,7 +202,8 @@ pub(crate) fn patch_from_loader() {
 
 /// Forget the objects seen that are no longer among `objects` (unloaded by `dlclose`, or by
 /// a `dlopen` that failed after mapping them), so that one loaded later at the same address
-/// is patched.
+/// is patched. Only with a complete listing: an object of a namespace the loader is changing
+/// is not listed, and forgetting it would patch its entries a second time.
 fn forget_unloaded(seen: &mut Seen, objects: &[Loaded]) {
     seen.loaded.retain(|(b, n)| objects.iter().any(|o| o.base == *b && o.name == *n));
 }
@@ -286,14 +222,14 @@ fn patch_objects(dlopened: bool, early: bool) {
     }
     let _errno = crate::guards::ErrnoGuard::save();
     let _guard = patch::Guard::set();
-    let objects = loaded_objects();
+    let listing = loaded_objects();
     let own = own_base();
     let mut l = Locked::take();
     let seen = l.seen();
-    if early {
-        forget_unloaded(seen, &objects);
+    if early && listing.complete {
+        forget_unloaded(seen, &listing.objects);
     }
-    for (i, Loaded { base, name, textrel }) in objects.into_iter().enumerate() {
+    for (i, Loaded { base, name, textrel }) in listing.objects.into_iter().enumerate() {
         if seen.loaded.iter().any(|(b, n)| *b == base && *n == name) || (early && textrel) {
             continue;
         }
@@ -444,9 +380,6 @@ std::arch::global_asm!(
 
 /// `dlopen(filename, flags)`, called from `caller`: the real one, then patching.
 unsafe extern "C" fn slt_dlopen(filename: *const libc::c_char, flags: libc::c_int, caller: u64) -> *mut libc::c_void {
-    // No guard around the real dlopen: the constructors it runs are the program's calls
-    // (recorded when the loader hook patched their object first). The shim's own work here
-    // (finding the real function, the search, the patching) runs guarded.
     let f = {
         let _guard = patch::Guard::set();
         real(&REAL_DLOPEN, c"dlopen")
@@ -456,18 +389,64 @@ unsafe extern "C" fn slt_dlopen(filename: *const libc::c_char, flags: libc::c_in
     }
     // SAFETY: the real dlopen, found by dlsym.
     let real_dlopen: DlopenFn = std::mem::transmute::<*mut libc::c_void, DlopenFn>(f);
-    let mut h = real_dlopen(filename, flags);
+    open_as(filename, caller, |name| real_dlopen(name, flags))
+}
+
+// `dlmopen` likewise (its caller's return address is its fourth argument).
+std::arch::global_asm!(
+    ".pushsection .text.slt_dlmopen_entry,\"ax\",@progbits",
+    ".globl dlmopen",
+    ".type dlmopen,@function",
+    "dlmopen:",
+    "mov rcx, qword ptr [rsp]",
+    "jmp {wrapper}",
+    ".size dlmopen, . - dlmopen",
+    ".popsection",
+    wrapper = sym slt_dlmopen,
+);
+
+type DlmopenFn = unsafe extern "C" fn(libc::c_long, *const libc::c_char, libc::c_int) -> *mut libc::c_void;
+static REAL_DLMOPEN: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
+
+/// `dlmopen(lmid, filename, flags)`, called from `caller`: the real one, then patching (the
+/// new objects are found in their namespace by [`crate::loaded`]).
+unsafe extern "C" fn slt_dlmopen(lmid: libc::c_long, filename: *const libc::c_char, flags: libc::c_int, caller: u64) -> *mut libc::c_void {
+    let f = {
+        let _guard = patch::Guard::set();
+        real(&REAL_DLMOPEN, c"dlmopen")
+    };
+    if f.is_null() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: the real dlmopen, found by dlsym.
+    let real_dlmopen: DlmopenFn = std::mem::transmute::<*mut libc::c_void, DlmopenFn>(f);
+    open_as(filename, caller, |name| real_dlmopen(lmid, name, flags))
+}
+
+/// Open `filename` with `open` (the real `dlopen` or `dlmopen`) as `caller` would: a bare
+/// name that `open` does not find (it searched with the shim's paths) is looked for in the
+/// caller's search path, then the new objects are patched.
+///
+/// No guard around `open`: the constructors it runs are the program's calls (recorded when
+/// the loader hook patched their object first). The shim's own work here (the search, the
+/// patching) runs guarded.
+unsafe fn open_as(
+    filename: *const libc::c_char,
+    caller: u64,
+    open: impl Fn(*const libc::c_char) -> *mut libc::c_void,
+) -> *mut libc::c_void {
+    let mut h = open(filename);
     if h.is_null() && !filename.is_null() && !CStr::from_ptr(filename).to_bytes().contains(&b'/') {
         let found = {
             let _guard = patch::Guard::set();
-            search_as(caller, CStr::from_ptr(filename), real_dlopen)
+            search_as(caller, CStr::from_ptr(filename))
         };
         if let Some(path) = found {
-            h = real_dlopen(path.as_ptr(), flags);
+            h = open(path.as_ptr());
         }
         if h.is_null() {
             // The real error message, for dlerror().
-            h = real_dlopen(filename, flags);
+            h = open(filename);
         }
     }
     if !h.is_null() {
@@ -496,8 +475,14 @@ const RTLD_DI_SERINFOSIZE: libc::c_int = 5;
 
 /// The file a bare `name` names in the search path of the object holding `caller` (its
 /// `DT_RUNPATH`/`DT_RPATH`, `LD_LIBRARY_PATH`, the system's directories), if there is one.
-unsafe fn search_as(caller: u64, name: &CStr, real_dlopen: DlopenFn) -> Option<std::ffi::CString> {
+unsafe fn search_as(caller: u64, name: &CStr) -> Option<std::ffi::CString> {
     let _errno = crate::guards::ErrnoGuard::save();
+    let f = real(&REAL_DLOPEN, c"dlopen");
+    if f.is_null() {
+        return None;
+    }
+    // SAFETY: the real dlopen, found by dlsym.
+    let real_dlopen: DlopenFn = std::mem::transmute::<*mut libc::c_void, DlopenFn>(f);
     let mut info: libc::Dl_info = std::mem::zeroed();
     if libc::dladdr(caller as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
         return None;
@@ -557,7 +542,9 @@ pub unsafe extern "C" fn dlclose(handle: *mut libc::c_void) -> libc::c_int {
     if MODE.load(Ordering::Acquire) != OFF {
         let _errno = crate::guards::ErrnoGuard::save();
         let now = loaded_objects();
-        forget_unloaded(Locked::take().seen(), &now);
+        if now.complete {
+            forget_unloaded(Locked::take().seen(), &now.objects);
+        }
     }
     r
 }
