@@ -306,12 +306,12 @@ fn slice_from_trace_prints_the_native_tree_and_exact_sources() {
         );
     }
     for (f, at) in [
-        ("main", "main.c:63-"),
+        ("main", "main.c:65-"),
         ("parse_shape", "scene.c:14-"),
         ("shape_circle", "shapes.c:31-"),
         ("shape_area", "shapes.c:49-"),
         ("circle_area", "shapes.c:6-"),
-        ("worker", "main.c:19-"),
+        ("worker", "main.c:21-"),
         ("plugin_score", "plugin.c:9-"),
     ] {
         assert!(prompt.lines().any(|l| l.starts_with(&format!("#### `{f}` (")) && l.contains(at)), "{f} at {at} not in\n{prompt}");
