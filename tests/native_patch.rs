@@ -70,6 +70,13 @@ fn uninstrumented_c_at_o0_and_o2_records_the_true_tree() {
         }
         let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How is fib computed?"));
         assert!(prompt.lines().any(|l| l == "  fib ×2"), "{opt}: {prompt}");
+        // No return is recorded: the views that show time say their times are estimated.
+        let tree = run_ok(cmd("slice").arg("tree").arg(&t));
+        let estimated = "(times estimated: entry patching records no returns";
+        assert!(tree.lines().nth(1).is_some_and(|l| l.starts_with("── ") && l.contains(estimated)), "{opt}: {tree}");
+        let svg = s.path().join(format!("f{opt}.svg"));
+        run_ok(cmd("slice").arg("flamegraph").arg(&t).arg("-o").arg(&svg));
+        assert!(std::fs::read_to_string(&svg).is_ok_and(|x| x.contains(estimated)), "{opt}: flamegraph subtitle");
 
         // Long enough (> 10 ms) for the shim's clock to switch to the TSC mid-run: the
         // program's result is unchanged. (At -O2 main keeps its loop counter in r11 across

@@ -324,6 +324,11 @@ fn slice_from_trace_prints_the_native_tree_and_exact_sources() {
     let weight = std::fs::read_to_string(c_src("plugin.c")).unwrap();
     let weight: String = weight.lines().skip(3).take(4).map(|l| format!("{l}\n")).collect();
     assert!(prompt.contains(&weight), "{weight} not in {prompt}");
+    // The hooks record every return: the times are measured, and the tree does not call them
+    // estimated (an entry-patched build's does: tests/native_patch.rs).
+    let tree = slice_trace_e2e::run_ok(slice_trace_e2e::cmd("slice").arg("tree").arg(&t));
+    assert!(tree.lines().filter(|l| l.starts_with("── ")).count() >= 3, "{tree}");
+    assert!(!tree.contains("estimated"), "{tree}");
 }
 
 /// A signal handler that calls instrumented functions, arriving thousands of times in the

@@ -50,6 +50,8 @@ pub struct PreparedThread {
     pub entry: HashSet<u32>,
     /// Function indices of collapsed framework plumbing (tree lines without source).
     pub plumbing: HashSet<u32>,
+    /// Its times are estimated (entry patching: [`crate::fold::ProcessTrees::times_estimated`]).
+    pub times_estimated: bool,
 }
 
 impl PreparedThread {
@@ -242,6 +244,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                 tree,
                 entry,
                 plumbing: collapsed.funcs,
+                times_estimated: p.times_estimated,
             };
             if nproc > 1 {
                 pt.label = pt.full_label();

@@ -243,6 +243,9 @@ pub struct ProcessTrees {
     pub meta: ProcMeta,
     pub funcs: Arc<Vec<Function>>,
     pub threads: Vec<ThreadTree>,
+    /// Its times are estimated, not measured: entry patching records no returns
+    /// ([`trace_format::reader::Process::times_estimated`]).
+    pub times_estimated: bool,
 }
 
 /// A trace directory read into trees.
@@ -292,7 +295,7 @@ pub fn load_trace(dir: &Path) -> Result<LoadedTrace, LoadError> {
             threads.push(t);
         }
         coverage.add_process(&p.funcs, &funcs, lines);
-        processes.push(ProcessTrees { meta: p.meta.clone(), funcs, threads });
+        processes.push(ProcessTrees { meta: p.meta.clone(), funcs, threads, times_estimated: p.times_estimated() });
     }
     Ok(LoadedTrace { dir: dir.to_path_buf(), meta: td.meta, processes, warnings, coverage })
 }

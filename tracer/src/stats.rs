@@ -81,7 +81,7 @@ pub fn summarize(trace: &TraceDir) -> Result<Summary> {
             functions: p.funcs.iter().flatten().count(),
             events: threads.iter().map(|t| t.events).sum(),
             threads,
-            patch: read_patch_report(&p.dir, &mut damaged),
+            patch: read_patch_report(p, &mut damaged),
         });
     }
     Ok(Summary {
@@ -94,24 +94,12 @@ pub fn summarize(trace: &TraceDir) -> Result<Summary> {
     })
 }
 
-/// `patch.json` of a process directory (untrusted: a file too large or not the expected JSON
-/// is reported as damaged and ignored).
-fn read_patch_report(dir: &std::path::Path, damaged: &mut Vec<String>) -> Option<trace_format::meta::PatchReport> {
-    const MAX: u64 = 64 << 20;
-    let path = dir.join(trace_format::meta::PATCH_FILE);
-    let meta = std::fs::metadata(&path).ok()?;
-    if meta.len() > MAX {
-        damaged.push(format!("{}: larger than {MAX} bytes, ignored", path.display()));
-        return None;
-    }
-    let text = std::fs::read(&path).ok()?;
-    match serde_json::from_slice(&text) {
-        Ok(r) => Some(r),
-        Err(e) => {
-            damaged.push(format!("{}: {e}", path.display()));
-            None
-        }
-    }
+/// `patch.json` of a process directory (untrusted: a damaged file is reported and ignored).
+fn read_patch_report(p: &trace_format::reader::Process, damaged: &mut Vec<String>) -> Option<trace_format::meta::PatchReport> {
+    p.patch_report().unwrap_or_else(|e| {
+        damaged.push(format!("{e}, ignored"));
+        None
+    })
 }
 
 /// Entry patching of one process: totals, then each object's counts (objects left alone as a

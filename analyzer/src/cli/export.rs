@@ -26,7 +26,14 @@ pub fn run(a: ExportArgs) -> anyhow::Result<()> {
     let lanes: Vec<Lane> = t
         .threads
         .iter()
-        .map(|th| Lane { pid: th.pid, tid: th.tid, process: th.command.clone(), thread: th.thread_name(), tree: &th.tree })
+        .map(|th| Lane {
+            pid: th.pid,
+            tid: th.tid,
+            // The viewers show a process's name above its lanes: estimated times say so there.
+            process: if th.times_estimated { format!("{} ({})", th.command, crate::views::TIMES_ESTIMATED) } else { th.command.clone() },
+            thread: th.thread_name(),
+            tree: &th.tree,
+        })
         .collect();
     let argv = t.meta.argv.join(" ");
     let mut bars = 0;

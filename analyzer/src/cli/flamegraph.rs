@@ -39,8 +39,9 @@ pub fn run(a: FlamegraphArgs) -> anyhow::Result<()> {
             t.dir.display(),
             t.events,
             match a.weight {
-                Weight::Time => "inclusive time",
-                Weight::Calls => "calls made in the subtree",
+                Weight::Time if vs.iter().any(|v| v.times_estimated) => format!("inclusive time ({})", crate::views::TIMES_ESTIMATED),
+                Weight::Time => "inclusive time".into(),
+                Weight::Calls => "calls made in the subtree".into(),
             }
         )),
         weight: a.weight,

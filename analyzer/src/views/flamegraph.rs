@@ -67,7 +67,7 @@ mod tests {
     #[test]
     fn svg_has_title_frames_and_call_order() {
         let t = tree_of(&["<module>", "zeta", "alpha"], &["/p/app.py", "/p/app.py", "/p/app.py"], &[C(0), C(1), R, C(2), R, R]);
-        let views = vec![View { label: "main".into(), frame: "main".into(), tree: t }];
+        let views = vec![View::new("main", "main", t)];
         let names = FrameNames::new(views.iter().map(|v| &v.tree), Path::new("/p"));
         let mut svg = Vec::new();
         let flame = Flame { title: "python3 app.py --x <y>".into(), subtitle: None, weight: Weight::Calls };
@@ -86,7 +86,7 @@ mod tests {
     #[test]
     fn empty_selection_is_an_error_not_an_empty_svg() {
         let t = tree_of(&["a"], &["/p/a.py"], &[]);
-        let views = vec![View { label: "main".into(), frame: "main".into(), tree: t }];
+        let views = vec![View::new("main", "main", t)];
         let names = FrameNames::default();
         let flame = Flame { title: "x".into(), subtitle: None, weight: Weight::Time };
         assert!(matches!(write_svg(&mut Vec::new(), &views, &names, &flame), Err(FlameError::Empty("time"))));

@@ -131,7 +131,7 @@ mod tests {
             &["/p/app.py", "/p/app.py", "/p/f.py", "/p/app.py", "/p/x.py", "/p/y.py"],
             &[C(0), C(1), C(2), R, R, C(1), R, C(3), C(4), R, R, C(5), R, R],
         );
-        View { label: "process 1, thread; main".into(), frame: "thread; main".into(), tree: t }
+        View::new("process 1, thread; main", "thread; main", t)
     }
 
     #[test]

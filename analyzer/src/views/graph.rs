@@ -148,7 +148,7 @@ mod tests {
             &["/p/m.py", "/p/m.py", "/p/m.py", "/p/m.py"],
             &[C(0), C(1), C(3), R, R, C(2), C(3), R, C(3), R, R, C(1), C(2), C(1), R, R, R, R],
         );
-        let views = vec![View { label: "t".into(), frame: "t".into(), tree: t }];
+        let views = vec![View::new("t", "t", t)];
         let names = FrameNames::new(views.iter().map(|v| &v.tree), Path::new("/p"));
         let g = build(&views, &names, Path::new("/p"));
         assert_eq!(g.node_count(), 4);

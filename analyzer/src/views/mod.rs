@@ -39,7 +39,21 @@ pub struct View {
     /// A short name for a flamegraph's thread frame: `MainThread [pid 123]`.
     pub frame: String,
     pub tree: CallTree,
+    /// Its times are estimated, not measured (entry patching records no returns: a call ends
+    /// when a later call starts at or above its frame). Views that show time say so.
+    pub times_estimated: bool,
 }
+
+impl View {
+    /// A view of measured times.
+    pub fn new(label: impl Into<String>, frame: impl Into<String>, tree: CallTree) -> View {
+        View { label: label.into(), frame: frame.into(), tree, times_estimated: false }
+    }
+}
+
+/// What a view showing times says of estimated ones: once, after the times.
+pub const TIMES_ESTIMATED: &str =
+    "times estimated: entry patching records no returns, a call ends when the next call at or above its frame starts";
 
 /// The views of a prepared trace.
 pub fn views(trace: &PreparedTrace, mode: Threads) -> Vec<View> {
@@ -47,7 +61,12 @@ pub fn views(trace: &PreparedTrace, mode: Threads) -> Vec<View> {
         Threads::Separate => trace
             .threads
             .iter()
-            .map(|th| View { label: th.full_label(), frame: format!("{} [pid {}]", th.thread_name(), th.pid), tree: th.tree.clone() })
+            .map(|th| View {
+                label: th.full_label(),
+                frame: format!("{} [pid {}]", th.thread_name(), th.pid),
+                tree: th.tree.clone(),
+                times_estimated: th.times_estimated,
+            })
             .collect(),
         Threads::Merged => {
             let argv = short_argv(&trace.meta.argv, &trace.cwd);
@@ -60,7 +79,12 @@ pub fn views(trace: &PreparedTrace, mode: Threads) -> Vec<View> {
                 (_, 1) => format!("process {} ({argv}), all {n} threads merged", pids[0]),
                 (_, p) => format!("{argv}: all {n} threads of {p} processes merged"),
             };
-            vec![View { label, frame: "all threads".into(), tree: merge(trace.threads.iter().map(|t| &t.tree)) }]
+            vec![View {
+                label,
+                frame: "all threads".into(),
+                tree: merge(trace.threads.iter().map(|t| &t.tree)),
+                times_estimated: trace.threads.iter().any(|t| t.times_estimated),
+            }]
         }
     }
 }

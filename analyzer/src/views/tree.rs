@@ -64,11 +64,12 @@ pub fn render<W: Write + ?Sized>(out: &mut W, view: &View, cwd: &Path, pal: &Pal
     let t = &view.tree;
     let total = total_time(t);
     let header = format!(
-        "── {} ── {} nodes, {} calls, {}",
+        "── {} ── {} nodes, {} calls, {}{}",
         view.label,
         t.len(),
         total_calls(t),
-        if total > 0 { human_ns(total) } else { "no time recorded".into() }
+        if total > 0 { human_ns(total) } else { "no time recorded".into() },
+        if view.times_estimated && total > 0 { format!(" ({})", super::TIMES_ESTIMATED) } else { String::new() }
     );
     paint(out, pal.header, &header)?;
     writeln!(out)?;
@@ -135,7 +136,7 @@ pub fn render_all<W: Write + ?Sized>(out: &mut W, views: &[View], cwd: &Path, pa
 /// The tree as plain lines (no colour), for tests and for embedding.
 pub fn plain(tree: &CallTree, label: &str, cwd: &Path) -> String {
     let mut out = Vec::new();
-    let view = View { label: label.to_string(), frame: label.to_string(), tree: tree.clone() };
+    let view = View::new(label, label, tree.clone());
     // Writing into a Vec cannot fail.
     let _ = render(&mut out, &view, cwd, &Palette::default());
     String::from_utf8_lossy(&out).into_owned()
@@ -170,9 +171,29 @@ mod tests {
     }
 
     #[test]
+    fn estimated_times_are_said_once_in_the_header() {
+        let t = tree_of(&["main", "f"], &["/p/a.c", "/p/a.c"], &[C(0), C(1), R, R]);
+        let mut view = View::new("x", "x", t);
+        let render_plain = |v: &View| {
+            let mut out = Vec::new();
+            render(&mut out, v, Path::new("/p"), &Palette::default()).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let measured = render_plain(&view);
+        assert!(!measured.contains("estimated"), "{measured}");
+        view.times_estimated = true;
+        let estimated = render_plain(&view);
+        let lines: Vec<&str> = estimated.lines().collect();
+        assert!(lines[0].ends_with(&format!(" ({})", crate::views::TIMES_ESTIMATED)), "{estimated}");
+        assert_eq!(estimated.matches("estimated").count(), 1, "{estimated}");
+        // Only the header changes.
+        assert_eq!(lines[1..], measured.lines().collect::<Vec<_>>()[1..]);
+    }
+
+    #[test]
     fn colour_only_when_asked() {
         let t = tree_of(&["main"], &["/p/app.py"], &[C(0), R]);
-        let view = View { label: "x".into(), frame: "x".into(), tree: t };
+        let view = View::new("x", "x", t);
         let mut plain_out = Vec::new();
         render(&mut plain_out, &view, Path::new("/p"), &Palette::new(false)).unwrap();
         assert!(!plain_out.contains(&0x1b));

@@ -4,7 +4,7 @@
 //! function tables only, never for the events.
 
 use crate::event::{self, get_varint, Event, StreamHeader, StreamTotals, FLAG_CLOSED, HEADER_LEN, STREAM_MAGIC, STREAM_VERSION};
-use crate::meta::{FuncRecord, ProcMeta, TraceMeta, TRACE_FORMAT_NAME, TRACE_FORMAT_VERSION};
+use crate::meta::{FuncRecord, PatchReport, ProcMeta, TraceMeta, PATCH_FILE, TRACE_FORMAT_NAME, TRACE_FORMAT_VERSION};
 use crate::{FormatError, FUNCS_FILE, META_FILE, PROC_META_FILE};
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -153,7 +153,44 @@ impl Process {
     pub fn func(&self, id: u32) -> Option<&FuncRecord> {
         self.funcs.get(id as usize).and_then(|f| f.as_ref())
     }
+
+    /// Its `patch.json` (entry patching, docs/native-recording.md): `Ok(None)` when the
+    /// process was not patched (no file), an error when the file is there but damaged (not a
+    /// regular file, larger than [`MAX_PATCH_REPORT_BYTES`], not the expected JSON).
+    pub fn patch_report(&self) -> Result<Option<PatchReport>, FormatError> {
+        let path = self.dir.join(PATCH_FILE);
+        let bytes = match open_regular(&path) {
+            Ok(f) => {
+                use std::io::Read;
+                let mut v = Vec::new();
+                f.take(MAX_PATCH_REPORT_BYTES + 1).read_to_end(&mut v).map_err(|e| FormatError::io(&path, e))?;
+                if v.len() as u64 > MAX_PATCH_REPORT_BYTES {
+                    return Err(FormatError::BadJson { path, msg: format!("larger than {MAX_PATCH_REPORT_BYTES} bytes") });
+                }
+                v
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(FormatError::io(&path, e)),
+        };
+        serde_json::from_slice(&bytes).map(Some).map_err(|e| FormatError::BadJson { path, msg: e.to_string() })
+    }
+
+    /// Whether the call times of this process are estimated rather than measured: its entries
+    /// were patched (an entry-only recording: a frame's return is inferred when a later call
+    /// starts at or above it on the stack, so its time runs to that call). A damaged
+    /// `patch.json` still shows that patching ran.
+    pub fn times_estimated(&self) -> bool {
+        match self.patch_report() {
+            Ok(Some(r)) => r.patched > 0,
+            Ok(None) => false,
+            Err(_) => true,
+        }
+    }
 }
+
+/// Largest `patch.json` a reader loads: one refusal line per function of every object is
+/// far below it.
+pub const MAX_PATCH_REPORT_BYTES: u64 = 64 << 20;
 
 /// How far past the number of records in `funcs.jsonl` a function id may be. Ids are dense
 /// from 0, so a valid id is below the number of records plus the few whose lines a crash lost;
