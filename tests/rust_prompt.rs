@@ -132,6 +132,10 @@ fn hexyl_prompt_has_exact_spans_and_hides_the_standard_library() {
     assert!(own.len() >= 10, "{own:?}");
     golden("hexyl_functions.txt", &(own.join("\n") + "\n"));
 
+    // Release builds inline (hexyl::run into hexyl::main): the prompt says that inlined
+    // functions are not in the tree.
+    assert_eq!(prompt.matches("> Native code recorded by patching function entries").count(), 1, "{prompt}");
+
     // clap's argument parsing is framework plumbing: in the tree, without source (the derive
     // code hexyl generated stays); a question that names clap shows it.
     assert!(prompt.contains("> Framework plumbing collapsed: clap_builder"), "{prompt}");

@@ -272,6 +272,9 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         _ => {}
     }
     notes.extend(crate::empty::stdlib_note(stdlib_hidden, after_prune, shown));
+    if threads.iter().any(|t| t.times_estimated) {
+        notes.push(INLINED_NOTE.to_string());
+    }
     if !plumbing_packages.is_empty() {
         let names: Vec<String> = plumbing_packages.into_iter().collect();
         let one = names.len() == 1;
@@ -303,6 +306,11 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         coverage: t.coverage,
     })
 }
+
+/// The note of a trace with an entry-patched process (an ordinary native build): the compiler's
+/// inlined functions never run as calls, so the tree cannot hold them (docs/native-recording.md,
+/// "Inlined functions"); a model must not read their absence as "never called".
+pub const INLINED_NOTE: &str = "Native code recorded by patching function entries (an optimised build, not instrumented): a function that the compiler inlined into its caller ran inside that caller without a call, so it is not in the tree; the caller's source shows where it is called.";
 
 /// A path for display: relative to `cwd` when inside it; installed packages as
 /// `site-packages/<path in the package directory>`; the Python standard library as
