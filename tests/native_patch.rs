@@ -54,6 +54,10 @@ fn uninstrumented_c_at_o0_and_o2_records_the_true_tree() {
         }
         // A call left by longjmp is never an ancestor of a later call.
         assert!(p.callees("deep3").iter().all(|c| c == "check"), "{opt}: {:?}", p.callees("deep3"));
+        // The prompt: handle is main's callee (both calls there), with its source.
+        let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("What happens to a job that fails?"));
+        assert!(prompt.lines().any(|l| l == "  handle ×2"), "{opt}: {prompt}");
+        assert!(prompt.contains("#### `handle` ("), "{opt}: {prompt}");
 
         let exe = build("cc", &["c/fib.c"], &s.path().join(format!("fib{opt}")), &[opt, "-fno-inline"]);
         let t = s.path().join(format!("f{opt}.d"));
@@ -204,6 +208,10 @@ fn uninstrumented_cpp_with_exceptions_at_o0_and_o2() {
         assert_eq!(p.callees("stage2(int)"), ["stage3(int)"], "{opt}: {:?}", p.sequence(0));
         assert!(p.callees("stage1(int)").contains(&"recover(Recoverable const&)".to_string()), "{opt}");
         assert_eq!(p.count("stage3(int)"), 8, "{opt}");
+        // The prompt: report is main's callee, twice, with its source.
+        let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("What happens after a hard failure?"));
+        assert!(prompt.lines().any(|l| l == "  report(std::exception const&) ×2"), "{opt}: {prompt}");
+        assert!(prompt.contains("#### `report(std::exception const&)` ("), "{opt}: {prompt}");
     }
 }
 
@@ -240,6 +248,30 @@ fn uninstrumented_threads_and_fork() {
     assert_eq!(procs.len(), 2, "parent and child");
     let child = procs.iter().find(|p| p.meta.forked_from.is_some()).expect("the child");
     assert!(child.count("child_work") == 1 && child.callees("child_work") == ["square"], "{:?}", child.sequence(0));
+    // The prompt of a threaded run: one tree per thread, the workers' under their own heading.
+    let t = s.path().join("s.d");
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How is the total area computed?"));
+    assert_eq!(prompt.lines().filter(|l| l.starts_with("#### thread ")).count(), 3, "{prompt}");
+    assert!(prompt.lines().any(|l| l == "worker"), "{prompt}");
+    assert!(prompt.lines().any(|l| l == "  scene_total_area"), "{prompt}");
+
+    // exec: the forked child replaces itself with a plain fib beside the program, patched too
+    // (the child inherits SLICE_TRACE_PATCH=1), as a new process image of the same pid.
+    build("cc", &["c/fib.c"], &s.path().join("fib"), &["-O0"]);
+    let t = s.path().join("e.d");
+    let out = trace_patched(&t, &exe, &["exec"]);
+    assert_eq!(texts(&out).0, texts(&untraced(&exe, &["exec"])).0);
+    assert!(texts(&out).0.contains("fib(10) = 55"), "{:?}", texts(&out));
+    let procs = load(&t);
+    assert_eq!(procs.len(), 3, "parent, child before exec, fib");
+    let fib = procs.iter().find(|p| p.meta.exe.ends_with("/fib")).expect("the fib image");
+    let before = procs.iter().find(|p| p.meta.pid == fib.meta.pid && p.dir != fib.dir).expect("the image before exec");
+    assert_eq!(before.sequence(0), ["1:main", "2:spawn", "3:exec_fib"]);
+    assert_eq!(fib.callees("main"), ["fib", "sum_to"]);
+    assert_eq!(fib.count("fib"), 2 * 177);
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("What does the exec'd program compute?"));
+    assert!(prompt.lines().any(|l| l.starts_with("#### process ") && l.contains("fib 10")), "{prompt}");
+    assert!(prompt.contains("#### `sum_to` ("), "{prompt}");
 }
 
 /// The project's own `slice` binary (Rust, this build's profile, not instrumented) recorded
