@@ -310,7 +310,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
 /// The note of a trace with an entry-patched process (an ordinary native build): the compiler's
 /// inlined functions never run as calls, so the tree cannot hold them (docs/native-recording.md,
 /// "Inlined functions"); a model must not read their absence as "never called".
-pub const INLINED_NOTE: &str = "Native code recorded by patching function entries (an ordinary build, not instrumented): a function that the compiler inlined into its caller ran inside that caller without a call, so it is not in the tree; the caller's source shows where it is called.";
+pub const INLINED_NOTE: &str = "Native code recorded by patching function entries (an ordinary build, not instrumented): a function that the compiler inlined into its caller runs inside that caller without a call, so it is never in the tree, even when its code ran; the caller's source shows where it is called.";
 
 /// A path for display: relative to `cwd` when inside it; installed packages as
 /// `site-packages/<path in the package directory>`; the Python standard library as
