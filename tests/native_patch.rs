@@ -47,10 +47,11 @@ fn uninstrumented_c_at_o0_and_o2_records_the_true_tree() {
             assert_eq!(p.callees("main"), ["deep1", "handle"], "{opt}: {seq:?}");
             assert_eq!(p.count("deep1"), 6, "{opt}");
         } else {
-            // -O2: deep1 and deep2 end in tail jumps (`jmp deep2`): deep3 takes their frame
-            // and shows as main's callee (docs/native-recording.md, tail calls).
-            assert_eq!(p.callees("main"), ["deep3", "handle"], "{opt}: {seq:?}");
-            assert_eq!(p.count("deep3"), 6, "{opt}");
+            // -O2: deep1 and deep2 are tail jumps (`jmp deep2`, 2 bytes, patched through the
+            // padding after them): each callee takes its caller's frame and shows as main's
+            // callee beside it (docs/native-recording.md, tail calls).
+            assert_eq!(p.callees("main"), ["deep1", "deep2", "deep3", "handle"], "{opt}: {seq:?}");
+            assert!(["deep1", "deep2", "deep3"].iter().all(|f| p.count(f) == 6), "{opt}: {seq:?}");
         }
         // A call left by longjmp is never an ancestor of a later call.
         assert!(p.callees("deep3").iter().all(|c| c == "check"), "{opt}: {:?}", p.callees("deep3"));
@@ -272,6 +273,37 @@ fn uninstrumented_threads_and_fork() {
     let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("What does the exec'd program compute?"));
     assert!(prompt.lines().any(|l| l.starts_with("#### process ") && l.contains("fib 10")), "{prompt}");
     assert!(prompt.contains("#### `sum_to` ("), "{prompt}");
+}
+
+/// Calls on other stacks than the thread's (examples/c/stacks.c): a `sigaltstack` handler nests
+/// under the frame it interrupted and is closed when the thread's stack is called on again; a
+/// `swapcontext` generator's first run nests under main, and main's own calls after each switch
+/// back stay main's. At -O2 `on_usr1` is a 2-byte tail jump (patched through the padding after
+/// it): `in_handler` takes its frame and shows beside it.
+#[test]
+fn calls_on_a_coroutine_stack_and_a_signal_stack() {
+    let s = scratch();
+    for opt in ["-O0", "-O2"] {
+        let exe = build("cc", &["c/stacks.c"], &s.path().join(format!("stacks{opt}")), &[opt, "-fno-inline"]);
+        let t = s.path().join(format!("s{opt}.d"));
+        let out = trace_patched(&t, &exe, &["3"]);
+        assert!(out.status.success(), "{opt}: {:?}", texts(&out));
+        assert_eq!(texts(&out).0, "got 1\ngot 4\ngot 9\nhandled 1\n");
+        let p = &load(&t)[0];
+        let seq = p.sequence(0);
+        assert_eq!(p.callees("main"), ["after_signal", "consume", "generator", "signal_source"], "{opt}: {seq:?}");
+        assert_eq!(p.callees("generator"), ["produce"], "{opt}: {seq:?}");
+        assert_eq!(p.count("consume"), 3, "{opt}: {seq:?}");
+        assert_eq!(p.count("produce"), 3, "{opt}: {seq:?}");
+        let handler = if opt == "-O0" { "on_usr1" } else { "signal_source" };
+        assert!(p.callees(handler).contains(&"in_handler".to_string()), "{opt}: {seq:?}");
+        assert_eq!(p.count("after_signal"), 1, "{opt}: {seq:?}");
+        assert!(p.callees("signal_source").contains(&"on_usr1".to_string()), "{opt}: {seq:?}");
+        // What is not right yet (docs/native-recording.md, "Other stacks"): the generator's
+        // frame is closed when main calls again, so its later produce calls nest under the
+        // last frame open on the thread's stack (consume), not under the generator.
+        assert_eq!(p.callees("consume"), ["produce"], "{opt}: {seq:?}");
+    }
 }
 
 /// The project's own `slice` binary (Rust, this build's profile, not instrumented) recorded

@@ -11,14 +11,18 @@
 //! runs the moved instructions and jumps back. No return address is touched: returns are
 //! rebuilt by the frame repair (frames.rs).
 //!
-//! Refused: functions shorter than 5 bytes, a first instruction that is not plain
+//! A function shorter than the jump is patched when alignment padding (`nop`s, `int3`s) after
+//! it gives room, and it leaves by a return or a jump (`plan_short`).
+//!
+//! Refused: other functions shorter than 5 bytes, a first instruction that is not plain
 //! (an indirect branch or call in the moved bytes), a moved byte that is the target of a jump
 //! inside the function, bytes that do not decode, `.cold` fragments and the C runtime's own
 //! start-up functions.
 
 use crate::frames;
 use iced_x86::{
-    BlockEncoder, BlockEncoderOptions, Code, Decoder, DecoderOptions, FlowControl, Instruction, InstructionBlock, OpKind, Register,
+    BlockEncoder, BlockEncoderOptions, Code, Decoder, DecoderOptions, FlowControl, Instruction, InstructionBlock, Mnemonic, OpKind,
+    Register,
 };
 
 /// Trampoline layout: function address, stub address, `call [rip-14]`, moved code, `jmp`.
@@ -96,6 +100,49 @@ pub(crate) fn plan(code: &[u8], ip: u64) -> Result<Vec<Instruction>, Refusal> {
     }
     Ok(moved)
 }
+
+/// The plan for a function shorter than the 5-byte jump (`ret`, `xor eax, eax; ret`, a tail
+/// `jmp` with an 8-bit displacement): `code` is its `len` bytes, then the bytes up to the next
+/// function's start. The jump may cover the alignment padding after the function when that
+/// padding is only `nop`s and `int3`s (no code runs there), the function's last instruction
+/// leaves it (return or jump: nothing runs on into the padding) and nothing in it jumps back
+/// into its first 5 bytes. All its instructions are moved; the trampoline never comes back.
+pub(crate) fn plan_short(code: &[u8], len: usize, ip: u64) -> Result<Vec<Instruction>, Refusal> {
+    if len == 0 || len >= JMP_LEN || code.len() < JMP_LEN {
+        return Err(Refusal::TooShort);
+    }
+    let mut dec = Decoder::with_ip(64, &code[..len], ip, DecoderOptions::NONE);
+    let mut moved = Vec::new();
+    while dec.can_decode() {
+        let i = dec.decode();
+        if i.is_invalid() {
+            return Err(Refusal::Undecodable);
+        }
+        moved.push(i);
+    }
+    let ends =
+        |i: &Instruction| matches!(i.flow_control(), FlowControl::Return | FlowControl::UnconditionalBranch | FlowControl::IndirectBranch);
+    let plain = |i: &Instruction| matches!(i.flow_control(), FlowControl::Next | FlowControl::ConditionalBranch) || ends(i);
+    if !moved.iter().all(plain) || !moved.last().is_some_and(ends) {
+        return Err(Refusal::TooShort);
+    }
+    let end = ip + JMP_LEN as u64;
+    if moved.iter().any(|i| i.flow_control() != FlowControl::Next && (ip..end).contains(&i.near_branch_target())) {
+        return Err(Refusal::JumpTarget);
+    }
+    let mut pad = Decoder::with_ip(64, &code[len..], ip + len as u64, DecoderOptions::NONE);
+    while (pad.ip() - ip) < JMP_LEN as u64 {
+        let i = pad.decode();
+        if i.is_invalid() || !matches!(i.mnemonic(), Mnemonic::Nop | Mnemonic::Int3) {
+            return Err(Refusal::TooShort);
+        }
+    }
+    Ok(moved)
+}
+
+/// How far past a function `plan_short` looks for padding: at most the largest alignment
+/// compilers give functions.
+const PADDING_MAX: u64 = 64;
 
 /// Whether an instruction's operands read rsp (a register or a memory address).
 fn reads_rsp(i: &Instruction) -> bool {
@@ -374,7 +421,7 @@ pub(crate) fn init() {
 pub(crate) fn patch_object(base: u64, syms: &crate::filter::Symbols) -> Report {
     let mut report = Report::default();
     let mut plans = Vec::new();
-    for (off, size, name) in &syms.funcs {
+    for (k, (off, size, name)) in syms.funcs.iter().enumerate() {
         if name.contains(".cold") {
             report.refused.push((name.clone(), Refusal::ColdFragment));
             continue;
@@ -383,14 +430,24 @@ pub(crate) fn patch_object(base: u64, syms: &crate::filter::Symbols) -> Report {
             report.refused.push((name.clone(), Refusal::RuntimeStartup));
             continue;
         }
-        if *size < JMP_LEN as u64 {
-            report.refused.push((name.clone(), Refusal::TooShort));
-            continue;
-        }
         let addr = base + off;
-        // SAFETY: the symbol lies in the program's mapped, readable text.
-        let code = unsafe { std::slice::from_raw_parts(addr as *const u8, *size as usize) };
-        match plan(code, addr) {
+        let planned = if *size < JMP_LEN as u64 {
+            // The next function's start bounds the padding (symbols are sorted by start).
+            match syms.funcs[k + 1..].iter().map(|f| f.0).find(|&o| o > *off) {
+                Some(next) if next - off >= JMP_LEN as u64 && next - off <= PADDING_MAX => {
+                    // SAFETY: the bytes up to the next function's start lie in the object's
+                    // mapped, readable text (between two functions of one text section).
+                    let code = unsafe { std::slice::from_raw_parts(addr as *const u8, (next - off) as usize) };
+                    plan_short(code, *size as usize, addr)
+                }
+                _ => Err(Refusal::TooShort),
+            }
+        } else {
+            // SAFETY: the symbol lies in the program's mapped, readable text.
+            let code = unsafe { std::slice::from_raw_parts(addr as *const u8, *size as usize) };
+            plan(code, addr)
+        };
+        match planned {
             Ok(moved) => plans.push((addr, name, moved)),
             Err(r) => report.refused.push((name.clone(), r)),
         }
@@ -554,6 +611,22 @@ mod tests {
         // An indirect call is not.
         assert_eq!(plan(&[0xff, 0xd0, 0x90, 0x90, 0x90, 0xc3], 0x1000).unwrap_err(), Refusal::NotPlainPrologue);
         assert_eq!(plan(&[0xc3, 0x90], 0x1000).unwrap_err(), Refusal::TooShort);
+        // Shorter than the jump: moved whole when padding follows it and it leaves by a
+        // return or a jump.
+        let ret_int3 = [0xc3, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc];
+        assert_eq!(plan_short(&ret_int3, 1, 0x1000).unwrap().len(), 1);
+        // xor eax, eax; ret; then a 10-byte nop (data16 cs nopw 0x0(%rax,%rax,1)).
+        let xor_ret = [0x31, 0xc0, 0xc3, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0];
+        assert_eq!(plan_short(&xor_ret, 3, 0x1000).unwrap().len(), 2);
+        // jmp with an 8-bit displacement (a tail call), then nops.
+        assert_eq!(plan_short(&[0xeb, 0x0e, 0x90, 0x90, 0x90, 0x90], 2, 0x1000).unwrap().len(), 1);
+        // Not padding after it (another function's code), too little room, code that runs on
+        // into the padding, a jump back into the first 5 bytes: refused.
+        assert_eq!(plan_short(&[0xc3, 0x55, 0x48, 0x89, 0xe5], 1, 0x1000).unwrap_err(), Refusal::TooShort);
+        assert_eq!(plan_short(&[0xc3, 0xcc, 0xcc, 0xcc], 1, 0x1000).unwrap_err(), Refusal::TooShort);
+        assert_eq!(plan_short(&[0x31, 0xc0, 0x90, 0x90, 0x90, 0x90], 2, 0x1000).unwrap_err(), Refusal::TooShort);
+        assert_eq!(plan_short(&[0xeb, 0xfe, 0x90, 0x90, 0x90], 2, 0x1000).unwrap_err(), Refusal::JumpTarget);
+        assert_eq!(plan_short(&[0x75, 0x02, 0xc3, 0x90, 0x90], 3, 0x1000).unwrap_err(), Refusal::JumpTarget);
         // An indirect tail jump is moved; an indirect call only as the last moved
         // instruction and not through rsp.
         assert_eq!(plan(&[0x48, 0x8b, 0x07, 0xff, 0x60, 0x08], 0x1000).unwrap().len(), 2);
