@@ -42,6 +42,8 @@ pub struct Call {
     pub depth: usize,
     pub func: u32,
     pub parent: Option<u32>,
+    /// A suspended frame opened again (the resume marker), not a new call.
+    pub resume: bool,
 }
 
 pub struct Thread {
@@ -72,9 +74,14 @@ impl Proc {
             .unwrap_or_else(|| panic!("no function {q:?} in {:?}", self.funcs.iter().map(|f| &f.qualname).collect::<Vec<_>>()))
     }
 
-    /// Number of calls to `q` over all threads.
+    /// Number of calls to `q` over all threads (resumes are not calls).
     pub fn count(&self, q: &str) -> usize {
-        self.threads.iter().flat_map(|t| &t.calls).filter(|c| self.name(c.func) == q).count()
+        self.threads.iter().flat_map(|t| &t.calls).filter(|c| !c.resume && self.name(c.func) == q).count()
+    }
+
+    /// Number of resumes of frames of `q` over all threads.
+    pub fn resumes(&self, q: &str) -> usize {
+        self.threads.iter().flat_map(|t| &t.calls).filter(|c| c.resume && self.name(c.func) == q).count()
     }
 
     /// Distinct direct callees of `q` over all threads.
@@ -91,9 +98,9 @@ impl Proc {
         v
     }
 
-    /// The call sequence of a thread as `depth:name` strings.
+    /// The call sequence of a thread as `depth:name` strings (`depth:+name` for a resume).
     pub fn sequence(&self, t: usize) -> Vec<String> {
-        self.threads[t].calls.iter().map(|c| format!("{}:{}", c.depth, self.name(c.func))).collect()
+        self.threads[t].calls.iter().map(|c| format!("{}:{}{}", c.depth, if c.resume { "+" } else { "" }, self.name(c.func))).collect()
     }
 }
 
@@ -109,8 +116,12 @@ pub fn load(dir: &Path) -> Vec<Proc> {
             let mut stack: Vec<u32> = Vec::new();
             for ev in s.events().expect("events") {
                 match ev.unwrap_or_else(|e| panic!("{}: {e}", s.path.display())) {
-                    Event::Call { func, .. } | Event::Resume { func, .. } => {
-                        calls.push(Call { depth: stack.len() + 1, func, parent: stack.last().copied() });
+                    Event::Call { func, .. } => {
+                        calls.push(Call { depth: stack.len() + 1, func, parent: stack.last().copied(), resume: false });
+                        stack.push(func);
+                    }
+                    Event::Resume { func, .. } => {
+                        calls.push(Call { depth: stack.len() + 1, func, parent: stack.last().copied(), resume: true });
                         stack.push(func);
                     }
                     Event::Return { .. } => {

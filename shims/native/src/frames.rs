@@ -19,7 +19,8 @@
 //! Other stacks: a frame is compared only with frames on the same stack. The thread's own
 //! stack is known (`pthread_getattr_np`); a call on another stack (a `sigaltstack` handler, a
 //! `swapcontext` coroutine, a green thread) nests under the current frame, and frames on
-//! another stack are closed once a call runs on the thread's stack again. Two frames both off
+//! another stack are closed once a call runs on the thread's stack again ([`stack_switch`]
+//! tells hooks.rs, which keeps them in suspend.rs to resume them later). Two frames both off
 //! the thread's stack count as the same stack only within `OTHER_STACK_SPAN` of each other.
 
 use crate::guards::SpinLock;
@@ -44,8 +45,10 @@ pub(crate) fn stack_pointer() -> u64 {
     0
 }
 
-/// Frames off the thread's stack further apart than this are on different stacks.
-const OTHER_STACK_SPAN: u64 = 1 << 20;
+/// Frames off the thread's stack further apart than this are on different stacks. hot.c's
+/// fast path sends a call this far below the innermost frame here (`SLT_FAR_BELOW`, the same
+/// number: checked by a test in hot.rs), since it may be a switch to another stack.
+pub(crate) const OTHER_STACK_SPAN: u64 = 1 << 20;
 
 /// Function address -> CFA offset + 1 (so that 0 stays "absent"); `u32::MAX`: no unwind
 /// information. Kept across `fork` (addresses are the same in the child).
@@ -185,6 +188,56 @@ fn same_stack(a: u64, b: u64, (lo, hi): (u64, u64)) -> bool {
     }
 }
 
+/// Whether `cfa` lies on the thread's alternate signal stack (`sigaltstack`): a handler's
+/// frames there nest under the frame the signal interrupted, and are never a coroutine's to
+/// suspend or resume (an alternate stack allocated next to a coroutine's would otherwise pass
+/// for it). A system call, made only when a call changes stacks.
+pub(crate) fn on_signal_stack(cfa: u64) -> bool {
+    // SAFETY: sigaltstack only reads the current setting into `ss` (async-signal-safe).
+    unsafe {
+        let mut ss: libc::stack_t = std::mem::zeroed();
+        if libc::sigaltstack(std::ptr::null(), &mut ss) != 0 || ss.ss_flags & libc::SS_DISABLE != 0 {
+            return false;
+        }
+        let lo = ss.ss_sp as u64;
+        lo < cfa && cfa <= lo.saturating_add(ss.ss_size as u64)
+    }
+}
+
+/// Where a call at `cfa` runs, against the open frames (`cfas`, innermost last).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Switch {
+    /// On the innermost frame's stack (or unknown: a CFA of 0 on the way): the rule of
+    /// [`dead_frames`] decides.
+    Same,
+    /// Back on the stack of the open frame at this index: the frames above it run on other
+    /// stacks that the thread has left (a coroutine switched away from); suspend.rs keeps them.
+    Back(usize),
+    /// On a stack where no frame is open: a signal handler on an alternate stack, a coroutine's
+    /// first run, or one resumed (suspend.rs may hold its frames).
+    Enter,
+}
+
+pub(crate) fn stack_switch(cfas: &[u64], cfa: u64) -> Switch {
+    stack_switch_on(cfas, cfa, thread_stack())
+}
+
+fn stack_switch_on(cfas: &[u64], cfa: u64, stack: (u64, u64)) -> Switch {
+    match cfas.last() {
+        Some(&top) if cfa != 0 && top != 0 && !same_stack(top, cfa, stack) => {}
+        _ => return Switch::Same,
+    }
+    for (k, &f) in cfas.iter().enumerate().rev() {
+        if f == 0 {
+            return Switch::Same;
+        }
+        if same_stack(f, cfa, stack) {
+            return Switch::Back(k);
+        }
+    }
+    Switch::Enter
+}
+
 /// The patched entry of the program's `main` (0: none). The C runtime calls the program's
 /// constructors (`.init_array`, C++ static initialisers, Rust's argument capture) and then
 /// `main` from different frames of its own, unpatched code: `__libc_start_call_main`'s frame
@@ -274,6 +327,25 @@ mod tests {
         assert_eq!(dead_frames_on(&[0x707f_f000, 0x707f_e000, alt, alt - 0x100], 0x707f_e000, STACK), 3);
         // A far-away other stack (another coroutine) nests.
         assert_eq!(dead_frames_on(&[0x707f_f000, alt], alt + (4 << 20), STACK), 0);
+    }
+
+    #[test]
+    fn a_call_on_another_stack_is_a_switch_back_or_an_entry() {
+        let co = 0x1000_8000u64;
+        // main, then a generator on its own stack: a call on the thread's stack is back on
+        // main's, above the generator's frames.
+        let open = [0x707f_f000, co, co - 0x40];
+        assert_eq!(stack_switch_on(&open, 0x707f_e000, STACK), Switch::Back(0));
+        // Within the generator: same stack.
+        assert_eq!(stack_switch_on(&open, co - 0x40, STACK), Switch::Same);
+        // main, consume: a call on the generator's stack enters a stack with no open frame.
+        assert_eq!(stack_switch_on(&[0x707f_f000, 0x707f_e000], co - 0x40, STACK), Switch::Enter);
+        // Another coroutine far away from the first: an entry too.
+        assert_eq!(stack_switch_on(&open, co + (4 << 20), STACK), Switch::Enter);
+        // A frame without a CFA on the way: the old rule.
+        assert_eq!(stack_switch_on(&[0x707f_f000, 0, co], 0x707f_e000, STACK), Switch::Same);
+        assert_eq!(stack_switch_on(&[], 0x707f_e000, STACK), Switch::Same);
+        assert_eq!(stack_switch_on(&open, 0, STACK), Switch::Same);
     }
 
     #[cfg(target_arch = "x86_64")]

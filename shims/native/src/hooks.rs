@@ -5,7 +5,7 @@ use crate::guards::ErrnoGuard;
 use crate::hot::*;
 use crate::process::id_of;
 use crate::thread::{recover_busy, start_thread, BusySp, ThreadState};
-use crate::{filter, frames, window};
+use crate::{filter, frames, suspend, window};
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use trace_format::writer;
 
@@ -115,7 +115,7 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
         EXIT_CLOSER.store(true, Ordering::Relaxed);
         depth
     } else if depth <= STACK_CAP {
-        frames::dead_frames(std::slice::from_raw_parts(t.cfas, depth), cfa)
+        closed_by(t, cfa)
     } else {
         0
     };
@@ -130,6 +130,10 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
             }
         }
     }
+    if !left_root {
+        resume_segment(t, cfa, now);
+    }
+    let depth = t.depth as usize;
     if left_root && !root {
         // The closed frames held the `-F` call: the thread is outside again.
         t.push();
@@ -158,6 +162,84 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
         None => {}
     }
     t.push();
+}
+
+/// How many open frames a call at `cfa` closes (frames.rs), `depth <= STACK_CAP`. A call back
+/// on a stack below frames of other stacks (a coroutine switched away from) suspends those
+/// frames (suspend.rs) before they are closed: they are written as returns all the same, and
+/// resumed when a call runs on their stack again ([`resume_segment`]).
+unsafe fn closed_by(t: &mut SltThread, cfa: u64) -> usize {
+    let depth = t.depth as usize;
+    let cfas = std::slice::from_raw_parts(t.cfas, depth);
+    match frames::stack_switch(cfas, cfa) {
+        frames::Switch::Back(k) => {
+            let stack = std::slice::from_raw_parts(t.stack, depth);
+            // A `-F` call among them: the filter's rules close them (not kept); a signal
+            // handler's frames on the alternate stack have returned (not kept).
+            let keep =
+                !t.rust.is_null() && !stack[k + 1..].iter().any(|&a| a & filter::ROOT_BIT != 0) && !frames::on_signal_stack(cfas[k + 1]);
+            if keep {
+                let mut left = [(0u64, 0u64); suspend::SEGMENT_FRAMES];
+                let n = (depth - k - 1).min(suspend::SEGMENT_FRAMES);
+                for (i, f) in left[..n].iter_mut().enumerate() {
+                    *f = (stack[k + 1 + i], cfas[k + 1 + i]);
+                }
+                let parent = (stack[k], cfas[k]);
+                // SAFETY: this thread's own state.
+                let st = &mut *(t.rust as *mut ThreadState);
+                st.suspended.suspend(&left[..n], parent);
+            }
+            (depth - k - 1) + frames::dead_frames(&cfas[..=k], cfa)
+        }
+        _ => frames::dead_frames(cfas, cfa),
+    }
+}
+
+/// A call at `cfa` on a stack where no frame is open, whose frames suspend.rs kept when the
+/// thread left it: the frames the thread left that stack under (above the frame the segment
+/// was nested in, when that frame is still open) are closed, and the segment's frames that
+/// are still live are opened again as resumes, so that the call nests under them.
+unsafe fn resume_segment(t: &mut SltThread, cfa: u64, now: u64) {
+    let depth = t.depth as usize;
+    if t.rust.is_null()
+        || depth > STACK_CAP
+        || frames::stack_switch(std::slice::from_raw_parts(t.cfas, depth), cfa) != frames::Switch::Enter
+    {
+        return;
+    }
+    // A signal handler on the alternate stack nests under the frame it interrupted.
+    if frames::on_signal_stack(cfa) {
+        return;
+    }
+    let mut resumed = [(0u64, 0u64); suspend::SEGMENT_FRAMES];
+    let (parent, live) = {
+        // SAFETY: this thread's own state; the borrow ends here, before the writer's.
+        let st = &mut *(t.rust as *mut ThreadState);
+        let Some((parent, live)) = st.suspended.take(cfa) else { return };
+        resumed[..live].copy_from_slice(st.suspended.taken(live));
+        (parent, live)
+    };
+    let stack = std::slice::from_raw_parts(t.stack, depth);
+    let cfas = std::slice::from_raw_parts(t.cfas, depth);
+    let above = (0..depth).rev().find(|&i| (stack[i], cfas[i]) == parent).map_or(0, |i| depth - i - 1);
+    if stack[depth - above..].iter().any(|&a| a & filter::ROOT_BIT != 0) {
+        return;
+    }
+    let room = STACK_CAP - (depth - above);
+    let (shadow, shadow_cfas) = (t.stack, t.cfas);
+    let Some(w) = t.pull() else { return };
+    for _ in 0..above {
+        w.ret(now);
+    }
+    let mut d = depth - above;
+    for &(a, c) in resumed[..live].iter().take(room) {
+        let Some(id) = id_of(a) else { break };
+        w.resume(id, now);
+        *shadow.add(d) = a;
+        *shadow_cfas.add(d) = c;
+        d += 1;
+    }
+    t.depth = d as u64;
 }
 
 /// `atexit` handler (registered when `main` starts): the calls still open on the thread that

@@ -60,6 +60,9 @@
 #define SLT_CACHE_SIZE (2u * SLT_CACHE_SETS)
 /* Frame repair in the fast path (dead_exact, below). */
 #define SLT_FAST_CLOSE 32u
+/* A call this far below the innermost frame may run on another stack (a coroutine resumed):
+ * frames.rs decides (OTHER_STACK_SPAN there, checked by a test in hot.rs). */
+#define SLT_FAR_BELOW (1ull << 20)
 #define SLT_EVENT_MAX 24u /* trace_format::event::MAX_EVENT_LEN (checked by a test in hot.rs) */
 #define SLT_ROOT_BIT (1ull << 63) /* filter.rs ROOT_BIT */
 
@@ -139,6 +142,11 @@ SLT_HIDDEN uint64_t slt_cache_size(void)
 SLT_HIDDEN uint64_t slt_event_max(void)
 {
     return SLT_EVENT_MAX;
+}
+
+SLT_HIDDEN uint64_t slt_far_below(void)
+{
+    return SLT_FAR_BELOW;
 }
 
 SLT_HIDDEN uint64_t slt_thread_size(void)
@@ -449,19 +457,23 @@ static inline int wants_slow(struct slt_thread *t, uint8_t *lim, int is_entry)
     return t->mode == SLT_UNINIT || t->mode == SLT_FILTERED || (t->mode == SLT_ACTIVE && lim != 0) || (is_entry && t->mode == SLT_BUSY);
 }
 
-/* Whether an entry at `cfa` shows that the innermost open frame has returned (its CFA is at
- * or below the new one on the same stack): then frames.rs closes it. */
+/* Whether an entry at `cfa` may not nest under the innermost open frame: that frame has
+ * returned (its CFA is at or below the new one on the same stack), or the call runs far below
+ * it, perhaps on another stack (a coroutine switched back to). Then dead_exact or frames.rs
+ * decides. One unsigned comparison: top - cfa - 1 wraps for top <= cfa. */
 static inline int top_is_dead(const struct slt_thread *t, uint64_t cfa)
 {
     uint64_t d = t->depth;
-    return cfa != 0 && d - 1 < SLT_STACK_CAP && t->cfas[d - 1] != 0 && t->cfas[d - 1] <= cfa;
+    return cfa != 0 && d - 1 < SLT_STACK_CAP && t->cfas[d - 1] != 0 && t->cfas[d - 1] - cfa - 1 >= SLT_FAR_BELOW - 1;
 }
 
 /* Entry patching sees no exits: most entries close frames (a sibling's, after its return).
  * The common case is closed here, the rest goes to frames.rs: the new call's CFA equals an
  * open frame's exactly (the same caller, at the same stack depth, on the same stack), at most
  * SLT_FAST_CLOSE frames down; that frame and every one above it are dead. Returns how many,
- * or 0 (frames.rs decides: no exact match, a frame without CFA, a `-F` root among them). */
+ * or 0 (frames.rs decides: no exact match, a frame without CFA, a `-F` root among them, or a
+ * frame above the call's CFA or far below it: on another stack, perhaps a coroutine's that
+ * suspend.rs keeps). cfa - f wraps for f > cfa: one comparison for both. */
 
 static inline uint64_t dead_exact(const struct slt_thread *t, uint64_t cfa)
 {
@@ -470,7 +482,7 @@ static inline uint64_t dead_exact(const struct slt_thread *t, uint64_t cfa)
         return 0;
     for (uint64_t k = d; k-- > 0 && d - k <= SLT_FAST_CLOSE;) {
         uint64_t f = t->cfas[k];
-        if (f == 0 || f > cfa || (t->stack[k] & SLT_ROOT_BIT))
+        if (f == 0 || cfa - f >= SLT_FAR_BELOW || (t->stack[k] & SLT_ROOT_BIT))
             return 0;
         if (f == cfa)
             return d - k;

@@ -84,6 +84,7 @@ mod tests {
         fn slt_thread_size() -> u64;
         fn slt_event_max() -> u64;
         fn slt_cache_size() -> u64;
+        fn slt_far_below() -> u64;
         fn slt_test_encode(t: *mut SltThread, kinds: *const u8, ids: *const u64, times: *const u64, n: u64) -> u64;
         fn slt_test_now() -> u64;
     }
@@ -95,6 +96,7 @@ mod tests {
             assert_eq!(slt_thread_size() as usize, std::mem::size_of::<SltThread>());
             assert_eq!(slt_cache_size() as usize, CACHE_SIZE);
             assert_eq!(slt_event_max() as usize, trace_format::event::MAX_EVENT_LEN);
+            assert_eq!(slt_far_below(), crate::frames::OTHER_STACK_SPAN);
         }
     }
 

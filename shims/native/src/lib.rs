@@ -49,6 +49,7 @@ mod objects;
 #[cfg(target_arch = "x86_64")]
 mod patch;
 mod process;
+mod suspend;
 mod table;
 mod thread;
 mod window;

@@ -81,6 +81,8 @@ pub(crate) struct ThreadState {
     pub(crate) handover: window::Handover,
     /// hot.c's id cache (on the heap: see `SLT_CACHE_SETS` there).
     pub(crate) cache: Box<[CacheEntry]>,
+    /// Frames of stacks the thread switched away from (suspend.rs).
+    pub(crate) suspended: Box<crate::suspend::Suspended>,
 }
 
 impl SltThread {
@@ -212,6 +214,7 @@ pub(crate) fn start_thread(t: &mut SltThread) {
             cfas: Box::new([0u64; STACK_CAP]),
             handover: window::Handover::NONE,
             cache: (0..CACHE_SIZE).map(|_| CacheEntry { addr: u64::MAX, code: 0 }).collect(),
+            suspended: crate::suspend::Suspended::new(),
         }));
         t.rust = st as *mut libc::c_void;
         // SAFETY: just allocated; the stacks live as long as the state.
@@ -231,6 +234,7 @@ pub(crate) fn start_thread(t: &mut SltThread) {
     unsafe { slt_cache_clear(t) };
     // SAFETY: this thread's own state.
     let st = unsafe { &mut *(t.rust as *mut ThreadState) };
+    st.suspended.clear();
     st.writer = open_stream(t.depth as usize, &st.stack[..]);
     // The cursor of the new stream (a forked child's block still holds its parent's).
     t.push();

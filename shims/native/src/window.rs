@@ -85,8 +85,9 @@ struct Written {
     dt: u64,
 }
 
-/// Decode the events hot.c's fast paths write (calls and returns only, as
-/// `trace_format::event` encodes them). None for anything else: the bytes are not theirs.
+/// Decode the events the shim writes (calls and returns, as `trace_format::event` encodes
+/// them, and the resume marker before a call that the slow path writes for a frame of a stack
+/// it switched back to: suspend.rs). None for anything else: the bytes are not theirs.
 fn decode(buf: &[u8]) -> Option<Written> {
     fn varint(buf: &[u8], i: &mut usize) -> Option<u64> {
         let mut v = 0u64;
@@ -119,6 +120,8 @@ fn decode(buf: &[u8]) -> Option<Written> {
                 let dt = if payload == 63 { 63 + varint(buf, &mut i)? } else { payload };
                 w.dt = w.dt.wrapping_add(dt);
             }
+            // The resume marker: its call follows (counted as a call, as the writer counts it).
+            0b11 if payload == u64::from(trace_format::event::EXT_RESUME) && buf.get(i).is_some_and(|b| b & 0b11 == 0b01) => {}
             _ => return None,
         }
     }
@@ -257,5 +260,11 @@ mod tests {
         let b = enc(&[(true, 100, 1 << 30)]);
         assert_eq!(decode(&b[..b.len() - 1]), None);
         assert_eq!(decode(&[0b11]), None);
+        // A resume marker counts with its call; alone, or before anything else, it is not ours.
+        let mut r = vec![(trace_format::event::EXT_RESUME << 2) | 0b11];
+        r.extend(enc(&[(true, 7, 9)]));
+        assert_eq!(decode(&r), Some(Written { calls: 1, returns: 0, dt: 9 }));
+        assert_eq!(decode(&r[..1]), None);
+        assert_eq!(decode(&[r[0], 0b10]), None);
     }
 }
