@@ -42,11 +42,8 @@ pub(crate) enum Refusal {
     TooLong,
 }
 
-/// What `plan` decided for one function: the bytes to move, or why not.
-pub(crate) fn plan(code: &[u8], ip: u64) -> Result<Vec<Instruction>, Refusal> {
-    if code.len() < JMP_LEN {
-        return Err(Refusal::TooShort);
-    }
+/// Every instruction of `code` (at `ip`), or `Undecodable`.
+fn decode_all(code: &[u8], ip: u64) -> Result<Vec<Instruction>, Refusal> {
     let mut dec = Decoder::with_ip(64, code, ip, DecoderOptions::NONE);
     let mut all = Vec::new();
     while dec.can_decode() {
@@ -56,6 +53,15 @@ pub(crate) fn plan(code: &[u8], ip: u64) -> Result<Vec<Instruction>, Refusal> {
         }
         all.push(i);
     }
+    Ok(all)
+}
+
+/// What `plan` decided for one function: the bytes to move, or why not.
+pub(crate) fn plan(code: &[u8], ip: u64) -> Result<Vec<Instruction>, Refusal> {
+    if code.len() < JMP_LEN {
+        return Err(Refusal::TooShort);
+    }
+    let all = decode_all(code, ip)?;
     let mut moved = Vec::new();
     let mut len = 0usize;
     for i in &all {
@@ -111,15 +117,7 @@ pub(crate) fn plan_short(code: &[u8], len: usize, ip: u64) -> Result<Vec<Instruc
     if len == 0 || len >= JMP_LEN || code.len() < JMP_LEN {
         return Err(Refusal::TooShort);
     }
-    let mut dec = Decoder::with_ip(64, &code[..len], ip, DecoderOptions::NONE);
-    let mut moved = Vec::new();
-    while dec.can_decode() {
-        let i = dec.decode();
-        if i.is_invalid() {
-            return Err(Refusal::Undecodable);
-        }
-        moved.push(i);
-    }
+    let moved = decode_all(&code[..len], ip)?;
     let ends =
         |i: &Instruction| matches!(i.flow_control(), FlowControl::Return | FlowControl::UnconditionalBranch | FlowControl::IndirectBranch);
     let plain = |i: &Instruction| matches!(i.flow_control(), FlowControl::Next | FlowControl::ConditionalBranch) || ends(i);
