@@ -107,6 +107,7 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
     let cfa = if off == 0 { 0 } else { sp + off as u64 };
     let depth = t.depth as usize;
     let now = writer::monotonic_ns();
+    let mut entered = false;
     let dead = if frames::starts_program(addr) {
         // `exit` runs its handlers from frames below those `main` left open (no exit event
         // closes them): close them first. Registered now, the closer runs before the
@@ -115,7 +116,9 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
         EXIT_CLOSER.store(true, Ordering::Relaxed);
         depth
     } else if depth <= STACK_CAP {
-        closed_by(t, cfa)
+        let (dead, switch) = closed_by(t, cfa);
+        entered = switch == frames::Switch::Enter;
+        dead
     } else {
         0
     };
@@ -130,7 +133,7 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
             }
         }
     }
-    if !left_root {
+    if entered && !left_root {
         resume_segment(t, cfa, now);
     }
     let depth = t.depth as usize;
@@ -164,14 +167,16 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
     t.push();
 }
 
-/// How many open frames a call at `cfa` closes (frames.rs), `depth <= STACK_CAP`. A call back
-/// on a stack below frames of other stacks (a coroutine switched away from) suspends those
-/// frames (suspend.rs) before they are closed: they are written as returns all the same, and
-/// resumed when a call runs on their stack again ([`resume_segment`]).
-unsafe fn closed_by(t: &mut SltThread, cfa: u64) -> usize {
+/// How many open frames a call at `cfa` closes (frames.rs), `depth <= STACK_CAP`, and where
+/// the call runs. A call back on a stack below frames of other stacks (a coroutine switched
+/// away from) suspends those frames (suspend.rs) before they are closed: they are written as
+/// returns all the same, and resumed when a call runs on their stack again
+/// ([`resume_segment`]).
+unsafe fn closed_by(t: &mut SltThread, cfa: u64) -> (usize, frames::Switch) {
     let depth = t.depth as usize;
     let cfas = std::slice::from_raw_parts(t.cfas, depth);
-    match frames::stack_switch(cfas, cfa) {
+    let switch = frames::stack_switch(cfas, cfa);
+    let dead = match switch {
         frames::Switch::Back(k) => {
             let stack = std::slice::from_raw_parts(t.stack, depth);
             // A `-F` call among them: the filter's rules close them (not kept); a signal
@@ -192,19 +197,18 @@ unsafe fn closed_by(t: &mut SltThread, cfa: u64) -> usize {
             (depth - k - 1) + frames::dead_frames(&cfas[..=k], cfa)
         }
         _ => frames::dead_frames(cfas, cfa),
-    }
+    };
+    (dead, switch)
 }
 
-/// A call at `cfa` on a stack where no frame is open, whose frames suspend.rs kept when the
-/// thread left it: the frames the thread left that stack under (above the frame the segment
-/// was nested in, when that frame is still open) are closed, and the segment's frames that
-/// are still live are opened again as resumes, so that the call nests under them.
+/// A call at `cfa` on a stack where no frame is open ([`frames::Switch::Enter`]), whose frames
+/// suspend.rs kept when the thread left it: the frames the thread left that stack under (above
+/// the frame the segment was nested in, when that frame is still open) are closed, and the
+/// segment's frames that are still live are opened again as resumes, so that the call nests
+/// under them.
 unsafe fn resume_segment(t: &mut SltThread, cfa: u64, now: u64) {
     let depth = t.depth as usize;
-    if t.rust.is_null()
-        || depth > STACK_CAP
-        || frames::stack_switch(std::slice::from_raw_parts(t.cfas, depth), cfa) != frames::Switch::Enter
-    {
+    if t.rust.is_null() || depth > STACK_CAP {
         return;
     }
     // A signal handler on the alternate stack nests under the frame it interrupted.
