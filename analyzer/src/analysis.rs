@@ -8,6 +8,7 @@ use crate::plumbing::Plumbing;
 use crate::prune::{entry_modules, prune_baseline, prune_imports, Baseline};
 use crate::select::Selection;
 use crate::source::SourceCache;
+use crate::testrun::{Spectrum, TestFilter};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use trace_format::TraceMeta;
@@ -30,6 +31,8 @@ pub struct Options {
     pub selection: Selection,
     /// Framework plumbing to collapse (prompts; see [`crate::plumbing`]). Default: none.
     pub plumbing: Plumbing,
+    /// Show these tests' trees instead of the threads' (`--test`; [`crate::testrun`]).
+    pub tests: Option<TestFilter>,
 }
 
 /// One thread's tree, ready to show.
@@ -93,6 +96,14 @@ pub struct PreparedTrace {
     pub events: u64,
     /// Which source lines ran (empty without line data).
     pub coverage: LineCoverage,
+    /// What a prompt says first: how the run ended when it failed, and each shown test's
+    /// outcome and failure ([`crate::testrun::outcome_text`]). Plain text blocks.
+    pub outcome: Vec<String>,
+    /// Every test the run recorded, in start order (`pid`, test).
+    pub tests: Vec<(u32, trace_format::TestRun)>,
+    /// Which functions ran in failing and passing tests, over all traces prepared together;
+    /// `None` unless they hold both.
+    pub spectrum: Option<std::sync::Arc<Spectrum>>,
 }
 
 /// Errors preparing traces.
@@ -105,6 +116,10 @@ pub enum PrepareError {
     Empty { path: PathBuf, recorded: usize, pruned: usize, why: String },
     #[error("{path}: the trace recorded no function calls (the shim may not have been active); record it again with `trace run`")]
     NoCalls { path: PathBuf },
+    #[error("{path}: the trace recorded no tests (`--test` needs a run of pytest or unittest: `trace run -- python -m pytest ...`)")]
+    NoTests { path: PathBuf },
+    #[error("{path}: no recorded test matches {filter:?} ({available}); `slice tests {path}` lists them")]
+    NoTestMatch { path: PathBuf, filter: String, available: String },
 }
 
 /// Load, prune and select several traces. Warnings (damaged streams...) are returned for stderr.
@@ -126,11 +141,26 @@ pub fn prepare(dirs: &[PathBuf], opts: &Options) -> Result<(Vec<PreparedTrace>, 
         }
         _ => None,
     };
-    let mut out = Vec::new();
+    let mut loaded = Vec::new();
+    let mut spectrum = Spectrum::default();
     for d in dirs {
         let t = load_trace(d)?;
         warnings.extend(t.warnings.iter().cloned());
-        out.push(prepare_one(t, opts, baseline.as_ref())?);
+        for p in &t.processes {
+            for test in &p.tests {
+                if let Some(tree) = p.test_tree(test) {
+                    spectrum.add(test.outcome, tree);
+                }
+            }
+        }
+        loaded.push(t);
+    }
+    let spectrum = spectrum.informative().then(|| std::sync::Arc::new(spectrum));
+    let mut out = Vec::new();
+    for t in loaded {
+        let mut p = prepare_one(t, opts, baseline.as_ref())?;
+        p.spectrum = spectrum.clone();
+        out.push(p);
     }
     Ok((out, warnings))
 }
@@ -190,6 +220,30 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     let mut seen_files = HashSet::new();
     let (mut after_prune, mut stdlib_hidden) = (0usize, 0usize);
     let (mut plumbing_removed, mut plumbing_packages) = (0usize, std::collections::BTreeSet::new());
+    let all_tests: Vec<(u32, trace_format::TestRun)> =
+        t.processes.iter().flat_map(|p| p.tests.iter().map(|x| (p.meta.pid, x.clone()))).collect();
+    // What is shown: each thread, or with `--test` each matching test's tree.
+    let mut chosen: Vec<(u32, &trace_format::TestRun)> = Vec::new();
+    if let Some(filter) = &opts.tests {
+        if all_tests.is_empty() {
+            return Err(PrepareError::NoTests { path: t.dir.clone() });
+        }
+        for p in &t.processes {
+            chosen.extend(p.tests.iter().filter(|x| filter.matches(x)).map(|x| (p.meta.pid, x)));
+        }
+        if chosen.is_empty() {
+            let filter = match filter {
+                TestFilter::Failed => "failed".to_string(),
+                TestFilter::Pattern { text, .. } => text.clone(),
+            };
+            let available = format!(
+                "{}: {}",
+                crate::testrun::plural(all_tests.len(), "test"),
+                crate::testrun::outcome_counts(all_tests.iter().map(|(_, x)| x))
+            );
+            return Err(PrepareError::NoTestMatch { path: t.dir.clone(), filter, available });
+        }
+    }
     for p in &t.processes {
         for f in p.funcs.iter() {
             if let Some(file) = &f.file {
@@ -201,14 +255,26 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         }
         let nthreads = p.threads.len();
         let command = short_argv(&p.meta.argv, &cwd);
+        let mut units: Vec<(String, &crate::fold::ThreadTree, &CallTree)> = Vec::new();
+        if opts.tests.is_some() {
+            for &(_, test) in chosen.iter().filter(|(pid, _)| *pid == p.meta.pid) {
+                let (Some(th), Some(tree)) = (p.threads.iter().find(|th| th.tid == test.tid), p.test_tree(test)) else { continue };
+                units.push((format!("test {}", test.id), th, tree));
+            }
+        } else {
+            units.extend(p.threads.iter().map(|th| (String::new(), th, &th.tree)));
+        }
         for th in &p.threads {
             events += th.info.events;
-            recorded += th.tree.len();
-            let entry = entry_modules(&th.tree, th.is_main);
+        }
+        for (test_label, th, unit_tree) in units {
+            recorded += unit_tree.len();
+            let is_main = th.is_main && test_label.is_empty();
+            let entry = entry_modules(unit_tree, is_main);
             let (tree, removed) = match (&opts.prune, baseline) {
-                (PruneMode::Baseline(_), Some(b)) => prune_baseline(&th.tree, b),
-                (PruneMode::Auto, _) => prune_imports(&th.tree, &entry),
-                _ => (th.tree.clone(), 0),
+                (PruneMode::Baseline(_), Some(b)) => prune_baseline(unit_tree, b),
+                (PruneMode::Auto, _) => prune_imports(unit_tree, &entry),
+                _ => (unit_tree.clone(), 0),
             };
             pruned += removed;
             after_prune += tree.len();
@@ -246,7 +312,9 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                 plumbing: collapsed.funcs,
                 times_estimated: p.times_estimated,
             };
-            if nproc > 1 {
+            if !test_label.is_empty() {
+                pt.label = if nproc > 1 { format!("{test_label} (process {} ({}))", pt.pid, pt.command) } else { test_label };
+            } else if nproc > 1 {
                 pt.label = pt.full_label();
             } else if nthreads > 1 {
                 pt.label = format!("thread {}", pt.thread_name());
@@ -291,8 +359,41 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             if one { "it" } else { "them" }
         ));
     }
+    let mut outcome = Vec::new();
+    if let Some(how) = crate::testrun::failed_exit(t.meta.exit.as_ref()) {
+        let tests = if all_tests.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({}: {})",
+                crate::testrun::plural(all_tests.len(), "test"),
+                crate::testrun::outcome_counts(all_tests.iter().map(|(_, x)| x))
+            )
+        };
+        outcome.push(format!("The run failed: {how}{tests}."));
+    } else if t.meta.exit.is_none() {
+        outcome.push(
+            "The run did not finish normally: `trace` recorded no exit status (it was killed, or the trace was copied while running)."
+                .into(),
+        );
+    }
+    if opts.tests.is_some() {
+        outcome.extend(chosen.iter().map(|(_, x)| crate::testrun::outcome_text(x)));
+    } else if all_tests.iter().any(|(_, x)| x.outcome.is_failure()) {
+        let failing: Vec<&str> = all_tests.iter().filter(|(_, x)| x.outcome.is_failure()).map(|(_, x)| x.id.as_str()).collect();
+        notes.push(format!(
+            "This run ran {} ({}); failing: {}{}. `--test failed` (or `--test ID`) gives the prompt of the failing tests: their failure first, then only the code each ran.",
+            crate::testrun::plural(all_tests.len(), "test"),
+            crate::testrun::outcome_counts(all_tests.iter().map(|(_, x)| x)),
+            failing.iter().take(5).copied().collect::<Vec<_>>().join(", "),
+            if failing.len() > 5 { format!(" and {} more", failing.len() - 5) } else { String::new() }
+        ));
+    }
     let sources = SourceCache::new(SourceCache::read_sources_doc(&t.dir), &cwd);
     Ok(PreparedTrace {
+        outcome,
+        tests: all_tests,
+        spectrum: None,
         dir: t.dir,
         meta: t.meta,
         cwd,

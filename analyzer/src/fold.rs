@@ -24,6 +24,11 @@ pub enum FoldClass {
     /// The same native function as an earlier id (an instance of one Rust source function:
     /// [`crate::symbolize::native`] gives its instances equal [`Function`]s): folded as that id.
     SameAs(u32),
+    /// The test recorder's boundary calls (`_slicetrace_test_begin`/`_end` of `trace run`'s
+    /// runtime directory): transparent, and where a test's own tree starts and ends
+    /// ([`fold_events_with_tests`]).
+    TestBegin,
+    TestEnd,
 }
 
 /// Python comprehension and generator-expression code objects.
@@ -38,7 +43,11 @@ pub fn fold_class(f: &Function) -> FoldClass {
     // `trace run`'s own bootstrap (a sitecustomize.py in a temporary `slice-trace-rt-*`
     // directory) is not part of the program.
     if file.contains("/slice-trace-rt-") {
-        return FoldClass::Transparent;
+        return match f.name.as_str() {
+            "_slicetrace_test_begin" => FoldClass::TestBegin,
+            "_slicetrace_test_end" => FoldClass::TestEnd,
+            _ => FoldClass::Transparent,
+        };
     }
     if file.starts_with("<frozen importlib._bootstrap") {
         FoldClass::Import
@@ -117,11 +126,25 @@ pub fn fold_events<I>(funcs: Arc<Vec<Function>>, classes: &[FoldClass], events: 
 where
     I: IntoIterator<Item = Result<Event, FormatError>>,
 {
-    let mut b = TreeBuilder::new(funcs);
+    let (tree, info, _) = fold_events_with_tests(funcs, classes, events);
+    (tree, info)
+}
+
+/// [`fold_events`], and besides the thread's tree one tree per test that the thread ran: the
+/// calls between the `seq`-th [`FoldClass::TestBegin`] call and the next
+/// [`FoldClass::TestEnd`] call (the test recorder's boundaries), folded by the same rules with
+/// the calls already open at the boundary (the runner's loop) left out. A test whose end never
+/// came (its process died in it) ends with the stream.
+pub fn fold_events_with_tests<I>(funcs: Arc<Vec<Function>>, classes: &[FoldClass], events: I) -> (CallTree, FoldInfo, Vec<CallTree>)
+where
+    I: IntoIterator<Item = Result<Event, FormatError>>,
+{
+    let mut main = Folder::new(funcs.clone(), classes.len());
     let mut info = FoldInfo::default();
-    let mut stack: Vec<Frame> = Vec::with_capacity(256);
-    let mut on_path: Vec<u32> = vec![0; classes.len()];
-    let mut last_ts = 0u64;
+    let mut tests: Vec<CallTree> = Vec::new();
+    // The current test's folder: every call goes to it too, and a return closes its innermost
+    // frame while it has one (its frames are the top of the thread's stack).
+    let mut test: Option<Folder> = None;
     for ev in events {
         match ev {
             Ok(ev @ (Event::Call { func, ts } | Event::Resume { func, ts })) => {
@@ -131,54 +154,39 @@ where
                     _ => func,
                 };
                 info.events += 1;
-                last_ts = ts;
-                let (cur, in_import) = match stack.last() {
-                    Some(f) => (f.node, f.import),
-                    None => (ROOT, false),
-                };
-                let transparent = |import| Frame { node: cur, start: ts, func: u32::MAX, import, reentry: false };
                 match classes.get(func as usize) {
-                    Some(FoldClass::Transparent) => {
-                        stack.push(transparent(false));
-                        continue;
+                    Some(FoldClass::TestBegin) => {
+                        if let Some(t) = test.replace(Folder::new(funcs.clone(), classes.len())) {
+                            tests.push(t.finish(ts).0);
+                        }
                     }
-                    Some(FoldClass::Import) => {
-                        stack.push(transparent(true));
-                        continue;
+                    Some(FoldClass::TestEnd) => {
+                        if let Some(t) = test.take() {
+                            tests.push(t.finish(ts).0);
+                        }
                     }
                     _ => {}
                 }
-                let fi = func as usize;
-                if fi >= on_path.len() {
-                    // An id past the function table (its record was lost) grows the table a
-                    // little; one far past it is damage, not a reason to allocate gigabytes.
-                    if fi > classes.len() + trace_format::reader::FUNC_ID_SLACK {
-                        info.damaged = Some(format!("function id {func} is far beyond the function table ({} records)", classes.len()));
-                        break;
+                if let Err(e) = main.call(classes, func, ts, resume) {
+                    info.damaged = Some(e);
+                    break;
+                }
+                if let Some(t) = &mut test {
+                    if !matches!(classes.get(func as usize), Some(FoldClass::TestBegin)) {
+                        // Same classes, same id check: it cannot fail where `main` did not.
+                        let _ = t.call(classes, func, ts, resume);
                     }
-                    on_path.resize(fi + 1, 0);
                 }
-                let earlier = if on_path[fi] > 0 { stack.iter().rev().find(|f| f.func == func).map(|f| f.node) } else { None };
-                let n = if earlier.is_some() { b.marker(cur, func) } else { b.child(cur, func) };
-                let node = b.node_mut(n);
-                node.via_import |= in_import;
-                if resume {
-                    node.resumes += 1;
-                } else {
-                    node.count += 1;
-                }
-                on_path[fi] += 1;
-                stack.push(match earlier {
-                    Some(attach) => Frame { node: attach, start: ts, func, import: false, reentry: true },
-                    None => Frame { node: n, start: ts, func, import: false, reentry: false },
-                });
             }
             Ok(Event::Return { ts }) => {
                 info.events += 1;
-                last_ts = ts;
-                match stack.pop() {
-                    Some(f) => close_frame(f, ts, &mut stack, &mut b, &mut on_path),
-                    None => info.unmatched_returns += 1,
+                if let Some(t) = &mut test {
+                    if !t.stack.is_empty() {
+                        t.ret(ts);
+                    }
+                }
+                if !main.ret(ts) {
+                    info.unmatched_returns += 1;
                 }
             }
             Ok(Event::ThreadName(n)) => info.thread_name = Some(n),
@@ -189,13 +197,98 @@ where
             }
         }
     }
-    while let Some(f) = stack.pop() {
-        if f.func != u32::MAX {
-            info.open_at_end += 1;
-        }
-        close_frame(f, last_ts, &mut stack, &mut b, &mut on_path);
+    let end = main.last_ts;
+    if let Some(t) = test.take() {
+        tests.push(t.finish(end).0);
     }
-    (b.finish(), info)
+    let (tree, open) = main.finish(end);
+    info.open_at_end = open;
+    (tree, info, tests)
+}
+
+/// The folding state of one tree: the builder, the open frames, how often each function is on
+/// the path (see [`fold_events`] for the rules).
+struct Folder {
+    b: TreeBuilder,
+    stack: Vec<Frame>,
+    on_path: Vec<u32>,
+    last_ts: u64,
+}
+
+impl Folder {
+    fn new(funcs: Arc<Vec<Function>>, nfuncs: usize) -> Folder {
+        Folder { b: TreeBuilder::new(funcs), stack: Vec::with_capacity(256), on_path: vec![0; nfuncs], last_ts: 0 }
+    }
+
+    /// A call (or resume) of `func` (already mapped through [`FoldClass::SameAs`]). Err: the
+    /// id is far beyond the function table (damage).
+    fn call(&mut self, classes: &[FoldClass], func: u32, ts: u64, resume: bool) -> Result<(), String> {
+        self.last_ts = ts;
+        let (cur, in_import) = match self.stack.last() {
+            Some(f) => (f.node, f.import),
+            None => (ROOT, false),
+        };
+        let transparent = |import| Frame { node: cur, start: ts, func: u32::MAX, import, reentry: false };
+        match classes.get(func as usize) {
+            Some(FoldClass::Transparent | FoldClass::TestBegin | FoldClass::TestEnd) => {
+                self.stack.push(transparent(false));
+                return Ok(());
+            }
+            Some(FoldClass::Import) => {
+                self.stack.push(transparent(true));
+                return Ok(());
+            }
+            _ => {}
+        }
+        let fi = func as usize;
+        if fi >= self.on_path.len() {
+            // An id past the function table (its record was lost) grows the table a
+            // little; one far past it is damage, not a reason to allocate gigabytes.
+            if fi > classes.len() + trace_format::reader::FUNC_ID_SLACK {
+                return Err(format!("function id {func} is far beyond the function table ({} records)", classes.len()));
+            }
+            self.on_path.resize(fi + 1, 0);
+        }
+        let earlier = if self.on_path[fi] > 0 { self.stack.iter().rev().find(|f| f.func == func).map(|f| f.node) } else { None };
+        let n = if earlier.is_some() { self.b.marker(cur, func) } else { self.b.child(cur, func) };
+        let node = self.b.node_mut(n);
+        node.via_import |= in_import;
+        if resume {
+            node.resumes += 1;
+        } else {
+            node.count += 1;
+        }
+        self.on_path[fi] += 1;
+        self.stack.push(match earlier {
+            Some(attach) => Frame { node: attach, start: ts, func, import: false, reentry: true },
+            None => Frame { node: n, start: ts, func, import: false, reentry: false },
+        });
+        Ok(())
+    }
+
+    /// A return: closes the innermost frame; false when none was open.
+    fn ret(&mut self, ts: u64) -> bool {
+        self.last_ts = ts;
+        match self.stack.pop() {
+            Some(f) => {
+                close_frame(f, ts, &mut self.stack, &mut self.b, &mut self.on_path);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Close the frames still open at `ts`; the tree and how many calls were open.
+    fn finish(mut self, ts: u64) -> (CallTree, u64) {
+        let mut open = 0;
+        while let Some(f) = self.stack.pop() {
+            if f.func != u32::MAX {
+                open += 1;
+            }
+            close_frame(f, ts, &mut self.stack, &mut self.b, &mut self.on_path);
+        }
+        (self.b.finish(), open)
+    }
 }
 
 /// Account for the end of frame `f` (already popped from `stack`) at time `ts`.
@@ -235,6 +328,9 @@ pub struct ThreadTree {
     pub tree: CallTree,
     pub info: FoldInfo,
     pub stream: PathBuf,
+    /// One tree per test the thread ran, in order ([`fold_events_with_tests`]): the `seq`-th
+    /// is the test whose [`trace_format::TestRun`] has this `tid` and that `seq`.
+    pub tests: Vec<CallTree>,
 }
 
 /// One traced process: its functions and its threads' trees (main thread first).
@@ -246,6 +342,15 @@ pub struct ProcessTrees {
     /// Its times are estimated, not measured: entry patching records no returns
     /// ([`trace_format::reader::Process::times_estimated`]).
     pub times_estimated: bool,
+    /// The tests its test runner ran (`tests.jsonl`), in start order.
+    pub tests: Vec<trace_format::TestRun>,
+}
+
+impl ProcessTrees {
+    /// The tree of a test of this process: from the stream of its thread, its `seq`-th.
+    pub fn test_tree(&self, t: &trace_format::TestRun) -> Option<&CallTree> {
+        self.threads.iter().find(|th| th.tid == t.tid)?.tests.get(t.seq as usize)
+    }
 }
 
 /// A trace directory read into trees.
@@ -295,15 +400,32 @@ pub fn load_trace(dir: &Path) -> Result<LoadedTrace, LoadError> {
             threads.push(t);
         }
         coverage.add_process(&p.funcs, &funcs, lines);
-        processes.push(ProcessTrees { meta: p.meta.clone(), funcs, threads, times_estimated: p.times_estimated() });
+        let tests = match trace_format::testrun::read_tests(&p.dir) {
+            Ok(doc) => {
+                if doc.bad_lines > 0 {
+                    warnings.push(format!(
+                        "{}: {} damaged lines were skipped",
+                        p.dir.join(trace_format::testrun::TESTS_FILE).display(),
+                        doc.bad_lines
+                    ));
+                }
+                doc.tests
+            }
+            Err(e) => {
+                warnings.push(format!("{}: cannot read it: {e}", p.dir.join(trace_format::testrun::TESTS_FILE).display()));
+                Vec::new()
+            }
+        };
+        processes.push(ProcessTrees { meta: p.meta.clone(), funcs, threads, times_estimated: p.times_estimated(), tests });
     }
     Ok(LoadedTrace { dir: dir.to_path_buf(), meta: td.meta, processes, warnings, coverage })
 }
 
 fn fold_stream(funcs: &Arc<Vec<Function>>, classes: &[FoldClass], s: &ThreadStream) -> Result<ThreadTree, FormatError> {
     let iter = s.events()?;
-    let (tree, info) = fold_events(funcs.clone(), classes, iter);
+    let (tree, info, tests) = fold_events_with_tests(funcs.clone(), classes, iter);
     Ok(ThreadTree {
+        tests,
         pid: s.header.pid,
         tid: s.header.tid,
         thread_name: info.thread_name.clone(),

@@ -18,6 +18,7 @@ pub mod select;
 pub mod source;
 pub mod symbolize;
 pub mod symbols;
+pub mod testrun;
 pub mod testutil;
 pub mod tokens;
 pub mod values;

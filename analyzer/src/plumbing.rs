@@ -55,6 +55,27 @@ pub const FRAMEWORKS: &[&str] = &[
     "gumdrop",
 ];
 
+/// Test runners and their plugins (top-level import names; also every `pytest_*` plugin
+/// package): plumbing for every prompt, also when the run's entry is the runner (`python -m
+/// pytest`), since a test's question is about the code under test. unittest's runner is in the
+/// standard library, hidden with it.
+pub const TEST_RUNNERS: &[&str] = &["pytest", "_pytest", "pluggy", "xdist", "execnet", "iniconfig", "_hypothesis_pytestplugin"];
+
+/// Whether a top-level package is a test runner or one of its plugins ([`TEST_RUNNERS`]).
+pub fn is_test_runner(package: &str) -> bool {
+    TEST_RUNNERS.contains(&package) || package.starts_with("pytest_")
+}
+
+/// Whether a source file is a test module by its name: `test_*.py`, `*_test.py`,
+/// `conftest.py`, or any file under a `tests`/`test`/`testing` directory.
+pub fn is_test_file(path: &Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    (name.starts_with("test_") && name.ends_with(".py"))
+        || name.ends_with("_test.py")
+        || name == "conftest.py"
+        || path.parent().is_some_and(|d| d.components().any(|c| matches!(c.as_os_str().to_str(), Some("tests" | "test" | "testing"))))
+}
+
 /// Packages that the name of their family stands for in a question or filter: "How does clap
 /// parse ...?" keeps clap's builder and lexer too.
 const FAMILIES: &[(&str, &str)] = &[("clap_builder", "clap"), ("clap_lex", "clap")];
@@ -93,7 +114,7 @@ impl Plumbing {
     pub fn for_prompt(question: &str, extra: &[String], sel: &Selection) -> Plumbing {
         let filters: Vec<&Regex> = sel.include.iter().chain(&sel.include_module).chain(&sel.include_file).chain(&sel.focus).collect();
         let mut packages: Vec<String> = Vec::new();
-        for p in FRAMEWORKS.iter().map(|s| s.to_string()).chain(extra.iter().map(|s| s.replace('-', "_"))) {
+        for p in FRAMEWORKS.iter().chain(TEST_RUNNERS).map(|s| s.to_string()).chain(extra.iter().map(|s| s.replace('-', "_"))) {
             let family = FAMILIES.iter().find(|(m, _)| *m == p).map(|(_, f)| *f);
             let named = |text: &str| named_in(text, &p) || family.is_some_and(|f| named_in(text, f));
             if named(question) || filters.iter().any(|r| r.is_match(&p)) || packages.contains(&p) {
@@ -119,7 +140,7 @@ impl Plumbing {
         } else {
             module_name(f, cwd).split('.').next()?.to_string()
         };
-        self.packages.contains(&top).then_some(top)
+        (self.packages.contains(&top) || (is_test_runner(&top) && self.packages.iter().any(|p| p == "pytest"))).then_some(top)
     }
 
     /// Collapse the plumbing of one tree. `entry`: the entry script's function indices (a
@@ -130,7 +151,27 @@ impl Plumbing {
             return out;
         }
         let pkg_of: Vec<Option<String>> = tree.funcs.iter().map(|f| self.package_of(f, cwd)).collect();
-        let exempt: HashSet<&str> = entry.iter().filter_map(|&i| pkg_of.get(i as usize)?.as_deref()).collect();
+        // A framework the entry script belongs to is the program (a test runner never is), and
+        // so is one that a test calls directly: click's own tests exercise click.
+        let mut exempt: HashSet<&str> =
+            entry.iter().filter_map(|&i| pkg_of.get(i as usize)?.as_deref()).filter(|p| !is_test_runner(p)).collect();
+        let in_test_file: Vec<bool> = tree
+            .funcs
+            .iter()
+            .map(|f| {
+                f.language == crate::symbols::Language::Python
+                    && origin(f) == Origin::Program
+                    && f.file.as_deref().is_some_and(is_test_file)
+            })
+            .collect();
+        for node in &tree.nodes {
+            if node.parent == ROOT || !in_test_file.get(tree.nodes[node.parent as usize].func as usize).copied().unwrap_or(false) {
+                continue;
+            }
+            if let Some(p) = pkg_of.get(node.func as usize).and_then(|p| p.as_deref()).filter(|p| !is_test_runner(p)) {
+                exempt.insert(p);
+            }
+        }
         let plumb_func = |func: u32| -> Option<&str> {
             let p = pkg_of.get(func as usize)?.as_deref()?;
             (!exempt.contains(p)).then_some(p)

@@ -73,7 +73,8 @@ pub fn program_packages(tree: &CallTree, entry: &std::collections::HashSet<u32>,
         if origin(f) == Origin::SitePackages {
             let m = module_name(f, cwd);
             let p = m.split('.').next().unwrap_or_default();
-            if !p.is_empty() && !out.iter().any(|x| x == p) {
+            // `python -m pytest` runs the tests, not pytest: the runner is not the program.
+            if !p.is_empty() && !crate::plumbing::is_test_runner(p) && !out.iter().any(|x| x == p) {
                 out.push(p.to_string());
             }
         }

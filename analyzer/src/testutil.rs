@@ -81,7 +81,7 @@ impl TraceBuilder {
             start_unix_ms: 0,
             end_unix_ms: None,
             duration_ns: None,
-            exit: None,
+            exit: Some(trace_format::ExitStatus { code: Some(0), signal: None, core_dumped: false }),
             options: serde_json::Value::Null,
             incomplete: None,
         };

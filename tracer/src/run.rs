@@ -21,6 +21,8 @@ use trace_format::{event::FLAG_INCOMPLETE, FileFingerprint, FuncKind, SourcesDoc
 
 /// The `sitecustomize.py` that loads the Python shim (see the file for what it does).
 const SITECUSTOMIZE: &str = include_str!("sitecustomize.py");
+/// The test recorder that `sitecustomize.py` loads (pytest plugin, unittest result hooks).
+const TESTS_RECORDER: &str = include_str!("slicetrace_tests.py");
 /// File name of the Python shim, as cargo builds it.
 pub const PY_SHIM: &str = "libslicetrace_py.so";
 /// File name of the native shim, as cargo builds it.
@@ -122,6 +124,8 @@ fn python_runtime(shim: &Path) -> Result<tempfile::TempDir> {
     let rt = tempfile::Builder::new().prefix("slice-trace-rt-").tempdir().context("cannot create a temporary directory (check $TMPDIR)")?;
     std::fs::write(rt.path().join("sitecustomize.py"), SITECUSTOMIZE.replace("@PY_VERSION@", &version))
         .context("cannot write sitecustomize.py into the temporary directory")?;
+    std::fs::write(rt.path().join("_slicetrace_tests.py"), TESTS_RECORDER)
+        .context("cannot write _slicetrace_tests.py into the temporary directory")?;
     std::os::unix::fs::symlink(shim, rt.path().join("_slicetrace.so"))
         .context("cannot link the Python shim into the temporary directory")?;
     Ok(rt)

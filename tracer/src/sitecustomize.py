@@ -35,6 +35,7 @@ def _slicetrace_boot():
     if recorder is not None and recorder.start():
         os.register_at_fork(after_in_child=recorder.after_fork_child)
         _keep_children_recorded(here)
+        _record_tests(here)
 
     # Chain to the sitecustomize that would have run without us.
     import importlib.machinery
@@ -45,6 +46,59 @@ def _slicetrace_boot():
         module = importlib.util.module_from_spec(spec)
         sys.modules["sitecustomize"] = module
         spec.loader.exec_module(module)
+
+
+def _record_tests(here):
+    # Tests are recorded as tests (slicetrace_tests.py beside this file): its module is loaded
+    # now (it imports nothing), and reaches pytest and unittest only when the program imports
+    # them, through a one-shot finder that adds a step after the module's own code.
+    import os
+    import sys
+    import importlib.machinery
+    import importlib.util
+
+    path = os.path.join(here, "_slicetrace_tests.py")
+    spec = importlib.util.spec_from_file_location("_slicetrace_tests", path)
+    if spec is None or spec.loader is None:
+        return
+    tests = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(tests)
+    except Exception as e:
+        sys.stderr.write("trace: cannot load the test recorder (%s); tests are not recorded\n" % e)
+        return
+    sys.modules["_slicetrace_tests"] = tests
+    after = {
+        "_pytest.config": lambda m: tests.install_pytest(m.PytestPluginManager),
+        "unittest.result": lambda m: tests.install_unittest(m.TestResult),
+    }
+
+    class AfterImport(object):
+        def find_spec(self, name, path=None, target=None):
+            step = after.pop(name, None)
+            if step is None:
+                return None
+            if not after:
+                try:
+                    sys.meta_path.remove(self)
+                except ValueError:
+                    pass
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+                return spec
+            run = spec.loader.exec_module
+
+            def exec_module(module):
+                run(module)
+                try:
+                    step(module)
+                except Exception as e:
+                    sys.stderr.write("trace: cannot record the tests of %s (%s)\n" % (name, e))
+
+            spec.loader.exec_module = exec_module
+            return spec
+
+    sys.meta_path.insert(0, AfterImport())
 
 
 def _keep_children_recorded(here):
@@ -83,3 +137,4 @@ def _keep_children_recorded(here):
 _slicetrace_boot()
 del _slicetrace_boot
 del _keep_children_recorded
+del _record_tests

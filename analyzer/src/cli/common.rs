@@ -74,6 +74,13 @@ pub struct SelectArgs {
     /// Prompts: also collapse this installed package as framework plumbing (repeatable).
     #[arg(long, value_name = "PACKAGE", help_heading = "Selection")]
     pub plumbing: Vec<String>,
+    /// Show recorded tests instead of the whole run: a test id (pytest's node id, unittest's
+    /// id), its end (`TestClass::test_name`, a parametrized test's name for all its
+    /// instances), a glob ('tests/test_x.py::*'), or `failed` for every failing test. Each
+    /// test's tree starts at the test, through its fixtures; a prompt starts with its failure.
+    /// `slice tests TRACE` lists them.
+    #[arg(long, value_name = "ID|GLOB|failed", help_heading = "Selection")]
+    pub test: Option<String>,
 }
 
 impl SelectArgs {
@@ -106,7 +113,11 @@ impl SelectArgs {
             focus_subtree: self.focus_subtree,
             max_depth: self.max_depth,
         };
-        Ok(Options { prune, selection, plumbing: Plumbing::default() })
+        let tests = match &self.test {
+            Some(t) => Some(crate::testrun::TestFilter::parse(t).map_err(UsageError)?),
+            None => None,
+        };
+        Ok(Options { prune, selection, plumbing: Plumbing::default(), tests })
     }
 
     /// Options for a prompt about `question`: [`SelectArgs::options`] with framework plumbing

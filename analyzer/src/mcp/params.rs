@@ -72,6 +72,10 @@ pub struct Selection {
     /// Show command-line frameworks and plugin managers (click, typer, pluggy, ...) whole;
     /// by default their internals are collapsed to the path to the program's code.
     pub show_plumbing: Option<bool>,
+    /// Only these recorded tests (a run of pytest or unittest): a test id, its end
+    /// ("TestClass::test_name"), a glob ("tests/test_x.py::*"), or "failed" for every failing
+    /// test. The prompt then starts with each test's failure; the tests tool lists the ids.
+    pub test: Option<String>,
 }
 
 impl Selection {
@@ -95,6 +99,7 @@ impl Selection {
             no_site_packages: self.site_packages == Some(false),
             show_plumbing: self.show_plumbing == Some(true),
             plumbing: Vec::new(),
+            test: self.test.clone(),
         }
     }
 }

@@ -96,11 +96,15 @@ impl Model {
                 cwd: t.meta.cwd.clone(),
                 threads,
                 notes: t.notes.clone(),
+                outcome: t.outcome.iter().map(|o| crate::testrun::clean_text(o)).collect(),
                 files_executed: t.files_executed.iter().map(|f| t.sources.resolve(f)).collect(),
             });
         }
         rank::score(&mut funcs, question);
         rank::tree_boost(&mut funcs, &mtraces);
+        if let Some(spectrum) = traces.iter().find_map(|t| t.spectrum.clone()) {
+            rank::spectrum(&mut funcs, &spectrum);
+        }
         let notes = super::unavailable_notes(&unavailable_files);
         Model { question: question.trim().to_string(), traces: mtraces, funcs, notes }
     }
@@ -161,6 +165,7 @@ fn func_info(
             lexical: 0.0,
             values: Vec::new(),
             not_run: None,
+            spectrum: None,
         };
     };
     let file = match (&f.file, &f.object) {
@@ -193,5 +198,6 @@ fn func_info(
         lexical: 0.0,
         values: Vec::new(),
         not_run: None,
+        spectrum: None,
     }
 }

@@ -237,6 +237,9 @@ pub struct FuncInfo {
     /// ([`notrun`]); `None` without line data or when everything ran. Swapped in by
     /// [`Model::apply_not_run`].
     pub not_run: Option<(String, usize)>,
+    /// How often it ran in failing and passing tests ([`crate::testrun::Spectrum::describe`]),
+    /// when the traces hold both.
+    pub spectrum: Option<String>,
 }
 
 impl FuncInfo {
@@ -301,7 +304,7 @@ impl ModelTrace {
     /// A trace of one unnamed main thread holding `nodes` (pre-order), with pid and tid 0.
     pub fn one_thread(dir: String, command: String, cwd: String, nodes: Vec<ModelNode>) -> ModelTrace {
         let thread = ModelThread { label: String::new(), pid: 0, tid: 0, name: None, is_main: true, nodes, shapes: Default::default() };
-        ModelTrace { dir, command, cwd, threads: vec![thread], notes: Vec::new(), files_executed: Vec::new() }
+        ModelTrace { dir, command, cwd, threads: vec![thread], notes: Vec::new(), outcome: Vec::new(), files_executed: Vec::new() }
     }
 }
 
@@ -319,6 +322,8 @@ pub struct ModelTrace {
     pub cwd: String,
     pub threads: Vec<ModelThread>,
     pub notes: Vec<String>,
+    /// How the run and its shown tests ended, said first ([`crate::analysis::PreparedTrace::outcome`]).
+    pub outcome: Vec<String>,
     /// Every source file the run executed (absolute), for whole-file comparisons.
     pub files_executed: Vec<std::path::PathBuf>,
 }
@@ -427,6 +432,7 @@ impl Model {
                 threads,
                 sources,
                 notes: t.notes.clone(),
+                outcome: t.outcome.iter().map(|o| DocBlock { fence: fence_for(&[o]), text: o.clone() }).collect(),
             });
         }
         let mut sorted = Vec::new();
@@ -527,6 +533,10 @@ impl Model {
                 (Some(code), note, Some(e.first_line), Some(e.last_line), elided)
             }
         };
+        let note = match (note, &f.spectrum) {
+            (Some(n), Some(s)) => Some(format!("{n}; {s}")),
+            (n, s) => n.or_else(|| s.clone()),
+        };
         // Module values go with the whole source only, each once per prompt.
         let values: Vec<&ModuleValue> = if code.is_some() && !elided {
             f.values.iter().filter(|v| values_seen.insert((f.file.clone(), v.first_line))).collect()
@@ -598,6 +608,15 @@ pub struct DocTrace {
     /// With `order: call`: this trace's sources in tree order.
     pub sources: Vec<DocSource>,
     pub notes: Vec<String>,
+    /// How the run and its shown tests ended (a failed run, each test's failure), first.
+    pub outcome: Vec<DocBlock>,
+}
+
+/// A block of plain text shown fenced.
+#[derive(Debug, Clone, Serialize)]
+pub struct DocBlock {
+    pub text: String,
+    pub fence: String,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -79,6 +79,24 @@ pub(super) fn tree_boost(funcs: &mut HashMap<String, FuncInfo>, traces: &[ModelT
     }
 }
 
+/// Weight of a function's Ochiai score ([`crate::testrun::Spectrum::ochiai`], 0 to 1) in its
+/// relevance: large beside the lexical scores, so that with failing and passing tests in the
+/// traces the budget keeps what goes with failure first, and the question orders functions of
+/// equal suspiciousness.
+pub const SPECTRUM_WEIGHT: f64 = 1000.0;
+
+/// Add the spectrum's evidence: `relevance(f) += SPECTRUM_WEIGHT × ochiai(f)`, and its counts
+/// for the prompt's note on the function.
+pub(super) fn spectrum(funcs: &mut HashMap<String, FuncInfo>, s: &crate::testrun::Spectrum) {
+    for (k, f) in funcs.iter_mut() {
+        let o = s.ochiai(k);
+        f.relevance = ((f.relevance + SPECTRUM_WEIGHT * o) * 1e6).round() / 1e6;
+        if o > 0.0 && f.origin != Origin::Stdlib {
+            f.spectrum = s.describe(k);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +125,7 @@ mod tests {
             lexical: 0.0,
             values: Vec::new(),
             not_run: None,
+            spectrum: None,
         }
     }
 

@@ -133,6 +133,7 @@ mod tests {
             lexical,
             values: Vec::new(),
             not_run: None,
+            spectrum: None,
         }
     }
 

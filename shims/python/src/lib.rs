@@ -237,11 +237,21 @@ fn recording() -> bool {
     state::recording()
 }
 
+/// The directory this process records into (`<trace>/p<pid>[.<n>]`), or `None` when it does not
+/// record. The test-runner plugins (`tracer/src/slicetrace_tests.py`) write `tests.jsonl` there.
+#[pyfunction]
+fn process_dir(py: Python<'_>) -> Option<std::path::PathBuf> {
+    let _ = py;
+    // SAFETY: GIL held (a #[pyfunction] holds it: `py` is its token).
+    unsafe { state::with_proc(|p| p.dir.clone()) }
+}
+
 #[pymodule]
 #[pyo3(name = "_slicetrace")]
 fn slicetrace_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(start, m)?)?;
     m.add_function(wrap_pyfunction!(fork::after_fork_child, m)?)?;
     m.add_function(wrap_pyfunction!(recording, m)?)?;
+    m.add_function(wrap_pyfunction!(process_dir, m)?)?;
     Ok(())
 }

@@ -4,12 +4,14 @@
 //! - [`reader`]: what `trace info`/`trace dump` and `slice` use to read a trace back.
 //! - [`meta`]: the JSON documents (`meta.json`, `proc.json`, `funcs.jsonl`).
 //! - [`event`]: the binary encoding of thread streams.
+//! - [`testrun`]: `tests.jsonl`, the tests a test runner ran in a process.
 //! - [`clock`]: the shims' timestamp source (`CLOCK_MONOTONIC`, through the TSC where possible).
 
 pub mod clock;
 pub mod event;
 pub mod meta;
 pub mod reader;
+pub mod testrun;
 pub mod writer;
 
 pub use event::{Event, StreamHeader, StreamTotals};
@@ -18,6 +20,7 @@ pub use meta::{
     TRACE_FORMAT_VERSION,
 };
 pub use reader::{EventIter, Process, StreamSummary, ThreadStream, TraceDir};
+pub use testrun::{TestFailure, TestOutcome, TestRun};
 
 use std::path::{Path, PathBuf};
 

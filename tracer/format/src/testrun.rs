@@ -1,0 +1,336 @@
+//! `p<pid>/tests.jsonl`: the tests a test runner ran in a process (docs/trace-format.md,
+//! "tests.jsonl"). Written by the Python shim's test recorder (`tracer/src/slicetrace_tests.py`):
+//! a `start` line when a test begins and a `finish` line when it ends, each a single `write(2)`.
+//! Read here into one [`TestRun`] per test; a test with a start and no finish (its process died
+//! inside it) is [`TestOutcome::Interrupted`].
+//!
+//! The file is untrusted input: it is read line by line with a bounded line length and a
+//! bounded number of tests, lines that do not parse are counted and skipped, and every text is
+//! cut to a bounded length.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::path::Path;
+
+/// The file name inside a process directory.
+pub const TESTS_FILE: &str = "tests.jsonl";
+/// Longest line read (longer lines are skipped as damaged).
+pub const MAX_TEST_LINE: usize = 1 << 20;
+/// Most tests read from one process (a suite of a million tests is far beyond any run here).
+pub const MAX_TESTS: usize = 1 << 20;
+/// Longest text kept of a message, a report or captured output.
+const MAX_TEXT: usize = 16 << 10;
+
+/// How a test ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TestOutcome {
+    /// Its call failed (an assertion, an exception in the test body).
+    Failed,
+    /// Its setup or teardown failed (a fixture, `setUp`), or unittest's "error".
+    Error,
+    /// Its process died inside it (a crash, `os._exit`, a kill): no finish line.
+    Interrupted,
+    /// Marked expected to fail and passed.
+    Xpassed,
+    Passed,
+    Skipped,
+    /// Marked expected to fail, and failed.
+    Xfailed,
+}
+
+impl TestOutcome {
+    /// Whether the test counts as failing (for `--test failed` and the spectrum).
+    pub fn is_failure(self) -> bool {
+        matches!(self, TestOutcome::Failed | TestOutcome::Error | TestOutcome::Interrupted)
+    }
+
+    /// Whether it counts as passing (for the spectrum: skipped and xfailed tests count as neither).
+    pub fn is_pass(self) -> bool {
+        matches!(self, TestOutcome::Passed | TestOutcome::Xpassed)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TestOutcome::Failed => "failed",
+            TestOutcome::Error => "error",
+            TestOutcome::Interrupted => "interrupted",
+            TestOutcome::Xpassed => "xpassed",
+            TestOutcome::Passed => "passed",
+            TestOutcome::Skipped => "skipped",
+            TestOutcome::Xfailed => "xfailed",
+        }
+    }
+}
+
+/// One phase of a test (pytest: setup, call, teardown).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestPhase {
+    pub when: String,
+    pub outcome: String,
+    #[serde(default)]
+    pub duration_ns: u64,
+}
+
+/// A frame of a failure's traceback.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestFrame {
+    pub file: String,
+    #[serde(default)]
+    pub line: Option<u32>,
+    /// What the runner says of the frame (pytest: the exception; unittest: the function).
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// Why a test failed (or was skipped), as the runner reported it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestFailure {
+    /// The phase that failed: `setup`, `call`, `teardown`.
+    #[serde(default)]
+    pub phase: Option<String>,
+    /// Exception type (`AssertionError`).
+    #[serde(default)]
+    pub exception: Option<String>,
+    #[serde(default)]
+    pub message: Option<String>,
+    /// Where it failed (the innermost frame the runner shows).
+    #[serde(default)]
+    pub file: Option<String>,
+    #[serde(default)]
+    pub line: Option<u32>,
+    /// Traceback, outermost first.
+    #[serde(default)]
+    pub frames: Vec<TestFrame>,
+    /// The failing statement and the comparison, as the runner prints them (pytest's `>` and
+    /// `E` lines).
+    #[serde(default)]
+    pub report: Option<String>,
+}
+
+/// One test as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestRun {
+    /// The runner's id: pytest's node id (with its parametrization), unittest's `id()`.
+    pub id: String,
+    /// `pytest` or `unittest`.
+    pub runner: String,
+    /// The thread it ran in and its place among that thread's tests (0, 1, ...): the
+    /// `seq`-th test boundary in that thread's stream.
+    pub tid: u64,
+    pub seq: u32,
+    /// Where the test is defined, as the runner gives it.
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    pub outcome: TestOutcome,
+    pub phases: Vec<TestPhase>,
+    pub duration_ns: Option<u64>,
+    pub failure: Option<TestFailure>,
+    /// Captured output (section name, its last part).
+    pub output: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct Line {
+    event: String,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    runner: Option<String>,
+    tid: u64,
+    seq: u32,
+    #[serde(default)]
+    file: Option<String>,
+    #[serde(default)]
+    line: Option<u32>,
+    #[serde(default)]
+    outcome: Option<TestOutcome>,
+    #[serde(default)]
+    phases: Vec<TestPhase>,
+    #[serde(default)]
+    duration_ns: Option<u64>,
+    #[serde(default)]
+    failure: Option<TestFailure>,
+    #[serde(default)]
+    output: BTreeMap<String, Option<String>>,
+}
+
+/// What [`read_tests`] found.
+#[derive(Debug, Clone, Default)]
+pub struct TestsDoc {
+    /// In start order.
+    pub tests: Vec<TestRun>,
+    /// Lines that could not be read (damaged, too long, not the expected JSON).
+    pub bad_lines: usize,
+}
+
+fn cut(s: &mut String) {
+    if s.len() > MAX_TEXT {
+        let mut i = MAX_TEXT;
+        while !s.is_char_boundary(i) {
+            i -= 1;
+        }
+        s.truncate(i);
+        s.push_str("...");
+    }
+}
+
+fn cut_opt(s: &mut Option<String>) {
+    if let Some(s) = s {
+        cut(s);
+    }
+}
+
+/// Read a process directory's `tests.jsonl` (missing: no tests).
+pub fn read_tests(dir: &Path) -> std::io::Result<TestsDoc> {
+    let path = dir.join(TESTS_FILE);
+    let f = match crate::reader::open_regular(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(TestsDoc::default()),
+        Err(e) => return Err(e),
+    };
+    let mut r = std::io::BufReader::new(f);
+    let mut doc = TestsDoc::default();
+    let mut index: std::collections::HashMap<(u64, u32), usize> = std::collections::HashMap::new();
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = std::io::Read::take(&mut r, MAX_TEST_LINE as u64 + 1).read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if buf.last() != Some(&b'\n') {
+            if n > MAX_TEST_LINE {
+                // Skip the rest of an overlong line.
+                doc.bad_lines += 1;
+                let mut sink = Vec::new();
+                r.read_until(b'\n', &mut sink)?;
+                continue;
+            }
+            break; // a last line cut short (the process died while writing it)
+        }
+        let Ok(mut l) = serde_json::from_slice::<Line>(&buf) else {
+            doc.bad_lines += 1;
+            continue;
+        };
+        match l.event.as_str() {
+            "start" => {
+                if doc.tests.len() >= MAX_TESTS {
+                    doc.bad_lines += 1;
+                    continue;
+                }
+                let Some(mut id) = l.id.take() else {
+                    doc.bad_lines += 1;
+                    continue;
+                };
+                cut(&mut id);
+                let mut file = l.file.take();
+                cut_opt(&mut file);
+                index.insert((l.tid, l.seq), doc.tests.len());
+                doc.tests.push(TestRun {
+                    id,
+                    runner: l
+                        .runner
+                        .take()
+                        .map(|mut r| {
+                            r.truncate(32);
+                            r
+                        })
+                        .unwrap_or_default(),
+                    tid: l.tid,
+                    seq: l.seq,
+                    file,
+                    line: l.line,
+                    outcome: TestOutcome::Interrupted,
+                    phases: Vec::new(),
+                    duration_ns: None,
+                    failure: None,
+                    output: BTreeMap::new(),
+                });
+            }
+            "finish" => {
+                let Some(&i) = index.get(&(l.tid, l.seq)) else {
+                    doc.bad_lines += 1;
+                    continue;
+                };
+                let t = &mut doc.tests[i];
+                t.outcome = l.outcome.unwrap_or(TestOutcome::Interrupted);
+                l.phases.truncate(16);
+                for p in &mut l.phases {
+                    cut(&mut p.when);
+                    cut(&mut p.outcome);
+                }
+                t.phases = l.phases;
+                t.duration_ns = l.duration_ns;
+                if let Some(mut f) = l.failure {
+                    cut_opt(&mut f.message);
+                    cut_opt(&mut f.report);
+                    cut_opt(&mut f.exception);
+                    cut_opt(&mut f.file);
+                    cut_opt(&mut f.phase);
+                    let skip = f.frames.len().saturating_sub(64);
+                    f.frames.drain(..skip);
+                    for fr in &mut f.frames {
+                        cut(&mut fr.file);
+                        cut_opt(&mut fr.message);
+                    }
+                    t.failure = Some(f);
+                }
+                for (k, v) in l.output.into_iter().take(16) {
+                    if let Some(mut v) = v {
+                        let mut k = k;
+                        cut(&mut k);
+                        cut(&mut v);
+                        t.output.insert(k, v);
+                    }
+                }
+            }
+            _ => doc.bad_lines += 1,
+        }
+    }
+    Ok(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starts_and_finishes_merge_and_a_missing_finish_is_interrupted() {
+        let d = tempfile::tempdir().unwrap();
+        let text = concat!(
+            r#"{"event":"start","id":"t.py::a","runner":"pytest","tid":7,"seq":0,"file":"t.py","line":3}"#,
+            "\n",
+            r#"{"event":"finish","id":"t.py::a","tid":7,"seq":0,"outcome":"failed","phases":[{"when":"call","outcome":"failed","duration_ns":5}],"duration_ns":9,"failure":{"phase":"call","exception":"AssertionError","message":"assert 1 == 2","file":"t.py","line":4,"frames":[{"file":"t.py","line":4}],"report":"E  assert 1 == 2"},"output":{"Captured stdout call":"hi\n","x":null}}"#,
+            "\n",
+            "not json\n",
+            r#"{"event":"start","id":"t.py::b","runner":"pytest","tid":7,"seq":1}"#,
+            "\n",
+            r#"{"event":"finish","id":"t.py::b","tid":7,"se"#,
+        );
+        std::fs::write(d.path().join(TESTS_FILE), text).unwrap();
+        let doc = read_tests(d.path()).unwrap();
+        assert_eq!(doc.bad_lines, 1);
+        assert_eq!(doc.tests.len(), 2);
+        let a = &doc.tests[0];
+        assert_eq!((a.id.as_str(), a.outcome, a.duration_ns, a.line), ("t.py::a", TestOutcome::Failed, Some(9), Some(3)));
+        let f = a.failure.as_ref().unwrap();
+        assert_eq!((f.exception.as_deref(), f.line, f.frames.len()), (Some("AssertionError"), Some(4), 1));
+        assert_eq!(a.output.get("Captured stdout call").map(|s| s.as_str()), Some("hi\n"));
+        assert_eq!(a.output.len(), 1);
+        assert_eq!(doc.tests[1].outcome, TestOutcome::Interrupted);
+        assert!(TestOutcome::Interrupted.is_failure() && !TestOutcome::Skipped.is_pass());
+    }
+
+    #[test]
+    fn a_missing_file_is_no_tests_and_an_overlong_line_is_skipped() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(read_tests(d.path()).unwrap().tests.is_empty());
+        let mut text = format!("{{\"event\":\"start\",\"id\":\"{}\",\"tid\":1,\"seq\":0}}\n", "x".repeat(MAX_TEST_LINE));
+        text.push_str("{\"event\":\"start\",\"id\":\"ok\",\"tid\":1,\"seq\":1}\n");
+        std::fs::write(d.path().join(TESTS_FILE), text).unwrap();
+        let doc = read_tests(d.path()).unwrap();
+        assert_eq!((doc.bad_lines, doc.tests.len(), doc.tests[0].id.as_str()), (1, 1, "ok"));
+    }
+}

@@ -1,0 +1,356 @@
+# Written by `trace run` beside sitecustomize.py, which loads it as the module `_slicetrace_tests`
+# in every recorded Python process (it imports nothing until a test runner calls it). It records
+# the tests a test runner runs: pytest loads it as a plugin (sitecustomize adds it to
+# PYTEST_PLUGINS); `unittest`'s runner is reached through its result class.
+#
+# For each test it appends JSON lines to `tests.jsonl` in the process's trace directory
+# (docs/trace-format.md, "tests.jsonl"): a "start" line when the test begins, a "finish" line with
+# its phases, outcome and failure when it ends (a test whose process died has only its start).
+# It also calls _slicetrace_test_begin() and _slicetrace_test_end(), which do nothing: their calls
+# are the test's boundaries in the thread's event stream, where `slice` cuts out each test's tree.
+# Kept valid in old Pythons (no f-strings), like sitecustomize.py.
+
+import os
+import sys
+
+_OUTPUT_TAIL = 2000  # characters of captured output kept per stream
+_TEXT = 4000  # characters of a message or a comparison
+_FRAMES = 30  # traceback frames kept (the innermost)
+
+
+def _slicetrace_test_begin():
+    pass
+
+
+def _slicetrace_test_end():
+    pass
+
+
+_state = {"pid": None, "fd": None, "seq": {}, "open": {}}
+
+
+def _out():
+    pid = os.getpid()
+    if _state["pid"] != pid:
+        # A forked child writes into its own process directory.
+        _state["pid"] = pid
+        _state["fd"] = None
+        _state["seq"] = {}
+        _state["open"] = {}
+        try:
+            import _slicetrace
+
+            d = _slicetrace.process_dir()
+            if d is not None:
+                _state["fd"] = os.open(
+                    os.path.join(str(d), "tests.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644
+                )
+        except Exception:
+            _state["fd"] = None
+    return _state["fd"]
+
+
+def _write(record):
+    fd = _out()
+    if fd is None:
+        return
+    import json
+
+    line = (json.dumps(record, ensure_ascii=True) + "\n").encode("ascii")
+    try:
+        os.write(fd, line)  # one write: a line is whole or absent
+    except OSError:
+        pass
+
+
+def _tid():
+    try:
+        import threading
+
+        return threading.get_native_id()
+    except Exception:
+        return os.getpid()
+
+
+def _text(s, limit=_TEXT):
+    if s is None:
+        return None
+    s = str(s)
+    if len(s) > limit:
+        s = s[:limit] + "... [%d more characters]" % (len(s) - limit)
+    return s
+
+
+def _tail(s):
+    if not s:
+        return None
+    if len(s) > _OUTPUT_TAIL:
+        s = "[%d characters before]...\n" % (len(s) - _OUTPUT_TAIL) + s[-_OUTPUT_TAIL:]
+    return s
+
+
+def _now():
+    import time
+
+    return time.monotonic_ns() if hasattr(time, "monotonic_ns") else int(time.monotonic() * 1e9)
+
+
+def _begin(test_id, runner, file=None, line=None):
+    tid = _tid()
+    if _out() is None:
+        return
+    seq = _state["seq"].get(tid, 0)
+    _state["seq"][tid] = seq + 1
+    _state["open"][tid] = {"id": test_id, "seq": seq, "start_ns": _now()}
+    _write({"event": "start", "id": test_id, "runner": runner, "tid": tid, "seq": seq, "file": file, "line": line})
+    _slicetrace_test_begin()
+
+
+def _end(record):
+    tid = _tid()
+    _slicetrace_test_end()
+    opened = _state["open"].pop(tid, None)
+    if opened is None:
+        return
+    record["event"] = "finish"
+    record["tid"] = tid
+    record["seq"] = opened["seq"]
+    record.setdefault("id", opened["id"])
+    record["duration_ns"] = max(0, _now() - opened["start_ns"])
+    _write(record)
+
+
+# ---------------------------------------------------------------- pytest
+
+
+_pytest_state = {"controller": False, "reports": {}}
+
+
+def pytest_configure(config):
+    # pytest-xdist's controller reports the workers' tests through the same hooks; the workers
+    # (recorded processes of their own) record them where they ran.
+    _pytest_state["controller"] = not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("dsession")
+
+
+def pytest_runtest_logstart(nodeid, location):
+    if _pytest_state["controller"]:
+        return
+    _pytest_state["reports"][nodeid] = []
+    file, line = None, None
+    try:
+        file = location[0]
+        line = None if location[1] is None else int(location[1]) + 1
+    except Exception:
+        pass
+    _begin(nodeid, "pytest", file, line)
+
+
+def pytest_runtest_logreport(report):
+    if _pytest_state["controller"]:
+        return
+    reports = _pytest_state["reports"].get(report.nodeid)
+    if reports is not None:
+        reports.append(report)
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    if _pytest_state["controller"]:
+        return
+    reports = _pytest_state["reports"].pop(nodeid, [])
+    phases = []
+    failure = None
+    outcome = "passed"
+    output = {}
+    for r in reports:
+        phase = {"when": r.when, "outcome": r.outcome, "duration_ns": int(getattr(r, "duration", 0) * 1e9)}
+        xfail = hasattr(r, "wasxfail")
+        if xfail:
+            phase["xfail"] = True
+        phases.append(phase)
+        if r.outcome == "failed":
+            if r.when == "call":
+                outcome = "failed"
+            elif outcome != "failed":
+                outcome = "error"
+            if failure is None:
+                failure = _pytest_failure(r)
+        elif r.outcome == "skipped" and outcome == "passed":
+            outcome = "xfailed" if xfail else "skipped"
+            if not xfail and failure is None:
+                failure = _pytest_skip(r)
+        elif r.outcome == "passed" and xfail and r.when == "call":
+            outcome = "xpassed"
+        for name, text in getattr(r, "sections", []):
+            # ("Captured stdout call", "..."): the last phase's text wins per stream.
+            output[name] = text
+    record = {"id": nodeid, "outcome": outcome, "phases": phases}
+    if failure is not None:
+        record["failure"] = failure
+    if output:
+        record["output"] = dict((k, _tail(v)) for k, v in output.items())
+    _end(record)
+
+
+def _pytest_failure(report):
+    f = {"phase": report.when}
+    lr = report.longrepr
+    crash = getattr(lr, "reprcrash", None)
+    if crash is not None:
+        f["file"] = str(crash.path)
+        f["line"] = crash.lineno
+        f["message"] = _text(crash.message)
+        first = crash.message.split("\n", 1)[0]
+        head = first.split(":", 1)[0].strip()
+        if head and " " not in head and (head[0].isupper() or "." in head):
+            f["exception"] = head
+    tb = getattr(lr, "reprtraceback", None)
+    entries = getattr(tb, "reprentries", None) or []
+    frames = []
+    for e in entries[-_FRAMES:]:
+        loc = getattr(e, "reprfileloc", None)
+        if loc is not None:
+            frames.append({"file": str(loc.path), "line": loc.lineno, "message": _text(loc.message, 300)})
+    if frames:
+        f["frames"] = frames
+    if entries:
+        # pytest's explanation lines of the innermost entry: the failing statement ("> ...")
+        # and the comparison ("E   ..."), as pytest prints them.
+        lines = getattr(entries[-1], "lines", None) or []
+        shown = [l for l in lines if l.startswith("E ") or l.startswith(">")]
+        if shown:
+            f["report"] = _text("\n".join(shown))
+    if "message" not in f:
+        f["message"] = _text(str(lr))
+    return f
+
+
+def _pytest_skip(report):
+    lr = report.longrepr
+    if isinstance(lr, tuple) and len(lr) == 3:
+        return {"phase": report.when, "file": str(lr[0]), "line": lr[1], "message": _text(lr[2])}
+    return None
+
+
+def install_pytest(manager_class):
+    """Register this module as a plugin of every pytest plugin manager (sitecustomize calls it
+    when _pytest.config is imported): after the plugins named by PYTEST_PLUGINS, as pytest
+    does for those, with no change to the user's environment or conftest.py."""
+    orig = getattr(manager_class, "consider_env", None)
+    if orig is None or getattr(orig, "_slicetrace", False):
+        return
+
+    def consider_env(self, *args, **kwargs):
+        result = orig(self, *args, **kwargs)
+        try:
+            if self.get_plugin("slicetrace-tests") is None:
+                self.register(sys.modules[__name__], "slicetrace-tests")
+        except Exception as e:
+            sys.stderr.write("trace: cannot register the test recorder with pytest (%s); tests are not recorded\n" % e)
+        return result
+
+    consider_env._slicetrace = True
+    consider_env.__name__ = orig.__name__
+    consider_env.__qualname__ = getattr(orig, "__qualname__", orig.__name__)
+    consider_env.__doc__ = orig.__doc__
+    manager_class.consider_env = consider_env
+
+
+# ---------------------------------------------------------------- unittest
+
+
+def _unittest_id(test):
+    try:
+        return test.id()
+    except Exception:
+        return repr(test)
+
+
+def _unittest_failure(test, err, phase="call"):
+    import traceback
+
+    etype, value, tb = err
+    frames = []
+    for fs in traceback.extract_tb(tb)[-_FRAMES:]:
+        if "/unittest/" in fs.filename.replace("\\", "/"):
+            continue
+        frames.append({"file": fs.filename, "line": fs.lineno, "message": fs.name})
+    f = {"phase": phase, "exception": getattr(etype, "__qualname__", str(etype)), "message": _text(value)}
+    if frames:
+        f["frames"] = frames
+        f["file"] = frames[-1]["file"]
+        f["line"] = frames[-1]["line"]
+    return f
+
+
+def install_unittest(result_class):
+    """Wrap unittest.TestResult's start/stop/add* methods (sitecustomize calls it when
+    unittest.result is imported). Under pytest, pytest's own records win."""
+    if getattr(result_class, "_slicetrace_wrapped", False):
+        return
+    result_class._slicetrace_wrapped = True
+    current = {}
+
+    def active():
+        # A unittest result used inside a test that pytest runs is not a test of its own.
+        return _tid() not in _state["open"]
+
+    def wrap(name, before=None):
+        orig = getattr(result_class, name, None)
+        if orig is None:
+            return
+
+        def method(self, *args, **kwargs):
+            if before is not None and active():
+                try:
+                    before(self, *args)
+                except Exception:
+                    pass
+            return orig(self, *args, **kwargs)
+
+        method.__name__ = orig.__name__
+        method.__qualname__ = getattr(orig, "__qualname__", orig.__name__)
+        method.__doc__ = orig.__doc__
+        setattr(result_class, name, method)
+
+    def start(self, test):
+        tid = _tid()
+        file, line = None, None
+        try:
+            import inspect
+
+            m = getattr(test, getattr(test, "_testMethodName", ""), None)
+            if m is not None:
+                file = inspect.getsourcefile(m)
+                line = m.__code__.co_firstlineno
+        except Exception:
+            pass
+        current[tid] = {"id": _unittest_id(test), "outcome": "passed", "phases": []}
+        _begin(current[tid]["id"], "unittest", file, line)
+
+    def outcome(kind):
+        def set_outcome(self, test, *rest):
+            rec = current.get(_tid())
+            if rec is None:
+                return
+            if kind in ("failed", "error") and rest:
+                rec["failure"] = _unittest_failure(test, rest[0])
+            elif kind == "skipped" and rest:
+                rec["failure"] = {"phase": "call", "message": _text(rest[0])}
+            if kind == "error" and rec["outcome"] == "failed":
+                return
+            rec["outcome"] = kind
+
+        return set_outcome
+
+    def stop(self, test):
+        rec = current.pop(_tid(), None)
+        if rec is not None:
+            _end(rec)
+
+    wrap("startTest", start)
+    wrap("addFailure", outcome("failed"))
+    wrap("addError", outcome("error"))
+    wrap("addSkip", outcome("skipped"))
+    wrap("addExpectedFailure", outcome("xfailed"))
+    wrap("addUnexpectedSuccess", outcome("xpassed"))
+    wrap("stopTest", stop)
