@@ -146,10 +146,11 @@ pub fn prepare(dirs: &[PathBuf], opts: &Options) -> Result<(Vec<PreparedTrace>, 
     for d in dirs {
         let t = load_trace(d)?;
         warnings.extend(t.warnings.iter().cloned());
-        for p in &t.processes {
+        for p in t.processes.iter().filter(|p| !p.tests.is_empty()) {
+            let kinds = crate::testrun::function_kinds(&p.funcs, Path::new(&t.meta.cwd));
             for test in &p.tests {
                 if let Some(tree) = p.test_tree(test) {
-                    spectrum.add(test.outcome, tree);
+                    spectrum.add(test.outcome, tree, &kinds);
                 }
             }
         }

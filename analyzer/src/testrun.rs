@@ -171,6 +171,30 @@ pub fn outcome_text(t: &TestRun) -> String {
     s.trim_end().to_string()
 }
 
+/// What the spectrum needs to know of a function ([`Spectrum::add`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FuncKind {
+    /// The test runner's own code ([`crate::plumbing::is_test_runner`]).
+    Runner,
+    Stdlib,
+    Other,
+}
+
+/// [`FuncKind`] of each function of a table.
+pub fn function_kinds(funcs: &[crate::symbols::Function], cwd: &std::path::Path) -> Vec<FuncKind> {
+    use crate::pathclass::{module_name, origin, Origin};
+    funcs
+        .iter()
+        .map(|f| match origin(f) {
+            Origin::Stdlib => FuncKind::Stdlib,
+            Origin::SitePackages if crate::plumbing::is_test_runner(module_name(f, cwd).split('.').next().unwrap_or_default()) => {
+                FuncKind::Runner
+            }
+            _ => FuncKind::Other,
+        })
+        .collect()
+}
+
 /// How often each function ran in failing and in passing tests, over every test of the traces
 /// given (several traces: the shards of one suite). Functions are their keys
 /// ([`crate::symbols::Function::key`]).
@@ -184,7 +208,11 @@ pub struct Spectrum {
 
 impl Spectrum {
     /// Add one test's tree (skipped, xfailed tests count as neither and are not added).
-    pub fn add(&mut self, outcome: TestOutcome, tree: &CallTree) {
+    /// `kinds[i]`: what function `i` of the tree's table is ([`function_kinds`]): the test
+    /// runner's own code is not counted, nor standard-library code that the runner called (it
+    /// runs in failing tests to report them: difflib, traceback); what the code under test
+    /// calls in the standard library is.
+    pub fn add(&mut self, outcome: TestOutcome, tree: &CallTree, kinds: &[FuncKind]) {
         let failed = outcome.is_failure();
         if !failed && !outcome.is_pass() {
             return;
@@ -194,17 +222,28 @@ impl Spectrum {
         } else {
             self.passed_total += 1;
         }
+        let kind = |n: crate::calltree::NodeId| kinds.get(tree.node(n).func as usize).copied().unwrap_or(FuncKind::Other);
+        // Pre-order: a parent's verdict is known before its children's.
+        let mut counted = vec![false; tree.nodes.len()];
         let mut seen: HashSet<u32> = HashSet::default();
         for n in tree.preorder() {
+            let parent = tree.node(n).parent;
+            let parent_counted = parent != crate::calltree::ROOT && counted[parent as usize];
+            let c = match kind(n) {
+                FuncKind::Runner => false,
+                FuncKind::Stdlib => parent_counted,
+                FuncKind::Other => true,
+            };
+            counted[n as usize] = c;
             let func = tree.node(n).func;
-            if !seen.insert(func) {
+            if !c || !seen.insert(func) {
                 continue;
             }
-            let c = self.counts.entry(tree.func_key(n)).or_default();
+            let e = self.counts.entry(tree.func_key(n)).or_default();
             if failed {
-                c.0 += 1;
+                e.0 += 1;
             } else {
-                c.1 += 1;
+                e.1 += 1;
             }
         }
     }
@@ -235,6 +274,170 @@ impl Spectrum {
             self.passed_total,
             self.ochiai(key)
         ))
+    }
+}
+
+/// One recorded test, as `slice tests` and the MCP `tests` tool list it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TestRow {
+    /// The trace directory it was recorded in.
+    pub trace: String,
+    pub pid: u32,
+    /// Calls in its tree (every call of the test, its fixtures and the code under test).
+    pub calls: u64,
+    #[serde(flatten)]
+    pub test: TestRun,
+}
+
+/// A function by how strongly it goes with failure ([`Spectrum::ochiai`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RankedFunction {
+    pub function: String,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    pub ochiai: f64,
+    pub failed: u32,
+    pub passed: u32,
+}
+
+/// The tests of several traces (the shards of one suite), and their spectrum.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TestTable {
+    pub tests: Vec<TestRow>,
+    /// `exit status 1` per trace whose run failed.
+    pub failed_runs: Vec<String>,
+    pub failed_total: u32,
+    pub passed_total: u32,
+    /// Most suspicious first (empty without both failing and passing tests).
+    pub ranking: Vec<RankedFunction>,
+}
+
+impl TestTable {
+    /// Load the tests of `dirs`; `filter` keeps some; `rank` functions ranked (0: none).
+    pub fn load(
+        dirs: &[std::path::PathBuf],
+        filter: Option<&TestFilter>,
+        rank: usize,
+    ) -> Result<(TestTable, Vec<String>), crate::fold::LoadError> {
+        let mut table = TestTable::default();
+        let mut warnings = Vec::new();
+        let mut spectrum = Spectrum::default();
+        let mut where_: HashMap<String, (String, Option<String>, Option<u32>)> = HashMap::default();
+        for d in dirs {
+            let t = crate::fold::load_trace(d)?;
+            warnings.extend(t.warnings.iter().cloned());
+            if let Some(how) = failed_exit(t.meta.exit.as_ref()) {
+                table.failed_runs.push(format!("{}: {how}", d.display()));
+            }
+            let cwd = std::path::PathBuf::from(&t.meta.cwd);
+            for p in &t.processes {
+                let kinds = function_kinds(&p.funcs, &cwd);
+                for test in &p.tests {
+                    let tree = p.test_tree(test);
+                    if let Some(tree) = tree {
+                        spectrum.add(test.outcome, tree, &kinds);
+                        if rank > 0 {
+                            for f in tree.funcs.iter() {
+                                where_.entry(f.key()).or_insert_with(|| {
+                                    (f.qualname.clone(), f.file.as_deref().map(|p| crate::analysis::display_path(p, &cwd)), f.first_line)
+                                });
+                            }
+                        }
+                    }
+                    if filter.is_some_and(|f| !f.matches(test)) {
+                        continue;
+                    }
+                    let calls = tree.map_or(0, |t| t.nodes.iter().skip(1).map(|n| n.count).sum());
+                    table.tests.push(TestRow { trace: d.display().to_string(), pid: p.meta.pid, calls, test: test.clone() });
+                }
+            }
+        }
+        table.failed_total = spectrum.failed_total;
+        table.passed_total = spectrum.passed_total;
+        if rank > 0 && spectrum.informative() {
+            let mut r: Vec<RankedFunction> = spectrum
+                .counts
+                .iter()
+                .filter(|(_, c)| c.0 > 0)
+                .map(|(k, &(ef, ep))| {
+                    let (function, file, line) = where_.get(k).cloned().unwrap_or_else(|| (k.clone(), None, None));
+                    RankedFunction { function, file, line, ochiai: spectrum.ochiai(k), failed: ef, passed: ep }
+                })
+                .collect();
+            r.sort_by(|a, b| b.ochiai.total_cmp(&a.ochiai).then(a.passed.cmp(&b.passed)).then(a.function.cmp(&b.function)));
+            r.truncate(rank);
+            table.ranking = r;
+        }
+        Ok((table, warnings))
+    }
+
+    /// The table for a terminal or an agent: one line per test, the failures, the ranking.
+    /// Every text from the trace goes through [`clean_text`].
+    pub fn text(&self, max_tests: usize) -> String {
+        let mut s = String::new();
+        if self.tests.is_empty() {
+            s.push_str("no recorded tests (record a run of pytest or unittest: `trace run -- python -m pytest ...`)\n");
+        }
+        let shown = self.tests.len().min(max_tests);
+        if shown > 0 {
+            let _ = writeln!(s, "{:<11} {:>9} {:>9}  test", "outcome", "duration", "calls");
+        }
+        for r in &self.tests[..shown] {
+            let t = &r.test;
+            let _ = writeln!(
+                s,
+                "{:<11} {:>9} {:>9}  {}",
+                t.outcome.name(),
+                t.duration_ns.map(duration).unwrap_or_else(|| "-".into()),
+                r.calls,
+                clean_text(&t.id).replace('\n', "\\n")
+            );
+        }
+        if shown < self.tests.len() {
+            let _ = writeln!(s, "... and {} more", self.tests.len() - shown);
+        }
+        let failing: Vec<&TestRow> = self.tests.iter().filter(|r| r.test.outcome.is_failure()).collect();
+        if !failing.is_empty() {
+            s.push_str("\nfailures:\n");
+            for r in failing.iter().take(max_tests) {
+                let f = r.test.failure.as_ref();
+                let head = f
+                    .and_then(|f| f.message.as_deref().or(f.report.as_deref()))
+                    .map(|m| m.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string())
+                    .unwrap_or_else(|| "(no failure recorded: the process ended inside the test)".into());
+                let at = f.and_then(|f| {
+                    f.file.as_deref().map(|file| format!(" at {file}{}", f.line.map(|l| format!(":{l}")).unwrap_or_default()))
+                });
+                let _ = writeln!(s, "  {}: {}{}", clean_text(&r.test.id), clean_text(&head), clean_text(&at.unwrap_or_default()));
+            }
+        }
+        let _ = write!(s, "\n{}", outcome_counts(self.tests.iter().map(|r| &r.test)));
+        if !self.failed_runs.is_empty() {
+            let _ = write!(s, "; run failed: {}", self.failed_runs.join(", "));
+        }
+        s.push('\n');
+        if !self.ranking.is_empty() {
+            let _ = writeln!(
+                s,
+                "\nfunctions that go with failure (Ochiai over {} failing and {} passing tests; docs/prompts.md):",
+                self.failed_total, self.passed_total
+            );
+            for f in &self.ranking {
+                let _ = writeln!(
+                    s,
+                    "  {:.3}  failing {:>3}  passing {:>5}  {}{}",
+                    f.ochiai,
+                    f.failed,
+                    f.passed,
+                    clean_text(&f.function),
+                    f.file
+                        .as_deref()
+                        .map(|p| format!("  ({}{})", clean_text(p), f.line.map(|l| format!(":{l}")).unwrap_or_default()))
+                        .unwrap_or_default()
+                );
+            }
+        }
+        s
     }
 }
 
@@ -287,11 +490,22 @@ mod tests {
             b.finish()
         };
         let mut s = Spectrum::default();
-        s.add(TestOutcome::Failed, &tree(&[0, 1, 2]));
-        s.add(TestOutcome::Failed, &tree(&[0, 1, 2]));
-        s.add(TestOutcome::Passed, &tree(&[0, 1]));
-        s.add(TestOutcome::Passed, &tree(&[0, 1, 2]));
-        s.add(TestOutcome::Skipped, &tree(&[0, 2]));
+        s.add(TestOutcome::Failed, &tree(&[0, 1, 2]), &[]);
+        s.add(TestOutcome::Failed, &tree(&[0, 1, 2]), &[]);
+        s.add(TestOutcome::Passed, &tree(&[0, 1]), &[]);
+        s.add(TestOutcome::Passed, &tree(&[0, 1, 2]), &[]);
+        s.add(TestOutcome::Skipped, &tree(&[0, 2]), &[]);
+        // common is the runner's: not counted; buggy in the standard library is counted only
+        // where counted code called it.
+        let mut ignoring = Spectrum::default();
+        ignoring.add(TestOutcome::Failed, &tree(&[0, 1, 2]), &[FuncKind::Other, FuncKind::Runner, FuncKind::Stdlib]);
+        assert!(!ignoring.counts.contains_key(&funcs[1].key()) && ignoring.counts.contains_key(&funcs[2].key()));
+        let mut b = TreeBuilder::new(funcs.clone());
+        let runner = b.child(ROOT, 1);
+        b.child(runner, 2);
+        let mut under_runner = Spectrum::default();
+        under_runner.add(TestOutcome::Failed, &b.finish(), &[FuncKind::Other, FuncKind::Runner, FuncKind::Stdlib]);
+        assert!(under_runner.counts.is_empty(), "{:?}", under_runner.counts);
         let key = |i: usize| funcs[i].key();
         assert_eq!((s.failed_total, s.passed_total), (2, 2));
         assert!(s.informative());

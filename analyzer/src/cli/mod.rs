@@ -10,6 +10,7 @@ pub mod graph;
 pub mod mcp;
 pub mod output;
 pub mod stats;
+pub mod tests;
 pub mod tokens;
 pub mod tree;
 pub mod view_common;
@@ -35,7 +36,10 @@ slice from-trace feature.d --prune-startup baseline.d -q \"...\"\n  \
 slice stats trace.d\n  \
 slice tree trace.d --focus parse\n  \
 slice flamegraph trace.d -o flame.svg\n  \
-slice diff works.d fails.d --format prompt -q \"...\"",
+slice diff works.d fails.d --format prompt -q \"...\"\n  \
+trace run -o t.d -- python -m pytest tests/\n  \
+slice tests t.d\n  \
+slice from-trace t.d --test failed -q \"Why does this test fail?\"",
     after_help = "Prompt variants, defaults and the budget policy: docs/prompts.md. JSON schema: docs/slice-json.md. Views (tree, flamegraph, folded, diff, graph): docs/views.md."
 )]
 pub struct Cli {
@@ -62,6 +66,9 @@ pub enum Command {
     Diff(diff::DiffArgs),
     /// Print the function-level call graph (all contexts merged) as Graphviz DOT.
     Graph(graph::GraphArgs),
+    /// List the tests a run of a test suite recorded: outcome, duration, calls, failures; with
+    /// failing and passing tests, the functions that go most with failure.
+    Tests(tests::TestsArgs),
     /// Count the tokens of text files or standard input (o200k_base or cl100k_base), as prompts are counted.
     Tokens(tokens::TokensArgs),
     /// Serve coding agents: a Model Context Protocol server on stdin/stdout with the tools
@@ -83,6 +90,7 @@ pub fn main() -> ExitCode {
         Command::Folded(a) => folded::run(a),
         Command::Diff(a) => diff::run(a),
         Command::Graph(a) => graph::run(a),
+        Command::Tests(a) => tests::run(a),
         Command::Tokens(a) => tokens::run(a),
         Command::Mcp(a) => mcp::run(a),
         Command::Export(a) => export::run(a),

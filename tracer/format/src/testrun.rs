@@ -32,9 +32,9 @@ pub enum TestOutcome {
     Error,
     /// Its process died inside it (a crash, `os._exit`, a kill): no finish line.
     Interrupted,
+    Passed,
     /// Marked expected to fail and passed.
     Xpassed,
-    Passed,
     Skipped,
     /// Marked expected to fail, and failed.
     Xfailed,

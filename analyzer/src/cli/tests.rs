@@ -1,0 +1,55 @@
+//! `slice tests`: the tests a trace recorded (outcome, duration, calls, failures), and with
+//! failing and passing tests the functions that go with failure.
+
+use super::output::OutputArgs;
+use crate::testrun::{TestFilter, TestTable};
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct TestsArgs {
+    /// Trace directories written by `trace run` of a test suite (several: the shards of one
+    /// suite, whose tests are ranked together).
+    #[arg(required = true, value_name = "TRACE")]
+    pub traces: Vec<PathBuf>,
+    /// Only these tests: an id, its end, a glob, or `failed` (as `slice from-trace --test`).
+    #[arg(long, value_name = "ID|GLOB|failed")]
+    pub test: Option<String>,
+    /// Rank the N functions that go most with failure (Ochiai; 0: none). Needs failing and
+    /// passing tests in the traces.
+    #[arg(long, value_name = "N", default_value = "10")]
+    pub rank: usize,
+    /// Output format: text (a table) or json (every test with its phases and failure).
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: TestsFormat,
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TestsFormat {
+    Text,
+    Json,
+}
+
+pub fn run(a: TestsArgs) -> anyhow::Result<()> {
+    let filter = match &a.test {
+        Some(t) => Some(TestFilter::parse(t).map_err(super::common::UsageError)?),
+        None => None,
+    };
+    let (table, warnings) = TestTable::load(&a.traces, filter.as_ref(), a.rank)?;
+    super::warn_all(&warnings);
+    let text = match a.format {
+        TestsFormat::Text => table.text(usize::MAX),
+        TestsFormat::Json => {
+            let mut s = serde_json::to_string_pretty(&table)?;
+            s.push('\n');
+            s
+        }
+    };
+    a.output.write("the test list", |w| w.write_all(text.as_bytes()))?;
+    if table.tests.is_empty() && a.test.is_some() {
+        anyhow::bail!("no recorded test matches {:?}", a.test.as_deref().unwrap_or_default());
+    }
+    Ok(())
+}
