@@ -10,7 +10,7 @@ pub mod graph;
 pub mod mcp;
 pub mod output;
 pub mod stats;
-pub mod tests;
+pub mod test_list;
 pub mod tokens;
 pub mod tree;
 pub mod view_common;
@@ -68,7 +68,7 @@ pub enum Command {
     Graph(graph::GraphArgs),
     /// List the tests a run of a test suite recorded: outcome, duration, calls, failures; with
     /// failing and passing tests, the functions that go most with failure.
-    Tests(tests::TestsArgs),
+    Tests(test_list::TestsArgs),
     /// Count the tokens of text files or standard input (o200k_base or cl100k_base), as prompts are counted.
     Tokens(tokens::TokensArgs),
     /// Serve coding agents: a Model Context Protocol server on stdin/stdout with the tools
@@ -90,7 +90,7 @@ pub fn main() -> ExitCode {
         Command::Folded(a) => folded::run(a),
         Command::Diff(a) => diff::run(a),
         Command::Graph(a) => graph::run(a),
-        Command::Tests(a) => tests::run(a),
+        Command::Tests(a) => test_list::run(a),
         Command::Tokens(a) => tokens::run(a),
         Command::Mcp(a) => mcp::run(a),
         Command::Export(a) => export::run(a),
@@ -148,6 +148,7 @@ mod tests {
             Command::Diff(a) => (Some(&a.select), Some(&a.output), Some(&a.color)),
             Command::Graph(a) => (Some(&a.input.select), Some(&a.output), None),
             Command::Export(a) => (Some(&a.input.select), Some(&a.output), None),
+            Command::Tests(a) => (None, Some(&a.output), None),
             Command::Tokens(_) | Command::Mcp(_) => (None, None, None),
         }
     }
@@ -260,7 +261,7 @@ mod tests {
                 assert!(help.contains("`-`: standard output"), "{}: {help}", sub.get_name());
             }
         }
-        assert_eq!(seen, 8);
+        assert_eq!(seen, 9);
     }
 
     /// `slice info DIR` (what a user who knows `trace info` types) is `slice stats DIR`.
