@@ -256,19 +256,34 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         }
         let nthreads = p.threads.len();
         let command = short_argv(&p.meta.argv, &cwd);
-        let mut units: Vec<(String, &crate::fold::ThreadTree, &CallTree)> = Vec::new();
+        let mut units: Vec<(String, &crate::fold::ThreadTree, std::borrow::Cow<CallTree>)> = Vec::new();
         if opts.tests.is_some() {
+            let kinds = crate::testrun::function_kinds(&p.funcs, &cwd);
+            let mut earlier_shown: HashSet<u32> = HashSet::new();
             for &(_, test) in chosen.iter().filter(|(pid, _)| *pid == p.meta.pid) {
                 let (Some(th), Some(tree)) = (p.threads.iter().find(|th| th.tid == test.tid), p.test_tree(test)) else { continue };
-                units.push((format!("test {}", test.id), th, tree));
+                units.push((format!("test {}", test.id), th, std::borrow::Cow::Borrowed(tree)));
+                for (seq, names, part) in crate::testrun::built_earlier(p, test, &kinds) {
+                    let Some(by) = p.tests.iter().find(|x| x.tid == test.tid && x.seq as usize == seq) else { continue };
+                    notes.push(format!(
+                        "State that {} reused was built earlier, by {}: {} ran there and not in this test (a cache filled on first use, or a fixture computed once). That part of the earlier test's tree is shown too, with its source.",
+                        test.id,
+                        by.id,
+                        names.join(", ")
+                    ));
+                    if earlier_shown.insert(by.seq) {
+                        units.push((format!("built earlier, in test {}", by.id), th, std::borrow::Cow::Owned(part)));
+                    }
+                }
             }
         } else {
-            units.extend(p.threads.iter().map(|th| (String::new(), th, &th.tree)));
+            units.extend(p.threads.iter().map(|th| (String::new(), th, std::borrow::Cow::Borrowed(&th.tree))));
         }
         for th in &p.threads {
             events += th.info.events;
         }
         for (test_label, th, unit_tree) in units {
+            let unit_tree: &CallTree = &unit_tree;
             recorded += unit_tree.len();
             let is_main = th.is_main && test_label.is_empty();
             let entry = entry_modules(unit_tree, is_main);

@@ -177,7 +177,19 @@ impl Plumbing {
             (!exempt.contains(p)).then_some(p)
         };
         let n = tree.nodes.len();
-        let is_plumb: Vec<bool> = tree.nodes.iter().map(|node| plumb_func(node.func).is_some()).collect();
+        // Code generated at run time (`<string>`: attrs' and dataclasses' methods, `eval`'s
+        // lambdas) that plumbing calls is plumbing too; parents come before children.
+        let generated: Vec<bool> = tree
+            .funcs
+            .iter()
+            .map(|f| f.language == crate::symbols::Language::Python && f.file.as_deref().is_some_and(|p| p.to_string_lossy() == "<string>"))
+            .collect();
+        let mut is_plumb: Vec<bool> = vec![false; n];
+        for (id, node) in tree.nodes.iter().enumerate().skip(1) {
+            let parent = node.parent as usize;
+            is_plumb[id] = plumb_func(node.func).is_some()
+                || (parent != ROOT as usize && is_plumb[parent] && generated.get(node.func as usize).copied().unwrap_or(false));
+        }
         // Leaves up (children have larger ids than their parent): does a node's subtree hold
         // code that is not plumbing?
         let mut other_below = vec![false; n];

@@ -95,14 +95,17 @@ def _now():
     return time.monotonic_ns() if hasattr(time, "monotonic_ns") else int(time.monotonic() * 1e9)
 
 
-def _begin(test_id, runner, file=None, line=None):
+def _begin(test_id, runner, file=None, line=None, fixtures=None):
     tid = _tid()
     if _out() is None:
         return
     seq = _state["seq"].get(tid, 0)
     _state["seq"][tid] = seq + 1
-    _state["open"][tid] = {"id": test_id, "seq": seq, "start_ns": _now()}
-    _write({"event": "start", "id": test_id, "runner": runner, "tid": tid, "seq": seq, "file": file, "line": line})
+    _state["open"][tid] = {"id": test_id, "seq": seq, "start_ns": _now(), "runner": runner}
+    record = {"event": "start", "id": test_id, "runner": runner, "tid": tid, "seq": seq, "file": file, "line": line}
+    if fixtures:
+        record["fixtures"] = fixtures[:200]
+    _write(record)
     _slicetrace_test_begin()
 
 
@@ -123,13 +126,22 @@ def _end(record):
 # ---------------------------------------------------------------- pytest
 
 
-_pytest_state = {"controller": False, "reports": {}}
+_pytest_state = {"controller": False, "reports": {}, "items": {}}
 
 
 def pytest_configure(config):
     # pytest-xdist's controller reports the workers' tests through the same hooks; the workers
     # (recorded processes of their own) record them where they ran.
     _pytest_state["controller"] = not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("dsession")
+
+
+def pytest_runtest_protocol(item, nextitem):
+    # Only looks: the item's file and fixtures, for the start line. Returns None, so pytest's
+    # own protocol (and any plugin's) runs the test as always.
+    try:
+        _pytest_state["items"][item.nodeid] = (str(getattr(item, "path", None) or item.fspath), list(item.fixturenames))
+    except Exception:
+        pass
 
 
 def pytest_runtest_logstart(nodeid, location):
@@ -142,7 +154,8 @@ def pytest_runtest_logstart(nodeid, location):
         line = None if location[1] is None else int(location[1]) + 1
     except Exception:
         pass
-    _begin(nodeid, "pytest", file, line)
+    path, fixtures = _pytest_state["items"].pop(nodeid, (None, None))
+    _begin(nodeid, "pytest", path or file, line, fixtures)
 
 
 def pytest_runtest_logreport(report):
@@ -212,6 +225,10 @@ def _pytest_failure(report):
             frames.append({"file": str(loc.path), "line": loc.lineno, "message": _text(loc.message, 300)})
     if frames:
         f["frames"] = frames
+        # Where it failed: the innermost frame pytest shows (its traceback leaves out the
+        # runner's and unittest's own frames; the crash location may be inside them).
+        f["file"] = frames[-1]["file"]
+        f["line"] = frames[-1]["line"]
     if entries:
         # pytest's explanation lines of the innermost entry: the failing statement ("> ...")
         # and the comparison ("E   ..."), as pytest prints them.
@@ -238,6 +255,13 @@ def install_pytest(manager_class):
     orig = getattr(manager_class, "consider_env", None)
     if orig is None or getattr(orig, "_slicetrace", False):
         return
+    try:
+        import pluggy  # imported by _pytest.config already
+
+        # Before pytest's own protocol, which answers for the test (firstresult).
+        pluggy.HookimplMarker("pytest")(tryfirst=True)(pytest_runtest_protocol)
+    except Exception:
+        pass
 
     def consider_env(self, *args, **kwargs):
         result = orig(self, *args, **kwargs)
@@ -290,17 +314,13 @@ def install_unittest(result_class):
     result_class._slicetrace_wrapped = True
     current = {}
 
-    def active():
-        # A unittest result used inside a test that pytest runs is not a test of its own.
-        return _tid() not in _state["open"]
-
     def wrap(name, before=None):
         orig = getattr(result_class, name, None)
         if orig is None:
             return
 
         def method(self, *args, **kwargs):
-            if before is not None and active():
+            if before is not None:
                 try:
                     before(self, *args)
                 except Exception:
@@ -314,6 +334,10 @@ def install_unittest(result_class):
 
     def start(self, test):
         tid = _tid()
+        opened = _state["open"].get(tid)
+        if opened is not None and opened.get("runner") != "unittest":
+            # A unittest result used inside a test that pytest runs is not a test of its own.
+            return
         file, line = None, None
         try:
             import inspect

@@ -123,6 +123,8 @@ pub struct TestRun {
     /// Where the test is defined, as the runner gives it.
     pub file: Option<String>,
     pub line: Option<u32>,
+    /// The fixtures it requested (pytest), by name.
+    pub fixtures: Vec<String>,
     pub outcome: TestOutcome,
     pub phases: Vec<TestPhase>,
     pub duration_ns: Option<u64>,
@@ -144,6 +146,8 @@ struct Line {
     file: Option<String>,
     #[serde(default)]
     line: Option<u32>,
+    #[serde(default)]
+    fixtures: Vec<String>,
     #[serde(default)]
     outcome: Option<TestOutcome>,
     #[serde(default)]
@@ -242,6 +246,11 @@ pub fn read_tests(dir: &Path) -> std::io::Result<TestsDoc> {
                     seq: l.seq,
                     file,
                     line: l.line,
+                    fixtures: {
+                        l.fixtures.truncate(256);
+                        l.fixtures.iter_mut().for_each(cut);
+                        std::mem::take(&mut l.fixtures)
+                    },
                     outcome: TestOutcome::Interrupted,
                     phases: Vec::new(),
                     duration_ns: None,
