@@ -615,6 +615,31 @@ mod tests {
     }
 
     #[test]
+    fn each_test_gets_the_tree_of_the_calls_between_its_boundaries() {
+        // runner -> protocol -> [begin] -> run_test -> code ; [end]  (twice), then a third
+        // test whose end never comes (its process died inside it).
+        let mut funcs = py_funcs(&["runner", "protocol", "_slicetrace_test_begin", "_slicetrace_test_end", "run_test", "code", "other"]);
+        for f in &mut funcs[2..4] {
+            f.file = Some("/tmp/slice-trace-rt-x/_slicetrace_tests.py".into());
+        }
+        let funcs = Arc::new(funcs);
+        let classes = fold_classes(&funcs);
+        assert_eq!((classes[2], classes[3]), (FoldClass::TestBegin, FoldClass::TestEnd));
+        let one = |inner: u32| vec![C(1), C(2), R, C(4), C(inner), R, R, C(3), R, R];
+        let mut evs = vec![C(0)];
+        evs.extend(one(5));
+        evs.extend(one(6));
+        evs.extend([C(1), C(2), R, C(4), C(5)]);
+        let (t, info, tests) = fold_events_with_tests(funcs, &classes, Ev::events(&evs));
+        assert_eq!(show(&t), vec!["runner x1", "  protocol x3", "    run_test x3", "      code x2", "      other x1"]);
+        assert_eq!(tests.len(), 3);
+        assert_eq!(show(&tests[0]), vec!["run_test x1", "  code x1"]);
+        assert_eq!(show(&tests[1]), vec!["run_test x1", "  other x1"]);
+        assert_eq!(show(&tests[2]), vec!["run_test x1", "  code x1"], "an unfinished test ends with the stream");
+        assert_eq!(info.open_at_end, 4);
+    }
+
+    #[test]
     fn damaged_tail_keeps_events_before_it() {
         let funcs = Arc::new(py_funcs(&["a"]));
         let evs = vec![

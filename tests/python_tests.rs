@@ -1,0 +1,278 @@
+//! Test suites recorded as tests: `trace run` of pytest and unittest on the bundled
+//! `examples/python/invoice` project (one planted bug, a session fixture, a parametrized test,
+//! an xfail, a skip, a unittest-style class), then `slice tests` and `slice from-trace --test`.
+//!
+//! pytest comes from PyPI at a pinned version into a venv under `target/` (like rich-cli in the
+//! other tests). The prompt of the failing test is compared with `tests/golden/invoice_failed.md`
+//! (durations and the counts that depend on the Python version normalised);
+//! `SLICE_BLESS=1 cargo test --test python_tests` rewrites it.
+
+use slice_trace_e2e::{cmd, run, run_ok, scratch, texts, venv_with};
+use std::path::{Path, PathBuf};
+
+/// The pytest the tests record (and its plugin manager, pinned too: the golden prompt names
+/// their functions and lines).
+const PYTEST: &[&str] = &["pytest==9.2.0", "pluggy==1.7.0", "iniconfig==2.3.1", "packaging==26.4"];
+
+fn venv_python() -> PathBuf {
+    venv_with("pytest-venv", &slice_trace_e2e::python(), PYTEST).join("bin/python")
+}
+
+/// A copy of the example project in a scratch directory (pytest writes nothing into the repo).
+fn project(dir: &Path) -> PathBuf {
+    let src = slice_trace_e2e::root().join("examples/python/invoice");
+    let dst = dir.join("invoice");
+    copy_dir(&src, &dst);
+    dst
+}
+
+fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dst.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            if e.file_name() != "__pycache__" {
+                copy_dir(&e.path(), &to);
+            }
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+/// Record `args` (after `trace run -o DIR --`) in `cwd` into `cwd/../name`; returns the trace
+/// directory and the exit code `trace` passed through.
+fn record(cwd: &Path, name: &str, args: &[&str]) -> (PathBuf, i32) {
+    let out = cwd.parent().expect("a directory inside the scratch directory").join(name);
+    let o = run(cmd("trace").current_dir(cwd).env("PYTHONDONTWRITEBYTECODE", "1").arg("run").arg("-o").arg(&out).arg("--").args(args));
+    let (_, err) = texts(&o);
+    assert!(out.join("meta.json").is_file(), "no trace: {err}");
+    (out, o.status.code().unwrap_or(-1))
+}
+
+fn suite(dir: &Path) -> (PathBuf, PathBuf) {
+    let proj = project(dir);
+    let py = venv_python();
+    let (t, code) = record(&proj, "suite.d", &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]);
+    assert_eq!(code, 1, "pytest's exit status (tests failed) passes through");
+    (proj, t)
+}
+
+fn slice(args: &[&str]) -> String {
+    run_ok(cmd("slice").args(args))
+}
+
+#[test]
+fn every_test_is_recorded_with_its_outcome_phases_and_failure() {
+    let d = scratch();
+    let (_, t) = suite(d.path());
+    let t = t.to_str().unwrap();
+    let json: serde_json::Value = serde_json::from_str(&slice(&["tests", t, "--format", "json", "--rank", "20"])).unwrap();
+    let tests = json["tests"].as_array().unwrap();
+    let got: Vec<(String, String)> =
+        tests.iter().map(|x| (x["id"].as_str().unwrap().to_string(), x["outcome"].as_str().unwrap().to_string())).collect();
+    let want: Vec<(String, String)> = [
+        ("tests/test_totals.py::test_line_total[pen-1-100]", "passed"),
+        ("tests/test_totals.py::test_line_total[pen-3-300]", "passed"),
+        ("tests/test_totals.py::test_line_total[book-2-2400]", "passed"),
+        ("tests/test_totals.py::test_bulk_discount_above_ten", "passed"),
+        ("tests/test_totals.py::test_bulk_discount_starts_at_ten", "failed"),
+        ("tests/test_totals.py::test_format_cents", "passed"),
+        ("tests/test_totals.py::test_unknown_product", "passed"),
+        ("tests/test_totals.py::test_currency", "xfailed"),
+        ("tests/test_totals.py::test_tax", "skipped"),
+        ("tests/test_unit_format.py::FormatTest::test_bulk_lamps", "failed"),
+        ("tests/test_unit_format.py::FormatTest::test_lamp", "passed"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    assert_eq!(got, want);
+    let failed = &tests[4];
+    let phases: Vec<&str> = failed["phases"].as_array().unwrap().iter().map(|p| p["when"].as_str().unwrap()).collect();
+    assert_eq!(phases, ["setup", "call", "teardown"]);
+    assert_eq!(failed["failure"]["exception"], "AssertionError");
+    assert_eq!(failed["failure"]["phase"], "call");
+    assert_eq!(failed["failure"]["line"], 17);
+    let report = failed["failure"]["report"].as_str().unwrap();
+    assert!(
+        report.contains(">       assert line_total(\"pen\", 10) == 900") && report.contains("E       AssertionError: assert 1000 == 900"),
+        "{report}"
+    );
+    assert!(failed["duration_ns"].as_u64().unwrap() > 0 && failed["calls"].as_u64().unwrap() > 0);
+    assert_eq!(tests[0]["fixtures"], serde_json::json!(["prices", "sku", "quantity", "cents"]));
+    assert_eq!(tests[8]["failure"]["message"], "Skipped: taxes come later");
+    // The spectrum: of the code under test, bulk_discount goes most with failure (it ran in
+    // both failing tests and in 5 of 7 passing ones); the runner and what it calls are not
+    // in it.
+    let ranking = json["ranking"].as_array().unwrap();
+    let names: Vec<&str> = ranking.iter().map(|f| f["function"].as_str().unwrap()).collect();
+    let first_code = names.iter().find(|n| !n.contains("test_")).unwrap();
+    assert_eq!(*first_code, "bulk_discount", "{names:?}");
+    let bd = ranking.iter().find(|f| f["function"] == "bulk_discount").unwrap();
+    assert_eq!((bd["failed"].as_u64(), bd["passed"].as_u64()), (Some(2), Some(5)));
+    assert!(
+        ranking
+            .iter()
+            .all(|f| !f["file"].as_str().unwrap_or("").contains("_pytest") && !f["file"].as_str().unwrap_or("").starts_with("stdlib/")),
+        "{names:?}"
+    );
+    assert_eq!((json["failed_total"].as_u64(), json["passed_total"].as_u64()), (Some(2), Some(7)));
+    // The text table says the same.
+    let text = slice(&["tests", t, "--rank", "0"]);
+    assert!(
+        text.contains("failed    ")
+            && text.ends_with(&format!("2 failed, 7 passed, 1 skipped, 1 xfailed; run failed: {t}: exit status 1\n")),
+        "{text}"
+    );
+}
+
+/// Durations and the counts of notes that depend on the interpreter's standard library.
+fn normalise(prompt: &str) -> String {
+    let dur = regex::Regex::new(r", \d+(\.\d)? (ms|µs|s)\n").unwrap();
+    let num = regex::Regex::new(r"\d+").unwrap();
+    prompt
+        .lines()
+        .map(|l| {
+            if l.starts_with("> The standard library is hidden") || l.starts_with("> Framework plumbing collapsed") {
+                num.replace_all(l, "N").into_owned()
+            } else {
+                l.to_string()
+            }
+        })
+        .map(|l| dur.replace_all(&(l + "\n"), ", <duration>\n").into_owned())
+        .collect()
+}
+
+#[test]
+fn a_failing_tests_prompt_starts_with_its_failure_then_the_code_it_ran() {
+    let d = scratch();
+    let (_, t) = suite(d.path());
+    let t = t.to_str().unwrap();
+    let prompt = slice(&["from-trace", t, "--test", "test_bulk_discount_starts_at_ten", "-q", "Why is there no discount on 10 pens?"]);
+    // The venv's interpreter is under this checkout's target directory.
+    let actual = normalise(&prompt).replace(venv_python().to_str().unwrap(), "python");
+    let path = slice_trace_e2e::root().join("tests/golden/invoice_failed.md");
+    if std::env::var_os("SLICE_BLESS").is_some() {
+        std::fs::write(&path, &actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e} (SLICE_BLESS=1 writes it)", path.display()));
+    assert_eq!(actual, expected, "{} differs (SLICE_BLESS=1 rewrites it)", path.display());
+    // What the golden file holds, said outright: the failure before the tree, the buggy
+    // function whole, the cached prices' builder reachable, no source of the runner.
+    let (failure, tree) = (prompt.find("E       AssertionError: assert 1000 == 900").unwrap(), prompt.find("### Call tree").unwrap());
+    assert!(failure < tree && prompt.contains("The run failed: exit status 1 (11 tests: 2 failed, 7 passed, 1 skipped, 1 xfailed)."));
+    assert!(prompt.contains("    if quantity > BULK_QUANTITY:\n        return BULK_PERCENT\n    return 0\n"));
+    assert!(prompt.contains("#### built earlier, in test tests/test_totals.py::test_line_total[pen-1-100]"));
+    assert!(prompt.contains("#### `parse_cents` (invoice/catalogue.py:8-10)"));
+    for heading in prompt.lines().filter(|l| l.starts_with("#### `")) {
+        assert!(!heading.contains("site-packages/"), "runner source in a test prompt: {heading}");
+    }
+}
+
+#[test]
+fn tests_are_chosen_by_id_name_glob_or_failure() {
+    let d = scratch();
+    let (_, t) = suite(d.path());
+    let t = t.to_str().unwrap();
+    let labels = |sel: &str| -> Vec<String> {
+        slice(&["from-trace", t, "--test", sel, "-q", "q"]).lines().filter(|l| l.starts_with("#### test ")).map(str::to_string).collect()
+    };
+    assert_eq!(
+        labels("test_line_total"),
+        [
+            "#### test tests/test_totals.py::test_line_total[pen-1-100]",
+            "#### test tests/test_totals.py::test_line_total[pen-3-300]",
+            "#### test tests/test_totals.py::test_line_total[book-2-2400]"
+        ]
+    );
+    assert_eq!(
+        labels("failed"),
+        [
+            "#### test tests/test_totals.py::test_bulk_discount_starts_at_ten",
+            "#### test tests/test_unit_format.py::FormatTest::test_bulk_lamps"
+        ]
+    );
+    assert_eq!(labels("*::FormatTest::*").len(), 2);
+    // A later instance reused the session fixture the first computed: named, and its code kept.
+    let p = slice(&["from-trace", t, "--test", "test_line_total[pen-3-300]", "-q", "q"]);
+    assert!(p.contains("`call_fixture_func` → `prices`"), "{p}");
+    assert!(p.contains("#### `prices` (conftest.py:6-8)"), "{p}");
+    let o = run(cmd("slice").args(["from-trace", t, "--test", "test_nothing", "-q", "q"]));
+    let (_, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        err.contains("no recorded test matches \"test_nothing\" (11 tests: 2 failed, 7 passed, 1 skipped, 1 xfailed); `slice tests"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_whole_runs_prompt_collapses_the_runner_and_says_the_run_failed() {
+    let d = scratch();
+    let (_, t) = suite(d.path());
+    let p = slice(&["from-trace", t.to_str().unwrap(), "-q", "Why does a test fail?"]);
+    assert!(p.contains("The run failed: exit status 1 (11 tests:"), "{p}");
+    assert!(p.contains("This run ran 11 tests (2 failed, 7 passed, 1 skipped, 1 xfailed); failing: tests/test_totals.py::test_bulk_discount_starts_at_ten, tests/test_unit_format.py::FormatTest::test_bulk_lamps. `--test failed`"));
+    let headings: Vec<&str> = p.lines().filter(|l| l.starts_with("#### `")).collect();
+    assert!(headings.iter().any(|h| h.contains("`bulk_discount`")), "{headings:?}");
+    assert!(headings.iter().all(|h| !h.contains("site-packages/")), "{headings:?}");
+    // `--no-site-packages` hides installed packages, not the code under test (pytest is the
+    // `-m` entry, not the program).
+    let p = slice(&["from-trace", t.to_str().unwrap(), "--no-site-packages", "-q", "q"]);
+    assert!(p.contains("#### `bulk_discount`") && !p.contains("runtestprotocol"), "{p}");
+}
+
+#[test]
+fn unittest_and_the_pytest_console_script_are_recorded_as_tests() {
+    let d = scratch();
+    let proj = project(d.path());
+    let py = venv_python();
+    let (t, code) = record(&proj, "unit.d", &[py.to_str().unwrap(), "-m", "unittest", "discover", "-s", "tests", "-p", "test_unit*.py"]);
+    assert_eq!(code, 1);
+    let json: serde_json::Value = serde_json::from_str(&slice(&["tests", t.to_str().unwrap(), "--format", "json"])).unwrap();
+    let tests = json["tests"].as_array().unwrap();
+    let got: Vec<(&str, &str, &str)> =
+        tests.iter().map(|x| (x["id"].as_str().unwrap(), x["outcome"].as_str().unwrap(), x["runner"].as_str().unwrap())).collect();
+    assert_eq!(
+        got,
+        [
+            ("test_unit_format.FormatTest.test_bulk_lamps", "failed", "unittest"),
+            ("test_unit_format.FormatTest.test_lamp", "passed", "unittest")
+        ]
+    );
+    assert_eq!(tests[0]["failure"]["exception"], "AssertionError");
+    assert!(tests[0]["failure"]["message"].as_str().unwrap().starts_with("'305.00' != '274.50'"));
+    let p = slice(&["from-trace", t.to_str().unwrap(), "--test", "failed", "-q", "q"]);
+    assert!(p.contains("FAILED test_unit_format.FormatTest.test_bulk_lamps") && p.contains("#### `FormatTest.setUp`"), "{p}");
+    // The console script, and a test that ends its process: interrupted, and still readable.
+    std::fs::write(proj.join("tests/test_exit.py"), "import os\n\ndef test_exit():\n    os._exit(3)\n").unwrap();
+    let pytest = py.parent().unwrap().join("pytest");
+    let (t, code) = record(&proj, "exit.d", &[pytest.to_str().unwrap(), "-q", "-p", "no:cacheprovider", "tests/test_exit.py"]);
+    assert_eq!(code, 3);
+    let text = slice(&["tests", t.to_str().unwrap()]);
+    assert!(
+        text.contains("interrupted")
+            && text.contains("tests/test_exit.py::test_exit: (no failure recorded: the process ended inside the test)"),
+        "{text}"
+    );
+    let p = slice(&["from-trace", t.to_str().unwrap(), "--test", "failed", "-q", "q"]);
+    assert!(p.contains("INTERRUPTED tests/test_exit.py::test_exit") && p.contains("#### `test_exit`"), "{p}");
+}
+
+#[test]
+fn a_failed_run_says_so_without_tests() {
+    let d = scratch();
+    let cwd = d.path().join("prog");
+    std::fs::create_dir_all(&cwd).unwrap();
+    let script = cwd.join("fails.py");
+    std::fs::write(&script, "import sys\n\ndef main():\n    sys.exit(3)\n\nmain()\n").unwrap();
+    let (t, code) = record(&cwd, "fails.d", &[&slice_trace_e2e::python(), script.to_str().unwrap()]);
+    assert_eq!(code, 3);
+    let p = slice(&["from-trace", t.to_str().unwrap(), "-q", "Why does it exit?"]);
+    assert!(p.contains("### Outcome\n\n```text\nThe run failed: exit status 3.\n```"), "{p}");
+    let o = run(cmd("slice").args(["from-trace", t.to_str().unwrap(), "--test", "failed", "-q", "q"]));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(texts(&o).1.contains("the trace recorded no tests"), "{:?}", texts(&o));
+}
