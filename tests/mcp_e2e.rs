@@ -118,7 +118,7 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
     let r = session(&calls);
     // What each answer cost (`cargo test --test mcp_e2e -- --nocapture`; docs/agents.md).
     let tools_json = serde_json::to_string(&r["tools"]).unwrap();
-    println!("tools/list: {} tokens (o200k_base) for the 6 tool descriptions and schemas", tokens(&tools_json));
+    println!("tools/list: {} tokens (o200k_base) for the 7 tool descriptions and schemas", tokens(&tools_json));
     for (i, (c, x)) in calls.as_array().unwrap().iter().zip(r["results"].as_array().unwrap()).enumerate() {
         let text = x["text"].as_str().unwrap_or("");
         let err = if x["is_error"] == true { " (tool error)" } else { "" };
@@ -128,7 +128,7 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
     assert_eq!(r["alive"], true, "the server must still answer a ping after the bad inputs");
     let mut names: Vec<&str> = r["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     names.sort_unstable();
-    assert_eq!(names, ["diff", "find_calls", "prompt", "record", "source", "tree"]);
+    assert_eq!(names, ["diff", "find_calls", "prompt", "record", "source", "tests", "tree"]);
 
     // record: the trace directory, the exit status, the counts, the end of the output.
     let (err, text) = result(&r, 0);
@@ -324,5 +324,62 @@ fn worked_session() {
             println!("  [… {} more lines]", lines.len() - 14);
         }
     }
+    assert_eq!(r["alive"], true);
+}
+
+/// The failing-test workflow of docs/agents.md: record a pytest run, list its tests, ask about
+/// the failing one, look at its tree around the buggy function.
+#[test]
+fn a_failing_test_is_recorded_listed_and_explained() {
+    let dir = scratch();
+    let proj = slice_trace_e2e::invoice_project(dir.path());
+    let py = slice_trace_e2e::pytest_python();
+    let t = p(&dir.path().join("tests.d"));
+    let calls = json!([
+        {"tool": "record", "arguments": {"argv": [p(&py), "-m", "pytest", "-q", "-p", "no:cacheprovider"], "cwd": p(&proj), "out": t,
+            "env": {"PYTHONDONTWRITEBYTECODE": "1"}}},
+        {"tool": "tests", "arguments": {"trace": t}},
+        {"tool": "prompt", "arguments": {"trace": t, "question": "Why is there no discount on 10 pens?", "test": "failed", "max_tokens": 4000}},
+        {"tool": "tree", "arguments": {"trace": t, "test": "test_bulk_discount_starts_at_ten", "focus": "^line_total$", "focus_subtree": true}},
+        {"tool": "tests", "arguments": {"trace": t, "test": "nothing_like_this"}},
+        {"tool": "tree", "arguments": {"trace": t, "focus_subtree": true}},
+    ]);
+    let r = session(&calls);
+    let (err, text) = result(&r, 0);
+    assert!(!err, "{text}");
+    assert!(text.contains("\ntests: 2 failed, 7 passed, 1 skipped, 1 xfailed\n"), "{text}");
+    assert!(
+        text.contains("\nfailed tests/test_totals.py::test_bulk_discount_starts_at_ten: AssertionError: assert 1000 == 900\n"),
+        "{text}"
+    );
+    assert!(text.contains("\"test\": \"failed\""), "{text}");
+    let (err, text) = result(&r, 1);
+    assert!(!err, "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("2 failed, 7 passed, 1 skipped, 1 xfailed; run failed: "), "{text}");
+    assert_eq!(lines[1], "failures:");
+    assert!(
+        lines[2].starts_with(
+            "  tests/test_totals.py::test_bulk_discount_starts_at_ten: AssertionError: assert 1000 == 900 at tests/test_totals.py:17"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("passing     5  bulk_discount  (invoice/totals.py:9)"), "{text}");
+    let (err, text) = result(&r, 2);
+    assert!(!err, "{text}");
+    assert!(tokens(&text) <= 4000);
+    let (failure, tree) = (text.find("E       AssertionError: assert 1000 == 900").unwrap(), text.find("### Call tree").unwrap());
+    assert!(failure < tree, "{text}");
+    assert!(text.contains("    if quantity > BULK_QUANTITY:\n        return BULK_PERCENT\n"), "{text}");
+    let (err, text) = result(&r, 3);
+    assert!(!err, "{text}");
+    assert!(text.contains("FAILED tests/test_totals.py::test_bulk_discount_starts_at_ten"), "{text}");
+    let tree_lines: Vec<&str> = text.lines().filter(|l| l.contains("─ bulk_discount  (") || l.contains("─ unit_price  (")).collect();
+    assert_eq!(tree_lines.len(), 2, "line_total's callees under the focus: {text}");
+    assert!(!text.contains("─ test_line_total  ("), "only the chosen test's tree: {text}");
+    let (err, text) = result(&r, 4);
+    assert!(!err && text.starts_with("no recorded tests"), "{text}");
+    let (err, text) = result(&r, 5);
+    assert!(err && text.contains("focus_subtree needs focus"), "{text}");
     assert_eq!(r["alive"], true);
 }

@@ -7,38 +7,15 @@
 //! (durations and the counts that depend on the Python version normalised);
 //! `SLICE_BLESS=1 cargo test --test python_tests` rewrites it.
 
-use slice_trace_e2e::{cmd, run, run_ok, scratch, texts, venv_with};
+use slice_trace_e2e::{cmd, run, run_ok, scratch, texts};
 use std::path::{Path, PathBuf};
 
-/// The pytest the tests record (and its plugin manager, pinned too: the golden prompt names
-/// their functions and lines).
-const PYTEST: &[&str] = &["pytest==9.2.0", "pluggy==1.7.0", "iniconfig==2.3.1", "packaging==26.4"];
-
 fn venv_python() -> PathBuf {
-    venv_with("pytest-venv", &slice_trace_e2e::python(), PYTEST).join("bin/python")
+    slice_trace_e2e::pytest_python()
 }
 
-/// A copy of the example project in a scratch directory (pytest writes nothing into the repo).
 fn project(dir: &Path) -> PathBuf {
-    let src = slice_trace_e2e::root().join("examples/python/invoice");
-    let dst = dir.join("invoice");
-    copy_dir(&src, &dst);
-    dst
-}
-
-fn copy_dir(src: &Path, dst: &Path) {
-    std::fs::create_dir_all(dst).unwrap();
-    for e in std::fs::read_dir(src).unwrap() {
-        let e = e.unwrap();
-        let to = dst.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            if e.file_name() != "__pycache__" {
-                copy_dir(&e.path(), &to);
-            }
-        } else {
-            std::fs::copy(e.path(), &to).unwrap();
-        }
-    }
+    slice_trace_e2e::invoice_project(dir)
 }
 
 /// Record `args` (after `trace run -o DIR --`) in `cwd` into `cwd/../name`; returns the trace

@@ -329,8 +329,7 @@ pub fn built_earlier(p: &crate::fold::ProcessTrees, test: &TestRun, kinds: &[Fun
         let n = earlier.nodes.len();
         let mut flagged = vec![false; n];
         let mut names = Vec::new();
-        for m in 1..n {
-            let node = &earlier.nodes[m];
+        for (m, node) in earlier.nodes.iter().enumerate().skip(1) {
             if node.parent == crate::calltree::ROOT || flagged_funcs.len() >= EARLIER_FUNCTIONS {
                 continue;
             }
@@ -343,7 +342,7 @@ pub fn built_earlier(p: &crate::fold::ProcessTrees, test: &TestRun, kinds: &[Fun
             let reused = match kind(g) {
                 FuncKind::Other if !test_code => first_seen.get(&f) == Some(&j),
                 // A fixture this test requested, computed once by an earlier test.
-                FuncKind::Other => kind(f) == FuncKind::Runner && test.fixtures.iter().any(|x| *x == gf.name),
+                FuncKind::Other => kind(f) == FuncKind::Runner && test.fixtures.contains(&gf.name),
                 _ => false,
             };
             if reused {
@@ -482,73 +481,125 @@ impl TestTable {
         Ok((table, warnings))
     }
 
-    /// The table for a terminal or an agent: one line per test, the failures, the ranking.
+    /// The table for a terminal: one line per test, the failures, the counts, the ranking.
     /// Every text from the trace goes through [`clean_text`].
-    pub fn text(&self, max_tests: usize) -> String {
+    pub fn text(&self) -> String {
         let mut s = String::new();
+        for l in self.table_lines() {
+            s.push_str(&l);
+            s.push('\n');
+        }
+        let failures = self.failure_lines();
+        if !failures.is_empty() {
+            s.push_str("\nfailures:\n");
+            for l in failures {
+                s.push_str(&l);
+                s.push('\n');
+            }
+        }
+        let _ = writeln!(s, "\n{}", self.summary());
+        let ranking = self.ranking_lines();
+        if !ranking.is_empty() {
+            s.push('\n');
+            for l in ranking {
+                s.push_str(&l);
+                s.push('\n');
+            }
+        }
+        s
+    }
+
+    /// For an agent, what matters first first: the counts, the failures, the ranking, then
+    /// every test.
+    pub fn agent_lines(&self) -> Vec<String> {
+        let mut out = vec![self.summary()];
+        let failures = self.failure_lines();
+        if !failures.is_empty() {
+            out.push("failures:".into());
+            out.extend(failures);
+        }
+        out.extend(self.ranking_lines());
+        out.push("tests:".into());
+        out.extend(self.table_lines());
+        out
+    }
+
+    /// `3 failed, 458 passed; run failed: t.d: exit status 1`.
+    pub fn summary(&self) -> String {
+        let mut s = if self.tests.is_empty() {
+            "no recorded tests (record a run of pytest or unittest: `trace run -- python -m pytest ...`)".to_string()
+        } else {
+            outcome_counts(self.tests.iter().map(|r| &r.test))
+        };
+        if !self.failed_runs.is_empty() {
+            let _ = write!(s, "; run failed: {}", clean_text(&self.failed_runs.join(", ")));
+        }
+        s
+    }
+
+    /// A header, then one line per test: outcome, duration, calls, id.
+    pub fn table_lines(&self) -> Vec<String> {
         if self.tests.is_empty() {
-            s.push_str("no recorded tests (record a run of pytest or unittest: `trace run -- python -m pytest ...`)\n");
+            return Vec::new();
         }
-        let shown = self.tests.len().min(max_tests);
-        if shown > 0 {
-            let _ = writeln!(s, "{:<11} {:>9} {:>9}  test", "outcome", "duration", "calls");
-        }
-        for r in &self.tests[..shown] {
+        let mut out = vec![format!("{:<11} {:>9} {:>9}  test", "outcome", "duration", "calls")];
+        for r in &self.tests {
             let t = &r.test;
-            let _ = writeln!(
-                s,
+            out.push(format!(
                 "{:<11} {:>9} {:>9}  {}",
                 t.outcome.name(),
                 t.duration_ns.map(duration).unwrap_or_else(|| "-".into()),
                 r.calls,
                 clean_text(&t.id).replace('\n', "\\n")
-            );
+            ));
         }
-        if shown < self.tests.len() {
-            let _ = writeln!(s, "... and {} more", self.tests.len() - shown);
-        }
-        let failing: Vec<&TestRow> = self.tests.iter().filter(|r| r.test.outcome.is_failure()).collect();
-        if !failing.is_empty() {
-            s.push_str("\nfailures:\n");
-            for r in failing.iter().take(max_tests) {
+        out
+    }
+
+    /// One line per failing test: its id, the first line of its failure, where.
+    pub fn failure_lines(&self) -> Vec<String> {
+        self.tests
+            .iter()
+            .filter(|r| r.test.outcome.is_failure())
+            .map(|r| {
                 let f = r.test.failure.as_ref();
                 let head = f
                     .and_then(|f| f.message.as_deref().or(f.report.as_deref()))
                     .map(|m| m.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string())
                     .unwrap_or_else(|| "(no failure recorded: the process ended inside the test)".into());
-                let at = f.and_then(|f| {
-                    f.file.as_deref().map(|file| format!(" at {file}{}", f.line.map(|l| format!(":{l}")).unwrap_or_default()))
-                });
-                let _ = writeln!(s, "  {}: {}{}", clean_text(&r.test.id), clean_text(&head), clean_text(&at.unwrap_or_default()));
-            }
+                let at = f
+                    .and_then(|f| {
+                        f.file.as_deref().map(|file| format!(" at {file}{}", f.line.map(|l| format!(":{l}")).unwrap_or_default()))
+                    })
+                    .unwrap_or_default();
+                format!("  {}: {}{}", clean_text(&r.test.id), clean_text(&head), clean_text(&at))
+            })
+            .collect()
+    }
+
+    /// The ranking, with its header (empty without one).
+    pub fn ranking_lines(&self) -> Vec<String> {
+        if self.ranking.is_empty() {
+            return Vec::new();
         }
-        let _ = write!(s, "\n{}", outcome_counts(self.tests.iter().map(|r| &r.test)));
-        if !self.failed_runs.is_empty() {
-            let _ = write!(s, "; run failed: {}", self.failed_runs.join(", "));
+        let mut out = vec![format!(
+            "functions that go with failure (Ochiai over {} failing and {} passing tests; docs/prompts.md):",
+            self.failed_total, self.passed_total
+        )];
+        for f in &self.ranking {
+            out.push(format!(
+                "  {:.3}  failing {:>3}  passing {:>5}  {}{}",
+                f.ochiai,
+                f.failed,
+                f.passed,
+                clean_text(&f.function),
+                f.file
+                    .as_deref()
+                    .map(|p| format!("  ({}{})", clean_text(p), f.line.map(|l| format!(":{l}")).unwrap_or_default()))
+                    .unwrap_or_default()
+            ));
         }
-        s.push('\n');
-        if !self.ranking.is_empty() {
-            let _ = writeln!(
-                s,
-                "\nfunctions that go with failure (Ochiai over {} failing and {} passing tests; docs/prompts.md):",
-                self.failed_total, self.passed_total
-            );
-            for f in &self.ranking {
-                let _ = writeln!(
-                    s,
-                    "  {:.3}  failing {:>3}  passing {:>5}  {}{}",
-                    f.ochiai,
-                    f.failed,
-                    f.passed,
-                    clean_text(&f.function),
-                    f.file
-                        .as_deref()
-                        .map(|p| format!("  ({}{})", clean_text(p), f.line.map(|l| format!(":{l}")).unwrap_or_default()))
-                        .unwrap_or_default()
-                );
-            }
-        }
-        s
+        out
     }
 }
 

@@ -142,6 +142,36 @@ pub fn venv_with(name: &str, interpreter: &str, packages: &[&str]) -> PathBuf {
     venv
 }
 
+/// pytest as the test-recording tests use it (and its dependencies, pinned too: the golden
+/// prompt names their functions and lines).
+pub const PYTEST: &[&str] = &["pytest==9.2.0", "pluggy==1.7.0", "iniconfig==2.3.1", "packaging==26.4"];
+
+/// The interpreter of a venv holding [`PYTEST`], made once by [`venv_with`].
+pub fn pytest_python() -> PathBuf {
+    venv_with("pytest-venv", &python(), PYTEST).join("bin/python")
+}
+
+/// A copy of `examples/python/invoice` (the pytest example: one planted bug) in `dir`, so that
+/// the runs write nothing into the checkout.
+pub fn invoice_project(dir: &Path) -> PathBuf {
+    fn copy_dir(src: &Path, dst: &Path) {
+        std::fs::create_dir_all(dst).unwrap_or_else(|e| panic!("{}: {e}", dst.display()));
+        for e in std::fs::read_dir(src).unwrap_or_else(|e| panic!("{}: {e}", src.display())).flatten() {
+            let to = dst.join(e.file_name());
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                if e.file_name() != "__pycache__" {
+                    copy_dir(&e.path(), &to);
+                }
+            } else {
+                std::fs::copy(e.path(), &to).unwrap_or_else(|err| panic!("{}: {err}", e.path().display()));
+            }
+        }
+    }
+    let dst = dir.join("invoice");
+    copy_dir(&root().join("examples/python/invoice"), &dst);
+    dst
+}
+
 /// The `rich` console script of rich-cli (a real third-party CLI from PyPI), in a venv made
 /// once by [`venv_with`].
 pub fn rich_cli() -> PathBuf {

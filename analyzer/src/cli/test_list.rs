@@ -40,7 +40,7 @@ pub fn run(a: TestsArgs) -> anyhow::Result<()> {
     let (table, warnings) = TestTable::load(&a.traces, filter.as_ref(), a.rank)?;
     super::warn_all(&warnings);
     let text = match a.format {
-        TestsFormat::Text => table.text(usize::MAX),
+        TestsFormat::Text => table.text(),
         TestsFormat::Json => {
             let mut s = serde_json::to_string_pretty(&table)?;
             s.push('\n');

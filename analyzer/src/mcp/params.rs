@@ -26,9 +26,9 @@ impl Traces {
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct RecordParams {
-    /// The command to run and record, e.g. ["python3", "app.py", "--flag", "input.csv"] or
-    /// ["./build/app", "input.txt"] (a Python program, or a native one built with
-    /// -finstrument-functions -g).
+    /// The command to run and record, e.g. ["python3", "app.py", "--flag", "input.csv"],
+    /// ["python3", "-m", "pytest", "tests/test_x.py"] or ["./build/app", "input.txt"] (a Python
+    /// program or test suite, or a native program with a symbol table; -g for source).
     pub argv: Vec<String>,
     /// Working directory of the command (default: the server's).
     pub cwd: Option<String>,
@@ -145,6 +145,24 @@ pub struct TreeParams {
     pub stdlib: Option<bool>,
     /// Start-up pruning: "auto" (default), "off", or a baseline trace directory.
     pub prune_startup: Option<String>,
+    /// With focus: also show everything the matching functions called.
+    pub focus_subtree: Option<bool>,
+    /// Only these recorded tests' trees (a run of pytest or unittest): a test id, its end, a
+    /// glob, or "failed".
+    pub test: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct TestsParams {
+    /// Trace directory (or several: the shards of one suite) written by `trace run` or the
+    /// record tool of a test command (pytest, python -m unittest).
+    pub trace: Traces,
+    /// Only these tests: a test id, its end ("TestClass::test_name"), a glob, or "failed".
+    pub test: Option<String>,
+    /// How many functions to rank by how strongly they go with failure (default 10).
+    pub rank: Option<u64>,
+    /// Token limit of the answer (default 8000).
+    pub max_tokens: Option<u64>,
 }
 
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

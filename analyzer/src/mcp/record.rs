@@ -25,6 +25,9 @@ const SHOW_LINES: usize = 30;
 const SHOW_LINE_CHARS: usize = 300;
 
 /// The `trace` binary: next to the running executable, else `trace` from PATH.
+/// Most failing tests the record tool's answer names (the tests tool lists them all).
+const RECORD_FAILURES: usize = 10;
+
 fn trace_binary() -> PathBuf {
     std::env::current_exe()
         .ok()
@@ -217,10 +220,33 @@ pub fn record(p: &RecordParams) -> anyhow::Result<String> {
             for w in t.warnings.iter().take(10) {
                 s.push_str(&format!("warning: {w}\n"));
             }
-            s.push_str(&format!(
-                "Next: prompt {{\"trace\": {:?}, \"question\": \"...\"}}, tree, find_calls or source with the same trace.\n",
-                out.display().to_string()
-            ));
+            let tests: Vec<&trace_format::TestRun> = t.processes.iter().flat_map(|p| &p.tests).collect();
+            if !tests.is_empty() {
+                s.push_str(&format!("tests: {}\n", crate::testrun::outcome_counts(tests.iter().copied())));
+                let failing: Vec<&&trace_format::TestRun> = tests.iter().filter(|x| x.outcome.is_failure()).collect();
+                for x in failing.iter().take(RECORD_FAILURES) {
+                    let first = x
+                        .failure
+                        .as_ref()
+                        .and_then(|f| f.message.as_deref().or(f.report.as_deref()))
+                        .and_then(|m| m.lines().find(|l| !l.trim().is_empty()))
+                        .unwrap_or("(the process ended inside the test)");
+                    s.push_str(&crate::testrun::clean_text(&format!("{} {}: {}\n", x.outcome.name(), x.id, first.trim())));
+                }
+                if failing.len() > RECORD_FAILURES {
+                    s.push_str(&format!("... and {} more failing tests (the tests tool lists them)\n", failing.len() - RECORD_FAILURES));
+                }
+                s.push_str(&format!(
+                    "Next: tests {{\"trace\": {:?}}}, or prompt {{\"trace\": {:?}, \"question\": \"...\", \"test\": \"failed\"}}.\n",
+                    out.display().to_string(),
+                    out.display().to_string()
+                ));
+            } else {
+                s.push_str(&format!(
+                    "Next: prompt {{\"trace\": {:?}, \"question\": \"...\"}}, tree, find_calls or source with the same trace.\n",
+                    out.display().to_string()
+                ));
+            }
         }
         Err(e) => {
             // Nothing usable was recorded (the command could not run, or ran no traced code).

@@ -2,7 +2,7 @@
 //! Tokio's blocking pool; its error, or a panic, comes back as a tool error (`isError`) with
 //! the CLI's message, never as the end of the server.
 
-use super::params::{DiffParams, FunctionParams, PromptParams, RecordParams, TreeParams};
+use super::params::{DiffParams, FunctionParams, PromptParams, RecordParams, TestsParams, TreeParams};
 use super::{query, record, views};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -13,7 +13,9 @@ use rmcp::{tool, tool_handler, tool_router, ServerHandler};
 pub const INSTRUCTIONS: &str = "Execution-trace slicer: record a run of a program (record), then ask which code ran \
 and why, with only the functions that actually executed: a prompt for a question (prompt), the call tree (tree), \
 where a function is called from (find_calls), a function's exact source (source), and what one run reached that \
-another did not (diff). Every answer fits its max_tokens and says what it left out.";
+another did not (diff). For a failing test: record the test command, list the tests (tests), then prompt with \
+test: \"failed\" (the failure first, then only the code that test ran). Every answer fits its max_tokens and says \
+what it left out.";
 
 #[derive(Debug, Clone)]
 pub struct SliceServer {
@@ -44,17 +46,27 @@ impl SliceServer {
     }
 
     #[tool(description = "Record which functions run when I run this command. Runs argv under `trace run` (Python \
-programs, and native ones built with -finstrument-functions -g) and returns the trace directory, the exit status \
-or signal, and the counts (processes, threads, events, functions), with the end of its stdout and stderr. A command \
+programs and test suites, where pytest's and unittest's tests are recorded as tests; native C, C++ and Rust \
+programs with a symbol table) and returns the trace directory, the exit status \
+or signal, and the counts (processes, threads, events, functions), with the end of its stdout and stderr; for a test command, the test outcomes and the failing tests. A command \
 still running at timeout_s (default 120) is stopped and its partial trace kept.")]
     async fn record(&self, Parameters(p): Parameters<RecordParams>) -> CallToolResult {
         answer(move || record::record(&p)).await
     }
 
+    #[tool(description = "Which tests ran in this recorded test run, which failed and why, and which functions go with \
+the failures? Returns the counts, each failing test with its failure's first line and place, the functions ranked \
+by how strongly they go with failure (Ochiai over failing and passing tests), then every test with its outcome, \
+duration and calls. Several traces (the shards of one suite) are ranked together.")]
+    async fn tests(&self, Parameters(p): Parameters<TestsParams>) -> CallToolResult {
+        answer(move || views::tests(&p)).await
+    }
+
     #[tool(description = "Which code runs when this program does X, and how does it work? Returns an LLM-ready prompt \
 for the question: the call tree of the recorded run and the exact source of every function that ran, in call order \
 (start-up work pruned, standard library hidden), never over max_tokens (default 16000): least relevant bodies are \
-elided first, every cut is marked and listed. Pass several traces to compare runs in one prompt.")]
+elided first, every cut is marked and listed. Pass several traces to compare runs in one prompt. For a test run, \
+test: \"failed\" (or a test id) gives each test's failure first, then only the code that test ran.")]
     async fn prompt(&self, Parameters(p): Parameters<PromptParams>) -> CallToolResult {
         answer(move || views::prompt(&p)).await
     }

@@ -70,17 +70,26 @@ pub fn tree(p: &TreeParams) -> anyhow::Result<String> {
     let max = bound::limit(p.max_tokens, VIEW_DEFAULT).map_err(UsageError)?;
     let select = Selection {
         focus: p.focus.clone().map(|f| vec![f]),
+        focus_subtree: p.focus_subtree,
         max_depth: p.depth,
         stdlib: p.stdlib,
         prune_startup: p.prune_startup.clone(),
+        test: p.test.clone(),
         ..Selection::default()
     };
+    if p.focus_subtree == Some(true) && p.focus.is_none() {
+        return Err(UsageError("focus_subtree needs focus: the function whose calls to show whole".into()).into());
+    }
     let opts = select.args().options(true)?;
     let (traces, warnings) = prepare(&[PathBuf::from(&p.trace)], &opts)?;
     let t = traces.first().context("internal error: no prepared trace")?;
     let threads = if p.merge_threads == Some(true) { Threads::Merged } else { Threads::Separate };
     let vs = views::views(t, threads);
     let mut head = format!("# {}: {}, {} events\n", t.dir.display(), t.meta.argv.join(" "), t.events);
+    for o in &t.outcome {
+        head.push_str(&crate::testrun::clean_text(o));
+        head.push('\n');
+    }
     head.push_str(&notes(&warnings, &traces));
     let mut lines: Vec<TreeLine> = Vec::new();
     for (i, v) in vs.iter().enumerate() {
@@ -111,6 +120,25 @@ pub fn tree(p: &TreeParams) -> anyhow::Result<String> {
              Ask for a part with focus: \"<function regex>\"{}, or raise max_tokens.",
             if shown_depth.is_none() { " and depth: N" } else { "" }
         )
+    }))
+}
+
+/// The tests tool: `slice tests` (the table, the failures, the ranking), bounded in tokens.
+pub fn tests(p: &super::params::TestsParams) -> anyhow::Result<String> {
+    let max = bound::limit(p.max_tokens, VIEW_DEFAULT).map_err(UsageError)?;
+    let filter = match &p.test {
+        Some(t) => Some(crate::testrun::TestFilter::parse(t).map_err(UsageError)?),
+        None => None,
+    };
+    let rank = p.rank.map_or(10, |r| usize::try_from(r).unwrap_or(usize::MAX).min(1000));
+    let (table, warnings) = crate::testrun::TestTable::load(&p.trace.paths(), filter.as_ref(), rank)?;
+    let mut head = String::new();
+    for w in &warnings {
+        head.push_str(&format!("warning: {w}\n"));
+    }
+    let lines = table.agent_lines();
+    Ok(fit_lines(&head, &lines, max, |n| {
+        format!("Left out to fit max_tokens={max}: {n} more lines. Narrow it with test: \"failed\" or a glob, or raise max_tokens.")
     }))
 }
 
