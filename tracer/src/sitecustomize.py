@@ -35,7 +35,8 @@ def _slicetrace_boot():
     if recorder is not None and recorder.start():
         os.register_at_fork(after_in_child=recorder.after_fork_child)
         _keep_children_recorded(here)
-        _record_tests(here)
+        if os.environ.get("SLICE_TRACE_TESTS", "1") != "0":
+            _record_tests(here)
 
     # Chain to the sitecustomize that would have run without us.
     import importlib.machinery
