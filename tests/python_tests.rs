@@ -253,3 +253,72 @@ fn a_failed_run_says_so_without_tests() {
     assert_eq!(o.status.code(), Some(1));
     assert!(texts(&o).1.contains("the trace recorded no tests"), "{:?}", texts(&o));
 }
+
+#[test]
+fn two_tests_are_diffed_by_the_code_under_test_within_a_budget() {
+    let d = scratch();
+    let (_, t) = suite(d.path());
+    let t = t.to_str().unwrap();
+    let o = run(cmd("slice").args([
+        "diff",
+        t,
+        t,
+        "--test-a",
+        "test_line_total[pen-1-100]",
+        "--test-b",
+        "test_line_total[pen-3-300]",
+        "--color",
+        "never",
+    ]));
+    let (out, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    // The first instance computed the session fixture (which filled the price cache), the
+    // second reused it; the paths start at the code under test (no runner line, no test
+    // function, no fixture of a test file), so line_total's calls, the same in both, meet.
+    let paths: Vec<&str> = out.lines().filter(|l| !l.starts_with("---") && !l.starts_with("+++") && !l.starts_with('#')).collect();
+    assert_eq!(paths, ["- load_prices  (invoice/catalogue.py:13)", "-   parse_cents  (invoice/catalogue.py:8) ×3"], "{out}");
+    assert!(out.contains("# functions only in A (1): parse_cents (invoice/catalogue.py:8)\n# functions only in B (0): none\n"), "{out}");
+    // A prompt within a budget: sources dropped (said), never over it; too small is an error.
+    let q = "Why does the first test take longer?";
+    let o = run(cmd("slice").args([
+        "diff",
+        t,
+        t,
+        "--test-a",
+        "test_line_total[pen-1-100]",
+        "--test-b",
+        "failed",
+        "--format",
+        "prompt",
+        "-q",
+        q,
+    ]));
+    let (full, _) = texts(&o);
+    assert!(o.status.success());
+    let full_tokens = analyzer::tokens::Tokenizer::O200kBase.count(&full);
+    let budget = (full_tokens * 2 / 3).to_string();
+    let o = run(cmd("slice").args([
+        "diff",
+        t,
+        t,
+        "--test-a",
+        "test_line_total[pen-1-100]",
+        "--test-b",
+        "failed",
+        "--format",
+        "prompt",
+        "-q",
+        q,
+        "--budget",
+        &budget,
+    ]));
+    let (cut, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(analyzer::tokens::Tokenizer::O200kBase.count(&cut) <= full_tokens * 2 / 3);
+    assert!(cut.contains("To fit the budget, the source of "), "{cut}");
+    let o = run(cmd("slice").args(["diff", t, t, "--format", "prompt", "-q", q, "--budget", "50"]));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(texts(&o).1.contains("--budget 50 is too small for this diff"), "{:?}", texts(&o));
+    let o = run(cmd("slice").args(["diff", t, t, "--budget", "50"]));
+    assert_eq!(o.status.code(), Some(2), "--budget needs --format prompt");
+}

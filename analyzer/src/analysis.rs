@@ -55,6 +55,10 @@ pub struct PreparedThread {
     pub plumbing: HashSet<u32>,
     /// Its times are estimated (entry patching: [`crate::fold::ProcessTrees::times_estimated`]).
     pub times_estimated: bool,
+    /// Not a thread or a chosen test but the part of an earlier test's tree that built state a
+    /// chosen test reused ([`crate::testrun::built_earlier`]): context for a prompt, left out
+    /// where runs are compared.
+    pub earlier_state: bool,
 }
 
 impl PreparedThread {
@@ -104,6 +108,8 @@ pub struct PreparedTrace {
     /// Which functions ran in failing and passing tests, over all traces prepared together;
     /// `None` unless they hold both.
     pub spectrum: Option<std::sync::Arc<Spectrum>>,
+    /// Its threads are tests' trees (`--test`), not whole threads.
+    pub tests_shown: bool,
 }
 
 /// Errors preparing traces.
@@ -272,7 +278,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                         names.join(", ")
                     ));
                     if earlier_shown.insert(by.seq) {
-                        units.push((format!("built earlier, in test {}", by.id), th, std::borrow::Cow::Owned(part)));
+                        units.push((format!("{EARLIER_LABEL}{}", by.id), th, std::borrow::Cow::Owned(part)));
                     }
                 }
             }
@@ -327,6 +333,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                 entry,
                 plumbing: collapsed.funcs,
                 times_estimated: p.times_estimated,
+                earlier_state: test_label.starts_with(EARLIER_LABEL),
             };
             if !test_label.is_empty() {
                 pt.label = if nproc > 1 { format!("{test_label} (process {} ({}))", pt.pid, pt.command) } else { test_label };
@@ -410,6 +417,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         outcome,
         tests: all_tests,
         spectrum: None,
+        tests_shown: opts.tests.is_some(),
         dir: t.dir,
         meta: t.meta,
         cwd,
@@ -423,6 +431,9 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         coverage: t.coverage,
     })
 }
+
+/// The label of a tree that shows state an earlier test built ([`PreparedThread::earlier_state`]).
+const EARLIER_LABEL: &str = "built earlier, in test ";
 
 /// The note of a trace with an entry-patched process (an ordinary native build): the compiler's
 /// inlined functions never run as calls, so the tree cannot hold them (docs/native-recording.md,

@@ -125,6 +125,15 @@ impl Plumbing {
         Plumbing { packages }
     }
 
+    /// Only the test runners ([`TEST_RUNNERS`], and every `pytest_*` plugin), and `extra`:
+    /// for views that show whole call paths (`slice diff`), where what a failing test's
+    /// runner does to report it would otherwise lead.
+    pub fn test_runners(extra: &[String]) -> Plumbing {
+        let mut packages: Vec<String> = TEST_RUNNERS.iter().map(|s| s.to_string()).collect();
+        packages.extend(extra.iter().map(|s| s.replace('-', "_")));
+        Plumbing { packages }
+    }
+
     pub fn is_off(&self) -> bool {
         self.packages.is_empty()
     }

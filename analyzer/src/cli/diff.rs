@@ -5,7 +5,7 @@ use super::output::{ColorArgs, OutputArgs};
 use super::view_common::print_notes;
 use super::{read_question, warn_all};
 use crate::analysis::{prepare, PreparedTrace};
-use crate::views::diff::{diff_traces, prompt, Diff, OneSided};
+use crate::views::diff::{diff_traces, prompt_within, Diff, OneSided};
 use crate::views::tree::{paint, Palette};
 use anstyle::{AnsiColor, Style};
 use clap::Args;
@@ -38,6 +38,22 @@ pub struct DiffArgs {
     /// With --format prompt: the question to put first (`-` reads standard input).
     #[arg(short, long, value_name = "TEXT")]
     pub question: Option<String>,
+    /// With --format prompt: at most N tokens. Sources are dropped least relevant first (what
+    /// goes with failing tests last, then by the question), then the call paths are cut; every
+    /// cut is said.
+    #[arg(long, value_name = "N")]
+    pub budget: Option<usize>,
+    /// Run A's tests to compare (overrides --test for A): an id, its end, a glob, or `failed`.
+    /// With tests on both sides, the runs are lined up by the code under test (the runner's
+    /// and the test files' functions spliced out), so two different tests can be compared.
+    #[arg(long, value_name = "ID|GLOB|failed")]
+    pub test_a: Option<String>,
+    /// Run B's tests to compare (overrides --test for B).
+    #[arg(long, value_name = "ID|GLOB|failed")]
+    pub test_b: Option<String>,
+    /// Tokenizer for --budget: o200k_base or cl100k_base.
+    #[arg(long, value_name = "NAME", default_value = "o200k_base")]
+    pub tokenizer: crate::tokens::Tokenizer,
     #[command(flatten)]
     pub select: SelectArgs,
     #[command(flatten)]
@@ -51,18 +67,49 @@ fn list(v: &[OneSided]) -> String {
         return "none".into();
     }
     v.iter()
-        .map(|f| if f.location.is_empty() { f.qualname.clone() } else { format!("{} ({})", f.qualname, f.location) })
+        .map(|f| {
+            let score = f.ochiai.filter(|o| *o > 0.0).map(|o| format!("; Ochiai {o:.2}")).unwrap_or_default();
+            if f.location.is_empty() {
+                f.qualname.clone()
+            } else {
+                format!("{} ({}{score})", f.qualname, f.location)
+            }
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
 
 pub fn run(a: DiffArgs) -> anyhow::Result<()> {
-    let opts = a.select.options(true)?;
+    let mut opts = a.select.options(true)?;
+    // The test runner's own calls (reporting a failure) are not what differs between two runs
+    // of the code under test.
+    if !a.select.show_plumbing {
+        opts.plumbing = crate::plumbing::Plumbing::test_runners(&a.select.plumbing);
+    }
     let question = a.question.as_deref().map(read_question).transpose()?;
     if question.is_some() && a.format != DiffFormat::Prompt {
         return Err(super::common::UsageError("--question goes with --format prompt".into()).into());
     }
-    let (mut traces, warnings) = prepare(&[a.a.clone(), a.b.clone()], &opts)?;
+    if a.budget.is_some() && a.format != DiffFormat::Prompt {
+        return Err(super::common::UsageError("--budget goes with --format prompt".into()).into());
+    }
+    let (mut traces, warnings) = if a.test_a.is_some() || a.test_b.is_some() {
+        // Each side with its own tests: prepared apart (each side's spectrum is its own).
+        let side = |dir: &PathBuf, test: &Option<String>| -> anyhow::Result<(Vec<PreparedTrace>, Vec<String>)> {
+            let mut o = opts.clone();
+            if let Some(t) = test {
+                o.tests = Some(crate::testrun::TestFilter::parse(t).map_err(super::common::UsageError)?);
+            }
+            Ok(prepare(std::slice::from_ref(dir), &o)?)
+        };
+        let (mut ta, mut wa) = side(&a.a, &a.test_a)?;
+        let (tb, wb) = side(&a.b, &a.test_b)?;
+        ta.extend(tb);
+        wa.extend(wb);
+        (ta, wa)
+    } else {
+        prepare(&[a.a.clone(), a.b.clone()], &opts)?
+    };
     warn_all(&warnings);
     for t in &traces {
         print_notes(t);
@@ -71,7 +118,8 @@ pub fn run(a: DiffArgs) -> anyhow::Result<()> {
     let (only_a, only_b) = d.counts();
     match a.format {
         DiffFormat::Prompt => {
-            let text = prompt(question.as_deref(), &d, &mut traces);
+            let text = prompt_within(question.as_deref(), &d, &mut traces, a.budget.map(|b| (b, a.tokenizer)))?;
+            eprintln!("slice: {} tokens ({})", a.tokenizer.count(&text), a.tokenizer.name());
             a.output.write("prompt", |w| w.write_all(text.as_bytes()))?;
         }
         DiffFormat::Tree => {

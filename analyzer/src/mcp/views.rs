@@ -151,11 +151,14 @@ pub fn diff(p: &DiffParams) -> anyhow::Result<String> {
         prune_startup: p.prune_startup.clone(),
         ..Selection::default()
     };
-    let opts = select.args().options(true)?;
+    let mut opts = select.args().options(true)?;
+    opts.plumbing = crate::plumbing::Plumbing::test_runners(&[]);
     let (mut traces, warnings) = prepare(&[PathBuf::from(&p.a), PathBuf::from(&p.b)], &opts)?;
     let d = crate::views::diff::diff_traces(&traces[0], &traces[1]);
     let text = match p.question.as_deref().filter(|q| !q.trim().is_empty()) {
-        Some(q) => crate::views::diff::prompt(Some(q), &d, &mut traces),
+        // The notes below take a few lines of the limit.
+        Some(q) => crate::views::diff::prompt_within(Some(q), &d, &mut traces, Some((max.saturating_sub(200).max(1), TOKENIZER)))
+            .map_err(|e| UsageError(format!("max_tokens {max} is too small for this diff: {e}")))?,
         None => {
             let mut buf = Vec::new();
             write_tree(&mut buf, &d, &traces[0], &traces[1], &Palette::default(), Style::new(), Style::new())

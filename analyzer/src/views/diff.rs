@@ -55,11 +55,16 @@ impl DiffNode {
 }
 
 /// A function reached by one run only.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OneSided {
     pub qualname: String,
     pub location: String,
     pub calls: u64,
+    /// Its Ochiai score when the traces hold failing and passing tests
+    /// ([`crate::testrun::Spectrum`]): the lists are sorted by it, highest first.
+    pub ochiai: Option<f64>,
+    /// Its function key ([`Function::key`]).
+    pub key: String,
 }
 
 /// The two runs laid over each other.
@@ -157,7 +162,13 @@ pub fn diff(a: &CallTree, cwd_a: &Path, b: &CallTree, cwd_b: &Path) -> Diff {
         let n = &nodes[i];
         let (ca, cb) = seen[n.key.as_str()];
         if (ca == 0 || cb == 0) && listed.insert(n.key.as_str()) {
-            let one = OneSided { qualname: n.func.qualname.clone(), location: n.location.clone(), calls: ca + cb };
+            let one = OneSided {
+                qualname: n.func.qualname.clone(),
+                location: n.location.clone(),
+                calls: ca + cb,
+                ochiai: None,
+                key: n.func.key(),
+            };
             if cb == 0 {
                 funcs_only_a.push(one);
             } else {
@@ -234,11 +245,47 @@ impl Diff {
     }
 }
 
-/// Diff two prepared runs: every thread of each run merged.
+/// Diff two prepared runs: every thread of each run merged. With tests in both runs'
+/// trees (`--test`), the two are lined up by the code under test: the runner's functions and
+/// the test files' are spliced out (their callees move up), so that two different tests'
+/// calls into the same code meet at the same paths. With a spectrum (failing and passing
+/// tests in the runs), the functions only one run reached are sorted by their Ochiai score.
 pub fn diff_traces(a: &PreparedTrace, b: &PreparedTrace) -> Diff {
-    let ta = merge(a.threads.iter().map(|t| &t.tree));
-    let tb = merge(b.threads.iter().map(|t| &t.tree));
-    diff(&ta, &a.cwd, &tb, &b.cwd)
+    let align = a.tests_shown && b.tests_shown;
+    let tree = |t: &PreparedTrace| {
+        let merged = merge(t.threads.iter().filter(|th| !th.earlier_state).map(|th| &th.tree));
+        if align {
+            code_under_test(&merged, &t.cwd)
+        } else {
+            merged
+        }
+    };
+    let mut d = diff(&tree(a), &a.cwd, &tree(b), &b.cwd);
+    if let Some(s) = a.spectrum.as_ref().or(b.spectrum.as_ref()) {
+        for v in [&mut d.funcs_only_a, &mut d.funcs_only_b] {
+            for f in v.iter_mut() {
+                f.ochiai = Some(s.ochiai(&f.key));
+            }
+            // Stable: call order among equal scores.
+            v.sort_by(|x, y| y.ochiai.unwrap_or(0.0).total_cmp(&x.ochiai.unwrap_or(0.0)));
+        }
+    }
+    d
+}
+
+/// A tree with the test runner's functions and the test files' spliced out.
+fn code_under_test(t: &CallTree, cwd: &Path) -> CallTree {
+    let kinds = crate::testrun::function_kinds(&t.funcs, cwd);
+    t.rebuild(|t, n| {
+        let func = t.node(n).func;
+        let runner = kinds.get(func as usize) == Some(&crate::testrun::FuncKind::Runner);
+        let test_file = t.function(func).and_then(|f| f.file.as_deref()).is_some_and(crate::plumbing::is_test_file);
+        if runner || test_file {
+            crate::calltree::Keep::Splice
+        } else {
+            crate::calltree::Keep::Keep
+        }
+    })
 }
 
 /// The differential slice as a Markdown prompt section: the question (if any), the differing
@@ -246,15 +293,38 @@ pub fn diff_traces(a: &PreparedTrace, b: &PreparedTrace) -> Diff {
 /// part ways and of those on the differing paths, extracted by the prompt's source machinery
 /// (`traces`: run A then run B, as given to [`diff_traces`]).
 pub fn prompt(question: Option<&str>, d: &Diff, traces: &mut [PreparedTrace]) -> String {
+    prompt_within(question, d, traces, None).unwrap_or_else(|e| e.to_string())
+}
+
+/// A diff prompt that does not fit its budget even with every source dropped and the paths cut.
+#[derive(Debug, thiserror::Error)]
+#[error("--budget {budget} is too small for this diff: without any source and with one line of call paths it takes {needed} tokens ({tokenizer}); raise --budget or narrow it with --focus")]
+pub struct DiffTooSmall {
+    pub budget: usize,
+    pub needed: usize,
+    pub tokenizer: &'static str,
+}
+
+/// [`prompt`] within a budget: sources dropped least relevant first (by the prompt's ranking:
+/// the spectrum, then the question), then the call paths cut from the end, each cut said.
+pub fn prompt_within(
+    question: Option<&str>,
+    d: &Diff,
+    traces: &mut [PreparedTrace],
+    budget: Option<(usize, crate::tokens::Tokenizer)>,
+) -> Result<String, DiffTooSmall> {
     let cmd = |t: &PreparedTrace| t.meta.argv.join(" ");
     let (cmd_a, cmd_b) = (cmd(&traces[0]), cmd(&traces[1]));
     let (dir_a, dir_b) = (traces[0].dir.display().to_string(), traces[1].dir.display().to_string());
     let model = Model::build(question.unwrap_or(""), traces);
     // Sources: divergence points and one-sided nodes, in call order, each function once.
     let mut nodes = Vec::new();
+    // The callers of the points where the runs part ways: what they passed decides the split.
+    let callers: std::collections::HashSet<usize> =
+        d.shown_preorder().into_iter().filter(|&i| d.is_divergence(i)).map(|i| d.nodes[i].parent).filter(|&p| p != 0).collect();
     for i in d.shown_preorder() {
         let n = &d.nodes[i];
-        if n.side() == Side::Both && !d.is_divergence(i) {
+        if n.side() == Side::Both && !d.is_divergence(i) && !callers.contains(&i) {
             continue;
         }
         let key = n.func.key();
@@ -281,7 +351,8 @@ pub fn prompt(question: Option<&str>, d: &Diff, traces: &mut [PreparedTrace]) ->
             let why = match n.side() {
                 Side::OnlyA => "only run A reached it here",
                 Side::OnlyB => "only run B reached it here",
-                Side::Both => "both runs; from here they call different functions",
+                Side::Both if d.is_divergence(i) => "both runs; from here they call different functions",
+                Side::Both => "both runs; it calls where they part ways",
             };
             (n.func.key(), why)
         })
@@ -302,8 +373,69 @@ pub fn prompt(question: Option<&str>, d: &Diff, traces: &mut [PreparedTrace]) ->
     let doc = restricted.doc(layout, &Plan::default());
     let sources: Vec<DocSource> = doc.traces.into_iter().flat_map(|t| t.sources).collect();
 
-    let tree = d.text();
-    let fence = fence_for(&[&tree]);
+    let tree_lines: Vec<String> = d.text().lines().map(str::to_string).collect();
+    let relevance = |key: &str| restricted.funcs.get(key).map_or(0.0, |f| f.relevance);
+    // Least relevant first: the order sources are dropped in.
+    let mut drop_order: Vec<usize> = (0..sources.len()).collect();
+    drop_order.sort_by(|&x, &y| relevance(&sources[x].key).total_cmp(&relevance(&sources[y].key)).then(y.cmp(&x)));
+    let render = |kept: &[bool], tree_keep: usize| -> String {
+        let dropped: Vec<&str> = sources.iter().zip(kept).filter(|(_, k)| !**k).map(|(s, _)| s.qualname.as_str()).collect();
+        let mut tree: String = tree_lines[..tree_keep].iter().map(|l| format!("{l}\n")).collect();
+        if tree_keep < tree_lines.len() {
+            tree.push_str(&format!("… {} more lines of call paths left out to fit the budget\n", tree_lines.len() - tree_keep));
+        }
+        let mut notes = doc.notes.clone();
+        if !dropped.is_empty() {
+            notes.push(format!("To fit the budget, the source of {} functions is not shown: {}.", dropped.len(), dropped.join(", ")));
+        }
+        let shown: Vec<&DocSource> = sources.iter().zip(kept).filter(|(_, k)| **k).map(|(s, _)| s).collect();
+        write_prompt(question, &cmd_a, &cmd_b, d, &tree, &notes, &shown, &why)
+    };
+    let mut kept = vec![true; sources.len()];
+    let mut text = render(&kept, tree_lines.len());
+    let Some((budget, tok)) = budget else { return Ok(text) };
+    let fits = |t: &str| tok.count(t) <= budget;
+    for &i in &drop_order {
+        if fits(&text) {
+            return Ok(text);
+        }
+        kept[i] = false;
+        text = render(&kept, tree_lines.len());
+    }
+    // Then the call paths, from the end (a binary search on how many lines to keep).
+    let (mut lo, mut hi) = (1usize.min(tree_lines.len()), tree_lines.len());
+    if fits(&text) {
+        return Ok(text);
+    }
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if fits(&render(&kept, mid)) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    text = render(&kept, lo);
+    if fits(&text) {
+        Ok(text)
+    } else {
+        Err(DiffTooSmall { budget, needed: tok.count(&text), tokenizer: tok.name() })
+    }
+}
+
+/// The diff prompt's text (see [`prompt`]).
+#[allow(clippy::too_many_arguments)]
+fn write_prompt(
+    question: Option<&str>,
+    cmd_a: &str,
+    cmd_b: &str,
+    d: &Diff,
+    tree: &str,
+    notes: &[String],
+    sources: &[&DocSource],
+    why: &HashMap<String, &str>,
+) -> String {
+    let fence = fence_for(&[tree]);
     let mut s = String::new();
     if let Some(q) = question.map(str::trim).filter(|q| !q.is_empty()) {
         s.push_str(&format!("# Question\n\n{q}\n\n"));
@@ -316,7 +448,7 @@ pub fn prompt(question: Option<&str>, d: &Diff, traces: &mut [PreparedTrace]) ->
 only one run reached at all, and the source code of the functions where the runs part ways and of the functions on \
 the differing paths, in call order.\n",
     );
-    for n in &doc.notes {
+    for n in notes {
         s.push_str(&format!("\n> {n}\n"));
     }
     s.push_str("\n## Call paths only in one run\n\n");
@@ -330,14 +462,25 @@ the differing paths, in call order.\n",
         if v.is_empty() {
             "none".to_string()
         } else {
-            v.iter().map(|f| format!("`{}` ({})", f.qualname, f.location)).collect::<Vec<_>>().join(", ")
+            v.iter()
+                .map(|f| match f.ochiai.filter(|o| *o > 0.0) {
+                    Some(o) => format!("`{}` ({}; Ochiai {o:.2})", f.qualname, f.location),
+                    None => format!("`{}` ({})", f.qualname, f.location),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
         }
     };
-    s.push_str(&format!("- Only in run A: {}\n", list(&d.funcs_only_a)));
-    s.push_str(&format!("- Only in run B: {}\n", list(&d.funcs_only_b)));
+    let ranked = if d.funcs_only_a.iter().chain(&d.funcs_only_b).any(|f| f.ochiai.is_some()) {
+        " (most associated with failing tests first)"
+    } else {
+        ""
+    };
+    s.push_str(&format!("- Only in run A{ranked}: {}\n", list(&d.funcs_only_a)));
+    s.push_str(&format!("- Only in run B{ranked}: {}\n", list(&d.funcs_only_b)));
     if !sources.is_empty() {
         s.push_str("\n## Source code\n");
-        for src in &sources {
+        for src in sources {
             let lines = match (src.first_line, src.last_line) {
                 (Some(a), Some(b)) => format!(":{a}-{b}"),
                 (Some(a), None) => format!(":{a}"),
