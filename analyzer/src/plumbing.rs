@@ -335,6 +335,43 @@ mod tests {
         assert_eq!(p.collapse(&t, Path::new("/w/app"), &HashSet::new()).removed, 0, "{:?}", p.packages);
     }
 
+    /// click's own regression test exercises click: a framework that a test file calls
+    /// directly is the code under test, while the runner stays collapsed, also as the entry.
+    #[test]
+    fn a_framework_called_by_a_test_is_the_code_under_test_and_the_runner_never_is() {
+        let funcs = Arc::new(vec![
+            f("<module>", &format!("{SP}/pytest/__main__.py")),
+            f("pytest_pyfunc_call", &format!("{SP}/_pytest/python.py")),
+            f("test_option_parsing", "/p/tests/test_options.py"),
+            f("CliRunner.invoke", &format!("{SP}/click/testing.py")),
+            f("Parser.parse_args", &format!("{SP}/click/parser.py")),
+            f("split_opt", &format!("{SP}/click/parser.py")),
+            f("hook_impls", &format!("{SP}/pluggy/_manager.py")),
+            f("CallInfo.from_call", &format!("{SP}/_pytest/runner.py")),
+        ]);
+        let mut b = TreeBuilder::new(funcs);
+        let main = b.child(ROOT, 0);
+        let call = b.child(main, 1);
+        let test = b.child(call, 2);
+        let invoke = b.child(test, 3);
+        let parse = b.child(invoke, 4);
+        b.child(parse, 5);
+        let hooks = b.child(main, 6);
+        b.child(hooks, 7);
+        let t = b.finish();
+        let entry: HashSet<u32> = [0u32].into_iter().collect();
+        let c = Plumbing::for_prompt("Why does the option fail?", &[], &Selection::default()).collapse(&t, Path::new("/p"), &entry);
+        assert_eq!(
+            names(&c.tree),
+            ["<module>", "  pytest_pyfunc_call", "    test_option_parsing", "      CliRunner.invoke", "        Parser.parse_args", "          split_opt"]
+        );
+        assert!(!c.funcs.contains(&3) && !c.funcs.contains(&5), "click is not plumbing here: {:?}", c.funcs);
+        assert!(c.funcs.contains(&0) && c.funcs.contains(&1), "pytest is, even as the entry");
+        assert_eq!(c.packages.iter().collect::<Vec<_>>(), ["_pytest", "pluggy", "pytest"]);
+        assert!(is_test_runner("pytest_asyncio") && !is_test_runner("pytestish"));
+        assert!(is_test_file(Path::new("/p/tests/helpers.py")) && is_test_file(Path::new("/p/test_x.py")) && !is_test_file(Path::new("/p/app/latest.py")));
+    }
+
     #[test]
     fn the_entry_scripts_own_framework_and_extra_packages() {
         let p = Plumbing::for_prompt("q", &[], &Selection::default());
