@@ -322,3 +322,61 @@ fn two_tests_are_diffed_by_the_code_under_test_within_a_budget() {
     let o = run(cmd("slice").args(["diff", t, t, "--budget", "50"]));
     assert_eq!(o.status.code(), Some(2), "--budget needs --format prompt");
 }
+
+/// The spectrum query of docs/views.md, run by DuckDB (its PyPI wheel) over two shards'
+/// Parquet rows, gives `slice tests`' ranking of the same two traces.
+#[test]
+fn shards_exported_as_parquet_rank_in_duckdb_as_slice_does() {
+    let d = scratch();
+    let proj = project(d.path());
+    let py = venv_python();
+    let (s1, _) =
+        record(&proj, "shard1.d", &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_totals.py"]);
+    let (s2, _) =
+        record(&proj, "shard2.d", &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_unit_format.py"]);
+    let shards = d.path().join("shards");
+    std::fs::create_dir_all(&shards).unwrap();
+    for (i, s) in [&s1, &s2].iter().enumerate() {
+        let out = shards.join(format!("shard{}.parquet", i + 1));
+        run_ok(cmd("slice").args(["export", s.to_str().unwrap(), "--format", "parquet", "-o", out.to_str().unwrap()]));
+    }
+    let ours: serde_json::Value =
+        serde_json::from_str(&slice(&["tests", s1.to_str().unwrap(), s2.to_str().unwrap(), "--format", "json", "--rank", "1000"])).unwrap();
+    let ours: Vec<(String, u64, u64, String)> = ours["ranking"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["function"].as_str().unwrap().to_string(),
+                f["failed"].as_u64().unwrap(),
+                f["passed"].as_u64().unwrap(),
+                format!("{:.6}", f["ochiai"].as_f64().unwrap()),
+            )
+        })
+        .collect();
+    assert!(ours.len() > 5 && ours.iter().any(|f| f.0 == "bulk_discount"), "{ours:?}");
+    // The query, exactly as the documentation prints it.
+    let doc = std::fs::read_to_string(slice_trace_e2e::root().join("docs/views.md")).unwrap();
+    let start = doc.find("```sql\n-- spectrum").expect("the spectrum query in docs/views.md") + "```sql\n".len();
+    let query = &doc[start..start + doc[start..].find("```").unwrap()];
+    let query = query.replace("shards/*.parquet", &format!("{}/*.parquet", shards.display()));
+    let duck = slice_trace_e2e::venv_with("duckdb-venv", &slice_trace_e2e::python(), &["duckdb==2.0.1"]).join("bin/python");
+    let script = "import duckdb, json, sys\nrows = duckdb.sql(sys.stdin.read()).fetchall()\nprint(json.dumps([[r[0], r[3], r[4], '%.6f' % r[5]] for r in rows]))\n";
+    let mut child = std::process::Command::new(&duck)
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(query.as_bytes()).unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = texts(&o);
+    assert!(o.status.success(), "duckdb: {err}");
+    let theirs: Vec<(String, u64, u64, String)> = serde_json::from_str(&out).unwrap();
+    assert_eq!(theirs, ours);
+}

@@ -363,13 +363,24 @@ mod tests {
         let c = Plumbing::for_prompt("Why does the option fail?", &[], &Selection::default()).collapse(&t, Path::new("/p"), &entry);
         assert_eq!(
             names(&c.tree),
-            ["<module>", "  pytest_pyfunc_call", "    test_option_parsing", "      CliRunner.invoke", "        Parser.parse_args", "          split_opt"]
+            [
+                "<module>",
+                "  pytest_pyfunc_call",
+                "    test_option_parsing",
+                "      CliRunner.invoke",
+                "        Parser.parse_args",
+                "          split_opt"
+            ]
         );
         assert!(!c.funcs.contains(&3) && !c.funcs.contains(&5), "click is not plumbing here: {:?}", c.funcs);
         assert!(c.funcs.contains(&0) && c.funcs.contains(&1), "pytest is, even as the entry");
         assert_eq!(c.packages.iter().collect::<Vec<_>>(), ["_pytest", "pluggy", "pytest"]);
         assert!(is_test_runner("pytest_asyncio") && !is_test_runner("pytestish"));
-        assert!(is_test_file(Path::new("/p/tests/helpers.py")) && is_test_file(Path::new("/p/test_x.py")) && !is_test_file(Path::new("/p/app/latest.py")));
+        assert!(
+            is_test_file(Path::new("/p/tests/helpers.py"))
+                && is_test_file(Path::new("/p/test_x.py"))
+                && !is_test_file(Path::new("/p/app/latest.py"))
+        );
     }
 
     #[test]

@@ -21,6 +21,9 @@ pub struct ExportArgs {
 }
 
 pub fn run(a: ExportArgs) -> anyhow::Result<()> {
+    if a.format == Format::Parquet {
+        return parquet(&a);
+    }
     let (t, vs) = load_views(&a.input, Threads::Separate)?;
     let names = FrameNames::new(vs.iter().map(|v| &v.tree), &t.cwd);
     let lanes: Vec<Lane> = t
@@ -41,9 +44,33 @@ pub fn run(a: ExportArgs) -> anyhow::Result<()> {
         bars = match a.format {
             Format::Chrome => export::write_chrome(w, &lanes, &names, &t.cwd, &argv)?,
             Format::Speedscope => export::write_speedscope(w, &lanes, &names, &argv)?,
+            Format::Parquet => unreachable!("written by `parquet`"),
         };
         Ok(())
     })?;
     eprintln!("slice: timeline: {bars} bars (one per call-tree node) on {} threads", lanes.len());
+    Ok(())
+}
+
+/// `--format parquet`: the per-test coverage rows of the trace ([`crate::views::test_rows`]).
+fn parquet(a: &ExportArgs) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::io::IsTerminal;
+    if a.output.file().is_none() && std::io::stdout().is_terminal() {
+        return Err(super::common::UsageError("Parquet is binary: write it to a file with -o FILE.parquet".into()).into());
+    }
+    let t = crate::fold::load_trace(&a.input.trace)?;
+    super::warn_all(&t.warnings);
+    let name = a.input.trace.display().to_string();
+    let rows = crate::views::test_rows::rows(&t, &name);
+    if rows.is_empty() {
+        anyhow::bail!(
+            "{name}: the trace recorded no tests, so there are no per-test rows (record a test run: `trace run -- python -m pytest ...`)"
+        );
+    }
+    let bytes = crate::views::test_rows::to_parquet(&rows).context("writing the rows")?;
+    a.output.write("Parquet rows", |w| w.write_all(&bytes))?;
+    let tests: std::collections::HashSet<&str> = rows.iter().map(|r| r.test.as_str()).collect();
+    eprintln!("slice: {} rows (test × function) of {} tests, {} bytes of Parquet", rows.len(), tests.len(), bytes.len());
     Ok(())
 }

@@ -27,6 +27,10 @@ pub enum Format {
     /// speedscope's file format (www.speedscope.app): one "evented" profile per thread over
     /// shared frames with file and line.
     Speedscope,
+    /// Per-test coverage rows of a test run as Parquet (test, outcome, function, file, lines,
+    /// calls, origin, counted by the spectrum), for DuckDB, Spark or pandas; not a timeline
+    /// ([`super::test_rows`]; the selection options do not apply).
+    Parquet,
 }
 
 /// One thread's timeline to export.

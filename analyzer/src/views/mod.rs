@@ -11,6 +11,7 @@ pub mod export;
 pub mod flamegraph;
 pub mod folded;
 pub mod graph;
+pub mod test_rows;
 pub mod tree;
 
 use crate::analysis::{display_path, short_argv, PreparedTrace};
