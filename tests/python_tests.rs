@@ -380,3 +380,41 @@ fn shards_exported_as_parquet_rank_in_duckdb_as_slice_does() {
     let theirs: Vec<(String, u64, u64, String)> = serde_json::from_str(&out).unwrap();
     assert_eq!(theirs, ours);
 }
+
+/// pytest-xdist: the workers (recorded processes of their own) record the tests they ran; the
+/// controller, which only relays their reports, records none.
+#[test]
+fn xdist_workers_keep_their_tests_and_the_controller_records_none() {
+    let d = scratch();
+    let proj = project(d.path());
+    let py = venv_python();
+    let (t, code) = record(&proj, "xdist.d", &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2"]);
+    assert_eq!(code, 1);
+    let json: serde_json::Value = serde_json::from_str(&slice(&["tests", t.to_str().unwrap(), "--format", "json"])).unwrap();
+    let tests = json["tests"].as_array().unwrap();
+    let mut got: Vec<(String, String)> =
+        tests.iter().map(|x| (x["id"].as_str().unwrap().to_string(), x["outcome"].as_str().unwrap().to_string())).collect();
+    got.sort();
+    let mut want: Vec<(String, String)> = [
+        ("tests/test_totals.py::test_bulk_discount_above_ten", "passed"),
+        ("tests/test_totals.py::test_bulk_discount_starts_at_ten", "failed"),
+        ("tests/test_totals.py::test_currency", "xfailed"),
+        ("tests/test_totals.py::test_format_cents", "passed"),
+        ("tests/test_totals.py::test_line_total[book-2-2400]", "passed"),
+        ("tests/test_totals.py::test_line_total[pen-1-100]", "passed"),
+        ("tests/test_totals.py::test_line_total[pen-3-300]", "passed"),
+        ("tests/test_totals.py::test_tax", "skipped"),
+        ("tests/test_totals.py::test_unknown_product", "passed"),
+        ("tests/test_unit_format.py::FormatTest::test_bulk_lamps", "failed"),
+        ("tests/test_unit_format.py::FormatTest::test_lamp", "passed"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    want.sort();
+    assert_eq!(got, want);
+    let pids: std::collections::BTreeSet<u64> = tests.iter().map(|x| x["pid"].as_u64().unwrap()).collect();
+    assert!(!pids.is_empty() && pids.len() <= 2, "tests come from the workers: {pids:?}");
+    let p = slice(&["from-trace", t.to_str().unwrap(), "--test", "failed", "-q", "q"]);
+    assert!(p.contains("E       AssertionError: assert 1000 == 900") && p.contains("#### `bulk_discount`"), "{p}");
+}

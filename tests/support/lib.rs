@@ -144,11 +144,13 @@ pub fn venv_with(name: &str, interpreter: &str, packages: &[&str]) -> PathBuf {
 
 /// pytest as the test-recording tests use it (and its dependencies, pinned too: the golden
 /// prompt names their functions and lines).
-pub const PYTEST: &[&str] = &["pytest==9.2.0", "pluggy==1.7.0", "iniconfig==2.3.1", "packaging==26.4"];
+pub const PYTEST: &[&str] =
+    &["pytest==9.2.0", "pluggy==1.7.0", "iniconfig==2.3.1", "packaging==26.4", "pytest-xdist==3.8.0", "execnet==2.1.2"];
 
 /// The interpreter of a venv holding [`PYTEST`], made once by [`venv_with`].
 pub fn pytest_python() -> PathBuf {
-    venv_with("pytest-venv", &python(), PYTEST).join("bin/python")
+    // Named after what it holds: a venv made for another list is not reused.
+    venv_with("pytest9-xdist-venv", &python(), PYTEST).join("bin/python")
 }
 
 /// A copy of `examples/python/invoice` (the pytest example: one planted bug) in `dir`, so that

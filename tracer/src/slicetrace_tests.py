@@ -126,13 +126,24 @@ def _end(record):
 # ---------------------------------------------------------------- pytest
 
 
-_pytest_state = {"controller": False, "reports": {}, "items": {}}
+_pytest_state = {"config": None, "reports": {}, "items": {}}
 
 
 def pytest_configure(config):
+    _pytest_state["config"] = config
+
+
+def _controller():
     # pytest-xdist's controller reports the workers' tests through the same hooks; the workers
-    # (recorded processes of their own) record them where they ran.
-    _pytest_state["controller"] = not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("dsession")
+    # (recorded processes of their own) record them where they ran. Asked when a test starts:
+    # xdist registers its scheduler in a pytest_configure that may run after ours.
+    config = _pytest_state["config"]
+    if config is None or hasattr(config, "workerinput"):
+        return False
+    try:
+        return bool(config.pluginmanager.hasplugin("dsession"))
+    except Exception:
+        return False
 
 
 def pytest_runtest_protocol(item, nextitem):
@@ -145,7 +156,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def pytest_runtest_logstart(nodeid, location):
-    if _pytest_state["controller"]:
+    if _controller():
         return
     _pytest_state["reports"][nodeid] = []
     file, line = None, None
@@ -159,7 +170,7 @@ def pytest_runtest_logstart(nodeid, location):
 
 
 def pytest_runtest_logreport(report):
-    if _pytest_state["controller"]:
+    if _controller():
         return
     reports = _pytest_state["reports"].get(report.nodeid)
     if reports is not None:
@@ -167,7 +178,7 @@ def pytest_runtest_logreport(report):
 
 
 def pytest_runtest_logfinish(nodeid, location):
-    if _pytest_state["controller"]:
+    if _controller():
         return
     reports = _pytest_state["reports"].pop(nodeid, [])
     phases = []
