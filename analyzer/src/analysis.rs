@@ -103,6 +103,9 @@ pub struct PreparedTrace {
     /// What a prompt says first: how the run ended when it failed, and each shown test's
     /// outcome and failure ([`crate::testrun::outcome_text`]). Plain text blocks.
     pub outcome: Vec<String>,
+    /// The frames of the shown tests' failures (file as the runner gives it, line): where the
+    /// failure was raised and the calls on its way, which the ranking puts first.
+    pub failure_frames: Vec<(String, u32)>,
     /// Every test the run recorded, in start order (`pid`, test).
     pub tests: Vec<(u32, trace_format::TestRun)>,
     /// Which functions ran in failing and passing tests, over all traces prepared together;
@@ -383,6 +386,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         ));
     }
     let mut outcome = Vec::new();
+    let mut failure_frames = Vec::new();
     if let Some(how) = crate::testrun::failed_exit(t.meta.exit.as_ref()) {
         let tests = if all_tests.is_empty() {
             String::new()
@@ -402,6 +406,11 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     }
     if opts.tests.is_some() {
         outcome.extend(chosen.iter().map(|(_, x)| crate::testrun::outcome_text(x)));
+        for (_, x) in &chosen {
+            if let Some(f) = x.failure.as_ref().filter(|_| x.outcome.is_failure()) {
+                failure_frames.extend(f.frames.iter().filter_map(|fr| Some((fr.file.clone(), fr.line?))));
+            }
+        }
     } else if all_tests.iter().any(|(_, x)| x.outcome.is_failure()) {
         let failing: Vec<&str> = all_tests.iter().filter(|(_, x)| x.outcome.is_failure()).map(|(_, x)| x.id.as_str()).collect();
         notes.push(format!(
@@ -415,6 +424,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     let sources = SourceCache::new(SourceCache::read_sources_doc(&t.dir), &cwd);
     Ok(PreparedTrace {
         outcome,
+        failure_frames,
         tests: all_tests,
         spectrum: None,
         tests_shown: opts.tests.is_some(),

@@ -105,6 +105,8 @@ impl Model {
         if let Some(spectrum) = traces.iter().find_map(|t| t.spectrum.clone()) {
             rank::spectrum(&mut funcs, &spectrum);
         }
+        let frames: Vec<(String, u32)> = traces.iter().flat_map(|t| t.failure_frames.iter().cloned()).collect();
+        rank::failure_frames(&mut funcs, &frames);
         let notes = super::unavailable_notes(&unavailable_files);
         Model { question: question.trim().to_string(), traces: mtraces, funcs, notes }
     }

@@ -97,6 +97,28 @@ pub(super) fn spectrum(funcs: &mut HashMap<String, FuncInfo>, s: &crate::testrun
     }
 }
 
+/// Weight added to a function that a shown test's failure traceback passes through (where the
+/// exception was raised, and the calls on its way there): below the spectrum's, above any
+/// lexical score.
+pub const TRACEBACK_WEIGHT: f64 = 500.0;
+
+/// Add [`TRACEBACK_WEIGHT`] to the functions holding a frame of a failure's traceback: the
+/// frame's file is the function's display path, or ends with it after a `/` (runners give
+/// paths relative to their root directory, or absolute), and its line is inside the
+/// function's source.
+pub(super) fn failure_frames(funcs: &mut HashMap<String, FuncInfo>, frames: &[(String, u32)]) {
+    if frames.is_empty() {
+        return;
+    }
+    for f in funcs.values_mut() {
+        let SourceState::Code(e) = &f.source else { continue };
+        let same_file = |file: &str| file == f.file || file.strip_suffix(f.file.as_str()).is_some_and(|head| head.ends_with('/'));
+        if frames.iter().any(|(file, line)| same_file(file) && (e.first_line..=e.last_line).contains(line)) {
+            f.relevance = ((f.relevance + TRACEBACK_WEIGHT) * 1e6).round() / 1e6;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,6 +149,18 @@ mod tests {
             not_run: None,
             spectrum: None,
         }
+    }
+
+    #[test]
+    fn a_failures_frames_rank_their_functions_first() {
+        let mut funcs: HashMap<String, FuncInfo> = HashMap::default();
+        funcs.insert("raiser".into(), func("raiser", "pkg/core.py", Origin::Program, "def raiser():\n    raise KeyError"));
+        funcs.insert("other".into(), func("other", "pkg/other.py", Origin::Program, "def other():\n    pass"));
+        // Absolute (unittest) and relative (pytest) frame paths both find the function.
+        failure_frames(&mut funcs, &[("/home/u/proj/pkg/core.py".into(), 2)]);
+        assert_eq!((funcs["raiser"].relevance, funcs["other"].relevance), (TRACEBACK_WEIGHT, 0.0));
+        failure_frames(&mut funcs, &[("xpkg/core.py".into(), 2), ("pkg/core.py".into(), 9)]);
+        assert_eq!(funcs["raiser"].relevance, TRACEBACK_WEIGHT, "another file, or a line outside: no boost");
     }
 
     #[test]

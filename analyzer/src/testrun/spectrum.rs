@@ -1,0 +1,176 @@
+//! The spectrum: which functions ran in failing and in passing tests, and their Ochiai score
+//! (`docs/prompts.md`, "Tests").
+
+use crate::calltree::CallTree;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use trace_format::TestOutcome;
+
+/// What the spectrum needs to know of a function ([`Spectrum::add`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FuncKind {
+    /// The test runner's own code ([`crate::plumbing::is_test_runner`]).
+    Runner,
+    Stdlib,
+    Other,
+}
+
+/// [`FuncKind`] of each function of a table.
+pub fn function_kinds(funcs: &[crate::symbols::Function], cwd: &std::path::Path) -> Vec<FuncKind> {
+    use crate::pathclass::{module_name, origin, Origin};
+    funcs
+        .iter()
+        .map(|f| match origin(f) {
+            // unittest is a test runner too (its assertion helpers report failures: difflib).
+            Origin::Stdlib if module_name(f, cwd).split('.').next() == Some("unittest") => FuncKind::Runner,
+            Origin::Stdlib => FuncKind::Stdlib,
+            Origin::SitePackages if crate::plumbing::is_test_runner(module_name(f, cwd).split('.').next().unwrap_or_default()) => {
+                FuncKind::Runner
+            }
+            _ => FuncKind::Other,
+        })
+        .collect()
+}
+
+/// The functions of a test's tree that the spectrum counts, by key, once each: not the test
+/// runner's, not code without a file (`<string>`), and standard-library code only where code
+/// that is counted called it (see [`Spectrum::add`]).
+pub fn counted_keys(tree: &CallTree, kinds: &[FuncKind]) -> Vec<String> {
+    let kind = |n: crate::calltree::NodeId| kinds.get(tree.node(n).func as usize).copied().unwrap_or(FuncKind::Other);
+    // Pre-order: a parent's verdict is known before its children's.
+    let mut counted = vec![false; tree.nodes.len()];
+    let mut seen: HashSet<u32> = HashSet::default();
+    let mut seen_keys: HashSet<String> = HashSet::default();
+    let mut out = Vec::new();
+    for n in tree.preorder() {
+        let parent = tree.node(n).parent;
+        let parent_counted = parent != crate::calltree::ROOT && counted[parent as usize];
+        let c = match kind(n) {
+            FuncKind::Runner => false,
+            FuncKind::Stdlib => parent_counted,
+            FuncKind::Other => true,
+        };
+        counted[n as usize] = c;
+        if !c || !seen.insert(tree.node(n).func) {
+            continue;
+        }
+        // Functions sharing a key are one function.
+        let key = tree.func_key(n);
+        if !key.starts_with('<') && seen_keys.insert(key.clone()) {
+            out.push(key);
+        }
+    }
+    out
+}
+
+/// How often each function ran in failing and in passing tests, over every test of the traces
+/// given (several traces: the shards of one suite). Functions are their keys
+/// ([`crate::symbols::Function::key`]).
+#[derive(Debug, Clone, Default)]
+pub struct Spectrum {
+    pub failed_total: u32,
+    pub passed_total: u32,
+    /// key -> (failing tests it ran in, passing tests it ran in).
+    pub counts: HashMap<String, (u32, u32)>,
+}
+
+impl Spectrum {
+    /// Add one test's tree (skipped, xfailed tests count as neither and are not added).
+    /// `kinds[i]`: what function `i` of the tree's table is ([`function_kinds`]): the test
+    /// runner's own code is not counted, nor standard-library code that the runner called (it
+    /// runs in failing tests to report them: difflib, traceback); what the code under test
+    /// calls in the standard library is.
+    pub fn add(&mut self, outcome: TestOutcome, tree: &CallTree, kinds: &[FuncKind]) {
+        let failed = outcome.is_failure();
+        if !failed && !outcome.is_pass() {
+            return;
+        }
+        if failed {
+            self.failed_total += 1;
+        } else {
+            self.passed_total += 1;
+        }
+        for key in counted_keys(tree, kinds) {
+            let e = self.counts.entry(key).or_default();
+            if failed {
+                e.0 += 1;
+            } else {
+                e.1 += 1;
+            }
+        }
+    }
+
+    /// Whether it can tell anything: at least one failing and one passing test.
+    pub fn informative(&self) -> bool {
+        self.failed_total > 0 && self.passed_total > 0
+    }
+
+    /// The Ochiai score of a function: `ef / sqrt(F × (ef + ep))` (`ef`, `ep`: failing and
+    /// passing tests it ran in; `F`: failing tests). 1 for code that ran in every failing test
+    /// and no passing one; 0 for code no failing test ran.
+    pub fn ochiai(&self, key: &str) -> f64 {
+        let Some(&(ef, ep)) = self.counts.get(key) else { return 0.0 };
+        if ef == 0 || self.failed_total == 0 {
+            return 0.0;
+        }
+        ef as f64 / ((self.failed_total as f64) * (ef + ep) as f64).sqrt()
+    }
+
+    /// What a prompt says of a function: `ran in 3 of 3 failing tests, 2 of 461 passing`.
+    pub fn describe(&self, key: &str) -> Option<String> {
+        let &(ef, ep) = self.counts.get(key)?;
+        Some(format!(
+            "ran in {ef} of {} failing test{}, {ep} of {} passing (Ochiai {:.2})",
+            self.failed_total,
+            if self.failed_total == 1 { "" } else { "s" },
+            self.passed_total,
+            self.ochiai(key)
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::calltree::{TreeBuilder, ROOT};
+    use crate::testutil::py_funcs;
+    use std::sync::Arc;
+
+    #[test]
+    fn ochiai_ranks_what_only_failing_tests_ran_first() {
+        let funcs = Arc::new(py_funcs(&["test", "common", "buggy"]));
+        let tree = |ids: &[u32]| {
+            let mut b = TreeBuilder::new(funcs.clone());
+            let t = b.child(ROOT, ids[0]);
+            for &i in &ids[1..] {
+                b.child(t, i);
+            }
+            b.finish()
+        };
+        let mut s = Spectrum::default();
+        s.add(TestOutcome::Failed, &tree(&[0, 1, 2]), &[]);
+        s.add(TestOutcome::Failed, &tree(&[0, 1, 2]), &[]);
+        s.add(TestOutcome::Passed, &tree(&[0, 1]), &[]);
+        s.add(TestOutcome::Passed, &tree(&[0, 1, 2]), &[]);
+        s.add(TestOutcome::Skipped, &tree(&[0, 2]), &[]);
+        // common is the runner's: not counted; buggy in the standard library is counted only
+        // where counted code called it.
+        let mut ignoring = Spectrum::default();
+        ignoring.add(TestOutcome::Failed, &tree(&[0, 1, 2]), &[FuncKind::Other, FuncKind::Runner, FuncKind::Stdlib]);
+        assert!(!ignoring.counts.contains_key(&funcs[1].key()) && ignoring.counts.contains_key(&funcs[2].key()));
+        let mut b = TreeBuilder::new(funcs.clone());
+        let runner = b.child(ROOT, 1);
+        b.child(runner, 2);
+        let mut under_runner = Spectrum::default();
+        under_runner.add(TestOutcome::Failed, &b.finish(), &[FuncKind::Other, FuncKind::Runner, FuncKind::Stdlib]);
+        assert!(under_runner.counts.is_empty(), "{:?}", under_runner.counts);
+        let key = |i: usize| funcs[i].key();
+        assert_eq!((s.failed_total, s.passed_total), (2, 2));
+        assert!(s.informative());
+        // buggy: 2 / sqrt(2 * 3); common: 2 / sqrt(2 * 4).
+        assert!((s.ochiai(&key(2)) - 2.0 / 6f64.sqrt()).abs() < 1e-9);
+        assert!((s.ochiai(&key(1)) - 0.5f64.sqrt()).abs() < 1e-9);
+        assert!(s.ochiai(&key(2)) > s.ochiai(&key(1)));
+        assert_eq!(s.ochiai("nothing"), 0.0);
+        assert_eq!(s.describe(&key(2)).unwrap(), "ran in 2 of 2 failing tests, 1 of 2 passing (Ochiai 0.82)");
+    }
+}

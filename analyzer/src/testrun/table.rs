@@ -1,0 +1,223 @@
+//! `slice tests`' table and the MCP `tests` tool's answer: every recorded test of some traces,
+//! the failures, and the functions ranked by the spectrum.
+
+use super::{clean_text, duration, failed_exit, function_kinds, outcome_counts, Spectrum, TestFilter};
+use rustc_hash::FxHashMap as HashMap;
+use std::fmt::Write as _;
+use trace_format::TestRun;
+
+/// One recorded test, as `slice tests` and the MCP `tests` tool list it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TestRow {
+    /// The trace directory it was recorded in.
+    pub trace: String,
+    pub pid: u32,
+    /// Calls in its tree (every call of the test, its fixtures and the code under test).
+    pub calls: u64,
+    #[serde(flatten)]
+    pub test: TestRun,
+}
+
+/// A function by how strongly it goes with failure ([`Spectrum::ochiai`]).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RankedFunction {
+    pub function: String,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+    pub ochiai: f64,
+    pub failed: u32,
+    pub passed: u32,
+}
+
+/// The tests of several traces (the shards of one suite), and their spectrum.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TestTable {
+    pub tests: Vec<TestRow>,
+    /// `exit status 1` per trace whose run failed.
+    pub failed_runs: Vec<String>,
+    pub failed_total: u32,
+    pub passed_total: u32,
+    /// Most suspicious first (empty without both failing and passing tests).
+    pub ranking: Vec<RankedFunction>,
+}
+
+impl TestTable {
+    /// Load the tests of `dirs`; `filter` keeps some; `rank` functions ranked (0: none).
+    pub fn load(
+        dirs: &[std::path::PathBuf],
+        filter: Option<&TestFilter>,
+        rank: usize,
+    ) -> Result<(TestTable, Vec<String>), crate::fold::LoadError> {
+        let mut table = TestTable::default();
+        let mut warnings = Vec::new();
+        let mut spectrum = Spectrum::default();
+        let mut where_: HashMap<String, (String, Option<String>, Option<u32>)> = HashMap::default();
+        for d in dirs {
+            let t = crate::fold::load_trace(d)?;
+            warnings.extend(t.warnings.iter().cloned());
+            if let Some(how) = failed_exit(t.meta.exit.as_ref()) {
+                table.failed_runs.push(format!("{}: {how}", d.display()));
+            }
+            let cwd = std::path::PathBuf::from(&t.meta.cwd);
+            for p in &t.processes {
+                let kinds = function_kinds(&p.funcs, &cwd);
+                for test in &p.tests {
+                    let tree = p.test_tree(test);
+                    if let Some(tree) = tree {
+                        spectrum.add(test.outcome, tree, &kinds);
+                        if rank > 0 {
+                            for f in tree.funcs.iter() {
+                                where_.entry(f.key()).or_insert_with(|| {
+                                    (f.qualname.clone(), f.file.as_deref().map(|p| crate::analysis::display_path(p, &cwd)), f.first_line)
+                                });
+                            }
+                        }
+                    }
+                    if filter.is_some_and(|f| !f.matches(test)) {
+                        continue;
+                    }
+                    let calls = tree.map_or(0, |t| t.nodes.iter().skip(1).map(|n| n.count).sum());
+                    table.tests.push(TestRow { trace: d.display().to_string(), pid: p.meta.pid, calls, test: test.clone() });
+                }
+            }
+        }
+        table.failed_total = spectrum.failed_total;
+        table.passed_total = spectrum.passed_total;
+        if rank > 0 && spectrum.informative() {
+            let mut r: Vec<RankedFunction> = spectrum
+                .counts
+                .iter()
+                .filter(|(_, c)| c.0 > 0)
+                .map(|(k, &(ef, ep))| {
+                    let (function, file, line) = where_.get(k).cloned().unwrap_or_else(|| (k.clone(), None, None));
+                    RankedFunction { function, file, line, ochiai: spectrum.ochiai(k), failed: ef, passed: ep }
+                })
+                .collect();
+            r.sort_by(|a, b| b.ochiai.total_cmp(&a.ochiai).then(a.passed.cmp(&b.passed)).then(a.function.cmp(&b.function)));
+            r.truncate(rank);
+            table.ranking = r;
+        }
+        Ok((table, warnings))
+    }
+
+    /// The table for a terminal: one line per test, the failures, the counts, the ranking.
+    /// Every text from the trace goes through [`clean_text`].
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        for l in self.table_lines() {
+            s.push_str(&l);
+            s.push('\n');
+        }
+        let failures = self.failure_lines();
+        if !failures.is_empty() {
+            s.push_str("\nfailures:\n");
+            for l in failures {
+                s.push_str(&l);
+                s.push('\n');
+            }
+        }
+        let _ = writeln!(s, "\n{}", self.summary());
+        let ranking = self.ranking_lines();
+        if !ranking.is_empty() {
+            s.push('\n');
+            for l in ranking {
+                s.push_str(&l);
+                s.push('\n');
+            }
+        }
+        s
+    }
+
+    /// For an agent, what matters first first: the counts, the failures, the ranking, then
+    /// every test.
+    pub fn agent_lines(&self) -> Vec<String> {
+        let mut out = vec![self.summary()];
+        let failures = self.failure_lines();
+        if !failures.is_empty() {
+            out.push("failures:".into());
+            out.extend(failures);
+        }
+        out.extend(self.ranking_lines());
+        out.push("tests:".into());
+        out.extend(self.table_lines());
+        out
+    }
+
+    /// `3 failed, 458 passed; run failed: t.d: exit status 1`.
+    pub fn summary(&self) -> String {
+        let mut s = if self.tests.is_empty() {
+            "no recorded tests (record a run of pytest or unittest: `trace run -- python -m pytest ...`)".to_string()
+        } else {
+            outcome_counts(self.tests.iter().map(|r| &r.test))
+        };
+        if !self.failed_runs.is_empty() {
+            let _ = write!(s, "; run failed: {}", clean_text(&self.failed_runs.join(", ")));
+        }
+        s
+    }
+
+    /// A header, then one line per test: outcome, duration, calls, id.
+    pub fn table_lines(&self) -> Vec<String> {
+        if self.tests.is_empty() {
+            return Vec::new();
+        }
+        let mut out = vec![format!("{:<11} {:>9} {:>9}  test", "outcome", "duration", "calls")];
+        for r in &self.tests {
+            let t = &r.test;
+            out.push(format!(
+                "{:<11} {:>9} {:>9}  {}",
+                t.outcome.name(),
+                t.duration_ns.map(duration).unwrap_or_else(|| "-".into()),
+                r.calls,
+                clean_text(&t.id).replace('\n', "\\n")
+            ));
+        }
+        out
+    }
+
+    /// One line per failing test: its id, the first line of its failure, where.
+    pub fn failure_lines(&self) -> Vec<String> {
+        self.tests
+            .iter()
+            .filter(|r| r.test.outcome.is_failure())
+            .map(|r| {
+                let f = r.test.failure.as_ref();
+                let head = f
+                    .and_then(|f| f.message.as_deref().or(f.report.as_deref()))
+                    .map(|m| m.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string())
+                    .unwrap_or_else(|| "(no failure recorded: the process ended inside the test)".into());
+                let at = f
+                    .and_then(|f| {
+                        f.file.as_deref().map(|file| format!(" at {file}{}", f.line.map(|l| format!(":{l}")).unwrap_or_default()))
+                    })
+                    .unwrap_or_default();
+                format!("  {}: {}{}", clean_text(&r.test.id), clean_text(&head), clean_text(&at))
+            })
+            .collect()
+    }
+
+    /// The ranking, with its header (empty without one).
+    pub fn ranking_lines(&self) -> Vec<String> {
+        if self.ranking.is_empty() {
+            return Vec::new();
+        }
+        let mut out = vec![format!(
+            "functions that go with failure (Ochiai over {} failing and {} passing tests; docs/prompts.md):",
+            self.failed_total, self.passed_total
+        )];
+        for f in &self.ranking {
+            out.push(format!(
+                "  {:.3}  failing {:>3}  passing {:>5}  {}{}",
+                f.ochiai,
+                f.failed,
+                f.passed,
+                clean_text(&f.function),
+                f.file
+                    .as_deref()
+                    .map(|p| format!("  ({}{})", clean_text(p), f.line.map(|l| format!(":{l}")).unwrap_or_default()))
+                    .unwrap_or_default()
+            ));
+        }
+        out
+    }
+}
