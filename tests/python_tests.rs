@@ -280,38 +280,16 @@ fn two_tests_are_diffed_by_the_code_under_test_within_a_budget() {
     assert!(out.contains("# functions only in A (1): parse_cents (invoice/catalogue.py:8)\n# functions only in B (0): none\n"), "{out}");
     // A prompt within a budget: sources dropped (said), never over it; too small is an error.
     let q = "Why does the first test take longer?";
-    let o = run(cmd("slice").args([
-        "diff",
-        t,
-        t,
-        "--test-a",
-        "test_line_total[pen-1-100]",
-        "--test-b",
-        "failed",
-        "--format",
-        "prompt",
-        "-q",
-        q,
-    ]));
+    let prompt = |extra: &[&str]| {
+        let base = ["diff", t, t, "--test-a", "test_line_total[pen-1-100]", "--test-b", "failed", "--format", "prompt", "-q", q];
+        run(cmd("slice").args(base).args(extra))
+    };
+    let o = prompt(&[]);
     let (full, _) = texts(&o);
     assert!(o.status.success());
     let full_tokens = analyzer::tokens::Tokenizer::O200kBase.count(&full);
     let budget = (full_tokens * 2 / 3).to_string();
-    let o = run(cmd("slice").args([
-        "diff",
-        t,
-        t,
-        "--test-a",
-        "test_line_total[pen-1-100]",
-        "--test-b",
-        "failed",
-        "--format",
-        "prompt",
-        "-q",
-        q,
-        "--budget",
-        &budget,
-    ]));
+    let o = prompt(&["--budget", &budget]);
     let (cut, err) = texts(&o);
     assert!(o.status.success(), "{err}");
     assert!(analyzer::tokens::Tokenizer::O200kBase.count(&cut) <= full_tokens * 2 / 3);
