@@ -35,21 +35,34 @@ impl Drop for SmallFs {
     }
 }
 
-/// Run a command with a time limit: a hang fails the test instead of stalling the suite.
+/// Run a command with a time limit: a hang fails the test instead of stalling the suite. Its
+/// output is read while it runs (a full pipe would otherwise stop it and look like a hang).
 fn run_limited(c: &mut Command, limit: Duration) -> Output {
+    use std::io::Read;
     let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("stderr")));
     let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            return child.wait_with_output().expect("output");
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
         }
         if start.elapsed() > limit {
             let _ = child.kill();
-            let o = child.wait_with_output().expect("output");
+            let st = child.wait().expect("wait");
+            let o = Output { status: st, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() };
             panic!("{c:?} did not finish within {limit:?} (a hang): {:?}", texts(&o));
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
+    };
+    Output { status, stdout: out.join().unwrap_or_default(), stderr: err.join().unwrap_or_default() }
 }
 
 /// The process ended by itself (no signal, no abort), whatever its exit code.
