@@ -108,7 +108,8 @@ impl Model {
         let frames: Vec<(String, u32)> = traces.iter().flat_map(|t| t.failure_frames.iter().cloned()).collect();
         rank::failure_frames(&mut funcs, &frames);
         let notes = super::unavailable_notes(&unavailable_files);
-        Model { question: question.trim().to_string(), traces: mtraces, funcs, notes }
+        let tests_shown = traces.iter().any(|t| t.tests_shown);
+        Model { question: question.trim().to_string(), traces: mtraces, funcs, notes, tests_shown }
     }
 }
 

@@ -24,7 +24,7 @@ impl Model {
     /// it whole. Warn about [`Model::notes`] before: this note is for the prompt only.
     pub fn apply_docstrings(&mut self, mode: Docstrings) {
         let cut = self.shorten_docstrings(mode);
-        if let Some(n) = docstring::note(mode, cut) {
+        if let Some(n) = docstring::note(mode, cut, self.condensed_whose()) {
             self.notes.push(n);
         }
     }
@@ -38,11 +38,30 @@ impl Model {
         self.shorten_docstrings_top(mode, KEPT_EXACT_TOP)
     }
 
+    /// Which functions `auto` condensing reaches, for its notes.
+    pub fn condensed_whose(&self) -> &'static str {
+        if self.tests_shown {
+            "functions outside the test files"
+        } else {
+            "installed packages' functions"
+        }
+    }
+
     /// The functions that `auto` condensing (docstrings, code that did not run) leaves exact:
-    /// the `top` closest to the question and the program's own.
+    /// the `top` closest to the question and the program's own. In a test's prompt the code
+    /// under test is often the program itself, all of which the test's set-up may run (a
+    /// Markdown parser built afresh by every test): there the program's functions are kept
+    /// exact only in the test files (the tests, their fixtures) and among the `top`, which the
+    /// spectrum and the failure's traceback rank first.
     fn kept_exact(&self, top: usize) -> HashSet<String> {
         let mut k: HashSet<String> = self.ranking().into_iter().take(top).collect();
-        k.extend(self.funcs.values().filter(|f| f.origin == Origin::Program).map(|f| f.key.clone()));
+        let tests = self.tests_shown;
+        k.extend(
+            self.funcs
+                .values()
+                .filter(|f| f.origin == Origin::Program && (!tests || crate::plumbing::is_test_file(std::path::Path::new(&f.file))))
+                .map(|f| f.key.clone()),
+        );
         k
     }
 
@@ -58,7 +77,7 @@ impl Model {
     /// code).
     pub fn apply_not_run(&mut self, mode: NotRun) {
         let (funcs, lines) = self.elide_not_run(mode);
-        if let Some(n) = notrun::note(mode, funcs, lines) {
+        if let Some(n) = notrun::note(mode, funcs, lines, self.condensed_whose()) {
             self.notes.push(n);
         }
     }

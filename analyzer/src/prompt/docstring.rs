@@ -24,13 +24,14 @@ pub enum Docstrings {
 }
 
 /// The prompt's note for `cut` docstrings cut in `mode` (none when nothing was cut).
-pub fn note(mode: Docstrings, cut: usize) -> Option<String> {
+/// `whose`: which functions `auto` condenses, as [`super::Model::condensed_whose`] says.
+pub fn note(mode: Docstrings, cut: usize, whose: &str) -> Option<String> {
     let s = if cut == 1 { "" } else { "s" };
     match mode {
         _ if cut == 0 => None,
         Docstrings::Whole => None,
         Docstrings::Auto => Some(format!(
-            "Docstrings cut: {cut} long docstring{s} of installed packages' functions that are not among the \
+            "Docstrings cut: {cut} long docstring{s} of {whose} that are not among the \
              {} closest to the question keep their first paragraph (marked in the code); \
              `--docstrings whole` shows them whole.",
             super::KEPT_EXACT_TOP

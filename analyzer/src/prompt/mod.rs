@@ -336,6 +336,9 @@ pub struct Model {
     pub funcs: HashMap<String, FuncInfo>,
     /// Notes for the whole prompt (e.g. changed files).
     pub notes: Vec<String>,
+    /// Built from tests' trees (`--test`): `auto` condensing then reaches the program's own
+    /// functions too, outside the closest and the test files ([`Model::condense`]).
+    pub tests_shown: bool,
 }
 
 /// Appended in the tree to a function whose source the budget dropped.

@@ -37,12 +37,13 @@ pub enum NotRun {
 pub const MIN_LINES: usize = 3;
 
 /// The prompt's note for `lines` lines elided in `funcs` functions (none when nothing was).
-pub fn note(mode: NotRun, funcs: usize, lines: usize) -> Option<String> {
+/// `whose`: which functions `auto` condenses, as [`super::Model::condensed_whose`] says.
+pub fn note(mode: NotRun, funcs: usize, lines: usize, whose: &str) -> Option<String> {
     let which = match mode {
         _ if funcs == 0 => return None,
         NotRun::Show => return None,
         NotRun::Auto => {
-            format!("in {funcs} installed packages' functions that are not among the {} closest to the question", super::KEPT_EXACT_TOP)
+            format!("in {funcs} {whose} that are not among the {} closest to the question", super::KEPT_EXACT_TOP)
         }
         NotRun::Hide => format!("in {funcs} functions"),
     };
@@ -350,9 +351,9 @@ mod tests {
 
     #[test]
     fn the_note_says_how_many_and_how_to_see_them() {
-        assert_eq!(note(NotRun::Auto, 0, 0), None);
-        assert_eq!(note(NotRun::Show, 3, 40), None);
-        let n = note(NotRun::Auto, 3, 40).unwrap();
+        assert_eq!(note(NotRun::Auto, 0, 0, "installed packages' functions"), None);
+        assert_eq!(note(NotRun::Show, 3, 40, "installed packages' functions"), None);
+        let n = note(NotRun::Auto, 3, 40, "installed packages' functions").unwrap();
         assert!(n.starts_with("Code that did not run: 40 lines") && n.contains("in 3 installed packages' functions"), "{n}");
         assert!(n.ends_with("`--not-run show` shows them."), "{n}");
     }

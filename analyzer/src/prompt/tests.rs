@@ -612,6 +612,28 @@ fn auto_docstrings_keep_the_closest_functions_and_the_programs_own_whole() {
     assert!(names.contains(&"helper".to_string()) || top == "helper", "{names:?}");
 }
 
+/// In a test's prompt the program's own functions are condensed too, outside the closest and
+/// the test files: the code under test is the program, and a test's set-up may run much of it.
+#[test]
+fn a_tests_prompt_condenses_the_programs_functions_outside_the_test_files() {
+    let mut m = model_with_long_docstrings();
+    m.tests_shown = true;
+    let top = m.funcs[&m.priority()[0]].qualname.clone();
+    assert_ne!(top, "fact");
+    m.shorten_docstrings_top(Docstrings::Auto, 1);
+    assert!(cut_keys(&m).contains(&"fact".to_string()), "the program's own fact, not among the closest: {:?}", cut_keys(&m));
+    let n = super::docstring::note(Docstrings::Auto, 2, m.condensed_whose()).unwrap();
+    assert!(n.contains("2 long docstrings of functions outside the test files that are not among the 25 closest"), "{n}");
+    // A function of a test file (the test, a fixture) stays whole.
+    let mut m = model_with_long_docstrings();
+    m.tests_shown = true;
+    for f in m.funcs.values_mut().filter(|f| f.qualname == "fact") {
+        f.file = "tests/test_fact.py".into();
+    }
+    m.shorten_docstrings_top(Docstrings::Auto, 1);
+    assert!(!cut_keys(&m).contains(&"fact".to_string()));
+}
+
 #[test]
 fn short_docstrings_cut_all_and_whole_none_and_the_prompt_says_so() {
     let mut m = model_with_long_docstrings();

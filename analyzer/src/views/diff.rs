@@ -368,6 +368,7 @@ pub fn prompt_within(
         )],
         funcs: model.funcs.clone(),
         notes: model.notes.clone(),
+        tests_shown: model.tests_shown,
     };
     let layout = Layout { tree: false, sources: true, order: Order::Call, repeat: false };
     let doc = restricted.doc(layout, &Plan::default());
