@@ -320,7 +320,20 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             let collapsed = opts.plumbing.collapse(&tree, &cwd, &entry);
             plumbing_removed += collapsed.removed;
             plumbing_packages.extend(collapsed.packages);
-            let tree = collapsed.tree;
+            let mut tree = collapsed.tree;
+            if !test_label.is_empty() && !opts.plumbing.is_off() {
+                // A test's tree starts at the test: the runner's lines on the way to it (its
+                // per-test protocol, the hook calls) are spliced out, what they led to stays.
+                let runner = crate::testrun::function_kinds(&tree.funcs, &cwd);
+                tree = tree.rebuild(|t, n| {
+                    let f = t.node(n).func;
+                    if collapsed.funcs.contains(&f) && runner.get(f as usize) == Some(&crate::testrun::FuncKind::Runner) {
+                        crate::calltree::Keep::Splice
+                    } else {
+                        crate::calltree::Keep::Keep
+                    }
+                });
+            }
             shown += tree.len();
             if tree.is_empty() {
                 continue;
@@ -368,6 +381,18 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     notes.extend(crate::empty::stdlib_note(stdlib_hidden, after_prune, shown));
     if threads.iter().any(|t| t.times_estimated) {
         notes.push(INLINED_NOTE.to_string());
+    }
+    if opts.tests.is_some() {
+        // In tests' trees the runner is spliced out, not collapsed: said apart.
+        let runners: Vec<String> = plumbing_packages.iter().filter(|p| crate::plumbing::is_test_runner(p)).cloned().collect();
+        if !runners.is_empty() {
+            notes.push(format!(
+                "The test runner ({}) is left out of each test's tree: its calls on the way to the test and its own work (collecting, reporting) are not shown, what it called of the test and the code under test is. `--show-plumbing` shows it.",
+                runners.join(", ")
+            ));
+            plumbing_packages.retain(|p| !crate::plumbing::is_test_runner(p));
+            plumbing_removed = 0;
+        }
     }
     if !plumbing_packages.is_empty() {
         let names: Vec<String> = plumbing_packages.into_iter().collect();
