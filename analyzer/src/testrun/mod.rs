@@ -165,7 +165,12 @@ pub fn outcome_text(t: &TestRun) -> String {
                     "  {}{}{}",
                     fr.file,
                     fr.line.map(|l| format!(":{l}")).unwrap_or_default(),
-                    fr.message.as_deref().map(|m| format!(" ({})", m.lines().next().unwrap_or(""))).unwrap_or_default()
+                    fr.message
+                        .as_deref()
+                        .and_then(|m| m.lines().next())
+                        .filter(|m| !m.trim().is_empty())
+                        .map(|m| format!(" ({m})"))
+                        .unwrap_or_default()
                 );
             }
         }
