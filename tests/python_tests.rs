@@ -191,6 +191,9 @@ fn the_whole_runs_prompt_collapses_the_runner_and_says_the_run_failed() {
     let (_, t) = suite(d.path());
     let p = slice(&["from-trace", t.to_str().unwrap(), "-q", "Why does a test fail?"]);
     assert!(p.contains("The run failed: exit status 1 (11 tests:"), "{p}");
+    // What failed, before the tree: the failing tests' failures (the first three).
+    let (failure, tree) = (p.find("E       AssertionError: assert 1000 == 900").expect("the failure"), p.find("### Call tree").unwrap());
+    assert!(failure < tree && p.contains("FAILED tests/test_unit_format.py::FormatTest::test_bulk_lamps"), "{p}");
     assert!(p.contains("This run ran 11 tests (2 failed, 7 passed, 1 skipped, 1 xfailed); failing: tests/test_totals.py::test_bulk_discount_starts_at_ten, tests/test_unit_format.py::FormatTest::test_bulk_lamps. `--test failed`"));
     let headings: Vec<&str> = p.lines().filter(|l| l.starts_with("#### `")).collect();
     assert!(headings.iter().any(|h| h.contains("`bulk_discount`")), "{headings:?}");

@@ -432,11 +432,14 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     if opts.tests.is_some() {
         outcome.extend(chosen.iter().map(|(_, x)| crate::testrun::outcome_text(x)));
         for (_, x) in &chosen {
-            if let Some(f) = x.failure.as_ref().filter(|_| x.outcome.is_failure()) {
-                failure_frames.extend(f.frames.iter().filter_map(|fr| Some((fr.file.clone(), fr.line?))));
-            }
+            failure_frames.extend(crate::testrun::failure_frames(x));
         }
     } else if all_tests.iter().any(|(_, x)| x.outcome.is_failure()) {
+        // The whole run's prompt says what failed too, for the first few failing tests.
+        for (_, x) in all_tests.iter().filter(|(_, x)| x.outcome.is_failure()).take(WHOLE_RUN_FAILURES) {
+            outcome.push(crate::testrun::outcome_text(x));
+            failure_frames.extend(crate::testrun::failure_frames(x));
+        }
         let failing: Vec<&str> = all_tests.iter().filter(|(_, x)| x.outcome.is_failure()).map(|(_, x)| x.id.as_str()).collect();
         notes.push(format!(
             "This run ran {} ({}); failing: {}{}. `--test failed` (or `--test ID`) gives the prompt of the failing tests: their failure first, then only the code each ran.",
@@ -466,6 +469,10 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         coverage: t.coverage,
     })
 }
+
+/// How many failing tests' failures the prompt of a whole test run shows first (`--test failed`
+/// shows them all).
+const WHOLE_RUN_FAILURES: usize = 3;
 
 /// The label of a tree that shows state an earlier test built ([`PreparedThread::earlier_state`]).
 const EARLIER_LABEL: &str = "built earlier, in test ";

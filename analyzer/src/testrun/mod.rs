@@ -122,6 +122,15 @@ pub fn outcome_counts<'a>(tests: impl IntoIterator<Item = &'a TestRun>) -> Strin
     counts.iter().map(|(o, n)| format!("{n} {}", o.name())).collect::<Vec<_>>().join(", ")
 }
 
+/// The traceback frames of a failing test (file as the runner gives it, line), for the
+/// ranking ([`crate::analysis::PreparedTrace::failure_frames`]); none for other outcomes.
+pub fn failure_frames(t: &TestRun) -> Vec<(String, u32)> {
+    match (&t.failure, t.outcome.is_failure()) {
+        (Some(f), true) => f.frames.iter().filter_map(|fr| Some((fr.file.clone(), fr.line?))).collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// What a prompt says first about a test: its outcome, and for a failure where it failed, the
 /// runner's report of the comparison, the traceback and the tail of its output. Plain text
 /// (the template fences it).
