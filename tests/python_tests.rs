@@ -36,6 +36,31 @@ fn suite(dir: &Path) -> (PathBuf, PathBuf) {
     (proj, t)
 }
 
+/// The example suite's tests and outcomes, in pytest's order.
+const SUITE: &[(&str, &str)] = &[
+    ("tests/test_totals.py::test_line_total[pen-1-100]", "passed"),
+    ("tests/test_totals.py::test_line_total[pen-3-300]", "passed"),
+    ("tests/test_totals.py::test_line_total[book-2-2400]", "passed"),
+    ("tests/test_totals.py::test_bulk_discount_above_ten", "passed"),
+    ("tests/test_totals.py::test_bulk_discount_starts_at_ten", "failed"),
+    ("tests/test_totals.py::test_format_cents", "passed"),
+    ("tests/test_totals.py::test_unknown_product", "passed"),
+    ("tests/test_totals.py::test_currency", "xfailed"),
+    ("tests/test_totals.py::test_tax", "skipped"),
+    ("tests/test_unit_format.py::FormatTest::test_bulk_lamps", "failed"),
+    ("tests/test_unit_format.py::FormatTest::test_lamp", "passed"),
+];
+
+/// (id, outcome) of each test of `slice tests --format json`, in its order.
+fn ids_and_outcomes(json: &serde_json::Value) -> Vec<(String, String)> {
+    json["tests"]
+        .as_array()
+        .expect("a tests array")
+        .iter()
+        .map(|x| (x["id"].as_str().unwrap_or_default().to_string(), x["outcome"].as_str().unwrap_or_default().to_string()))
+        .collect()
+}
+
 fn slice(args: &[&str]) -> String {
     run_ok(cmd("slice").args(args))
 }
@@ -47,25 +72,7 @@ fn every_test_is_recorded_with_its_outcome_phases_and_failure() {
     let t = t.to_str().unwrap();
     let json: serde_json::Value = serde_json::from_str(&slice(&["tests", t, "--format", "json", "--rank", "20"])).unwrap();
     let tests = json["tests"].as_array().unwrap();
-    let got: Vec<(String, String)> =
-        tests.iter().map(|x| (x["id"].as_str().unwrap().to_string(), x["outcome"].as_str().unwrap().to_string())).collect();
-    let want: Vec<(String, String)> = [
-        ("tests/test_totals.py::test_line_total[pen-1-100]", "passed"),
-        ("tests/test_totals.py::test_line_total[pen-3-300]", "passed"),
-        ("tests/test_totals.py::test_line_total[book-2-2400]", "passed"),
-        ("tests/test_totals.py::test_bulk_discount_above_ten", "passed"),
-        ("tests/test_totals.py::test_bulk_discount_starts_at_ten", "failed"),
-        ("tests/test_totals.py::test_format_cents", "passed"),
-        ("tests/test_totals.py::test_unknown_product", "passed"),
-        ("tests/test_totals.py::test_currency", "xfailed"),
-        ("tests/test_totals.py::test_tax", "skipped"),
-        ("tests/test_unit_format.py::FormatTest::test_bulk_lamps", "failed"),
-        ("tests/test_unit_format.py::FormatTest::test_lamp", "passed"),
-    ]
-    .iter()
-    .map(|(a, b)| (a.to_string(), b.to_string()))
-    .collect();
-    assert_eq!(got, want);
+    assert_eq!(ids_and_outcomes(&json), SUITE.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>());
     let failed = &tests[4];
     let phases: Vec<&str> = failed["phases"].as_array().unwrap().iter().map(|p| p["when"].as_str().unwrap()).collect();
     assert_eq!(phases, ["setup", "call", "teardown"]);
@@ -373,25 +380,10 @@ fn xdist_workers_keep_their_tests_and_the_controller_records_none() {
     assert_eq!(code, 1);
     let json: serde_json::Value = serde_json::from_str(&slice(&["tests", t.to_str().unwrap(), "--format", "json"])).unwrap();
     let tests = json["tests"].as_array().unwrap();
-    let mut got: Vec<(String, String)> =
-        tests.iter().map(|x| (x["id"].as_str().unwrap().to_string(), x["outcome"].as_str().unwrap().to_string())).collect();
+    // Each test once (the workers' order is theirs).
+    let mut got = ids_and_outcomes(&json);
     got.sort();
-    let mut want: Vec<(String, String)> = [
-        ("tests/test_totals.py::test_bulk_discount_above_ten", "passed"),
-        ("tests/test_totals.py::test_bulk_discount_starts_at_ten", "failed"),
-        ("tests/test_totals.py::test_currency", "xfailed"),
-        ("tests/test_totals.py::test_format_cents", "passed"),
-        ("tests/test_totals.py::test_line_total[book-2-2400]", "passed"),
-        ("tests/test_totals.py::test_line_total[pen-1-100]", "passed"),
-        ("tests/test_totals.py::test_line_total[pen-3-300]", "passed"),
-        ("tests/test_totals.py::test_tax", "skipped"),
-        ("tests/test_totals.py::test_unknown_product", "passed"),
-        ("tests/test_unit_format.py::FormatTest::test_bulk_lamps", "failed"),
-        ("tests/test_unit_format.py::FormatTest::test_lamp", "passed"),
-    ]
-    .iter()
-    .map(|(a, b)| (a.to_string(), b.to_string()))
-    .collect();
+    let mut want: Vec<(String, String)> = SUITE.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
     want.sort();
     assert_eq!(got, want);
     let pids: std::collections::BTreeSet<u64> = tests.iter().map(|x| x["pid"].as_u64().unwrap()).collect();
