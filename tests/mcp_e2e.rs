@@ -26,9 +26,41 @@ fn client_python() -> String {
     panic!("the MCP Python SDK needs Python >= 3.10: install one (python3.10 or newer on PATH)");
 }
 
+/// The official MCP Python SDK (`mcp`) and everything it installs, pinned.
+const MCP_CLIENT: &[&str] = &[
+    "annotated-types==0.8.0",
+    "anyio==4.16.0",
+    "attrs==26.1.0",
+    "cffi==2.1.1",
+    "click==8.5.1",
+    "cryptography==50.0.2",
+    "h11==0.16.0",
+    "httpcore2==2.16.2",
+    "httpx2==2.16.2",
+    "idna==3.20",
+    "jsonschema==4.26.0",
+    "jsonschema-specifications==2025.9.1",
+    "mcp==2.3.0",
+    "mcp-types==2.3.0",
+    "opentelemetry-api==1.45.2",
+    "pycparser==3.12",
+    "pydantic==2.14.4",
+    "pydantic_core==2.50.5",
+    "PyJWT==2.15.1",
+    "python-multipart==0.0.34",
+    "referencing==0.37.0",
+    "rpds-py==2026.9.1",
+    "sse-starlette==3.7.0",
+    "starlette==1.10.0",
+    "truststore==0.10.5",
+    "typing-inspection==0.4.5",
+    "typing_extensions==4.16.0",
+    "uvicorn==0.54.0",
+];
+
 /// The venv's python with the `mcp` package, installed once (see `venv_with`).
 fn mcp_python() -> PathBuf {
-    venv_with("mcp-venv", &client_python(), &["mcp>=2,<3"]).join("bin/python")
+    venv_with("mcp-2.3.0-venv", &client_python(), MCP_CLIENT).join("bin/python")
 }
 
 /// Run one client session: `calls` is a list of {"tool", "arguments"}; the server runs in

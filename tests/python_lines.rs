@@ -1,7 +1,7 @@
 //! End-to-end tests of executed-line recording (trace format v3: line events and
 //! `funcs.jsonl`'s `code_lines`) on `examples/python/shipping.py`, under the pyenv CPythons:
 //! on by default from 3.12 (`sys.monitoring`), opt-in before (`--lines`, a C trace function),
-//! off everywhere with `--no-lines` (the last of the two flags wins). An interpreter that is not installed is skipped, saying so.
+//! off everywhere with `--no-lines` (the last of the two flags wins). An interpreter that is not installed fails the test unless `SLICE_TEST_OPT_OUT` names it.
 
 use serde_json::Value;
 use slice_trace_e2e::{cmd, pyenv_python, root, run_ok, scratch};
@@ -103,7 +103,7 @@ impl Run {
 fn interpreter(minor: u32) -> Option<PathBuf> {
     let p = pyenv_python(minor);
     if p.is_none() {
-        eprintln!("skipped: no CPython 3.{minor} under $(pyenv root)/versions");
+        slice_trace_e2e::missing(&format!("python3.{minor}"), &format!("no CPython 3.{minor} under $(pyenv root)/versions"));
     }
     p
 }

@@ -373,7 +373,10 @@ fn an_unsupported_subprocess_warns_once_and_runs_unrecorded() {
         .collect();
     olds.sort();
     if olds.is_empty() {
-        eprintln!("note: no CPython 2.7 or 3.6-3.8 under {}: nothing to check here", versions.display());
+        slice_trace_e2e::missing(
+            "old-pythons",
+            &format!("no CPython 2.7 or 3.6-3.8 under {}: nothing to check the refusal with", versions.display()),
+        );
     }
     let s = scratch();
     for old in olds {
@@ -436,7 +439,7 @@ const NEWER_ROOT: &str = "/opt/slice-trace/sid";
 
 /// The Debian sid root holding `python3.14` and `python3.15`: `SLICE_TRACE_NEW_PYTHONS` (then
 /// it must hold them: `.ci/run` sets it once `.ci/new-pythons` made the root), else
-/// [`NEWER_ROOT`] if it holds them; `None` (the test says it skipped) otherwise.
+/// [`NEWER_ROOT`] if it holds them; otherwise the test fails, unless `SLICE_TEST_OPT_OUT` lists `new-pythons` (`None`).
 fn newer_root() -> Option<PathBuf> {
     let given = std::env::var_os("SLICE_TRACE_NEW_PYTHONS").filter(|v| !v.is_empty()).map(PathBuf::from);
     let root = given.clone().unwrap_or_else(|| PathBuf::from(NEWER_ROOT));
@@ -445,7 +448,10 @@ fn newer_root() -> Option<PathBuf> {
         (true, _) => Some(root),
         (false, true) => panic!("SLICE_TRACE_NEW_PYTHONS={}: no {missing:?}; make the root with `.ci/new-pythons {0}`", root.display()),
         (false, false) => {
-            eprintln!("skipped: no Debian sid root with CPython 3.14 and 3.15 at {NEWER_ROOT} (make it with `.ci/new-pythons`, as root)");
+            slice_trace_e2e::missing(
+                "new-pythons",
+                &format!("no Debian sid root with CPython 3.14 and 3.15 at {NEWER_ROOT} (make it with `.ci/new-pythons`, as root)"),
+            );
             None
         }
     }

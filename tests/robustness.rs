@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// A small tmpfs, unmounted when dropped. As root a failure to mount fails the test; when not
-/// root the full-disk tests cannot run and say so.
+/// root the full-disk tests fail too, unless `SLICE_TEST_OPT_OUT` lists `root`.
 struct SmallFs(tempfile::TempDir);
 
 impl SmallFs {
@@ -19,7 +19,7 @@ impl SmallFs {
         let d = scratch();
         let uid = run(Command::new("id").arg("-u"));
         if texts(&uid).0.trim() != "0" {
-            eprintln!("SKIPPED: not root, so no tmpfs can be mounted to fill up; the full-disk case is not exercised");
+            slice_trace_e2e::missing("root", "not root, so no tmpfs can be mounted to fill up: the full-disk case needs root");
             return None;
         }
         let st =

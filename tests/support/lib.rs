@@ -78,6 +78,27 @@ pub fn pyenv_root() -> PathBuf {
     PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".pyenv")
 }
 
+/// The variable that lets a machine without some prerequisite skip the tests needing it:
+/// a comma-separated list of [`missing`]'s keys (`python3.9` .. `python3.13`, `old-pythons`,
+/// `new-pythons`, `root`), or `all`. CI sets none: there, everything a test needs must be present.
+pub const OPT_OUT_VAR: &str = "SLICE_TEST_OPT_OUT";
+
+/// A test cannot run here because `what` is missing (its key: `key`). It fails, naming what to
+/// install, unless [`OPT_OUT_VAR`] names the key: then it says it skipped and the caller returns.
+/// A test that skips silently would count as passed, so no test decides on its own to skip.
+pub fn missing(key: &str, what: &str) {
+    missing_given(&std::env::var(OPT_OUT_VAR).unwrap_or_default(), key, what)
+}
+
+/// [`missing`] with the opt-out list given.
+fn missing_given(listed: &str, key: &str, what: &str) {
+    if listed.split(',').map(str::trim).any(|k| k == key || k == "all") {
+        eprintln!("SKIPPED ({OPT_OUT_VAR} lists `{key}`): {what}");
+        return;
+    }
+    panic!("{what} (to skip the tests that need it on this machine: {OPT_OUT_VAR}={key})");
+}
+
 /// The interpreter of CPython 3.`minor` under `$(pyenv root)/versions/3.<minor>.*/bin/` (the
 /// newest patch release), if there is one.
 pub fn pyenv_python(minor: u32) -> Option<PathBuf> {
@@ -174,8 +195,42 @@ pub fn invoice_project(dir: &Path) -> PathBuf {
     dst
 }
 
+/// rich-cli and everything it installs, pinned: the tests assert rich's own functions and lines.
+pub const RICH_CLI: &[&str] = &[
+    "certifi==2026.10.19.post1",
+    "charset-normalizer==3.5.3",
+    "click==8.5.1",
+    "commonmark==0.9.2",
+    "docutils==0.23",
+    "idna==3.20",
+    "Pygments==2.21.0",
+    "requests==2.34.2",
+    "rich==12.6.0",
+    "rich-cli==1.8.1",
+    "rich-rst==1.3.2",
+    "textual==0.1.18",
+    "urllib3==2.8.0",
+];
+
 /// The `rich` console script of rich-cli (a real third-party CLI from PyPI), in a venv made
 /// once by [`venv_with`].
 pub fn rich_cli() -> PathBuf {
-    venv_with("e2e-venv", &python(), &["rich-cli"]).join("bin/rich")
+    venv_with("rich-cli-1.8.1-venv", &python(), RICH_CLI).join("bin/rich")
+}
+
+#[cfg(test)]
+mod tests {
+    /// A missing prerequisite that no variable opts out of fails the test, naming the way out.
+    #[test]
+    #[should_panic(expected = "SLICE_TEST_OPT_OUT=no-such-prerequisite")]
+    fn a_missing_prerequisite_fails_the_test() {
+        super::missing_given("python3.9,root", "no-such-prerequisite", "a prerequisite this test made up is missing");
+    }
+
+    /// Listed (or `all`), it is skipped.
+    #[test]
+    fn a_listed_prerequisite_is_skipped() {
+        super::missing_given("python3.9, root", "root", "not root");
+        super::missing_given("all", "new-pythons", "no 3.14");
+    }
 }
