@@ -194,3 +194,49 @@ fn a_filter_naming_a_system_library_patches_it() {
     assert_eq!(p.count("main"), 0);
     assert!(p.threads[0].calls.iter().any(|c| c.depth > 1), "printf's own calls: {:?}", p.sequence(0));
 }
+
+/// Under a W^X policy (SELinux `execmod`, PaX) `mprotect` refuses to make text writable: the
+/// shim leaves those functions as they were and says so in `patch.json` (none counted as
+/// patched), and the program runs as it does without `trace`. The policy is played by a
+/// preloaded `mprotect` that refuses write + execute.
+#[test]
+fn functions_whose_pages_cannot_be_made_writable_are_refused_not_counted() {
+    let s = scratch();
+    let exe = build_scene(&s.path().join("b"), "-O0");
+    let wx = s.path().join("wx.c");
+    std::fs::write(
+        &wx,
+        "#define _GNU_SOURCE\n#include <errno.h>\n#include <stddef.h>\n#include <sys/mman.h>\n#include <sys/syscall.h>\n#include <unistd.h>\n\
+         int mprotect(void *a, size_t n, int prot) {\n  if ((prot & PROT_WRITE) && (prot & PROT_EXEC)) { errno = EACCES; return -1; }\n\
+           return syscall(SYS_mprotect, a, n, prot);\n}\n",
+    )
+    .unwrap();
+    let wx_so = s.path().join("libwx.so");
+    let o = run(std::process::Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&wx_so).arg(&wx));
+    assert!(o.status.success(), "cc libwx.so: {:?}", texts(&o));
+    let t = s.path().join("wx.d");
+    let mut c = cmd("trace");
+    c.env("SLICE_TRACE_PATCH", "1").env("LD_PRELOAD", &wx_so).arg("run").arg("-o").arg(&t).arg("--").arg(&exe).args(ARGS);
+    c.current_dir(exe.parent().unwrap());
+    let out = run(&mut c);
+    let plain = untraced(&exe);
+    assert_eq!((out.status.code(), &out.stdout), (plain.status.code(), &plain.stdout), "runs as without trace: {:?}", texts(&out));
+    let pdir = std::fs::read_dir(&t)
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with('p'))
+        .expect("a process directory")
+        .path();
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(pdir.join("patch.json")).expect("patch.json")).unwrap();
+    assert_eq!(doc["patched"], 0, "nothing could be written, so nothing is patched: {doc}");
+    let refused = doc["refused"].as_array().unwrap();
+    let scene_main = refused.iter().find(|r| r["function"] == "main").unwrap_or_else(|| panic!("main refused: {doc}"));
+    assert!(scene_main["reason"].as_str().unwrap().contains("mprotect refused"), "{scene_main}");
+    let said = texts(&out).1;
+    assert!(
+        said.contains("nothing was recorded") && said.contains("entry patching could patch none") && said.contains("mprotect refused"),
+        "trace run says why nothing was recorded: {said}"
+    );
+    let info = texts(&run(cmd("trace").args(["info", "--verbose"]).arg(&t))).0;
+    assert!(info.contains("mprotect refused"), "trace info names the reason:\n{info}");
+}

@@ -94,6 +94,33 @@ pub fn summarize(trace: &TraceDir) -> Result<Summary> {
     })
 }
 
+impl Summary {
+    /// Why a run recorded no event, as `trace run` says it: entry patching that could patch
+    /// none of a process's functions (the most common reason named), else that no traced
+    /// program ran.
+    pub fn why_nothing(&self) -> String {
+        let refused: Vec<&trace_format::meta::PatchRefusal> = self
+            .procs
+            .iter()
+            .filter_map(|p| p.patch.as_ref())
+            .filter(|r| r.patched == 0)
+            .flat_map(|r| r.refused.iter().filter(|f| !not_an_entry(&f.reason)))
+            .collect();
+        if refused.is_empty() {
+            return "no traced Python process or instrumented native program ran".to_string();
+        }
+        let mut reasons: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+        for f in &refused {
+            *reasons.entry(f.reason.as_str()).or_default() += 1;
+        }
+        let (top, n) = reasons.iter().max_by_key(|(r, n)| (**n, std::cmp::Reverse(**r))).map(|(r, n)| (*r, *n)).unwrap_or(("", 0));
+        format!(
+            "entry patching could patch none of the program's {} functions: {n} not patched because {top}; `trace info --verbose` names them",
+            refused.len()
+        )
+    }
+}
+
 /// `patch.json` of a process directory (untrusted: a damaged file is reported and ignored).
 fn read_patch_report(p: &trace_format::reader::Process, damaged: &mut Vec<String>) -> Option<trace_format::meta::PatchReport> {
     p.patch_report().unwrap_or_else(|e| {

@@ -126,6 +126,17 @@ pub(crate) fn patch_at_start() {
     patch::init();
     MODE.store(mode, Ordering::Release);
     patch_new(false);
+    // A program none of whose functions could be patched never reaches a hook, which is where
+    // the process directory is made: make it now, so that `patch.json` says why nothing was
+    // recorded.
+    let refused_only = {
+        let mut l = Locked::take();
+        let reports = &l.seen().reports;
+        reports.iter().all(|o| o.report.patched == 0) && reports.iter().any(|o| !o.report.refused.is_empty())
+    };
+    if refused_only {
+        crate::process::ensure_process();
+    }
     let hooked = crate::loaderhook::install();
     if std::env::var_os("SLICE_TRACE_PATCH_VERBOSE").is_some() {
         let mut l = Locked::take();

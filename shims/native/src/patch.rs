@@ -40,6 +40,9 @@ pub(crate) enum Refusal {
     RuntimeStartup,
     ColdFragment,
     TooLong,
+    /// `mprotect` refused to make its entry's page writable or its trampoline executable (a
+    /// W^X policy: SELinux `execmod`, PaX): left as it was, and said so.
+    Protection,
 }
 
 /// Every instruction of `code` (at `ip`), or `Undecodable`.
@@ -383,6 +386,7 @@ impl Refusal {
             Refusal::RuntimeStartup => "C runtime start-up",
             Refusal::ColdFragment => "a .cold fragment, not an entry",
             Refusal::TooLong => "no room for its trampoline",
+            Refusal::Protection => "its code page cannot be made writable, or its trampoline executable (mprotect refused)",
         }
     }
 }
@@ -520,11 +524,17 @@ pub(crate) fn patch_object(base: u64, syms: &crate::filter::Symbols) -> Report {
         let rel = (tramp + 16) as i64 - (addr + JMP_LEN as u64) as i64;
         let mut jmp = [0xe9u8, 0, 0, 0, 0];
         jmp[1..].copy_from_slice(&(rel as i32).to_le_bytes());
-        patches.push((*addr, jmp));
+        patches.push((*addr, jmp, (*name).clone()));
+    }
+    // SAFETY: the area was mapped by alloc_near with `size` bytes.
+    if unsafe { libc::mprotect(area as *mut libc::c_void, size, libc::PROT_READ | libc::PROT_EXEC) } != 0 {
+        // Trampolines that cannot run: no entry may jump to them.
+        report.refused.extend(patches.into_iter().map(|p| (p.2, Refusal::Protection)));
+        // SAFETY: unmapping the area mapped above, which nothing refers to.
+        unsafe { libc::munmap(area as *mut libc::c_void, size) };
+        return report;
     }
     frames::set_cfa_offsets(&patches.iter().map(|p| p.0).collect::<Vec<_>>(), 8);
-    // SAFETY: the area was mapped by alloc_near with `size` bytes.
-    unsafe { libc::mprotect(area as *mut libc::c_void, size, libc::PROT_READ | libc::PROT_EXEC) };
     patches.sort_unstable_by_key(|p| p.0);
     for run in page_runs(&patches) {
         let (page, end) = (run[0].0 & !4095, (run[run.len() - 1].0 + JMP_LEN as u64).next_multiple_of(4096));
@@ -534,9 +544,10 @@ pub(crate) fn patch_object(base: u64, syms: &crate::filter::Symbols) -> Report {
         // this object's code yet), then executable again.
         unsafe {
             if libc::mprotect(page as *mut libc::c_void, (end - page) as usize, libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) != 0 {
+                report.refused.extend(run.iter().map(|p| (p.2.clone(), Refusal::Protection)));
                 continue;
             }
-            for (addr, jmp) in run {
+            for (addr, jmp, _) in run {
                 std::ptr::copy_nonoverlapping(jmp.as_ptr(), *addr as *mut u8, JMP_LEN);
             }
             libc::mprotect(page as *mut libc::c_void, (end - page) as usize, libc::PROT_READ | libc::PROT_EXEC);
@@ -549,8 +560,8 @@ pub(crate) fn patch_object(base: u64, syms: &crate::filter::Symbols) -> Report {
 /// `patches` (sorted by address) cut into runs whose entries' pages touch: a run's pages all
 /// hold a patched entry, so one `mprotect` each way covers it (one pair per run instead of per
 /// function: 14,463 functions of the `slice` binary took 28,926 calls).
-fn page_runs(patches: &[(u64, [u8; JMP_LEN])]) -> impl Iterator<Item = &[(u64, [u8; JMP_LEN])]> {
-    let last_page = |p: &(u64, [u8; JMP_LEN])| (p.0 + JMP_LEN as u64 - 1) & !4095;
+fn page_runs<T>(patches: &[(u64, [u8; JMP_LEN], T)]) -> impl Iterator<Item = &[(u64, [u8; JMP_LEN], T)]> {
+    let last_page = |p: &(u64, [u8; JMP_LEN], T)| (p.0 + JMP_LEN as u64 - 1) & !4095;
     patches.chunk_by(move |a, b| b.0 & !4095 <= last_page(a) + 4096)
 }
 
@@ -584,7 +595,7 @@ mod tests {
     /// entries splits them (it could be another segment's).
     #[test]
     fn entries_on_touching_pages_are_written_in_one_run() {
-        let p = |a: u64| (a, [0u8; JMP_LEN]);
+        let p = |a: u64| (a, [0u8; JMP_LEN], ());
         // 0x1ffe's jump ends on page 0x2000, which 0x2100 shares; 0x3000 touches 0x2000;
         // 0x5000 is two pages on.
         let patches = [p(0x1000), p(0x1ffe), p(0x2100), p(0x3000), p(0x5000), p(0x5010)];
