@@ -382,3 +382,55 @@ fn a_rust_cli_from_crates_io_is_recorded() {
     assert!(prompt.lines().any(|l| l.trim_start().starts_with("hexyl::main")), "{}", &prompt[..prompt.len().min(3000)]);
     assert!(prompt.contains("fn main()"), "{}", &prompt[..prompt.len().min(3000)]);
 }
+
+/// A handler registered once `main` started costs one exit entry, as without the shim (it
+/// used to be followed by a closer of its own: a program registering 200 handlers made 400),
+/// and each is still a root of the tree. The entries are counted by a preloaded
+/// `__cxa_atexit` that the shim's own calls reach (`RTLD_NEXT`) before glibc's.
+#[test]
+fn late_exit_handlers_cost_one_entry_each_and_are_roots() {
+    let s = scratch();
+    let src = s.path().join("late.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n#include <stdlib.h>\nstatic int n;\n__attribute__((noinline)) void bye(void) { n++; }\n\
+         __attribute__((noinline)) void work(void) { puts(\"work\"); }\n\
+         int main(void) { for (int i = 0; i < 200; i++) atexit(bye); work(); return 0; }\n",
+    )
+    .unwrap();
+    let exe = s.path().join("late");
+    let o = run(std::process::Command::new("cc").args(["-g", "-O1", "-o"]).arg(&exe).arg(&src));
+    assert!(o.status.success(), "{:?}", texts(&o));
+    let counter = s.path().join("count.c");
+    std::fs::write(
+        &counter,
+        "#define _GNU_SOURCE\n#include <dlfcn.h>\n#include <stdio.h>\n#include <unistd.h>\nstatic int calls;\n\
+         static void report(void *a) { (void)a; char b[64]; int k = snprintf(b, sizeof b, \"cxa_atexit entries: %d\\n\", calls); write(2, b, k); }\n\
+         int __cxa_atexit(void (*f)(void *), void *a, void *d) {\n\
+           static int (*real)(void (*)(void *), void *, void *); static int first = 1;\n\
+           if (!real) real = dlsym(RTLD_NEXT, \"__cxa_atexit\");\n\
+           if (first) { first = 0; real(report, 0, 0); }\n\
+           calls++; return real(f, a, d);\n}\n",
+    )
+    .unwrap();
+    let so = s.path().join("libcount.so");
+    let o = run(std::process::Command::new("cc").args(["-shared", "-fPIC", "-o"]).arg(&so).arg(&counter).arg("-ldl"));
+    assert!(o.status.success(), "{:?}", texts(&o));
+    let entries = |o: &Output| -> String {
+        texts(o).1.lines().find(|l| l.starts_with("cxa_atexit entries")).unwrap_or_else(|| panic!("no count: {:?}", texts(o))).to_string()
+    };
+    let plain = run(std::process::Command::new(&exe).env("LD_PRELOAD", &so));
+    let t = s.path().join("late.d");
+    let mut c = cmd("trace");
+    c.env_remove("SLICE_TRACE_PATCH").env("LD_PRELOAD", &so).arg("run").arg("-o").arg(&t).arg("--").arg(&exe);
+    let traced = run(&mut c);
+    assert_eq!((traced.status.code(), &traced.stdout), (plain.status.code(), &plain.stdout), "{:?}", texts(&traced));
+    let (a, b) = (entries(&plain), entries(&traced));
+    let count = |l: &str| l.rsplit(' ').next().and_then(|n| n.parse::<u32>().ok()).unwrap();
+    // The shim registers its own closer once, when main starts.
+    assert_eq!(count(&b), count(&a) + 1, "untraced: {a}; traced: {b}");
+    let p = &load(&t)[0];
+    let seq = p.sequence(0);
+    assert_eq!(seq.iter().filter(|c| *c == "1:bye").count(), 200, "every handler is a root: {seq:?}");
+    assert!(p.callees("work").is_empty(), "{seq:?}");
+}

@@ -236,8 +236,12 @@ fn is_system_program(path: &Path) -> bool {
 /// read, not a whole large executable.
 pub fn map_file(path: &Path) -> std::io::Result<memmap2::Mmap> {
     let file = std::fs::File::open(path)?;
-    // SAFETY: a read-only private mapping of a file we only parse; if the file changes while
-    // mapped, parsing may fail (the callers treat that as "unknown") but memory stays valid.
+    // SAFETY: a read-only private mapping of a file we only parse. If another process
+    // rewrites it while mapped, parsing may fail (the callers treat that as "unknown"); if it
+    // truncates it, touching a page past the new end raises SIGBUS and ends `trace` before the
+    // program starts. That is accepted: it is the program about to be run (it could not run
+    // either), and reading whole executables instead costs hundreds of megabytes for large
+    // ones.
     unsafe { memmap2::Mmap::map(&file) }
 }
 

@@ -291,7 +291,7 @@ fn write_returns(t: &mut SltThread, n: usize, left_root: bool) {
 
 /// Set when `main` started: a handler registered from then on (`atexit` in `main`, a
 /// function-local static's destructor) runs before the closer registered then, so
-/// `__cxa_atexit` registers the closer again after it.
+/// `__cxa_atexit` makes it close the frames itself (see there).
 static EXIT_CLOSER: AtomicBool = AtomicBool::new(false);
 static REAL_CXA_ATEXIT: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
 
@@ -301,9 +301,47 @@ extern "C" fn close_frames_at_exit_arg(_: *mut libc::c_void) {
     close_frames_at_exit();
 }
 
-/// `__cxa_atexit` (what `atexit` and C++ static destructors register with): the real one,
-/// then, once `main` started, the closer after the new handler (exit runs handlers in the
-/// reverse order: the closer first, so the new handler is a root; see `EXIT_CLOSER`).
+/// A late exit handler of the program itself, run through [`run_late_handler`].
+struct LateHandler {
+    func: extern "C" fn(*mut libc::c_void),
+    arg: *mut libc::c_void,
+}
+
+/// Close the frames left open (as the closer does), then run the handler: the handler is a
+/// root of the tree. One exit entry per handler, as without the shim.
+extern "C" fn run_late_handler(p: *mut libc::c_void) {
+    // SAFETY: `p` is the `LateHandler` boxed by `__cxa_atexit` for this entry, which glibc
+    // runs once.
+    let h = unsafe { Box::from_raw(p as *mut LateHandler) };
+    close_frames_at_exit();
+    (h.func)(h.arg)
+}
+
+/// Whether `dso` (a `__cxa_atexit` owner) is the main program, whose handlers run only at
+/// `exit` (a library's also run at its `dlclose`, in the middle of the program, when closing
+/// the thread's frames would be wrong).
+fn is_program_dso(dso: *mut libc::c_void) -> bool {
+    if dso.is_null() {
+        return true;
+    }
+    // SAFETY: dladdr only reads the loader's tables; AT_PHDR is an address inside the main
+    // executable's first mapping.
+    unsafe {
+        let mut a: libc::Dl_info = std::mem::zeroed();
+        let mut b: libc::Dl_info = std::mem::zeroed();
+        let phdr = libc::getauxval(libc::AT_PHDR) as *const libc::c_void;
+        libc::dladdr(dso, &mut a) != 0 && libc::dladdr(phdr, &mut b) != 0 && a.dli_fbase == b.dli_fbase
+    }
+}
+
+/// `__cxa_atexit` (what `atexit` and C++ static destructors register with). Once `main`
+/// started (see `EXIT_CLOSER`), a handler of the program is registered wrapped in
+/// [`run_late_handler`], which closes the frames left open before running it; a library's,
+/// which can run at its `dlclose`, is followed by a closer registered for `exit` alone (exit
+/// runs handlers in the reverse order: the closer first, so the new handler is a root).
+///
+/// # Safety
+/// As glibc's: `func` is called with `arg` at exit (or at the `dlclose` of `dso`).
 #[no_mangle]
 pub unsafe extern "C" fn __cxa_atexit(
     func: extern "C" fn(*mut libc::c_void),
@@ -313,19 +351,36 @@ pub unsafe extern "C" fn __cxa_atexit(
     let mut f = REAL_CXA_ATEXIT.load(Ordering::Acquire);
     if f.is_null() {
         // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.
-        f = libc::dlsym(libc::RTLD_NEXT, c"__cxa_atexit".as_ptr());
+        f = unsafe { libc::dlsym(libc::RTLD_NEXT, c"__cxa_atexit".as_ptr()) };
         if f.is_null() {
             return -1;
         }
         REAL_CXA_ATEXIT.store(f, Ordering::Release);
     }
     // SAFETY: the next `__cxa_atexit` (glibc's) has this signature.
-    let real: CxaAtexitFn = std::mem::transmute::<*mut libc::c_void, CxaAtexitFn>(f);
-    let r = real(func, arg, dso);
-    if r == 0 && EXIT_CLOSER.load(Ordering::Relaxed) {
-        real(close_frames_at_exit_arg, std::ptr::null_mut(), std::ptr::null_mut());
+    let real: CxaAtexitFn = unsafe { std::mem::transmute::<*mut libc::c_void, CxaAtexitFn>(f) };
+    if !EXIT_CLOSER.load(Ordering::Relaxed) {
+        // SAFETY: glibc's, with the caller's arguments.
+        return unsafe { real(func, arg, dso) };
     }
-    r
+    if is_program_dso(dso) {
+        let h = Box::into_raw(Box::new(LateHandler { func, arg }));
+        // SAFETY: glibc's; `run_late_handler` takes the box back when it runs.
+        let r = unsafe { real(run_late_handler, h as *mut libc::c_void, dso) };
+        if r != 0 {
+            // SAFETY: not registered: still ours.
+            drop(unsafe { Box::from_raw(h) });
+        }
+        return r;
+    }
+    // SAFETY: glibc's, with the caller's arguments; then the closer, for exit alone.
+    unsafe {
+        let r = real(func, arg, dso);
+        if r == 0 {
+            real(close_frames_at_exit_arg, std::ptr::null_mut(), std::ptr::null_mut());
+        }
+        r
+    }
 }
 
 /// Exit, when hot.c cannot record it by itself: the thread's first event, a return with no

@@ -240,6 +240,7 @@ fn patch_objects(dlopened: bool, early: bool) {
     if early && listing.complete {
         forget_unloaded(seen, &listing.objects);
     }
+    let mut added = false;
     for (i, Loaded { base, name, textrel }) in listing.objects.into_iter().enumerate() {
         if seen.loaded.iter().any(|(b, n)| *b == base && *n == name) || (early && textrel) {
             continue;
@@ -281,9 +282,12 @@ fn patch_objects(dlopened: bool, early: bool) {
             },
         };
         seen.reports.push(ObjectReport { path, report, skipped, dlopened });
+        added = true;
     }
     drop(l);
-    if crate::process::STATE.load(Ordering::Acquire) == crate::process::READY {
+    // `patch.json` is rewritten only when an object was added (a `dlopen` of a loaded
+    // library, or one the loader's hook already saw, changes nothing).
+    if added && crate::process::STATE.load(Ordering::Acquire) == crate::process::READY {
         let p = crate::process::PROC.load(Ordering::Acquire);
         if !p.is_null() {
             // SAFETY: PROC is set before READY is published and never freed; `dir` never
@@ -312,7 +316,12 @@ fn regex_escape(s: &str) -> String {
 /// The symbols of a patchable object, or why it is not patched.
 fn examine(path: &str) -> Result<filter::Symbols, &'static str> {
     use object::{Object, ObjectSymbol};
-    let data = std::fs::read(path).map_err(|_| "its file cannot be read")?;
+    let f = std::fs::File::open(path).map_err(|_| "its file cannot be read")?;
+    // SAFETY: a read-only private mapping of an object the loader has mapped already (only
+    // the pages holding headers and symbol tables are read, not the whole file: a large
+    // library loaded by `dlopen` cost its whole size in reads before). Truncating the file
+    // while it is loaded would crash its own code as well; a rewrite can only fail the parse.
+    let data = unsafe { memmap2::Mmap::map(&f) }.map_err(|_| "its file cannot be read")?;
     let file = object::File::parse(&*data).map_err(|_| "not an ELF file the shim can read")?;
     if file.dynamic_symbols().any(|s| s.is_undefined() && s.name() == Ok("__cyg_profile_func_enter")) {
         return Err("built with -finstrument-functions: its hooks record it");
