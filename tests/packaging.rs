@@ -90,6 +90,11 @@ fn the_workspace_packs_without_verifying() {
         assert!(krate.is_file(), "{} was not written", krate.display());
     }
 
+    // The installable package holds the binaries, not the tests' helpers (an unpublished
+    // crate of their own, tests/support).
+    let installable = run_ok(Command::new("tar").arg("-tzf").arg(dir.join(format!("package/slice-trace-{version}.crate"))));
+    assert!(!installable.contains("tests/") && installable.contains("src/bin/trace.rs"), "{installable}");
+
     let krate = dir.join(format!("package/slice-trace-recorder-{version}.crate"));
     let carried = run_ok(Command::new("tar").arg("-xzOf").arg(&krate).arg(format!("slice-trace-recorder-{version}/shims/workspace.lock")));
     let lock = std::fs::read_to_string(root().join("Cargo.lock")).unwrap();

@@ -4,9 +4,10 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The workspace root (where `Cargo.toml` and `examples/` are).
+/// The workspace root (where `Cargo.toml` and `examples/` are): two levels above this crate.
 pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent().and_then(Path::parent).map(Path::to_path_buf).unwrap_or_else(|| here.to_path_buf())
 }
 
 /// The cargo target profile directory the tests were built into (e.g. `target/debug`).
