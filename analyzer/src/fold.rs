@@ -416,7 +416,9 @@ pub fn load_trace(dir: &Path) -> Result<LoadedTrace, LoadError> {
                 Vec::new()
             }
         };
-        processes.push(ProcessTrees { meta: p.meta.clone(), funcs, threads, times_estimated: p.times_estimated(), tests });
+        let mut trees = ProcessTrees { meta: p.meta.clone(), funcs, threads, times_estimated: p.times_estimated(), tests };
+        crate::testrun::libtest::read_from_trees(&mut trees);
+        processes.push(trees);
     }
     Ok(LoadedTrace { dir: dir.to_path_buf(), meta: td.meta, processes, warnings, coverage })
 }

@@ -5,9 +5,11 @@
 //! ([`trace_format::testrun`]) and marks its boundaries in the thread's stream, where the fold
 //! cuts out a tree per test ([`crate::fold::fold_events_with_tests`]). Here: `--test` filters
 //! and what a prompt says of a test (this file), the spectrum ([`spectrum`]), state built by
-//! earlier tests ([`earlier`]), and `slice tests`' table ([`table`]).
+//! earlier tests ([`earlier`]), and `slice tests`' table ([`table`]); Rust test binaries' tests, read from the tree
+//! ([`libtest`]).
 
 mod earlier;
+pub mod libtest;
 mod spectrum;
 mod table;
 

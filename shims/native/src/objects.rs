@@ -191,11 +191,46 @@ const SYSTEM_DIRS: [&str; 5] = ["/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/", 
 /// each was recorded with bash's own functions).
 const SYSTEM_PROGRAM_DIRS: [&str; 4] = ["/usr/bin/", "/bin/", "/usr/sbin/", "/sbin/"];
 
+/// The rustup proxies (`~/.cargo/bin/cargo` is rustup itself under another name).
+const RUSTUP_PROXIES: [&str; 12] = [
+    "cargo",
+    "rustc",
+    "rustup",
+    "rustdoc",
+    "rustfmt",
+    "cargo-fmt",
+    "cargo-clippy",
+    "clippy-driver",
+    "rust-gdb",
+    "rust-lldb",
+    "rust-analyzer",
+    "cargo-miri",
+];
+
+/// Whether `path` is the Rust toolchain: rustup's toolchains (`cargo`, `rustc` and
+/// `librustc_driver`: a program recorded with `trace run -- cargo test` builds itself first,
+/// and rustc patched whole failed its allocations) or one of its proxies. Programs installed
+/// with `cargo install` into the same `bin/` are the user's own.
+fn rust_toolchain(path: &str, file: &str) -> bool {
+    let rustup_home = std::env::var("RUSTUP_HOME").ok().filter(|h| h.starts_with('/'));
+    if path.contains("/.rustup/toolchains/")
+        || rustup_home.is_some_and(|h| path.starts_with(&format!("{}/toolchains/", h.trim_end_matches('/'))))
+    {
+        return true;
+    }
+    let cargo_bin = std::env::var("CARGO_HOME").ok().filter(|h| h.starts_with('/')).map(|h| format!("{}/bin/", h.trim_end_matches('/')));
+    let in_cargo_bin = path.contains("/.cargo/bin/") || cargo_bin.is_some_and(|b| path.starts_with(&b));
+    in_cargo_bin && RUSTUP_PROXIES.contains(&file)
+}
+
 /// Why the object at `path` (absolute) is left alone by default, if it is.
 pub(crate) fn system_library(path: &str) -> Option<&'static str> {
     let file = path.rsplit('/').next().unwrap_or(path);
     if RUNTIME.iter().any(|r| file.starts_with(r)) {
         return Some("the C runtime");
+    }
+    if rust_toolchain(path, file) {
+        return Some("the Rust toolchain");
     }
     if SYSTEM_PROGRAM_DIRS.iter().any(|d| path.starts_with(d)) {
         return Some("a system program");
@@ -582,6 +617,12 @@ mod tests {
         assert_eq!(system_library("/home/u/app/build/app"), None);
         assert_eq!(system_library("/usr/bin/bash"), Some("a system program"));
         assert_eq!(system_library("/usr/local/bin/mytool"), None);
+        assert_eq!(system_library("/root/.cargo/bin/cargo"), Some("the Rust toolchain"));
+        assert_eq!(system_library("/home/u/.cargo/bin/rg"), None, "cargo install's programs are the user's");
+        assert_eq!(
+            system_library("/home/u/.rustup/toolchains/stable-x86_64-unknown-linux-gnu/lib/librustc_driver-1a2b.so"),
+            Some("the Rust toolchain")
+        );
         assert_eq!(regex_escape("libz.so.1"), "libz\\.so\\.1");
     }
 }

@@ -1,0 +1,84 @@
+//! End-to-end: a Rust crate's tests recorded as tests (libtest, analyzer/src/testrun/libtest.rs)
+//! with `trace run -- cargo test`, the user's command unchanged: the example
+//! `examples/rust/calc` (one planted bug: the mean divides by one too many) is built inside
+//! the run (the Rust toolchain itself is left alone, not recorded), each test thread is one
+//! test with libtest's name and outcome (a `#[should_panic]` test that panicked passed), and
+//! the failing test's prompt starts with its failure and holds the code it ran.
+
+use serde_json::Value;
+use slice_trace_e2e::{cmd, root, run, scratch, texts};
+use std::path::Path;
+
+fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap().flatten() {
+        let to = dst.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            if e.file_name() != "target" {
+                copy_dir(&e.path(), &to);
+            }
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
+}
+
+#[test]
+fn cargo_test_records_each_rust_test_as_a_test() {
+    let s = scratch();
+    let proj = s.path().join("calc");
+    copy_dir(&root().join("examples/rust/calc"), &proj);
+    let t = s.path().join("calc.d");
+    let o = run(cmd("trace")
+        .current_dir(&proj)
+        .env("CARGO_TARGET_DIR", s.path().join("target"))
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("CARGO_BUILD_TARGET_DIR")
+        .arg("run")
+        .arg("-o")
+        .arg(&t)
+        .args(["--", "cargo", "test", "--no-fail-fast", "-q"]));
+    let (out, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(101), "cargo test's status (a test failed) passes through: {out}\n{err}");
+    assert!(
+        out.contains("test result: FAILED. 2 passed; 1 failed; 1 ignored"),
+        "the build and the tests ran as without trace: {out}\n{err}"
+    );
+
+    // Only the test binaries are recorded: not cargo, rustc or the linker.
+    let info = texts(&run(cmd("trace").arg("info").arg(&t))).0;
+    let argvs: Vec<&str> = info.lines().filter_map(|l| l.trim_start().strip_prefix("argv:")).map(str::trim).collect();
+    assert_eq!(argvs.len(), 2, "{info}");
+    assert!(argvs.iter().all(|a| a.contains("/deps/") && (a.contains("calc-") || a.contains("totals-"))), "{argvs:?}");
+
+    let json: Value = serde_json::from_str(&texts(&run(cmd("slice").args(["tests", "--format", "json"]).arg(&t))).0).unwrap();
+    let mut got: Vec<(String, String)> = json["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["id"].as_str().unwrap().to_string(), x["outcome"].as_str().unwrap().to_string()))
+        .collect();
+    got.sort();
+    let want = [
+        ("tests::largest_of_nothing_panics", "passed"),
+        ("tests::means_of_two", "failed"),
+        ("tests::parses_a_list", "passed"),
+        ("totals_add_up", "passed"),
+    ];
+    assert_eq!(got, want.map(|(a, b)| (a.to_string(), b.to_string())), "{json}");
+
+    let prompt = texts(&run(cmd("slice").args(["from-trace", "--test", "failed", "-q", "Why is the mean of 2 and 4 not 3?"]).arg(&t))).0;
+    let outcome = prompt.find("FAILED tests::means_of_two").unwrap_or_else(|| panic!("the failure is named:\n{prompt}"));
+    let tree = prompt.find("### Call tree").expect("a call tree");
+    assert!(outcome < tree, "the failure comes first:\n{prompt}");
+    assert!(prompt.contains("panic: it panicked (core::panicking::assert_failed, called from calc::tests::means_of_two)"), "{prompt}");
+    assert!(prompt.contains("The run failed: exit status 101"), "{prompt}");
+    for f in ["calc::tests::means_of_two", "calc::mean", "calc::total", "calc::parse"] {
+        assert!(prompt.contains(&format!("#### `{f}` (src/lib.rs:")), "{f}'s source is in the prompt:\n{prompt}");
+    }
+    assert!(prompt.contains("    total(xs) / (xs.len() as i64 + 1)\n"), "the buggy line, whole:\n{prompt}");
+    // Neither the other tests' code nor the panic's reporting (the hook, backtraces).
+    for absent in ["calc::largest", "largest_of_nothing_panics", "panic_with_hook", "gimli", "miniz_oxide"] {
+        assert!(!prompt.contains(absent), "{absent} is not in the failing test's prompt:\n{prompt}");
+    }
+}
