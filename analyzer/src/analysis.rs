@@ -11,7 +11,7 @@ use crate::source::SourceCache;
 use crate::testrun::{Spectrum, TestFilter};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use trace_format::TraceMeta;
+use trace_format::{escape, TraceMeta};
 
 /// Start-up pruning mode.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -62,7 +62,8 @@ pub struct PreparedThread {
 }
 
 impl PreparedThread {
-    /// The thread's name, `main` for an unnamed main thread, else `tid <tid>`.
+    /// The thread's name for display ([`escape::line`]), `main` for an unnamed main thread,
+    /// else `tid <tid>`.
     pub fn thread_name(&self) -> String {
         thread_name(self.name.as_deref(), self.is_main, self.tid)
     }
@@ -76,7 +77,7 @@ impl PreparedThread {
 
 fn thread_name(name: Option<&str>, is_main: bool, tid: u64) -> String {
     match name {
-        Some(n) => n.to_string(),
+        Some(n) => escape::line(n).into_owned(),
         None if is_main => "main".into(),
         None => format!("tid {tid}"),
     }
@@ -199,7 +200,8 @@ fn explain_empty(t: &LoadedTrace, opts: &Options, baseline: Option<&Baseline>, c
 }
 
 /// A process's command line for labels: the program by its file name, arguments under the
-/// run's directory relative to it, and at most 100 characters.
+/// run's directory relative to it, and at most 100 characters; control characters escaped
+/// ([`escape::line`]).
 pub fn short_argv(argv: &[String], cwd: &Path) -> String {
     let mut parts: Vec<String> = Vec::with_capacity(argv.len());
     for (i, a) in argv.iter().enumerate() {
@@ -211,7 +213,7 @@ pub fn short_argv(argv: &[String], cwd: &Path) -> String {
         };
         parts.push(shown.unwrap_or_else(|| a.clone()));
     }
-    let s = parts.join(" ");
+    let s = escape::line(&parts.join(" ")).into_owned();
     if s.chars().count() > 100 {
         let cut: String = s.chars().take(97).collect();
         format!("{cut}...")
@@ -485,8 +487,13 @@ pub const INLINED_NOTE: &str = "Native code recorded by patching function entrie
 /// A path for display: relative to `cwd` when inside it; installed packages as
 /// `site-packages/<path in the package directory>`; the Python standard library as
 /// `stdlib/<path>`; Rust's standard library and cargo dependencies as `rust-library/<path>`
-/// and `cargo-registry/<package>/<path>`; anything else absolute.
+/// and `cargo-registry/<package>/<path>`; anything else absolute. Control characters are
+/// escaped ([`escape::line`]): the result is for display only.
 pub fn display_path(file: &Path, cwd: &Path) -> String {
+    escape::line(&shortened_path(file, cwd)).into_owned()
+}
+
+fn shortened_path(file: &Path, cwd: &Path) -> String {
     if let Ok(r) = file.strip_prefix(cwd) {
         if !r.as_os_str().is_empty() {
             return r.display().to_string();

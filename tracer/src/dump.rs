@@ -52,7 +52,7 @@ pub fn dump(trace: &TraceDir, opts: &DumpOptions, out: &mut impl Write) -> Resul
             for f in p.funcs.iter().flatten() {
                 let mut v = serde_json::to_value(f)?;
                 v["pid"] = serde_json::json!(p.meta.pid);
-                writeln!(out, "{v}")?;
+                writeln!(out, "{}", trace_format::escape::json_line(&v)?)?;
             }
             continue;
         }
@@ -93,7 +93,7 @@ pub fn dump(trace: &TraceDir, opts: &DumpOptions, out: &mut impl Write) -> Resul
                         break;
                     }
                 };
-                writeln!(out, "{}", serde_json::to_string(&line)?)?;
+                writeln!(out, "{}", trace_format::escape::json_line(&line)?)?;
                 written += 1;
             }
         }

@@ -160,7 +160,7 @@ fn real_main() -> Result<i32> {
             let text = if json {
                 let mut v = serde_json::to_value(&s)?;
                 v["meta"] = serde_json::to_value(&trace.meta)?;
-                format!("{}\n", serde_json::to_string_pretty(&v)?)
+                format!("{}\n", trace_format::escape::json_pretty(&v)?)
             } else {
                 stats::render(&trace, &s, verbose)
             };
@@ -201,7 +201,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 fn report_damage(damaged: &[String]) -> Result<i32> {
     for d in damaged {
-        eprintln!("trace: error: {d}");
+        eprintln!("trace: error: {}", trace_format::escape::line(d));
     }
     Ok(if damaged.is_empty() { 0 } else { 1 })
 }
@@ -212,7 +212,7 @@ pub fn main() {
         Ok(code) => code,
         Err(e) => {
             let code = e.downcast_ref::<run::ExitWith>().map(|x| x.code).unwrap_or(1);
-            eprintln!("trace: error: {e:#}");
+            eprintln!("trace: error: {}", trace_format::escape::block(&format!("{e:#}")));
             code
         }
     };

@@ -4,6 +4,7 @@
 use anyhow::Result;
 use serde::Serialize;
 use std::fmt::Write as _;
+use trace_format::escape::line;
 use trace_format::TraceDir;
 
 #[derive(Debug, Serialize)]
@@ -146,16 +147,16 @@ fn render_patch(o: &mut String, r: &trace_format::meta::PatchReport, verbose: bo
         let how = if ob.dlopened { " (dlopen)" } else { "" };
         match &ob.skipped {
             Some(why) if verbose => {
-                let _ = writeln!(o, "    {}{how}: not patched: {why}", ob.path);
+                let _ = writeln!(o, "    {}{how}: not patched: {}", line(&ob.path), line(why));
             }
             Some(_) => left += 1,
             None => {
-                let _ = writeln!(o, "    {}{how}: {} patched, {} not patched", ob.path, ob.patched, ob.refused);
+                let _ = writeln!(o, "    {}{how}: {} patched, {} not patched", line(&ob.path), ob.patched, ob.refused);
             }
         }
         if verbose {
             for f in r.refused.iter().filter(|f| f.object.as_deref() == Some(ob.path.as_str())) {
-                let _ = writeln!(o, "      not patched: {}: {}", f.function, f.reason);
+                let _ = writeln!(o, "      not patched: {}: {}", line(&f.function), line(&f.reason));
             }
         }
     }
@@ -165,7 +166,7 @@ fn render_patch(o: &mut String, r: &trace_format::meta::PatchReport, verbose: bo
     if verbose {
         // Traces written before objects were reported.
         for f in r.refused.iter().filter(|f| f.object.as_ref().is_none_or(|ob| !r.objects.iter().any(|x| &x.path == ob))) {
-            let _ = writeln!(o, "    not patched: {}: {}", f.function, f.reason);
+            let _ = writeln!(o, "    not patched: {}: {}", line(&f.function), line(&f.reason));
         }
     }
 }
@@ -183,14 +184,15 @@ fn secs(ns: u64) -> String {
 }
 
 /// The human-readable report of `trace info` (`verbose`: name the functions that could not be
-/// patched).
+/// patched). Every text from the trace is shown on one line with control characters escaped
+/// ([`trace_format::escape::line`]).
 pub fn render(trace: &TraceDir, s: &Summary, verbose: bool) -> String {
     let m = &trace.meta;
     let mut o = String::new();
-    let _ = writeln!(o, "trace:      {}", trace.root.display());
-    let _ = writeln!(o, "command:    {}", m.argv.join(" "));
-    let _ = writeln!(o, "cwd:        {}", m.cwd);
-    let _ = writeln!(o, "target:     {}", m.target_kind);
+    let _ = writeln!(o, "trace:      {}", line(&trace.root.display().to_string()));
+    let _ = writeln!(o, "command:    {}", line(&m.argv.join(" ")));
+    let _ = writeln!(o, "cwd:        {}", line(&m.cwd));
+    let _ = writeln!(o, "target:     {}", line(&m.target_kind));
     let exit = match m.exit {
         Some(e) => match (e.code, e.signal) {
             (Some(c), _) => format!("exit code {c}"),
@@ -201,7 +203,7 @@ pub fn render(trace: &TraceDir, s: &Summary, verbose: bool) -> String {
     };
     let _ = writeln!(o, "exit:       {exit}");
     let _ = writeln!(o, "duration:   {}", m.duration_ns.map(secs).unwrap_or_else(|| "unknown".into()));
-    let _ = writeln!(o, "options:    {}", m.options);
+    let _ = writeln!(o, "options:    {}", line(&m.options.to_string()));
     let _ = writeln!(o, "processes:  {}", s.processes);
     let _ = writeln!(o, "threads:    {}", s.threads);
     let _ = writeln!(o, "events:     {}", s.events);
@@ -209,8 +211,8 @@ pub fn render(trace: &TraceDir, s: &Summary, verbose: bool) -> String {
     for p in &s.procs {
         let _ = writeln!(o);
         let forked = p.forked_from.map(|f| format!(", forked from {f}")).unwrap_or_default();
-        let _ = writeln!(o, "{}: pid {} (parent {}{forked}), {} {}", p.dir, p.pid, p.ppid, p.kind, p.runtime);
-        let _ = writeln!(o, "  argv:      {}", p.argv.join(" "));
+        let _ = writeln!(o, "{}: pid {} (parent {}{forked}), {} {}", line(&p.dir), p.pid, p.ppid, line(&p.kind), line(&p.runtime));
+        let _ = writeln!(o, "  argv:      {}", line(&p.argv.join(" ")));
         let _ = writeln!(o, "  functions: {}, events: {}", p.functions, p.events);
         if let Some(r) = &p.patch {
             render_patch(&mut o, r, verbose);
@@ -219,12 +221,12 @@ pub fn render(trace: &TraceDir, s: &Summary, verbose: bool) -> String {
         for t in &p.threads {
             // An unnamed thread: the main thread is `main` (as `slice` calls it), another `-`.
             let name = match &t.name {
-                Some(n) => n.as_str(),
-                None if t.tid == p.pid as u64 => "main",
-                None => "-",
+                Some(n) => line(n),
+                None if t.tid == p.pid as u64 => "main".into(),
+                None => "-".into(),
             };
             let state = match (&t.error, t.unclosed) {
-                (Some(e), _) => format!(" [damaged: {e}]"),
+                (Some(e), _) => format!(" [damaged: {}]", line(e)),
                 (None, true) => format!(" [not closed: {}]", unclosed_reason(t.tid == p.pid as u64, main_closed)),
                 _ => String::new(),
             };

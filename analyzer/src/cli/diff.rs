@@ -69,10 +69,11 @@ fn list(v: &[OneSided]) -> String {
     v.iter()
         .map(|f| {
             let score = f.ochiai.filter(|o| *o > 0.0).map(|o| format!("; Ochiai {o:.2}")).unwrap_or_default();
+            let name = trace_format::escape::line(&f.qualname);
             if f.location.is_empty() {
-                f.qualname.clone()
+                name.into_owned()
             } else {
-                format!("{} ({}{score})", f.qualname, f.location)
+                format!("{name} ({}{score})", trace_format::escape::line(&f.location))
             }
         })
         .collect::<Vec<_>>()
@@ -150,9 +151,9 @@ pub fn write_tree(
     plus: Style,
 ) -> std::io::Result<()> {
     let (only_a, only_b) = d.counts();
-    paint(w, pal.header, &format!("--- A {}: {}", ta.dir.display(), ta.meta.argv.join(" ")))?;
+    paint(w, pal.header, &trace_format::escape::line(&format!("--- A {}: {}", ta.dir.display(), ta.meta.argv.join(" "))))?;
     writeln!(w)?;
-    paint(w, pal.header, &format!("+++ B {}: {}", tb.dir.display(), tb.meta.argv.join(" ")))?;
+    paint(w, pal.header, &trace_format::escape::line(&format!("+++ B {}: {}", tb.dir.display(), tb.meta.argv.join(" "))))?;
     writeln!(w)?;
     writeln!(w, "# functions only in A ({}): {}", d.funcs_only_a.len(), list(&d.funcs_only_a))?;
     writeln!(w, "# functions only in B ({}): {}", d.funcs_only_b.len(), list(&d.funcs_only_b))?;

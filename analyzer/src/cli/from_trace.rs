@@ -10,6 +10,7 @@ use crate::prompt::Model;
 use clap::Args;
 use std::collections::HashSet;
 use std::path::PathBuf;
+use trace_format::escape;
 
 #[derive(Debug, Args)]
 pub struct FromTraceArgs {
@@ -37,7 +38,7 @@ const LISTED: usize = 40;
 /// `names` (in the order the budget cut them: least relevant first) as the end of a stderr
 /// line, most relevant first, at most [`LISTED`] of them.
 fn most_relevant_first(names: &[String]) -> String {
-    let shown: Vec<&str> = names.iter().rev().take(LISTED).map(String::as_str).collect();
+    let shown: Vec<std::borrow::Cow<'_, str>> = names.iter().rev().take(LISTED).map(|n| escape::line(n)).collect();
     if names.len() > LISTED {
         format!(" (the {} most relevant of {}; `--show-ranking 0` ranks every function): {}", LISTED, names.len(), shown.join(", "))
     } else {
@@ -59,7 +60,7 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     // A prompt the default hiding left nearly empty: say so on stderr too, not only in the prompt.
     for t in &traces {
         for n in t.notes.iter().filter(|n| n.starts_with(crate::empty::STDLIB_NOTE_START)) {
-            eprintln!("slice: {}: {n}", t.dir.display());
+            eprintln!("slice: {}", escape::line(&format!("{}: {n}", t.dir.display())));
         }
     }
     let mut model = Model::build(&question, &mut traces);
@@ -70,7 +71,7 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
         let n = if n == 0 { prio.len() } else { n.min(prio.len()) };
         for (i, k) in prio.iter().take(n).enumerate() {
             if let Some(f) = model.funcs.get(k) {
-                eprintln!("slice: rank {:>4}  {:>9.3}  {}  ({})", i + 1, f.relevance, f.qualname, f.file);
+                eprintln!("slice: rank {:>4}  {:>9.3}  {}  ({})", i + 1, f.relevance, escape::line(&f.qualname), escape::line(&f.file));
             }
         }
     }

@@ -99,20 +99,21 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             if e.downcast_ref::<common::UsageError>().is_some() {
-                eprintln!("slice: usage error: {e:#}");
+                eprintln!("slice: usage error: {}", trace_format::escape::block(&format!("{e:#}")));
                 ExitCode::from(2)
             } else {
-                eprintln!("slice: error: {e:#}");
+                eprintln!("slice: error: {}", trace_format::escape::block(&format!("{e:#}")));
                 ExitCode::from(1)
             }
         }
     }
 }
 
-/// Print warnings on stderr.
+/// Print warnings on stderr, one line each (they name files and functions of the trace:
+/// control characters escaped, [`trace_format::escape::line`]).
 pub fn warn_all(warnings: &[String]) {
     for w in warnings {
-        eprintln!("slice: warning: {w}");
+        eprintln!("slice: warning: {}", trace_format::escape::line(w));
     }
 }
 

@@ -101,7 +101,8 @@ pub fn run(a: StatsArgs) -> anyhow::Result<()> {
     rows.push(row("every file the run executed, whole", format!("{} files", all_files.len()), &read_all(&all_files), tok));
 
     a.output.write("statistics", |out| {
-        writeln!(out, "traces: {}", model.traces.iter().map(|t| format!("{} ({})", t.dir, t.command)).collect::<Vec<_>>().join("; "))?;
+        let traces = model.traces.iter().map(|t| format!("{} ({})", t.dir, t.command)).collect::<Vec<_>>().join("; ");
+        writeln!(out, "traces: {}", trace_format::escape::line(&traces))?;
         writeln!(
             out,
             "events: {events}; recorded tree nodes: {recorded}; shown tree nodes: {nodes}; functions: {} ({with_code} with source); files: {}; tokenizer: {tok}",

@@ -42,7 +42,7 @@ pub fn run(a: TestsArgs) -> anyhow::Result<()> {
     let text = match a.format {
         TestsFormat::Text => table.text(),
         TestsFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&table)?;
+            let mut s = trace_format::escape::json_pretty(&table)?;
             s.push('\n');
             s
         }

@@ -19,10 +19,11 @@ pub struct ViewInput {
     pub select: SelectArgs,
 }
 
-/// Notes of a prepared trace (what pruning and selection did), for stderr.
+/// Notes of a prepared trace (what pruning and selection did), for stderr (one line each,
+/// control characters escaped).
 pub fn print_notes(t: &PreparedTrace) {
     for n in &t.notes {
-        eprintln!("slice: {}: {n}", t.dir.display());
+        eprintln!("slice: {}", trace_format::escape::line(&format!("{}: {n}", t.dir.display())));
     }
 }
 

@@ -10,6 +10,7 @@ use crate::source::CodeKind;
 use regex::Regex;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use trace_format::escape;
 
 /// How a `function` argument names functions.
 #[derive(Debug)]
@@ -79,7 +80,7 @@ fn not_found(model: &Model, p: &FunctionParams) -> anyhow::Error {
     similar.dedup();
     similar.truncate(10);
     let hidden = if p.stdlib == Some(true) { "" } else { " (standard-library code is hidden: pass stdlib: true to search it)" };
-    let hint = if similar.is_empty() { String::new() } else { format!("; similar names: {}", similar.join(", ")) };
+    let hint = if similar.is_empty() { String::new() } else { format!("; similar names: {}", escape::line(&similar.join(", "))) };
     UsageError(format!("{}: no function matching {:?} is in the call tree of this run{hidden}{hint}", p.trace, p.function)).into()
 }
 
@@ -88,17 +89,18 @@ fn load(p: &FunctionParams) -> anyhow::Result<(Model, String)> {
     let (mut traces, warnings) = prepare(&[PathBuf::from(&p.trace)], &opts)?;
     let mut head = String::new();
     for w in &warnings {
-        head.push_str(&format!("warning: {w}\n"));
+        head.push_str(&format!("warning: {}\n", escape::line(w)));
     }
     Ok((Model::build("", &mut traces), head))
 }
 
-/// `qualname  (file:line)`.
+/// `qualname  (file:line)`, control characters escaped.
 fn named(f: &FuncInfo) -> String {
-    match (f.file.is_empty(), f.line) {
-        (true, _) => f.qualname.clone(),
-        (false, Some(l)) => format!("{}  ({}:{l})", f.qualname, f.file),
-        (false, None) => format!("{}  ({})", f.qualname, f.file),
+    let (name, file) = (escape::line(&f.qualname), escape::line(&f.file));
+    match (file.is_empty(), f.line) {
+        (true, _) => name.into_owned(),
+        (false, Some(l)) => format!("{name}  ({file}:{l})"),
+        (false, None) => format!("{name}  ({file})"),
     }
 }
 
@@ -209,16 +211,16 @@ pub fn source(p: &FunctionParams) -> anyhow::Result<String> {
         match &f.source {
             SourceState::Code(e) => {
                 let fence = crate::prompt::fence_for(&[&e.code]);
-                b.push(format!("## {} — {}:{}-{}", f.qualname, f.file, e.first_line, e.last_line));
+                b.push(format!("## {} — {}:{}-{}", escape::line(&f.qualname), escape::line(&f.file), e.first_line, e.last_line));
                 if e.kind == CodeKind::Module {
                     b.push("(module body: top-level statements; the bodies of its functions and classes are elided)".into());
                 }
                 b.push(format!("{fence}{}", f.lang()));
-                b.extend(e.code.lines().map(str::to_string));
+                b.extend(escape::block(&e.code).lines().map(str::to_string));
                 b.push(fence);
             }
-            SourceState::Unavailable(why) => b.extend([format!("## {}", named(f)), why.clone()]),
-            SourceState::Omitted(why) => b.extend([format!("## {}", named(f)), format!("no source shown: {why}")]),
+            SourceState::Unavailable(why) => b.extend([format!("## {}", named(f)), escape::line(why).into_owned()]),
+            SourceState::Omitted(why) => b.extend([format!("## {}", named(f)), format!("no source shown: {}", escape::line(why))]),
         }
         b.push(String::new());
         blocks.push(b);

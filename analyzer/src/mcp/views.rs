@@ -15,16 +15,18 @@ use anstyle::Style;
 use anyhow::Context;
 use std::path::PathBuf;
 use std::str::FromStr;
+use trace_format::escape;
 
 /// Warnings and notes of prepared traces, as answer lines.
 fn notes(warnings: &[String], traces: &[PreparedTrace]) -> String {
     let mut s = String::new();
     for w in warnings {
-        s.push_str(&format!("warning: {w}\n"));
+        s.push_str(&format!("warning: {}\n", escape::line(w)));
     }
     for t in traces {
         for n in &t.notes {
-            s.push_str(&format!("note: {}: {n}\n", t.dir.display()));
+            s.push_str(&escape::line(&format!("note: {}: {n}", t.dir.display())));
+            s.push('\n');
         }
     }
     s
@@ -60,7 +62,7 @@ pub fn prompt(p: &PromptParams) -> anyhow::Result<String> {
     })?;
     // Warnings go to the server's log: the prompt is the product, exactly as the CLI prints it.
     for w in &warnings {
-        eprintln!("slice mcp: warning: {w}");
+        eprintln!("slice mcp: warning: {}", escape::line(w));
     }
     Ok(fitted.text)
 }
@@ -85,7 +87,8 @@ pub fn tree(p: &TreeParams) -> anyhow::Result<String> {
     let t = traces.first().context("internal error: no prepared trace")?;
     let threads = if p.merge_threads == Some(true) { Threads::Merged } else { Threads::Separate };
     let vs = views::views(t, threads);
-    let mut head = format!("# {}: {}, {} events\n", t.dir.display(), t.meta.argv.join(" "), t.events);
+    let mut head = escape::line(&format!("# {}: {}, {} events", t.dir.display(), t.meta.argv.join(" "), t.events)).into_owned();
+    head.push('\n');
     for o in &t.outcome {
         head.push_str(&crate::testrun::clean_text(o));
         head.push('\n');

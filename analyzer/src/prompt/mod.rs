@@ -571,21 +571,7 @@ impl Model {
 }
 
 /// A code fence longer than any run of backticks in `texts` (at least three).
-pub fn fence_for(texts: &[&str]) -> String {
-    let mut longest = 0;
-    for t in texts {
-        let mut run = 0;
-        for c in t.chars() {
-            if c == '`' {
-                run += 1;
-                longest = longest.max(run);
-            } else {
-                run = 0;
-            }
-        }
-    }
-    "`".repeat((longest + 1).max(3))
-}
+pub use trace_format::escape::fence_for;
 
 /// A laid-out prompt: what templates receive.
 #[derive(Debug, Clone, Serialize)]

@@ -7,9 +7,11 @@ use crate::pathclass::Origin;
 use crate::symbols::Language;
 use minijinja::{Environment, Value};
 use serde::Serialize;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
+use trace_format::escape;
 
 /// The default Markdown template (`prompts/markdown.md.j2`).
 pub const MARKDOWN_TEMPLATE: &str = include_str!("../../prompts/markdown.md.j2");
@@ -57,15 +59,65 @@ pub struct TemplateError {
     pub msg: String,
 }
 
-/// Escape for XML text content: keeps code readable (no entity escaping), but writes any
-/// `</` as `<\/` so no content can close an enclosing tag.
+/// Filter `xmltext`: text inside a tag ([`escape::xml_text`]: code kept readable, no entity
+/// escaping, any `</` written `<\/` so no content can close an enclosing tag, control
+/// characters other than newline and tab escaped).
 fn xmltext(s: String) -> String {
-    s.replace("</", "<\\/")
+    escape::xml_text(&s)
 }
 
-/// Escape for an XML attribute value.
+/// Filter `xmlattr`: an XML attribute value ([`escape::xml_attr`]).
 fn xmlattr(s: String) -> String {
-    s.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;").replace('>', "&gt;")
+    escape::xml_attr(&s)
+}
+
+/// Filter `code`: a Markdown inline code span that no backtick or line break inside can end
+/// ([`escape::code_span`]).
+fn code(s: String) -> String {
+    escape::code_span(&s)
+}
+
+/// The laid-out prompt as the templates see it: everything that comes from the trace shown with
+/// control characters escaped (`docs/prompts.md`, "Untrusted text"): names, paths, the command,
+/// labels and notes as one line each ([`escape::line`]: a newline in a function name cannot
+/// start a heading), source code, module values, outcomes and trees as lines
+/// ([`escape::block`]). The question is the user's own and stays as given.
+fn for_display(doc: &Doc) -> Doc {
+    let line = |s: &mut String| {
+        if let Cow::Owned(o) = escape::line(s) {
+            *s = o;
+        }
+    };
+    let block = |s: &mut String| {
+        if let Cow::Owned(o) = escape::block(s) {
+            *s = o;
+        }
+    };
+    let source = |s: &mut DocSource| {
+        line(&mut s.qualname);
+        line(&mut s.file);
+        line(&mut s.lang);
+        line(&mut s.values_lines);
+        s.note.iter_mut().for_each(line);
+        s.code.iter_mut().for_each(block);
+        s.values.iter_mut().for_each(block);
+    };
+    let mut d = doc.clone();
+    d.notes.iter_mut().for_each(line);
+    d.sorted_sources.iter_mut().for_each(source);
+    for t in &mut d.traces {
+        line(&mut t.dir);
+        line(&mut t.command);
+        t.notes.iter_mut().for_each(line);
+        t.outcome.iter_mut().for_each(|o| block(&mut o.text));
+        t.sources.iter_mut().for_each(source);
+        for th in &mut t.threads {
+            line(&mut th.label);
+            th.name.iter_mut().for_each(line);
+            block(&mut th.tree);
+        }
+    }
+    d
 }
 
 /// A prompt renderer: the template environment, built once.
@@ -84,6 +136,7 @@ impl Renderer {
         env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
         env.add_filter("xmltext", xmltext);
         env.add_filter("xmlattr", xmlattr);
+        env.add_filter("code", code);
         let (name, src) = match (template, format) {
             (Some((n, s)), _) => (n, s),
             (None, Format::Xml) => ("prompts/xml.xml.j2".to_string(), XML_TEMPLATE.to_string()),
@@ -99,7 +152,7 @@ impl Renderer {
         }
         let tmpl = self.env.get_template(&self.name).map_err(|e| TemplateError { name: self.name.clone(), msg: describe(&e) })?;
         let mut s = tmpl
-            .render(Value::from(minijinja::value::Serde(doc)))
+            .render(Value::from(minijinja::value::Serde(&for_display(doc))))
             .map_err(|e| TemplateError { name: self.name.clone(), msg: describe(&e) })?;
         if !s.ends_with('\n') {
             s.push('\n');
@@ -231,7 +284,7 @@ fn json(model: &Model, doc: &Doc) -> String {
         sources,
         notes: &doc.notes,
     };
-    let mut s = serde_json::to_string_pretty(&out).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    let mut s = escape::json_pretty(&out).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     s.push('\n');
     s
 }

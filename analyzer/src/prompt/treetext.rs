@@ -3,6 +3,7 @@
 
 use super::{DocNode, Level, Model, ModelNode, ModelThread, NativeBlocks, Plan, SourceState, NAME_ONLY_MARK};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use trace_format::escape;
 
 /// Appended in the tree to a node whose calls are the same as at an earlier line of the same
 /// function.
@@ -92,7 +93,10 @@ impl Model {
                 if n.descendants > 0 && whole {
                     match seen.get(&calls[i]) {
                         Some(k) if *k == n.key => same = Some(SAME_AS_ABOVE.to_string()),
-                        Some(k) => same = Some(format!(" [same calls as `{}`]", self.funcs.get(k).map_or(k.as_str(), |f| &f.qualname))),
+                        Some(k) => {
+                            let name = self.funcs.get(k).map_or(k.as_str(), |f| &f.qualname);
+                            same = Some(format!(" [same calls as {}]", escape::code_span(name)))
+                        }
                         None => {
                             seen.insert(calls[i], n.key.clone());
                         }
@@ -105,7 +109,7 @@ impl Model {
             let f = &self.funcs[&n.key];
             let indent = "  ".repeat(n.depth.saturating_sub(1) as usize);
             out.push_str(&indent);
-            out.push_str(&f.qualname);
+            out.push_str(&escape::line(&f.qualname));
             let level = plan.level(&n.key);
             // (A closure whose code lies inside its shown parent's block has no block of its
             // own: its line points into the parent's.)
@@ -113,9 +117,10 @@ impl Model {
                 level != Level::Name && matches!(f.source, SourceState::Code(_)) && !self.inside_shown(&n.key, blocks)
             });
             if (!in_heading && located.insert(n.key.clone())) || ambiguous.contains(f.qualname.as_str()) {
+                let file = escape::line(&f.file);
                 match f.line {
-                    Some(l) if !f.file.is_empty() => out.push_str(&format!("  ({}:{l})", f.file)),
-                    _ if !f.file.is_empty() => out.push_str(&format!("  ({})", f.file)),
+                    Some(l) if !file.is_empty() => out.push_str(&format!("  ({file}:{l})")),
+                    _ if !file.is_empty() => out.push_str(&format!("  ({file})")),
                     _ => {}
                 }
             }

@@ -68,7 +68,7 @@ pub fn built_earlier(p: &crate::fold::ProcessTrees, test: &TestRun, kinds: &[Fun
                 flagged[m] = true;
                 flagged_funcs.insert(g);
                 let caller = earlier.function(f).map(|x| x.qualname.as_str()).unwrap_or("?");
-                names.push(format!("`{caller}` → `{}`", gf.qualname));
+                names.push(format!("{} → {}", trace_format::escape::code_span(caller), trace_format::escape::code_span(&gf.qualname)));
             }
         }
         if names.is_empty() {

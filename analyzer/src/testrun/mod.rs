@@ -76,17 +76,10 @@ impl TestFilter {
 }
 
 /// Text from a trace (a test's message, its captured output) made safe for a prompt or a
-/// terminal: control characters other than newline and tab are written `\u{..}`.
+/// terminal: [`trace_format::escape::block`] (control characters other than newline and tab
+/// written as visible escapes).
 pub fn clean_text(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        if (c.is_control() && c != '\n' && c != '\t') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}') {
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        } else {
-            out.push(c);
-        }
-    }
-    out
+    trace_format::escape::block(s).into_owned()
 }
 
 /// `1 test`, `3 tests`.

@@ -1,9 +1,10 @@
 //! `slice tests`' table and the MCP `tests` tool's answer: every recorded test of some traces,
 //! the failures, and the functions ranked by the spectrum.
 
-use super::{clean_text, duration, failed_exit, function_kinds, outcome_counts, Spectrum, TestFilter};
+use super::{duration, failed_exit, function_kinds, outcome_counts, Spectrum, TestFilter};
 use rustc_hash::FxHashMap as HashMap;
 use std::fmt::Write as _;
+use trace_format::escape;
 use trace_format::TestRun;
 
 /// One recorded test, as `slice tests` and the MCP `tests` tool list it.
@@ -101,7 +102,7 @@ impl TestTable {
     }
 
     /// The table for a terminal: one line per test, the failures, the counts, the ranking.
-    /// Every text from the trace goes through [`clean_text`].
+    /// Every text from the trace goes through [`escape::line`] (one line each).
     pub fn text(&self) -> String {
         let mut s = String::new();
         for l in self.table_lines() {
@@ -151,7 +152,7 @@ impl TestTable {
             outcome_counts(self.tests.iter().map(|r| &r.test))
         };
         if !self.failed_runs.is_empty() {
-            let _ = write!(s, "; run failed: {}", clean_text(&self.failed_runs.join(", ")));
+            let _ = write!(s, "; run failed: {}", escape::line(&self.failed_runs.join(", ")));
         }
         s
     }
@@ -169,7 +170,7 @@ impl TestTable {
                 t.outcome.name(),
                 t.duration_ns.map(duration).unwrap_or_else(|| "-".into()),
                 r.calls,
-                clean_text(&t.id).replace('\n', "\\n")
+                escape::line(&t.id)
             ));
         }
         out
@@ -191,7 +192,7 @@ impl TestTable {
                         f.file.as_deref().map(|file| format!(" at {file}{}", f.line.map(|l| format!(":{l}")).unwrap_or_default()))
                     })
                     .unwrap_or_default();
-                format!("  {}: {}{}", clean_text(&r.test.id), clean_text(&head), clean_text(&at))
+                format!("  {}: {}{}", escape::line(&r.test.id), escape::line(&head), escape::line(&at))
             })
             .collect()
     }
@@ -211,10 +212,10 @@ impl TestTable {
                 f.ochiai,
                 f.failed,
                 f.passed,
-                clean_text(&f.function),
+                escape::line(&f.function),
                 f.file
                     .as_deref()
-                    .map(|p| format!("  ({}{})", clean_text(p), f.line.map(|l| format!(":{l}")).unwrap_or_default()))
+                    .map(|p| format!("  ({}{})", escape::line(p), f.line.map(|l| format!(":{l}")).unwrap_or_default()))
                     .unwrap_or_default()
             ));
         }

@@ -18,6 +18,7 @@ use crate::prompt::{fence_for, DocSource, Layout, Model, ModelNode, ModelTrace, 
 use crate::symbols::Function;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use trace_format::escape;
 
 /// Which runs reached a node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -223,7 +224,7 @@ impl Diff {
                     Side::OnlyA => '-',
                     Side::OnlyB => '+',
                 };
-                let mut s = format!("{}{}", "  ".repeat(n.depth as usize - 1), n.func.qualname);
+                let mut s = format!("{}{}", "  ".repeat(n.depth as usize - 1), escape::line(&n.func.qualname));
                 if !n.location.is_empty() {
                     s.push_str(&format!("  ({})", n.location));
                 }
@@ -442,7 +443,11 @@ fn write_prompt(
         s.push_str(&format!("# Question\n\n{q}\n\n"));
     }
     s.push_str("# Differential slice\n\n");
-    s.push_str(&format!("The program was run twice and both runs were recorded. Run A: `{cmd_a}`. Run B: `{cmd_b}`.\n"));
+    s.push_str(&format!(
+        "The program was run twice and both runs were recorded. Run A: {}. Run B: {}.\n",
+        escape::code_span(cmd_a),
+        escape::code_span(cmd_b)
+    ));
     s.push_str(
         "Below are the call paths that only one of the runs reached (each line a function that ran, indented under its caller; \
 `-`: only in run A, `+`: only in run B; unmarked lines are callers both runs share, shown for context), the functions \
@@ -450,7 +455,7 @@ only one run reached at all, and the source code of the functions where the runs
 the differing paths, in call order.\n",
     );
     for n in notes {
-        s.push_str(&format!("\n> {n}\n"));
+        s.push_str(&format!("\n> {}\n", escape::line(n)));
     }
     s.push_str("\n## Call paths only in one run\n\n");
     if d.is_empty() {
@@ -465,8 +470,8 @@ the differing paths, in call order.\n",
         } else {
             v.iter()
                 .map(|f| match f.ochiai.filter(|o| *o > 0.0) {
-                    Some(o) => format!("`{}` ({}; Ochiai {o:.2})", f.qualname, f.location),
-                    None => format!("`{}` ({})", f.qualname, f.location),
+                    Some(o) => format!("{} ({}; Ochiai {o:.2})", escape::code_span(&f.qualname), escape::line(&f.location)),
+                    None => format!("{} ({})", escape::code_span(&f.qualname), escape::line(&f.location)),
                 })
                 .collect::<Vec<_>>()
                 .join(", ")
@@ -488,12 +493,12 @@ the differing paths, in call order.\n",
                 _ => String::new(),
             };
             let why = why.get(&src.key).copied().unwrap_or("");
-            s.push_str(&format!("\n#### `{}` ({}{lines}): {why}\n", src.qualname, src.file));
+            s.push_str(&format!("\n#### {} ({}{lines}): {why}\n", escape::code_span(&src.qualname), escape::line(&src.file)));
             if let Some(note) = &src.note {
-                s.push_str(&format!("\n_{note}_\n"));
+                s.push_str(&format!("\n_{}_\n", escape::line(note)));
             }
             if let Some(code) = &src.code {
-                s.push_str(&format!("\n{}{}\n{code}\n{}\n", src.fence, src.lang, src.fence));
+                s.push_str(&format!("\n{}{}\n{}\n{}\n", src.fence, escape::line(&src.lang), escape::block(code), src.fence));
             }
         }
     }

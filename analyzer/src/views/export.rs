@@ -145,7 +145,7 @@ pub fn write_chrome(w: &mut dyn Write, lanes: &[Lane], names: &FrameNames, cwd: 
             "timeline": "folded call tree laid out in call order: bar widths are inclusive times of merged calls, not real call timestamps",
         },
     });
-    serde_json::to_writer(&mut *w, &doc)?;
+    trace_format::escape::json_write(&mut *w, &doc)?;
     w.write_all(b"\n")?;
     Ok(n_bars)
 }
@@ -206,7 +206,7 @@ pub fn write_speedscope(w: &mut dyn Write, lanes: &[Lane], names: &FrameNames, a
         "activeProfileIndex": 0,
         "exporter": concat!("slice ", env!("CARGO_PKG_VERSION")),
     });
-    serde_json::to_writer(&mut *w, &doc)?;
+    trace_format::escape::json_write(&mut *w, &doc)?;
     w.write_all(b"\n")?;
     Ok(n_bars)
 }

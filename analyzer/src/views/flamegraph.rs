@@ -40,8 +40,10 @@ pub fn write_svg(out: &mut impl Write, views: &[View], names: &FrameNames, flame
         }));
     }
     let mut opt = Options::default();
-    opt.title = flame.title.clone();
-    opt.subtitle = flame.subtitle.clone();
+    // The title is the traced command by default: argv can hold any character, and an SVG
+    // (XML) cannot hold control characters at all.
+    opt.title = trace_format::escape::line(&flame.title).into_owned();
+    opt.subtitle = flame.subtitle.as_deref().map(|s| trace_format::escape::line(s).into_owned());
     opt.count_name = flame.weight.unit().to_string();
     opt.name_type = "Function:".to_string();
     opt.colors = Palette::Basic(BasicPalette::Hot);

@@ -19,7 +19,8 @@
 //!
 //! Frame names are qualified names, with the location added where two functions share one
 //! ([`super::FrameNames`]). A `;` inside a name (Rust `[u8; 4]`) is written as `,`, and line
-//! breaks and tabs as spaces, so every line splits back into the same frames. With several
+//! breaks, tabs and other control characters as visible escapes (`\n`, `\t`, `\x1b`; the rule
+//! of [`trace_format::escape`]), so every line splits back into the same frames. With several
 //! views (threads), each stack starts with a frame naming its thread.
 
 use super::{func_of, self_time, FrameNames, View};
@@ -46,18 +47,10 @@ impl Weight {
     }
 }
 
-/// A frame name made safe for folded stacks.
+/// A frame name made safe for folded stacks: control characters escaped
+/// ([`trace_format::escape::line`]), `;` written as `,`.
 pub fn frame(name: &str) -> String {
-    name.chars()
-        .map(|c| match c {
-            ';' => ',',
-            '\n' | '\r' | '\t' => ' ',
-            c if c.is_control() => ' ',
-            c => c,
-        })
-        .collect::<String>()
-        .trim()
-        .to_string()
+    trace_format::escape::line(name).replace(';', ",").trim().to_string()
 }
 
 /// What [`write`] wrote.
@@ -92,7 +85,7 @@ pub fn write<W: Write + ?Sized>(
             if !line.is_empty() {
                 line.push(';');
             }
-            line.push_str(&frame(names.name(&f)));
+            line.push_str(&frame(&names.name(&f)));
             let value = match weight {
                 Weight::Calls => node.count,
                 Weight::Time => self_time(t, n),
@@ -156,6 +149,7 @@ mod tests {
             assert!(value.parse::<u64>().unwrap() > 0);
             assert!(!stack.contains('\n'));
         }
-        assert_eq!(frame("f<[u8; 4]>\tx\n"), "f<[u8, 4]> x");
+        assert_eq!(frame("f<[u8; 4]>\tx\n"), "f<[u8, 4]>\\tx\\n");
+        assert_eq!(frame("a\x1b]0;t\x07\u{202e}"), "a\\x1b]0,t\\x07\\u202e");
     }
 }

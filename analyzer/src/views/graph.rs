@@ -15,6 +15,7 @@ use petgraph::visit::EdgeRef;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
+use trace_format::escape;
 
 /// A vertex: one function.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +84,9 @@ fn quote(s: &str) -> String {
     q
 }
 
-/// The graph as Graphviz DOT. `title`: the graph's label (the traced command).
+/// The graph as Graphviz DOT. `title`: the graph's label (the traced command). Names, locations,
+/// keys and the title are shown with control characters escaped ([`escape::line`]): the
+/// label's own line breaks are the only ones.
 pub fn to_dot(g: &CallGraph, title: &str) -> String {
     let mut on_cycle = vec![false; g.node_count()];
     for scc in tarjan_scc(g) {
@@ -97,7 +100,7 @@ pub fn to_dot(g: &CallGraph, title: &str) -> String {
     let max_edge = g.edge_weights().copied().max().unwrap_or(1).max(1) as f64;
     let mut s = String::new();
     let _ = writeln!(s, "digraph calls {{");
-    let _ = writeln!(s, "  label={};", quote(title));
+    let _ = writeln!(s, "  label={};", quote(&escape::line(title)));
     let _ = writeln!(s, "  labelloc=t;");
     let _ = writeln!(s, "  node [shape=box, style=\"rounded,filled\", fillcolor=\"#f5f5f5\", fontname=\"monospace\"];");
     let _ = writeln!(s, "  edge [fontname=\"monospace\"];");
@@ -109,7 +112,7 @@ pub fn to_dot(g: &CallGraph, title: &str) -> String {
             label.push_str(&v.location);
         }
         label.push_str(&format!("\n×{}", v.calls));
-        let mut attrs = format!("label={}, tooltip={}", quote(&label), quote(&v.key));
+        let mut attrs = format!("label={}, tooltip={}", quote(&label), quote(&escape::line(&v.key)));
         if on_cycle[i.index()] {
             attrs.push_str(", fillcolor=\"#fde2c8\", color=\"#d9822b\"");
         }

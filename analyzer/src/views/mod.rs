@@ -20,6 +20,7 @@ use crate::symbols::Function;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
+use trace_format::escape;
 
 /// How the threads of a run are shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -154,20 +155,21 @@ pub fn total_calls(tree: &CallTree) -> u64 {
 }
 
 /// Where a function is defined, for display: `file:line` (relative to `cwd` when inside it),
-/// the native object's file name, or nothing.
+/// the native object's file name, or nothing. Control characters escaped ([`escape::line`]).
 pub fn location(f: &Function, cwd: &Path) -> String {
     match (&f.file, &f.object) {
         (Some(p), _) => match f.first_line {
             Some(l) => format!("{}:{l}", display_path(p, cwd)),
             None => display_path(p, cwd),
         },
-        (None, Some(o)) => o.rsplit('/').next().unwrap_or(o).to_string(),
+        (None, Some(o)) => escape::line(o.rsplit('/').next().unwrap_or(o)).into_owned(),
         (None, None) => String::new(),
     }
 }
 
 /// Display names of functions, unique per function: the qualified name, followed by the
-/// location (`name (file:line)`) when two different functions share that qualified name.
+/// location (`name (file:line)`) when two different functions share that qualified name;
+/// control characters escaped ([`escape::line`]).
 #[derive(Debug, Clone, Default)]
 pub struct FrameNames {
     by_key: HashMap<String, String>,
@@ -192,9 +194,9 @@ impl FrameNames {
             .map(|(k, f)| {
                 let loc = location(f, cwd);
                 let name = if per_name[f.qualname.as_str()] > 1 && !loc.is_empty() {
-                    format!("{} ({loc})", f.qualname)
+                    format!("{} ({loc})", escape::line(&f.qualname))
                 } else {
-                    f.qualname.clone()
+                    escape::line(&f.qualname).into_owned()
                 };
                 (k.clone(), name)
             })
@@ -202,9 +204,13 @@ impl FrameNames {
         FrameNames { by_key }
     }
 
-    /// The name of a function (its qualified name if it was not seen by [`FrameNames::new`]).
-    pub fn name<'a>(&'a self, f: &'a Function) -> &'a str {
-        self.by_key.get(&f.key()).map(String::as_str).unwrap_or(&f.qualname)
+    /// The name of a function (its escaped qualified name if it was not seen by
+    /// [`FrameNames::new`]).
+    pub fn name<'a>(&'a self, f: &'a Function) -> std::borrow::Cow<'a, str> {
+        match self.by_key.get(&f.key()) {
+            Some(n) => std::borrow::Cow::Borrowed(n),
+            None => escape::line(&f.qualname),
+        }
     }
 }
 
@@ -271,7 +277,7 @@ pub(crate) mod tests {
     fn frame_names_disambiguate_shared_qualnames_only() {
         let t = tree_of(&["main", "helper", "helper"], &["/p/a.py", "/p/a.py", "/p/b.py"], &[C(0), C(1), R, C(2), R, R]);
         let names = FrameNames::new([&t], Path::new("/p"));
-        let got: Vec<&str> = t.preorder().iter().map(|&n| names.name(t.func(n).unwrap())).collect();
+        let got: Vec<String> = t.preorder().iter().map(|&n| names.name(t.func(n).unwrap()).into_owned()).collect();
         assert_eq!(got, vec!["main", "helper (a.py:1)", "helper (b.py:1)"]);
     }
 

@@ -17,6 +17,7 @@ use crate::calltree::{CallTree, NodeId, ROOT};
 use anstyle::{AnsiColor, Style};
 use std::io::{self, Write};
 use std::path::Path;
+use trace_format::escape;
 
 /// Styles of the parts of a line (all plain without colour).
 #[derive(Debug, Clone, Copy, Default)]
@@ -65,7 +66,7 @@ pub fn render<W: Write + ?Sized>(out: &mut W, view: &View, cwd: &Path, pal: &Pal
     let total = total_time(t);
     let header = format!(
         "── {} ── {} nodes, {} calls, {}{}",
-        view.label,
+        escape::line(&view.label),
         t.len(),
         total_calls(t),
         if total > 0 { human_ns(total) } else { "no time recorded".into() },
@@ -103,7 +104,7 @@ pub fn render<W: Write + ?Sized>(out: &mut W, view: &View, cwd: &Path, pal: &Pal
         paint(out, pal.count, &format!("{:>8}", format!("×{}", node.count)))?;
         write!(out, "  ")?;
         paint(out, pal.guide, &format!("{prefix}{branch}"))?;
-        paint(out, pal.name, &f.qualname)?;
+        paint(out, pal.name, &escape::line(&f.qualname))?;
         let loc = location(&f, cwd);
         if !loc.is_empty() {
             paint(out, pal.location, &format!("  ({loc})"))?;
@@ -188,6 +189,16 @@ mod tests {
         assert_eq!(estimated.matches("estimated").count(), 1, "{estimated}");
         // Only the header changes.
         assert_eq!(lines[1..], measured.lines().collect::<Vec<_>>()[1..]);
+    }
+
+    #[test]
+    fn names_and_labels_cannot_drive_the_terminal() {
+        let t = tree_of(&["evil\x1b]0;title\x07\n\u{202e}x"], &["/p/a\x1b[2J.py"], &[C(0), R]);
+        let s = plain(&t, "thread \x1b[2Jt", Path::new("/p"));
+        assert!(!s.contains('\x1b') && !s.contains('\x07') && !s.contains('\u{202e}'), "{s:?}");
+        assert_eq!(s.lines().count(), 3, "{s}");
+        assert!(s.contains("evil\\x1b]0;title\\x07\\n\\u202ex  (a\\x1b[2J.py:1)"), "{s}");
+        assert!(s.starts_with("── thread \\x1b[2Jt ──"), "{s}");
     }
 
     #[test]

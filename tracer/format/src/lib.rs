@@ -6,8 +6,11 @@
 //! - [`event`]: the binary encoding of thread streams.
 //! - [`testrun`]: `tests.jsonl`, the tests a test runner ran in a process.
 //! - [`clock`]: the shims' timestamp source (`CLOCK_MONOTONIC`, through the TSC where possible).
+//! - [`escape`]: how `trace` and `slice` print the text a trace holds (names, argv) without
+//!   letting control characters act on a terminal or a prompt's structure.
 
 pub mod clock;
+pub mod escape;
 pub mod event;
 pub mod meta;
 pub mod reader;
