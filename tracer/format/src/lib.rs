@@ -7,6 +7,8 @@
 //! - [`testrun`]: `tests.jsonl`, the tests a test runner ran in a process.
 //! - [`clock`]: the shims' timestamp source (`CLOCK_MONOTONIC`, through the TSC where possible).
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 pub mod clock;
 pub mod event;
 pub mod meta;
