@@ -280,7 +280,7 @@ thread_local! {
 /// The thread's stream was just opened (mode ACTIVE, or OFF): with `-F`, it starts outside,
 /// unless the calls replayed after a fork hold a `-F` call; a forked child inside a `-N`
 /// call stays there.
-pub(crate) unsafe fn thread_started(t: &mut SltThread) {
+pub(crate) fn thread_started(t: &mut SltThread) {
     let Some(f) = active() else { return };
     if t.mode != M_ACTIVE {
         return;
@@ -289,7 +289,9 @@ pub(crate) unsafe fn thread_started(t: &mut SltThread) {
         s @ Outside::Skipping { .. } => s,
         _ => {
             let depth = (t.depth as usize).min(crate::hot::STACK_CAP);
-            let in_root = depth > 0 && std::slice::from_raw_parts(t.stack, depth).iter().any(|&a| a & ROOT_BIT != 0);
+            // SAFETY: the thread is ACTIVE, so it has its state: `stack` holds STACK_CAP entries
+            // (see SltThread), and depth <= STACK_CAP.
+            let in_root = depth > 0 && unsafe { std::slice::from_raw_parts(t.stack, depth) }.iter().any(|&a| a & ROOT_BIT != 0);
             if f.has_roots() && !in_root {
                 Outside::Waiting
             } else {
@@ -325,12 +327,16 @@ pub(crate) fn skip_from(t: &mut SltThread, cfa: u64) {
 }
 
 /// An entry while the thread is outside (mode FILTERED).
+///
+/// # Safety
+/// The thread has its state (`t.rust` is set; see [`SltThread`]), as a FILTERED thread does.
 pub(crate) unsafe fn enter_outside(t: &mut SltThread, addr: u64, sp: u64) {
     t.set_mode(M_BUSY);
     match OUTSIDE.get() {
         Outside::Waiting if decision(addr) == Decision::Root => {
             OUTSIDE.set(Outside::Inside);
-            enter_recorded(t, addr, sp, true);
+            // SAFETY: the thread has its state (the contract); only thread_exit frees it.
+            unsafe { enter_recorded(t, addr, sp, true) };
             return;
         }
         Outside::Skipping { cfa: root, depth } => {
@@ -342,7 +348,9 @@ pub(crate) unsafe fn enter_outside(t: &mut SltThread, addr: u64, sp: u64) {
                 t.pull();
                 t.push();
                 if begin_slow(t) {
-                    enter_recorded(t, addr, sp, false);
+                    // SAFETY: the thread has its state (the contract; `begin_slow` also found
+                    // it ACTIVE).
+                    unsafe { enter_recorded(t, addr, sp, false) };
                 }
                 return;
             }
@@ -354,7 +362,7 @@ pub(crate) unsafe fn enter_outside(t: &mut SltThread, addr: u64, sp: u64) {
 }
 
 /// An exit while the thread is outside (mode FILTERED).
-pub(crate) unsafe fn exit_outside(t: &mut SltThread) {
+pub(crate) fn exit_outside(t: &mut SltThread) {
     match OUTSIDE.get() {
         Outside::Skipping { depth: 0, .. } => {
             OUTSIDE.set(Outside::Inside);

@@ -56,8 +56,9 @@ pub(crate) fn near_window_end(t: &SltThread) -> window::NearWindowEnd {
 }
 
 /// Start a slow path: the thread records (its stream is created on its first event); its
-/// mode is then BUSY until `push`.
-pub(crate) unsafe fn begin_slow(t: &mut SltThread) -> bool {
+/// mode is then BUSY until `push`. True only for a thread that was ACTIVE, so it has its state
+/// (see [`SltThread`]).
+pub(crate) fn begin_slow(t: &mut SltThread) -> bool {
     if t.mode == M_UNINIT {
         start_thread(t);
     }
@@ -71,34 +72,49 @@ pub(crate) unsafe fn begin_slow(t: &mut SltThread) -> bool {
 /// Entry, when hot.c cannot record it by itself: the thread's first event, a function not
 /// in the thread's cache, a full window, open frames that this entry shows dead (frames.rs).
 /// `sp` is the stack pointer hot.c's `slt_enter` saw.
+///
+/// # Safety
+/// `t` is the calling thread's block ([`slt_thread_state`], as hot.c passes it).
 #[no_mangle]
 pub unsafe extern "C" fn slt_enter_slow(t: *mut SltThread, addr: u64, sp: u64) {
     let _errno = ErrnoGuard::save();
-    let _signals = near_window_end(&*t);
-    // SAFETY (here and below): `t` is this thread's block, passed by hot.c.
-    if (*t).mode == M_BUSY && !recover_busy(&mut *t, sp) {
+    // SAFETY: `t` is this thread's block (the contract), alive as long as the thread.
+    let _signals = near_window_end(unsafe { &*t });
+    // SAFETY: as above. A BUSY thread is inside a slow path this entry interrupts
+    // (`recover_busy` then only reads the block) or one a `siglongjmp` left; either way its
+    // hand-over is of the writer's window (a slow path changes windows with signals blocked).
+    if unsafe { (*t).mode == M_BUSY && !recover_busy(&mut *t, sp) } {
         return;
     }
-    if held_by_live_path(&*t, sp) {
+    // SAFETY: as above.
+    if held_by_live_path(unsafe { &*t }, sp) {
         return;
     }
     let _busy = BusySp::set(t, sp);
-    let t = &mut *t;
+    // SAFETY: as above; a path of this thread that this entry interrupts, if it is still live
+    // (BUSY, or holding the window with a marker), made this one return above.
+    let t = unsafe { &mut *t };
     if t.mode == M_UNINIT {
         start_thread(t);
     }
     if t.mode == M_FILTERED {
-        filter::enter_outside(t, addr, sp);
+        // SAFETY: `t` is this thread's block, FILTERED.
+        unsafe { filter::enter_outside(t, addr, sp) };
         return;
     }
     if !begin_slow(t) {
         return;
     }
-    enter_recorded(t, addr, sp, false);
+    // SAFETY: `begin_slow` found the thread ACTIVE: it has its state.
+    unsafe { enter_recorded(t, addr, sp, false) };
 }
 
 /// Record an entry (the thread is BUSY; it is ACTIVE again after, or FILTERED when the entry
 /// starts a subtree that is not recorded). `root`: the entry starts a `-F` subtree.
+///
+/// # Safety
+/// The thread has its state (`t.rust` is set; see [`SltThread`]): the slow path found it
+/// ACTIVE or FILTERED.
 pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root: bool) {
     // Take back what hot.c wrote before anything below lends the cursor out again.
     t.pull();
@@ -112,17 +128,22 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
         // `exit` runs its handlers from frames below those `main` left open (no exit event
         // closes them): close them first. Registered now, the closer runs before the
         // handlers registered earlier (C++ static destructors, `.fini_array`).
-        libc::atexit(close_frames_at_exit);
+        // SAFETY: the handler is a function of this library, which stays loaded until the
+        // process ends (it is preloaded), and may run at any `exit`.
+        unsafe { libc::atexit(close_frames_at_exit) };
         EXIT_CLOSER.store(true, Ordering::Relaxed);
         depth
     } else if depth <= STACK_CAP {
-        let (dead, switch) = closed_by(t, cfa);
+        // SAFETY: the thread has its state (the contract), and depth <= STACK_CAP.
+        let (dead, switch) = unsafe { closed_by(t, cfa) };
         entered = switch == frames::Switch::Enter;
         dead
     } else {
         0
     };
-    let known = std::slice::from_raw_parts(t.stack, depth.min(STACK_CAP));
+    // SAFETY: the thread has its state (the contract): `stack` holds STACK_CAP entries, the
+    // first `depth` of them (at most STACK_CAP) the open calls'.
+    let known = unsafe { std::slice::from_raw_parts(t.stack, depth.min(STACK_CAP)) };
     let left_root = dead > 0 && known[known.len() - dead.min(known.len())..].iter().any(|&a| a & filter::ROOT_BIT != 0);
     let depth = depth - dead;
     t.depth = depth as u64;
@@ -141,7 +162,8 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
         // The closed frames held the `-F` call: the thread is outside again.
         t.push();
         filter::leave(t);
-        filter::enter_outside(t, addr, sp);
+        // SAFETY: the thread has its state (the contract), whatever its mode now.
+        unsafe { filter::enter_outside(t, addr, sp) };
         return;
     }
     if decision == filter::Decision::Skip {
@@ -151,10 +173,16 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
     }
     match id_of(addr) {
         Some(id) => {
-            slt_cache_put(t, addr, id as u64 | (off as u64) << 32);
+            // SAFETY: `t` is this thread's block: hot.c writes one entry of its `cache`
+            // (CACHE_SIZE entries, or null: then nothing).
+            unsafe { slt_cache_put(t, addr, id as u64 | (off as u64) << 32) };
             if depth < STACK_CAP {
-                *t.stack.add(depth) = if root { addr | filter::ROOT_BIT } else { addr };
-                *t.cfas.add(depth) = cfa;
+                // SAFETY: the thread has its state (the contract): `stack` and `cfas` hold
+                // STACK_CAP entries each, and depth < STACK_CAP.
+                unsafe {
+                    *t.stack.add(depth) = if root { addr | filter::ROOT_BIT } else { addr };
+                    *t.cfas.add(depth) = cfa;
+                }
             }
             t.depth += 1;
             if let Some(w) = t.pull() {
@@ -172,13 +200,19 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
 /// away from) suspends those frames (suspend.rs) before they are closed: they are written as
 /// returns all the same, and resumed when a call runs on their stack again
 /// ([`resume_segment`]).
+///
+/// # Safety
+/// The thread has its state (`t.rust` is set; see [`SltThread`]) and `t.depth <= STACK_CAP`.
 unsafe fn closed_by(t: &mut SltThread, cfa: u64) -> (usize, frames::Switch) {
     let depth = t.depth as usize;
-    let cfas = std::slice::from_raw_parts(t.cfas, depth);
+    // SAFETY: the thread has its state, whose `cfas` holds STACK_CAP entries, and depth <=
+    // STACK_CAP (the contract).
+    let cfas = unsafe { std::slice::from_raw_parts(t.cfas, depth) };
     let switch = frames::stack_switch(cfas, cfa);
     let dead = match switch {
         frames::Switch::Back(k) => {
-            let stack = std::slice::from_raw_parts(t.stack, depth);
+            // SAFETY: as for `cfas`.
+            let stack = unsafe { std::slice::from_raw_parts(t.stack, depth) };
             // A `-F` call among them: the filter's rules close them (not kept); a signal
             // handler's frames on the alternate stack have returned (not kept).
             let keep =
@@ -190,8 +224,10 @@ unsafe fn closed_by(t: &mut SltThread, cfa: u64) -> (usize, frames::Switch) {
                     *f = (stack[k + 1 + i], cfas[k + 1 + i]);
                 }
                 let parent = (stack[k], cfas[k]);
-                // SAFETY: this thread's own state.
-                let st = &mut *(t.rust as *mut ThreadState);
+                // SAFETY: `rust` is set (`keep`): the thread's own state, which no other
+                // reference in this path borrows (`stack` and `cfas` borrow the arrays its
+                // boxes point to, which `suspend` does not touch).
+                let st = unsafe { &mut *(t.rust as *mut ThreadState) };
                 st.suspended.suspend(&left[..n], parent);
             }
             (depth - k - 1) + frames::dead_frames(&cfas[..=k], cfa)
@@ -205,8 +241,8 @@ unsafe fn closed_by(t: &mut SltThread, cfa: u64) -> (usize, frames::Switch) {
 /// suspend.rs kept when the thread left it: the frames the thread left that stack under (above
 /// the frame the segment was nested in, when that frame is still open) are closed, and the
 /// segment's frames that are still live are opened again as resumes, so that the call nests
-/// under them.
-unsafe fn resume_segment(t: &mut SltThread, cfa: u64, now: u64) {
+/// under them. Does nothing for a thread without its state.
+fn resume_segment(t: &mut SltThread, cfa: u64, now: u64) {
     let depth = t.depth as usize;
     if t.rust.is_null() || depth > STACK_CAP {
         return;
@@ -217,14 +253,18 @@ unsafe fn resume_segment(t: &mut SltThread, cfa: u64, now: u64) {
     }
     let mut resumed = [(0u64, 0u64); suspend::SEGMENT_FRAMES];
     let (parent, live) = {
-        // SAFETY: this thread's own state; the borrow ends here, before the writer's.
-        let st = &mut *(t.rust as *mut ThreadState);
+        // SAFETY: `rust` is set (checked above): this thread's own state; the borrow ends
+        // here, before the writer's.
+        let st = unsafe { &mut *(t.rust as *mut ThreadState) };
         let Some((parent, live)) = st.suspended.take(cfa) else { return };
         resumed[..live].copy_from_slice(st.suspended.taken(live));
         (parent, live)
     };
-    let stack = std::slice::from_raw_parts(t.stack, depth);
-    let cfas = std::slice::from_raw_parts(t.cfas, depth);
+    // SAFETY: `rust` is set, so `stack` and `cfas` hold STACK_CAP entries each (the block's
+    // invariant), and depth <= STACK_CAP (checked above).
+    let stack = unsafe { std::slice::from_raw_parts(t.stack, depth) };
+    // SAFETY: as above.
+    let cfas = unsafe { std::slice::from_raw_parts(t.cfas, depth) };
     let above = (0..depth).rev().find(|&i| (stack[i], cfas[i]) == parent).map_or(0, |i| depth - i - 1);
     if stack[depth - above..].iter().any(|&a| a & filter::ROOT_BIT != 0) {
         return;
@@ -239,8 +279,12 @@ unsafe fn resume_segment(t: &mut SltThread, cfa: u64, now: u64) {
     for &(a, c) in resumed[..live].iter().take(room) {
         let Some(id) = id_of(a) else { break };
         w.resume(id, now);
-        *shadow.add(d) = a;
-        *shadow_cfas.add(d) = c;
+        // SAFETY: the shadow stacks hold STACK_CAP entries, and d < depth - above + room =
+        // STACK_CAP (`take(room)`).
+        unsafe {
+            *shadow.add(d) = a;
+            *shadow_cfas.add(d) = c;
+        }
         d += 1;
     }
     t.depth = d as u64;
@@ -253,7 +297,8 @@ unsafe fn resume_segment(t: &mut SltThread, cfa: u64, now: u64) {
 extern "C" fn close_frames_at_exit() {
     let _errno = ErrnoGuard::save();
     let sp = frames::stack_pointer();
-    // SAFETY: this thread's block (hot.c's TLS), as in the slow paths.
+    // SAFETY: this thread's block (hot.c's TLS), as in the slow paths; the shadow stack is
+    // read only after `begin_slow` found the thread ACTIVE (so it has its state).
     unsafe {
         let t = slt_thread_state();
         let _signals = near_window_end(&*t);
@@ -385,16 +430,23 @@ pub unsafe extern "C" fn __cxa_atexit(
 
 /// Exit, when hot.c cannot record it by itself: the thread's first event, a return with no
 /// open call or that skips frames (longjmp), a full window.
+///
+/// # Safety
+/// `t` is the calling thread's block ([`slt_thread_state`], as hot.c passes it).
 #[no_mangle]
 pub unsafe extern "C" fn slt_exit_slow(t: *mut SltThread, addr: u64, sp: u64) {
     let _errno = ErrnoGuard::save();
-    let _signals = near_window_end(&*t);
-    if held_by_live_path(&*t, sp) {
+    // SAFETY: `t` is this thread's block (the contract), alive as long as the thread.
+    let _signals = near_window_end(unsafe { &*t });
+    // SAFETY: as above.
+    if held_by_live_path(unsafe { &*t }, sp) {
         return;
     }
     // This frame's stack pointer: everything this slow path runs is below it.
     let _busy = BusySp::set(t, frames::stack_pointer());
-    let t = &mut *t;
+    // SAFETY: as above; a live fast path this exit interrupts made it return above, and in a
+    // live slow path (BUSY) it only sets and puts back `busy_sp` and returns at `begin_slow`.
+    let t = unsafe { &mut *t };
     if t.mode == M_FILTERED {
         filter::exit_outside(t);
         return;
@@ -409,7 +461,9 @@ pub unsafe extern "C" fn slt_exit_slow(t: *mut SltThread, addr: u64, sp: u64) {
     let mut returns = 1;
     let mut left_root = false;
     if depth > 0 && depth <= STACK_CAP {
-        let stack = std::slice::from_raw_parts(t.stack, depth);
+        // SAFETY: `begin_slow` found the thread ACTIVE, so it has its state: `stack` holds
+        // STACK_CAP entries, the first `depth` (at most STACK_CAP) the open calls'.
+        let stack = unsafe { std::slice::from_raw_parts(t.stack, depth) };
         if stack[depth - 1] & !filter::ROOT_BIT != addr {
             if let Some(k) = stack[..depth - 1].iter().rposition(|&a| a & !filter::ROOT_BIT == addr) {
                 returns += depth - 1 - k;

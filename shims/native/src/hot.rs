@@ -34,6 +34,20 @@ pub(crate) struct CacheEntry {
 }
 
 /// `struct slt_thread` of hot.c: a thread's hot state (opaque outside this crate).
+///
+/// What the Rust side relies on (the `# Safety` sections and SAFETY notes of the slow paths
+/// say "the block's invariant"; everything that changes these fields keeps it):
+/// - a block is its thread's alone: hot.c's initial-exec TLS slot (`slt_thread_state`), which
+///   lives as long as the thread, and the slow paths get their own thread's (a zeroed one in
+///   the tests). Code that interrupts a path of the thread (a signal handler) runs nested in
+///   it, and hot.c's window rule (`held_by_live_path`, `recover_busy`) keeps such a nested path
+///   from changing the block under a live one;
+/// - `rust` is null or the thread's `ThreadState` (`Box::into_raw` in `start_thread`, freed
+///   only by `thread_exit`, which turns the mode OFF and nulls these pointers first); `stack`
+///   and `cfas` then point at its `STACK_CAP` entries each and `cache` at its `CACHE_SIZE`
+///   entries (set with `rust`, before the thread records; null with it);
+/// - a thread in mode ACTIVE or FILTERED has its state: `push` makes a thread ACTIVE only with
+///   a stream, and FILTERED is entered only from ACTIVE.
 #[repr(C)]
 pub(crate) struct SltThread {
     pub(crate) cur: RawCursor,
@@ -51,14 +65,24 @@ pub(crate) struct SltThread {
     pub(crate) busy_sp: u64,
 }
 
+// hot.c's functions. What a caller must hold, beyond the C signature:
 extern "C" {
+    /// None: the calling thread's block (its TLS slot).
     pub(crate) fn slt_thread_state() -> *mut SltThread;
+    /// None: an event of the calling thread (`this_fn` is only a number; `sp` 0 if unknown).
     pub(crate) fn slt_enter(this_fn: *mut libc::c_void, sp: u64);
+    /// As `slt_enter`.
     pub(crate) fn slt_exit(this_fn: *mut libc::c_void, sp: u64);
+    /// `t` is a valid block (its `cache` null or `CACHE_SIZE` entries) no other thread uses.
     pub(crate) fn slt_cache_put(t: *mut SltThread, addr: u64, id: u64);
+    /// As `slt_cache_put`.
     pub(crate) fn slt_cache_clear(t: *mut SltThread);
+    /// Only accessed atomically (`publish_calibration`; hot.c's acquire loads).
     pub(crate) static mut slt_calibration: *const TscCalibration;
+    /// `t` is the calling thread's block; `sp` the caller's stack pointer (its marker).
     pub(crate) fn slt_take_limit(t: *mut SltThread, sp: u64) -> *mut u8;
+    /// `t` is the calling thread's block, whose window the caller holds; `lim` null, or the
+    /// `limit` of the window `t.cur.pos` is in.
     pub(crate) fn slt_give_limit(t: *mut SltThread, lim: *mut u8);
 }
 

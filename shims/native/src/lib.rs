@@ -32,7 +32,7 @@
 //!   stack), so the child's call tree keeps its context;
 //! - `exec`: the new image loads the shim again and records into `p<pid>.1`.
 
-#![allow(clippy::missing_safety_doc)]
+#![deny(unsafe_op_in_unsafe_fn)]
 
 mod filter;
 mod frames;

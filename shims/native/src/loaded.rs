@@ -115,32 +115,47 @@ fn base_namespace() -> Vec<Loaded> {
 /// namespaces (`r_version` 2); false if a namespace was left out because it is being changed.
 ///
 /// # Safety
-/// `r` is null or the loader's `_r_debug`.
+/// `r` is null or the loader's `_r_debug` (or, in the tests, a list laid out as the loader's).
 unsafe fn other_namespaces(r: *const RDebug, out: &mut Vec<Loaded>) -> bool {
-    if r.is_null() || std::ptr::read_volatile(std::ptr::addr_of!((*r).r_version)) < 2 {
+    // SAFETY: `r` is the loader's `_r_debug` (the contract), static, its `r_version` an int
+    // the loader may be writing (hence the volatile read).
+    if r.is_null() || unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*r).r_version)) } < 2 {
         return true;
     }
     let mut complete = true;
-    let mut ns = std::ptr::read_volatile(std::ptr::addr_of!((*(r as *const RDebugExtended)).r_next));
+    // SAFETY: version 2: `_r_debug` is the head of an `r_debug_extended` list (glibc 2.35).
+    let mut ns = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*(r as *const RDebugExtended)).r_next)) };
     for _ in 0..MAX_NAMESPACES {
         if ns.is_null() {
             break;
         }
-        if std::ptr::read_volatile(std::ptr::addr_of!((*ns).base.r_state)) != RT_CONSISTENT {
+        // SAFETY: `ns` is a namespace's `r_debug_extended` from the loader's list, which the
+        // loader never frees (one static per namespace).
+        if unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*ns).base.r_state)) } != RT_CONSISTENT {
             complete = false;
         } else {
-            let mut l = std::ptr::read_volatile(std::ptr::addr_of!((*ns).base.r_map));
+            // SAFETY: as above.
+            let mut l = unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*ns).base.r_map)) };
             for _ in 0..MAX_OBJECTS {
                 if l.is_null() {
                     break;
                 }
-                if let Some(o) = from_link_map(&*l) {
+                // SAFETY: `l` is a `link_map` of a namespace whose list was consistent when
+                // `r_state` was read (its objects mapped and linked). From the loader's hook
+                // this thread holds the loader's lock, so it stays so. After `dlopen` or
+                // `dlclose` returns it does not: a `dlclose` that another thread starts now
+                // could unlink and free an object read here: a race the shim does not close
+                // (it cannot take the loader's lock), only as wide as a `dlclose` on one thread
+                // racing another thread's `dlopen` or `dlclose` return.
+                if let Some(o) = unsafe { from_link_map(&*l) } {
                     out.push(o);
                 }
-                l = (*l).l_next;
+                // SAFETY: as above.
+                l = unsafe { (*l).l_next };
             }
         }
-        ns = (*ns).r_next;
+        // SAFETY: `ns` as above.
+        ns = unsafe { (*ns).r_next };
     }
     complete
 }
@@ -155,15 +170,20 @@ unsafe fn from_link_map(l: &LinkMap) -> Option<Loaded> {
     if l.l_name.is_null() || l.l_ld.is_null() {
         return None;
     }
-    let name = CStr::from_ptr(l.l_name).to_string_lossy().into_owned();
+    // SAFETY: a consistent `link_map`'s `l_name` is a NUL-terminated string the loader keeps
+    // while the object is loaded.
+    let name = unsafe { CStr::from_ptr(l.l_name) }.to_string_lossy().into_owned();
     if name.is_empty() {
         return None;
     }
-    let mut info: libc::Dl_info = std::mem::zeroed();
-    if libc::dladdr(l.l_ld as *const libc::c_void, &mut info) == 0 || info.dli_fbase.is_null() {
+    // SAFETY: `Dl_info` is a plain C struct of pointers: all zeros is a value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads the loader's tables and fills the Dl_info we own.
+    if unsafe { libc::dladdr(l.l_ld as *const libc::c_void, &mut info) } == 0 || info.dli_fbase.is_null() {
         return None;
     }
-    Some(Loaded { base: info.dli_fbase as u64, name, textrel: textrel(l.l_ld) })
+    // SAFETY: a consistent `link_map`'s `l_ld` is its object's mapped dynamic section.
+    Some(Loaded { base: info.dli_fbase as u64, name, textrel: unsafe { textrel(l.l_ld) } })
 }
 
 /// `Elf64_Dyn` (<elf.h>; not in the libc crate): a tag and its value or address.
@@ -179,21 +199,23 @@ const _: () = assert!(std::mem::size_of::<ElfDyn>() == 16);
 /// relocations: `DT_TEXTREL`, or `DF_TEXTREL` in `DT_FLAGS`.
 ///
 /// # Safety
-/// `dynamic` points to a mapped dynamic section.
+/// `dynamic` points to a mapped, `DT_NULL`-terminated dynamic section.
 unsafe fn textrel(mut dynamic: *const ElfDyn) -> bool {
     const DT_TEXTREL: i64 = 22;
     const DT_FLAGS: i64 = 30;
     const DF_TEXTREL: u64 = 4;
     // A bound on a damaged section.
     for _ in 0..4096 {
-        let d = &*dynamic;
+        // SAFETY: an entry of the section (the contract): the loop stops at its DT_NULL.
+        let d = unsafe { &*dynamic };
         match d.d_tag {
             0 => return false,
             DT_TEXTREL => return true,
             DT_FLAGS if d.d_un & DF_TEXTREL != 0 => return true,
             _ => {}
         }
-        dynamic = dynamic.add(1);
+        // SAFETY: `d` was not the DT_NULL that ends the section, so an entry follows it.
+        dynamic = unsafe { dynamic.add(1) };
     }
     false
 }
@@ -225,6 +247,7 @@ mod tests {
         assert!(!complete);
         let names: Vec<&str> = out.iter().map(|o| o.name.as_str()).collect();
         assert_eq!(names, ["/opt/app/libplugin.so"]);
+        // SAFETY: `Dl_info` is a plain C struct of pointers: all zeros is a value.
         let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
         // SAFETY: dladdr fills the Dl_info we own.
         assert_ne!(unsafe { libc::dladdr(DYN.as_ptr() as *const libc::c_void, &mut info) }, 0);

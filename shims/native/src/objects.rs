@@ -434,6 +434,10 @@ std::arch::global_asm!(
 );
 
 /// `dlopen(filename, flags)`, called from `caller`: the real one, then patching.
+///
+/// # Safety
+/// As `dlopen`'s: `filename` is null or a NUL-terminated string. Reached only from the
+/// `dlopen` entry above, which passes its caller's return address as `caller`.
 unsafe extern "C" fn slt_dlopen(filename: *const libc::c_char, flags: libc::c_int, caller: u64) -> *mut libc::c_void {
     let f = {
         let _guard = patch::Guard::set();
@@ -442,9 +446,13 @@ unsafe extern "C" fn slt_dlopen(filename: *const libc::c_char, flags: libc::c_in
     if f.is_null() {
         return std::ptr::null_mut();
     }
-    // SAFETY: the real dlopen, found by dlsym.
-    let real_dlopen: DlopenFn = std::mem::transmute::<*mut libc::c_void, DlopenFn>(f);
-    open_as(filename, caller, |name| real_dlopen(name, flags))
+    // SAFETY: `f` is the next `dlopen` (dlsym RTLD_NEXT), not null, which has this signature.
+    let real_dlopen: DlopenFn = unsafe { std::mem::transmute::<*mut libc::c_void, DlopenFn>(f) };
+    // SAFETY: the real dlopen with the caller's flags and a name `open_as` gives: `filename`
+    // or a path it built, null or NUL-terminated.
+    let open = |name: *const libc::c_char| unsafe { real_dlopen(name, flags) };
+    // SAFETY: `filename` is null or NUL-terminated (the contract); `open` takes such names.
+    unsafe { open_as(filename, caller, open) }
 }
 
 // `dlmopen` likewise (its caller's return address is its fourth argument).
@@ -465,6 +473,10 @@ static REAL_DLMOPEN: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut
 
 /// `dlmopen(lmid, filename, flags)`, called from `caller`: the real one, then patching (the
 /// new objects are found in their namespace by [`crate::loaded`]).
+///
+/// # Safety
+/// As `dlmopen`'s: `filename` is null or a NUL-terminated string. Reached only from the
+/// `dlmopen` entry above, which passes its caller's return address as `caller`.
 unsafe extern "C" fn slt_dlmopen(lmid: libc::c_long, filename: *const libc::c_char, flags: libc::c_int, caller: u64) -> *mut libc::c_void {
     let f = {
         let _guard = patch::Guard::set();
@@ -473,9 +485,12 @@ unsafe extern "C" fn slt_dlmopen(lmid: libc::c_long, filename: *const libc::c_ch
     if f.is_null() {
         return std::ptr::null_mut();
     }
-    // SAFETY: the real dlmopen, found by dlsym.
-    let real_dlmopen: DlmopenFn = std::mem::transmute::<*mut libc::c_void, DlmopenFn>(f);
-    open_as(filename, caller, |name| real_dlmopen(lmid, name, flags))
+    // SAFETY: `f` is the next `dlmopen` (dlsym RTLD_NEXT), not null, which has this signature.
+    let real_dlmopen: DlmopenFn = unsafe { std::mem::transmute::<*mut libc::c_void, DlmopenFn>(f) };
+    // SAFETY: as in `slt_dlopen`; `lmid` and `flags` are the caller's, for the real one to check.
+    let open = |name: *const libc::c_char| unsafe { real_dlmopen(lmid, name, flags) };
+    // SAFETY: as in `slt_dlopen`.
+    unsafe { open_as(filename, caller, open) }
 }
 
 /// Open `filename` with `open` (the real `dlopen` or `dlmopen`) as `caller` would: a bare
@@ -485,16 +500,22 @@ unsafe extern "C" fn slt_dlmopen(lmid: libc::c_long, filename: *const libc::c_ch
 /// No guard around `open`: the constructors it runs are the program's calls (recorded when
 /// the loader hook patched their object first). The shim's own work here (the search, the
 /// patching) runs guarded.
+///
+/// # Safety
+/// `filename` is null or a NUL-terminated string, and `open` may be given it or another
+/// NUL-terminated string.
 unsafe fn open_as(
     filename: *const libc::c_char,
     caller: u64,
     open: impl Fn(*const libc::c_char) -> *mut libc::c_void,
 ) -> *mut libc::c_void {
     let mut h = open(filename);
-    if h.is_null() && !filename.is_null() && !CStr::from_ptr(filename).to_bytes().contains(&b'/') {
+    // SAFETY: not null here, so NUL-terminated (the contract).
+    if h.is_null() && !filename.is_null() && !unsafe { CStr::from_ptr(filename) }.to_bytes().contains(&b'/') {
         let found = {
             let _guard = patch::Guard::set();
-            search_as(caller, CStr::from_ptr(filename))
+            // SAFETY: as above; the caller's string outlives this call.
+            search_as(caller, unsafe { CStr::from_ptr(filename) })
         };
         if let Some(path) = found {
             h = open(path.as_ptr());
@@ -530,46 +551,65 @@ const RTLD_DI_SERINFOSIZE: libc::c_int = 5;
 
 /// The file a bare `name` names in the search path of the object holding `caller` (its
 /// `DT_RUNPATH`/`DT_RPATH`, `LD_LIBRARY_PATH`, the system's directories), if there is one.
-unsafe fn search_as(caller: u64, name: &CStr) -> Option<std::ffi::CString> {
+fn search_as(caller: u64, name: &CStr) -> Option<std::ffi::CString> {
     let _errno = crate::guards::ErrnoGuard::save();
     let f = real(&REAL_DLOPEN, c"dlopen");
     if f.is_null() {
         return None;
     }
-    // SAFETY: the real dlopen, found by dlsym.
-    let real_dlopen: DlopenFn = std::mem::transmute::<*mut libc::c_void, DlopenFn>(f);
-    let mut info: libc::Dl_info = std::mem::zeroed();
-    if libc::dladdr(caller as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
+    // SAFETY: `f` is the next `dlopen` (dlsym RTLD_NEXT), not null, which has this signature.
+    let real_dlopen: DlopenFn = unsafe { std::mem::transmute::<*mut libc::c_void, DlopenFn>(f) };
+    // SAFETY: `Dl_info` is a plain C struct of pointers: all zeros is a value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr takes any address, only reads the loader's tables and fills our Dl_info.
+    if unsafe { libc::dladdr(caller as *const libc::c_void, &mut info) } == 0 || info.dli_fname.is_null() {
         return None;
     }
-    let main = {
+    // SAFETY: getauxval reads the auxiliary vector; AT_PHDR, if there, is an address inside
+    // the main executable's first mapping; dladdr as above.
+    let main = unsafe {
         let phdr = libc::getauxval(libc::AT_PHDR) as *const libc::c_void;
         let mut m: libc::Dl_info = std::mem::zeroed();
         !phdr.is_null() && libc::dladdr(phdr, &mut m) != 0 && m.dli_fbase == info.dli_fbase
     };
-    let h = real_dlopen(if main { std::ptr::null() } else { info.dli_fname }, libc::RTLD_LAZY | libc::RTLD_NOLOAD);
+    // SAFETY: the real dlopen with null (the program) or the loaded object's name that
+    // dladdr gave (NUL-terminated, kept while the object is loaded); RTLD_NOLOAD loads and
+    // initialises nothing, it only takes a reference.
+    let h = unsafe { real_dlopen(if main { std::ptr::null() } else { info.dli_fname }, libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
     if h.is_null() {
         return None;
     }
     let mut size = DlSerinfo { dls_size: 0, dls_cnt: 0, dls_serpath: [DlSerpath { dls_name: std::ptr::null_mut(), dls_flags: 0 }] };
     let mut found = None;
-    if libc::dlinfo(h, RTLD_DI_SERINFOSIZE, &mut size as *mut DlSerinfo as *mut libc::c_void) == 0 && size.dls_size > 0 {
+    // SAFETY: RTLD_DI_SERINFOSIZE fills the dls_size and dls_cnt of the Dl_serinfo given
+    // (ours), for a handle dlopen returned.
+    if unsafe { libc::dlinfo(h, RTLD_DI_SERINFOSIZE, &mut size as *mut DlSerinfo as *mut libc::c_void) } == 0 && size.dls_size > 0 {
         // u64 words: Dl_serinfo's alignment.
         let mut buf = vec![0u64; (size.dls_size as usize).div_ceil(8)];
         let si = buf.as_mut_ptr() as *mut DlSerinfo;
-        (*si).dls_size = size.dls_size;
-        (*si).dls_cnt = size.dls_cnt;
-        if libc::dlinfo(h, RTLD_DI_SERINFO, si as *mut libc::c_void) == 0 {
-            let paths = std::slice::from_raw_parts((*si).dls_serpath.as_ptr(), (*si).dls_cnt as usize);
+        // SAFETY: `buf` holds dls_size bytes (at least its two leading fields), 8-aligned
+        // as Dl_serinfo is; RTLD_DI_SERINFO fills that many bytes, as its manual says: the
+        // dls_cnt entries, then the strings they point to, all inside `buf`.
+        unsafe {
+            (*si).dls_size = size.dls_size;
+            (*si).dls_cnt = size.dls_cnt;
+        }
+        // SAFETY: as above.
+        if unsafe { libc::dlinfo(h, RTLD_DI_SERINFO, si as *mut libc::c_void) } == 0 {
+            // SAFETY: the dls_cnt entries the loader wrote into `buf` (as above), which
+            // lives until the end of the function.
+            let paths = unsafe { std::slice::from_raw_parts((*si).dls_serpath.as_ptr(), (*si).dls_cnt as usize) };
             for p in paths {
                 if p.dls_name.is_null() {
                     continue;
                 }
-                let mut full = CStr::from_ptr(p.dls_name).to_bytes().to_vec();
+                // SAFETY: a NUL-terminated string the loader wrote into `buf` (as above).
+                let mut full = unsafe { CStr::from_ptr(p.dls_name) }.to_bytes().to_vec();
                 full.push(b'/');
                 full.extend_from_slice(name.to_bytes());
                 let Ok(full) = std::ffi::CString::new(full) else { continue };
-                if libc::access(full.as_ptr(), libc::R_OK) == 0 {
+                // SAFETY: access reads the NUL-terminated path we own.
+                if unsafe { libc::access(full.as_ptr(), libc::R_OK) } == 0 {
                     found = Some(full);
                     break;
                 }
@@ -578,22 +618,27 @@ unsafe fn search_as(caller: u64, name: &CStr) -> Option<std::ffi::CString> {
     }
     let close = real(&REAL_DLCLOSE, c"dlclose");
     if !close.is_null() {
-        // SAFETY: the real dlclose; `h` is the reference RTLD_NOLOAD took.
-        std::mem::transmute::<*mut libc::c_void, DlcloseFn>(close)(h);
+        // SAFETY: the next `dlclose` (dlsym RTLD_NEXT), which has this signature; `h` is the
+        // reference RTLD_NOLOAD took, given back once.
+        unsafe { std::mem::transmute::<*mut libc::c_void, DlcloseFn>(close)(h) };
     }
     found
 }
 
 /// `dlclose`: the real one; an object it unloaded is forgotten, so that one loaded later
 /// at the same address is patched.
+///
+/// # Safety
+/// As glibc's: `handle` is a handle `dlopen` or `dlmopen` returned, not closed since.
 #[no_mangle]
 pub unsafe extern "C" fn dlclose(handle: *mut libc::c_void) -> libc::c_int {
     let f = real(&REAL_DLCLOSE, c"dlclose");
     if f.is_null() {
         return -1;
     }
-    // SAFETY: the real dlclose, found by dlsym.
-    let r = std::mem::transmute::<*mut libc::c_void, DlcloseFn>(f)(handle);
+    // SAFETY: `f` is the next `dlclose` (dlsym RTLD_NEXT), which has this signature; `handle`
+    // is the caller's, as glibc's asks (the contract).
+    let r = unsafe { std::mem::transmute::<*mut libc::c_void, DlcloseFn>(f)(handle) };
     if MODE.load(Ordering::Acquire) != OFF {
         let _errno = crate::guards::ErrnoGuard::save();
         let now = loaded_objects();

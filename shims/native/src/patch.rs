@@ -540,8 +540,10 @@ pub(crate) fn patch_object(base: u64, syms: &crate::filter::Symbols) -> Report {
         let (page, end) = (run[0].0 & !4095, (run[run.len() - 1].0 + JMP_LEN as u64).next_multiple_of(4096));
         // SAFETY: every page of [page, end) holds the entry of a function patched here (runs
         // join only pages that touch), so all are the object's text, readable and executable;
-        // they are made writable only while the entries are replaced (no other thread runs
-        // this object's code yet), then executable again.
+        // they are made writable only while the entries are replaced, then executable again.
+        // No other thread runs this object's code yet (see above), except one its own
+        // constructors started before `dlopen` returned: that one could run an entry while
+        // its 5 bytes are replaced (not guarded against).
         unsafe {
             if libc::mprotect(page as *mut libc::c_void, (end - page) as usize, libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) != 0 {
                 report.refused.extend(run.iter().map(|p| (p.2.clone(), Refusal::Protection)));

@@ -199,6 +199,9 @@ pub(crate) fn register_locked(addr: u64) -> Option<u32> {
 }
 
 /// Absolute path of the object loaded at `base`.
+///
+/// # Safety
+/// `fname` is null or a NUL-terminated string (`dladdr`'s `dli_fname` for `base`).
 pub(crate) unsafe fn module_path(proc: &mut Proc, base: u64, fname: *const libc::c_char) -> String {
     if let Some((_, m)) = proc.modules.iter().find(|(b, _)| *b == base) {
         return m.clone();
@@ -206,7 +209,8 @@ pub(crate) unsafe fn module_path(proc: &mut Proc, base: u64, fname: *const libc:
     let path = if base == proc.main_base || fname.is_null() {
         proc.exe.clone()
     } else {
-        let name = CStr::from_ptr(fname).to_string_lossy().into_owned();
+        // SAFETY: not null here, so a NUL-terminated string (the contract).
+        let name = unsafe { CStr::from_ptr(fname) }.to_string_lossy().into_owned();
         std::fs::canonicalize(&name).map(|p| p.to_string_lossy().into_owned()).unwrap_or(name)
     };
     proc.modules.push((base, path.clone()));

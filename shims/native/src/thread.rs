@@ -42,13 +42,19 @@ impl Drop for BusySp {
 /// shallowest frame (`busy_sp`, the hook's stack pointer), so an entry at or above it is
 /// after the slow path's frames are gone. Not on an alternate signal stack (a handler there
 /// may sit anywhere): then the event is dropped. Returns whether the thread records again.
+///
+/// # Safety
+/// `t` is this thread's block, BUSY; the hand-over in its state is of its writer's current
+/// window (as [`window::resync_writer`] needs: a slow path changes windows only with signals
+/// blocked, so one left by `siglongjmp` did not).
 pub(crate) unsafe fn recover_busy(t: &mut SltThread, sp: u64) -> bool {
     if t.busy_sp == 0 || sp == 0 || sp < t.busy_sp {
         return false;
     }
+    // SAFETY: `stack_t` is a plain C struct (a pointer, an int, a size): all zeros is a value.
+    let mut ss: libc::stack_t = unsafe { std::mem::zeroed() };
     // SAFETY: sigaltstack only fills the stack_t we own (async-signal-safe).
-    let mut ss: libc::stack_t = std::mem::zeroed();
-    if libc::sigaltstack(null_mut(), &mut ss) != 0 || ss.ss_flags & libc::SS_ONSTACK != 0 {
+    if unsafe { libc::sigaltstack(null_mut(), &mut ss) } != 0 || ss.ss_flags & libc::SS_ONSTACK != 0 {
         return false;
     }
     t.busy_sp = 0;
@@ -58,9 +64,13 @@ pub(crate) unsafe fn recover_busy(t: &mut SltThread, sp: u64) -> bool {
     // from the stream.
     if let Some(w) = t.pull() {
         let w = w as *mut StreamWriter;
-        // SAFETY: `rust` is this thread's own state; `w` is its writer (a distinct field).
-        let h = (*(t.rust as *mut ThreadState)).handover;
-        if !window::resync_writer(t, &mut *w, &h) {
+        // SAFETY: `pull` found the writer, so `rust` is set: this thread's own state; `w` is
+        // its writer (a distinct field), the handover is copied out.
+        let h = unsafe { (*(t.rust as *mut ThreadState)).handover };
+        // SAFETY: `t` is BUSY and `h` its last hand-over, of the writer's window (the
+        // contract); `w` is the state's writer, borrowed nowhere else (`pull`'s borrow was
+        // made the raw pointer), and the state is not part of the block `t`.
+        if !unsafe { window::resync_writer(t, &mut *w, &h) } {
             t.stop();
             return false;
         }
@@ -95,8 +105,9 @@ impl SltThread {
         let st = unsafe { &mut *(self.rust as *mut ThreadState) };
         let w = st.writer.as_mut()?;
         if self.mode == M_ACTIVE || self.mode == M_BUSY || self.mode == M_FILTERED {
-            // SAFETY: the cursor came from this writer's `cursor()`, and hot.c only moved it
-            // forward by whole events while pos <= limit.
+            // SAFETY: the cursor came from this writer's `cursor()` (`push`), and hot.c only
+            // moved it forward by whole events, each started before `limit`; taken back again
+            // after the writer wrote, it is behind the position and ignored.
             unsafe { w.set_cursor(&self.cur) };
         }
         Some(w)
@@ -238,8 +249,7 @@ pub(crate) fn start_thread(t: &mut SltThread) {
     st.writer = open_stream(t.depth as usize, &st.stack[..]);
     // The cursor of the new stream (a forked child's block still holds its parent's).
     t.push();
-    // SAFETY: this thread's block, its stacks set above.
-    unsafe { filter::thread_started(t) };
+    filter::thread_started(t);
 }
 
 /// `pthread_key` destructor: the thread is exiting.

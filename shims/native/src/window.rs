@@ -134,17 +134,18 @@ fn decode(buf: &[u8]) -> Option<Written> {
 /// events.
 ///
 /// # Safety
-/// `h` is the last hand-over of the window `end` is in, and the bytes up to `end` are
-/// written.
+/// `h` is the last hand-over of the window `end` is in (so that window is still mapped), and
+/// the bytes up to `end` are written.
 unsafe fn rebuild(h: &Handover, end: *mut u8) -> Option<(u64, u64, u64, u64)> {
     let (start, end) = (h.pos as usize, end as usize);
     let window_end = (h.limit as usize).saturating_add(trace_format::event::MAX_EVENT_LEN - 1);
     if h.pos.is_null() || end < start || end > window_end {
         return None;
     }
-    // SAFETY: [start, end) lies in the window of the last hand-over, mapped until the writer
-    // changes windows (which happens only before a new hand-over).
-    let w = decode(std::slice::from_raw_parts(start as *const u8, end - start))?;
+    // SAFETY: [start, end) lies in the window of the last hand-over (checked above, `h` being
+    // that window's by the contract), mapped until the writer changes windows (which happens
+    // only before a new hand-over); the window is held, so nothing writes it meanwhile.
+    let w = decode(unsafe { std::slice::from_raw_parts(start as *const u8, end - start) })?;
     let depth = (h.depth + w.calls).checked_sub(w.returns)?;
     Some((h.calls + w.calls, h.returns + w.returns, h.last_ts.wrapping_add(w.dt), depth))
 }
@@ -162,7 +163,9 @@ pub(crate) unsafe fn take_over(t: &mut SltThread, old: *mut u8, h: &Handover) ->
     if t.mode != M_ACTIVE || (old as i64) >= 0 {
         return true;
     }
-    let Some((calls, returns, last_ts, depth)) = rebuild(h, t.cur.pos) else { return false };
+    // SAFETY: `h` is the last hand-over of the window `t.cur.pos` is in (the contract), and
+    // hot.c stores the position only after the bytes of the event it commits.
+    let Some((calls, returns, last_ts, depth)) = (unsafe { rebuild(h, t.cur.pos) }) else { return false };
     t.cur.calls = calls;
     t.cur.returns = returns;
     t.cur.last_ts = last_ts;
@@ -176,11 +179,18 @@ pub(crate) unsafe fn take_over(t: &mut SltThread, old: *mut u8, h: &Handover) ->
 /// changed windows ([`NearWindowEnd`]). Returns false if the stream cannot be read back.
 ///
 /// # Safety
-/// `t` is this thread's block (mode BUSY); `w` its writer, `h` the last hand-over.
+/// `t` is this thread's block (mode BUSY); `w` its writer, `h` the last hand-over, of the
+/// writer's current window (a slow path changes windows only with signals blocked, so one that
+/// was left did not).
 pub(crate) unsafe fn resync_writer(t: &mut SltThread, w: &mut StreamWriter, h: &Handover) -> bool {
+    // Not near the window's end (the slow path that was left ran with signals open), so this
+    // lends a cursor in the same window.
     let Some(c) = w.cursor() else { return true };
-    let Some((calls, returns, last_ts, depth)) = rebuild(h, c.pos) else { return false };
-    w.set_cursor(&RawCursor { calls, returns, last_ts, ..c });
+    // SAFETY: `h` is the last hand-over of the writer's window (the contract), which `c.pos`
+    // is in; the writer's position is stored only after the bytes of its events.
+    let Some((calls, returns, last_ts, depth)) = (unsafe { rebuild(h, c.pos) }) else { return false };
+    // SAFETY: the cursor just lent, its position unmoved.
+    unsafe { w.set_cursor(&RawCursor { calls, returns, last_ts, ..c }) };
     t.depth = depth;
     true
 }

@@ -81,45 +81,56 @@ pub enum Event {
 /// Append an unsigned LEB128 varint to `out` at `pos`; returns the new position.
 ///
 /// # Safety
-/// `out` must have room for 10 bytes at `pos`.
+/// `out` must have room at `pos` for the varint of `v`: 10 bytes for any `u64`, 5 for a value
+/// below 2^35 (so for any `u32`), 2 below 2^14.
 #[inline(always)]
 pub(crate) unsafe fn put_varint(out: *mut u8, mut pos: usize, mut v: u64) -> usize {
     while v >= 0x80 {
-        *out.add(pos) = (v as u8) | 0x80;
+        // SAFETY: a byte of the varint of the original `v` (not its last: v >= 0x80 still),
+        // which the caller has room for at the original `pos`.
+        unsafe { *out.add(pos) = (v as u8) | 0x80 };
         v >>= 7;
         pos += 1;
     }
-    *out.add(pos) = v as u8;
+    // SAFETY: the varint's last byte, within the room the caller has for it.
+    unsafe { *out.add(pos) = v as u8 };
     pos + 1
 }
 
 /// Encode a call event into `out` at `pos`. Returns the new position.
 ///
 /// # Safety
-/// `out` must have room for [`MAX_EVENT_LEN`] bytes at `pos`.
+/// `out` must have room for 16 bytes at `pos` (the tag, the id's varint of at most 5 bytes and
+/// the delta's of at most 10); [`MAX_EVENT_LEN`] bytes are enough.
 #[inline(always)]
 pub unsafe fn encode_call(out: *mut u8, pos: usize, func: u32, dt: u64) -> usize {
     let f = func as u64;
     let mut p = pos;
     if f <= INLINE_MAX {
-        *out.add(p) = ((f as u8) << 2) | KIND_CALL;
+        // SAFETY: the tag is the first of the 16 bytes the caller has room for.
+        unsafe { *out.add(p) = ((f as u8) << 2) | KIND_CALL };
         p += 1;
     } else {
-        *out.add(p) = (INLINE_ESCAPE << 2) | KIND_CALL;
-        p = put_varint(out, p + 1, f - (INLINE_MAX + 1));
+        // SAFETY: as above.
+        unsafe { *out.add(p) = (INLINE_ESCAPE << 2) | KIND_CALL };
+        // SAFETY: f - 63 < 2^32 takes at most 5 bytes, bytes 1..6 of the 16.
+        p = unsafe { put_varint(out, p + 1, f - (INLINE_MAX + 1)) };
     }
-    put_varint(out, p, dt)
+    // SAFETY: p <= pos + 6, and a u64's varint takes at most 10 bytes: within pos + 16.
+    unsafe { put_varint(out, p, dt) }
 }
 
 /// Encode a resume event (the [`EXT_RESUME`] marker, then a call event) into `out` at `pos`.
 /// Returns the new position. At most 1 + 16 bytes, within [`MAX_EVENT_LEN`].
 ///
 /// # Safety
-/// `out` must have room for [`MAX_EVENT_LEN`] bytes at `pos`.
+/// `out` must have room for 17 bytes at `pos`; [`MAX_EVENT_LEN`] bytes are enough.
 #[inline(always)]
 pub unsafe fn encode_resume(out: *mut u8, pos: usize, func: u32, dt: u64) -> usize {
-    *out.add(pos) = (EXT_RESUME << 2) | KIND_EXT;
-    encode_call(out, pos + 1, func, dt)
+    // SAFETY: the first of the 17 bytes the caller has room for.
+    unsafe { *out.add(pos) = (EXT_RESUME << 2) | KIND_EXT };
+    // SAFETY: the call event takes at most 16 bytes, the rest of the 17 from pos + 1.
+    unsafe { encode_call(out, pos + 1, func, dt) }
 }
 
 /// Encode a line event ([`EXT_LINE`]) into `out` at `pos`. Returns the new position.
@@ -128,23 +139,30 @@ pub unsafe fn encode_resume(out: *mut u8, pos: usize, func: u32, dt: u64) -> usi
 /// `out` must have room for [`MAX_LINE_EVENT_LEN`] bytes at `pos`.
 #[inline(always)]
 pub unsafe fn encode_line(out: *mut u8, pos: usize, func: u32, line: u32) -> usize {
-    *out.add(pos) = (EXT_LINE << 2) | KIND_EXT;
-    let p = put_varint(out, pos + 1, func as u64);
-    put_varint(out, p, line as u64)
+    // SAFETY: the first of the MAX_LINE_EVENT_LEN (11) bytes the caller has room for.
+    unsafe { *out.add(pos) = (EXT_LINE << 2) | KIND_EXT };
+    // SAFETY: a u32's varint takes at most 5 bytes: bytes 1..6 of the 11.
+    let p = unsafe { put_varint(out, pos + 1, func as u64) };
+    // SAFETY: p <= pos + 6, and another u32's varint ends by pos + 11.
+    unsafe { put_varint(out, p, line as u64) }
 }
 
 /// Encode a return event into `out` at `pos`. Returns the new position.
 ///
 /// # Safety
-/// `out` must have room for [`MAX_EVENT_LEN`] bytes at `pos`.
+/// `out` must have room for 11 bytes at `pos` (the tag and the delta's varint of at most 10);
+/// [`MAX_EVENT_LEN`] bytes are enough.
 #[inline(always)]
 pub unsafe fn encode_return(out: *mut u8, pos: usize, dt: u64) -> usize {
     if dt <= INLINE_MAX {
-        *out.add(pos) = ((dt as u8) << 2) | KIND_RETURN;
+        // SAFETY: the first of the 11 bytes the caller has room for.
+        unsafe { *out.add(pos) = ((dt as u8) << 2) | KIND_RETURN };
         pos + 1
     } else {
-        *out.add(pos) = (INLINE_ESCAPE << 2) | KIND_RETURN;
-        put_varint(out, pos + 1, dt - (INLINE_MAX + 1))
+        // SAFETY: as above.
+        unsafe { *out.add(pos) = (INLINE_ESCAPE << 2) | KIND_RETURN };
+        // SAFETY: a u64's varint takes at most 10 bytes: bytes 1..11 of the 11.
+        unsafe { put_varint(out, pos + 1, dt - (INLINE_MAX + 1)) }
     }
 }
 
@@ -247,6 +265,7 @@ pub struct StreamHeader {
 mod tests {
     use super::*;
 
+    /// Runs an encoder on a buffer of MAX_EVENT_LEN zeros (the room each encoder asks for).
     fn enc(f: impl FnOnce(*mut u8) -> usize) -> Vec<u8> {
         let mut b = vec![0u8; MAX_EVENT_LEN];
         let n = f(b.as_mut_ptr());
@@ -256,6 +275,7 @@ mod tests {
 
     #[test]
     fn small_call_is_two_bytes_and_never_starts_with_zero() {
+        // SAFETY: `enc` gives MAX_EVENT_LEN bytes.
         let b = enc(|p| unsafe { encode_call(p, 0, 0, 5) });
         assert_eq!(b, vec![KIND_CALL, 5]);
         assert_ne!(b[0], 0);
@@ -264,6 +284,7 @@ mod tests {
     #[test]
     fn large_ids_and_deltas_round_trip() {
         for &(id, dt) in &[(62u32, 0u64), (63, 1), (64, 127), (1_000_000, 1 << 40), (u32::MAX, u64::MAX)] {
+            // SAFETY: `enc` gives MAX_EVENT_LEN bytes.
             let b = enc(|p| unsafe { encode_call(p, 0, id, dt) });
             assert!(b.len() <= MAX_EVENT_LEN);
             assert_eq!(b[0] & KIND_MASK, KIND_CALL);
@@ -277,17 +298,35 @@ mod tests {
 
     #[test]
     fn short_return_is_one_byte() {
+        // SAFETY: `enc` gives MAX_EVENT_LEN bytes.
         assert_eq!(enc(|p| unsafe { encode_return(p, 0, 62) }).len(), 1);
+        // SAFETY: `enc` gives MAX_EVENT_LEN bytes.
         assert_eq!(enc(|p| unsafe { encode_return(p, 0, 63) }).len(), 2);
+        // SAFETY: `enc` gives MAX_EVENT_LEN bytes.
         assert_eq!(enc(|p| unsafe { encode_return(p, 0, 0) }), vec![KIND_RETURN]);
     }
 
     #[test]
     fn resume_is_a_marker_then_a_call_within_the_event_bound() {
+        // SAFETY: `enc` gives MAX_EVENT_LEN bytes.
         let b = enc(|p| unsafe { encode_resume(p, 0, u32::MAX, u64::MAX) });
         assert!(b.len() <= MAX_EVENT_LEN);
         assert_eq!(b[0], (EXT_RESUME << 2) | KIND_EXT);
+        // SAFETY: as above.
         assert_eq!(b[1..], enc(|p| unsafe { encode_call(p, 0, u32::MAX, u64::MAX) })[..]);
+    }
+
+    /// The room each encoder's `# Safety` section asks for is what its largest event takes.
+    #[test]
+    fn largest_events_fill_the_room_their_encoders_ask_for() {
+        // SAFETY: `enc` gives MAX_EVENT_LEN bytes, more than any encoder asks for.
+        assert_eq!(enc(|p| unsafe { encode_call(p, 0, u32::MAX, u64::MAX) }).len(), 16);
+        // SAFETY: as above.
+        assert_eq!(enc(|p| unsafe { encode_resume(p, 0, u32::MAX, u64::MAX) }).len(), 17);
+        // SAFETY: as above.
+        assert_eq!(enc(|p| unsafe { encode_return(p, 0, u64::MAX) }).len(), 11);
+        // SAFETY: as above.
+        assert_eq!(enc(|p| unsafe { encode_line(p, 0, u32::MAX, u32::MAX) }).len(), MAX_LINE_EVENT_LEN);
     }
 
     #[test]

@@ -9,6 +9,8 @@
 //! - [`escape`]: how `trace` and `slice` print the text a trace holds (names, argv) without
 //!   letting control characters act on a terminal or a prompt's structure.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 pub mod clock;
 pub mod escape;
 pub mod event;

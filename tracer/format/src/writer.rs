@@ -384,7 +384,8 @@ impl StreamWriter {
         if !self.room(MAX_EVENT_LEN) {
             return None;
         }
-        // SAFETY: pos and window - MAX_EVENT_LEN are inside the mapped window.
+        // SAFETY: room() left the window mapped at `base` with pos + MAX_EVENT_LEN <= until <=
+        // window, so both offsets (pos, and until - MAX_EVENT_LEN + 1 <= until) are inside it.
         let (pos, limit) = unsafe { (self.base.add(self.pos), self.base.add(self.until - MAX_EVENT_LEN + 1)) };
         self.lent = true;
         Some(RawCursor { pos, limit, last_ts: self.last_ts, calls: self.calls, returns: self.returns })
