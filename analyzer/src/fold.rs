@@ -36,6 +36,16 @@ pub const COMPREHENSIONS: [&str; 4] = ["<listcomp>", "<dictcomp>", "<setcomp>", 
 
 /// The fold-time class of a function (see [`FoldClass`]).
 pub fn fold_class(f: &Function) -> FoldClass {
+    if f.language == Language::Native {
+        // GoogleTest's per-test events: where a test's tree starts and ends (testrun::gtest).
+        return if f.qualname.starts_with(crate::testrun::gtest::TEST_START) {
+            FoldClass::TestBegin
+        } else if f.qualname.starts_with(crate::testrun::gtest::TEST_END) {
+            FoldClass::TestEnd
+        } else {
+            FoldClass::Visible
+        };
+    }
     if f.language != Language::Python {
         return FoldClass::Visible;
     }
@@ -417,6 +427,7 @@ pub fn load_trace(dir: &Path) -> Result<LoadedTrace, LoadError> {
             }
         };
         let mut trees = ProcessTrees { meta: p.meta.clone(), funcs, threads, times_estimated: p.times_estimated(), tests };
+        crate::testrun::gtest::read(&p.dir, &mut trees, &mut warnings);
         crate::testrun::libtest::read_from_trees(&mut trees);
         processes.push(trees);
     }

@@ -214,6 +214,9 @@ pub fn origin(f: &Function) -> Origin {
             Some(m) if !m.is_empty() && !crate::py_stdlib::is_stdlib_module(m) => Origin::SitePackages,
             _ => Origin::Stdlib,
         },
+        // GoogleTest (linked into the test binary, built with the program or from Debian's
+        // libgtest.a) is an installed test runner, wherever its source is.
+        Language::Native if crate::plumbing::native_package(f).as_deref() == Some(crate::plumbing::GOOGLETEST) => Origin::SitePackages,
         Language::Native => match (&file, native_name_origin(&f.qualname)) {
             (None, Some(o)) => o,
             _ => native_origin(file.as_deref(), f.object.as_deref()),

@@ -59,7 +59,20 @@ pub const FRAMEWORKS: &[&str] = &[
 /// package): plumbing for every prompt, also when the run's entry is the runner (`python -m
 /// pytest`), since a test's question is about the code under test. unittest's runner is in the
 /// standard library, hidden with it.
-pub const TEST_RUNNERS: &[&str] = &["pytest", "_pytest", "pluggy", "xdist", "execnet", "iniconfig", "_hypothesis_pytestplugin"];
+pub const TEST_RUNNERS: &[&str] = &["pytest", "_pytest", "pluggy", "xdist", "execnet", "iniconfig", "_hypothesis_pytestplugin", GOOGLETEST];
+
+/// GoogleTest's package name here (its C++ namespace is `testing`).
+pub const GOOGLETEST: &str = "googletest";
+
+/// The package of a native function, if it is one: GoogleTest by its namespace, a Rust crate
+/// by its path in cargo's registry.
+pub fn native_package(f: &crate::symbols::Function) -> Option<String> {
+    let q = f.qualname.trim_start_matches('<');
+    if q.starts_with("testing::") {
+        return Some(GOOGLETEST.to_string());
+    }
+    cargo_crate(&f.file.as_deref()?.to_string_lossy())
+}
 
 /// Whether a top-level package is a test runner or one of its plugins ([`TEST_RUNNERS`]).
 pub fn is_test_runner(package: &str) -> bool {
@@ -67,10 +80,15 @@ pub fn is_test_runner(package: &str) -> bool {
 }
 
 /// Whether a source file is a test module by its name: `test_*.py`, `*_test.py`,
-/// `conftest.py`, or any file under a `tests`/`test`/`testing` directory.
+/// `conftest.py`, C/C++ `test_*`/`*_test`/`*_unittest` sources, or any file under a
+/// `tests`/`test`/`testing` directory.
 pub fn is_test_file(path: &Path) -> bool {
     let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+    // C and C++ test sources by the usual names (`calc_test.cc`, `calc_unittest.cpp`, `test_calc.c`).
+    let (stem, ext) = name.rsplit_once('.').unwrap_or((&name, ""));
+    let c_like = matches!(ext, "c" | "cc" | "cpp" | "cxx" | "C");
     (name.starts_with("test_") && name.ends_with(".py"))
+        || (c_like && (stem.starts_with("test_") || stem.ends_with("_test") || stem.ends_with("_unittest")))
         || name.ends_with("_test.py")
         || name == "conftest.py"
         || path.parent().is_some_and(|d| d.components().any(|c| matches!(c.as_os_str().to_str(), Some("tests" | "test" | "testing"))))
@@ -145,7 +163,7 @@ impl Plumbing {
             return None;
         }
         let top = if f.language == crate::symbols::Language::Native {
-            cargo_crate(&f.file.as_deref()?.to_string_lossy())?
+            native_package(f)?
         } else {
             module_name(f, cwd).split('.').next()?.to_string()
         };

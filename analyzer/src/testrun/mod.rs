@@ -6,9 +6,10 @@
 //! cuts out a tree per test ([`crate::fold::fold_events_with_tests`]). Here: `--test` filters
 //! and what a prompt says of a test (this file), the spectrum ([`spectrum`]), state built by
 //! earlier tests ([`earlier`]), and `slice tests`' table ([`table`]); Rust test binaries' tests, read from the tree
-//! ([`libtest`]).
+//! ([`libtest`]), and GoogleTest binaries' ([`gtest`]).
 
 mod earlier;
+pub mod gtest;
 pub mod libtest;
 mod spectrum;
 mod table;

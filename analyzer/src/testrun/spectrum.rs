@@ -23,6 +23,13 @@ pub fn function_kinds(funcs: &[crate::symbols::Function], cwd: &std::path::Path)
             // unittest is a test runner too (its assertion helpers report failures: difflib).
             Origin::Stdlib if module_name(f, cwd).split('.').next() == Some("unittest") => FuncKind::Runner,
             Origin::Stdlib => FuncKind::Stdlib,
+            Origin::SitePackages if f.language == crate::symbols::Language::Native => {
+                if crate::plumbing::native_package(f).is_some_and(|p| crate::plumbing::is_test_runner(&p)) {
+                    FuncKind::Runner
+                } else {
+                    FuncKind::Other
+                }
+            }
             Origin::SitePackages if crate::plumbing::is_test_runner(module_name(f, cwd).split('.').next().unwrap_or_default()) => {
                 FuncKind::Runner
             }

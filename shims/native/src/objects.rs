@@ -113,6 +113,38 @@ fn is_cpython() -> bool {
     !unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"Py_IsInitialized".as_ptr()) }.is_null()
 }
 
+/// GoogleTest's runner (`testing::internal::UnitTestImpl`, mangled): a program that links it
+/// is a GoogleTest binary.
+const GTEST_RUNNER: &str = "_ZN7testing8internal12UnitTestImpl";
+
+/// Set when the program links GoogleTest ([`GTEST_RUNNER`]).
+static GTEST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The file in the process directory that GoogleTest writes its JSON report into.
+pub(crate) const GTEST_REPORT: &str = "gtest.json";
+
+/// A GoogleTest binary: have GoogleTest write its JSON report (every test's name, outcome,
+/// time and failure, as the runner reports them) into the process directory, through
+/// `GTEST_OUTPUT`, which it reads in `InitGoogleTest`, after this constructor. Not when the
+/// user asked for a report of their own; a value this shim set in a parent (the variable is
+/// inherited) is replaced. The process directory is made now, to hold it.
+fn ask_gtest_for_its_report() {
+    let root = crate::process::ROOT.load(Ordering::Acquire);
+    if root.is_null() {
+        return;
+    }
+    // SAFETY: set once by the constructor, never freed.
+    let root = unsafe { &*root };
+    let ours = format!("json:{}/", root.display());
+    if std::env::var("GTEST_OUTPUT").is_ok_and(|v| !v.starts_with(&ours)) {
+        return;
+    }
+    let Some(dir) = crate::process::ensure_process() else { return };
+    let Ok(value) = std::ffi::CString::new(format!("json:{}", dir.join(GTEST_REPORT).display())) else { return };
+    // SAFETY: in the constructor, before `main`: no other thread reads the environment yet.
+    unsafe { libc::setenv(c"GTEST_OUTPUT".as_ptr(), value.as_ptr(), 1) };
+}
+
 /// The constructor: read the mode and patch the objects loaded with the program.
 pub(crate) fn patch_at_start() {
     let mode = match std::env::var_os(ENV_PATCH) {
@@ -136,6 +168,9 @@ pub(crate) fn patch_at_start() {
     };
     if refused_only {
         crate::process::ensure_process();
+    }
+    if GTEST.load(Ordering::Acquire) {
+        ask_gtest_for_its_report();
     }
     let hooked = crate::loaderhook::install();
     if std::env::var_os("SLICE_TRACE_PATCH_VERBOSE").is_some() {
@@ -310,6 +345,9 @@ fn patch_objects(dlopened: bool, early: bool) {
                     let report = patch::patch_object(base, &syms);
                     if program {
                         note_program_main(base, &syms, &report);
+                        if syms.funcs.iter().any(|f| f.2.starts_with(GTEST_RUNNER)) {
+                            GTEST.store(true, Ordering::Release);
+                        }
                     }
                     (report, None)
                 }

@@ -1,9 +1,14 @@
-//! End-to-end: a Rust crate's tests recorded as tests (libtest, analyzer/src/testrun/libtest.rs)
-//! with `trace run -- cargo test`, the user's command unchanged: the example
+//! End-to-end: native test binaries' tests recorded as tests, the user's command unchanged.
+//!
+//! Rust (libtest, analyzer/src/testrun/libtest.rs) with `trace run -- cargo test`: the example
 //! `examples/rust/calc` (one planted bug: the mean divides by one too many) is built inside
 //! the run (the Rust toolchain itself is left alone, not recorded), each test thread is one
 //! test with libtest's name and outcome (a `#[should_panic]` test that panicked passed), and
 //! the failing test's prompt starts with its failure and holds the code it ran.
+//!
+//! GoogleTest (analyzer/src/testrun/gtest.rs): `examples/cpp/gtest` built against Debian's
+//! `libgtest-dev` (`.ci/run` installs it), each test cut out at the runner's events and named,
+//! judged and explained by GoogleTest's own report.
 
 use serde_json::Value;
 use slice_trace_e2e::{cmd, root, run, scratch, texts};
@@ -79,6 +84,62 @@ fn cargo_test_records_each_rust_test_as_a_test() {
     assert!(prompt.contains("    total(xs) / (xs.len() as i64 + 1)\n"), "the buggy line, whole:\n{prompt}");
     // Neither the other tests' code nor the panic's reporting (the hook, backtraces).
     for absent in ["calc::largest", "largest_of_nothing_panics", "panic_with_hook", "gimli", "miniz_oxide"] {
+        assert!(!prompt.contains(absent), "{absent} is not in the failing test's prompt:\n{prompt}");
+    }
+}
+
+#[test]
+fn a_googletest_binary_records_each_test_as_a_test() {
+    let s = scratch();
+    let src = root().join("examples/cpp/gtest");
+    let exe = s.path().join("calc_test");
+    let o = run(std::process::Command::new("g++")
+        .args(["-g", "-O0", "-o"])
+        .arg(&exe)
+        .arg(src.join("calc_test.cc"))
+        .arg(src.join("calc.cc"))
+        .args(["-lgtest", "-lgtest_main", "-pthread"]));
+    assert!(o.status.success(), "building the GoogleTest example needs libgtest-dev (apt-get install libgtest-dev): {:?}", texts(&o));
+    let plain = run(std::process::Command::new(&exe).current_dir(s.path()).env_remove("GTEST_OUTPUT"));
+    let t = s.path().join("gt.d");
+    let o = run(cmd("trace").current_dir(s.path()).env_remove("GTEST_OUTPUT").arg("run").arg("-o").arg(&t).arg("--").arg(&exe));
+    assert_eq!((o.status.code(), plain.status.code()), (Some(1), Some(1)), "a failing suite's status passes through: {:?}", texts(&o));
+    // The same tests ran with the same verdicts (GoogleTest's summary lines; times differ).
+    let verdicts =
+        |out: &str| -> Vec<String> { out.lines().filter(|l| l.starts_with("[  ") && !l.contains(" ms")).map(str::to_string).collect() };
+    assert_eq!(verdicts(&texts(&o).0), verdicts(&texts(&plain).0));
+    assert!(!s.path().join("test_detail.json").exists(), "GoogleTest's report went into the trace, not the working directory");
+
+    let json: Value = serde_json::from_str(&texts(&run(cmd("slice").args(["tests", "--format", "json"]).arg(&t))).0).unwrap();
+    let got: Vec<(String, String)> = json["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["id"].as_str().unwrap().to_string(), x["outcome"].as_str().unwrap().to_string()))
+        .collect();
+    let want = [
+        ("Parse.SkipsWords", "passed"),
+        ("Stats.MeanOfTwo", "failed"),
+        ("Stats.Skipped", "skipped"),
+        ("Small/Totals.CountsUp/0", "passed"),
+        ("Small/Totals.CountsUp/1", "passed"),
+    ];
+    assert_eq!(got, want.map(|(a, b)| (a.to_string(), b.to_string())), "in the order they ran: {json}");
+
+    let prompt = texts(&run(cmd("slice").args(["from-trace", "--test", "failed", "-q", "Why is the mean of 2 and 4 not 3?"]).arg(&t))).0;
+    let outcome = prompt.find("FAILED Stats.MeanOfTwo").unwrap_or_else(|| panic!("the failure is named:\n{prompt}"));
+    assert!(outcome < prompt.find("### Call tree").expect("a tree"), "{prompt}");
+    assert!(
+        prompt.contains("Expected equality of these values:\n  mean(parse(\"2,4\"))\n    Which is: 2\n  3\n"),
+        "GoogleTest's comparison, as it reports it:\n{prompt}"
+    );
+    assert!(prompt.contains("#### test Stats.MeanOfTwo\n"), "{prompt}");
+    for f in ["`mean(", "`total(", "`parse("] {
+        assert!(prompt.contains(&format!("#### {f}")), "{f}'s source:\n{prompt}");
+    }
+    assert!(prompt.contains("  return total(xs) / (long)(xs.size() + 1);\n"), "the buggy line:\n{prompt}");
+    // The runner is plumbing; the other tests' bodies are not this test's.
+    for absent in ["testing::internal::", "PrettyUnitTestResultPrinter", "Parse_SkipsWords_Test", "Totals_CountsUp_Test"] {
         assert!(!prompt.contains(absent), "{absent} is not in the failing test's prompt:\n{prompt}");
     }
 }
