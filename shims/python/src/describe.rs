@@ -198,35 +198,52 @@ fn absolute_file(file: &str, cwd: &Path) -> String {
 /// # Safety
 /// GIL held; `func` is a live `PyCFunction`. May call into CPython (the first time).
 pub unsafe fn cfunc_id(func: *mut PyObject) -> Option<u32> {
-    let cfn = ffi::PyCFunction_GetFunction(func)? as usize;
-    let owner = ffi::PyCFunction_GetSelf(func);
-    let owner_key = if owner.is_null() || ffi::PyModule_Check(owner) != 0 { owner as usize } else { ffi::Py_TYPE(owner) as usize };
+    // SAFETY: GIL held; `func` is a live PyCFunction (the contract).
+    let cfn = unsafe { ffi::PyCFunction_GetFunction(func) }? as usize;
+    // SAFETY: as above; a borrowed reference (or null), alive as long as `func`.
+    let owner = unsafe { ffi::PyCFunction_GetSelf(func) };
+    // SAFETY: GIL held; `owner` is live when not null.
+    let owner_key = if owner.is_null() || unsafe { ffi::PyModule_Check(owner) } != 0 {
+        owner as usize
+    } else {
+        unsafe { ffi::Py_TYPE(owner) as usize }
+    };
     let key = (cfn, owner_key);
-    if let Some(found) = with_proc(|p| p.cfuncs.get(&key).copied())? {
+    // SAFETY: GIL held; the closure calls no CPython.
+    if let Some(found) = unsafe { with_proc(|p| p.cfuncs.get(&key).copied()) }? {
         return Some(found);
     }
-    let id = with_proc(|p| {
-        p.next_id += 1;
-        p.next_id - 1
-    })?;
-    let py = Python::assume_attached();
-    let f = Bound::from_borrowed_ptr(py, func);
+    // SAFETY: as above.
+    let id = unsafe {
+        with_proc(|p| {
+            p.next_id += 1;
+            p.next_id - 1
+        })
+    }?;
+    // SAFETY: GIL held (the contract): this thread is attached.
+    let py = unsafe { Python::assume_attached() };
+    // SAFETY: `func` is live (the contract); `f` holds a reference of its own.
+    let f = unsafe { Bound::from_borrowed_ptr(py, func) };
     let qualname = f.getattr("__qualname__").and_then(|v| v.extract::<String>()).unwrap_or_else(|_| "?".into());
     let module = match f.getattr("__module__").and_then(|v| v.extract::<Option<String>>()) {
         Ok(Some(m)) => Some(m),
         _ => f.getattr("__self__").and_then(|s| s.get_type().getattr("__module__")).and_then(|m| m.extract::<String>()).ok(),
     };
-    let written = with_proc(|p| {
-        p.cfuncs.insert(key, id);
-        p.funcs
-            .append(&FuncRecord { id, kind: FuncKind::Builtin { module, qualname } })
-            .map_err(|e| format!("cannot write {}: {e}", p.dir.join(FUNCS_FILE).display()))
-    })?;
+    // SAFETY: GIL held; the closure calls no CPython (a file write).
+    let written = unsafe {
+        with_proc(|p| {
+            p.cfuncs.insert(key, id);
+            p.funcs
+                .append(&FuncRecord { id, kind: FuncKind::Builtin { module, qualname } })
+                .map_err(|e| format!("cannot write {}: {e}", p.dir.join(FUNCS_FILE).display()))
+        })
+    }?;
     match written {
         Ok(()) => Some(id),
         Err(e) => {
             warn(&e);
-            with_proc(|p| p.cfuncs.remove(&key));
+            // SAFETY: as above.
+            unsafe { with_proc(|p| p.cfuncs.remove(&key)) };
             None
         }
     }

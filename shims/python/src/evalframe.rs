@@ -45,54 +45,81 @@ pub unsafe fn install(minor: u32) -> bool {
     }
     // SAFETY: these functions have these signatures in 3.9-3.11 (`cpython/pystate.h`,
     // `cpython/ceval.h`; the frame argument is a pointer whose type differs by version).
-    let (Some(set), Some(get), Some(default)) = (
-        crate::runtime::lookup::<SetEvalFn>(&[c"_PyInterpreterState_SetEvalFrameFunc"]),
-        crate::runtime::lookup::<GetEvalFn>(&[c"_PyInterpreterState_GetEvalFrameFunc"]),
-        crate::runtime::lookup::<EvalFn>(&[c"_PyEval_EvalFrameDefault"]),
-    ) else {
+    let (Some(set), Some(get), Some(default)) = (unsafe {
+        (
+            crate::runtime::lookup::<SetEvalFn>(&[c"_PyInterpreterState_SetEvalFrameFunc"]),
+            crate::runtime::lookup::<GetEvalFn>(&[c"_PyInterpreterState_GetEvalFrameFunc"]),
+            crate::runtime::lookup::<EvalFn>(&[c"_PyEval_EvalFrameDefault"]),
+        )
+    }) else {
         return false;
     };
-    let interp = ffi::PyInterpreterState_Get();
-    if get(interp).map(|f| f as usize) != Some(default as usize) {
+    // SAFETY: GIL held (the contract): the current interpreter exists.
+    let interp = unsafe { ffi::PyInterpreterState_Get() };
+    // SAFETY: GIL held; `interp` is the current interpreter.
+    if unsafe { get(interp) }.map(|f| f as usize) != Some(default as usize) {
         return false;
     }
     let _ = DEFAULT.set(default);
+    // `minor` is the running interpreter's (the contract): 3.11's hook reads 3.11's frames.
     let hook: EvalFn = if minor == 11 { eval_311 } else { eval_39 };
-    set(interp, Some(hook));
+    // SAFETY: GIL held; `interp` is the current interpreter; the hook lives as long as the
+    // process and calls DEFAULT, set just above.
+    unsafe { set(interp, Some(hook)) };
     true
 }
 
 /// Run an entry; a frame resumed to raise (`throwflag`: a generator's `throw`/`close`) has its
 /// exception pending, set aside while the entry may call into CPython.
+///
+/// # Safety
+/// GIL held.
 #[inline(always)]
 unsafe fn enter(throwflag: c_int, f: impl FnOnce() -> bool) -> bool {
     if throwflag != 0 {
-        keeping_error(f)
+        // SAFETY: GIL held (the contract).
+        unsafe { keeping_error(f) }
     } else {
         f()
     }
 }
 
+/// CPython's own evaluation of `frame`.
+///
+/// # Safety
+/// The arguments of a frame-evaluation call, as CPython passed them to the hook.
 #[inline(always)]
 unsafe fn evaluate(tstate: *mut ffi::PyThreadState, frame: *mut c_void, throwflag: c_int) -> *mut PyObject {
     match DEFAULT.get() {
-        Some(f) => f(tstate, frame, throwflag),
+        // SAFETY: `f` is `_PyEval_EvalFrameDefault`, given the hook's own arguments (the
+        // contract), as the hook it replaces would have been.
+        Some(f) => unsafe { f(tstate, frame, throwflag) },
         None => std::ptr::null_mut(), // unreachable: installed only after DEFAULT is set
     }
 }
 
 /// 3.9 and 3.10: `frame` is a `PyFrameObject`. A generator's frame is only evaluated to run
 /// its body (creating it evaluates nothing), first with `f_lasti == -1`.
+///
+/// # Safety
+/// Called by CPython 3.9 or 3.10 as its frame-evaluation function (GIL held, a live frame
+/// object).
 unsafe extern "C" fn eval_39(tstate: *mut ffi::PyThreadState, frame: *mut c_void, throwflag: c_int) -> *mut PyObject {
     let f = frame as *mut PyObject;
-    let code = crate::runtime::PyFrame_GetCode(f);
-    let counted = !code.is_null() && enter(throwflag, || state::enter(code, |c| frame_started(f, c)));
+    // SAFETY: GIL held; `f` is a live frame object (the contract). A new reference, or null.
+    let code = unsafe { crate::runtime::PyFrame_GetCode(f) };
+    // SAFETY: GIL held; `code` is live (our reference) and `f` is live; with `throwflag` the
+    // pending exception is set aside before `frame_started` reads the frame.
+    let counted = !code.is_null() && unsafe { enter(throwflag, || state::enter(code, |c| frame_started(f, c))) };
     if !code.is_null() {
-        ffi::Py_DECREF(code);
+        // SAFETY: releases our reference, not used after.
+        unsafe { ffi::Py_DECREF(code) };
     }
-    let result = evaluate(tstate, frame, throwflag);
+    // SAFETY: the hook's own arguments (the contract).
+    let result = unsafe { evaluate(tstate, frame, throwflag) };
     if counted {
-        state::exit();
+        // SAFETY: GIL held (CPython's evaluation returns with it).
+        unsafe { state::exit() };
     }
     result
 }
@@ -101,30 +128,49 @@ unsafe extern "C" fn eval_39(tstate: *mut ffi::PyThreadState, frame: *mut c_void
 /// once on the thread's stack to create the generator (`RETURN_GENERATOR`), before any of its
 /// body runs: not recorded (a profile function sees nothing either). Its body then runs in the
 /// frame the generator owns, first from before its first `RESUME`.
+///
+/// # Safety
+/// Called by CPython 3.11 as its frame-evaluation function (GIL held, a live
+/// `_PyInterpreterFrame` whose layout is that of the headers read at build time).
 #[cfg(layout311)]
 unsafe extern "C" fn eval_311(tstate: *mut ffi::PyThreadState, frame: *mut c_void, throwflag: c_int) -> *mut PyObject {
     use layout311::*;
     let base = frame as *const u8;
-    // SAFETY: offsets of this version's struct fields, from its headers (build.rs).
-    let code = base.add(FRAME_CODE).cast::<*mut PyObject>().read();
-    let resumable = (code as *const u8).add(CODE_FLAGS).cast::<c_int>().read_unaligned() & CO_RESUMABLE != 0;
-    if resumable && *base.add(FRAME_OWNER) == FRAME_OWNED_BY_THREAD {
-        return evaluate(tstate, frame, throwflag);
+    // SAFETY: offsets of this version's struct fields, from its headers (build.rs): the
+    // frame's (aligned) code pointer, a live code object while the frame is.
+    let code = unsafe { base.add(FRAME_CODE).cast::<*mut PyObject>().read() };
+    // SAFETY: as above: the code object's `co_flags`.
+    let resumable = unsafe { (code as *const u8).add(CODE_FLAGS).cast::<c_int>().read_unaligned() } & CO_RESUMABLE != 0;
+    // SAFETY: as above: the frame's `owner` byte.
+    if resumable && unsafe { *base.add(FRAME_OWNER) } == FRAME_OWNED_BY_THREAD {
+        // SAFETY: the hook's own arguments (the contract).
+        return unsafe { evaluate(tstate, frame, throwflag) };
     }
     let started = |c: state::CodeId| {
-        let prev = base.add(FRAME_PREV_INSTR).cast::<*const u8>().read();
-        let units = (code as *const u8).add(CODE_UNITS);
-        (prev as isize - units as isize) > state::gen_start(c.id) as isize
+        // SAFETY: as above: the frame's `prev_instr`, and the start of the code's
+        // instructions (`co_code_adaptive`), both in live objects; GIL held for `gen_start`.
+        let prev = unsafe { base.add(FRAME_PREV_INSTR).cast::<*const u8>().read() };
+        // SAFETY: as above.
+        let units = unsafe { (code as *const u8).add(CODE_UNITS) };
+        // SAFETY: as above.
+        (prev as isize - units as isize) > unsafe { state::gen_start(c.id) } as isize
     };
-    let counted = enter(throwflag, || state::enter(code, started));
-    let result = evaluate(tstate, frame, throwflag);
+    // SAFETY: GIL held; `code` is live (the frame holds it); with `throwflag` the pending
+    // exception is set aside meanwhile.
+    let counted = unsafe { enter(throwflag, || state::enter(code, started)) };
+    // SAFETY: the hook's own arguments (the contract).
+    let result = unsafe { evaluate(tstate, frame, throwflag) };
     if counted {
-        state::exit();
+        // SAFETY: GIL held (CPython's evaluation returns with it).
+        unsafe { state::exit() };
     }
     result
 }
 
+/// # Safety
+/// As the other `eval_311` (never installed: `supported(11)` is false).
 #[cfg(not(layout311))]
 unsafe extern "C" fn eval_311(tstate: *mut ffi::PyThreadState, frame: *mut c_void, throwflag: c_int) -> *mut PyObject {
-    evaluate(tstate, frame, throwflag) // never installed: `supported(11)` is false
+    // SAFETY: the hook's own arguments (the contract).
+    unsafe { evaluate(tstate, frame, throwflag) } // never installed: `supported(11)` is false
 }

@@ -66,7 +66,7 @@ extern "C" fn child() {
 pub fn after_fork_child(py: Python<'_>) {
     let parent = FORKED_FROM.swap(0, Ordering::Relaxed);
     let Some(settings) = SETTINGS.get() else { return };
-    if parent == 0 || state::recording() {
+    if parent == 0 || state::recording(py) {
         return;
     }
     // Read the thread's name while not recording, so this is not recorded.

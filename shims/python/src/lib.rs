@@ -20,6 +20,8 @@
 //! Everything runs with the GIL held, except the thread-exit destructor (which only touches
 //! the registry of streams under its own lock) and the fork handler ([`fork`]).
 
+#![deny(unsafe_op_in_unsafe_fn)]
+
 mod describe;
 mod evalframe;
 mod fork;
@@ -57,7 +59,7 @@ static LINE_TRACE_MODE: AtomicBool = AtomicBool::new(false);
 /// recording started: it does not without `SLICE_TRACE_DIR`, nor in an unsupported interpreter.
 #[pyfunction]
 fn start(py: Python<'_>) -> PyResult<bool> {
-    if state::recording() {
+    if state::recording(py) {
         return Ok(true);
     }
     let Some(root) = std::env::var_os(ENV_TRACE_DIR).filter(|v| !v.is_empty()) else { return Ok(false) };
@@ -209,7 +211,7 @@ fn thread_entry(function: Bound<'_, PyAny>, args: Bound<'_, PyAny>, kwargs: Boun
     // `_name` (an instance attribute: no Python code runs), else the `name` property.
     let owner = function.getattr("__self__").ok();
     let name = owner.as_ref().and_then(|t| t.getattr("_name").or_else(|_| t.getattr("name")).ok()).and_then(|n| n.extract::<String>().ok());
-    if state::recording() {
+    if state::recording(function.py()) {
         let name = name.as_deref().unwrap_or("Thread");
         // SAFETY: GIL held.
         unsafe {
@@ -233,8 +235,8 @@ fn thread_entry(function: Bound<'_, PyAny>, args: Bound<'_, PyAny>, kwargs: Boun
 
 /// Tell whether this process is recording (for tests and `sitecustomize`).
 #[pyfunction]
-fn recording() -> bool {
-    state::recording()
+fn recording(py: Python<'_>) -> bool {
+    state::recording(py)
 }
 
 /// The directory this process records into (`<trace>/p<pid>[.<n>]`), or `None` when it does not

@@ -14,21 +14,30 @@ use crate::state;
 use pyo3::ffi::{self, PyObject};
 use std::ffi::c_int;
 
+/// The trace function.
+///
+/// # Safety
+/// Called by CPython as a `Py_tracefunc`: GIL held, `frame` the live frame of the event.
 unsafe extern "C" fn trace(_obj: *mut PyObject, frame: *mut PyObject, what: c_int, _arg: *mut PyObject) -> c_int {
     if what != PYTRACE_LINE {
         return 0;
     }
-    // SAFETY: CPython passes the live frame executing the line, with the GIL held.
-    let code = runtime::PyFrame_GetCode(frame);
+    // SAFETY: CPython passes the live frame executing the line, with the GIL held (the
+    // contract). A new reference, or null.
+    let code = unsafe { runtime::PyFrame_GetCode(frame) };
     if code.is_null() {
-        ffi::PyErr_Clear();
+        // SAFETY: GIL held.
+        unsafe { ffi::PyErr_Clear() };
         return 0;
     }
-    if let Ok(line) = u32::try_from(runtime::PyFrame_GetLineNumber(frame)) {
+    // SAFETY: as above.
+    if let Ok(line) = u32::try_from(unsafe { runtime::PyFrame_GetLineNumber(frame) }) {
         // Describing a new function may raise and clear: nothing is pending at a line event.
-        state::line(code, line, true);
+        // SAFETY: GIL held; `code` is live (our reference).
+        unsafe { state::line(code, line, true) };
     }
-    ffi::Py_DECREF(code);
+    // SAFETY: releases our reference, not used after.
+    unsafe { ffi::Py_DECREF(code) };
     0
 }
 
@@ -37,5 +46,6 @@ unsafe extern "C" fn trace(_obj: *mut PyObject, frame: *mut PyObject, what: c_in
 /// # Safety
 /// GIL held.
 pub unsafe fn install() {
-    runtime::PyEval_SetTrace(Some(trace), std::ptr::null_mut());
+    // SAFETY: GIL held (the contract); `trace` lives as long as the process.
+    unsafe { runtime::PyEval_SetTrace(Some(trace), std::ptr::null_mut()) };
 }

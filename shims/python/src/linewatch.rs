@@ -49,57 +49,79 @@ pub(crate) fn entries() -> u64 {
 /// lines are watched. A function whose lines are done turns its LINE events off; a watched
 /// one is counted ([`count_line_entry`]); any other costs a bit test. Every [`SWEEP_EVERY`]
 /// entries the current thread's frames are looked at.
+///
+/// # Safety
+/// GIL held; `code` is a live code object, `id` its id; not from a LINE callback of `code`.
 #[inline(always)]
 pub(crate) unsafe fn entered(code: *mut PyObject, id: Option<CodeId>) {
     let n = ENTRIES.load(Ordering::Relaxed) + 1;
     ENTRIES.store(n, Ordering::Relaxed);
     match id {
-        Some(c) if c.lines_done() => lines_finished(code, c.id),
-        Some(c) if c.watched() => count_line_entry(code, c.id, n),
+        // SAFETY: GIL held; `code` is live, `c.id` its id; an entry, not a LINE callback (the
+        // contract).
+        Some(c) if c.lines_done() => unsafe { lines_finished(code, c.id) },
+        // SAFETY: as above.
+        Some(c) if c.watched() => unsafe { count_line_entry(code, c.id, n) },
         _ => {}
     }
     if n % SWEEP_EVERY == 0 {
-        sweep_long_frames();
+        // SAFETY: GIL held (the contract).
+        unsafe { sweep_long_frames() };
     }
 }
 
 /// One more entry (the `n`th, [`ENTRIES`]) of function `id` while its LINE events are on: the
 /// last one allowed ([`LINE_ENTRIES`]) gives its unreported lines up.
+///
+/// # Safety
+/// As [`entered`].
 #[inline(never)]
 unsafe fn count_line_entry(code: *mut PyObject, id: u32, n: u64) {
-    let last = with_proc(|p| match p.line_entries.get_mut(id as usize) {
-        Some(left) if *left > 0 => {
-            *left -= 1;
-            if let Some(e) = p.last_entry.get_mut(id as usize) {
-                *e = n;
+    // SAFETY: GIL held (the contract); the closure calls no CPython.
+    let last = unsafe {
+        with_proc(|p| match p.line_entries.get_mut(id as usize) {
+            Some(left) if *left > 0 => {
+                *left -= 1;
+                if let Some(e) = p.last_entry.get_mut(id as usize) {
+                    *e = n;
+                }
+                *left == 0
             }
-            *left == 0
-        }
-        _ => false,
-    });
+            _ => false,
+        })
+    };
     if last == Some(true) {
-        give_up_lines(code, id);
+        // SAFETY: as for `with_proc`; `code` and `id` as the contract says.
+        unsafe { give_up_lines(code, id) };
     }
 }
 
 /// Give up the lines of the watched functions whose frames in the current thread have been
 /// running for [`LINE_FRAME_AGE`] entries since their function's last entry. Other threads'
 /// frames are left to their own sweeps.
+///
+/// # Safety
+/// GIL held; not from a LINE callback.
 #[cold]
 #[inline(never)]
 unsafe fn sweep_long_frames() {
-    let py = Python::assume_attached();
+    // SAFETY: GIL held (the contract): this thread is attached.
+    let py = unsafe { Python::assume_attached() };
     let Ok(sys) = py.import("sys") else { return };
     let Ok(mut frame) = sys.call_method1("_getframe", (0,)) else { return };
     let mut long = Vec::new();
     loop {
         if let Ok(code) = frame.getattr("f_code") {
-            if let Some(c) = cached_code_id(code.as_ptr()) {
-                let old = with_proc(|p| {
-                    let watched = p.line_entries.get(c.id as usize).is_some_and(|&n| n > 0);
-                    let last = p.last_entry.get(c.id as usize).copied().unwrap_or(u64::MAX);
-                    watched && entries().saturating_sub(last) >= LINE_FRAME_AGE
-                });
+            // SAFETY: GIL held; `code` is the frame's live code object (held by `code`).
+            if let Some(c) = unsafe { cached_code_id(code.as_ptr()) } {
+                // SAFETY: GIL held; the closure calls no CPython.
+                let old = unsafe {
+                    with_proc(|p| {
+                        let watched = p.line_entries.get(c.id as usize).is_some_and(|&n| n > 0);
+                        let last = p.last_entry.get(c.id as usize).copied().unwrap_or(u64::MAX);
+                        watched && entries().saturating_sub(last) >= LINE_FRAME_AGE
+                    })
+                };
                 if old == Some(true) {
                     long.push((code, c.id));
                 }
@@ -111,61 +133,89 @@ unsafe fn sweep_long_frames() {
         }
     }
     for (code, id) in long {
-        give_up_lines(code.as_ptr(), id);
+        // SAFETY: GIL held; `code` is live (held by `long`), `id` its id; not from a LINE
+        // callback (the contract).
+        unsafe { give_up_lines(code.as_ptr(), id) };
     }
 }
 
 /// Stop watching function `id`'s lines: no more entries counted, LINE events of `code` off.
+///
+/// # Safety
+/// GIL held; `code` is a live code object, `id` its id; not from a LINE callback of `code`.
 unsafe fn stop_watching(code: *mut PyObject, id: u32) {
-    with_proc(|p| p.line_entries.get_mut(id as usize).map(|n| *n = 0));
+    // SAFETY: GIL held (the contract); the closure calls no CPython.
+    unsafe { with_proc(|p| p.line_entries.get_mut(id as usize).map(|n| *n = 0)) };
     if let Some(rt) = runtime::get() {
-        let v = rt.extra(code);
+        // SAFETY: GIL held; `code` is a live code object (the contract).
+        let v = unsafe { rt.extra(code) };
         if v != 0 && (v >> 32) as u32 == GENERATION.load(Ordering::Relaxed) {
-            rt.set_extra(code, v & !(LINES_DONE_BIT | WATCHED_BIT));
+            // SAFETY: as above.
+            unsafe { rt.set_extra(code, v & !(LINES_DONE_BIT | WATCHED_BIT)) };
         }
     }
-    crate::monitoring::watch_lines(code, false);
+    // SAFETY: as above, and not from `code`'s LINE callback (the contract).
+    unsafe { crate::monitoring::watch_lines(code, false) };
 }
 
 /// Function `id` was entered [`LINE_ENTRIES`] times, or has a long-running frame: its lines
 /// still unreported are given up (line 0 in the stream: they are unknown, not "not run") and
 /// its LINE events turned off.
+///
+/// # Safety
+/// As [`stop_watching`].
 #[cold]
 #[inline(never)]
 unsafe fn give_up_lines(code: *mut PyObject, id: u32) {
-    let left = with_proc(|p| p.lines_left.get_mut(id as usize).map(std::mem::take)).flatten().unwrap_or_default();
+    // SAFETY: GIL held (the contract); the closure calls no CPython.
+    let left = unsafe { with_proc(|p| p.lines_left.get_mut(id as usize).map(std::mem::take)) }.flatten().unwrap_or_default();
     if !left.is_empty() {
-        if let Some(rec) = current(None) {
-            writer(rec).line(id, 0);
+        // SAFETY: GIL held.
+        if let Some(rec) = unsafe { current(None) } {
+            // SAFETY: this thread's current record, just looked up; one write.
+            unsafe { writer(rec) }.line(id, 0);
         }
     }
-    stop_watching(code, id);
+    // SAFETY: as the contract says.
+    unsafe { stop_watching(code, id) };
 }
 
 /// Every code line of `code` has been reported: turn its LINE events off (this removes the
 /// line starts CPython never reports, which would otherwise cost on every execution).
+///
+/// # Safety
+/// As [`stop_watching`].
 #[cold]
 #[inline(never)]
 pub(crate) unsafe fn lines_finished(code: *mut PyObject, id: u32) {
-    stop_watching(code, id);
+    // SAFETY: as the contract says.
+    unsafe { stop_watching(code, id) };
 }
 
 /// A line of function `id` (code object `code`) was reported through `sys.monitoring`: once
 /// none of its code lines is left, flag the code object so that its next entry turns its
 /// LINE events off. Not from the LINE callback itself: the instruction that reported is
 /// still running.
+///
+/// # Safety
+/// GIL held; `code` is a live code object, `id` its id.
 pub(crate) unsafe fn line_reported(code: *mut PyObject, id: u32, line: u32) {
-    let done = with_proc(|p| {
-        let left = p.lines_left.get_mut(id as usize)?;
-        let i = left.binary_search(&line).ok()?;
-        left.remove(i);
-        Some(left.is_empty())
-    });
+    // SAFETY: GIL held (the contract); the closure calls no CPython.
+    let done = unsafe {
+        with_proc(|p| {
+            let left = p.lines_left.get_mut(id as usize)?;
+            let i = left.binary_search(&line).ok()?;
+            left.remove(i);
+            Some(left.is_empty())
+        })
+    };
     if done.flatten() == Some(true) {
         if let Some(rt) = runtime::get() {
-            let v = rt.extra(code);
+            // SAFETY: GIL held; `code` is a live code object (the contract).
+            let v = unsafe { rt.extra(code) };
             if v != 0 && (v >> 32) as u32 == GENERATION.load(Ordering::Relaxed) {
-                rt.set_extra(code, v | LINES_DONE_BIT);
+                // SAFETY: as above.
+                unsafe { rt.set_extra(code, v | LINES_DONE_BIT) };
             }
         }
     }

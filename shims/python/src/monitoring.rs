@@ -38,54 +38,107 @@ static LOCAL_LINES: OnceLock<(Py<PyAny>, u32)> = OnceLock::new();
 /// `None`, the callbacks' result. Not incremented: the callbacks only run on 3.12+, where
 /// `None` is immortal (CPython's decrement of the result leaves it untouched), and the
 /// stable ABI's `Py_IncRef` is a function call per event.
+///
+/// # Safety
+/// GIL held (3.12+).
 #[inline(always)]
 unsafe fn none() -> *mut PyObject {
-    ffi::Py_None()
+    // SAFETY: GIL held (the contract); `None` is a static object.
+    unsafe { ffi::Py_None() }
 }
 
+/// Argument `i` (0 or more) of a callback, if it has one.
+///
+/// # Safety
+/// `args` holds `nargs` object pointers (a METH_FASTCALL call's arguments).
 #[inline(always)]
 unsafe fn arg(args: *const *mut PyObject, nargs: Py_ssize_t, i: isize) -> Option<*mut PyObject> {
-    (i < nargs).then(|| *args.offset(i))
+    // SAFETY: 0 <= i < nargs, and `args` holds `nargs` pointers (the contract).
+    (i < nargs).then(|| unsafe { *args.offset(i) })
 }
 
+// The callbacks below are `METH_FASTCALL` C functions (see `callback`): CPython calls them with
+// the GIL held, `args` holding `nargs` live objects (the event's arguments, as
+// `sys.monitoring` documents them per event), on 3.12 or later. That is each one's `# Safety`.
+
+/// PY_START(code, instruction_offset): a call.
+///
+/// # Safety
+/// A `sys.monitoring` callback's call (above).
 unsafe extern "C" fn on_start(_: *mut PyObject, args: *const *mut PyObject, nargs: Py_ssize_t) -> *mut PyObject {
-    if let Some(code) = arg(args, nargs, 0) {
-        state::enter(code, |_| false);
+    // SAFETY: `args` holds `nargs` pointers (the contract).
+    if let Some(code) = unsafe { arg(args, nargs, 0) } {
+        // SAFETY: GIL held; `code` is the live code object of the event.
+        unsafe { state::enter(code, |_| false) };
     }
-    none()
+    // SAFETY: GIL held.
+    unsafe { none() }
 }
 
+/// PY_RESUME(code, instruction_offset): a resumption.
+///
+/// # Safety
+/// A `sys.monitoring` callback's call (above).
 unsafe extern "C" fn on_resume(_: *mut PyObject, args: *const *mut PyObject, nargs: Py_ssize_t) -> *mut PyObject {
-    if let Some(code) = arg(args, nargs, 0) {
-        state::enter(code, |_| true);
+    // SAFETY: `args` holds `nargs` pointers (the contract).
+    if let Some(code) = unsafe { arg(args, nargs, 0) } {
+        // SAFETY: GIL held; `code` is the live code object of the event.
+        unsafe { state::enter(code, |_| true) };
     }
-    none()
+    // SAFETY: GIL held.
+    unsafe { none() }
 }
 
+/// PY_THROW(code, instruction_offset, exception): a resumption, or a call into a generator
+/// that never started.
+///
+/// # Safety
+/// A `sys.monitoring` callback's call (above).
 unsafe extern "C" fn on_throw(_: *mut PyObject, args: *const *mut PyObject, nargs: Py_ssize_t) -> *mut PyObject {
-    if let (Some(code), Some(offset)) = (arg(args, nargs, 0), arg(args, nargs, 1)) {
-        let off = ffi::PyLong_AsLongLong(offset);
-        if off == -1 && !ffi::PyErr_Occurred().is_null() {
-            ffi::PyErr_Clear();
+    // SAFETY: `args` holds `nargs` pointers (the contract).
+    if let (Some(code), Some(offset)) = unsafe { (arg(args, nargs, 0), arg(args, nargs, 1)) } {
+        // SAFETY: GIL held; `offset` is the event's live int.
+        let off = unsafe { ffi::PyLong_AsLongLong(offset) };
+        // SAFETY: GIL held.
+        if off == -1 && !unsafe { ffi::PyErr_Occurred() }.is_null() {
+            // SAFETY: GIL held.
+            unsafe { ffi::PyErr_Clear() };
         }
         // A frame that never started reports an offset before its first RESUME.
-        state::enter(code, |c| off > state::gen_start(c.id));
+        // SAFETY: GIL held; `code` is the live code object of the event.
+        unsafe { state::enter(code, |c| off > state::gen_start(c.id)) };
     }
-    none()
+    // SAFETY: GIL held.
+    unsafe { none() }
 }
 
+/// PY_RETURN, PY_YIELD, PY_UNWIND: an exit.
+///
+/// # Safety
+/// A `sys.monitoring` callback's call (above).
 unsafe extern "C" fn on_exit(_: *mut PyObject, _: *const *mut PyObject, _: Py_ssize_t) -> *mut PyObject {
-    state::exit();
-    none()
+    // SAFETY: GIL held (the contract).
+    unsafe { state::exit() };
+    // SAFETY: GIL held.
+    unsafe { none() }
 }
 
+/// LINE(code, line_number): an executed line.
+///
+/// # Safety
+/// A `sys.monitoring` callback's call (above).
 unsafe extern "C" fn on_line(_: *mut PyObject, args: *const *mut PyObject, nargs: Py_ssize_t) -> *mut PyObject {
-    if let (Some(code), Some(line)) = (arg(args, nargs, 0), arg(args, nargs, 1)) {
-        let n = ffi::PyLong_AsLong(line);
-        if n == -1 && !ffi::PyErr_Occurred().is_null() {
-            ffi::PyErr_Clear();
+    // SAFETY: `args` holds `nargs` pointers (the contract).
+    if let (Some(code), Some(line)) = unsafe { (arg(args, nargs, 0), arg(args, nargs, 1)) } {
+        // SAFETY: GIL held; `line` is the event's live int.
+        let n = unsafe { ffi::PyLong_AsLong(line) };
+        // SAFETY: GIL held.
+        if n == -1 && !unsafe { ffi::PyErr_Occurred() }.is_null() {
+            // SAFETY: GIL held.
+            unsafe { ffi::PyErr_Clear() };
         } else if let Ok(n) = u32::try_from(n) {
-            state::line(code, n, false);
+            // SAFETY: GIL held; `code` is the live code object of the event.
+            unsafe { state::line(code, n, false) };
         }
     }
     match DISABLE.get() {
@@ -93,50 +146,86 @@ unsafe extern "C" fn on_line(_: *mut PyObject, args: *const *mut PyObject, nargs
             // A new reference, as a callback's result is: CPython compares it with DISABLE,
             // then releases it. Once per line location, so the call does not matter.
             let d = d as *mut PyObject;
-            ffi::Py_IncRef(d);
+            // SAFETY: GIL held; `DISABLE` is `sys.monitoring.DISABLE`, which the module keeps
+            // alive.
+            unsafe { ffi::Py_IncRef(d) };
             d
         }
-        None => none(),
+        // SAFETY: GIL held.
+        None => unsafe { none() },
     }
 }
 
 /// Whether CALL/C_RETURN/C_RAISE of `callable` (with first argument `arg0`) is a C call we
 /// record: a builtin function, or a method descriptor called with its object.
+///
+/// # Safety
+/// GIL held; `callable` is a live object.
 unsafe fn is_c_call(callable: *mut PyObject, arg0: *mut PyObject) -> bool {
-    if ffi::PyCFunction_Check(callable) != 0 {
+    // SAFETY: GIL held; `callable` is live (the contract).
+    if unsafe { ffi::PyCFunction_Check(callable) } != 0 {
         return true;
     }
-    CALL_TYPES.get().is_some_and(|t| ffi::Py_TYPE(callable) as usize == t.method_descriptor && arg0 as usize != t.missing)
+    // SAFETY: as above (`arg0` is only compared).
+    CALL_TYPES.get().is_some_and(|t| unsafe { ffi::Py_TYPE(callable) } as usize == t.method_descriptor && arg0 as usize != t.missing)
 }
 
+/// CALL(code, instruction_offset, callable, arg0): a call about to be made; with `--c-calls`,
+/// one of a C function is recorded.
+///
+/// # Safety
+/// A `sys.monitoring` callback's call (above).
 unsafe extern "C" fn on_call(_: *mut PyObject, args: *const *mut PyObject, nargs: Py_ssize_t) -> *mut PyObject {
-    let (Some(callable), Some(arg0)) = (arg(args, nargs, 2), arg(args, nargs, 3)) else { return none() };
-    if !is_c_call(callable, arg0) {
-        return none();
+    // SAFETY: `args` holds `nargs` pointers (the contract).
+    let (Some(callable), Some(arg0)) = (unsafe { (arg(args, nargs, 2), arg(args, nargs, 3)) }) else {
+        // SAFETY: GIL held.
+        return unsafe { none() };
+    };
+    // SAFETY: GIL held; `callable` is the event's live callable.
+    if !unsafe { is_c_call(callable, arg0) } {
+        // SAFETY: GIL held.
+        return unsafe { none() };
     }
-    if ffi::PyCFunction_Check(callable) != 0 {
-        state::enter_c(callable);
+    // SAFETY: as above.
+    if unsafe { ffi::PyCFunction_Check(callable) } != 0 {
+        // SAFETY: GIL held; `callable` is a live PyCFunction (checked).
+        unsafe { state::enter_c(callable) };
     } else {
         // Bind the descriptor (`str.join` to its string) to name it like a bound builtin.
-        let py = Python::assume_attached();
-        let obj = Bound::from_borrowed_ptr(py, arg0);
-        let bound = Bound::from_borrowed_ptr(py, callable).call_method1("__get__", (&obj, obj.get_type()));
+        // SAFETY: GIL held (the contract): this thread is attached.
+        let py = unsafe { Python::assume_attached() };
+        // SAFETY: `arg0` is the event's live first argument (not MISSING: `is_c_call`).
+        let obj = unsafe { Bound::from_borrowed_ptr(py, arg0) };
+        // SAFETY: `callable` is the event's live callable.
+        let bound = unsafe { Bound::from_borrowed_ptr(py, callable) }.call_method1("__get__", (&obj, obj.get_type()));
         match bound {
-            Ok(b) if ffi::PyCFunction_Check(b.as_ptr()) != 0 => state::enter_c(b.as_ptr()),
-            Ok(_) => state::enter_c(std::ptr::null_mut()),
-            Err(_) => state::enter_c(std::ptr::null_mut()),
+            // SAFETY: GIL held; `b` is live (held by `bound`) and a PyCFunction (checked).
+            Ok(b) if unsafe { ffi::PyCFunction_Check(b.as_ptr()) } != 0 => unsafe { state::enter_c(b.as_ptr()) },
+            // SAFETY: GIL held; null is an entry that cannot be named.
+            Ok(_) => unsafe { state::enter_c(std::ptr::null_mut()) },
+            // SAFETY: as above.
+            Err(_) => unsafe { state::enter_c(std::ptr::null_mut()) },
         }
     }
-    none()
+    // SAFETY: GIL held.
+    unsafe { none() }
 }
 
+/// C_RETURN, C_RAISE(code, instruction_offset, callable, arg0): the exit of a C call.
+///
+/// # Safety
+/// A `sys.monitoring` callback's call (above).
 unsafe extern "C" fn on_c_exit(_: *mut PyObject, args: *const *mut PyObject, nargs: Py_ssize_t) -> *mut PyObject {
-    if let (Some(callable), Some(arg0)) = (arg(args, nargs, 2), arg(args, nargs, 3)) {
-        if is_c_call(callable, arg0) {
-            state::exit();
+    // SAFETY: `args` holds `nargs` pointers (the contract).
+    if let (Some(callable), Some(arg0)) = unsafe { (arg(args, nargs, 2), arg(args, nargs, 3)) } {
+        // SAFETY: GIL held; `callable` is the event's live callable.
+        if unsafe { is_c_call(callable, arg0) } {
+            // SAFETY: GIL held.
+            unsafe { state::exit() };
         }
     }
-    none()
+    // SAFETY: GIL held.
+    unsafe { none() }
 }
 
 /// A Python callable for a C callback.
@@ -221,8 +310,10 @@ pub fn install(py: Python<'_>, want: Events) -> PyResult<bool> {
 /// GIL held; `code` is a live code object; not called from the LINE callback of `code`.
 pub unsafe fn watch_lines(code: *mut PyObject, on: bool) {
     let Some((set_local, line)) = LOCAL_LINES.get() else { return };
-    let py = Python::assume_attached();
-    let code = Bound::from_borrowed_ptr(py, code);
+    // SAFETY: GIL held (the contract): this thread is attached.
+    let py = unsafe { Python::assume_attached() };
+    // SAFETY: `code` is a live code object (the contract).
+    let code = unsafe { Bound::from_borrowed_ptr(py, code) };
     if let Err(e) = set_local.bind(py).call1((TOOL_ID, code, if on { *line } else { 0 })) {
         warn(&format!("sys.monitoring.set_local_events failed ({e}); some executed lines may be missing"));
     }

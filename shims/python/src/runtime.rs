@@ -72,15 +72,23 @@ pub fn get() -> Option<&'static Runtime> {
 pub unsafe fn lookup<T: Copy>(names: &[&CStr]) -> Option<T> {
     assert_eq!(std::mem::size_of::<T>(), std::mem::size_of::<*mut c_void>());
     for name in names {
-        let p = libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr());
+        // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name only reads the loader's
+        // tables.
+        let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
         if !p.is_null() {
-            // SAFETY: a non-null symbol address, of the type the caller names.
-            return Some(std::mem::transmute_copy::<*mut c_void, T>(&p));
+            // SAFETY: a non-null symbol address, of the function pointer type `T` the caller
+            // names (the contract), which has the size of a pointer (asserted).
+            return Some(unsafe { std::mem::transmute_copy::<*mut c_void, T>(&p) });
         }
     }
     None
 }
 
+/// The free function of our `co_extra` slot: the slot holds an integer, nothing to free.
+///
+/// # Safety
+/// None (CPython calls it with the slot's value, which it ignores); `unsafe` only for the
+/// function pointer type CPython's API asks for.
 unsafe extern "C" fn free_extra(_: *mut c_void) {}
 
 /// Whether this interpreter can be recorded, and if not why (for the warning).
@@ -134,8 +142,11 @@ impl Runtime {
     #[inline(always)]
     pub unsafe fn extra(&self, code: *mut PyObject) -> u64 {
         let mut v: *mut c_void = std::ptr::null_mut();
-        if self.extra_index < 0 || (self.get_extra)(code, self.extra_index, &mut v) != 0 {
-            ffi::PyErr_Clear();
+        // SAFETY: GIL held; `code` is a live code object (the contract); the index is ours
+        // (requested at `init`); the value is written to our local.
+        if self.extra_index < 0 || unsafe { (self.get_extra)(code, self.extra_index, &mut v) } != 0 {
+            // SAFETY: GIL held.
+            unsafe { ffi::PyErr_Clear() };
             return 0;
         }
         v as usize as u64
@@ -144,8 +155,11 @@ impl Runtime {
     /// # Safety
     /// GIL held; `code` is a live code object.
     pub unsafe fn set_extra(&self, code: *mut PyObject, value: u64) {
-        if self.extra_index >= 0 && (self.set_extra)(code, self.extra_index, value as usize as *mut c_void) != 0 {
-            ffi::PyErr_Clear();
+        // SAFETY: GIL held; `code` is a live code object (the contract); the index is ours,
+        // and its free function ignores the value (an integer, not a pointer).
+        if self.extra_index >= 0 && unsafe { (self.set_extra)(code, self.extra_index, value as usize as *mut c_void) } != 0 {
+            // SAFETY: GIL held.
+            unsafe { ffi::PyErr_Clear() };
         }
     }
 }

@@ -30,10 +30,14 @@ impl<T> GilCell<T> {
         GilCell(UnsafeCell::new(v))
     }
     /// # Safety
-    /// GIL held, and the reference is not kept across a call into CPython.
+    /// GIL held (or the only thread of a forked child, in the fork handler), and the reference
+    /// is not kept across a call into CPython (which may run Python code that re-enters the
+    /// shim and takes its own).
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn get(&self) -> &mut T {
-        &mut *self.0.get()
+        // SAFETY: the GIL serialises the threads, and on this thread no other reference is
+        // alive: each is dropped before anything that could re-enter (the contract).
+        unsafe { &mut *self.0.get() }
     }
 }
 
@@ -84,23 +88,28 @@ static IN_LINE_EVENT: AtomicBool = AtomicBool::new(false);
 /// Bumped in every forked child: ids cached in `co_extra` by an earlier generation are stale.
 pub static GENERATION: AtomicU32 = AtomicU32::new(1);
 
-/// Run `f` on the process state, if recording. `f` must not call into CPython.
+/// Run `f` on the process state, if recording.
 ///
 /// # Safety
-/// GIL held.
+/// GIL held, and `f` does not call into CPython (nothing re-enters while it holds the state).
 #[inline(always)]
 pub unsafe fn with_proc<R>(f: impl FnOnce(&mut Proc) -> R) -> Option<R> {
-    PROC.get().as_mut().map(f)
+    // SAFETY: GIL held, and the reference lives only while `f` runs, which cannot re-enter
+    // (the contract).
+    unsafe { PROC.get() }.as_mut().map(f)
 }
 
 /// # Safety
-/// GIL held (or the only thread of a forked child).
+/// GIL held (or the only thread of a forked child, in the fork handler).
 pub unsafe fn set_proc(p: Option<Proc>) -> Option<Proc> {
-    std::mem::replace(PROC.get(), p)
+    // SAFETY: GIL held or no other thread (the contract); the reference lives for the swap.
+    std::mem::replace(unsafe { PROC.get() }, p)
 }
 
-pub fn recording() -> bool {
-    // SAFETY: a read of the option's discriminant by a caller holding the GIL.
+/// Whether this process records (`py`: the GIL is held).
+pub fn recording(py: Python<'_>) -> bool {
+    let _ = py;
+    // SAFETY: GIL held (`py`); the reference lives for the read.
     unsafe { PROC.get().is_some() }
 }
 
@@ -185,33 +194,46 @@ thread_local! {
 /// Creating it calls no CPython function.
 ///
 /// # Safety
-/// GIL held. The reference is not kept across a call into CPython (look it up again).
+/// GIL held. The record stays valid on this thread until the thread exits (a forked child
+/// leaks the parent's), but after a call that may run Python code (which may fork) it may no
+/// longer be the thread's current one: look it up again before writing.
 #[inline(always)]
 pub unsafe fn current(name: Option<&str>) -> Option<&'static ThreadRec> {
     let rec = CURRENT.with(|c| c.get());
     if !rec.is_null() {
-        return Some(&*rec);
+        // SAFETY: CURRENT holds this thread's record, leaked from a Box by `new_thread_rec`
+        // and freed only by the thread's exit guard, which nulls CURRENT first.
+        return Some(unsafe { &*rec });
     }
-    new_thread_rec(name)
+    // SAFETY: GIL held (the contract).
+    unsafe { new_thread_rec(name) }
 }
 
 /// The current thread's stream, created on first use.
 ///
 /// # Safety
-/// As [`current`]; nothing else holds a reference to this thread's writer.
+/// As [`current`]; nothing else holds a reference to this thread's writer (each caller uses
+/// it for one write and calls nothing that could re-enter meanwhile).
 #[inline(always)]
 #[allow(clippy::mut_from_ref)]
 pub unsafe fn writer(rec: &ThreadRec) -> &mut StreamWriter {
-    &mut *rec.writer.get()
+    // SAFETY: the writer is only used by its thread, with the GIL held, and no other reference
+    // to it is alive (the contract).
+    unsafe { &mut *rec.writer.get() }
 }
 
+/// # Safety
+/// GIL held.
 #[cold]
 #[inline(never)]
 unsafe fn new_thread_rec(name: Option<&str>) -> Option<&'static ThreadRec> {
-    let (pid, seq, dir) = with_proc(|p| {
-        p.thread_seq += 1;
-        (p.pid, p.thread_seq - 1, p.dir.clone())
-    })?;
+    // SAFETY: GIL held (the contract); the closure calls no CPython.
+    let (pid, seq, dir) = unsafe {
+        with_proc(|p| {
+            p.thread_seq += 1;
+            (p.pid, p.thread_seq - 1, p.dir.clone())
+        })
+    }?;
     let tid = gettid();
     let path = dir.join(stream_file_name(tid, seq));
     let mut w = match StreamWriter::create(&path, FLAG_PYTHON, pid, tid, monotonic_ns(), DEFAULT_WINDOW) {
@@ -223,7 +245,8 @@ unsafe fn new_thread_rec(name: Option<&str>) -> Option<&'static ThreadRec> {
     };
     let name = match name {
         Some(n) => n.to_string(),
-        None if libc::getpid() as u64 == tid => "MainThread".to_string(),
+        // SAFETY: getpid has no preconditions and cannot fail.
+        None if unsafe { libc::getpid() } as u64 == tid => "MainThread".to_string(),
         None => format!("Thread-{tid}"),
     };
     w.thread_name(&name);
@@ -232,7 +255,8 @@ unsafe fn new_thread_rec(name: Option<&str>) -> Option<&'static ThreadRec> {
     CURRENT.with(|c| c.set(rec));
     // Touch the guard so its destructor runs at thread exit.
     GUARD.with(|_| {});
-    Some(&*rec)
+    // SAFETY: just leaked from a Box; freed only by this thread's exit guard.
+    Some(unsafe { &*rec })
 }
 
 /// A warning on stderr. Never `eprintln!`: it panics when stderr fails (a closed pipe), and
@@ -293,9 +317,11 @@ const ID_MASK: u64 = WATCHED_BIT - 1;
 /// GIL held; `code` is a live code object. May call into CPython (the first time).
 #[inline(always)]
 pub unsafe fn code_id(code: *mut PyObject) -> Option<CodeId> {
-    match cached_code_id(code) {
+    // SAFETY: GIL held; `code` is a live code object (the contract).
+    match unsafe { cached_code_id(code) } {
         Some(c) => Some(c),
-        None => new_code_id(runtime::get()?, code),
+        // SAFETY: as above.
+        None => unsafe { new_code_id(runtime::get()?, code) },
     }
 }
 
@@ -305,7 +331,8 @@ pub unsafe fn code_id(code: *mut PyObject) -> Option<CodeId> {
 /// GIL held; `code` is a live code object.
 #[inline(always)]
 pub(crate) unsafe fn cached_code_id(code: *mut PyObject) -> Option<CodeId> {
-    let v = runtime::get()?.extra(code);
+    // SAFETY: GIL held; `code` is a live code object (the contract).
+    let v = unsafe { runtime::get()?.extra(code) };
     if v != 0 && (v >> 32) as u32 == GENERATION.load(Ordering::Relaxed) {
         let low = v & 0xffff_ffff;
         return Some(CodeId { id: (low & ID_MASK) as u32 - 1, flags: (low & !ID_MASK) as u32 });
@@ -313,21 +340,29 @@ pub(crate) unsafe fn cached_code_id(code: *mut PyObject) -> Option<CodeId> {
     None
 }
 
+/// # Safety
+/// GIL held; `code` is a live code object. Calls into CPython.
 #[cold]
 #[inline(never)]
 unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<CodeId> {
     let generation = GENERATION.load(Ordering::Relaxed);
     // Reserve the id first: describing calls into Python, which may re-enter the shim.
-    let (id, cwd, mode) = with_proc(|p| {
-        p.next_id += 1;
-        (p.next_id - 1, p.cwd.clone(), p.lines)
-    })?;
+    // SAFETY: GIL held (the contract); the closure calls no CPython.
+    let (id, cwd, mode) = unsafe {
+        with_proc(|p| {
+            p.next_id += 1;
+            (p.next_id - 1, p.cwd.clone(), p.lines)
+        })
+    }?;
     let lines = mode != LineMode::Off;
     if id >= ID_MASK as u32 - 1 {
         return None;
     }
-    let py = Python::assume_attached();
-    let code_obj = Bound::from_borrowed_ptr(py, code);
+    // SAFETY: GIL held (the contract): this thread is attached.
+    let py = unsafe { Python::assume_attached() };
+    // SAFETY: `code` is a live object (the contract); the new reference is released when
+    // `code_obj` is dropped.
+    let code_obj = unsafe { Bound::from_borrowed_ptr(py, code) };
     let desc = describe_code(&code_obj, &cwd, lines);
     let start = if desc.resumable { Some(first_resume_offset(&code_obj, rt.resume_opcode)) } else { None };
     if GENERATION.load(Ordering::Relaxed) != generation {
@@ -337,39 +372,47 @@ unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<Code
         FuncKind::Python { code_lines: Some(l), .. } if mode == LineMode::Monitoring && !l.is_empty() => Some(l.clone()),
         _ => None,
     };
-    let written = with_proc(|p| {
-        if let Some(s) = start {
-            p.gen_start.insert(id, s);
-        }
-        if let Some(l) = &watch {
-            let i = id as usize;
-            if p.lines_left.len() <= i {
-                p.lines_left.resize_with(i + 1, Vec::new);
+    // SAFETY: GIL held (the contract); the closure calls no CPython (file writes only).
+    let written = unsafe {
+        with_proc(|p| {
+            if let Some(s) = start {
+                p.gen_start.insert(id, s);
             }
-            p.lines_left[i] = l.clone();
-            if p.line_entries.len() <= i {
-                p.line_entries.resize(i + 1, 0);
+            if let Some(l) = &watch {
+                let i = id as usize;
+                if p.lines_left.len() <= i {
+                    p.lines_left.resize_with(i + 1, Vec::new);
+                }
+                p.lines_left[i] = l.clone();
+                if p.line_entries.len() <= i {
+                    p.line_entries.resize(i + 1, 0);
+                }
+                p.line_entries[i] = linewatch::LINE_ENTRIES;
+                linewatch::LINES_WATCHED.store(true, Ordering::Relaxed);
+                if p.last_entry.len() <= i {
+                    p.last_entry.resize(i + 1, 0);
+                }
+                p.last_entry[i] = linewatch::entries();
             }
-            p.line_entries[i] = linewatch::LINE_ENTRIES;
-            linewatch::LINES_WATCHED.store(true, Ordering::Relaxed);
-            if p.last_entry.len() <= i {
-                p.last_entry.resize(i + 1, 0);
-            }
-            p.last_entry[i] = linewatch::entries();
-        }
-        p.funcs.append(&FuncRecord { id, kind: desc.kind }).map_err(|e| format!("cannot write {}: {e}", p.dir.join(FUNCS_FILE).display()))
-    })?;
+            p.funcs
+                .append(&FuncRecord { id, kind: desc.kind })
+                .map_err(|e| format!("cannot write {}: {e}", p.dir.join(FUNCS_FILE).display()))
+        })
+    }?;
     if let Err(e) = written {
         warn(&e);
         return None;
     }
     let flag = if desc.resumable { RESUMABLE_BIT } else { 0 } | if watch.is_some() { WATCHED_BIT } else { 0 };
-    rt.set_extra(code, ((generation as u64) << 32) | flag | (id as u64 + 1));
+    // SAFETY: GIL held; `code` is a live code object (the contract).
+    unsafe { rt.set_extra(code, ((generation as u64) << 32) | flag | (id as u64 + 1)) };
     if watch.is_some() && !IN_LINE_EVENT.load(Ordering::Relaxed) {
         // LINE events are asked for per code object, so that they can be turned off again
         // once every code line has been reported (see `line_reported`). A code object first
         // seen by its own LINE event (a frame that was running across a fork) has them on.
-        crate::monitoring::watch_lines(code, true);
+        // SAFETY: GIL held; `code` is live; not from a LINE callback (IN_LINE_EVENT is not
+        // set), so not from `code`'s own.
+        unsafe { crate::monitoring::watch_lines(code, true) };
     }
     Some(CodeId::new(id, desc.resumable, watch.is_some()))
 }
@@ -379,7 +422,8 @@ unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<Code
 /// # Safety
 /// GIL held.
 pub unsafe fn gen_start(id: u32) -> i64 {
-    with_proc(|p| p.gen_start.get(&id).copied()).flatten().unwrap_or(-1)
+    // SAFETY: GIL held (the contract); the closure calls no CPython.
+    unsafe { with_proc(|p| p.gen_start.get(&id).copied()) }.flatten().unwrap_or(-1)
 }
 
 /// Record a function entry: a call, or a resumption of a suspended frame. Returns whether the
@@ -392,17 +436,21 @@ pub unsafe fn gen_start(id: u32) -> i64 {
 #[inline(always)]
 pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) -> bool {
     let ts = monotonic_ns();
-    let Some(rec) = current(None) else { return false };
+    // SAFETY: GIL held (the contract).
+    let Some(rec) = (unsafe { current(None) }) else { return false };
     if rec.skip.get() > 0 {
         rec.skip.set(rec.skip.get() + 1);
         return true;
     }
-    let (id, rec) = match cached_code_id(code) {
+    // SAFETY: GIL held; `code` is a live code object (the contract).
+    let (id, rec) = match unsafe { cached_code_id(code) } {
         Some(c) => (Some(c), rec),
         None => {
-            let id = code_id(code);
+            // SAFETY: as above.
+            let id = unsafe { code_id(code) };
             // Look the record up again: describing a new function ran Python code.
-            let Some(rec) = current(None) else { return false };
+            // SAFETY: GIL held.
+            let Some(rec) = (unsafe { current(None) }) else { return false };
             (id, rec)
         }
     };
@@ -412,13 +460,17 @@ pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) -
         _ => false,
     };
     match id {
-        Some(c) if resume => writer(rec).resume(c.id, ts),
-        Some(c) => writer(rec).call(c.id, ts),
+        // SAFETY: `rec` is this thread's current record (since describing, `resumed` is all
+        // that ran, and it runs no Python code); the writer is used for this one write.
+        Some(c) if resume => unsafe { writer(rec) }.resume(c.id, ts),
+        // SAFETY: as above.
+        Some(c) => unsafe { writer(rec) }.call(c.id, ts),
         None => rec.skip.set(1),
     }
     // Line bookkeeping only once some function's lines are watched: one load otherwise.
     if linewatch::LINES_WATCHED.load(Ordering::Relaxed) {
-        linewatch::entered(code, id);
+        // SAFETY: GIL held; `code` is a live code object (the contract).
+        unsafe { linewatch::entered(code, id) };
     }
     true
 }
@@ -430,15 +482,20 @@ pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) -
 /// GIL held; `func` is null or a live `PyCFunction`.
 pub unsafe fn enter_c(func: *mut PyObject) {
     let ts = monotonic_ns();
-    let Some(rec) = current(None) else { return };
+    // SAFETY: GIL held (the contract).
+    let Some(rec) = (unsafe { current(None) }) else { return };
     if rec.skip.get() > 0 {
         rec.skip.set(rec.skip.get() + 1);
         return;
     }
-    let id = if func.is_null() { None } else { crate::describe::cfunc_id(func) };
-    let Some(rec) = current(None) else { return };
+    // SAFETY: GIL held; `func` is a live PyCFunction when not null (the contract).
+    let id = if func.is_null() { None } else { unsafe { crate::describe::cfunc_id(func) } };
+    // SAFETY: GIL held (looked up again: describing ran Python code).
+    let Some(rec) = (unsafe { current(None) }) else { return };
     match id {
-        Some(id) => writer(rec).call(id, ts),
+        // SAFETY: `rec` is this thread's current record, looked up after the last Python code
+        // ran; the writer is used for this one write.
+        Some(id) => unsafe { writer(rec) }.call(id, ts),
         None => rec.skip.set(1),
     }
 }
@@ -453,37 +510,46 @@ pub unsafe fn enter_c(func: *mut PyObject) {
 /// GIL held; `code` is a live code object. May call into CPython (the first time `code` runs).
 #[inline(always)]
 pub unsafe fn line(code: *mut PyObject, line: u32, dedup: bool) {
-    if current(None).is_none() {
+    // SAFETY: GIL held (the contract).
+    if unsafe { current(None) }.is_none() {
         return;
     }
-    let c = match cached_code_id(code) {
+    // SAFETY: GIL held; `code` is a live code object (the contract).
+    let c = match unsafe { cached_code_id(code) } {
         Some(c) => c,
         None => {
             IN_LINE_EVENT.store(true, Ordering::Relaxed);
-            let c = code_id(code);
+            // SAFETY: as above.
+            let c = unsafe { code_id(code) };
             IN_LINE_EVENT.store(false, Ordering::Relaxed);
             let Some(c) = c else { return };
             c
         }
     };
     if dedup {
-        let new = with_proc(|p| {
-            let i = c.id as usize;
-            if p.line_sets.len() <= i {
-                p.line_sets.resize_with(i + 1, LineSet::default);
-            }
-            p.line_sets[i].insert(line)
-        });
+        // SAFETY: GIL held (the contract); the closure calls no CPython.
+        let new = unsafe {
+            with_proc(|p| {
+                let i = c.id as usize;
+                if p.line_sets.len() <= i {
+                    p.line_sets.resize_with(i + 1, LineSet::default);
+                }
+                p.line_sets[i].insert(line)
+            })
+        };
         if new != Some(true) {
             return;
         }
     }
     // Look the record up again: describing a new function ran Python code.
-    if let Some(rec) = current(None) {
-        writer(rec).line(c.id, line);
+    // SAFETY: GIL held.
+    if let Some(rec) = unsafe { current(None) } {
+        // SAFETY: this thread's current record, just looked up; one write.
+        unsafe { writer(rec) }.line(c.id, line);
     }
     if !dedup {
-        linewatch::line_reported(code, c.id, line);
+        // SAFETY: GIL held; `code` is a live code object (the contract).
+        unsafe { linewatch::line_reported(code, c.id, line) };
     }
 }
 
@@ -498,12 +564,15 @@ pub unsafe fn exit() {
     if rec.is_null() {
         return;
     }
-    let rec = &*rec;
+    // SAFETY: CURRENT holds this thread's record, freed only by its exit guard, which nulls
+    // CURRENT first.
+    let rec = unsafe { &*rec };
     let skip = rec.skip.get();
     if skip > 0 {
         rec.skip.set(skip - 1);
     } else {
-        writer(rec).ret(ts);
+        // SAFETY: GIL held (the contract); this thread's current record; one write.
+        unsafe { writer(rec) }.ret(ts);
     }
 }
 
@@ -514,24 +583,35 @@ pub unsafe fn exit() {
 /// GIL held.
 pub unsafe fn record_open_frames(py: Python<'_>) {
     let mut codes = Vec::new();
-    let mut f = runtime::PyEval_GetFrame();
+    // SAFETY: GIL held (the contract); a borrowed reference to this thread's innermost frame,
+    // or null, kept alive with a reference of our own from here on.
+    let mut f = unsafe { runtime::PyEval_GetFrame() };
     if !f.is_null() {
-        pyo3::ffi::Py_INCREF(f);
+        // SAFETY: `f` is a live frame (above).
+        unsafe { pyo3::ffi::Py_INCREF(f) };
     }
     while !f.is_null() {
-        let code = runtime::PyFrame_GetCode(f);
+        // SAFETY: GIL held; `f` is a live frame we hold a reference to; the result is a new
+        // reference (or null), which `Bound` takes over.
+        let code = unsafe { runtime::PyFrame_GetCode(f) };
         if !code.is_null() {
-            codes.push(Bound::from_owned_ptr(py, code));
+            // SAFETY: `code` is the new reference just returned.
+            codes.push(unsafe { Bound::from_owned_ptr(py, code) });
         }
-        let back = runtime::PyFrame_GetBack(f);
-        pyo3::ffi::Py_DECREF(f);
+        // SAFETY: as for the code: a new reference to the calling frame, or null.
+        let back = unsafe { runtime::PyFrame_GetBack(f) };
+        // SAFETY: releases our reference to `f`, not used after.
+        unsafe { pyo3::ffi::Py_DECREF(f) };
         f = back;
     }
     let ts = monotonic_ns();
     for code in codes.iter().rev() {
-        let id = code_id(code.as_ptr());
-        if let (Some(c), Some(rec)) = (id, current(None)) {
-            writer(rec).call(c.id, ts);
+        // SAFETY: GIL held; `codes` keeps each code object alive.
+        let id = unsafe { code_id(code.as_ptr()) };
+        // SAFETY: GIL held; the record is looked up after `code_id`, and used for one write.
+        if let (Some(c), Some(rec)) = (id, unsafe { current(None) }) {
+            // SAFETY: as above.
+            unsafe { writer(rec) }.call(c.id, ts);
         }
     }
 }

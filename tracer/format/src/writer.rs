@@ -398,7 +398,11 @@ impl StreamWriter {
     /// # Safety
     /// `c` must come from this writer's last `cursor()` call, with `pos` moved forward by
     /// whole events (of the stream encoding), each starting before `limit`, and no other
-    /// method called in between.
+    /// method called between that `cursor()` and the first `set_cursor` that takes it back.
+    /// (Taking the same cursor back again later is harmless: behind the position, or of an
+    /// earlier window, it is ignored.) What breaks otherwise is the stream, which readers could
+    /// no longer decode; memory safety does not depend on it: a position outside the current
+    /// window is ignored, and every later write is bounded by the window.
     pub unsafe fn set_cursor(&mut self, c: &RawCursor) {
         if self.base.is_null() || !self.lent {
             return;
