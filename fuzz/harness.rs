@@ -125,3 +125,84 @@ pub fn slice_pipeline(dir: &Path, data: &[u8]) {
     let Ok(renderer) = Renderer::new(Format::Markdown, None) else { return };
     let _ = fit(&model, Layout::DEFAULT, &renderer, Tokenizer::O200kBase, Some(300 + (selector as usize) * 8));
 }
+
+/// The trace the `mcp_server` seeds ask about (`@TRACE@` in an input): the parts of a
+/// `slice_pipeline` seed (a recorded `fib 8 2`), written once into the scratch directory.
+const MCP_TRACE: &[u8] = include_bytes!("corpus/slice_pipeline/fib-p0-t0");
+
+/// `mcp_server`: the input is what a client writes to `slice mcp` (JSON-RPC lines; `@TRACE@`
+/// stands for a real trace directory), served by `analyzer::mcp::answer_lines` with recording
+/// off (an input never runs a command). Every line the server writes must be a JSON-RPC 2.0
+/// answer to an id the input sent (or null); once a session is established, every line that is
+/// not JSON gets exactly one -32700.
+pub fn mcp_server(dir: &Path, data: &[u8]) {
+    let trace = dir.join("trace.d");
+    if !trace.join("meta.json").exists() {
+        let _ = std::fs::remove_dir_all(&trace);
+        std::fs::create_dir_all(trace.join("p1")).expect("create the trace directory");
+        for (part, name) in split(MCP_TRACE).into_iter().zip(PIPELINE_FILES) {
+            std::fs::write(trace.join(name), part).expect("write a trace file");
+        }
+    }
+    let path = trace.display().to_string();
+    let mut input = Vec::with_capacity(data.len());
+    let mut rest = data;
+    while let Some(i) = rest.windows(7).position(|w| w == b"@TRACE@") {
+        input.extend_from_slice(&rest[..i]);
+        input.extend_from_slice(path.as_bytes());
+        rest = &rest[i + 7..];
+    }
+    input.extend_from_slice(rest);
+
+    let out = analyzer::mcp::answer_lines(&input);
+
+    // What the input holds: its ids, its lines that are not JSON, whether it starts with an
+    // initialize request.
+    let lines: Vec<&[u8]> = input.split(|&b| b == b'\n').collect();
+    let clean = |l: &[u8]| -> Vec<u8> {
+        let l = l.strip_suffix(b"\r").unwrap_or(l);
+        l.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(l).to_vec()
+    };
+    let mut ids = Vec::new();
+    let mut not_json = 0usize;
+    for l in &lines {
+        let l = clean(l);
+        if l.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<serde_json::Value>(&l) {
+            Ok(v) => {
+                if let Some(id) = v.get("id") {
+                    ids.push(id.clone());
+                }
+            }
+            Err(_) => not_json += 1,
+        }
+    }
+    let mut parse_errors = 0usize;
+    let mut initialized = false;
+    for line in out.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let v: serde_json::Value = serde_json::from_slice(line)
+            .unwrap_or_else(|e| panic!("the server wrote a line that is not JSON ({e}): {}", String::from_utf8_lossy(line)));
+        assert_eq!(v["jsonrpc"], "2.0", "{v}");
+        if v.get("method").is_some() {
+            continue; // a notification or a request of the server's own
+        }
+        assert!(v.get("result").is_some() != v.get("error").is_some(), "an answer has a result or an error: {v}");
+        let id = &v["id"];
+        assert!(id.is_null() || ids.contains(id), "an answer to an id the input never sent: {v}");
+        if v["result"]["serverInfo"].is_object() {
+            initialized = true;
+        }
+        if v["error"]["code"] == -32700 {
+            assert!(id.is_null(), "{v}");
+            parse_errors += 1;
+        }
+    }
+    assert!(parse_errors <= not_json, "{parse_errors} parse errors for {not_json} lines that are not JSON");
+    // Once a session is established, the server reads the input to its end: every line that
+    // is not JSON (and within the transport's line limit) got its -32700.
+    if initialized && lines.iter().all(|l| l.len() <= analyzer::mcp::transport::MAX_LINE) {
+        assert_eq!(parse_errors, not_json, "every line that is not JSON gets one -32700");
+    }
+}

@@ -96,3 +96,20 @@ fn json_documents_seeds_and_mutations() {
 fn slice_pipeline_seeds_and_mutations() {
     replay("slice_pipeline", harness::slice_pipeline, 25);
 }
+
+#[test]
+fn mcp_server_seeds_and_mutations() {
+    replay("mcp_server", harness::mcp_server, 20);
+}
+
+/// The `mcp_server` target really serves its input: the seed with lines that are not JSON gets
+/// one -32700 for each, and the ping after them is answered.
+#[test]
+fn mcp_server_seed_is_served_whole() {
+    let seed = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/mcp_server/session-parse-errors")).unwrap();
+    let out = String::from_utf8(analyzer::mcp::answer_lines(&seed)).unwrap();
+    let answers: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(answers.iter().filter(|a| a["error"]["code"] == -32700).count(), 3, "{out}");
+    assert_eq!(answers.iter().filter(|a| a["error"]["code"] == -32600).count(), 5, "{out}");
+    assert!(answers.iter().any(|a| a["id"] == "p" && a["result"] == serde_json::json!({})), "{out}");
+}

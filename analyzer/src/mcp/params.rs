@@ -32,12 +32,14 @@ pub struct RecordParams {
     pub argv: Vec<String>,
     /// Working directory of the command (default: the server's).
     pub cwd: Option<String>,
-    /// Trace directory to write (default: a new .slice-traces/<program>-<n>.d under cwd).
-    /// An earlier trace there is replaced.
+    /// Trace directory to write (default: a new .slice-traces/<program>-<n>.d under cwd, one
+    /// per call). An earlier trace there is replaced whole when the run ends (the user's
+    /// other files in it are kept).
     pub out: Option<String>,
     /// Extra environment variables for the command.
     pub env: Option<BTreeMap<String, String>>,
-    /// Stop the command after this many seconds and keep the partial trace (default 120).
+    /// Stop the command after this many seconds and keep the partial trace
+    /// (default 120, at most 3600).
     pub timeout_s: Option<f64>,
 }
 
@@ -72,6 +74,8 @@ pub struct Selection {
     /// Show command-line frameworks and plugin managers (click, typer, pluggy, ...) whole;
     /// by default their internals are collapsed to the path to the program's code.
     pub show_plumbing: Option<bool>,
+    /// Also collapse these installed packages as framework plumbing.
+    pub plumbing: Option<Vec<String>>,
     /// Only these recorded tests (a run of pytest or unittest): a test id, its end
     /// ("TestClass::test_name"), a glob ("tests/test_x.py::*"), or "failed" for every failing
     /// test. The prompt then starts with each test's failure; the tests tool lists the ids.
@@ -98,7 +102,7 @@ impl Selection {
             site_packages: self.site_packages == Some(true),
             no_site_packages: self.site_packages == Some(false),
             show_plumbing: self.show_plumbing == Some(true),
-            plumbing: Vec::new(),
+            plumbing: v(&self.plumbing),
             test: self.test.clone(),
         }
     }
@@ -204,4 +208,32 @@ pub struct DiffParams {
     pub stdlib: Option<bool>,
     /// Start-up pruning: "auto" (default), "off", or a baseline trace directory.
     pub prune_startup: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Args;
+
+    /// Every selection option of the CLI (`SelectArgs`) has its field in the MCP `Selection`
+    /// (the two were once copied by hand and drifted: `--plumbing` had none).
+    #[test]
+    fn every_cli_selection_option_is_a_selection_field() {
+        let schema = serde_json::to_value(schemars::schema_for!(Selection)).unwrap();
+        let fields = schema["properties"].as_object().expect("properties");
+        let cli = SelectArgs::augment_args(clap::Command::new("x"));
+        for arg in cli.get_arguments() {
+            let id = arg.get_id().as_str();
+            // The CLI's pairs of switches are one optional boolean here.
+            let field = match id {
+                "include_module" => "module",
+                "no_stdlib" => "stdlib",
+                "no_site_packages" => "site_packages",
+                other => other,
+            };
+            assert!(fields.contains_key(field), "the CLI's --{} has no MCP selection field {field}", id.replace('_', "-"));
+        }
+        let args = Selection { plumbing: Some(vec!["invoke".into()]), ..Default::default() }.args();
+        assert_eq!(args.plumbing, ["invoke"]);
+    }
 }
