@@ -91,9 +91,13 @@ struct UnwindContext {
 
 type UnwindTraceFn = extern "C" fn(ctx: *mut UnwindContext, arg: *mut libc::c_void) -> libc::c_int;
 
+// libgcc's unwinder. What a caller must hold, beyond the C signature:
 extern "C" {
+    /// `trace` may be called with `arg` for each frame, until it returns non-zero.
     fn _Unwind_Backtrace(trace: UnwindTraceFn, arg: *mut libc::c_void) -> libc::c_int;
+    /// `ctx` is the context `_Unwind_Backtrace` passed to the running callback.
     fn _Unwind_GetCFA(ctx: *mut UnwindContext) -> usize;
+    /// As `_Unwind_GetCFA`.
     fn _Unwind_GetRegionStart(ctx: *mut UnwindContext) -> usize;
 }
 

@@ -347,7 +347,10 @@ std::arch::global_asm!(
 static SIMD_MODE: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
 
 extern "C" {
+    /// Never called from Rust: its address goes into the trampolines (the stub above).
     fn slt_patch_stub();
+    /// None: swaps the calling thread's guard byte (`slt_patch_guard`, a TLS byte defined with
+    /// the stub), returns the old one.
     fn slt_patch_guard_swap(new: u8) -> u8;
 }
 

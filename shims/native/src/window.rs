@@ -36,6 +36,7 @@ use std::ptr::null_mut;
 use trace_format::writer::{RawCursor, StreamWriter};
 
 extern "C" {
+    /// None: a pure function of the value (`lim` is not dereferenced).
     fn slt_limit_owner(lim: *const u8) -> u64;
 }
 
