@@ -6,8 +6,10 @@
 //! - [`event`]: the binary encoding of thread streams.
 //! - [`testrun`]: `tests.jsonl`, the tests a test runner ran in a process.
 //! - [`clock`]: the shims' timestamp source (`CLOCK_MONOTONIC`, through the TSC where possible).
+//! - [`command`]: the check of a command line before it is run and recorded (no NUL byte).
 
 pub mod clock;
+pub mod command;
 pub mod event;
 pub mod meta;
 pub mod reader;
@@ -16,7 +18,7 @@ pub mod writer;
 
 pub use event::{Event, StreamHeader, StreamTotals};
 pub use meta::{
-    ExitStatus, FileFingerprint, FuncKind, FuncRecord, ProcMeta, SourcesDoc, TraceMeta, SOURCES_FILE, TRACE_FORMAT_NAME,
+    ExitStatus, FileFingerprint, FuncKind, FuncRecord, ProcMeta, SourcesDoc, Stopped, TraceMeta, SOURCES_FILE, TRACE_FORMAT_NAME,
     TRACE_FORMAT_VERSION,
 };
 pub use reader::{EventIter, Process, StreamSummary, ThreadStream, TraceDir};
