@@ -109,8 +109,8 @@ fn stubborn_program(dir: &Path) -> PathBuf {
         "import os, signal, sys, time\n\
          signal.signal(signal.SIGTERM, signal.SIG_IGN)\n\
          def work():\n    time.sleep(0.01)\n\
-         os.fork()\n\
          print('started', flush=True)\n\
+         os.fork()\n\
          for _ in range(6000):\n    work()\n",
     )
     .unwrap();
@@ -290,6 +290,46 @@ print(os.waitstatus_to_exitcode(status))
     assert!(stdout.contains("foreground"), "the program can read the terminal (its foreground group): {stdout}");
     assert!(stdout.contains("interrupted") && !stdout.contains("twice"), "^C reaches the program exactly once: {stdout}");
     assert!(stdout.trim_end().ends_with("\n0"), "trace exits as the program did: {stdout}");
+}
+
+#[test]
+fn a_foreground_run_with_its_streams_redirected_keeps_the_terminal() {
+    // `trace run -- prog <in >out 2>err` typed at a shell: no standard stream is the terminal,
+    // but the job is in the foreground, and the program may open /dev/tty (as getpass does).
+    let s = scratch();
+    let result = s.path().join("result");
+    let script = s.path().join("pty_fg.py");
+    std::fs::write(
+        &script,
+        r#"import os, pty, sys
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv("/bin/sh", ["sh", "-c", 'exec "$@" </dev/null >"$0" 2>&1'] + sys.argv[1:])
+while True:
+    try:
+        if not os.read(fd, 4096):
+            break
+    except OSError:
+        break
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status))
+"#,
+    )
+    .unwrap();
+    let code = "import os\n\
+        tty = os.open('/dev/tty', os.O_RDONLY)\n\
+        print('foreground' if os.tcgetpgrp(tty) == os.getpgrp() else 'background')\n";
+    let out = s.path().join("t.d");
+    let o = run(Command::new(python()).arg(&script).arg(&result).arg(bin("trace")).args(["run", "-q", "-o"]).arg(&out).args([
+        "--",
+        &python(),
+        "-c",
+        code,
+    ]));
+    let (stdout, stderr) = texts(&o);
+    let got = std::fs::read_to_string(&result).unwrap_or_default();
+    assert_eq!(stdout.trim(), "0", "{stdout}\n{stderr}\n{got}");
+    assert_eq!(got.trim(), "foreground");
 }
 
 #[test]

@@ -112,10 +112,9 @@ extern "C" fn on_alarm(_sig: libc::c_int) {
     }
 }
 
-/// ^Z from a terminal whose foreground group is `trace`'s while the program has its own group
-/// (stdin, stdout and stderr are not the terminal, e.g. `trace run -- prog <in >out 2>err`):
-/// stop the program's group, stop `trace` (so the shell sees the job stopped), and continue
-/// the program when `trace` is continued (`fg`, `bg`). kill is async-signal-safe.
+/// SIGTSTP sent to `trace` while the program has its own group: stop the program's group, stop
+/// `trace` (so whoever stopped it sees it stopped), and continue the program when `trace` is
+/// continued. kill is async-signal-safe.
 extern "C" fn on_tstp(_sig: libc::c_int) {
     let target = TARGET.load(Ordering::SeqCst);
     // SAFETY: kill/getpid are async-signal-safe; errno is restored.
@@ -167,14 +166,29 @@ fn restore_signals(old: &libc::sigset_t) {
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old, std::ptr::null_mut()) };
 }
 
-/// Whether the program gets its own process group: yes, unless stdin, stdout or stderr is a
-/// terminal. Interactive runs keep `trace`'s group, so the shell's job control (^C, ^Z, `fg`,
-/// `bg`, reading the terminal) works on the program exactly as without `trace`; everything
-/// else (an agent, CI, a script with pipes or files) gets the program in a group of its own,
-/// which `trace` signals as a whole and survives: a SIGKILL to it never reaches `trace`.
+/// Whether the program gets its own process group: yes, unless `trace` runs at a terminal:
+/// stdin, stdout or stderr is one, or `trace` is the foreground job of its controlling terminal
+/// (`trace run -- prog <in >out 2>err` typed at a shell: the program may still open `/dev/tty`,
+/// as `getpass` does). Interactive runs keep `trace`'s group, so the shell's job control (^C,
+/// ^Z, `fg`, `bg`, reading the terminal) works on the program exactly as without `trace`;
+/// everything else (an agent, CI, a script with pipes or files) gets the program in a group
+/// of its own, which `trace` signals as a whole and survives: a SIGKILL to it never reaches
+/// `trace`.
 pub fn own_group() -> bool {
     // SAFETY: isatty on the standard descriptors.
-    !(0..3).any(|fd| unsafe { libc::isatty(fd) } == 1)
+    if (0..3).any(|fd| unsafe { libc::isatty(fd) } == 1) {
+        return false;
+    }
+    // SAFETY: open/tcgetpgrp/getpgrp/close on a descriptor we own; O_NOCTTY never acquires one.
+    unsafe {
+        let fd = libc::open(c"/dev/tty".as_ptr(), libc::O_RDONLY | libc::O_NOCTTY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return true;
+        }
+        let foreground = libc::tcgetpgrp(fd) == libc::getpgrp();
+        libc::close(fd);
+        !foreground
+    }
 }
 
 /// Wait until process `pid` (our child) has ended, leaving it to be reaped.
