@@ -237,6 +237,7 @@ fn sigint_to_traces_pid_alone_is_forwarded() {
     let meta = assert_finished(&out, "SIGINT to trace");
     assert_eq!(meta["stopped"], json!({"signal": SIGINT, "killed": false}), "{meta}");
     assert_none_left(&marker, "after SIGINT");
+    assert!(runtime_dirs(&tmp).is_empty(), "left in TMPDIR: {:?}", runtime_dirs(&tmp));
 }
 
 #[test]
