@@ -185,11 +185,17 @@ fn spawn_trace(out: &Path, argv: &[&str], tmp: &Path) -> Child {
     c.spawn().unwrap()
 }
 
-/// Wait until the program's first line (`started`) is out.
-fn wait_started(child: &mut Child) {
+/// Wait until the program's first line (`started`) is out; otherwise kill everything and fail.
+fn wait_started(child: &mut Child, marker: &str) {
     let mut line = String::new();
     BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-    assert_eq!(line, "started\n");
+    if line != "started\n" {
+        kill(child.id(), SIGKILL);
+        for p in processes_with(marker) {
+            kill(p, SIGKILL);
+        }
+        panic!("the program's first line is {line:?}, not \"started\"");
+    }
 }
 
 #[test]
@@ -201,7 +207,7 @@ fn sigterm_to_trace_reaches_the_whole_group_which_is_killed_after_the_grace() {
     let marker = format!("i25-term-{}", std::process::id());
     let out = s.path().join("t.d");
     let mut child = spawn_trace(&out, &[&python(), prog.to_str().unwrap(), &marker], &tmp);
-    wait_started(&mut child);
+    wait_started(&mut child, &marker);
     std::thread::sleep(Duration::from_millis(300));
     kill(child.id(), SIGTERM);
     let st = wait_within(&mut child, Duration::from_secs(10), "trace after SIGTERM", &marker);
@@ -227,7 +233,7 @@ fn sigint_to_traces_pid_alone_is_forwarded() {
     let code = "import time\nprint('started', flush=True)\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print('interrupted', flush=True)\n    raise SystemExit(7)\n";
     let out = s.path().join("t.d");
     let mut child = spawn_trace(&out, &[&python(), "-c", code, &marker], &tmp);
-    wait_started(&mut child);
+    wait_started(&mut child, &marker);
     std::thread::sleep(Duration::from_millis(200));
     kill(child.id(), SIGINT);
     let st = wait_within(&mut child, Duration::from_secs(10), "trace after SIGINT", &marker);
