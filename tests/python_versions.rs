@@ -118,6 +118,7 @@ fn every_supported_cpython_records_the_same_tree_and_prompt() {
             assert!(p["runtime"].as_str().unwrap().starts_with(&format!("CPython 3.{minor}.")), "{p}");
         }
         assert_balanced(&out);
+        assert_hook(&out, minor, "auto");
 
         let stacks = own_stacks(&out);
         for want in [
@@ -150,6 +151,27 @@ fn every_supported_cpython_records_the_same_tree_and_prompt() {
         assert!(prompt.contains("How is a bundle priced?"), "3.{minor}");
         for src in ["def bundle_price(", "def part_price(", "def item_lines(", "def parse_row("] {
             assert!(prompt.contains(src), "3.{minor}: the prompt lacks {src}:\n{prompt}");
+        }
+    }
+}
+
+/// The hook that recorded each process is the one `--python-hook` asks for: `auto` is
+/// `sys.monitoring` from 3.12 and the frame-evaluation hook before (3.11's needs the layout
+/// generated from the 3.11 headers at build time: a shim built without them falls back to the
+/// profile hook, and this fails).
+fn assert_hook(dir: &Path, minor: u32, asked: &str) {
+    let want = match (asked, minor) {
+        ("profile", _) => "profile",
+        (_, m) if m >= 12 => "monitoring",
+        _ => "evalframe",
+    };
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["python_hooks"], serde_json::json!([want]), "3.{minor} --python-hook {asked}: meta.json {meta}");
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path().join("proc.json");
+        if p.is_file() {
+            let proc: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+            assert_eq!(proc["hook"], want, "3.{minor} --python-hook {asked}: {}", p.display());
         }
     }
 }
@@ -193,6 +215,7 @@ fn coroutines_and_generators_are_calls_then_resumes_on_every_version() {
         assert!(o.status.success(), "3.{minor}: {:?}", texts(&o));
         assert_eq!(texts(&o).0, "([2, 4, 6], [0, 1, 2], 'boom')\n(2, -1, [1])\n");
         assert_balanced(&out);
+        assert_hook(&out, minor, hook);
         // The coroutines and generators (not the class body, nor 3.9-3.11's list comprehension).
         let got = entry_counts(&events(&out, None), "examples/python/coroutines.py");
         let got: BTreeMap<_, _> = got.into_iter().filter(|((n, _), _)| want.keys().any(|(w, _)| w == n)).collect();

@@ -84,6 +84,8 @@ impl TraceBuilder {
             exit: Some(trace_format::ExitStatus { code: Some(0), signal: None, core_dumped: false }),
             options: serde_json::Value::Null,
             incomplete: None,
+            stopped: None,
+            python_hooks: Vec::new(),
         };
         let b = TraceBuilder { root: root.to_path_buf(), meta };
         b.write_meta()?;
@@ -136,6 +138,7 @@ impl TraceBuilder {
             runtime: "CPython 3.11.0".into(),
             start_ns: pid as u64,
             forked_from: None,
+            hook: None,
         };
         write_proc_meta(&dir, &meta)?;
         let ft = FuncTableWriter::create(&dir.join(trace_format::FUNCS_FILE))?;

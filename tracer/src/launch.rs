@@ -1,12 +1,19 @@
 //! The executor of a [`Plan`]: spawn the target with the planned argv and environment and its
-//! own stdin/stdout/stderr, forward the signals meant for it while it runs, and wait.
+//! own stdin/stdout/stderr, in a process group of its own, forward the signals meant for it
+//! while it runs (and end it after a grace period when asked to stop), and wait.
 
 use crate::plan::{EnvChange, Plan};
 use std::os::unix::process::ExitStatusExt;
 use std::process::Command;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use trace_format::ExitStatus;
+
+/// How long the program gets to end after `trace` forwarded a signal asking it to stop
+/// (SIGTERM, SIGINT, SIGHUP sent to `trace`), before `trace` kills its process group with
+/// SIGKILL and finishes the trace. Whoever stops `trace` (the MCP server's `record`, a CI
+/// runner) must wait at least this long plus the time to finish the trace before it gives up.
+pub const GRACE_SECS: u32 = 3;
 
 /// How the target ended.
 #[derive(Debug, Clone, Copy)]
@@ -14,6 +21,8 @@ pub struct Outcome {
     pub exit: ExitStatus,
     /// From the spawn to the end of the wait.
     pub duration: Duration,
+    /// Set when `trace` was asked to stop the run (see [`GRACE_SECS`]).
+    pub stopped: Option<trace_format::Stopped>,
 }
 
 /// Why the target did not run or could not be waited for.
@@ -37,26 +46,104 @@ pub fn command(plan: &Plan) -> Command {
     cmd
 }
 
-/// The pid of the running target, for [`forward_signal`] (0: none).
-static CHILD: AtomicI32 = AtomicI32::new(0);
+/// Where forwarded signals go: `-pgid` (the program's own process group) or the program's pid
+/// (when it shares `trace`'s group, see [`own_group`]); 0 while no program runs.
+static TARGET: AtomicI32 = AtomicI32::new(0);
+/// The program shares `trace`'s process group (interactive use).
+static SAME_GROUP: AtomicBool = AtomicBool::new(false);
+/// The first stop signal forwarded (0: none), and whether the grace ran out.
+static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
+static KILLED: AtomicBool = AtomicBool::new(false);
+/// `CLOCK_MONOTONIC` nanoseconds when the first stop signal was forwarded.
+static STOP_AT_NS: AtomicU64 = AtomicU64::new(0);
 
-extern "C" fn forward_signal(sig: libc::c_int) {
-    let pid = CHILD.load(Ordering::Relaxed);
-    if pid > 0 {
-        // SAFETY: kill is async-signal-safe.
-        unsafe { libc::kill(pid, sig) };
+/// The signals `trace` forwards to the program; the first three also start the grace period.
+const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+const FORWARDED: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT];
+
+fn monotonic_ns() -> u64 {
+    // SAFETY: clock_gettime (async-signal-safe) fills a local timespec.
+    unsafe {
+        let mut ts: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts);
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    }
+}
+
+/// SIGTERM, SIGINT, SIGHUP, SIGQUIT to `trace`: forwarded to the program (its group). When the
+/// program shares `trace`'s group, a signal the kernel sent (the terminal's ^C, ^\, hangup:
+/// `si_code` > 0) has reached the whole group already and is not sent twice. The first stop
+/// signal arms the grace timer (`alarm`). Only async-signal-safe calls: kill, alarm,
+/// clock_gettime, atomics; errno is saved and restored.
+extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    let target = TARGET.load(Ordering::SeqCst);
+    if target == 0 {
+        return;
+    }
+    // SAFETY: the kernel passes a valid siginfo with SA_SIGINFO (null checked anyway).
+    let from_kernel = !info.is_null() && unsafe { (*info).si_code } > 0;
+    if from_kernel && SAME_GROUP.load(Ordering::SeqCst) {
+        return;
+    }
+    let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+    // SAFETY: kill and alarm are async-signal-safe; errno is put back below.
+    unsafe {
+        libc::kill(target, sig);
+        if STOP_SIGNALS.contains(&sig) && STOP_SIGNAL.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst).is_ok() {
+            STOP_AT_NS.store(monotonic_ns(), Ordering::SeqCst);
+            libc::alarm(GRACE_SECS);
+        }
+        *libc::__errno_location() = errno;
+    }
+}
+
+/// The grace period ran out: SIGKILL the program's group (or the program, when it shares
+/// `trace`'s group). kill is async-signal-safe; errno is kept.
+extern "C" fn on_alarm(_sig: libc::c_int) {
+    let target = TARGET.load(Ordering::SeqCst);
+    if target != 0 {
+        KILLED.store(true, Ordering::SeqCst);
+        // SAFETY: kill is async-signal-safe; errno is restored.
+        unsafe {
+            let errno = *libc::__errno_location();
+            libc::kill(target, libc::SIGKILL);
+            *libc::__errno_location() = errno;
+        }
+    }
+}
+
+/// SIGTSTP sent to `trace` while the program has its own group: stop the program's group, stop
+/// `trace` (so whoever stopped it sees it stopped), and continue the program when `trace` is
+/// continued. kill is async-signal-safe.
+extern "C" fn on_tstp(_sig: libc::c_int) {
+    let target = TARGET.load(Ordering::SeqCst);
+    // SAFETY: kill/getpid are async-signal-safe; errno is restored.
+    unsafe {
+        let errno = *libc::__errno_location();
+        if target != 0 {
+            libc::kill(target, libc::SIGTSTP);
+        }
+        libc::kill(libc::getpid(), libc::SIGSTOP);
+        if target != 0 {
+            libc::kill(target, libc::SIGCONT);
+        }
+        *libc::__errno_location() = errno;
+    }
+}
+
+fn set_action(sig: libc::c_int, handler: libc::sighandler_t, siginfo: bool) {
+    // SAFETY: installing a disposition; the handlers only make async-signal-safe calls.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = handler;
+        sa.sa_flags = libc::SA_RESTART | if siginfo { libc::SA_SIGINFO } else { 0 };
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
     }
 }
 
 fn set_handler(sig: libc::c_int, handler: libc::sighandler_t) {
-    // SAFETY: installing a disposition; the handler only calls kill().
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = handler;
-        sa.sa_flags = libc::SA_RESTART;
-        libc::sigemptyset(&mut sa.sa_mask);
-        libc::sigaction(sig, &sa, std::ptr::null_mut());
-    }
+    set_action(sig, handler, false);
 }
 
 /// Block `sigs` in this thread; returns the mask to restore.
@@ -79,47 +166,142 @@ fn restore_signals(old: &libc::sigset_t) {
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, old, std::ptr::null_mut()) };
 }
 
-/// Run the plan's command to its end. Like `time`, `trace` ignores the terminal's ^C and ^\
-/// (they reach the target, in the same process group) and forwards SIGTERM and SIGHUP to it.
+/// Whether the program gets its own process group: yes, unless `trace` runs at a terminal:
+/// stdin, stdout or stderr is one, or `trace` is the foreground job of its controlling terminal
+/// (`trace run -- prog <in >out 2>err` typed at a shell: the program may still open `/dev/tty`,
+/// as `getpass` does). Interactive runs keep `trace`'s group, so the shell's job control (^C,
+/// ^Z, `fg`, `bg`, reading the terminal) works on the program exactly as without `trace`;
+/// everything else (an agent, CI, a script with pipes or files) gets the program in a group
+/// of its own, which `trace` signals as a whole and survives: a SIGKILL to it never reaches
+/// `trace`.
+pub fn own_group() -> bool {
+    // SAFETY: isatty on the standard descriptors.
+    if (0..3).any(|fd| unsafe { libc::isatty(fd) } == 1) {
+        return false;
+    }
+    // SAFETY: open/tcgetpgrp/getpgrp/close on a descriptor we own; O_NOCTTY never acquires one.
+    unsafe {
+        let fd = libc::open(c"/dev/tty".as_ptr(), libc::O_RDONLY | libc::O_NOCTTY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return true;
+        }
+        let foreground = libc::tcgetpgrp(fd) == libc::getpgrp();
+        libc::close(fd);
+        !foreground
+    }
+}
+
+/// Wait until process `pid` (our child) has ended, leaving it to be reaped.
+fn wait_unreaped(pid: u32) -> std::io::Result<()> {
+    loop {
+        // SAFETY: waitid on our own child into a local siginfo.
+        let r = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT)
+        };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Whether any process of group `pgid` is left.
+fn group_alive(pgid: i32) -> bool {
+    // SAFETY: kill with signal 0 only checks.
+    unsafe { libc::kill(-pgid, 0) == 0 }
+}
+
+/// Run the plan's command to its end. The program runs in a process group of its own (see
+/// [`own_group`]). SIGTERM, SIGINT, SIGHUP and SIGQUIT sent to `trace` are forwarded to that
+/// group; after a stop signal the program has [`GRACE_SECS`] to end, then `trace` kills the
+/// group with SIGKILL, and returns so the trace is finished. The program is also killed if
+/// `trace` dies first (`PR_SET_PDEATHSIG`): it is never orphaned.
 pub fn spawn_and_wait(plan: &Plan) -> Result<Outcome, LaunchError> {
     let mut cmd = command(plan);
+    let own = own_group();
     let started = Instant::now();
     // The signals `trace` handles are blocked from before the spawn until the handlers are in
     // place: a SIGTERM in between waits, then reaches the handler and is forwarded, instead of
     // killing `trace` and orphaning the target. (The child gets the mask `trace` had before,
-    // restored between fork and exec. Handlers are installed after the spawn because an
-    // ignored disposition would be inherited across exec.)
-    let old_mask = block_signals(&[libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP]);
+    // restored between fork and exec. Handlers are installed after the spawn because a
+    // handler's disposition is reset by exec, but an ignored one would be inherited.)
+    let handled = [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP, libc::SIGALRM, libc::SIGTSTP];
+    let old_mask = block_signals(&handled);
     {
         use std::os::unix::process::CommandExt;
+        if own {
+            cmd.process_group(0);
+        }
         let child_mask = old_mask;
-        // SAFETY: pthread_sigmask is async-signal-safe, and the closure touches only its copy.
+        // SAFETY: getpid before the fork; between fork and exec only async-signal-safe calls
+        // (prctl, getppid, kill, pthread_sigmask) on the closure's copies.
+        let parent = unsafe { libc::getpid() };
         unsafe {
             cmd.pre_exec(move || {
+                // Killed with `trace`: if `trace` dies (even by SIGKILL), so does the program.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+                if libc::getppid() != parent {
+                    libc::kill(libc::getpid(), libc::SIGKILL);
+                }
                 libc::pthread_sigmask(libc::SIG_SETMASK, &child_mask, std::ptr::null_mut());
                 Ok(())
             })
         };
     }
+    STOP_SIGNAL.store(0, Ordering::SeqCst);
+    KILLED.store(false, Ordering::SeqCst);
     let spawned = cmd.spawn();
+    let mut pgid = 0;
     if let Ok(c) = &spawned {
-        CHILD.store(c.id() as i32, Ordering::Relaxed);
-        set_handler(libc::SIGINT, libc::SIG_IGN);
-        set_handler(libc::SIGQUIT, libc::SIG_IGN);
-        set_handler(libc::SIGTERM, forward_signal as *const () as libc::sighandler_t);
-        set_handler(libc::SIGHUP, forward_signal as *const () as libc::sighandler_t);
+        let pid = c.id() as i32;
+        pgid = if own { pid } else { 0 };
+        SAME_GROUP.store(!own, Ordering::SeqCst);
+        TARGET.store(if own { -pid } else { pid }, Ordering::SeqCst);
+        for sig in FORWARDED {
+            set_action(sig, on_signal as *const () as libc::sighandler_t, true);
+        }
+        set_handler(libc::SIGALRM, on_alarm as *const () as libc::sighandler_t);
+        if own {
+            set_handler(libc::SIGTSTP, on_tstp as *const () as libc::sighandler_t);
+        }
     }
     restore_signals(&old_mask);
     let mut child = spawned.map_err(LaunchError::Spawn)?;
+    // Wait for the end without reaping: until it is reaped, the program's pid (and group id)
+    // cannot be reused, so a late forward or grace kill can never reach another process.
+    wait_unreaped(child.id()).map_err(LaunchError::Wait)?;
+    let stop = STOP_SIGNAL.load(Ordering::SeqCst);
+    let old_mask = block_signals(&handled);
+    TARGET.store(0, Ordering::SeqCst);
+    // SAFETY: cancelling our own alarm.
+    unsafe { libc::alarm(0) };
+    restore_signals(&old_mask);
     let status = child.wait().map_err(LaunchError::Wait)?;
     let duration = started.elapsed();
-    CHILD.store(0, Ordering::Relaxed);
+    // Asked to stop: what is left of the program's group (its children) gets the rest of the
+    // grace period, then SIGKILL. (A group id is not reused while a member lives.)
+    if own && stop != 0 {
+        let deadline = STOP_AT_NS.load(Ordering::SeqCst) + u64::from(GRACE_SECS) * 1_000_000_000;
+        while group_alive(pgid) && monotonic_ns() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if group_alive(pgid) {
+            KILLED.store(true, Ordering::SeqCst);
+            // SAFETY: kill on the group we created, which still has members.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+    }
+    let stopped = (stop != 0).then(|| trace_format::Stopped { signal: stop, killed: KILLED.load(Ordering::SeqCst) });
     let exit = match (status.code(), status.signal()) {
         (Some(code), _) => ExitStatus { code: Some(code), signal: None, core_dumped: false },
         (None, Some(sig)) => ExitStatus { code: None, signal: Some(sig), core_dumped: status.core_dumped() },
         (None, None) => ExitStatus { code: Some(1), signal: None, core_dumped: false },
     };
-    Ok(Outcome { exit, duration })
+    Ok(Outcome { exit, duration, stopped })
 }
 
 /// Die by `sig` like the target did (without a core dump), so callers see the same status.
@@ -202,7 +384,7 @@ mod tests {
         assert_eq!((o.exit.code, o.exit.signal), (None, Some(libc::SIGUSR1)));
         assert!(matches!(spawn_and_wait(&plan(&["/nonexistent/program"], vec![])), Err(LaunchError::Spawn(_))));
         // The executor changed this test process's dispositions: give them back.
-        for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP] {
+        for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP, libc::SIGALRM, libc::SIGTSTP] {
             set_handler(sig, libc::SIG_DFL);
         }
     }

@@ -38,6 +38,8 @@ pub fn check_usage(opts: &RunOptions) -> Result<Usage, ExitWith> {
     if opts.command.is_empty() {
         return Err(ExitWith { code: 2, message: "no command given; usage: trace run [-o DIR] -- <command> [args...]".into() });
     }
+    trace_format::command::check_argv(opts.command.iter().map(|a| a.as_os_str()))
+        .map_err(|e| ExitWith { code: 2, message: e.to_string() })?;
     let native_filter = opts.native_filter.env_text().map_err(|m| ExitWith { code: 2, message: m })?;
     Ok(Usage { hook: opts.python_hook.unwrap_or(PythonHook::Auto), native_filter })
 }
@@ -174,6 +176,8 @@ impl Plan {
             exit: None,
             options: options_json(opts, usage),
             incomplete: None,
+            stopped: None,
+            python_hooks: Vec::new(),
         };
         Ok(Plan { argv: opts.command.clone(), program: d.program.clone(), env, output, meta })
     }
@@ -296,6 +300,13 @@ mod tests {
     /// The environment every target gets: where and how to record, no stale native filter.
     fn base_env() -> Vec<(&'static str, EnvChange)> {
         vec![("SLICE_TRACE_DIR", set("/work/trace.d")), ("SLICE_TRACE_OPTIONS", set("")), ("SLICE_TRACE_NATIVE_FILTER", EnvChange::Remove)]
+    }
+
+    #[test]
+    fn an_argument_with_a_nul_byte_is_a_usage_error_naming_it() {
+        let e = check_usage(&opts(&["python3", "a\0b.py"])).map(|_| ()).unwrap_err();
+        assert_eq!(e.code, 2);
+        assert!(e.message.starts_with("argument 1 of the command, \"a\\0b.py\", contains a NUL byte"), "{}", e.message);
     }
 
     #[test]

@@ -212,7 +212,7 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
                 let _ = std::fs::remove_file(r);
             }
             output.discard();
-            return Err(ExitWith { code: 126, message: format!("{}: cannot run: {e}", plan.program.display()) }.into());
+            return Err(spawn_failure(&plan.program, &e).into());
         }
         Err(LaunchError::Wait(e)) => return Err(anyhow::Error::new(e).context("cannot wait for the target")),
     };
@@ -222,12 +222,15 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
     meta.end_unix_ms = Some(now_unix_ms());
     meta.duration_ns = Some(outcome.duration.as_nanos() as u64);
     meta.exit = Some(exit);
+    meta.stopped = outcome.stopped;
     if let Some(r) = &reserve {
         let _ = std::fs::remove_file(r);
     }
 
     let finished = finish_trace(&out, &mut meta);
-    if let Some(note) = exit.signal.and_then(|sig| death_note(&opts.command[0], sig)) {
+    if let Some(note) = stop_note(&opts.command[0], outcome.stopped) {
+        eprintln!("{note}");
+    } else if let Some(note) = exit.signal.and_then(|sig| death_note(&opts.command[0], sig)) {
         eprintln!("{note}");
     }
     settle(&output, finished, &meta, opts)?;
@@ -242,6 +245,32 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
 /// nothing either, and the target's stderr stays as it is without `trace`).
 fn death_note(program: &std::ffi::OsStr, sig: i32) -> Option<String> {
     (sig != libc::SIGPIPE).then(|| format!("trace: {} was killed by {}", program.to_string_lossy(), launch::signal_name(sig)))
+}
+
+/// The error of a program that could not be started, with the exit status a shell gives: 127
+/// when it (or its script's `#!` interpreter) does not exist, 126 otherwise.
+fn spawn_failure(program: &Path, e: &std::io::Error) -> ExitWith {
+    let interp = detect::map_file(program).ok().and_then(|d| detect::shebang(&d));
+    match (e.kind(), interp) {
+        (std::io::ErrorKind::NotFound, Some(sb)) => ExitWith {
+            code: 127,
+            message: format!("{}: cannot run: its #! interpreter {:?} does not exist", program.display(), sb.interpreter),
+        },
+        (std::io::ErrorKind::NotFound, None) => ExitWith { code: 127, message: format!("{}: cannot run: {e}", program.display()) },
+        _ => ExitWith { code: 126, message: format!("{}: cannot run: {e}", program.display()) },
+    }
+}
+
+/// What `trace` says on stderr when it was asked to stop the run.
+fn stop_note(program: &std::ffi::OsStr, stopped: Option<trace_format::Stopped>) -> Option<String> {
+    let s = stopped?;
+    let how =
+        if s.killed { format!("it did not end within {} s and was killed (SIGKILL)", launch::GRACE_SECS) } else { "it ended".to_string() };
+    Some(format!(
+        "trace: stopped by {}: forwarded to {}, {how}; the trace is partial",
+        launch::signal_name(s.signal),
+        program.to_string_lossy()
+    ))
 }
 
 /// Put the finished recording in place of an earlier trace (or keep the earlier one when the
@@ -325,8 +354,45 @@ fn finish_trace(out: &Path, meta: &mut TraceMeta) -> Result<stats::Summary> {
     let mut buf = vec![0u8; 256 << 10];
     let doc = SourcesDoc { files: files.iter().filter_map(|f| fingerprint(Path::new(f), &mut buf)).collect() };
     write_json_atomic(&out.join(SOURCES_FILE), &doc)?;
+    let hooks: BTreeSet<&str> = trace.processes.iter().filter_map(|p| p.meta.hook.as_deref()).collect();
+    meta.python_hooks = hooks.into_iter().map(String::from).collect();
+    let summary = stats::summarize(&trace)?;
+    trim_streams(&trace, &summary);
     write_json_atomic(&out.join(META_FILE), meta)?;
-    stats::summarize(&trace)
+    Ok(summary)
+}
+
+/// Cut every stream its process left unclosed (killed, `_exit`, a thread still running at
+/// `exit`) to its written part: a writer reserves its window ahead (`posix_fallocate`, up to
+/// 4 MiB), and only a normal close cuts the file. One zero byte is kept after the last event,
+/// the end marker, so readers still see the stream as unclosed. A stream whose process is
+/// still alive (a daemon the program left running) is left alone: its writer may still write
+/// through its mapping, and a page past the end of the file would kill it with SIGBUS.
+fn trim_streams(trace: &TraceDir, summary: &stats::Summary) {
+    for (p, ps) in trace.processes.iter().zip(&summary.procs) {
+        if process_alive(p.meta.pid) {
+            continue;
+        }
+        for (t, ts) in p.threads.iter().zip(&ps.threads) {
+            let Some(end) = ts.unclosed_end else { continue };
+            if t.size > end + 1 && !process_alive(t.header.pid) {
+                if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&t.path) {
+                    let _ = f.set_len(end + 1);
+                }
+            }
+        }
+    }
+}
+
+/// Whether a process with this pid exists (a zombie, or one we may not signal, counts).
+fn process_alive(pid: u32) -> bool {
+    let Ok(pid) = i32::try_from(pid) else { return false };
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks that the process exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// Size, modification time and SHA-256 of a file. Hashed as it is read, in pieces of `buf`'s

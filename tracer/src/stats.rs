@@ -16,6 +16,9 @@ pub struct ThreadSummary {
     pub calls: u64,
     /// The stream was not closed (its process was killed, called `_exit`, or exec'd).
     pub unclosed: bool,
+    /// For an unclosed stream: where its written part ends (see `StreamSummary::unclosed_end`).
+    #[serde(skip)]
+    pub unclosed_end: Option<u64>,
     pub duration_ns: u64,
     /// A damaged tail: the events before it were counted.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -32,6 +35,9 @@ pub struct ProcSummary {
     pub argv: Vec<String>,
     pub kind: String,
     pub runtime: String,
+    /// Python: the hook that recorded the process's calls (`proc.json`'s `hook`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hook: Option<String>,
     pub functions: usize,
     pub events: u64,
     pub threads: Vec<ThreadSummary>,
@@ -67,6 +73,7 @@ pub fn summarize(trace: &TraceDir) -> Result<Summary> {
                 events: sum.events(),
                 calls: sum.calls,
                 unclosed: sum.unclosed,
+                unclosed_end: sum.unclosed_end,
                 duration_ns: sum.end_ns.saturating_sub(t.header.start_ns),
                 error,
             });
@@ -79,6 +86,7 @@ pub fn summarize(trace: &TraceDir) -> Result<Summary> {
             argv: p.meta.argv.clone(),
             kind: p.meta.kind.clone(),
             runtime: p.meta.runtime.clone(),
+            hook: p.meta.hook.clone(),
             functions: p.funcs.iter().flatten().count(),
             events: threads.iter().map(|t| t.events).sum(),
             threads,
@@ -202,6 +210,10 @@ pub fn render(trace: &TraceDir, s: &Summary, verbose: bool) -> String {
         None => "unknown (the run did not finish: `trace` itself was stopped)".into(),
     };
     let _ = writeln!(o, "exit:       {exit}");
+    if let Some(st) = m.stopped {
+        let how = if st.killed { ", its process group killed (SIGKILL) after the grace period" } else { "" };
+        let _ = writeln!(o, "stopped:    by {} to `trace`, forwarded{how}: the trace is partial", crate::run::signal_name(st.signal));
+    }
     let _ = writeln!(o, "duration:   {}", m.duration_ns.map(secs).unwrap_or_else(|| "unknown".into()));
     let _ = writeln!(o, "options:    {}", line(&m.options.to_string()));
     let _ = writeln!(o, "processes:  {}", s.processes);
@@ -211,7 +223,8 @@ pub fn render(trace: &TraceDir, s: &Summary, verbose: bool) -> String {
     for p in &s.procs {
         let _ = writeln!(o);
         let forked = p.forked_from.map(|f| format!(", forked from {f}")).unwrap_or_default();
-        let _ = writeln!(o, "{}: pid {} (parent {}{forked}), {} {}", line(&p.dir), p.pid, p.ppid, line(&p.kind), line(&p.runtime));
+        let hook = p.hook.as_ref().map(|h| format!(", {} hook", line(h))).unwrap_or_default();
+        let _ = writeln!(o, "{}: pid {} (parent {}{forked}), {} {}{hook}", line(&p.dir), p.pid, p.ppid, line(&p.kind), line(&p.runtime));
         let _ = writeln!(o, "  argv:      {}", line(&p.argv.join(" ")));
         let _ = writeln!(o, "  functions: {}, events: {}", p.functions, p.events);
         if let Some(r) = &p.patch {

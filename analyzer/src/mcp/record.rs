@@ -310,6 +310,17 @@ pub fn record_until(p: &RecordParams, stop: &dyn Fn() -> Option<StopReason>) -> 
     if p.argv.is_empty() || p.argv[0].is_empty() {
         return Err(UsageError("argv is empty: pass the command to record, e.g. [\"python3\", \"app.py\"]".into()).into());
     }
+    // The check `trace run` makes too (a NUL byte cannot reach a program), before anything runs.
+    trace_format::command::check_argv(p.argv.iter().map(std::ffi::OsStr::new)).map_err(|e| UsageError(e.to_string()))?;
+    for (name, path) in [("cwd", &p.cwd), ("out", &p.out)] {
+        if path.as_ref().is_some_and(|s| s.contains('\0')) {
+            return Err(UsageError(format!("{name} contains a NUL byte (\\0), which no path can hold; remove it")).into());
+        }
+    }
+    if let Some(env) = &p.env {
+        trace_format::command::check_env(env.iter().map(|(k, v)| (std::ffi::OsStr::new(k), std::ffi::OsStr::new(v))))
+            .map_err(|e| UsageError(e.to_string()))?;
+    }
     let timeout = p.timeout_s.unwrap_or(DEFAULT_TIMEOUT_S);
     if timeout.is_nan() || timeout <= 0.0 || timeout > MAX_TIMEOUT_S {
         return Err(UsageError(format!(

@@ -15,6 +15,8 @@ struct Settings {
     root: PathBuf,
     c_calls: bool,
     lines: LineMode,
+    /// The hook recording calls (inherited by a forked child), for its `proc.json`.
+    hook: &'static str,
 }
 static SETTINGS: OnceLock<Settings> = OnceLock::new();
 /// In a forked child: the pid whose recording the fork handler stopped (0: none).
@@ -22,8 +24,8 @@ static FORKED_FROM: AtomicU32 = AtomicU32::new(0);
 static INSTALLED: Once = Once::new();
 static IN_CHILD_HANDLER: AtomicBool = AtomicBool::new(false);
 
-pub fn remember(root: &Path, c_calls: bool, lines: LineMode) {
-    let _ = SETTINGS.set(Settings { root: root.to_path_buf(), c_calls, lines });
+pub fn remember(root: &Path, c_calls: bool, lines: LineMode, hook: &'static str) {
+    let _ = SETTINGS.set(Settings { root: root.to_path_buf(), c_calls, lines, hook });
 }
 
 pub fn install() {
@@ -90,6 +92,7 @@ pub fn after_fork_child(py: Python<'_>) {
         // SAFETY: GIL held.
         Ok(p) => unsafe {
             state::set_proc(Some(p));
+            state::record_hook(settings.hook);
         },
         Err(e) => {
             warn(&format!("{e}; the forked child is not recorded"));

@@ -97,17 +97,22 @@ fn start(py: Python<'_>) -> PyResult<bool> {
     // and a code object described before would only lack `code_lines` (nothing of it is then
     // marked as not run): never the reverse.
     let mut lines_by_monitoring = false;
-    if rt.monitoring && monitoring::install(py, monitoring::Events { calls: true, c_calls, lines: want_lines })? {
+    let hook = if rt.monitoring && monitoring::install(py, monitoring::Events { calls: true, c_calls, lines: want_lines })? {
         lines_by_monitoring = want_lines;
+        "monitoring"
     // SAFETY: GIL held (C calls are only reported to profile functions before 3.12).
     } else if !profile_only && !c_calls && unsafe { evalframe::install(rt.minor) } {
         // Frames already running were not entered through the hook and will not return
         // through it: they are not recorded.
+        "evalframe"
     } else {
         PROFILE_MODE.store(true, Ordering::Relaxed);
         // SAFETY: GIL held.
         unsafe { profile::install() };
-    }
+        "profile"
+    };
+    // SAFETY: GIL held.
+    unsafe { state::record_hook(hook) };
     // Calls through the profile hook on 3.12+ (asked for, or our tool id was taken): lines
     // still come from `sys.monitoring` if it lets us in.
     if want_lines && !lines_by_monitoring && rt.minor >= 12 && !rt.monitoring {
@@ -120,7 +125,7 @@ fn start(py: Python<'_>) -> PyResult<bool> {
     } else {
         state::LineMode::Off
     };
-    fork::remember(Path::new(&root), c_calls, lines);
+    fork::remember(Path::new(&root), c_calls, lines, hook);
     // SAFETY: GIL held.
     unsafe {
         state::with_proc(|p| p.lines = lines);

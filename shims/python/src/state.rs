@@ -55,6 +55,8 @@ pub enum LineMode {
 /// Per-process recording state.
 pub struct Proc {
     pub pid: u32,
+    /// This process's `proc.json` (rewritten by [`record_hook`]).
+    pub meta: trace_format::ProcMeta,
     pub funcs: FuncTableWriter,
     pub dir: PathBuf,
     pub cwd: PathBuf,
@@ -122,6 +124,7 @@ pub fn open_process(py: Python<'_>, root: &Path, c_calls: bool, lines: LineMode,
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     Ok(Proc {
         pid: files.meta.pid,
+        meta: files.meta,
         funcs: files.funcs,
         dir: files.dir,
         cwd,
@@ -136,6 +139,25 @@ pub fn open_process(py: Python<'_>, root: &Path, c_calls: bool, lines: LineMode,
         line_entries: Vec::new(),
         last_entry: Vec::new(),
     })
+}
+
+/// Say in `proc.json` which hook records this process's calls (`monitoring`, `evalframe`,
+/// `profile`). A failure to write is warned about: recording goes on.
+///
+/// # Safety
+/// GIL held.
+pub unsafe fn record_hook(hook: &str) {
+    // SAFETY: the GIL is held (this function's contract); the closure only writes a file and
+    // does not call into CPython.
+    let done = unsafe {
+        with_proc(|p| {
+            p.meta.hook = Some(hook.to_string());
+            trace_format::writer::write_proc_meta(&p.dir, &p.meta).map_err(|e| format!("{}: {e}", p.dir.display()))
+        })
+    };
+    if let Some(Err(e)) = done {
+        warn(&format!("cannot record the hook in proc.json ({e})"));
+    }
 }
 
 /// One thread's stream. Written only by its thread (with the GIL held); finished by the

@@ -8,10 +8,12 @@
 //! - [`clock`]: the shims' timestamp source (`CLOCK_MONOTONIC`, through the TSC where possible).
 //! - [`escape`]: how `trace` and `slice` print the text a trace holds (names, argv) without
 //!   letting control characters act on a terminal or a prompt's structure.
+//! - [`command`]: the check of a command line before it is run and recorded (no NUL byte).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod clock;
+pub mod command;
 pub mod escape;
 pub mod event;
 pub mod meta;
@@ -21,7 +23,7 @@ pub mod writer;
 
 pub use event::{Event, StreamHeader, StreamTotals};
 pub use meta::{
-    ExitStatus, FileFingerprint, FuncKind, FuncRecord, ProcMeta, SourcesDoc, TraceMeta, SOURCES_FILE, TRACE_FORMAT_NAME,
+    ExitStatus, FileFingerprint, FuncKind, FuncRecord, ProcMeta, SourcesDoc, Stopped, TraceMeta, SOURCES_FILE, TRACE_FORMAT_NAME,
     TRACE_FORMAT_VERSION,
 };
 pub use reader::{EventIter, Process, StreamSummary, ThreadStream, TraceDir};

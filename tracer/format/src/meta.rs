@@ -43,6 +43,25 @@ pub struct TraceMeta {
     /// Why the trace holds less than the run did (the disk filled up); absent when complete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incomplete: Option<String>,
+    /// The run was cut short: `trace` was asked to stop (a signal it forwarded to the program's
+    /// process group) and the trace is partial; absent when the program ended on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<Stopped>,
+    /// The Python hooks that recorded the run's processes (`proc.json`'s `hook`), each once,
+    /// sorted: `monitoring`, `evalframe`, `profile`. Empty (absent) when no Python ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub python_hooks: Vec<String>,
+}
+
+/// How `trace` stopped a run it was asked to stop (`meta.json`'s `stopped`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Stopped {
+    /// The signal `trace` received and forwarded (SIGTERM, SIGINT, SIGHUP).
+    pub signal: i32,
+    /// Whether the program's process group was still running after the grace period and was
+    /// killed with SIGKILL.
+    #[serde(default)]
+    pub killed: bool,
 }
 
 /// How a process ended: exactly one of `code` and `signal` is set.
@@ -76,6 +95,11 @@ pub struct ProcMeta {
     /// If the process was created by `fork` from a traced process, that parent's pid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<u32>,
+    /// Python: how calls are recorded in this process, `monitoring` (`sys.monitoring`, 3.12+),
+    /// `evalframe` (the PEP 523 frame-evaluation hook, 3.9-3.11) or `profile`
+    /// (`PyEval_SetProfile`); written once the hook is installed. Absent for native processes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<String>,
 }
 
 /// One line of `p<pid>/funcs.jsonl`.

@@ -270,6 +270,9 @@ pub struct StreamSummary {
     pub name: Option<String>,
     /// The stream ends in unwritten space: its process did not close it.
     pub unclosed: bool,
+    /// For an unclosed stream decoded to its end without damage: the offset of the end marker
+    /// (the first byte of unwritten space), so everything after it can be cut off.
+    pub unclosed_end: Option<u64>,
     /// A damaged tail: the counts are of the events before it.
     pub error: Option<FormatError>,
     /// The counts come from the header's totals (the stream was closed normally), not from
@@ -301,6 +304,7 @@ impl ThreadStream {
                     end_ns: t.end_ns,
                     name,
                     unclosed: false,
+                    unclosed_end: None,
                     error: None,
                     from_totals: true,
                 });
@@ -342,6 +346,9 @@ impl ThreadStream {
             }
         }
         s.unclosed = it.unclosed();
+        if s.unclosed && s.error.is_none() {
+            s.unclosed_end = Some(it.offset() as u64);
+        }
         Ok(s)
     }
 }
@@ -698,6 +705,7 @@ mod tests {
             runtime: String::new(),
             start_ns: 5,
             forked_from: None,
+            hook: None,
         }
     }
 
@@ -715,6 +723,8 @@ mod tests {
             exit: None,
             options: serde_json::Value::Null,
             incomplete: None,
+            stopped: None,
+            python_hooks: Vec::new(),
         };
         std::fs::write(root.join(META_FILE), serde_json::to_string(&m).unwrap()).unwrap();
     }

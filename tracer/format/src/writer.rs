@@ -589,11 +589,14 @@ pub fn create_process_dir(root: &Path, pid: u32) -> io::Result<PathBuf> {
     Err(io::Error::new(io::ErrorKind::AlreadyExists, "too many process directories for one pid"))
 }
 
-/// Write `proc.json` into a process directory.
+/// Write `proc.json` into a process directory (whole or not at all: written beside it, then
+/// renamed over it, so a rewrite never leaves half a document).
 pub fn write_proc_meta(dir: &Path, meta: &ProcMeta) -> io::Result<()> {
     let mut s = serde_json::to_vec_pretty(meta).map_err(io::Error::other)?;
     s.push(b'\n');
-    std::fs::write(dir.join(crate::PROC_META_FILE), s)
+    let tmp = dir.join(".proc.json.tmp");
+    std::fs::write(&tmp, s)?;
+    std::fs::rename(&tmp, dir.join(crate::PROC_META_FILE))
 }
 
 /// What a shim opens when it starts recording in a process: its directory `p<pid>` (see
@@ -633,7 +636,18 @@ pub fn current_proc_meta(kind: &str, runtime: &str, forked_from: Option<u32>) ->
     let cwd = std::env::current_dir().map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
     // SAFETY: getpid/getppid cannot fail.
     let (pid, ppid) = unsafe { (libc::getpid() as u32, libc::getppid() as u32) };
-    ProcMeta { pid, ppid, argv, exe, cwd, kind: kind.to_string(), runtime: runtime.to_string(), start_ns: monotonic_ns(), forked_from }
+    ProcMeta {
+        pid,
+        ppid,
+        argv,
+        exe,
+        cwd,
+        kind: kind.to_string(),
+        runtime: runtime.to_string(),
+        start_ns: monotonic_ns(),
+        forked_from,
+        hook: None,
+    }
 }
 
 /// The calling thread's kernel thread id.
