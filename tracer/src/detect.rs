@@ -78,8 +78,8 @@ pub const NATIVE_HOWTO: &str = "rebuild it with function instrumentation and deb
 /// The environment variable that controls entry patching of ordinary native builds
 /// (docs/native-recording.md): unset or `1` patches the program and its own libraries, `all`
 /// system libraries too, `0` turns it off (then only `-finstrument-functions` builds are
-/// recorded).
-pub const ENV_PATCH: &str = "SLICE_TRACE_PATCH";
+/// recorded). Read by [`trace_format::patching`].
+pub use trace_format::patching::ENV_PATCH;
 
 /// Entry patching as the environment asks for it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,8 +90,8 @@ pub enum Patching {
 
 impl Patching {
     pub fn from_env() -> Patching {
-        match std::env::var_os(ENV_PATCH) {
-            Some(v) if v == "0" => Patching::Off,
+        match trace_format::patching::PatchMode::from_env() {
+            Some(trace_format::patching::PatchMode::Off) => Patching::Off,
             _ => Patching::On,
         }
     }

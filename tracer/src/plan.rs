@@ -20,7 +20,7 @@ use trace_format::{TraceMeta, ENV_TRACE_DIR, ENV_TRACE_OPTIONS, TRACE_FORMAT_NAM
 /// The environment variable the native shim reads `-F`/`-N` from.
 pub const ENV_NATIVE_FILTER: &str = "SLICE_TRACE_NATIVE_FILTER";
 /// The environment variable that turns on the native shim's entry patching (`1`).
-pub const ENV_NATIVE_PATCH: &str = "SLICE_TRACE_PATCH";
+pub use trace_format::patching::ENV_PATCH as ENV_NATIVE_PATCH;
 /// Name prefix of the hidden directory a run records into over an earlier trace.
 pub const STAGING_PREFIX: &str = ".trace-run-";
 

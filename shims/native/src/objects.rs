@@ -36,10 +36,6 @@ use crate::{filter, patch};
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
-/// The environment variable that turns patching on: `1` (the program and its own
-/// libraries), `all` (system libraries too).
-pub(crate) const ENV_PATCH: &str = "SLICE_TRACE_PATCH";
-
 const OFF: u8 = 0;
 const ON: u8 = 1;
 const ALL: u8 = 2;
@@ -147,10 +143,11 @@ fn ask_gtest_for_its_report() {
 
 /// The constructor: read the mode and patch the objects loaded with the program.
 pub(crate) fn patch_at_start() {
-    let mode = match std::env::var_os(ENV_PATCH) {
-        Some(v) if v == "1" => ON,
-        Some(v) if v == "all" => ALL,
-        _ => OFF,
+    // Unset: off (`trace` sets it for the programs it patches).
+    let mode = match trace_format::patching::PatchMode::from_env() {
+        Some(trace_format::patching::PatchMode::Program) => ON,
+        Some(trace_format::patching::PatchMode::All) => ALL,
+        Some(trace_format::patching::PatchMode::Off) | None => OFF,
     };
     if mode == OFF || is_cpython() {
         return;

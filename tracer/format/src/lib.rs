@@ -9,6 +9,7 @@
 //! - [`escape`]: how `trace` and `slice` print the text a trace holds (names, argv) without
 //!   letting control characters act on a terminal or a prompt's structure.
 //! - [`command`]: the check of a command line before it is run and recorded (no NUL byte).
+//! - [`patching`]: `SLICE_TRACE_PATCH`, entry patching's switch, read by `trace` and the native shim.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -17,6 +18,7 @@ pub mod command;
 pub mod escape;
 pub mod event;
 pub mod meta;
+pub mod patching;
 pub mod reader;
 pub mod testrun;
 pub mod writer;
