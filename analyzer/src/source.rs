@@ -100,7 +100,9 @@ impl SourceCache {
     /// Load `sources.json` from a trace directory (absent, unreadable, not a regular file or
     /// invalid: `None`, and then no source is shown).
     pub fn read_sources_doc(trace_dir: &Path) -> Option<SourcesDoc> {
-        let bytes = trace_format::reader::read_document(&trace_dir.join(trace_format::SOURCES_FILE)).ok()?;
+        let bytes =
+            trace_format::reader::read_document(&trace_dir.join(trace_format::SOURCES_FILE), trace_format::reader::MAX_SOURCES_BYTES)
+                .ok()?;
         serde_json::from_slice(&bytes).ok()
     }
 

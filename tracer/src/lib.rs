@@ -155,7 +155,8 @@ fn real_main() -> Result<i32> {
             run::run(run::RunOptions { output, c_calls, lines, python_hook, quiet, native_filter, command })
         }
         Cmd::Info { dir, json, verbose } => {
-            let trace = open(&dir)?;
+            // A summary counts the functions: the tables are read line by line, never kept.
+            let trace = TraceDir::open_with(&dir, trace_format::reader::FuncTables::Count)?;
             let s = stats::summarize(&trace)?;
             let text = if json {
                 let mut v = serde_json::to_value(&s)?;

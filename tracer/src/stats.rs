@@ -87,7 +87,7 @@ pub fn summarize(trace: &TraceDir) -> Result<Summary> {
             kind: p.meta.kind.clone(),
             runtime: p.meta.runtime.clone(),
             hook: p.meta.hook.clone(),
-            functions: p.funcs.iter().flatten().count(),
+            functions: p.func_count,
             events: threads.iter().map(|t| t.events).sum(),
             threads,
             patch: read_patch_report(p, &mut damaged),

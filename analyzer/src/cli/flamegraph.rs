@@ -52,5 +52,8 @@ pub fn run(a: FlamegraphArgs) -> anyhow::Result<()> {
     if let Some(file) = a.output.file() {
         eprintln!("slice: wrote {} ({} stacks, {} {}); open it in a browser", file.display(), totals.lines, totals.sum, a.weight.unit());
     }
+    if let Some(note) = crate::views::folded::deeper_note(&totals) {
+        eprintln!("{note}");
+    }
     Ok(())
 }

@@ -33,5 +33,8 @@ pub fn run(a: FoldedArgs) -> anyhow::Result<()> {
         Ok(())
     })?;
     eprintln!("slice: {} stacks, {} {} in total", totals.lines, totals.sum, a.weight.unit());
+    if let Some(note) = folded::deeper_note(&totals) {
+        eprintln!("{note}");
+    }
     Ok(())
 }

@@ -32,46 +32,70 @@ pub fn limit(asked: Option<u64>, default: usize) -> Result<usize, String> {
 /// `head`, then as many of `lines` (in order) as fit in `max` tokens with the note that
 /// `left_out(n)` writes for the `n` lines left out. The result is never over `max` tokens
 /// unless `head` alone is (then `head` is cut too, line by line).
+///
+/// Linear in what is kept, not in `lines`: each line is counted once, in order, until the
+/// count passes `max`; the lines after that are never counted (an answer of 8,000 tokens
+/// does not tokenize 30 MB of call paths, several times over in a bisection).
 pub fn fit_lines(head: &str, lines: &[String], max: usize, left_out: impl Fn(usize) -> String) -> String {
     fit_lines_dyn(head, lines, max, &left_out)
 }
 
-fn fit_lines_dyn(head: &str, lines: &[String], max: usize, left_out: &dyn Fn(usize) -> String) -> String {
-    let build = |k: usize| -> String {
-        let mut s = String::with_capacity(head.len() + 64 * k);
-        s.push_str(head);
-        for l in &lines[..k] {
-            s.push_str(l);
-            s.push('\n');
-        }
-        if k < lines.len() {
-            s.push_str(&left_out(lines.len() - k));
-            s.push('\n');
-        }
-        s
-    };
-    let all = build(lines.len());
-    if TOKENIZER.count(&all) <= max {
-        return all;
+/// `head`, the first `k` of `lines` and, when lines are left out, the note.
+fn build_lines(head: &str, lines: &[String], k: usize, left_out: &dyn Fn(usize) -> String) -> String {
+    let mut s = String::with_capacity(head.len() + lines[..k].iter().map(|l| l.len() + 1).sum::<usize>() + 128);
+    s.push_str(head);
+    for l in &lines[..k] {
+        s.push_str(l);
+        s.push('\n');
     }
-    // The largest k that fits, by bisection (token counts grow with k).
-    let (mut lo, mut hi) = (0usize, lines.len());
-    if TOKENIZER.count(&build(0)) > max {
+    if k < lines.len() {
+        s.push_str(&left_out(lines.len() - k));
+        s.push('\n');
+    }
+    s
+}
+
+/// The largest `k` in `0..=hi` for which `fits(k)` holds, given that `fits` is monotone
+/// (true up to some k, false after) and `fits(0)` holds: `hi` is tried first (an estimate
+/// usually right), then a bisection.
+fn largest_fitting(hi: usize, fits: impl Fn(usize) -> bool) -> usize {
+    if fits(hi) {
+        return hi;
+    }
+    let (mut lo, mut hi) = (0usize, hi);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+fn fit_lines_dyn(head: &str, lines: &[String], max: usize, left_out: &dyn Fn(usize) -> String) -> String {
+    if TOKENIZER.count(&build_lines(head, lines, 0, left_out)) > max {
         let head_lines: Vec<String> = head.lines().map(str::to_string).collect();
         if head_lines.len() <= 1 {
             return cut_chars(head, max);
         }
         return fit_lines_dyn("", &head_lines, max, &|n| format!("… {n} more lines left out to fit max_tokens={max}"));
     }
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if TOKENIZER.count(&build(mid)) <= max {
-            lo = mid;
-        } else {
-            hi = mid;
+    // The lines' counts add up to about the count of their text (a line's tokens rarely
+    // join the next line's): the estimate `k` of how many fit. Counting stops past `max`.
+    let mut used = TOKENIZER.count(head);
+    let mut k = 0;
+    for l in lines {
+        used += TOKENIZER.count(l) + 1;
+        if used > max {
+            break;
         }
+        k += 1;
     }
-    build(lo)
+    let fits = |k: usize| TOKENIZER.count(&build_lines(head, lines, k, left_out)) <= max;
+    // Every text counted for real is at most about `max` tokens (and `k` + 1 lines).
+    build_lines(head, lines, largest_fitting(k, fits), left_out)
 }
 
 /// The longest prefix of a single line of text that fits (a last resort).
@@ -104,47 +128,81 @@ pub struct TreeLine {
 /// Cut a tree (lines in pre-order) below the deepest depth at which `head` + the lines fit in
 /// `max` tokens. Each cut is marked in place (`… N more calls below`) and `note(depth)` is
 /// appended when anything was cut. Falls back to [`fit_lines`] when even depth 1 is too long.
+///
+/// Each line's tokens are counted at most once, and only while the lines of a depth still
+/// fit: a tree of 200,000 levels is cut in about the time its kept lines take to count.
 pub fn fit_tree(head: &str, lines: &[TreeLine], max: usize, note: impl Fn(u32) -> String) -> String {
-    let build = |d: u32| -> String {
+    let mark =
+        |l: &TreeLine| format!("{}… {} more calls below\n", " ".repeat(30 + 3 * crate::views::indent_levels(l.depth + 1)), l.descendants);
+    let build = |d: u32, with_note: bool| -> String {
         let mut s = String::from(head);
-        let mut i = 0;
-        while i < lines.len() {
-            let l = &lines[i];
+        for l in lines {
             if l.depth > d {
-                i += 1;
                 continue;
             }
             s.push_str(&l.text);
             s.push('\n');
             if l.depth == d && l.descendants > 0 {
-                s.push_str(&format!("{}… {} more calls below\n", " ".repeat(30 + 3 * d as usize), l.descendants));
+                s.push_str(&mark(l));
             }
-            i += 1;
+        }
+        if with_note {
+            s.push_str(&note(d));
+            s.push('\n');
         }
         s
     };
     let max_depth = lines.iter().map(|l| l.depth).max().unwrap_or(0);
-    let full = build(max_depth);
-    if TOKENIZER.count(&full) <= max {
-        return full;
-    }
-    let with_note = |d: u32| {
-        let mut s = build(d);
-        s.push_str(&note(d));
-        s.push('\n');
-        s
+    // Tokens of each line (with its newline), counted when first needed.
+    let counts: Vec<std::cell::Cell<Option<usize>>> = vec![std::cell::Cell::new(None); lines.len()];
+    let count = |i: usize| match counts[i].get() {
+        Some(c) => c,
+        None => {
+            let c = TOKENIZER.count(&lines[i].text) + 1;
+            counts[i].set(Some(c));
+            c
+        }
     };
+    let head_tokens = TOKENIZER.count(head);
+    // The estimated tokens of the tree cut at depth `d`, or None once past `max`.
+    let estimate = |d: u32, with_note: bool| -> Option<usize> {
+        let mut used = head_tokens + if with_note { TOKENIZER.count(&note(d)) + 1 } else { 0 };
+        for (i, l) in lines.iter().enumerate() {
+            if l.depth > d {
+                continue;
+            }
+            used += count(i);
+            if l.depth == d && l.descendants > 0 {
+                used += TOKENIZER.count(&mark(l));
+            }
+            if used > max {
+                return None;
+            }
+        }
+        Some(used)
+    };
+    if estimate(max_depth, false).is_some() {
+        let full = build(max_depth, false);
+        if TOKENIZER.count(&full) <= max {
+            return full;
+        }
+    }
+    // The deepest cut whose estimate fits (the estimate is monotone in the depth), then
+    // shallower ones until one fits for real.
     let (mut lo, mut hi) = (0u32, max_depth);
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
-        if TOKENIZER.count(&with_note(mid)) <= max {
+        if estimate(mid, true).is_some() {
             lo = mid;
         } else {
             hi = mid;
         }
     }
+    // Every text counted for real here is about `max` tokens at most.
+    let fits = |d: usize| d == 0 || TOKENIZER.count(&build(d as u32, true)) <= max;
+    let lo = largest_fitting(lo as usize, fits) as u32;
     if lo >= 1 {
-        return with_note(lo);
+        return build(lo, true);
     }
     let texts: Vec<String> = lines.iter().map(|l| l.text.clone()).collect();
     fit_lines(head, &texts, max, |n| format!("… {n} more tree lines left out; {}", note(1)))

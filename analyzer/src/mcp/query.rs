@@ -117,33 +117,59 @@ fn tally(model: &Model, counts: HashMap<&str, u64>) -> String {
         .join(", ")
 }
 
+/// Where the functions asked about are in the model's trees, and how to walk them.
+struct Places<'m> {
+    /// Per thread of each trace, the position of each node id in its pre-order.
+    indexes: Vec<Vec<HashMap<u32, usize>>>,
+    /// Per function key, its nodes: (trace, thread, position), in tree order.
+    nodes: HashMap<&'m str, Vec<(usize, usize, usize)>>,
+}
+
+impl<'m> Places<'m> {
+    /// One pass over every tree, whatever the number of functions asked about.
+    fn new(model: &'m Model, found: &[&'m FuncInfo]) -> Places<'m> {
+        let mut nodes: HashMap<&str, Vec<(usize, usize, usize)>> = found.iter().map(|f| (f.key.as_str(), Vec::new())).collect();
+        let mut indexes = Vec::new();
+        for (ti, t) in model.traces.iter().enumerate() {
+            let mut per_thread = Vec::new();
+            for (hi, th) in t.threads.iter().enumerate() {
+                for (i, n) in th.nodes.iter().enumerate() {
+                    if let Some(v) = nodes.get_mut(n.key.as_str()) {
+                        v.push((ti, hi, i));
+                    }
+                }
+                per_thread.push(th.nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect());
+            }
+            indexes.push(per_thread);
+        }
+        Places { indexes, nodes }
+    }
+}
+
 /// Lines about one function: every call path from the root to it with counts, its callers
 /// and its callees.
-fn calls_of(model: &Model, f: &FuncInfo, multi_thread: bool) -> Vec<String> {
+fn calls_of(model: &Model, places_of: &Places, f: &FuncInfo, multi_thread: bool) -> Vec<String> {
     let mut paths = Vec::new();
     let mut callers: HashMap<&str, u64> = HashMap::new();
     let mut callees: HashMap<&str, u64> = HashMap::new();
     let (mut calls, mut places) = (0u64, 0usize);
-    for t in &model.traces {
-        for th in &t.threads {
-            let index: HashMap<u32, usize> = th.nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
-            for (i, n) in th.nodes.iter().enumerate() {
-                if n.key != f.key {
-                    continue;
-                }
-                calls += n.count;
-                places += 1;
-                paths.push(path_line(model, th, &index, i, multi_thread));
-                match index.get(&n.parent) {
-                    Some(&pi) => *callers.entry(th.nodes[pi].key.as_str()).or_default() += n.count,
-                    None => *callers.entry("(thread start)").or_default() += n.count,
-                }
-                for c in th.nodes.get(i + 1..=i + n.descendants).unwrap_or(&[]) {
-                    if c.parent == n.id {
-                        *callees.entry(c.key.as_str()).or_default() += c.count;
-                    }
-                }
-            }
+    for &(ti, hi, i) in places_of.nodes.get(f.key.as_str()).map(Vec::as_slice).unwrap_or(&[]) {
+        let th = &model.traces[ti].threads[hi];
+        let index = &places_of.indexes[ti][hi];
+        let n = &th.nodes[i];
+        calls += n.count;
+        places += 1;
+        paths.push(path_line(model, th, index, i, multi_thread));
+        match index.get(&n.parent) {
+            Some(&pi) => *callers.entry(th.nodes[pi].key.as_str()).or_default() += n.count,
+            None => *callers.entry("(thread start)").or_default() += n.count,
+        }
+        // The children only: from one to the next over its subtree (pre-order).
+        let end = (i + n.descendants).min(th.nodes.len().saturating_sub(1));
+        let mut c = i + 1;
+        while c <= end {
+            *callees.entry(th.nodes[c].key.as_str()).or_default() += th.nodes[c].count;
+            c += th.nodes[c].descendants + 1;
         }
     }
     let mut out = vec![
@@ -157,18 +183,39 @@ fn calls_of(model: &Model, f: &FuncInfo, multi_thread: bool) -> Vec<String> {
     out
 }
 
+/// Steps of a call path shown at each end; the steps between are counted, not named, so a
+/// path line stays short however deep the tree (a 200,000-deep chain has paths of 200,000 steps).
+const PATH_ENDS: usize = 16;
+
 fn path_line(model: &Model, th: &ModelThread, index: &HashMap<u32, usize>, mut i: usize, multi_thread: bool) -> String {
-    let mut steps = Vec::new();
-    loop {
+    let step = |i: usize| {
         let n = &th.nodes[i];
         let name = model.funcs.get(&n.key).map(named).unwrap_or_else(|| n.key.clone());
-        steps.push(if n.count > 1 { format!("{name} ×{}", n.count) } else { name });
-        match index.get(&n.parent) {
+        if n.count > 1 {
+            format!("{name} ×{}", n.count)
+        } else {
+            name
+        }
+    };
+    // The node's ancestors, innermost first.
+    let mut chain = Vec::new();
+    loop {
+        chain.push(i);
+        match index.get(&th.nodes[i].parent) {
             Some(&p) => i = p,
             None => break,
         }
     }
-    steps.reverse();
+    chain.reverse();
+    let steps: Vec<String> = if chain.len() <= 2 * PATH_ENDS + 1 {
+        chain.iter().map(|&i| step(i)).collect()
+    } else {
+        let between = chain.len() - 2 * PATH_ENDS;
+        let mut v: Vec<String> = chain[..PATH_ENDS].iter().map(|&i| step(i)).collect();
+        v.push(format!("… {between} calls …"));
+        v.extend(chain[chain.len() - PATH_ENDS..].iter().map(|&i| step(i)));
+        v
+    };
     let thread = if multi_thread && !th.label.is_empty() { format!("[{}] ", th.label) } else { String::new() };
     format!("{thread}{}", steps.join(" → "))
 }
@@ -183,7 +230,8 @@ pub fn find_calls(p: &FunctionParams) -> anyhow::Result<String> {
     }
     let multi = model.traces.iter().map(|t| t.threads.len()).sum::<usize>() > 1;
     head.push_str(&format!("# {} function(s) matching {:?} in {}\n\n", found.len(), p.function, p.trace));
-    let lines: Vec<String> = found.iter().flat_map(|f| calls_of(&model, f, multi)).collect();
+    let places = Places::new(&model, &found);
+    let lines: Vec<String> = found.iter().flat_map(|f| calls_of(&model, &places, f, multi)).collect();
     Ok(fit_lines(&head, &lines, max, |n| {
         format!(
             "… {n} more lines (call paths, callers, callees or further functions) left out to fit max_tokens={max}; \

@@ -114,24 +114,32 @@ pub(super) fn most_relevant(names: &[String]) -> String {
 /// function whose source is still shown are kept too).
 fn plan_for(model: &Model, steps: &[Step], top: Option<&String>, sources: bool, budget: usize, tok: Tokenizer) -> (Plan, BudgetReport) {
     let mut plan = Plan::default();
-    let mut sig = Vec::new();
+    // The functions elided to their signature, in step order; a later name-only step of a
+    // function takes it out (by its places, found in a map: a walk has a step per function, so
+    // searching the list at each step would be quadratic).
+    let mut sig: Vec<Option<String>> = Vec::new();
+    let mut sig_at: rustc_hash::FxHashMap<&str, Vec<usize>> = rustc_hash::FxHashMap::default();
     let mut name = Vec::new();
     for s in steps {
         match s {
             Step::CollapseRepeats => plan.collapse_repeats = true,
             Step::Signature(k) => {
                 plan.levels.insert(k.clone(), Level::Signature);
-                sig.push(k.clone());
+                sig_at.entry(k.as_str()).or_default().push(sig.len());
+                sig.push(Some(k.clone()));
             }
             Step::Name(k) => {
                 plan.levels.insert(k.clone(), Level::Name);
-                sig.retain(|x| x != k);
+                for i in sig_at.remove(k.as_str()).unwrap_or_default() {
+                    sig[i] = None;
+                }
                 name.push(k.clone());
             }
             Step::TreeDepth(d) => plan.tree_depth = Some(*d),
             Step::TreeToSources => plan.tree_depth = Some(1),
         }
     }
+    let sig: Vec<String> = sig.into_iter().flatten().collect();
     let to_sources = steps.contains(&Step::TreeToSources);
     let report = BudgetReport {
         budget,
@@ -299,14 +307,21 @@ pub(super) fn refill(
         Signature,
     }
     let apply = |steps: &[Step], batch: &[(&String, Raise)]| -> Vec<Step> {
+        // The batch by function (a map: steps and batch can both hold thousands).
+        let mut raised: rustc_hash::FxHashMap<&str, (bool, bool)> = rustc_hash::FxHashMap::default();
+        for (k, r) in batch {
+            let e = raised.entry(k.as_str()).or_default();
+            match r {
+                Raise::Whole => e.0 = true,
+                Raise::Signature => e.1 = true,
+            }
+        }
         steps
             .iter()
-            .filter(|s| {
-                !batch.iter().any(|(k, r)| match (s, r) {
-                    (Step::Signature(x) | Step::Name(x), Raise::Whole) => x == *k,
-                    (Step::Name(x), Raise::Signature) => x == *k,
-                    _ => false,
-                })
+            .filter(|s| match s {
+                Step::Signature(x) => !raised.get(x.as_str()).is_some_and(|&(whole, _)| whole),
+                Step::Name(x) => !raised.contains_key(x.as_str()),
+                _ => true,
             })
             .cloned()
             .collect()

@@ -107,8 +107,11 @@ impl Model {
                 }
             }
             let f = &self.funcs[&n.key];
-            let indent = "  ".repeat(n.depth.saturating_sub(1) as usize);
-            out.push_str(&indent);
+            // At most MAX_INDENT levels of indentation; deeper lines say their depth.
+            for _ in 0..crate::views::indent_levels(n.depth) {
+                out.push_str("  ");
+            }
+            out.push_str(&crate::views::depth_mark(n.depth));
             out.push_str(&escape::line(&f.qualname));
             let level = plan.level(&n.key);
             // (A closure whose code lies inside its shown parent's block has no block of its
@@ -141,7 +144,7 @@ impl Model {
             }
             out.push('\n');
             if hidden > 0 && same.is_none() {
-                out.push_str(&"  ".repeat(n.depth as usize));
+                out.push_str(&"  ".repeat(crate::views::indent_levels(n.depth + 1)));
                 out.push_str(&format!("… {hidden} more calls below (elided to fit the budget)\n"));
             }
             nodes.push(DocNode {

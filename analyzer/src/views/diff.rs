@@ -224,7 +224,12 @@ impl Diff {
                     Side::OnlyA => '-',
                     Side::OnlyB => '+',
                 };
-                let mut s = format!("{}{}", "  ".repeat(n.depth as usize - 1), escape::line(&n.func.qualname));
+                let mut s = format!(
+                    "{}{}{}",
+                    "  ".repeat(super::indent_levels(n.depth)),
+                    super::depth_mark(n.depth),
+                    escape::line(&n.func.qualname)
+                );
                 if !n.location.is_empty() {
                     s.push_str(&format!("  ({})", n.location));
                 }

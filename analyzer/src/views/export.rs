@@ -100,16 +100,34 @@ fn micros(ns: u64) -> f64 {
 }
 
 /// Write the Chrome Trace Event Format (JSON object form): process and thread name metadata
-/// events, then one complete event per tree node (`ts`/`dur` in microseconds).
+/// events, then one complete event per tree node (`ts`/`dur` in microseconds). The events are
+/// written one by one as they are made (a document of JSON values held whole costs kilobytes a
+/// node); the keys come in the order a whole `serde_json` document would have (sorted).
 pub fn write_chrome(w: &mut dyn Write, lanes: &[Lane], names: &FrameNames, cwd: &Path, argv: &str) -> io::Result<usize> {
-    let mut events: Vec<Value> = Vec::new();
+    let mut w = io::BufWriter::new(w);
+    let other = json!({
+        "command": argv,
+        "exporter": concat!("slice ", env!("CARGO_PKG_VERSION")),
+        "timeline": "folded call tree laid out in call order: bar widths are inclusive times of merged calls, not real call timestamps",
+    });
+    w.write_all(b"{\"displayTimeUnit\":\"ms\",\"otherData\":")?;
+    trace_format::escape::json_write(&mut w, &other)?;
+    w.write_all(b",\"traceEvents\":[")?;
+    let mut first = true;
+    let mut event = |w: &mut io::BufWriter<&mut dyn Write>, e: &Value| -> io::Result<()> {
+        if !std::mem::take(&mut first) {
+            w.write_all(b",")?;
+        }
+        trace_format::escape::json_write(&mut *w, e)?;
+        Ok(())
+    };
     let mut seen_pids = Vec::new();
     for lane in lanes {
         if !seen_pids.contains(&lane.pid) {
             seen_pids.push(lane.pid);
-            events.push(json!({"name": "process_name", "ph": "M", "pid": lane.pid, "tid": lane.tid, "args": {"name": lane.process}}));
+            event(&mut w, &json!({"name": "process_name", "ph": "M", "pid": lane.pid, "tid": lane.tid, "args": {"name": lane.process}}))?;
         }
-        events.push(json!({"name": "thread_name", "ph": "M", "pid": lane.pid, "tid": lane.tid, "args": {"name": lane.thread}}));
+        event(&mut w, &json!({"name": "thread_name", "ph": "M", "pid": lane.pid, "tid": lane.tid, "args": {"name": lane.thread}}))?;
     }
     let mut n_bars = 0;
     for lane in lanes {
@@ -123,30 +141,24 @@ pub fn write_chrome(w: &mut dyn Write, lanes: &[Lane], names: &FrameNames, cwd: 
             if node.recursive {
                 args["recursive"] = json!(true);
             }
-            events.push(json!({
-                "name": names.name(&f),
-                "cat": format!("{:?}", f.language).to_lowercase(),
-                "ph": "X",
-                "ts": micros(bar.start),
-                "dur": micros(bar.dur),
-                "pid": lane.pid,
-                "tid": lane.tid,
-                "args": args,
-            }));
+            event(
+                &mut w,
+                &json!({
+                    "name": names.name(&f),
+                    "cat": format!("{:?}", f.language).to_lowercase(),
+                    "ph": "X",
+                    "ts": micros(bar.start),
+                    "dur": micros(bar.dur),
+                    "pid": lane.pid,
+                    "tid": lane.tid,
+                    "args": args,
+                }),
+            )?;
             n_bars += 1;
         }
     }
-    let doc = json!({
-        "traceEvents": events,
-        "displayTimeUnit": "ms",
-        "otherData": {
-            "command": argv,
-            "exporter": concat!("slice ", env!("CARGO_PKG_VERSION")),
-            "timeline": "folded call tree laid out in call order: bar widths are inclusive times of merged calls, not real call timestamps",
-        },
-    });
-    trace_format::escape::json_write(&mut *w, &doc)?;
-    w.write_all(b"\n")?;
+    w.write_all(b"]}\n")?;
+    w.flush()?;
     Ok(n_bars)
 }
 

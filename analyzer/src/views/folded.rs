@@ -53,16 +53,26 @@ pub fn frame(name: &str) -> String {
     trace_format::escape::line(name).replace(';', ",").trim().to_string()
 }
 
+/// Deepest frame of a folded stack: a node at this depth stands for its whole subtree (its
+/// value is the subtree's: the calls made in it, or its inclusive time), so a frame is still
+/// as wide as it should be, and the output stays proportional to the tree, not to the tree
+/// times its depth (every line holds its whole stack: a 200,000-deep chain would be over
+/// 100 GB of stacks). A flamegraph is unreadable long before this depth.
+pub const MAX_FRAMES: u32 = 512;
+
 /// What [`write`] wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Totals {
     pub lines: usize,
     /// Sum of the values of all lines.
     pub sum: u64,
+    /// Nodes deeper than [`MAX_FRAMES`], counted in their ancestor at that depth.
+    pub folded_deeper: usize,
 }
 
 /// Write the folded stacks of views, in call order (a node's line before its callees', the
-/// callees in order of first call). `thread_frames`: start each stack with the view's thread frame.
+/// callees in order of first call). `thread_frames`: start each stack with the view's thread
+/// frame. Stacks end at depth [`MAX_FRAMES`].
 pub fn write<W: Write + ?Sized>(
     out: &mut W,
     views: &[View],
@@ -71,34 +81,74 @@ pub fn write<W: Write + ?Sized>(
     thread_frames: bool,
 ) -> io::Result<Totals> {
     let mut totals = Totals::default();
+    // The stack of the line being written: a node's line starts with its caller's, so one
+    // buffer serves every line, cut back to the caller's part for each node.
     let mut line = String::new();
     for v in views {
         let t = &v.tree;
-        // (node, the stack of its caller)
-        let base = if thread_frames { frame(&v.frame) } else { String::new() };
-        let mut stack: Vec<(NodeId, String)> = t.node(ROOT).children.iter().rev().map(|&c| (c, base.clone())).collect();
+        line.clear();
+        if thread_frames {
+            line.push_str(&frame(&v.frame));
+        }
+        // (node, length of its caller's stack in `line`)
+        let mut stack: Vec<(NodeId, usize)> = t.node(ROOT).children.iter().rev().map(|&c| (c, line.len())).collect();
         while let Some((n, prefix)) = stack.pop() {
             let node = t.node(n);
             let f = func_of(t, n);
-            line.clear();
-            line.push_str(&prefix);
+            line.truncate(prefix);
             if !line.is_empty() {
                 line.push(';');
             }
             line.push_str(&frame(&names.name(&f)));
-            let value = match weight {
-                Weight::Calls => node.count,
-                Weight::Time => self_time(t, n),
+            let deepest = node.depth >= MAX_FRAMES && !node.children.is_empty();
+            let value = match (weight, deepest) {
+                (Weight::Calls, false) => node.count,
+                (Weight::Time, false) => self_time(t, n),
+                (Weight::Calls, true) => {
+                    let (calls, nodes) = subtree_calls(t, n);
+                    totals.folded_deeper += nodes;
+                    calls
+                }
+                (Weight::Time, true) => {
+                    totals.folded_deeper += subtree_calls(t, n).1;
+                    node.time_ns
+                }
             };
             if value > 0 {
                 writeln!(out, "{line} {value}")?;
                 totals.lines += 1;
                 totals.sum += value;
             }
-            stack.extend(node.children.iter().rev().map(|&c| (c, line.clone())));
+            if !deepest {
+                let len = line.len();
+                stack.extend(node.children.iter().rev().map(|&c| (c, len)));
+            }
         }
     }
     Ok(totals)
+}
+
+/// The calls made in the subtree below `n` and `n`'s own (its count), and the number of nodes below it.
+fn subtree_calls(t: &crate::calltree::CallTree, n: NodeId) -> (u64, usize) {
+    let (mut calls, mut nodes) = (t.node(n).count, 0usize);
+    let mut stack: Vec<NodeId> = t.node(n).children.clone();
+    while let Some(c) = stack.pop() {
+        calls += t.node(c).count;
+        nodes += 1;
+        stack.extend_from_slice(&t.node(c).children);
+    }
+    (calls, nodes)
+}
+
+/// What a CLI says on stderr when stacks were cut at [`MAX_FRAMES`], if they were.
+pub fn deeper_note(totals: &Totals) -> Option<String> {
+    (totals.folded_deeper > 0).then(|| {
+        format!(
+            "slice: note: stacks end at depth {MAX_FRAMES}: the {} tree nodes below it are counted in their frame at that depth \
+             (narrow the tree with --focus to see them)",
+            totals.folded_deeper
+        )
+    })
 }
 
 /// The folded stacks as a string.

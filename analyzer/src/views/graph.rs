@@ -5,11 +5,12 @@
 //!
 //! The tree's recursion cut shows as a cycle: the first recursive call is an edge back to a
 //! function already on the path. Functions on a cycle (mutually recursive) are drawn in a
-//! different colour, found with Tarjan's strongly-connected components.
+//! different colour, found with Kosaraju's strongly-connected components (petgraph's iterative
+//! version: its Tarjan recurses once per vertex on a path, and a deep call chain overflows the stack).
 
 use super::{func_of, location, FrameNames, View};
 use crate::calltree::ROOT;
-use petgraph::algo::tarjan_scc;
+use petgraph::algo::kosaraju_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
 use std::collections::HashMap;
@@ -89,7 +90,7 @@ fn quote(s: &str) -> String {
 /// label's own line breaks are the only ones.
 pub fn to_dot(g: &CallGraph, title: &str) -> String {
     let mut on_cycle = vec![false; g.node_count()];
-    for scc in tarjan_scc(g) {
+    for scc in kosaraju_scc(g) {
         let self_loop = scc.len() == 1 && g.contains_edge(scc[0], scc[0]);
         if scc.len() > 1 || self_loop {
             for v in scc {

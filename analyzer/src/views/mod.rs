@@ -131,6 +131,34 @@ pub fn merge<'a>(trees: impl IntoIterator<Item = &'a CallTree>) -> CallTree {
     b.finish()
 }
 
+/// Deepest level a text tree indents (the terminal tree, the prompt's tree, the diff's paths,
+/// the MCP answers): a node deeper than this is drawn without indentation, its depth written
+/// before its name ([`depth_mark`]). So a line's length does not grow with the tree's depth (a
+/// 200,000-deep chain would otherwise be tens of gigabytes of indentation, and tokenizing long
+/// runs of spaces is slow too).
+pub const MAX_INDENT: u32 = 100;
+
+/// Indentation levels of a node at `depth` (1: a root call, no indentation): `depth - 1` up
+/// to [`MAX_INDENT`], none below.
+pub fn indent_levels(depth: u32) -> usize {
+    let levels = depth.saturating_sub(1);
+    if levels > MAX_INDENT {
+        0
+    } else {
+        levels as usize
+    }
+}
+
+/// What a node deeper than [`MAX_INDENT`] levels shows before its name: `[depth N] `; empty
+/// for the others.
+pub fn depth_mark(depth: u32) -> String {
+    if depth.saturating_sub(1) > MAX_INDENT {
+        format!("[depth {depth}] ")
+    } else {
+        String::new()
+    }
+}
+
 /// The function of a node, or a placeholder for an id missing from the table.
 pub fn func_of(tree: &CallTree, n: NodeId) -> Function {
     let id = tree.node(n).func;

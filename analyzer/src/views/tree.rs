@@ -103,7 +103,12 @@ pub fn render<W: Write + ?Sized>(out: &mut W, view: &View, cwd: &Path, pal: &Pal
         write!(out, " {:>9} ", human_ns(self_time(t, n)))?;
         paint(out, pal.count, &format!("{:>8}", format!("×{}", node.count)))?;
         write!(out, "  ")?;
-        paint(out, pal.guide, &format!("{prefix}{branch}"))?;
+        if node.depth.saturating_sub(1) > super::MAX_INDENT {
+            // No guide below MAX_INDENT levels: the depth instead.
+            paint(out, pal.guide, &super::depth_mark(node.depth))?;
+        } else {
+            paint(out, pal.guide, &format!("{prefix}{branch}"))?;
+        }
         paint(out, pal.name, &escape::line(&f.qualname))?;
         let loc = location(&f, cwd);
         if !loc.is_empty() {
@@ -117,7 +122,8 @@ pub fn render<W: Write + ?Sized>(out: &mut W, view: &View, cwd: &Path, pal: &Pal
             paint(out, pal.recursive, "↻ recursive")?;
         }
         writeln!(out)?;
-        let child_prefix = format!("{prefix}{cont}");
+        // The guide stops growing at MAX_INDENT levels (deeper lines have none).
+        let child_prefix = if node.depth > super::MAX_INDENT { String::new() } else { format!("{prefix}{cont}") };
         stack.extend(node.children.iter().rev().map(|&c| (c, child_prefix.clone())));
     }
     Ok(())

@@ -153,6 +153,50 @@ pub enum FuncKind {
     },
 }
 
+/// One line of `funcs.jsonl`, every kind's fields in one flat struct: parsed in one pass
+/// without the buffering that `#[serde(flatten)]` with an internal tag costs (the table can
+/// have millions of lines), then checked into a [`FuncRecord`] as its `Deserialize` would.
+#[derive(Deserialize)]
+struct FlatFunc {
+    id: u32,
+    kind: String,
+    file: Option<String>,
+    qualname: Option<String>,
+    name: Option<String>,
+    first_line: Option<u32>,
+    last_line: Option<u32>,
+    code_lines: Option<Vec<u32>>,
+    module: Option<String>,
+    addr: Option<u64>,
+    base: Option<u64>,
+    symbol: Option<String>,
+}
+
+/// Parse one line of `funcs.jsonl` (without its newline); the error says what is wrong.
+pub fn parse_func_line(line: &[u8]) -> Result<FuncRecord, String> {
+    let f: FlatFunc = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+    let missing = |field: &str| format!("missing field `{field}` of a `{}` function", f.kind);
+    let kind = match f.kind.as_str() {
+        "python" => FuncKind::Python {
+            file: f.file.ok_or_else(|| missing("file"))?,
+            qualname: f.qualname.ok_or_else(|| missing("qualname"))?,
+            name: f.name.ok_or_else(|| missing("name"))?,
+            first_line: f.first_line.ok_or_else(|| missing("first_line"))?,
+            last_line: f.last_line.ok_or_else(|| missing("last_line"))?,
+            code_lines: f.code_lines,
+        },
+        "builtin" => FuncKind::Builtin { module: f.module, qualname: f.qualname.ok_or_else(|| missing("qualname"))? },
+        "native" => FuncKind::Native {
+            addr: f.addr.ok_or_else(|| missing("addr"))?,
+            module: f.module.ok_or_else(|| missing("module"))?,
+            base: f.base.ok_or_else(|| missing("base"))?,
+            symbol: f.symbol,
+        },
+        other => return Err(format!("unknown variant `{other}`, expected one of `python`, `builtin`, `native`")),
+    };
+    Ok(FuncRecord { id: f.id, kind })
+}
+
 /// Name of the fingerprint document written by `trace run` after the target exits.
 pub const SOURCES_FILE: &str = "sources.json";
 

@@ -24,7 +24,10 @@ pub struct Process {
     pub dir: PathBuf,
     pub meta: ProcMeta,
     /// Function table, indexed by id. Ids that no complete record describes are `None`.
+    /// Empty when the trace was opened with [`FuncTables::Count`].
     pub funcs: Vec<Option<FuncRecord>>,
+    /// Complete records in `funcs.jsonl` (counted also when they are not kept).
+    pub func_count: usize,
     /// Thread streams, main thread first, then by start time.
     pub threads: Vec<ThreadStream>,
 }
@@ -38,9 +41,24 @@ pub struct ThreadStream {
     pub size: u64,
 }
 
+/// What [`TraceDir::open_with`] keeps of each process's `funcs.jsonl`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FuncTables {
+    /// Every record ([`Process::funcs`]).
+    Records,
+    /// The number of records only ([`Process::func_count`]; `funcs` is left empty): every
+    /// line is still read and checked, in constant memory, for a summary of a table of any size.
+    Count,
+}
+
 impl TraceDir {
     /// Open a trace directory and load its documents.
     pub fn open(root: &Path) -> Result<TraceDir, FormatError> {
+        TraceDir::open_with(root, FuncTables::Records)
+    }
+
+    /// [`TraceDir::open`], keeping of the function tables what `tables` says.
+    pub fn open_with(root: &Path, tables: FuncTables) -> Result<TraceDir, FormatError> {
         if !root.exists() {
             return Err(FormatError::NotFound { path: root.to_path_buf() });
         }
@@ -60,7 +78,7 @@ impl TraceDir {
             if !dir.join(PROC_META_FILE).exists() {
                 continue;
             }
-            processes.push(Process::open(&dir)?);
+            processes.push(Process::open_with(&dir, tables)?);
         }
         processes.sort_by_key(|p| (p.meta.start_ns, p.meta.pid));
         Ok(TraceDir { root: root.to_path_buf(), meta, processes })
@@ -72,9 +90,14 @@ impl TraceDir {
     }
 }
 
-/// Largest JSON document a reader loads (`meta.json`, `proc.json`, `sources.json`,
-/// `funcs.jsonl`): far above what a run writes, a bound on what a damaged trace costs.
-pub const MAX_DOCUMENT_BYTES: u64 = 1 << 30;
+/// Largest `meta.json` or `proc.json` a reader loads: a command line of a few MiB is already
+/// far beyond what the kernel passes to a program; a bound on what a damaged trace costs.
+pub const MAX_META_BYTES: u64 = 16 << 20;
+/// Largest `sources.json`: about 200 bytes a file, so a million files fit.
+pub const MAX_SOURCES_BYTES: u64 = 256 << 20;
+/// Longest line of `funcs.jsonl` (the table itself is streamed, never read whole): a
+/// function's `code_lines` of a 100,000-line function take under 1 MiB.
+pub const MAX_FUNC_LINE_BYTES: usize = 16 << 20;
 
 /// Open a file of a trace for reading without blocking on a FIFO (`O_NONBLOCK`), and refuse
 /// anything but a regular file (checked with `fstat` on the descriptor).
@@ -87,26 +110,40 @@ pub fn open_regular(path: &Path) -> std::io::Result<File> {
     Ok(f)
 }
 
-/// Read a document of a trace: a regular file of at most [`MAX_DOCUMENT_BYTES`].
-pub fn read_document(path: &Path) -> std::io::Result<Vec<u8>> {
+/// The error for a document larger than its cap.
+fn too_large(size: u64, cap: u64) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        format!("{size} bytes, more than the {cap} bytes such a document may have; the trace is damaged, record it again"),
+    )
+}
+
+/// Read a document of a trace: a regular file of at most `cap` bytes. Its size is taken with
+/// `fstat` before anything is read, so a larger (or sparse) file is refused at once, and at
+/// most `cap` bytes are read even if it grows meanwhile.
+pub fn read_document(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     let f = open_regular(path)?;
-    let mut v = Vec::new();
-    f.take(MAX_DOCUMENT_BYTES + 1).read_to_end(&mut v)?;
-    if v.len() as u64 > MAX_DOCUMENT_BYTES {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "larger than 1 GiB"));
+    let size = f.metadata()?.len();
+    if size > cap {
+        return Err(too_large(size, cap));
+    }
+    let mut v = Vec::with_capacity(size as usize);
+    f.take(cap + 1).read_to_end(&mut v)?;
+    if v.len() as u64 > cap {
+        return Err(too_large(v.len() as u64, cap));
     }
     Ok(v)
 }
 
-fn read_document_text(path: &Path) -> std::io::Result<String> {
-    String::from_utf8(read_document(path)?).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+fn read_document_text(path: &Path, cap: u64) -> std::io::Result<String> {
+    String::from_utf8(read_document(path, cap)?).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 /// Read and check `meta.json`.
 pub fn read_meta(root: &Path) -> Result<TraceMeta, FormatError> {
     let path = root.join(META_FILE);
-    let text = match read_document_text(&path) {
+    let text = match read_document_text(&path, MAX_META_BYTES) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(FormatError::NotATrace { path: root.to_path_buf() });
@@ -129,10 +166,27 @@ pub fn read_meta(root: &Path) -> Result<TraceMeta, FormatError> {
 impl Process {
     /// Load a process directory: `proc.json`, `funcs.jsonl` and the stream headers.
     pub fn open(dir: &Path) -> Result<Process, FormatError> {
+        Process::open_with(dir, FuncTables::Records)
+    }
+
+    /// [`Process::open`], keeping of `funcs.jsonl` what `tables` says.
+    pub fn open_with(dir: &Path, tables: FuncTables) -> Result<Process, FormatError> {
         let mpath = dir.join(PROC_META_FILE);
-        let text = read_document_text(&mpath).map_err(|e| FormatError::io(&mpath, e))?;
+        let text = read_document_text(&mpath, MAX_META_BYTES).map_err(|e| FormatError::io(&mpath, e))?;
         let meta: ProcMeta = serde_json::from_str(&text).map_err(|e| FormatError::BadJson { path: mpath.clone(), msg: e.to_string() })?;
-        let funcs = read_funcs(&dir.join(FUNCS_FILE))?;
+        let fpath = dir.join(FUNCS_FILE);
+        let (funcs, func_count) = match tables {
+            FuncTables::Records => {
+                let funcs = read_funcs(&fpath)?;
+                let n = funcs.iter().flatten().count();
+                (funcs, n)
+            }
+            FuncTables::Count => {
+                let mut n = 0usize;
+                for_each_func(&fpath, |_| n += 1)?;
+                (Vec::new(), n)
+            }
+        };
         let mut threads = Vec::new();
         for e in std::fs::read_dir(dir).map_err(|e| FormatError::io(dir, e))? {
             let path = match e {
@@ -146,7 +200,7 @@ impl Process {
         }
         let pid = meta.pid as u64;
         threads.sort_by_key(|t| (t.header.tid != pid, t.header.start_ns, t.header.tid));
-        Ok(Process { dir: dir.to_path_buf(), meta, funcs, threads })
+        Ok(Process { dir: dir.to_path_buf(), meta, funcs, func_count, threads })
     }
 
     /// The record of function `id`, if the table has one.
@@ -159,17 +213,10 @@ impl Process {
     /// regular file, larger than [`MAX_PATCH_REPORT_BYTES`], not the expected JSON).
     pub fn patch_report(&self) -> Result<Option<PatchReport>, FormatError> {
         let path = self.dir.join(PATCH_FILE);
-        let bytes = match open_regular(&path) {
-            Ok(f) => {
-                use std::io::Read;
-                let mut v = Vec::new();
-                f.take(MAX_PATCH_REPORT_BYTES + 1).read_to_end(&mut v).map_err(|e| FormatError::io(&path, e))?;
-                if v.len() as u64 > MAX_PATCH_REPORT_BYTES {
-                    return Err(FormatError::BadJson { path, msg: format!("larger than {MAX_PATCH_REPORT_BYTES} bytes") });
-                }
-                v
-            }
+        let bytes = match read_document(&path, MAX_PATCH_REPORT_BYTES) {
+            Ok(v) => v,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Err(FormatError::BadJson { path, msg: e.to_string() }),
             Err(e) => return Err(FormatError::io(&path, e)),
         };
         serde_json::from_slice(&bytes).map(Some).map_err(|e| FormatError::BadJson { path, msg: e.to_string() })
@@ -197,37 +244,63 @@ pub const MAX_PATCH_REPORT_BYTES: u64 = 64 << 20;
 /// the bound keeps the table (indexed by id) as large as the file, whatever an id says.
 pub const FUNC_ID_SLACK: usize = 1 << 16;
 
-/// Read `funcs.jsonl`. A last line without its newline (a process killed while writing
-/// it) is ignored; any other bad line is an error, and so is an id beyond
-/// [`FUNC_ID_SLACK`] past the number of lines. A missing file is an empty table.
+/// Read `funcs.jsonl`, streamed line by line (never read whole: its memory is that of the
+/// records). A last line without its newline (a process killed while writing it) is ignored;
+/// any other bad line is an error, and so are a line longer than [`MAX_FUNC_LINE_BYTES`] and
+/// an id [`FUNC_ID_SLACK`] or more past the number of lines read so far (ids are dense and
+/// written in order, so the table indexed by id stays as large as the file, whatever an id
+/// says). A missing file is an empty table.
 pub fn read_funcs(path: &Path) -> Result<Vec<Option<FuncRecord>>, FormatError> {
-    let text = match read_document(path) {
-        Ok(t) => String::from_utf8(t).map_err(|e| FormatError::BadJson { path: path.to_path_buf(), msg: format!("not UTF-8: {e}") })?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(FormatError::io(path, e)),
-    };
-    let complete = match text.rfind('\n') {
-        Some(i) => &text[..=i],
-        None => "",
-    };
-    let max = complete.lines().count() + FUNC_ID_SLACK;
     let mut funcs: Vec<Option<FuncRecord>> = Vec::new();
-    for (n, line) in complete.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let rec: FuncRecord = serde_json::from_str(line)
-            .map_err(|e| FormatError::BadJson { path: path.to_path_buf(), msg: format!("line {}: {e}", n + 1) })?;
+    for_each_func(path, |rec| {
         let i = rec.id as usize;
-        if i >= max {
-            return Err(FormatError::FuncIdOutOfRange { path: path.to_path_buf(), line: n + 1, id: rec.id as u64, max: max as u64 - 1 });
-        }
         if i >= funcs.len() {
             funcs.resize(i + 1, None);
         }
         funcs[i] = Some(rec);
-    }
+    })?;
     Ok(funcs)
+}
+
+/// Call `f` with each record of `funcs.jsonl`, in file order, with the checks of [`read_funcs`].
+pub fn for_each_func(path: &Path, mut f: impl FnMut(FuncRecord)) -> Result<(), FormatError> {
+    use std::io::BufRead;
+    let file = match open_regular(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(FormatError::io(path, e)),
+    };
+    let mut r = std::io::BufReader::with_capacity(1 << 16, file);
+    let mut line: Vec<u8> = Vec::new();
+    let mut n = 0usize;
+    loop {
+        line.clear();
+        let got = std::io::Read::take(&mut r, MAX_FUNC_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| FormatError::io(path, e))?;
+        if got == 0 || line.last() != Some(&b'\n') {
+            if line.len() > MAX_FUNC_LINE_BYTES {
+                return Err(FormatError::BadJson {
+                    path: path.to_path_buf(),
+                    msg: format!("line {}: longer than {MAX_FUNC_LINE_BYTES} bytes", n + 1),
+                });
+            }
+            // The end, or a last line without its newline: ignored.
+            return Ok(());
+        }
+        n += 1;
+        let text = &line[..line.len() - 1];
+        if text.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let rec: FuncRecord = crate::meta::parse_func_line(text)
+            .map_err(|msg| FormatError::BadJson { path: path.to_path_buf(), msg: format!("line {n}: {msg}") })?;
+        let max = n + FUNC_ID_SLACK;
+        if rec.id as usize >= max {
+            return Err(FormatError::FuncIdOutOfRange { path: path.to_path_buf(), line: n, id: rec.id as u64, max: max as u64 - 1 });
+        }
+        f(rec);
+    }
 }
 
 impl ThreadStream {
@@ -1049,6 +1122,49 @@ mod tests {
         std::fs::write(&p, "{\"id\":0,\"kind\":\"builtin\",\"qualname\":\"a\"}\n{\"id\":5,\"kind\":\"builtin\",\"qualname\":\"b\"}\n")
             .unwrap();
         assert_eq!(read_funcs(&p).unwrap().len(), 6);
+    }
+
+    #[test]
+    fn oversized_documents_are_refused_by_their_size_before_any_read() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("doc.json");
+        // Sparse: 2 GB that takes no disk, refused from fstat alone.
+        std::fs::File::create(&p).unwrap().set_len(2 << 30).unwrap();
+        let e = read_document(&p, MAX_META_BYTES).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("2147483648 bytes, more than the 16777216 bytes"), "{e}");
+        std::fs::write(&p, b"{}").unwrap();
+        assert_eq!(read_document(&p, 2).unwrap(), b"{}");
+        assert!(read_document(&p, 1).is_err());
+    }
+
+    #[test]
+    fn funcs_are_streamed_and_a_line_over_the_limit_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join(FUNCS_FILE);
+        std::fs::File::create(&p).unwrap().set_len(MAX_FUNC_LINE_BYTES as u64 * 4).unwrap();
+        let e = read_funcs(&p).unwrap_err();
+        assert!(e.to_string().contains("line 1: longer than"), "{e}");
+        // Every kind parses as its derived `Deserialize` would, unknown fields ignored.
+        let lines = [
+            r#"{"id":0,"kind":"python","file":"a.py","qualname":"A.f","name":"f","first_line":1,"last_line":3,"extra":[1]}"#,
+            r#"{"id":1,"kind":"python","file":"a.py","qualname":"g","name":"g","first_line":4,"last_line":5,"code_lines":[4,5]}"#,
+            r#"{"id":2,"kind":"builtin","qualname":"len","module":"builtins"}"#,
+            r#"{"id":3,"kind":"native","addr":4096,"module":"/bin/x","base":0,"symbol":"main"}"#,
+        ];
+        for l in lines {
+            let derived: FuncRecord = serde_json::from_str(l).unwrap();
+            assert_eq!(crate::meta::parse_func_line(l.as_bytes()).unwrap(), derived, "{l}");
+        }
+        for bad in [r#"{"id":0,"kind":"python","file":"a.py"}"#, r#"{"id":0,"kind":"java","qualname":"x"}"#, r#"{"kind":"builtin"}"#] {
+            assert!(serde_json::from_str::<FuncRecord>(bad).is_err());
+            assert!(crate::meta::parse_func_line(bad.as_bytes()).is_err(), "{bad}");
+        }
+        std::fs::write(&p, lines.join("\n") + "\n").unwrap();
+        assert_eq!(read_funcs(&p).unwrap().iter().flatten().count(), 4);
+        let mut n = 0;
+        for_each_func(&p, |_| n += 1).unwrap();
+        assert_eq!(n, 4);
     }
 
     #[test]
