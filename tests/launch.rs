@@ -49,16 +49,7 @@ fn wait_within(child: &mut Child, limit: Duration, what: &str, marker: &str) -> 
 
 /// Processes whose command line holds `marker` (other than `trace` itself).
 fn processes_with(marker: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
-        .filter(|pid| {
-            let Ok(c) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
-            let args: Vec<&[u8]> = c.split(|&b| b == 0).collect();
-            args.contains(&marker.as_bytes()) && args.first().is_some_and(|a| !a.ends_with(b"/trace"))
-        })
-        .collect()
+    slice_trace_e2e::processes_where(|args| args.contains(&marker.as_bytes()))
 }
 
 /// Wait up to 5 s for the processes named by `marker` to be gone; kill and fail otherwise.

@@ -300,14 +300,21 @@ fn ended_with_a_partial_trace(program: &Program, out: &Path) {
     assert!(text.contains("tick  ("), "{text}");
 }
 
-#[test]
-fn a_cancelled_record_call_stops_the_program_and_keeps_its_trace() {
-    let d = scratch();
-    let (prog, started, out) = endless(d.path());
-    let mut s = Server::start(d.path());
+/// A server in `dir` whose `record` call (id `rec`) runs a program that never ends, once the
+/// program started: the server, the program's pid, the trace's `out`.
+fn recording_an_endless_program(dir: &Path) -> (Server, Program, PathBuf) {
+    let (prog, started, out) = endless(dir);
+    let mut s = Server::start(dir);
     s.call("rec", "record", json!({"argv": [python(), p(&prog)], "out": p(&out)}));
     let pid = started_pid(&started);
     std::thread::sleep(Duration::from_millis(300));
+    (s, pid, out)
+}
+
+#[test]
+fn a_cancelled_record_call_stops_the_program_and_keeps_its_trace() {
+    let d = scratch();
+    let (mut s, pid, out) = recording_an_endless_program(d.path());
     s.send_line(
         &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "rec", "reason": "test"}}).to_string(),
     );
@@ -320,11 +327,7 @@ fn a_cancelled_record_call_stops_the_program_and_keeps_its_trace() {
 #[test]
 fn closing_the_connection_stops_the_program_keeps_its_trace_and_ends_the_server() {
     let d = scratch();
-    let (prog, started, out) = endless(d.path());
-    let mut s = Server::start(d.path());
-    s.call("rec", "record", json!({"argv": [python(), p(&prog)], "out": p(&out)}));
-    let pid = started_pid(&started);
-    std::thread::sleep(Duration::from_millis(300));
+    let (mut s, pid, out) = recording_an_endless_program(d.path());
     drop(s.stdin.take());
     assert!(s.wait_exit(Duration::from_secs(30)).is_some(), "the server runs on after its client left");
     ended_with_a_partial_trace(&pid, &out);
@@ -333,11 +336,7 @@ fn closing_the_connection_stops_the_program_keeps_its_trace_and_ends_the_server(
 #[test]
 fn sigterm_to_the_server_stops_the_program_keeps_its_trace_and_ends_the_server() {
     let d = scratch();
-    let (prog, started, out) = endless(d.path());
-    let mut s = Server::start(d.path());
-    s.call("rec", "record", json!({"argv": [python(), p(&prog)], "out": p(&out)}));
-    let pid = started_pid(&started);
-    std::thread::sleep(Duration::from_millis(300));
+    let (mut s, pid, out) = recording_an_endless_program(d.path());
     let killed = Command::new("kill").args(["-TERM", &s.child.id().to_string()]).status().expect("run kill");
     assert!(killed.success());
     assert!(s.wait_exit(Duration::from_secs(30)).is_some(), "the server runs on after SIGTERM");

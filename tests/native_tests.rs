@@ -28,6 +28,23 @@ fn copy_dir(src: &Path, dst: &Path) {
     }
 }
 
+/// `slice tests`' tests of a trace, (id, outcome) in its order, and the whole answer.
+fn tests_of(t: &Path) -> (Vec<(String, String)>, Value) {
+    let json: Value = serde_json::from_str(&texts(&run(cmd("slice").args(["tests", "--format", "json"]).arg(t))).0).unwrap();
+    let got = json["tests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["id"].as_str().unwrap().to_string(), x["outcome"].as_str().unwrap().to_string()))
+        .collect();
+    (got, json)
+}
+
+/// The prompt of the failing tests, for the question both examples' bug answers.
+fn failing_prompt(t: &Path) -> String {
+    texts(&run(cmd("slice").args(["from-trace", "--test", "failed", "-q", "Why is the mean of 2 and 4 not 3?"]).arg(t))).0
+}
+
 #[test]
 fn cargo_test_records_each_rust_test_as_a_test() {
     let s = scratch();
@@ -56,13 +73,7 @@ fn cargo_test_records_each_rust_test_as_a_test() {
     assert_eq!(argvs.len(), 2, "{info}");
     assert!(argvs.iter().all(|a| a.contains("/deps/") && (a.contains("calc-") || a.contains("totals-"))), "{argvs:?}");
 
-    let json: Value = serde_json::from_str(&texts(&run(cmd("slice").args(["tests", "--format", "json"]).arg(&t))).0).unwrap();
-    let mut got: Vec<(String, String)> = json["tests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| (x["id"].as_str().unwrap().to_string(), x["outcome"].as_str().unwrap().to_string()))
-        .collect();
+    let (mut got, json) = tests_of(&t);
     got.sort();
     let want = [
         ("tests::largest_of_nothing_panics", "passed"),
@@ -72,7 +83,7 @@ fn cargo_test_records_each_rust_test_as_a_test() {
     ];
     assert_eq!(got, want.map(|(a, b)| (a.to_string(), b.to_string())), "{json}");
 
-    let prompt = texts(&run(cmd("slice").args(["from-trace", "--test", "failed", "-q", "Why is the mean of 2 and 4 not 3?"]).arg(&t))).0;
+    let prompt = failing_prompt(&t);
     let outcome = prompt.find("FAILED tests::means_of_two").unwrap_or_else(|| panic!("the failure is named:\n{prompt}"));
     let tree = prompt.find("### Call tree").expect("a call tree");
     assert!(outcome < tree, "the failure comes first:\n{prompt}");
@@ -110,13 +121,7 @@ fn a_googletest_binary_records_each_test_as_a_test() {
     assert_eq!(verdicts(&texts(&o).0), verdicts(&texts(&plain).0));
     assert!(!s.path().join("test_detail.json").exists(), "GoogleTest's report went into the trace, not the working directory");
 
-    let json: Value = serde_json::from_str(&texts(&run(cmd("slice").args(["tests", "--format", "json"]).arg(&t))).0).unwrap();
-    let got: Vec<(String, String)> = json["tests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| (x["id"].as_str().unwrap().to_string(), x["outcome"].as_str().unwrap().to_string()))
-        .collect();
+    let (got, json) = tests_of(&t);
     let want = [
         ("Parse.SkipsWords", "passed"),
         ("Stats.MeanOfTwo", "failed"),
@@ -126,7 +131,7 @@ fn a_googletest_binary_records_each_test_as_a_test() {
     ];
     assert_eq!(got, want.map(|(a, b)| (a.to_string(), b.to_string())), "in the order they ran: {json}");
 
-    let prompt = texts(&run(cmd("slice").args(["from-trace", "--test", "failed", "-q", "Why is the mean of 2 and 4 not 3?"]).arg(&t))).0;
+    let prompt = failing_prompt(&t);
     let outcome = prompt.find("FAILED Stats.MeanOfTwo").unwrap_or_else(|| panic!("the failure is named:\n{prompt}"));
     assert!(outcome < prompt.find("### Call tree").expect("a tree"), "{prompt}");
     assert!(

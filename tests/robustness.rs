@@ -350,16 +350,7 @@ fn re_recording_keeps_the_users_files_and_an_empty_run_keeps_the_trace() {
 /// is compared).
 fn processes_running(argv: &[&str]) -> Vec<u32> {
     let marker = argv.last().copied().unwrap_or_default();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
-        .filter(|pid| {
-            let Ok(c) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
-            let args: Vec<&[u8]> = c.split(|&b| b == 0).filter(|a| !a.is_empty()).collect();
-            args.last() == Some(&marker.as_bytes()) && args.first().is_some_and(|a| !a.ends_with(b"/trace"))
-        })
-        .collect()
+    slice_trace_e2e::processes_where(|args| args.last() == Some(&marker.as_bytes()))
 }
 
 /// Start `trace run -- argv` recording into a scratch directory.

@@ -79,6 +79,22 @@ pub fn pyenv_root() -> PathBuf {
     PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".pyenv")
 }
 
+/// The processes (other than `trace` itself) whose command line, split into its non-empty
+/// arguments, `matches`: how the tests find a recorded program that should have ended.
+pub fn processes_where(matches: impl Fn(&[&[u8]]) -> bool) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+        .filter(|pid| {
+            let Ok(c) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+            let args: Vec<&[u8]> = c.split(|&b| b == 0).filter(|a| !a.is_empty()).collect();
+            args.first().is_some_and(|a| !a.ends_with(b"/trace")) && matches(&args)
+        })
+        .collect()
+}
+
 /// The variable that lets a machine without some prerequisite skip the tests needing it:
 /// a comma-separated list of [`missing`]'s keys (`python3.9` .. `python3.13`, `old-pythons`,
 /// `new-pythons`, `root`), or `all`. CI sets none: there, everything a test needs must be present.
