@@ -239,4 +239,10 @@ fn functions_whose_pages_cannot_be_made_writable_are_refused_not_counted() {
     );
     let info = texts(&run(cmd("trace").args(["info", "--verbose"]).arg(&t))).0;
     assert!(info.contains("mprotect refused"), "trace info names the reason:\n{info}");
+    let tree = run(cmd("slice").arg("tree").arg(&t));
+    let err = texts(&tree).1;
+    assert!(
+        !tree.status.success() && err.contains("entry patching could patch none") && err.contains("mprotect refused"),
+        "slice says why too: {err}"
+    );
 }

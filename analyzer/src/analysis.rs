@@ -124,9 +124,11 @@ pub enum PrepareError {
     /// `why`: which hiding rule removed what, and the option that shows it ([`crate::empty`]).
     #[error("{path}: nothing left to show: {why}")]
     Empty { path: PathBuf, recorded: usize, pruned: usize, why: String },
-    #[error("{path}: the trace recorded no function calls (the shim may not have been active); record it again with `trace run`")]
-    NoCalls { path: PathBuf },
-    #[error("{path}: the trace recorded no tests (`--test` needs a run of pytest or unittest: `trace run -- python -m pytest ...`)")]
+    /// `why`: what the trace says of it (entry patching that patched nothing), or that the
+    /// recorder may not have been active.
+    #[error("{path}: the trace recorded no function calls ({why}); record it again with `trace run`")]
+    NoCalls { path: PathBuf, why: String },
+    #[error("{path}: the trace recorded no tests (`--test` needs a run of pytest, unittest, `cargo test` or a GoogleTest binary: `trace run -- python -m pytest ...`)")]
     NoTests { path: PathBuf },
     #[error("{path}: no recorded test matches {filter:?} ({available}); `slice tests {path}` lists them")]
     NoTestMatch { path: PathBuf, filter: String, available: String },
@@ -364,7 +366,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         }
     }
     if recorded == 0 {
-        return Err(PrepareError::NoCalls { path: t.dir.clone() });
+        return Err(PrepareError::NoCalls { path: t.dir.clone(), why: no_calls_reason(&t.dir) });
     }
     if threads.is_empty() {
         let why = explain_empty(&t, opts, baseline, &cwd, pruned);
@@ -512,6 +514,17 @@ fn shortened_path(file: &Path, cwd: &Path) -> String {
         }
     }
     s.into_owned()
+}
+
+/// Why a trace holds no call: what its processes' `patch.json` say when entry patching
+/// patched nothing (a W^X policy refusing `mprotect`), else that the recorder may not have
+/// been active.
+fn no_calls_reason(dir: &Path) -> String {
+    let reports: Vec<trace_format::meta::PatchReport> = trace_format::reader::TraceDir::open(dir)
+        .map(|td| td.processes.iter().filter_map(|p| p.patch_report().ok().flatten()).collect())
+        .unwrap_or_default();
+    let refs: Vec<&trace_format::meta::PatchReport> = reports.iter().collect();
+    trace_format::meta::nothing_patched(&refs).unwrap_or_else(|| "the recorder may not have been active".to_string())
 }
 
 #[cfg(test)]

@@ -108,25 +108,9 @@ impl Summary {
     /// none of a process's functions (the most common reason named), else that no traced
     /// program ran.
     pub fn why_nothing(&self) -> String {
-        let refused: Vec<&trace_format::meta::PatchRefusal> = self
-            .procs
-            .iter()
-            .filter_map(|p| p.patch.as_ref())
-            .filter(|r| r.patched == 0)
-            .flat_map(|r| r.refused.iter().filter(|f| !not_an_entry(&f.reason)))
-            .collect();
-        if refused.is_empty() {
-            return "no traced Python process or instrumented native program ran".to_string();
-        }
-        let mut reasons: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
-        for f in &refused {
-            *reasons.entry(f.reason.as_str()).or_default() += 1;
-        }
-        let (top, n) = reasons.iter().max_by_key(|(r, n)| (**n, std::cmp::Reverse(**r))).map(|(r, n)| (*r, *n)).unwrap_or(("", 0));
-        format!(
-            "entry patching could patch none of the program's {} functions: {n} not patched because {top}; `trace info --verbose` names them",
-            refused.len()
-        )
+        let reports: Vec<&trace_format::meta::PatchReport> = self.procs.iter().filter_map(|p| p.patch.as_ref()).collect();
+        trace_format::meta::nothing_patched(&reports)
+            .unwrap_or_else(|| "no traced Python process or instrumented native program ran".to_string())
     }
 }
 
@@ -143,7 +127,7 @@ fn read_patch_report(p: &trace_format::reader::Process, damaged: &mut Vec<String
 /// every function not patched.
 fn render_patch(o: &mut String, r: &trace_format::meta::PatchReport, verbose: bool) {
     let more = if verbose || r.refused.is_empty() { "" } else { " (--verbose names them)" };
-    let no_entry = r.refused.iter().filter(|f| not_an_entry(&f.reason)).count();
+    let no_entry = r.refused.iter().filter(|f| f.not_an_entry()).count();
     let split = if no_entry == 0 {
         String::new()
     } else {
@@ -177,14 +161,6 @@ fn render_patch(o: &mut String, r: &trace_format::meta::PatchReport, verbose: bo
             let _ = writeln!(o, "    not patched: {}: {}", line(&f.function), line(&f.reason));
         }
     }
-}
-
-/// A symbol left unpatched that no call enters (the shim's reasons, shims/native/src/patch.rs
-/// `Refusal::as_str`): gcc's `.cold` parts of a function and the C runtime's start-up code. They
-/// are listed, but counting them as refused made the share of patched entries look worse
-/// (cadical: 138 not patched, 69 of them `.cold`, 7 start-up).
-fn not_an_entry(reason: &str) -> bool {
-    reason == "a .cold fragment, not an entry" || reason == "C runtime start-up"
 }
 
 fn secs(ns: u64) -> String {
