@@ -146,21 +146,37 @@ pub(crate) fn rust_library_end(s: &str) -> Option<usize> {
 }
 
 /// Where the path inside a cargo package starts (`clap-4.5.20/src/...`): cargo's registry
-/// (`.../registry/src/<index>/`) or git checkouts (`.../git/checkouts/<repo>/`), under
-/// `~/.cargo` or any `CARGO_HOME` whose directory is named `cargo` or `.cargo`.
+/// (`.../registry/src/<index>/`) or git checkouts (`.../git/checkouts/<repo>/`), recognized by
+/// the shape cargo gives them, whatever `CARGO_HOME` is called: the index or repository
+/// directory is `<name>-<16 hex digits>` (`index.crates.io-1949cf8c6b5b557f`), and a registry
+/// package's directory `<crate>-<version>`. Under a home named `cargo` or `.cargo` the shape is
+/// not required (older cargos hashed differently).
 pub(crate) fn cargo_package_end(s: &str) -> Option<usize> {
+    /// `<name>-<16 hex digits>`.
+    fn hashed(seg: &str) -> bool {
+        seg.rsplit_once('-').is_some_and(|(n, h)| !n.is_empty() && h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    }
     for marker in ["/registry/src/", "/git/checkouts/"] {
         let Some(i) = s.find(marker) else { continue };
-        let home = &s[..i];
-        let home_name = home.rsplit('/').next().unwrap_or("");
-        if home_name != ".cargo" && home_name != "cargo" {
-            continue;
-        }
+        let home_name = s[..i].rsplit('/').next().unwrap_or("");
         let rest = &s[i + marker.len()..];
         let index = rest.find('/')?;
+        let shaped = hashed(&rest[..index])
+            && (marker == "/git/checkouts/" || rest[index + 1..].split('/').next().is_some_and(|pkg| crate_name_of(pkg).is_some()));
+        if home_name != ".cargo" && home_name != "cargo" && !shaped {
+            continue;
+        }
         return Some(i + marker.len() + index + 1);
     }
     None
+}
+
+/// The crate of a registry package directory `<crate>-<version>`, with `-` as `_`: the
+/// version starts at the first `-` followed by a digit (`pico-args-0.5.0`).
+fn crate_name_of(dir: &str) -> Option<String> {
+    let b = dir.as_bytes();
+    let cut = (1..b.len()).find(|&k| b[k - 1] == b'-' && b[k].is_ascii_digit())?;
+    Some(dir[..cut - 1].replace('-', "_"))
 }
 
 /// The crate a source file from cargo's registry belongs to, with `-` as `_`
@@ -171,11 +187,7 @@ pub fn cargo_crate(s: &str) -> Option<String> {
         return None;
     }
     let i = cargo_package_end(s)?;
-    let dir = s[i..].split('/').next()?;
-    let b = dir.as_bytes();
-    // The version starts at the first `-` followed by a digit (`pico-args-0.5.0`).
-    let cut = (1..b.len()).find(|&k| b[k - 1] == b'-' && b[k].is_ascii_digit())?;
-    Some(dir[..cut - 1].replace('-', "_"))
+    crate_name_of(s[i..].split('/').next()?)
 }
 
 /// A short display form of a Rust library or dependency path: `rust-library/std/src/path.rs`,
@@ -414,6 +426,17 @@ mod tests {
         assert_eq!(cargo_crate("/root/.cargo/git/checkouts/clap-0d2c1b/5a1c2e3/src/lib.rs"), None);
         assert_eq!(cargo_crate("/home/u/proj/src/main.rs"), None);
         assert_eq!(native_display_path("/home/u/x.rs"), None);
+        // A CARGO_HOME of any name: recognized by the registry's shape.
+        let elsewhere = "/opt/rust-deps/registry/src/index.crates.io-1949cf8c6b5b557f/memchr-2.7.4/src/lib.rs";
+        assert_eq!(cargo_crate(elsewhere).as_deref(), Some("memchr"));
+        assert_eq!(native_display_path(elsewhere).as_deref(), Some("cargo-registry/memchr-2.7.4/src/lib.rs"));
+        assert_eq!(
+            native_display_path("/srv/ch/git/checkouts/clap-0d2c1b8f3a5e7d91/5a1c2e3/src/lib.rs").as_deref(),
+            Some("cargo-git/5a1c2e3/src/lib.rs")
+        );
+        // The user's own folders named `registry/src` are not cargo's.
+        assert_eq!(cargo_crate("/home/u/app/registry/src/server/handler.rs"), None);
+        assert_eq!(cargo_crate("/home/u/app/registry/src/v1-aaaa/x-1.0/lib.rs"), None);
     }
 
     #[test]
