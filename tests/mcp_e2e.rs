@@ -179,6 +179,7 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
         text.contains("Still running after timeout_s=2: stopped (killed by signal 15 (SIGTERM)); the partial trace is kept."),
         "{text}"
     );
+    assert!(text.contains("trace forwarded signal 15 to the program's process group, which then ended by itself.\n"), "{text}");
     let (err, text) = result(&r, 9);
     assert!(!err, "{text}");
     assert!(text.contains("## work  (") && text.contains("1 calls at 1 places"), "{text}");

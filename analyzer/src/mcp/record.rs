@@ -227,6 +227,15 @@ fn signal(child: &Child, sig: i32, group: bool) {
     }
 }
 
+/// What a stopped run's `killed` says.
+fn tracer_grace_note(killed: bool) -> &'static str {
+    if killed {
+        ", which was still running after the grace period and was killed with SIGKILL"
+    } else {
+        ", which then ended by itself"
+    }
+}
+
 /// Why a recording was stopped before its command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
@@ -434,6 +443,12 @@ pub fn record_until(p: &RecordParams, stop: &dyn Fn() -> Option<StopReason>) -> 
                 .flat_map(|p| &p.threads)
                 .flat_map(|th| (1..th.tree.nodes.len()).map(move |n| th.tree.func_key(n as u32)))
                 .collect();
+            // How `trace` stopped the program (meta.json's `stopped`): the signal it forwarded to
+            // the program's process group, and whether the grace period ran out.
+            if let Some(st) = &t.meta.stopped {
+                let grace = tracer_grace_note(st.killed);
+                s.push_str(&format!("trace forwarded signal {} to the program's process group{grace}.\n", st.signal));
+            }
             s.push_str(&format!("{} processes, {threads} threads, {events} events, {} functions called\n", t.processes.len(), funcs.len()));
             for w in t.warnings.iter().take(10) {
                 s.push_str(&at_out(format!("warning: {w}\n")));
