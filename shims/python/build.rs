@@ -1,12 +1,13 @@
-//! Build-time layout of CPython 3.11's internal frame, read from that version's own headers.
+//! Checks the committed layout of CPython 3.11's internal frame against that version's headers.
 //!
 //! The stable-ABI shim reads no CPython struct, except in one place: on 3.11 the
 //! frame-evaluation hook receives a `_PyInterpreterFrame` (internal, no accessor function) and
-//! reads its code object, position and owner, and the code object's flags. Those offsets are
-//! not written by hand: this script compiles and runs a probe against the 3.11 headers
-//! (`Py_BUILD_CORE`, `internal/pycore_frame.h`) and writes them into `layout311.rs`. Without
-//! the headers, the build goes on without it (`cfg(layout311)` unset) and 3.11 is recorded
-//! through the profile hook instead.
+//! reads its code object, position and owner, and the code object's flags. Those offsets live
+//! in `src/layout311.rs`, committed (as py-spy keeps its per-version bindings), so every build
+//! has the fast hook for 3.11, with or without the headers. They are not written by hand: where
+//! the 3.11 headers exist, this script compiles and runs a probe against them and fails the
+//! build when its output differs from the committed file (`SLICETRACE_BLESS_LAYOUT311=1`
+//! writes it instead). The layout is that of 64-bit targets; the shim refuses the hook on others.
 //!
 //! Headers are looked for in `$SLICETRACE_PY311_INCLUDE`, `$(pyenv root)/versions/3.11.*/`,
 //! `/usr/include/python3.11` and `/usr/local/include/python3.11`.
@@ -78,25 +79,41 @@ fn probe(include: &Path, out: &Path) -> Result<String, String> {
     String::from_utf8(o.stdout).map_err(|e| e.to_string())
 }
 
+/// The committed file's constant lines (its comments are not the probe's).
+fn constants(text: &str) -> Vec<&str> {
+    text.lines().map(str::trim).filter(|l| l.starts_with("pub const ")).collect()
+}
+
 fn main() {
-    println!("cargo:rustc-check-cfg=cfg(layout311)");
     println!("cargo:rerun-if-env-changed=SLICETRACE_PY311_INCLUDE");
+    println!("cargo:rerun-if-env-changed=SLICETRACE_BLESS_LAYOUT311");
     println!("cargo:rerun-if-env-changed=PYENV_ROOT");
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=src/layout311.rs");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let mut tried = Vec::new();
-    for include in candidates() {
-        match probe(&include, &out) {
-            Ok(text) => {
-                std::fs::write(out.join("layout311.rs"), text).expect("write layout311.rs");
-                println!("cargo:rustc-cfg=layout311");
-                return;
-            }
-            Err(e) => tried.push(format!("{} ({e})", include.display())),
-        }
+    let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let committed_path = manifest.join("src/layout311.rs");
+    let committed = std::fs::read_to_string(&committed_path).expect("src/layout311.rs is part of the crate");
+    if std::env::var("CARGO_CFG_TARGET_POINTER_WIDTH").as_deref() != Ok("64") {
+        return; // the committed layout is not this target's: the shim refuses the 3.11 hook
     }
-    println!(
-        "cargo:warning=CPython 3.11 headers not found (tried: {}); 3.11 will be recorded through the profile hook. Set SLICETRACE_PY311_INCLUDE to a 3.11 include directory for the faster frame-evaluation hook.",
-        tried.join("; ")
-    );
+    for include in candidates() {
+        let Ok(probed) = probe(&include, &out) else { continue };
+        if constants(&probed) == constants(&committed) {
+            return;
+        }
+        if std::env::var_os("SLICETRACE_BLESS_LAYOUT311").is_some_and(|v| v == "1") {
+            let header: String = committed.lines().take_while(|l| l.starts_with("//")).map(|l| format!("{l}\n")).collect();
+            std::fs::write(&committed_path, header + &probed).expect("write src/layout311.rs");
+            println!("cargo:warning=wrote {} from {}", committed_path.display(), include.display());
+            return;
+        }
+        panic!(
+            "CPython 3.11's frame layout in {} differs from what its headers in {} give:\n{}\nThe 3.11 frame-evaluation hook would read the wrong fields. If these headers are right, \
+             rebuild with SLICETRACE_BLESS_LAYOUT311=1 to rewrite the file, and commit it.",
+            committed_path.display(),
+            include.display(),
+            probed
+        );
+    }
 }

@@ -5,8 +5,8 @@
 //! interpreter) and materialises no frame objects.
 //!
 //! 3.9 and 3.10 pass a frame object, read through exported functions. 3.11 passes its internal
-//! `_PyInterpreterFrame`: its offsets come from the 3.11 headers at build time (`build.rs`,
-//! `cfg(layout311)`); without them 3.11 uses the profile hook.
+//! `_PyInterpreterFrame`: its offsets are in `layout311.rs`, generated from the 3.11 headers
+//! and checked against them by `build.rs` wherever they exist (64-bit targets only).
 
 use crate::profile::{frame_started, keeping_error};
 use crate::state;
@@ -21,18 +21,17 @@ type GetEvalFn = unsafe extern "C" fn(*mut ffi::PyInterpreterState) -> Option<Ev
 /// CPython's own evaluator, called by our hook.
 static DEFAULT: OnceLock<EvalFn> = OnceLock::new();
 
-#[cfg(layout311)]
-mod layout311 {
-    include!(concat!(env!("OUT_DIR"), "/layout311.rs"));
-}
+#[cfg(target_pointer_width = "64")]
+#[path = "layout311.rs"]
+mod layout311;
 
 /// `CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR`.
-#[cfg(layout311)]
+#[cfg(target_pointer_width = "64")]
 const CO_RESUMABLE: c_int = 0x20 | 0x80 | 0x200;
 
 /// Whether this build can hook frame evaluation in CPython 3.`minor`.
 pub fn supported(minor: u32) -> bool {
-    matches!(minor, 9 | 10) || (minor == 11 && cfg!(layout311))
+    matches!(minor, 9 | 10) || (minor == 11 && cfg!(target_pointer_width = "64"))
 }
 
 /// Install the hook for CPython 3.`minor`, unless another one (a debugger, a JIT) is installed.
@@ -131,8 +130,8 @@ unsafe extern "C" fn eval_39(tstate: *mut ffi::PyThreadState, frame: *mut c_void
 ///
 /// # Safety
 /// Called by CPython 3.11 as its frame-evaluation function (GIL held, a live
-/// `_PyInterpreterFrame` whose layout is that of the headers read at build time).
-#[cfg(layout311)]
+/// `_PyInterpreterFrame` whose layout is `layout311.rs`'s, checked against the headers at build time).
+#[cfg(target_pointer_width = "64")]
 unsafe extern "C" fn eval_311(tstate: *mut ffi::PyThreadState, frame: *mut c_void, throwflag: c_int) -> *mut PyObject {
     use layout311::*;
     let base = frame as *const u8;
@@ -169,7 +168,7 @@ unsafe extern "C" fn eval_311(tstate: *mut ffi::PyThreadState, frame: *mut c_voi
 
 /// # Safety
 /// As the other `eval_311` (never installed: `supported(11)` is false).
-#[cfg(not(layout311))]
+#[cfg(not(target_pointer_width = "64"))]
 unsafe extern "C" fn eval_311(tstate: *mut ffi::PyThreadState, frame: *mut c_void, throwflag: c_int) -> *mut PyObject {
     // SAFETY: the hook's own arguments (the contract).
     unsafe { evaluate(tstate, frame, throwflag) } // never installed: `supported(11)` is false
