@@ -641,7 +641,8 @@ print('%s %d %d %d' % (getattr(getattr(sys, 'implementation', None), 'name', 'py
 /// What a pyenv shim (`$(pyenv root)/shims/python3`, a bash script that runs `pyenv exec`)
 /// would run, found the way pyenv chooses a version (`PYENV_VERSION`, a `.python-version` in
 /// the current directory or above, then `$(pyenv root)/version`), without starting pyenv
-/// (about 100 ms). `None` when it is not a shim or the choice is not a plain installed version:
+/// (a bash script that costs more than the rest of `trace run`'s start-up:
+/// `docs/performance.md`, "Figures behind the code's choices"). `None` when it is not a shim or the choice is not a plain installed version:
 /// the interpreter is then asked directly.
 fn pyenv_shim_target(shim: &Path) -> Option<PathBuf> {
     let shims = shim.parent()?;

@@ -70,11 +70,11 @@ the PYTHONPATH/site mechanism the recorder is loaded through).")]
         c_calls: bool,
         /// Python: also record which source lines each function executed, so a prompt can
         /// leave out the statements that did not run (branches not taken, code after an early
-        /// return: `rich data.csv`'s prompt is 11% smaller). On by default on CPython 3.12 and
+        /// return: prompts are smaller). On by default on CPython 3.12 and
         /// later, where it costs next to nothing (`sys.monitoring`: each line reports once,
         /// function bodies only, a function stops once its lines all ran or after 256 entries).
-        /// Before 3.12 it needs a C trace function called on every executed line (about 2-3x
-        /// slower), so it is off there unless this flag is given.
+        /// Before 3.12 it needs a C trace function called on every executed line (several
+        /// times slower), so it is off there unless this flag is given.
         #[arg(long, overrides_with = "no_lines")]
         lines: bool,
         /// Python: do not record executed lines, on any version (prompts then show whole

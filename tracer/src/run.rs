@@ -116,7 +116,8 @@ fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> Result<()> {
 /// The private directory holding `sitecustomize.py` and a link to the Python shim.
 fn python_runtime(shim: &Path) -> Result<tempfile::TempDir> {
     // Mapped, not read: only the pages of the ELF headers, the dynamic symbols and the
-    // version string are touched (reading the whole 8 MB shim cost ~12 ms per run).
+    // version string are touched (reading the whole shim cost milliseconds per run:
+    // `docs/performance.md`, "Figures behind the code's choices").
     let data = detect::map_file(shim).with_context(|| format!("cannot read the Python shim {}", shim.display()))?;
     let Some(version) = detect::shim_python_version(&data) else {
         bail!("{}: cannot tell which CPython version this shim was built for; rebuild it with `cargo build --workspace`", shim.display());
@@ -396,9 +397,9 @@ fn process_alive(pid: u32) -> bool {
 }
 
 /// Size, modification time and SHA-256 of a file. Hashed as it is read, in pieces of `buf`'s
-/// size (one buffer for every file of the trace): a 79 MB
-/// program read whole cost `trace run` a fresh 79 MB buffer to fault in and free (about 0.1 s
-/// of the 0.2 s it spent after recording `slice --version`).
+/// size (one buffer for every file of the trace): a large program read whole cost `trace run`
+/// a fresh buffer of its size to fault in and free, half of its time after recording
+/// (`docs/performance.md`, "Figures behind the code's choices").
 fn fingerprint(path: &Path, buf: &mut [u8]) -> Option<FileFingerprint> {
     use std::io::Read;
     let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;

@@ -121,7 +121,8 @@ fn materialize_settled(base: &Path, name: &str, bytes: &[u8], hash: &str, settle
 /// Whether the file at `path` holds exactly `bytes`. Compared in full once; then its
 /// metadata (device, inode, size, modification and change times) is noted in
 /// `dir/.<name>.verified`, and a later run that finds the same metadata skips the comparison
-/// (4.8 MB read and compared on every `trace run` was about 4 ms of its start-up). Any write
+/// (reading and comparing the whole shim on every `trace run` was a visible part of its
+/// start-up: `docs/performance.md`, "Figures behind the code's choices"). Any write
 /// to the file, or a file put in its place, changes its change time (`ctime`, which no
 /// user-space call sets back) or its inode. A file changed within the same clock tick as its
 /// comparison would keep the noted times, so a file changed less than [`SETTLED`] ago is

@@ -10,11 +10,9 @@ use rustc_hash::FxHashSet as HashSet;
 
 /// In the `auto` condensing (docstrings cut to their summary, code that did not run elided),
 /// this many functions closest to the question (the ranking by relevance) keep their exact
-/// source, and so do the program's own. At 10 the eval's `pyg-lexer` answer
-/// `find_lexer_class_for_filename` (16th) lost its docstring and a three-line loop body; at 20
-/// the questions of `eval/heldout.toml` lost `md-fence`'s answer (21st); at 25 every answer of
-/// both sets within the top 25 stays exact and `rich data.csv` stays under the published size
-/// (31,538 of 32,250 cl100k tokens; at 30 it is 32,140, at 40 over; `docs/prompts.md`).
+/// source, and so do the program's own: enough that a function the question is about, when
+/// ranked a little lower than it should be, is not condensed, few enough that condensing still
+/// shortens the prompt (how it was chosen: `docs/performance.md`, "Figures behind the code's choices").
 pub const KEPT_EXACT_TOP: usize = 25;
 // The CLI's help texts (`--docstrings`, `--not-run`) say "25".
 const _: () = assert!(KEPT_EXACT_TOP == 25);

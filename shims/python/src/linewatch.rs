@@ -26,8 +26,9 @@ const LINE_FRAME_AGE: u64 = 20_000;
 /// a function with a line not run is watched, the line starts that CPython never reports to a
 /// tool (a jump back to the same line: one-line loops, conditional expressions) stay
 /// instrumented and cost on every execution (a one-line comprehension 200 lines below its
-/// `def`: 63x); this bounds how often. 256: on `rich data.csv` 64 gave up 83 functions' lines
-/// (the prompt 490 tokens larger), 256 gives up 13 (66 tokens), with no measurable cost.
+/// `def`: many times slower); this bounds how often. Why 256 and not fewer: fewer gives up
+/// the lines of many more functions (larger prompts) for no measurable gain
+/// (`docs/performance.md`, "Figures behind the code's choices").
 pub const LINE_ENTRIES: u16 = 256;
 
 /// Set once a function's LINE events are watched (lines recorded through `sys.monitoring`):

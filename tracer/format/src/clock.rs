@@ -1,10 +1,10 @@
 //! The shims' clock: `CLOCK_MONOTONIC` nanoseconds, read from the CPU's time-stamp counter
 //! when the kernel itself uses it.
 //!
-//! Reading `CLOCK_MONOTONIC` through the vDSO costs 20-30 ns on common virtual machines,
-//! which was more than half of the native shim's cost per event. When the kernel's
+//! Reading `CLOCK_MONOTONIC` through the vDSO was more than half of the native shim's cost
+//! per event on common virtual machines (`docs/performance.md`, "Figures behind the code's choices"). When the kernel's
 //! clocksource is `tsc` and the CPU says its TSC is invariant (constant rate, synchronised
-//! across cores), the clock reads the TSC (`rdtsc`, about a third of that) and converts
+//! across cores), the clock reads the TSC (`rdtsc`, a fraction of that) and converts
 //! ticks to nanoseconds with a rate measured against `CLOCK_MONOTONIC` itself:
 //!
 //! - until the process has run [`CALIBRATION_NS`], every read is a real `clock_gettime`; the

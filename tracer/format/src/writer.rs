@@ -203,10 +203,9 @@ impl StreamWriter {
     /// events be written up to the window's end.
     ///
     /// Why: a page the events reach first through the mapping costs a page fault that
-    /// allocates it, reads it (zeros from the unwritten extent) and makes it writable: 4.6 µs
-    /// per 4 KiB page on the reference machine, about 2 ns per event at 2 bytes per event.
-    /// Written first by `pwritev`, the same pages cost 0.6 µs each and the faults that follow
-    /// almost nothing (1.2 µs per page in all). The bytes are zeros, which is what the file
+    /// allocates it, reads it (zeros from the unwritten extent) and makes it writable; written
+    /// first by `pwritev`, the same pages cost a fraction of that and the faults that follow
+    /// almost nothing (`docs/performance.md`, "Figures behind the code's choices"). The bytes are zeros, which is what the file
     /// holds there already and what a reader takes for the end of a stream; only pages past
     /// the position are written, so no event is overwritten. The space is still reserved by
     /// `posix_fallocate` first: this only warms the pages, and a failure (no memory, an
