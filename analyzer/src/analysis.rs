@@ -8,6 +8,7 @@ use crate::plumbing::Plumbing;
 use crate::prune::{entry_modules, prune_baseline, prune_imports, Baseline};
 use crate::select::Selection;
 use crate::source::SourceCache;
+use crate::symbols::Language;
 use crate::testrun::{Spectrum, TestFilter};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -386,6 +387,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     if threads.iter().any(|t| t.times_estimated) {
         notes.push(INLINED_NOTE.to_string());
     }
+    notes.extend(no_source_notes(&threads));
     if opts.tests.is_some() {
         // In tests' trees the runner is spliced out, not collapsed: said apart.
         let runners: Vec<String> = plumbing_packages.iter().filter(|p| crate::plumbing::is_test_runner(p)).cloned().collect();
@@ -484,6 +486,41 @@ const EARLIER_LABEL: &str = "built earlier, in test ";
 /// The note of a trace with an entry-patched process (an ordinary native build): the compiler's
 /// inlined functions never run as calls, so the tree cannot hold them (docs/native-recording.md,
 /// "Inlined functions"); a model must not read their absence as "never called".
+/// Per native object whose shown functions have no source (no debug information, or none
+/// that could be read: the warning on stderr says which), one note: how many, and what shows
+/// their source. In the order the objects first appear.
+fn no_source_notes(threads: &[PreparedThread]) -> Vec<String> {
+    let mut objects: Vec<(String, HashSet<String>)> = Vec::new();
+    for th in threads {
+        let tree = &th.tree;
+        for n in tree.nodes.iter().skip(1) {
+            let Some(f) = tree.function(n.func) else { continue };
+            let (Language::Native, None, Some(object)) = (f.language, &f.file, &f.object) else { continue };
+            if crate::pathclass::origin(f) != crate::pathclass::Origin::Program {
+                continue;
+            }
+            match objects.iter_mut().find(|(o, _)| o == object) {
+                Some((_, names)) => {
+                    names.insert(f.qualname.clone());
+                }
+                None => objects.push((object.clone(), HashSet::from_iter([f.qualname.clone()]))),
+            }
+        }
+    }
+    objects
+        .into_iter()
+        .map(|(object, names)| {
+            let file = object.rsplit('/').next().unwrap_or(&object);
+            format!(
+                "No source for {} of `{file}` ({object}): the debug information that maps its code to source lines is missing or could not be read (stderr says which), so {} named from its symbol table only. \
+                 Its debug symbols (a distribution's -dbgsym or -dbg package, found under /usr/lib/debug/.build-id/), or a build with `-g`, would show the source.",
+                crate::testrun::plural(names.len(), "function"),
+                if names.len() == 1 { "it is" } else { "they are" }
+            )
+        })
+        .collect()
+}
+
 pub const INLINED_NOTE: &str = "Native code recorded by patching function entries (an ordinary build, not instrumented): a function that the compiler inlined into its caller runs inside that caller without a call, so it is never in the tree, even when its code ran; the caller's source shows where it is called.";
 
 /// A path for display: relative to `cwd` when inside it; installed packages as
@@ -520,11 +557,11 @@ fn shortened_path(file: &Path, cwd: &Path) -> String {
 /// patched nothing (a W^X policy refusing `mprotect`), else that the recorder may not have
 /// been active.
 fn no_calls_reason(dir: &Path) -> String {
-    let reports: Vec<trace_format::meta::PatchReport> = trace_format::reader::TraceDir::open(dir)
-        .map(|td| td.processes.iter().filter_map(|p| p.patch_report().ok().flatten()).collect())
-        .unwrap_or_default();
+    let td = trace_format::reader::TraceDir::open(dir).ok();
+    let reports: Vec<trace_format::meta::PatchReport> =
+        td.as_ref().map(|td| td.processes.iter().filter_map(|p| p.patch_report().ok().flatten()).collect()).unwrap_or_default();
     let refs: Vec<&trace_format::meta::PatchReport> = reports.iter().collect();
-    trace_format::meta::nothing_patched(&refs).unwrap_or_else(|| "the recorder may not have been active".to_string())
+    trace_format::meta::why_nothing(td.as_ref().map(|td| &td.meta), &refs)
 }
 
 #[cfg(test)]

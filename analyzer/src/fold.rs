@@ -588,6 +588,7 @@ mod tests {
             first_line: Some(line),
             last_line: Some(line + 2),
             object: Some("/p/app".into()),
+            program_library: false,
         };
         let funcs = Arc::new(vec![native("app::main", 1), native("app::parse", 10), native("app::parse", 20), native("app::parse", 10)]);
         let classes = fold_classes(&funcs);

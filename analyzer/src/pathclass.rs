@@ -231,6 +231,8 @@ pub fn origin(f: &Function) -> Origin {
         Language::Native if crate::plumbing::native_package(f).as_deref() == Some(crate::plumbing::GOOGLETEST) => Origin::SitePackages,
         Language::Native => match (&file, native_name_origin(&f.qualname)) {
             (None, Some(o)) => o,
+            // A library of the program's own (jq's libjq), installed among the system's.
+            _ if f.program_library && native_origin(file.as_deref(), None) == Origin::Program => Origin::Program,
             _ => native_origin(file.as_deref(), f.object.as_deref()),
         },
     }
@@ -324,6 +326,7 @@ mod tests {
             first_line: Some(1),
             last_line: Some(2),
             object: None,
+            program_library: false,
         }
     }
 
@@ -354,6 +357,7 @@ mod tests {
             first_line: None,
             last_line: None,
             object: module.map(String::from),
+            program_library: false,
         };
         assert_eq!(origin(&c(Some("builtins"))), Origin::Stdlib);
         assert_eq!(origin(&c(Some("os.path"))), Origin::Stdlib);
@@ -404,6 +408,7 @@ mod tests {
             first_line: None,
             last_line: None,
             object: Some("/p/hexyl".into()),
+            program_library: false,
         };
         assert_eq!(origin(&f("__rustc::__rust_alloc")), Origin::Stdlib);
         assert_eq!(origin(&f("<core::fmt::Arguments as core::fmt::Display>::fmt")), Origin::Stdlib);
@@ -413,6 +418,18 @@ mod tests {
         assert_eq!(origin(&f("<u8 as core::fmt::Display>::fmt")), Origin::Stdlib);
         assert_eq!(origin(&f("<&alloc::vec::Vec<u8> as core::fmt::Debug>::fmt")), Origin::Stdlib);
         assert_eq!(origin(&f("<std::ffi::os_str::OsStr as clap_lex::ext::OsStrExt>::find")), Origin::Program);
+        // A library of the program's own, installed among the system's (jq's libjq): the
+        // program's code, unless its source file is the runtime's.
+        let lib = |q: &str, file: Option<&str>, own: bool| Function {
+            object: Some("/usr/lib/x86_64-linux-gnu/libjq.so.1.0.4".into()),
+            file: file.map(Into::into),
+            program_library: own,
+            ..f(q)
+        };
+        assert_eq!(origin(&lib("jq_next", None, true)), Origin::Program);
+        assert_eq!(origin(&lib("jq_next", None, false)), Origin::Stdlib);
+        assert_eq!(origin(&lib("jq_next", Some("./src/execute.c"), true)), Origin::Program);
+        assert_eq!(origin(&lib("memcpy", Some("/usr/include/x86_64-linux-gnu/bits/string_fortified.h"), true)), Origin::Stdlib);
         assert_eq!(origin(&f("<app::Opt as core::default::Default>::default")), Origin::Program);
         assert_eq!(origin(&f("<app::Wrapper<u8>>::get")), Origin::Program);
         assert_eq!(origin(&f("standalone::run")), Origin::Program);

@@ -31,6 +31,11 @@ pub struct Function {
     pub last_line: Option<u32>,
     /// The native object (executable or shared library) or Python module it belongs to.
     pub object: Option<String>,
+    /// Native: `object` is a library of the program's own though installed among the system's
+    /// (named after the process's executable, as Debian's `jq` and `libjq.so.1`:
+    /// `trace_format::objects`, the rule the shim patched it by), so its functions are the
+    /// program's code.
+    pub program_library: bool,
 }
 
 impl Function {
@@ -45,6 +50,7 @@ impl Function {
             first_line: None,
             last_line: None,
             object: None,
+            program_library: false,
         }
     }
 
@@ -85,6 +91,7 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
                 first_line: Some(*first_line),
                 last_line: Some(*last_line),
                 object: None,
+                program_library: false,
             },
             Some(FuncKind::Builtin { module, qualname }) => Function {
                 language: Language::Builtin,
@@ -94,6 +101,7 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
                 first_line: None,
                 last_line: None,
                 object: module.clone(),
+                program_library: false,
             },
             Some(FuncKind::Native { addr, module, base, symbol }) => {
                 native.push(crate::symbolize::native::NativeAddr {
@@ -114,7 +122,9 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
         let recorded = proc.dir.parent().and_then(crate::source::SourceCache::read_sources_doc);
         let (resolved, w) = crate::symbolize::native::resolve(&native, recorded.as_ref());
         warnings.extend(w);
-        for (a, f) in native.iter().zip(resolved) {
+        let exe = proc.meta.exe.as_str();
+        for (a, mut f) in native.iter().zip(resolved) {
+            f.program_library = f.object.as_deref().is_some_and(|o| o != exe && trace_format::objects::own_library(exe, o));
             out[a.id as usize] = f;
         }
     }

@@ -85,13 +85,17 @@ pub use trace_format::patching::ENV_PATCH;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Patching {
     Off,
+    /// The program and its own libraries (`1`, the default).
     On,
+    /// System programs and libraries too (`all`).
+    All,
 }
 
 impl Patching {
     pub fn from_env() -> Patching {
         match trace_format::patching::PatchMode::from_env() {
             Some(trace_format::patching::PatchMode::Off) => Patching::Off,
+            Some(trace_format::patching::PatchMode::All) => Patching::All,
             _ => Patching::On,
         }
     }
@@ -104,10 +108,16 @@ pub fn patch_env(program: &Path) -> Option<&'static str> {
     if std::env::var_os(ENV_PATCH).is_some() {
         return None;
     }
-    let info = elf_info(&map_file(program).ok()?);
+    patch_env_for(program, &elf_info(&map_file(program).ok()?))
+}
+
+/// [`patch_env`] for the program at `program` whose [`elf_info`] is `info`.
+fn patch_env_for(program: &Path, info: &ElfInfo) -> Option<&'static str> {
     // A stripped program (a system launcher: `env`, `sh -c`) has nothing to patch; like a
-    // shell script, it passes on no patching to the programs it starts.
-    (info.x86_64 && !info.instrumented && !info.links_libpython && info.functions > 0).then_some("1")
+    // shell script, it passes on no patching to the programs it starts. Unless its code is in
+    // a library of its own (Debian's `jq` and `libjq.so.1`): that library is patched.
+    let patchable = info.functions > 0 || !own_libraries(program, info).is_empty();
+    (info.x86_64 && !info.instrumented && !info.links_libpython && patchable).then_some("1")
 }
 
 /// Classify the program `argv[0]` names (`argv` is not empty). The remaining arguments are
@@ -194,13 +204,20 @@ fn classify_with(argv: &[OsString], path_var: Option<&OsStr>, patching: Patching
                 ),
             ));
         }
+        let own_code = !own_libraries(&path, &info).is_empty();
+        if own_code {
+            // A distribution's program whose code is in a library of its own (`jq` over
+            // `libjq.so.1`): the shim patches that library (`trace_format::objects`).
+            return Ok((path, TargetKind::Native));
+        }
+        if is_system_program(&path) && !(patching == Patching::All && info.functions > 0) {
+            // A system program (`env`, `sh -c`, `bash`, `make`, `xargs`) is how a user starts
+            // what they want recorded: the shim leaves it alone unless SLICE_TRACE_PATCH=all,
+            // it runs like a shell script, and the programs it starts are recorded.
+            return Ok((path, TargetKind::Other));
+        }
         if info.functions == 0 {
-            // A system program (`env`, `sh -c`, `bash`, `make`, `xargs`: Debian strips them) is
-            // how a user starts what they want recorded: it runs like a shell script, and the
-            // programs it starts are recorded. Their own builds are refused with what to change.
-            if is_system_program(&path) {
-                return Ok((path, TargetKind::Other));
-            }
+            // The user's own stripped builds are refused with what to change.
             return Err(Refusal::new(
                 126,
                 format!(
@@ -227,15 +244,19 @@ fn classify_with(argv: &[OsString], path_var: Option<&OsStr>, patching: Patching
     Ok((path, TargetKind::Other))
 }
 
-/// Directories of the distribution's programs (after resolving links: `/bin` is `/usr/bin` on
-/// merged-/usr systems). `/usr/local` and home directories are the user's own.
-const SYSTEM_DIRS: &[&str] = &["/usr/bin/", "/bin/", "/usr/sbin/", "/sbin/", "/usr/libexec/", "/usr/lib/", "/lib/"];
-
-/// Whether `path` is a program of the system (see [`SYSTEM_DIRS`]).
+/// Whether `path` is a program or library of the system (`trace_format::objects`, the rule the
+/// native shim and `slice` read too): `/usr/bin`, `/usr/lib`, ...; `/usr/local` and home
+/// directories are the user's own.
 fn is_system_program(path: &Path) -> bool {
     let real = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
-    let real = real.to_string_lossy();
-    SYSTEM_DIRS.iter().any(|d| real.starts_with(d))
+    trace_format::objects::not_the_programs(&real.to_string_lossy(), None).is_some()
+}
+
+/// The libraries of the program at `program` (`info` is its [`elf_info`]) that are its own
+/// code: named after it (`trace_format::objects::own_library`), as the shim decides.
+fn own_libraries(program: &Path, info: &ElfInfo) -> Vec<String> {
+    let real = program.canonicalize().unwrap_or_else(|_| program.to_path_buf());
+    trace_format::objects::own_libraries(&real, info.needed.iter().map(String::as_str)).into_iter().map(str::to_string).collect()
 }
 
 /// Map a file to parse it: only the pages the parser touches (headers, symbol tables) are
@@ -720,14 +741,20 @@ pub struct ElfInfo {
     pub functions: usize,
     /// Dynamically linked (it has a program interpreter, so LD_PRELOAD applies).
     pub dynamic: bool,
+    /// The shared libraries its dynamic string table names (`DT_NEEDED`, and the sonames of
+    /// its symbol versions): `libjq.so.1`, `libc.so.6`.
+    pub needed: Vec<String>,
 }
 
 pub fn elf_info(data: &[u8]) -> ElfInfo {
     let Ok(file) = object::File::parse(data) else { return ElfInfo::default() };
-    let links_libpython = file
-        .section_by_name(".dynstr")
-        .and_then(|s| s.data().ok())
-        .is_some_and(|d| d.split(|&c| c == 0).any(|name| name.starts_with(b"libpython")));
+    let dynstr = file.section_by_name(".dynstr").and_then(|s| s.data().ok()).unwrap_or_default();
+    let links_libpython = dynstr.split(|&c| c == 0).any(|name| name.starts_with(b"libpython"));
+    let needed: Vec<String> = dynstr
+        .split(|&c| c == 0)
+        .filter(|n| n.starts_with(b"lib") && n.windows(3).any(|w| w == b".so"))
+        .filter_map(|n| std::str::from_utf8(n).ok().map(str::to_string))
+        .collect();
     let is_cyg = |name: Result<&str, object::Error>| name.is_ok_and(|n| n == "__cyg_profile_func_enter");
     let instrumented = file.symbols().any(|s| is_cyg(s.name())) || file.dynamic_symbols().any(|s| is_cyg(s.name()));
     let is_func = |s: &object::Symbol| s.kind() == object::SymbolKind::Text && s.is_definition() && s.address() != 0;
@@ -737,7 +764,7 @@ pub fn elf_info(data: &[u8]) -> ElfInfo {
     };
     let x86_64 = file.architecture() == object::Architecture::X86_64;
     let dynamic = file.section_by_name(".interp").is_some();
-    ElfInfo { links_libpython, instrumented, x86_64, functions, dynamic }
+    ElfInfo { links_libpython, instrumented, x86_64, functions, dynamic, needed }
 }
 
 /// The CPython `major.minor` the Python shim was built for (its exported
@@ -882,6 +909,24 @@ mod tests {
         assert_eq!(r.code, 126);
         let (_, kind) = classify_with(&[me.into_os_string()], None, Patching::On).unwrap();
         assert_eq!(kind, TargetKind::Native);
+    }
+
+    #[test]
+    fn a_system_program_is_a_launcher_unless_its_code_is_in_a_library_of_its_own() {
+        // Debian's `ls` defines a few functions in .dynsym (`_obstack_*`), which the shim
+        // would leave alone as a system program's: a launcher, unless SLICE_TRACE_PATCH=all.
+        let ls = resolve_command(OsStr::new("ls"), Some(OsStr::new("/usr/bin:/bin"))).unwrap();
+        assert!(elf_info(&map_file(&ls).unwrap()).functions > 0, "{} defines no function: not Debian's ls", ls.display());
+        assert_eq!(classify_with(&os(&["ls"]), Some(OsStr::new("/usr/bin:/bin")), Patching::On).unwrap().1, TargetKind::Other);
+        assert_eq!(classify_with(&os(&["ls"]), Some(OsStr::new("/usr/bin:/bin")), Patching::All).unwrap().1, TargetKind::Native);
+        assert_eq!(patch_env_for(&ls, &elf_info(&map_file(&ls).unwrap())), Some("1"), "patched only if the shim is asked to");
+        // Debian's jq is a stripped `main` over libjq.so.1: recorded, through that library.
+        let jq = Path::new("/usr/bin/jq");
+        assert!(jq.is_file(), "/usr/bin/jq is missing: `apt-get install jq` (.ci/run installs it)");
+        let info = elf_info(&map_file(jq).unwrap());
+        assert_eq!(own_libraries(jq, &info), vec!["libjq.so.1".to_string()]);
+        assert_eq!(classify_with(&os(&["/usr/bin/jq"]), None, Patching::On).unwrap().1, TargetKind::Native);
+        assert_eq!(patch_env_for(jq, &info), Some("1"));
     }
 
     #[test]

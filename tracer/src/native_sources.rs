@@ -11,11 +11,27 @@ const MAX_FILES: usize = 50_000;
 
 /// The absolute, lexically normalized paths of the files in the line tables of `module`'s
 /// DWARF, as the analyzer's symbolizer names them (compilation directory, include directory,
-/// file name). Empty for an object without debug information or one that cannot be read.
+/// file name). The DWARF is the object's, or that of its separate debug file (a stripped
+/// library with its debug information installed: `trace_format::objects::debug_file_candidates`,
+/// where `slice` finds it too). Empty for an object without debug information or one that
+/// cannot be read.
 pub fn dwarf_files(module: &Path) -> Vec<PathBuf> {
+    use object::{Object, ObjectSection};
     let Ok(data) = crate::detect::map_file(module) else { return Vec::new() };
     let Ok(obj) = object::File::parse(&*data) else { return Vec::new() };
-    files_of(&obj).unwrap_or_default()
+    if obj.section_by_name(".debug_info").is_some_and(|s| s.size() > 0) {
+        return files_of(&obj).unwrap_or_default();
+    }
+    let build_id = obj.build_id().ok().flatten();
+    let debuglink = obj.gnu_debuglink().ok().flatten().map(|(name, _crc)| name);
+    for c in trace_format::objects::debug_file_candidates(module, build_id, debuglink) {
+        let Ok(data) = crate::detect::map_file(&c) else { continue };
+        let Ok(debug) = object::File::parse(&*data) else { continue };
+        if debug.section_by_name(".debug_info").is_some_and(|s| s.size() > 0) {
+            return files_of(&debug).unwrap_or_default();
+        }
+    }
+    Vec::new()
 }
 
 fn files_of(obj: &object::File) -> Result<Vec<PathBuf>, gimli::Error> {

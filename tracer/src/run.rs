@@ -281,7 +281,7 @@ fn settle(output: &Output, finished: Result<stats::Summary>, meta: &TraceMeta, o
     match finished {
         Ok(s) if s.processes == 0 && output.rec != output.out => {
             output.discard();
-            eprintln!("trace: nothing was recorded ({}); the earlier trace in {} is kept", s.why_nothing(), shown.display());
+            eprintln!("trace: nothing was recorded ({}); the earlier trace in {} is kept", s.why_nothing(meta), shown.display());
         }
         Ok(s) => {
             output.commit()?;
@@ -289,7 +289,7 @@ fn settle(output: &Output, finished: Result<stats::Summary>, meta: &TraceMeta, o
                 eprintln!("trace: warning: the trace in {} is incomplete: {why}", shown.display());
             }
             if s.events == 0 {
-                eprintln!("trace: nothing was recorded in {} ({})", shown.display(), s.why_nothing());
+                eprintln!("trace: nothing was recorded in {} ({})", shown.display(), s.why_nothing(meta));
             } else if !opts.quiet {
                 eprintln!(
                     "trace: {} events, {} process{}, {} thread{} -> {}",

@@ -104,13 +104,11 @@ pub fn summarize(trace: &TraceDir) -> Result<Summary> {
 }
 
 impl Summary {
-    /// Why a run recorded no event, as `trace run` says it: entry patching that could patch
-    /// none of a process's functions (the most common reason named), else that no traced
-    /// program ran.
-    pub fn why_nothing(&self) -> String {
+    /// Why a run recorded no event, as `trace run` says it (`trace_format::meta::why_nothing`,
+    /// which `slice` says too): `meta` is the run's.
+    pub fn why_nothing(&self, meta: &trace_format::meta::TraceMeta) -> String {
         let reports: Vec<&trace_format::meta::PatchReport> = self.procs.iter().filter_map(|p| p.patch.as_ref()).collect();
-        trace_format::meta::nothing_patched(&reports)
-            .unwrap_or_else(|| "no traced Python process or instrumented native program ran".to_string())
+        trace_format::meta::why_nothing(Some(meta), &reports)
     }
 }
 

@@ -159,23 +159,9 @@ fn find_debug_file(path: &Path, obj: &object::File) -> DebugSource {
     if has_dwarf(obj) {
         return DebugSource::Itself;
     }
-    let mut candidates: Vec<PathBuf> = Vec::new();
-    if let Ok(Some(id)) = obj.build_id() {
-        if id.len() >= 2 {
-            let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-            candidates.push(PathBuf::from(format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..])));
-        }
-    }
-    if let Ok(Some((name, _crc))) = obj.gnu_debuglink() {
-        let name = String::from_utf8_lossy(name).into_owned();
-        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        if let Some(dir) = real.parent() {
-            candidates.push(dir.join(&name));
-            candidates.push(dir.join(".debug").join(&name));
-            let rel = dir.strip_prefix("/").unwrap_or(dir);
-            candidates.push(Path::new("/usr/lib/debug").join(rel).join(&name));
-        }
-    }
+    let build_id = obj.build_id().ok().flatten();
+    let debuglink = obj.gnu_debuglink().ok().flatten().map(|(name, _crc)| name);
+    let candidates = trace_format::objects::debug_file_candidates(path, build_id, debuglink);
     for c in &candidates {
         if c.as_path() == path {
             continue;

@@ -92,6 +92,7 @@ fn fallback(a: &NativeAddr, symbol: Option<String>) -> Function {
         first_line: None,
         last_line: None,
         object: (!a.module.is_empty()).then(|| a.module.clone()),
+        program_library: false,
     }
 }
 
@@ -186,6 +187,7 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
                         first_line: f.first_line,
                         last_line: f.last_line,
                         object: None,
+                        program_library: false,
                     },
                 },
                 None => Resolved::plain(fallback(a, None)),

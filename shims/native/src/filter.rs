@@ -227,7 +227,7 @@ impl Symbols {
         Some(Symbols::of(&file))
     }
 
-    pub(crate) fn of(file: &object::File) -> Symbols {
+    pub(crate) fn of<'d, R: object::ReadRef<'d>>(file: &object::File<'d, R>) -> Symbols {
         use object::{Object, ObjectSegment, ObjectSymbol, SymbolKind};
         // The load address is that of the first PT_LOAD, page-aligned.
         let first = file.segments().map(|s| s.address()).min().unwrap_or(0) & !0xfff;

@@ -211,63 +211,17 @@ fn own_base() -> u64 {
     }
 }
 
-/// Libraries of the C runtime, by file name, wherever they are installed.
-const RUNTIME: [&str; 10] =
-    ["libc.so", "libm.so", "ld-linux", "ld64.so", "libstdc++.so", "libgcc_s.so", "libpthread.so", "libdl.so", "librt.so", "libslicetrace"];
-
-/// Directories of the system's libraries.
-const SYSTEM_DIRS: [&str; 5] = ["/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/", "/usr/libexec/"];
-
-/// Directories of the system's programs: the shells, `env`, `make` and compilers a recorded
-/// program starts (pyenv's `python3` is a bash script running a dozen more bash processes;
-/// each was recorded with bash's own functions).
-const SYSTEM_PROGRAM_DIRS: [&str; 4] = ["/usr/bin/", "/bin/", "/usr/sbin/", "/sbin/"];
-
-/// The rustup proxies (`~/.cargo/bin/cargo` is rustup itself under another name).
-const RUSTUP_PROXIES: [&str; 12] = [
-    "cargo",
-    "rustc",
-    "rustup",
-    "rustdoc",
-    "rustfmt",
-    "cargo-fmt",
-    "cargo-clippy",
-    "clippy-driver",
-    "rust-gdb",
-    "rust-lldb",
-    "rust-analyzer",
-    "cargo-miri",
-];
-
-/// Whether `path` is the Rust toolchain: rustup's toolchains (`cargo`, `rustc` and
-/// `librustc_driver`: a program recorded with `trace run -- cargo test` builds itself first,
-/// and rustc patched whole failed its allocations) or one of its proxies. Programs installed
-/// with `cargo install` into the same `bin/` are the user's own.
-fn rust_toolchain(path: &str, file: &str) -> bool {
-    let rustup_home = std::env::var("RUSTUP_HOME").ok().filter(|h| h.starts_with('/'));
-    if path.contains("/.rustup/toolchains/")
-        || rustup_home.is_some_and(|h| path.starts_with(&format!("{}/toolchains/", h.trim_end_matches('/'))))
-    {
-        return true;
-    }
-    let cargo_bin = std::env::var("CARGO_HOME").ok().filter(|h| h.starts_with('/')).map(|h| format!("{}/bin/", h.trim_end_matches('/')));
-    let in_cargo_bin = path.contains("/.cargo/bin/") || cargo_bin.is_some_and(|b| path.starts_with(&b));
-    in_cargo_bin && RUSTUP_PROXIES.contains(&file)
+/// The process's executable (`/proc/self/exe`, read once).
+fn program_path() -> Option<&'static str> {
+    static PROGRAM: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    PROGRAM.get_or_init(|| std::fs::read_link("/proc/self/exe").ok().map(|p| p.to_string_lossy().into_owned())).as_deref()
 }
 
-/// Why the object at `path` (absolute) is left alone by default, if it is.
+/// Why the object at `path` (absolute) is left alone by default, if it is: the one rule of
+/// `trace_format::objects`, which `trace` and `slice` read too (a library named after the
+/// program, jq's `libjq.so.1`, is the program's own code).
 pub(crate) fn system_library(path: &str) -> Option<&'static str> {
-    let file = path.rsplit('/').next().unwrap_or(path);
-    if RUNTIME.iter().any(|r| file.starts_with(r)) {
-        return Some("the C runtime");
-    }
-    if rust_toolchain(path, file) {
-        return Some("the Rust toolchain");
-    }
-    if SYSTEM_PROGRAM_DIRS.iter().any(|d| path.starts_with(d)) {
-        return Some("a system program");
-    }
-    SYSTEM_DIRS.iter().any(|d| path.starts_with(d)).then_some("a system library")
+    trace_format::objects::not_the_programs(path, program_path())
 }
 
 /// From the loader's debugger hook ([`crate::loaderhook`]), inside `dlopen` or `dlclose`:
@@ -315,9 +269,9 @@ fn patch_objects(dlopened: bool, early: bool) {
         seen.loaded.push((base, name.clone()));
         let program = i == 0 && name.is_empty();
         let path = if i == 0 && name.is_empty() {
-            match std::fs::read_link("/proc/self/exe") {
-                Ok(p) => p.to_string_lossy().into_owned(),
-                Err(_) => continue,
+            match program_path() {
+                Some(p) => p.to_string(),
+                None => continue,
             }
         } else if !name.starts_with('/') && !name.contains('/') {
             // The vDSO (no file), or an unnamed object.
@@ -396,11 +350,42 @@ fn examine(path: &str) -> Result<filter::Symbols, &'static str> {
     if file.dynamic_symbols().any(|s| s.is_undefined() && s.name() == Ok("__cyg_profile_func_enter")) {
         return Err("built with -finstrument-functions: its hooks record it");
     }
-    let syms = filter::Symbols::of(&file);
+    let mut syms = filter::Symbols::of(&file);
+    if file.symbols().next().is_none() {
+        // Stripped (only the dynamic symbols, the exported functions): the symbol table of its
+        // separate debug file, when installed, names its static functions too.
+        if let Some(full) = debug_file_symbols(path, &file).filter(|d| d.funcs.len() > syms.funcs.len()) {
+            syms = full;
+        }
+    }
     if syms.funcs.is_empty() {
         return Err("no function symbols");
     }
     Ok(syms)
+}
+
+/// The function symbols of the separate debug file of the stripped object at `path`
+/// (`trace_format::objects::debug_file_candidates`: by build-id, by `.gnu_debuglink`), if one
+/// with the same build-id (or, without one, the debug link's) and a symbol table is there.
+fn debug_file_symbols(path: &str, file: &object::File) -> Option<filter::Symbols> {
+    use object::Object;
+    let build_id = file.build_id().ok().flatten();
+    let debuglink = file.gnu_debuglink().ok().flatten().map(|(name, _crc)| name);
+    for c in trace_format::objects::debug_file_candidates(std::path::Path::new(path), build_id, debuglink) {
+        let Ok(f) = std::fs::File::open(&c) else { continue };
+        // Read through a cache, not mapped: a debug file truncated meanwhile fails the parse
+        // instead of raising SIGBUS in the program (only its headers and symbol table are read).
+        let data = object::ReadCache::new(f);
+        let Ok(debug) = object::File::parse(&data) else { continue };
+        if build_id.is_some() && debug.build_id().ok().flatten() != build_id {
+            continue;
+        }
+        let syms = filter::Symbols::of(&debug);
+        if !syms.funcs.is_empty() {
+            return Some(syms);
+        }
+    }
+    None
 }
 
 /// Write `patch.json` into the process directory: totals, each object, each refusal.
@@ -689,20 +674,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn system_libraries_and_the_c_runtime_are_told_apart() {
-        assert_eq!(system_library("/usr/lib/x86_64-linux-gnu/libz.so.1.2.13"), Some("a system library"));
-        assert_eq!(system_library("/lib/x86_64-linux-gnu/libc.so.6"), Some("the C runtime"));
-        assert_eq!(system_library("/opt/gcc/lib64/libstdc++.so.6.0.30"), Some("the C runtime"));
-        assert_eq!(system_library("/home/u/app/build/libshapes.so"), None);
-        assert_eq!(system_library("/home/u/app/build/app"), None);
-        assert_eq!(system_library("/usr/bin/bash"), Some("a system program"));
-        assert_eq!(system_library("/usr/local/bin/mytool"), None);
-        assert_eq!(system_library("/root/.cargo/bin/cargo"), Some("the Rust toolchain"));
-        assert_eq!(system_library("/home/u/.cargo/bin/rg"), None, "cargo install's programs are the user's");
-        assert_eq!(
-            system_library("/home/u/.rustup/toolchains/stable-x86_64-unknown-linux-gnu/lib/librustc_driver-1a2b.so"),
-            Some("the Rust toolchain")
-        );
+    fn object_names_are_escaped_for_filter_patterns() {
         assert_eq!(regex_escape("libz.so.1"), "libz\\.so\\.1");
     }
 }

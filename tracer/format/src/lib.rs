@@ -18,6 +18,7 @@ pub mod command;
 pub mod escape;
 pub mod event;
 pub mod meta;
+pub mod objects;
 pub mod patching;
 pub mod reader;
 pub mod testrun;

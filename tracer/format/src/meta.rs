@@ -267,6 +267,28 @@ pub fn nothing_patched(reports: &[&PatchReport]) -> Option<String> {
     ))
 }
 
+/// Why a run recorded no call, as `trace run` and `slice` say it: entry patching that could
+/// patch none of a process's functions ([`nothing_patched`]), else what the target was
+/// (`meta`'s `target_kind`, `argv`): a shell script or a system program that only starts
+/// others, which started nothing that is recorded; else that the recorder was not active.
+pub fn why_nothing(meta: Option<&TraceMeta>, reports: &[&PatchReport]) -> String {
+    if let Some(why) = nothing_patched(reports) {
+        return why;
+    }
+    let program = meta.and_then(|m| m.argv.first()).map(|a| crate::escape::line(a).into_owned()).unwrap_or_default();
+    match meta.map(|m| m.target_kind.as_str()) {
+        Some("other") => format!(
+            "`{program}` is a script or a system program (such as `env` or `sh`), which `trace` does not record itself \
+             (SLICE_TRACE_PATCH=all patches system programs): it records the Python and native programs started from it, and none of them ran"
+        ),
+        Some("native") => format!(
+            "`{program}` ran, but the recorder was not active in it (for example a set-user-ID program, or a launcher that cleared LD_PRELOAD from the environment)"
+        ),
+        Some("python") => format!("`{program}` ran, but the Python recorder was not active in it (for example `python -I`, `-E` or `-S` in a child, or a cleared environment)"),
+        _ => "no traced Python process or instrumented native program ran".to_string(),
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct PatchRefusal {
     pub function: String,

@@ -1,0 +1,88 @@
+//! End-to-end: programs as a distribution ships them. Debian's `jq` is a stripped `main` over
+//! its own `libjq.so.1`: `trace run -- jq ...` records that library (a library named after the
+//! program is its own code: `trace_format::objects`), and the prompt says why it has no source.
+//! A stripped program and library built here (`examples/c/stripped/`), the library's debug
+//! information moved to a separate file as a distribution does: its static functions are
+//! patched from the debug file's symbol table, and shown with their source. A system program
+//! that only starts others (`ls`) says so when nothing was recorded.
+
+mod native_support;
+
+use native_support::example;
+use slice_trace_e2e::{cmd, run, run_ok, scratch, texts};
+use std::path::Path;
+use std::process::Command;
+
+fn sh(c: &mut Command) {
+    let o = run(c);
+    assert!(o.status.success(), "{c:?}: {:?}", texts(&o));
+}
+
+#[test]
+fn jq_is_recorded_through_its_own_library() {
+    assert!(Path::new("/usr/bin/jq").is_file(), "/usr/bin/jq is missing: `apt-get install jq` (.ci/run installs it)");
+    let d = scratch();
+    let input = d.path().join("in.json");
+    std::fs::write(&input, r#"{"a":[1,2,3]}"#).unwrap();
+    let t = d.path().join("jq.d");
+    let o = run(cmd("trace").args(["run", "-o"]).arg(&t).args(["--", "jq", "-c", ".a|map(.*2)"]).arg(&input));
+    let (out, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(out, "[2,4,6]\n", "jq's own output, untouched");
+    assert!(!err.contains("nothing was recorded"), "{err}");
+    let tree = run_ok(cmd("slice").arg("tree").arg(&t));
+    for f in ["jq_init  (libjq.so.1", "jq_compile_args  (libjq.so.1", "jv_parse_sized  (libjq.so.1"] {
+        assert!(tree.contains(f), "{f} not in the tree:\n{tree}");
+    }
+    assert!(!tree.contains("libonig") && !tree.contains("libc.so"), "only jq's own library is patched:\n{tree}");
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).args(["-q", "How does jq run map?"]));
+    let note = "> No source for ";
+    let line = prompt.lines().find(|l| l.starts_with(note)).unwrap_or_else(|| panic!("no note on the missing source:\n{prompt}"));
+    assert!(line.contains("of `libjq.so.1.") && line.contains("named from its symbol table only") && line.contains("-dbgsym"), "{line}");
+}
+
+#[test]
+fn a_stripped_library_is_patched_and_shown_through_its_separate_debug_file() {
+    let d = scratch();
+    let dir = d.path();
+    let cc = |args: &[&str]| {
+        sh(Command::new("cc").current_dir(dir).args(args));
+    };
+    let lib_src = example("c/stripped/libwc.c");
+    let main_src = example("c/stripped/wcount.c");
+    cc(&["-g", "-O1", "-fno-inline", "-fPIC", "-shared", "-o", "libwcount.so", lib_src.to_str().unwrap()]);
+    cc(&["-g", "-O1", "-o", "wcount", main_src.to_str().unwrap(), "-L.", "-lwcount", "-Wl,-rpath,$ORIGIN"]);
+    // As a distribution ships it: the library's DWARF and full symbol table in a separate
+    // file its `.gnu_debuglink` names, both objects stripped.
+    sh(Command::new("objcopy").current_dir(dir).args(["--only-keep-debug", "libwcount.so", "libwcount.so.debug"]));
+    sh(Command::new("strip").current_dir(dir).args(["--strip-all", "libwcount.so", "wcount"]));
+    sh(Command::new("objcopy").current_dir(dir).args(["--add-gnu-debuglink=libwcount.so.debug", "libwcount.so"]));
+    let t = dir.join("w.d");
+    let o = run(cmd("trace").current_dir(dir).args(["run", "-o"]).arg(&t).args(["--", "./wcount", "a b c", "d e"]));
+    let (out, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(out, "5\n");
+    let tree = run_ok(cmd("slice").arg("tree").arg(&t));
+    let lib_shown = lib_src.display().to_string();
+    assert!(tree.contains(&format!("wc_count_words  ({lib_shown}:12)")), "{tree}");
+    // Static: only the debug file's symbol table names it.
+    assert!(tree.contains(&format!("└─ is_word_start  ({lib_shown}:8)")), "{tree}");
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).args(["-q", "How are words counted?"]));
+    assert!(prompt.contains("static int is_word_start(const char *s, size_t i) {"), "{prompt}");
+    assert!(!prompt.contains("> No source for"), "{prompt}");
+}
+
+#[test]
+fn a_system_program_that_started_nothing_says_so() {
+    let d = scratch();
+    let t = d.path().join("ls.d");
+    let o = run(cmd("trace").args(["run", "-o"]).arg(&t).args(["--", "ls", "/"]));
+    let (_, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("nothing was recorded")
+            && err.contains("`ls` is a script or a system program")
+            && err.contains("SLICE_TRACE_PATCH=all"),
+        "{err}"
+    );
+}
