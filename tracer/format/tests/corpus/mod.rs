@@ -7,7 +7,8 @@
 //! `<case>.ev`, the bytes of that stream as a closed stream file (the 64-byte header, then the
 //! events). Every encoder must write those bytes for those events, and every decoder must read
 //! them back as those events. `SLICE_BLESS=1 cargo test -p slice-trace-format --test golden`
-//! rewrites the `.ev` files from the Rust writer (the definition); review the diff.
+//! rewrites the `.ev` files from the Rust writer (the definition; the reader's test in the same
+//! run still compares the old files); run it again without the switch, and review the diff.
 //!
 //! The text, one item a line (`#` starts a comment; numbers are decimal, `_` allowed):
 //!
@@ -61,7 +62,7 @@ pub struct Case {
 
 /// The corpus directory, from the directory of this crate's manifest.
 pub fn dir(format_manifest_dir: &Path) -> PathBuf {
-    format_manifest_dir.join("tests/golden")
+    trace_format::normalize_path(&format_manifest_dir.join("tests/golden"))
 }
 
 /// Every case of the corpus, by name. Panics (naming the file and line) on a description that
