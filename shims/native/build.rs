@@ -1,5 +1,9 @@
 //! Compiles the hot path (src/hot.c) with the machine's C compiler.
 //!
+//! hot.c encodes events with the constants of `trace_format::event` (tags, the inline range,
+//! varints, the largest event), which this script writes into `$OUT_DIR/slt_format.h` from
+//! `trace_format::event::c_header`: the encoding is defined once, in tracer/format.
+//!
 //! The flags are this file's alone: the environment's `CFLAGS` (and `CFLAGS_<target>`,
 //! `TARGET_CFLAGS`, `HOST_CFLAGS`) are dropped, since `CFLAGS=-finstrument-functions cargo
 //! build` would make the hook call itself; `-fno-instrument-functions` says so explicitly,
@@ -23,8 +27,11 @@ fn main() {
         // Build scripts are single-threaded: nothing reads the environment concurrently.
         std::env::remove_var(k);
     }
+    let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR for build scripts"));
+    std::fs::write(out.join("slt_format.h"), trace_format::event::c_header()).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
     cc::Build::new()
         .file("src/hot.c")
+        .include(&out)
         // The hot path is optimised in every profile (tests run debug builds of the shim too).
         .opt_level(2)
         .flag("-fno-instrument-functions")

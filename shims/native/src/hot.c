@@ -22,11 +22,16 @@
  *     not yet calibrated (or not the TSC);
  *   - an entry whose frame is at or above the innermost open frame's (frames.rs: that frame
  *     has returned without an exit event, after a longjmp or an exception unwound it).
- * The events are encoded exactly as trace_format::event::encode_call/encode_return do
- * (the tests in hot.rs compare the two encoders stream for stream).
+ * The events are encoded exactly as trace_format::event::encode_call/encode_return do, with
+ * the constants of trace_format::event: slt_format.h is generated from them by build.rs (the
+ * SLT_KIND_*, SLT_INLINE_*, SLT_VARINT_* and SLT_EVENT_MAX macros). The tests in hot.rs check
+ * this file's streams byte for byte against the golden corpus (tracer/format/tests/golden/)
+ * and against the Rust writer.
  */
 #include <stdint.h>
 #include <string.h>
+
+#include "slt_format.h"
 
 #if defined(__x86_64__)
 #include <x86intrin.h>
@@ -63,14 +68,7 @@
 /* A call this far below the innermost frame may run on another stack (a coroutine resumed):
  * frames.rs decides (OTHER_STACK_SPAN there, checked by a test in hot.rs). */
 #define SLT_FAR_BELOW (1ull << 20)
-#define SLT_EVENT_MAX 24u /* trace_format::event::MAX_EVENT_LEN (checked by a test in hot.rs) */
 #define SLT_ROOT_BIT (1ull << 63) /* filter.rs ROOT_BIT */
-
-/* Tag layout of trace_format::event. */
-#define KIND_CALL 1u
-#define KIND_RETURN 2u
-#define INLINE_MAX 62u
-#define INLINE_ESCAPE 63u
 
 /* Keep in sync with `SltThread` in hot.rs (#[repr(C)]). */
 struct slt_cache_entry {
@@ -137,11 +135,6 @@ SLT_HIDDEN struct slt_thread *slt_thread_state(void)
 SLT_HIDDEN uint64_t slt_cache_size(void)
 {
     return SLT_CACHE_SIZE;
-}
-
-SLT_HIDDEN uint64_t slt_event_max(void)
-{
-    return SLT_EVENT_MAX;
 }
 
 SLT_HIDDEN uint64_t slt_far_below(void)
@@ -224,9 +217,9 @@ static uint64_t now_ns(void)
 
 static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
 {
-    while (v >= 0x80) {
-        *p++ = (uint8_t)v | 0x80;
-        v >>= 7;
+    while (v >= (1ull << SLT_VARINT_BITS)) {
+        *p++ = (uint8_t)v | SLT_VARINT_MORE;
+        v >>= SLT_VARINT_BITS;
     }
     *p++ = (uint8_t)v;
     return p;
@@ -236,14 +229,17 @@ static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
  * fast paths write a call with the id's bytes kept in the cache (encode_cached_call). */
 static inline uint8_t *encode_call(uint8_t *p, uint64_t id, uint64_t dt)
 {
-    if (LIKELY(id <= INLINE_MAX)) {
-        *p++ = (uint8_t)((id << 2) | KIND_CALL);
+    if (LIKELY(id <= SLT_INLINE_MAX)) {
+        *p++ = (uint8_t)((id << SLT_TAG_SHIFT) | SLT_KIND_CALL);
     } else {
-        *p++ = (uint8_t)((INLINE_ESCAPE << 2) | KIND_CALL);
-        p = put_varint(p, id - (INLINE_MAX + 1));
+        *p++ = (uint8_t)((SLT_INLINE_ESCAPE << SLT_TAG_SHIFT) | SLT_KIND_CALL);
+        p = put_varint(p, id - (SLT_INLINE_MAX + 1));
     }
     return put_varint(p, dt);
 }
+
+/* The varint bytes of an escaped id that a cache entry keeps (with the tag: 4 bytes). */
+#define SLT_CACHED_ID_BYTES 3u
 
 /* A call event's tag and id bytes, as the cache keeps them (struct slt_cache_entry): the
  * length in the low byte, then the bytes (the inline tag, or the escape tag and a varint of
@@ -251,16 +247,16 @@ static inline uint8_t *encode_call(uint8_t *p, uint64_t id, uint64_t dt)
  * is not cached and its events are Rust's). */
 static inline uint64_t id_code(uint64_t id)
 {
-    if (id <= INLINE_MAX)
-        return (((id << 2) | KIND_CALL) << 8) | 1;
-    uint64_t v = id - (INLINE_MAX + 1);
-    if (v >= (1u << 21))
+    if (id <= SLT_INLINE_MAX)
+        return (((id << SLT_TAG_SHIFT) | SLT_KIND_CALL) << 8) | 1;
+    uint64_t v = id - (SLT_INLINE_MAX + 1);
+    if (v >> (SLT_CACHED_ID_BYTES * SLT_VARINT_BITS))
         return 0;
-    uint64_t bytes = (INLINE_ESCAPE << 2) | KIND_CALL;
+    uint64_t bytes = (SLT_INLINE_ESCAPE << SLT_TAG_SHIFT) | SLT_KIND_CALL;
     unsigned n = 1;
-    while (v >= 0x80) {
-        bytes |= ((v & 0x7f) | 0x80) << (8 * n++);
-        v >>= 7;
+    while (v >= (1ull << SLT_VARINT_BITS)) {
+        bytes |= ((v & (SLT_VARINT_MORE - 1)) | SLT_VARINT_MORE) << (8 * n++);
+        v >>= SLT_VARINT_BITS;
     }
     bytes |= v << (8 * n++);
     return (bytes << 8) | n;
@@ -281,12 +277,12 @@ static inline uint8_t *encode_cached_call(uint8_t *p, uint64_t code, uint64_t dt
 
 static inline uint8_t *encode_return(uint8_t *p, uint64_t dt)
 {
-    if (LIKELY(dt <= INLINE_MAX)) {
-        *p++ = (uint8_t)((dt << 2) | KIND_RETURN);
+    if (LIKELY(dt <= SLT_INLINE_MAX)) {
+        *p++ = (uint8_t)((dt << SLT_TAG_SHIFT) | SLT_KIND_RETURN);
         return p;
     }
-    *p++ = (uint8_t)((INLINE_ESCAPE << 2) | KIND_RETURN);
-    return put_varint(p, dt - (INLINE_MAX + 1));
+    *p++ = (uint8_t)((SLT_INLINE_ESCAPE << SLT_TAG_SHIFT) | SLT_KIND_RETURN);
+    return put_varint(p, dt - (SLT_INLINE_MAX + 1));
 }
 
 /* Delta to the previous event, as StreamWriter computes it: 0 for an earlier time, which
@@ -605,16 +601,16 @@ SLT_HIDDEN void slt_exit(void *this_fn, uint64_t sp)
 
 /* ---- For the tests in hot.rs: the same encoders, driven from Rust. ---- */
 
-/* Write `n` events through this file's encoders into the cursor of `t`: kinds[i] is 1 for a
- * call of ids[i], 2 for a return; times are absolute. Returns the number written before the
- * window filled. */
+/* Write `n` events through this file's encoders into the cursor of `t`: kinds[i] is
+ * SLT_KIND_CALL for a call of ids[i], SLT_KIND_RETURN for a return; times are absolute.
+ * Returns the number written before the window filled. */
 SLT_HIDDEN uint64_t slt_test_encode(struct slt_thread *t, const uint8_t *kinds, const uint64_t *ids, const uint64_t *times, uint64_t n)
 {
     uint64_t i;
     for (i = 0; i < n; i++) {
         if (!(t->pos < t->limit))
             break;
-        if (kinds[i] == KIND_CALL) {
+        if (kinds[i] == SLT_KIND_CALL) {
             /* What the fast paths write (a cached id), else the general encoder. */
             uint64_t code = id_code(ids[i]);
             uint64_t dt = delta(t, times[i]);

@@ -101,12 +101,11 @@ pub(crate) fn publish_calibration() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use trace_format::event::FLAG_NATIVE;
+    use trace_format::event::{FLAG_NATIVE, KIND_CALL, KIND_RETURN};
     use trace_format::writer::{self, StreamWriter};
 
     extern "C" {
         fn slt_thread_size() -> u64;
-        fn slt_event_max() -> u64;
         fn slt_cache_size() -> u64;
         fn slt_far_below() -> u64;
         fn slt_test_encode(t: *mut SltThread, kinds: *const u8, ids: *const u64, times: *const u64, n: u64) -> u64;
@@ -119,7 +118,6 @@ mod tests {
         unsafe {
             assert_eq!(slt_thread_size() as usize, std::mem::size_of::<SltThread>());
             assert_eq!(slt_cache_size() as usize, CACHE_SIZE);
-            assert_eq!(slt_event_max() as usize, trace_format::event::MAX_EVENT_LEN);
             assert_eq!(slt_far_below(), crate::frames::OTHER_STACK_SPAN);
         }
     }
@@ -153,7 +151,7 @@ mod tests {
                 4 => 63 + (1 << 21) - 1 + x % 2,
                 _ => 62 + x % 3,
             };
-            out.push(if i % 3 == 2 { (2, 0, ts) } else { (1, id, ts) });
+            out.push(if i % 3 == 2 { (KIND_RETURN, 0, ts) } else { (KIND_CALL, id, ts) });
         }
         out
     }
@@ -167,7 +165,7 @@ mod tests {
         let mut w = StreamWriter::create(&rust_path, FLAG_NATIVE, 7, 8, 1_000, window).unwrap();
         w.thread_name("worker");
         for &(k, id, ts) in &evs {
-            if k == 1 {
+            if k == KIND_CALL {
                 w.call(id as u32, ts);
             } else {
                 w.ret(ts);
@@ -212,7 +210,7 @@ mod tests {
         // And the stream reads back as the events (times that went back read as the base).
         let s = trace_format::ThreadStream::open(&c_path).unwrap();
         let calls = s.events().unwrap().filter(|e| matches!(e, Ok(trace_format::Event::Call { .. }))).count();
-        assert_eq!(calls, kinds.iter().filter(|&&k| k == 1).count());
+        assert_eq!(calls, kinds.iter().filter(|&&k| k == KIND_CALL).count());
         assert_eq!(s.header.totals.unwrap().calls as usize, calls);
     }
 

@@ -36,6 +36,8 @@
 
 mod filter;
 mod frames;
+#[cfg(test)]
+mod golden;
 mod guards;
 mod hooks;
 mod hot;

@@ -80,49 +80,40 @@ impl Handover {
 
 /// What fast paths wrote since a hand-over: call and return events, their delta sum.
 #[derive(Debug, PartialEq, Eq, Default)]
-struct Written {
-    calls: u64,
-    returns: u64,
-    dt: u64,
+pub(crate) struct Written {
+    pub(crate) calls: u64,
+    pub(crate) returns: u64,
+    pub(crate) dt: u64,
 }
 
 /// Decode the events the shim writes (calls and returns, as `trace_format::event` encodes
 /// them, and the resume marker before a call that the slow path writes for a frame of a stack
-/// it switched back to: suspend.rs). None for anything else: the bytes are not theirs.
-fn decode(buf: &[u8]) -> Option<Written> {
-    fn varint(buf: &[u8], i: &mut usize) -> Option<u64> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = *buf.get(*i)?;
-            *i += 1;
-            v |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return Some(v);
-            }
-        }
-        None
-    }
+/// it switched back to: suspend.rs). None for anything else: the bytes are not theirs. The
+/// encoding's constants and its varint are `trace_format::event`'s (no call, no allocation);
+/// the golden corpus checks this decoder too (golden.rs).
+pub(crate) fn decode(buf: &[u8]) -> Option<Written> {
+    use trace_format::event::{get_varint, tag_value, EXT_RESUME, INLINE_ESCAPE, INLINE_MAX, KIND_CALL, KIND_EXT, KIND_MASK, KIND_RETURN};
     let mut w = Written::default();
     let mut i = 0;
     while i < buf.len() {
         let tag = buf[i];
         i += 1;
-        let payload = u64::from(tag >> 2);
-        match tag & 0b11 {
-            0b01 => {
-                if payload == 63 {
-                    varint(buf, &mut i)?;
+        let value = tag_value(tag);
+        match tag & KIND_MASK {
+            KIND_CALL => {
+                if value == INLINE_ESCAPE {
+                    get_varint(buf, &mut i)?;
                 }
                 w.calls += 1;
-                w.dt = w.dt.wrapping_add(varint(buf, &mut i)?);
+                w.dt = w.dt.wrapping_add(get_varint(buf, &mut i)?);
             }
-            0b10 => {
+            KIND_RETURN => {
                 w.returns += 1;
-                let dt = if payload == 63 { 63 + varint(buf, &mut i)? } else { payload };
+                let dt = if value == INLINE_ESCAPE { get_varint(buf, &mut i)?.wrapping_add(INLINE_MAX + 1) } else { value.into() };
                 w.dt = w.dt.wrapping_add(dt);
             }
             // The resume marker: its call follows (counted as a call, as the writer counts it).
-            0b11 if payload == u64::from(trace_format::event::EXT_RESUME) && buf.get(i).is_some_and(|b| b & 0b11 == 0b01) => {}
+            KIND_EXT if value == EXT_RESUME && buf.get(i).is_some_and(|b| b & KIND_MASK == KIND_CALL) => {}
             _ => return None,
         }
     }
@@ -270,12 +261,12 @@ mod tests {
         // Truncated, or not a fast path's event (an extended op).
         let b = enc(&[(true, 100, 1 << 30)]);
         assert_eq!(decode(&b[..b.len() - 1]), None);
-        assert_eq!(decode(&[0b11]), None);
+        assert_eq!(decode(&[trace_format::event::tag(trace_format::event::EXT_PAD, trace_format::event::KIND_EXT)]), None);
         // A resume marker counts with its call; alone, or before anything else, it is not ours.
-        let mut r = vec![(trace_format::event::EXT_RESUME << 2) | 0b11];
+        let mut r = vec![trace_format::event::tag(trace_format::event::EXT_RESUME, trace_format::event::KIND_EXT)];
         r.extend(enc(&[(true, 7, 9)]));
         assert_eq!(decode(&r), Some(Written { calls: 1, returns: 0, dt: 9 }));
         assert_eq!(decode(&r[..1]), None);
-        assert_eq!(decode(&[r[0], 0b10]), None);
+        assert_eq!(decode(&[r[0], trace_format::event::KIND_RETURN]), None);
     }
 }

@@ -35,20 +35,36 @@ pub const FLAG_INCOMPLETE: u16 = 8;
 /// Offset of the totals ([`StreamTotals`]) in the header.
 pub const TOTALS_OFFSET: usize = 36;
 
-pub(crate) const KIND_MASK: u8 = 0b11;
-pub(crate) const KIND_CALL: u8 = 0b01;
-pub(crate) const KIND_RETURN: u8 = 0b10;
-pub(crate) const KIND_EXT: u8 = 0b11;
+// The tag byte and the varints. These constants are the one definition of the encoding: the
+// readers and encoders in this crate use them, the native shim's window decoder (window.rs) too,
+// and its C hot path (hot.c) gets them as `SLT_*` macros in a header its build script generates
+// with [`c_header`]. The golden corpus (`tests/golden/`) pins the bytes they give.
+
+/// The tag's low bits say what the event is ([`KIND_CALL`], [`KIND_RETURN`], [`KIND_EXT`]).
+pub const KIND_MASK: u8 = 0b11;
+/// Tag kind: a call (the id inline, or [`INLINE_ESCAPE`] and a varint; then the delta).
+pub const KIND_CALL: u8 = 0b01;
+/// Tag kind: a return (the delta inline, or [`INLINE_ESCAPE`] and a varint).
+pub const KIND_RETURN: u8 = 0b10;
+/// Tag kind: an extended op, named by the value above the kind bits (`EXT_*`).
+pub const KIND_EXT: u8 = 0b11;
+/// The tag's value (an inline id or delta, or an extended op) sits above the kind bits.
+pub const TAG_SHIFT: u32 = 2;
 /// Values 0..=62 are stored in the tag byte itself; 63 means "63 + varint follows".
-pub(crate) const INLINE_MAX: u64 = 62;
-pub(crate) const INLINE_ESCAPE: u8 = 63;
+pub const INLINE_MAX: u64 = 62;
+/// The tag value that says a varint of `value - (INLINE_MAX + 1)` follows.
+pub const INLINE_ESCAPE: u8 = 63;
+/// Varints are unsigned LEB128: this many value bits per byte, low group first...
+pub const VARINT_BITS: u32 = 7;
+/// ...and this bit set in every byte but the last.
+pub const VARINT_MORE: u8 = 0x80;
 
 /// Extended op: padding up to the next window boundary.
-pub(crate) const EXT_PAD: u8 = 0;
+pub const EXT_PAD: u8 = 0;
 /// Extended op: thread name (varint length, UTF-8 bytes).
-pub(crate) const EXT_THREAD_NAME: u8 = 2;
+pub const EXT_THREAD_NAME: u8 = 2;
 /// Extended op: absolute timestamp (u64 little endian), resets the delta base.
-pub(crate) const EXT_ABS_TS: u8 = 4;
+pub const EXT_ABS_TS: u8 = 4;
 /// Extended op (stream version 2): the call event that follows immediately resumes a suspended
 /// frame (a generator, coroutine or async generator continuing after `yield`/`await`) instead
 /// of starting a new call. It pairs with a return like a call does.
@@ -59,6 +75,19 @@ pub const EXT_RESUME: u8 = 6;
 pub const EXT_LINE: u8 = 8;
 /// Largest encoded size of a line event (tag + two 5-byte varints).
 pub const MAX_LINE_EVENT_LEN: usize = 11;
+
+/// The tag byte of an event of `kind` whose value (an inline id or delta, or an extended op;
+/// at most [`INLINE_ESCAPE`]) is `value`.
+#[inline(always)]
+pub const fn tag(value: u8, kind: u8) -> u8 {
+    (value << TAG_SHIFT) | kind
+}
+
+/// The value above a tag's kind bits (see [`tag`]).
+#[inline(always)]
+pub const fn tag_value(tag: u8) -> u8 {
+    tag >> TAG_SHIFT
+}
 
 /// One decoded event. Timestamps are absolute, in nanoseconds of `CLOCK_MONOTONIC`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,12 +113,12 @@ pub enum Event {
 /// `out` must have room at `pos` for the varint of `v`: 10 bytes for any `u64`, 5 for a value
 /// below 2^35 (so for any `u32`), 2 below 2^14.
 #[inline(always)]
-pub(crate) unsafe fn put_varint(out: *mut u8, mut pos: usize, mut v: u64) -> usize {
-    while v >= 0x80 {
-        // SAFETY: a byte of the varint of the original `v` (not its last: v >= 0x80 still),
+pub unsafe fn put_varint(out: *mut u8, mut pos: usize, mut v: u64) -> usize {
+    while v >> VARINT_BITS != 0 {
+        // SAFETY: a byte of the varint of the original `v` (not its last: more bits follow),
         // which the caller has room for at the original `pos`.
-        unsafe { *out.add(pos) = (v as u8) | 0x80 };
-        v >>= 7;
+        unsafe { *out.add(pos) = (v as u8) | VARINT_MORE };
+        v >>= VARINT_BITS;
         pos += 1;
     }
     // SAFETY: the varint's last byte, within the room the caller has for it.
@@ -108,11 +137,11 @@ pub unsafe fn encode_call(out: *mut u8, pos: usize, func: u32, dt: u64) -> usize
     let mut p = pos;
     if f <= INLINE_MAX {
         // SAFETY: the tag is the first of the 16 bytes the caller has room for.
-        unsafe { *out.add(p) = ((f as u8) << 2) | KIND_CALL };
+        unsafe { *out.add(p) = tag(f as u8, KIND_CALL) };
         p += 1;
     } else {
         // SAFETY: as above.
-        unsafe { *out.add(p) = (INLINE_ESCAPE << 2) | KIND_CALL };
+        unsafe { *out.add(p) = tag(INLINE_ESCAPE, KIND_CALL) };
         // SAFETY: f - 63 < 2^32 takes at most 5 bytes, bytes 1..6 of the 16.
         p = unsafe { put_varint(out, p + 1, f - (INLINE_MAX + 1)) };
     }
@@ -128,7 +157,7 @@ pub unsafe fn encode_call(out: *mut u8, pos: usize, func: u32, dt: u64) -> usize
 #[inline(always)]
 pub unsafe fn encode_resume(out: *mut u8, pos: usize, func: u32, dt: u64) -> usize {
     // SAFETY: the first of the 17 bytes the caller has room for.
-    unsafe { *out.add(pos) = (EXT_RESUME << 2) | KIND_EXT };
+    unsafe { *out.add(pos) = tag(EXT_RESUME, KIND_EXT) };
     // SAFETY: the call event takes at most 16 bytes, the rest of the 17 from pos + 1.
     unsafe { encode_call(out, pos + 1, func, dt) }
 }
@@ -140,7 +169,7 @@ pub unsafe fn encode_resume(out: *mut u8, pos: usize, func: u32, dt: u64) -> usi
 #[inline(always)]
 pub unsafe fn encode_line(out: *mut u8, pos: usize, func: u32, line: u32) -> usize {
     // SAFETY: the first of the MAX_LINE_EVENT_LEN (11) bytes the caller has room for.
-    unsafe { *out.add(pos) = (EXT_LINE << 2) | KIND_EXT };
+    unsafe { *out.add(pos) = tag(EXT_LINE, KIND_EXT) };
     // SAFETY: a u32's varint takes at most 5 bytes: bytes 1..6 of the 11.
     let p = unsafe { put_varint(out, pos + 1, func as u64) };
     // SAFETY: p <= pos + 6, and another u32's varint ends by pos + 11.
@@ -156,11 +185,11 @@ pub unsafe fn encode_line(out: *mut u8, pos: usize, func: u32, line: u32) -> usi
 pub unsafe fn encode_return(out: *mut u8, pos: usize, dt: u64) -> usize {
     if dt <= INLINE_MAX {
         // SAFETY: the first of the 11 bytes the caller has room for.
-        unsafe { *out.add(pos) = ((dt as u8) << 2) | KIND_RETURN };
+        unsafe { *out.add(pos) = tag(dt as u8, KIND_RETURN) };
         pos + 1
     } else {
         // SAFETY: as above.
-        unsafe { *out.add(pos) = (INLINE_ESCAPE << 2) | KIND_RETURN };
+        unsafe { *out.add(pos) = tag(INLINE_ESCAPE, KIND_RETURN) };
         // SAFETY: a u64's varint takes at most 10 bytes: bytes 1..11 of the 11.
         unsafe { put_varint(out, pos + 1, dt - (INLINE_MAX + 1)) }
     }
@@ -168,8 +197,10 @@ pub unsafe fn encode_return(out: *mut u8, pos: usize, dt: u64) -> usize {
 
 /// Read a varint from `buf` at `*pos`. Returns `None` if the buffer ends inside it
 /// or the varint is longer than 10 bytes.
+/// Allocates nothing and makes no call (the native shim decodes with it inside signal
+/// handlers: window.rs).
 #[inline(always)]
-pub(crate) fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
+pub fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
     let mut v: u64 = 0;
     let mut shift = 0u32;
     loop {
@@ -178,12 +209,42 @@ pub(crate) fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
         if shift >= 64 {
             return None;
         }
-        v |= ((b & 0x7f) as u64) << shift;
-        if b < 0x80 {
+        v |= ((b & !VARINT_MORE) as u64) << shift;
+        if b & VARINT_MORE == 0 {
             return Some(v);
         }
-        shift += 7;
+        shift += VARINT_BITS;
     }
+}
+
+/// The encoding as a C header: what the native shim's hot path (`shims/native/src/hot.c`)
+/// encodes with. Its build script writes this into `$OUT_DIR/slt_format.h`, so hot.c has no
+/// copy of its own of any of these numbers; the golden corpus (`tests/golden/`) checks the bytes
+/// hot.c writes with them.
+pub fn c_header() -> String {
+    let defines: [(&str, u64, &str); 11] = [
+        ("SLT_STREAM_VERSION", STREAM_VERSION.into(), "the stream version these events belong to"),
+        ("SLT_TAG_SHIFT", TAG_SHIFT.into(), "a tag is (value << SLT_TAG_SHIFT) | kind"),
+        ("SLT_KIND_MASK", KIND_MASK.into(), "the kind bits of a tag"),
+        ("SLT_KIND_CALL", KIND_CALL.into(), "call: the id inline or escaped, then the delta's varint"),
+        ("SLT_KIND_RETURN", KIND_RETURN.into(), "return: the delta inline or escaped"),
+        ("SLT_KIND_EXT", KIND_EXT.into(), "extended op (never written by hot.c)"),
+        ("SLT_INLINE_MAX", INLINE_MAX, "largest value stored in the tag itself"),
+        ("SLT_INLINE_ESCAPE", INLINE_ESCAPE.into(), "tag value: a varint of value - (SLT_INLINE_MAX + 1) follows"),
+        ("SLT_VARINT_BITS", VARINT_BITS.into(), "value bits per varint byte (unsigned LEB128, low group first)"),
+        ("SLT_VARINT_MORE", VARINT_MORE.into(), "set in every varint byte but the last"),
+        ("SLT_EVENT_MAX", MAX_EVENT_LEN as u64, "room an encoder needs for one call or return event"),
+    ];
+    let mut h = String::from(
+        "/* Generated from trace_format::event::c_header (tracer/format/src/event.rs), the one\n \
+         * definition of the event encoding (docs/trace-format.md). Do not edit: change event.rs. */\n\
+         #ifndef SLT_FORMAT_H\n#define SLT_FORMAT_H\n",
+    );
+    for (name, value, what) in defines {
+        h.push_str(&format!("#define {name} {value}u /* {what} */\n"));
+    }
+    h.push_str("#endif\n");
+    h
 }
 
 /// Build the 64-byte stream header.
@@ -289,7 +350,8 @@ mod tests {
             assert!(b.len() <= MAX_EVENT_LEN);
             assert_eq!(b[0] & KIND_MASK, KIND_CALL);
             let mut pos = 1;
-            let got_id = if (b[0] >> 2) == INLINE_ESCAPE { get_varint(&b, &mut pos).unwrap() + INLINE_MAX + 1 } else { (b[0] >> 2) as u64 };
+            let got_id =
+                if tag_value(b[0]) == INLINE_ESCAPE { get_varint(&b, &mut pos).unwrap() + INLINE_MAX + 1 } else { tag_value(b[0]) as u64 };
             assert_eq!(got_id, id as u64);
             assert_eq!(get_varint(&b, &mut pos).unwrap(), dt);
             assert_eq!(pos, b.len());
@@ -311,7 +373,7 @@ mod tests {
         // SAFETY: `enc` gives MAX_EVENT_LEN bytes.
         let b = enc(|p| unsafe { encode_resume(p, 0, u32::MAX, u64::MAX) });
         assert!(b.len() <= MAX_EVENT_LEN);
-        assert_eq!(b[0], (EXT_RESUME << 2) | KIND_EXT);
+        assert_eq!(b[0], tag(EXT_RESUME, KIND_EXT));
         // SAFETY: as above.
         assert_eq!(b[1..], enc(|p| unsafe { encode_call(p, 0, u32::MAX, u64::MAX) })[..]);
     }
@@ -327,6 +389,17 @@ mod tests {
         assert_eq!(enc(|p| unsafe { encode_return(p, 0, u64::MAX) }).len(), 11);
         // SAFETY: as above.
         assert_eq!(enc(|p| unsafe { encode_line(p, 0, u32::MAX, u32::MAX) }).len(), MAX_LINE_EVENT_LEN);
+    }
+
+    #[test]
+    fn the_c_header_defines_the_constants_of_this_module() {
+        let h = c_header();
+        for line in
+            ["#define SLT_KIND_CALL 1u ", "#define SLT_INLINE_ESCAPE 63u ", "#define SLT_VARINT_MORE 128u ", "#define SLT_EVENT_MAX 24u "]
+        {
+            assert!(h.contains(line), "{line} not in\n{h}");
+        }
+        assert_eq!(h.matches("#define SLT_").count(), 12);
     }
 
     #[test]

@@ -612,7 +612,7 @@ enum CallError {
 /// after it): the function id and the time delta.
 #[inline]
 fn decode_call(buf: &[u8], tag: u8, p: &mut usize) -> Result<(u32, u64), CallError> {
-    let arg = (tag >> 2) as u64;
+    let arg = event::tag_value(tag) as u64;
     let func = if arg == event::INLINE_ESCAPE as u64 {
         // An escaped id is stored minus the inline range: a varint near `u64::MAX` is no id
         // (the addition overflowed: found by the fuzz harness).
@@ -644,7 +644,7 @@ impl Iterator for EventIter {
         if self.state == IterState::Running && self.pos >= self.start {
             let rel = self.pos - self.start;
             if let (Some(&tag), Some(&next)) = (self.buf.get(rel), self.buf.get(rel + 1)) {
-                let arg = tag >> 2;
+                let arg = event::tag_value(tag);
                 if arg != event::INLINE_ESCAPE {
                     match tag & event::KIND_MASK {
                         event::KIND_RETURN => {
@@ -652,7 +652,7 @@ impl Iterator for EventIter {
                             self.ts = self.ts.wrapping_add(arg as u64);
                             return self.ret();
                         }
-                        event::KIND_CALL if next < 0x80 => {
+                        event::KIND_CALL if next & event::VARINT_MORE == 0 => {
                             self.pos += 2;
                             self.ts = self.ts.wrapping_add(next as u64);
                             return self.call(arg as u32);
@@ -680,7 +680,7 @@ impl Iterator for EventIter {
                 return self.finish(IterState::Unclosed);
             }
             let mut p = rel + 1;
-            let arg = (tag >> 2) as u64;
+            let arg = event::tag_value(tag) as u64;
             match tag & event::KIND_MASK {
                 event::KIND_CALL => {
                     let (func, dt) = match decode_call(buf, tag, &mut p) {
@@ -704,7 +704,7 @@ impl Iterator for EventIter {
                     self.ts = self.ts.wrapping_add(dt);
                     return self.ret();
                 }
-                event::KIND_EXT => match tag >> 2 {
+                event::KIND_EXT => match event::tag_value(tag) {
                     event::EXT_PAD => {
                         self.pos = (start / self.window).saturating_add(1).saturating_mul(self.window);
                         continue;
@@ -1172,14 +1172,14 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("t1-0.ev");
         let mut bytes = crate::event::encode_header(1, 1, 1, 0, 65536).to_vec();
-        bytes.push((event::INLINE_ESCAPE << 2) | event::KIND_RETURN);
+        bytes.push(event::tag(event::INLINE_ESCAPE, event::KIND_RETURN));
         bytes.extend([0xff; 40]);
         bytes.extend([1u8; 5000]);
         std::fs::write(&path, &bytes).unwrap();
         let r: Vec<_> = ThreadStream::open(&path).unwrap().events().unwrap().collect();
         assert!(matches!(r.as_slice(), [Err(FormatError::Corrupt { offset: 64, .. })]), "{r:?}");
         let mut bytes = crate::event::encode_header(1, 1, 1, 0, 65536).to_vec();
-        bytes.push((event::EXT_THREAD_NAME << 2) | event::KIND_EXT);
+        bytes.push(event::tag(event::EXT_THREAD_NAME, event::KIND_EXT));
         bytes.extend([0xff, 0xff, 0xff, 0x0f]);
         std::fs::write(&path, &bytes).unwrap();
         let r: Vec<_> = ThreadStream::open(&path).unwrap().events().unwrap().collect();
@@ -1195,7 +1195,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("t1-0.ev");
         let mut bytes = crate::event::encode_header(1, 1, 1, 0, 65536).to_vec();
-        bytes.push((event::INLINE_ESCAPE << 2) | event::KIND_CALL);
+        bytes.push(event::tag(event::INLINE_ESCAPE, event::KIND_CALL));
         bytes.extend([0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]); // u64::MAX
         bytes.push(0); // the time delta
         std::fs::write(&path, &bytes).unwrap();

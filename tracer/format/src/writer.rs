@@ -265,7 +265,7 @@ impl StreamWriter {
         // SAFETY: the pad byte is written only at pos < window, and the old mapping is ours.
         unsafe {
             if padded {
-                *self.base.add(self.pos) = (event::EXT_PAD << 2) | event::KIND_EXT;
+                *self.base.add(self.pos) = event::tag(event::EXT_PAD, event::KIND_EXT);
             }
             libc::munmap(self.base as *mut libc::c_void, self.window);
         }
@@ -429,7 +429,7 @@ impl StreamWriter {
         self.name_offset = self.len();
         // SAFETY: room() guaranteed n + 12 bytes at pos.
         unsafe {
-            *self.base.add(self.pos) = (event::EXT_THREAD_NAME << 2) | event::KIND_EXT;
+            *self.base.add(self.pos) = event::tag(event::EXT_THREAD_NAME, event::KIND_EXT);
             let p = event::put_varint(self.base, self.pos + 1, n as u64);
             std::ptr::copy_nonoverlapping(name.as_ptr(), self.base.add(p), n);
             self.pos = p + n;
