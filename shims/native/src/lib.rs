@@ -34,19 +34,16 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod arch;
 mod filter;
 mod frames;
 mod guards;
 mod hooks;
 mod hot;
 mod lifecycle;
-#[cfg(target_arch = "x86_64")]
 mod loaded;
-#[cfg(target_arch = "x86_64")]
 mod loaderhook;
-#[cfg(target_arch = "x86_64")]
 mod objects;
-#[cfg(target_arch = "x86_64")]
 mod patch;
 mod process;
 mod suspend;
