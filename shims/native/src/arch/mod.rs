@@ -21,6 +21,9 @@
 //!
 //! The AArch64 module is plain Rust apart from its `dlopen` entry points, so it is compiled,
 //! and its refusals tested, on every host.
+//!
+//! Not here: hot.c's clock read (`rdtsc`) and its window `cmpxchg` (C, each with a portable
+//! fallback), and `trace_format::clock`'s TSC calibration.
 
 #[cfg(any(target_arch = "aarch64", test))]
 mod aarch64;

@@ -90,6 +90,35 @@ mod tests {
     use super::X86_64;
     use crate::arch::Isa;
     use crate::frames::measure;
+    use crate::patch::Refusal;
+
+    /// `patch.json`'s reasons, as `trace info` and `slice` have always read them on x86-64.
+    #[test]
+    fn refusals_are_worded_as_patch_json_has_them() {
+        let all = [
+            Refusal::TooShort,
+            Refusal::Undecodable,
+            Refusal::NotPlainPrologue,
+            Refusal::JumpTarget,
+            Refusal::RuntimeStartup,
+            Refusal::ColdFragment,
+            Refusal::TooLong,
+            Refusal::Protection,
+        ];
+        assert_eq!(
+            all.map(Refusal::as_str),
+            [
+                "shorter than 5 bytes",
+                "undecodable",
+                "a call before the end of its first bytes, a call through rsp or a far branch",
+                "a jump target in its first bytes",
+                "C runtime start-up",
+                "a .cold fragment, not an entry",
+                "no room for its trampoline",
+                "its code page cannot be made writable, or its trampoline executable (mprotect refused)",
+            ]
+        );
+    }
 
     /// The stack pointer read here is the one frames.rs's unwinder measurement expects.
     #[test]
