@@ -97,7 +97,7 @@ fn only_the_hooks_are_exported() {
         .map(|(_, n)| n)
         .collect();
     funcs.sort_unstable();
-    // dlopen, dlmopen and dlclose: entry patching's wrappers (shims/native/src/objects.rs), which
+    // dlopen, dlmopen and dlclose: entry patching's wrappers (shims/native/src/objects/dlopen.rs), which
     // must be reached by the program's calls; __cxa_atexit: the exit handlers' closer
     // (shims/native/src/hooks.rs).
     assert_eq!(funcs, ["__cxa_atexit", "__cyg_profile_func_enter", "__cyg_profile_func_exit", "dlclose", "dlmopen", "dlopen"], "{stdout}");

@@ -30,19 +30,11 @@ use std::cell::Cell;
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
-/// The stack pointer, read by the entry hook for hot.c (0 where this is not implemented:
-/// then no frame is repaired).
+/// The stack pointer, read by the entry hook for hot.c (0 where the architecture does not
+/// read it: then no frame is repaired).
 #[inline(always)]
 pub(crate) fn stack_pointer() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let sp: u64;
-        // SAFETY: reads a register, touches no memory.
-        unsafe { std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags)) };
-        sp
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    0
+    <crate::arch::Native as crate::arch::Isa>::stack_pointer()
 }
 
 /// Frames off the thread's stack further apart than this are on different stacks. hot.c's
@@ -140,7 +132,7 @@ extern "C" fn visit(ctx: *mut UnwindContext, arg: *mut libc::c_void) -> libc::c_
 /// function that called the hook) and return its CFA's distance from `sp`.
 #[cold]
 #[inline(never)]
-fn measure(addr: u64, sp: u64) -> Option<u32> {
+pub(crate) fn measure(addr: u64, sp: u64) -> Option<u32> {
     if sp == 0 || addr == 0 {
         return None;
     }
@@ -350,35 +342,5 @@ mod tests {
         assert_eq!(stack_switch_on(&[0x707f_f000, 0, co], 0x707f_e000, STACK), Switch::Same);
         assert_eq!(stack_switch_on(&[], 0x707f_e000, STACK), Switch::Same);
         assert_eq!(stack_switch_on(&open, 0, STACK), Switch::Same);
-    }
-
-    #[cfg(target_arch = "x86_64")]
-    #[test]
-    fn the_cfa_of_a_caller_is_measured_from_the_unwind_tables() {
-        use super::stack_pointer as sp;
-        #[inline(never)]
-        extern "C" fn probe(out: &mut [u64; 3]) {
-            let here = sp();
-            out[0] = here;
-            out[1] = measure(caller as *const () as usize as u64, here).map_or(0, |o| o as u64);
-        }
-        #[inline(never)]
-        extern "C" fn caller(out: &mut [u64; 3]) {
-            // The caller's own stack pointer, below its CFA.
-            out[2] = sp();
-            probe(out);
-            std::hint::black_box(&out);
-        }
-        let mut r = [0u64; 3];
-        caller(&mut r);
-        let [probe_sp, off, caller_sp] = r;
-        assert!(off > 0 && off < 4096, "{r:?}");
-        // The CFA is above everything the caller pushed (not the caller's stack pointer at
-        // the call, which libgcc reports as the callee's CFA), and 16-byte aligned (the ABI
-        // aligns the stack pointer at a call).
-        assert!(probe_sp + off > caller_sp, "{r:?}");
-        assert_eq!((probe_sp + off) % 16, 0, "{r:?}");
-        // An address that is no function start is not found.
-        assert_eq!(measure(caller as *const () as usize as u64 + 1, probe_sp), None);
     }
 }

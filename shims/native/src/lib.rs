@@ -34,6 +34,7 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod arch;
 mod filter;
 mod frames;
 #[cfg(test)]
@@ -42,13 +43,9 @@ mod guards;
 mod hooks;
 mod hot;
 mod lifecycle;
-#[cfg(target_arch = "x86_64")]
 mod loaded;
-#[cfg(target_arch = "x86_64")]
 mod loaderhook;
-#[cfg(target_arch = "x86_64")]
 mod objects;
-#[cfg(target_arch = "x86_64")]
 mod patch;
 mod process;
 mod suspend;

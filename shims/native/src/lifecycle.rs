@@ -4,7 +4,6 @@
 use crate::filter;
 use crate::guards::ErrnoGuard;
 use crate::hot::*;
-#[cfg(target_arch = "x86_64")]
 use crate::objects;
 use crate::process::{COLD, FORKED_FROM, KEY, PROC, READY, ROOT, STATE, TABLE, THREAD_SEQ, UNINIT};
 use crate::thread::{thread_exit, ThreadState};
@@ -29,7 +28,6 @@ pub(crate) extern "C" fn constructor() {
     }
     // Patching stays here (never lazily, from inside a hook call: the code it rewrites may
     // be running then).
-    #[cfg(target_arch = "x86_64")]
     objects::patch_at_start();
 }
 
@@ -109,7 +107,6 @@ pub(crate) extern "C" fn after_fork_child() {
     TABLE.store(null_mut(), Ordering::Release);
     THREAD_SEQ.store(0, Ordering::Relaxed);
     COLD.0.store(false, Ordering::Release);
-    #[cfg(target_arch = "x86_64")]
     objects::after_fork_child();
     STATE.store(UNINIT, Ordering::Release);
     // SAFETY: this thread's block; the only thread of the child.

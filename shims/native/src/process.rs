@@ -2,7 +2,6 @@
 //! thread that records), function registration (an address seen for the first time gets its
 //! id and its `funcs.jsonl` record under `COLD`), warnings.
 use crate::guards::SpinLock;
-#[cfg(target_arch = "x86_64")]
 use crate::objects;
 use crate::table::{insert, lookup, Table};
 use std::ffi::CStr;
@@ -96,7 +95,6 @@ pub(crate) fn init_process() -> bool {
             u64::MAX
         }
     };
-    #[cfg(target_arch = "x86_64")]
     if let Err(e) = objects::write_report(&dir) {
         warn_once(&format!("cannot write {}: {e}", dir.join(trace_format::meta::PATCH_FILE).display()));
     }

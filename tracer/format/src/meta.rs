@@ -276,6 +276,9 @@ pub fn why_nothing(meta: Option<&TraceMeta>, reports: &[&PatchReport]) -> String
         return why;
     }
     let program = meta.and_then(|m| m.argv.first()).map(|a| crate::escape::line(a).into_owned()).unwrap_or_default();
+    if let Some(signal) = meta.and_then(|m| m.exit.as_ref()).and_then(|e| e.signal) {
+        return format!("`{program}` was killed by signal {signal} before anything was recorded");
+    }
     match meta.map(|m| m.target_kind.as_str()) {
         Some("other") => format!(
             "`{program}` is a script or a system program (such as `env` or `sh`), which `trace` does not record itself \
