@@ -51,10 +51,9 @@
 #define SLT_STACK_CAP 1024u
 /* The id cache: SLT_CACHE_SETS sets of two entries (two-way set-associative). Direct-mapped
  * with 512 entries, a program that calls 512 functions in no particular order (a dispatch
- * table: examples/c/fptrs.c) missed on 28% of its entries (hash collisions), each a trip
- * through Rust; two ways of 512 sets miss on about 2%, of 1024 sets on 0.6%, of 2048 sets
- * on none but each function's first call (callgrind, `fptrs 100000 3`: 513 slow entries of
- * 400,000; 2 ms less on `fptrs 1000000 3`, docs/performance.md). A hit in the
+ * table: examples/c/fptrs.c) missed often on hash collisions, each miss a trip through Rust;
+ * two ways of 2048 sets miss on nothing but each function's first call there (the measured
+ * miss rates per size: docs/performance.md, "Figures behind the code's choices"). A hit in the
  * first way costs what the direct-mapped cache cost; the second way is looked at only when
  * the first misses. The cache (64 KiB) is on the heap, allocated with the thread's state
  * (thread.rs), not in this TLS block: glibc carves the static TLS out of every thread's stack,
