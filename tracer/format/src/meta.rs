@@ -241,7 +241,8 @@ impl PatchRefusal {
     /// A symbol left unpatched that no call enters (the shim's reasons,
     /// shims/native/src/patch.rs `Refusal::as_str`): gcc's `.cold` parts of a function and the
     /// C runtime's start-up code. They are listed, but counting them as refused made the share
-    /// of patched entries look worse (cadical: 138 not patched, 69 of them `.cold`, 7 start-up).
+    /// of patched entries look worse than it is (half of a C++ program's refusals were `.cold`
+    /// fragments).
     pub fn not_an_entry(&self) -> bool {
         self.reason == "a .cold fragment, not an entry" || self.reason == "C runtime start-up"
     }
