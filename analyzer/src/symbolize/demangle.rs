@@ -30,6 +30,9 @@ impl Lang {
 /// distinct) but lose the return type that template manglings carry; Rust names lose
 /// their hash. A name that is not mangled is returned as is.
 pub fn demangle(name: &str, lang: Lang) -> String {
+    // A compiler's copy of a function (`.llvm.N` after LTO or ThinLTO, gcc's `.isra.N`,
+    // `.constprop.N`, `.part.N`, `.lto_priv.N`) runs the same source function: named as it.
+    let name = strip_clone_suffix(name);
     let looks_rust = name.starts_with("_R") || (name.starts_with("_ZN") && name.ends_with('E') && name.contains("17h"));
     if lang == Lang::Rust || (lang == Lang::Unknown && looks_rust) {
         if let Ok(d) = rustc_demangle::try_demangle(name) {
@@ -45,6 +48,30 @@ pub fn demangle(name: &str, lang: Lang) -> String {
         }
     }
     name.to_string()
+}
+
+/// Suffixes compilers append to the symbol of a copy of a function (a clone specialised for
+/// some arguments, a part split off, a local alias, LLVM's per-module rename after LTO).
+/// `.cold` is not among them: a cold fragment is not the function's entry and stays named so.
+const CLONE_SUFFIXES: [&str; 7] = ["llvm", "isra", "constprop", "part", "lto_priv", "localalias", "specialized"];
+
+/// `name` without the clone suffixes at its end (`f.isra.0`, `f.constprop.0.isra.0`,
+/// `_ZN...E.llvm.4519946975059345890`); names with any other dot-part are kept whole.
+pub fn strip_clone_suffix(name: &str) -> &str {
+    let mut end = name.len();
+    loop {
+        let head = &name[..end];
+        // An optional `.<digits>` after a known word.
+        let without_number = match head.rfind('.') {
+            Some(i) if i + 1 < head.len() && head[i + 1..].bytes().all(|b| b.is_ascii_digit()) => &head[..i],
+            _ => head,
+        };
+        match without_number.rfind('.') {
+            Some(i) if i > 0 && CLONE_SUFFIXES.contains(&&without_number[i + 1..]) => end = i,
+            _ => break,
+        }
+    }
+    &name[..end]
 }
 
 /// The short name of a demangled qualified name: its last scope component, without the
@@ -206,6 +233,20 @@ mod tests {
         assert_eq!(short_name("Vec<int>::operator[](unsigned long)"), "operator[]");
         assert_eq!(short_name("a::b<c::d>::e"), "e");
         assert_eq!(short_name("plain_c"), "plain_c");
+    }
+
+    #[test]
+    fn clones_are_named_as_the_function_they_copy() {
+        assert_eq!(
+            demangle("_ZN6ignore3dir6Ignore14matched_ignore17h4968df2f62eb72aaE.llvm.4519946975059345890", Lang::Unknown),
+            "ignore::dir::Ignore::matched_ignore"
+        );
+        assert_eq!(demangle("parse_row.isra.0", Lang::C), "parse_row");
+        assert_eq!(demangle("parse_row.constprop.0.isra.0", Lang::C), "parse_row");
+        assert_eq!(demangle("_ZN3geo4areaEv.part.0", Lang::Cpp), "geo::area()");
+        assert_eq!(demangle("parse_row.cold", Lang::C), "parse_row.cold", "a cold fragment is not the function");
+        assert_eq!(demangle("file.name.v2", Lang::C), "file.name.v2");
+        assert_eq!(demangle(".llvm.5", Lang::C), ".llvm.5");
     }
 
     #[test]
