@@ -388,6 +388,16 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         notes.push(INLINED_NOTE.to_string());
     }
     notes.extend(no_source_notes(&threads));
+    let mut compiled: Vec<crate::compiled::CompiledPackage> = Vec::new();
+    for p in &t.processes {
+        let python_files = || p.funcs.iter().filter(|f| f.language == Language::Python).filter_map(|f| f.file.as_deref());
+        for c in &p.compiled {
+            if !compiled.iter().any(|k| k.name == c.name) && crate::compiled::mostly_compiled(c, python_files()) {
+                compiled.push(c.clone());
+            }
+        }
+    }
+    notes.extend(crate::compiled::note(&compiled));
     if opts.tests.is_some() {
         // In tests' trees the runner is spliced out, not collapsed: said apart.
         let runners: Vec<String> = plumbing_packages.iter().filter(|p| crate::plumbing::is_test_runner(p)).cloned().collect();

@@ -354,6 +354,8 @@ pub struct ProcessTrees {
     pub times_estimated: bool,
     /// The tests its test runner ran (`tests.jsonl`), in start order.
     pub tests: Vec<trace_format::TestRun>,
+    /// Python packages it ran as compiled extension code (`extensions.json`).
+    pub compiled: Vec<crate::compiled::CompiledPackage>,
 }
 
 impl ProcessTrees {
@@ -426,7 +428,14 @@ pub fn load_trace(dir: &Path) -> Result<LoadedTrace, LoadError> {
                 Vec::new()
             }
         };
-        let mut trees = ProcessTrees { meta: p.meta.clone(), funcs, threads, times_estimated: p.times_estimated(), tests };
+        let compiled = match p.extensions() {
+            Ok(doc) => doc.map(|d| crate::compiled::compiled_packages(&d)).unwrap_or_default(),
+            Err(e) => {
+                warnings.push(format!("{e}, ignored"));
+                Vec::new()
+            }
+        };
+        let mut trees = ProcessTrees { meta: p.meta.clone(), funcs, threads, times_estimated: p.times_estimated(), tests, compiled };
         crate::testrun::gtest::read(&p.dir, &mut trees, &mut warnings);
         crate::testrun::libtest::read_from_trees(&mut trees);
         processes.push(trees);

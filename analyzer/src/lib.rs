@@ -5,6 +5,7 @@
 pub mod analysis;
 pub mod calltree;
 pub mod cli;
+pub mod compiled;
 pub mod coverage;
 pub mod empty;
 pub mod fold;

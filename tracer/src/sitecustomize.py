@@ -37,6 +37,8 @@ def _slicetrace_boot():
         _keep_children_recorded(here)
         if os.environ.get("SLICE_TRACE_TESTS", "1") != "0":
             _record_tests(here)
+        import atexit
+        atexit.register(_note_extensions, recorder)
 
     # Chain to the sitecustomize that would have run without us.
     import importlib.machinery
@@ -102,6 +104,55 @@ def _record_tests(here):
     sys.meta_path.insert(0, AfterImport())
 
 
+def _note_extensions(recorder):
+    # At exit: the compiled extension modules the program imported from outside the standard
+    # library (a mypyc- or Cython-compiled package runs as native code: none of its functions
+    # is a Python function the recorder sees), into p<pid>/extensions.json, so that `slice` can
+    # say which packages ran compiled. Bounded; replaced whole, by rename. It calls no Python
+    # function (only builtins and C methods), so it adds nothing to the recorded calls.
+    import os
+    import sys
+    import importlib.machinery
+
+    suffixes = tuple(importlib.machinery.EXTENSION_SUFFIXES)
+    prefixes = (sys.base_prefix, sys.base_exec_prefix)
+    escape = {92: "\\\\", 34: '\\"'}
+    for i in range(32):
+        escape[i] = "\\u%04x" % i
+    lines = []
+    for name, module in list(sys.modules.items()):
+        # From the module's dict: `getattr` would run a module-level `__getattr__` (PEP 562).
+        namespace = getattr(module, "__dict__", None)
+        path = namespace.get("__file__") if isinstance(namespace, dict) else None
+        if not isinstance(path, str) or not isinstance(name, str) or not path.endswith(suffixes):
+            continue
+        if not path.startswith("/"):
+            path = os.getcwd() + "/" + path
+        if path.startswith(prefixes) and "/lib-dynload/" in path:
+            continue  # the standard library's own
+        try:
+            path.encode("utf-8")
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            continue
+        lines.append('{"module": "%s", "file": "%s"}' % (name.translate(escape), path.translate(escape)))
+        if len(lines) >= 5000:
+            break
+    if not lines:
+        return
+    proc_dir = recorder.process_dir()
+    if proc_dir is None:
+        return
+    proc_dir = os.fspath(proc_dir)
+    tmp = proc_dir + "/extensions.json.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write('{"modules": [\n' + ",\n".join(lines) + "\n]}\n")
+        os.replace(tmp, proc_dir + "/extensions.json")
+    except OSError:
+        pass
+
+
 def _keep_children_recorded(here):
     # A program that starts Python with an environment of its own making often leaves out
     # PYTHONPATH (venv's ensurepip, build isolation, tox): that child would run unrecorded, and
@@ -139,3 +190,4 @@ _slicetrace_boot()
 del _slicetrace_boot
 del _keep_children_recorded
 del _record_tests
+del _note_extensions

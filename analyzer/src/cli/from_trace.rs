@@ -57,9 +57,10 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     let renderer = Renderer::new(a.prompt.format, template)?;
     let (mut traces, warnings) = prepare(&a.traces, &opts)?;
     warn_all(&warnings);
-    // A prompt the default hiding left nearly empty: say so on stderr too, not only in the prompt.
+    // A prompt the default hiding left nearly empty, or without the code of a package that ran
+    // compiled: say so on stderr too, not only in the prompt.
     for t in &traces {
-        for n in t.notes.iter().filter(|n| n.starts_with(crate::empty::STDLIB_NOTE_START)) {
+        for n in t.notes.iter().filter(|n| n.starts_with(crate::empty::STDLIB_NOTE_START) || n.starts_with(crate::compiled::NOTE_START)) {
             eprintln!("slice: {}", escape::line(&format!("{}: {n}", t.dir.display())));
         }
     }

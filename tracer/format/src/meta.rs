@@ -220,6 +220,25 @@ pub struct FileFingerprint {
     pub sha256: String,
 }
 
+/// `p<pid>/extensions.json`: written by `sitecustomize.py` when a Python process exits: the
+/// compiled extension modules it imported from outside the standard library (at most 5,000).
+pub const EXTENSIONS_FILE: &str = "extensions.json";
+
+/// `extensions.json`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExtensionsDoc {
+    pub modules: Vec<ExtensionModule>,
+}
+
+/// One compiled extension module a Python process imported.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ExtensionModule {
+    /// Its dotted name (`black.linegen`).
+    pub module: String,
+    /// Its file (`.../site-packages/black/linegen.cpython-311-x86_64-linux-gnu.so`).
+    pub file: String,
+}
+
 /// `p<pid>/patch.json`: written by the native shim when it patched the entries of the
 /// process image's program (`SLICE_TRACE_PATCH=1`, docs/native-recording.md).
 pub const PATCH_FILE: &str = "patch.json";

@@ -222,6 +222,19 @@ impl Process {
         serde_json::from_slice(&bytes).map(Some).map_err(|e| FormatError::BadJson { path, msg: e.to_string() })
     }
 
+    /// The compiled extension modules this Python process imported (`extensions.json`), if
+    /// it wrote them (at its exit).
+    pub fn extensions(&self) -> Result<Option<crate::meta::ExtensionsDoc>, FormatError> {
+        let path = self.dir.join(crate::meta::EXTENSIONS_FILE);
+        let bytes = match read_document(&path, MAX_EXTENSIONS_BYTES) {
+            Ok(v) => v,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Err(FormatError::BadJson { path, msg: e.to_string() }),
+            Err(e) => return Err(FormatError::io(&path, e)),
+        };
+        serde_json::from_slice(&bytes).map(Some).map_err(|e| FormatError::BadJson { path, msg: e.to_string() })
+    }
+
     /// Whether the call times of this process are estimated rather than measured: its entries
     /// were patched (an entry-only recording: a frame's return is inferred when a later call
     /// starts at or above it on the stack, so its time runs to that call). A damaged
@@ -238,6 +251,9 @@ impl Process {
 /// Largest `patch.json` a reader loads: one refusal line per function of every object is
 /// far below it.
 pub const MAX_PATCH_REPORT_BYTES: u64 = 64 << 20;
+
+/// Largest `extensions.json` a reader loads: 5,000 modules of long paths are far below it.
+pub const MAX_EXTENSIONS_BYTES: u64 = 8 << 20;
 
 /// How far past the number of records in `funcs.jsonl` a function id may be. Ids are dense
 /// from 0, so a valid id is below the number of records plus the few whose lines a crash lost;

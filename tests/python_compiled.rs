@@ -1,0 +1,44 @@
+//! End-to-end: a Python package that runs as compiled extension code. `black` as
+//! `pip install black` gives it is compiled by mypyc: none of its functions is a Python function
+//! the recorder sees. The prompt and stderr say which package ran compiled and how to record
+//! its Python source (`analyzer/src/compiled.rs`, from the `extensions.json` the process writes
+//! at its exit).
+
+use slice_trace_e2e::{cmd, python, run, scratch, texts, venv_with};
+
+/// black and its dependencies, pinned (the mypyc-compiled CPython 3.11 wheel).
+const BLACK: &[&str] =
+    &["black==24.10.0", "click==8.1.7", "mypy-extensions==1.0.0", "packaging==24.2", "pathspec==0.12.1", "platformdirs==4.3.6"];
+
+#[test]
+fn a_mypyc_compiled_package_is_named_with_how_to_record_its_source() {
+    let venv = venv_with("black-24.10-venv", &python(), BLACK);
+    let d = scratch();
+    let t = d.path().join("black.d");
+    let o = run(cmd("trace").args(["run", "-o"]).arg(&t).arg("--").arg(venv.join("bin/black")).args(["-q", "-c", "x  =  [1,2]"]));
+    let (out, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(out, "x = [1, 2]\n", "black's own output, untouched");
+    let doc = std::fs::read_to_string(
+        std::fs::read_dir(&t)
+            .unwrap()
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().starts_with('p'))
+            .unwrap()
+            .path()
+            .join("extensions.json"),
+    )
+    .unwrap();
+    assert!(doc.contains("\"module\": \"black.linegen\""), "{doc}");
+    let o = run(cmd("slice").arg("from-trace").arg(&t).args(["-q", "How does black split long lines?"]));
+    let (prompt, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    let note =
+        prompt.lines().find(|l| l.starts_with("> Compiled Python: ")).unwrap_or_else(|| panic!("no note on compiled code:\n{prompt}"));
+    assert!(note.starts_with("> Compiled Python: black (mypyc: "), "{note}");
+    assert!(note.contains("compiled modules such as `black/"), "{note}");
+    assert!(note.ends_with("`pip install --force-reinstall --no-binary black black`."), "{note}");
+    assert!(err.contains("Compiled Python: black (mypyc: "), "stderr says it too: {err}");
+    // Its dependencies that ran as Python (click) are not named.
+    assert!(!note.contains("click"), "{note}");
+}
