@@ -388,16 +388,16 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         notes.push(INLINED_NOTE.to_string());
     }
     notes.extend(no_source_notes(&threads));
-    let mut compiled: Vec<crate::compiled::CompiledPackage> = Vec::new();
+    let mut compiled: Vec<crate::python::compiled::CompiledPackage> = Vec::new();
     for p in &t.processes {
         let python_files = || p.funcs.iter().filter(|f| f.language == Language::Python).filter_map(|f| f.file.as_deref());
         for c in &p.compiled {
-            if !compiled.iter().any(|k| k.name == c.name) && crate::compiled::mostly_compiled(c, python_files()) {
+            if !compiled.iter().any(|k| k.name == c.name) && crate::python::compiled::mostly_compiled(c, python_files()) {
                 compiled.push(c.clone());
             }
         }
     }
-    notes.extend(crate::compiled::note(&compiled));
+    notes.extend(crate::python::compiled::note(&compiled));
     if opts.tests.is_some() {
         // In tests' trees the runner is spliced out, not collapsed: said apart.
         let runners: Vec<String> = plumbing_packages.iter().filter(|p| crate::plumbing::is_test_runner(p)).cloned().collect();
@@ -549,14 +549,14 @@ fn shortened_path(file: &Path, cwd: &Path) -> String {
         }
     }
     let s = file.to_string_lossy();
-    if let Some(short) = crate::pathclass::native_display_path(&s) {
+    if let Some(short) = crate::native::paths::native_display_path(&s) {
         return short;
     }
-    if let Some((name, i)) = crate::pathclass::packages_dir_end(&s) {
+    if let Some((name, i)) = crate::python::paths::packages_dir_end(&s) {
         return format!("{name}/{}", &s[i..]);
     }
     if !s.starts_with('<') {
-        if let Some(i) = crate::pathclass::stdlib_dir_end(&s) {
+        if let Some(i) = crate::python::paths::stdlib_dir_end(&s) {
             return format!("stdlib/{}", &s[i..]);
         }
     }

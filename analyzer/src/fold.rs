@@ -22,7 +22,7 @@ pub enum FoldClass {
     /// [`Node::via_import`]: crate::calltree::Node::via_import
     Import,
     /// The same native function as an earlier id (an instance of one Rust source function:
-    /// [`crate::symbolize::native`] gives its instances equal [`Function`]s): folded as that id.
+    /// [`crate::native::symbolize::native`] gives its instances equal [`Function`]s): folded as that id.
     SameAs(u32),
     /// The test recorder's boundary calls (`_slicetrace_test_begin`/`_end` of `trace run`'s
     /// runtime directory): transparent, and where a test's own tree starts and ends
@@ -355,7 +355,7 @@ pub struct ProcessTrees {
     /// The tests its test runner ran (`tests.jsonl`), in start order.
     pub tests: Vec<trace_format::TestRun>,
     /// Python packages it ran as compiled extension code (`extensions.json`).
-    pub compiled: Vec<crate::compiled::CompiledPackage>,
+    pub compiled: Vec<crate::python::compiled::CompiledPackage>,
 }
 
 impl ProcessTrees {
@@ -429,7 +429,7 @@ pub fn load_trace(dir: &Path) -> Result<LoadedTrace, LoadError> {
             }
         };
         let compiled = match p.extensions() {
-            Ok(doc) => doc.map(|d| crate::compiled::compiled_packages(&d)).unwrap_or_default(),
+            Ok(doc) => doc.map(|d| crate::python::compiled::compiled_packages(&d)).unwrap_or_default(),
             Err(e) => {
                 warnings.push(format!("{e}, ignored"));
                 Vec::new()

@@ -17,7 +17,8 @@
 //! is named in the prompt.
 
 use crate::calltree::{CallTree, Keep, NodeId, ROOT};
-use crate::pathclass::{cargo_crate, module_name, origin, Origin};
+use crate::native::paths::cargo_crate;
+use crate::pathclass::{module_name, origin, Origin};
 use crate::select::Selection;
 use regex::Regex;
 use std::collections::{BTreeSet, HashSet};

@@ -1,6 +1,6 @@
 //! Turning a process's function table (`funcs.jsonl`) into [`Function`]s the rest of the
 //! analyzer works with: Python code objects directly, native addresses through DWARF
-//! ([`crate::symbolize::native`]).
+//! ([`crate::native::symbolize::native`]).
 
 use std::path::PathBuf;
 use trace_format::{FuncKind, Process};
@@ -104,7 +104,7 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
                 program_library: false,
             },
             Some(FuncKind::Native { addr, module, base, symbol }) => {
-                native.push(crate::symbolize::native::NativeAddr {
+                native.push(crate::native::symbolize::native::NativeAddr {
                     id: id as u32,
                     addr: *addr,
                     module: module.clone(),
@@ -120,7 +120,7 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
     if !native.is_empty() {
         // The fingerprints of the objects that ran are in the trace directory's sources.json.
         let recorded = proc.dir.parent().and_then(crate::source::SourceCache::read_sources_doc);
-        let (resolved, w) = crate::symbolize::native::resolve(&native, recorded.as_ref());
+        let (resolved, w) = crate::native::symbolize::native::resolve(&native, recorded.as_ref());
         warnings.extend(w);
         let exe = proc.meta.exe.as_str();
         for (a, mut f) in native.iter().zip(resolved) {

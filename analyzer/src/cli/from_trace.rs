@@ -60,7 +60,9 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     // A prompt the default hiding left nearly empty, or without the code of a package that ran
     // compiled: say so on stderr too, not only in the prompt.
     for t in &traces {
-        for n in t.notes.iter().filter(|n| n.starts_with(crate::empty::STDLIB_NOTE_START) || n.starts_with(crate::compiled::NOTE_START)) {
+        for n in
+            t.notes.iter().filter(|n| n.starts_with(crate::empty::STDLIB_NOTE_START) || n.starts_with(crate::python::compiled::NOTE_START))
+        {
             eprintln!("slice: {}", escape::line(&format!("{}: {n}", t.dir.display())));
         }
     }

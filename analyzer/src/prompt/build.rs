@@ -6,9 +6,9 @@ use crate::analysis::{display_path, PreparedTrace};
 use crate::coverage::LineCoverage;
 use crate::pathclass::{module_name, origin, Origin};
 use crate::prune::is_module;
+use crate::python::values::{module_values, read_by, ModuleValue};
 use crate::source::{CodeKind, Unavailable};
 use crate::symbols::{Function, Language};
-use crate::values::{module_values, read_by, ModuleValue};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::collections::BTreeMap;
 
@@ -113,7 +113,7 @@ impl Model {
     }
 }
 
-/// Values a Python function reads from its module ([`crate::values`]), each file's values
+/// Values a Python function reads from its module ([`crate::python::values`]), each file's values
 /// read once (`file_values`); none for the entry script's functions (its module body is shown
 /// with its top-level statements).
 fn values_read(

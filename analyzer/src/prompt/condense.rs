@@ -98,7 +98,7 @@ impl Model {
             if let SourceState::Code(e) = &mut f.source {
                 e.code = code;
                 // A value only the elided code read is not shown either.
-                crate::values::still_read(&e.code, &mut f.values);
+                crate::python::values::still_read(&e.code, &mut f.values);
                 funcs += 1;
                 lines += n;
             }

@@ -27,9 +27,9 @@ mod treetext;
 
 use crate::calltree::NodeId;
 use crate::pathclass::Origin;
+use crate::python::values::ModuleValue;
 use crate::source::{CodeKind, Extract};
 use crate::symbols::Language;
-use crate::values::ModuleValue;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use serde::Serialize;
 use std::fmt;
@@ -231,7 +231,7 @@ pub struct FuncInfo {
     /// Its own BM25F score for the question (in [`FuncInfo::relevance`] before the tree's
     /// share is added).
     pub lexical: f64,
-    /// Module-level values of its file that its code reads (see [`crate::values`]).
+    /// Module-level values of its file that its code reads (see [`crate::python::values`]).
     pub values: Vec<ModuleValue>,
     /// Its code with the statements that did not run elided, and how many lines that elides
     /// ([`notrun`]); `None` without line data or when everything ran. Swapped in by
@@ -651,7 +651,7 @@ pub struct DocSource {
     /// The body is elided (signature only).
     pub elided: bool,
     /// Module-level values of its file that it reads, not shown earlier in the prompt: the
-    /// statements joined by newlines (see [`crate::values`]).
+    /// statements joined by newlines (see [`crate::python::values`]).
     pub values: Option<String>,
     /// Their line numbers (`3, 5-8`).
     pub values_lines: String,

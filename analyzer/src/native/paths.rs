@@ -1,0 +1,175 @@
+//! Where native code comes from: the C/C++ runtime and system headers, Rust's standard library,
+//! cargo's registry and git checkouts (by path shape), or the program; crate names and short
+//! display paths. The language-neutral dispatch is [`crate::pathclass`].
+
+use crate::pathclass::Origin;
+
+/// Classify a native function by its source file, its object, and (for code without a
+/// source file) its name.
+///
+/// - **Stdlib**: the C/C++ runtime and system headers (`/usr/include/...`, `/usr/lib/gcc/...`:
+///   libstdc++'s templates instantiated in the program count as the library's code), the
+///   system's libraries (objects under `/lib...` or `/usr/lib...`, whatever their source), the Rust
+///   standard library (`/rustc/<commit>/library/...` as rustup's prebuilt `std` records it, the
+///   same under a toolchain's `lib/rustlib/src/rust/library/`, and `/rust/deps/...`, the crates
+///   `std` vendors), and Rust functions without a source file whose crate is `std`, `core`, `alloc` or the
+///   allocator shims rustc generates (`__rustc::__rust_alloc`).
+/// - **SitePackages**: Rust dependencies from cargo's registry or git checkouts
+///   (`$CARGO_HOME/registry/src/...`, `$CARGO_HOME/git/checkouts/...`), the analogue of
+///   Python's installed packages.
+pub fn native_origin(file: Option<&str>, object: Option<&str>) -> Origin {
+    if let Some(f) = file {
+        if f.starts_with("/usr/include/") || f.starts_with("/usr/lib/gcc/") || rust_library_end(f).is_some() {
+            return Origin::Stdlib;
+        }
+        if cargo_package_end(f).is_some() {
+            return Origin::SitePackages;
+        }
+    }
+    // A system library is the standard library even when its debug information (a
+    // distribution's -dbgsym package) names its build tree's files.
+    match object {
+        Some(o) if o.starts_with("/lib") || o.starts_with("/usr/lib") => Origin::Stdlib,
+        _ => Origin::Program,
+    }
+}
+
+/// Classify a native function without a source file by its (demangled) name: the Rust
+/// standard library's crates and rustc's generated allocator shims are the standard library,
+/// and so are methods of primitive types (`<[u8]>::starts_with`, `<str>::find`) and trait
+/// impls whose trait and self type are both the standard library's or primitive
+/// (`<u8 as core::fmt::Display>::fmt`, not `<std::ffi::OsStr as clap_lex::ext::OsStrExt>::find`).
+pub fn native_name_origin(qualname: &str) -> Option<Origin> {
+    let std_path = |p: &str| {
+        const STD_CRATES: [&str; 6] = ["std::", "core::", "alloc::", "__rustc::", "std_detect::", "panic_unwind::"];
+        let p = p.trim_start_matches(['&', '*']).trim_start_matches("mut ").trim_start_matches("const ");
+        STD_CRATES.iter().any(|c| p.starts_with(c))
+    };
+    let primitive = |p: &str| {
+        let p = p.trim_start_matches(['&', '*']).trim_start_matches("mut ").trim_start_matches("const ");
+        const PRIMS: [&str; 17] =
+            ["u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize", "f32", "f64", "bool", "char", "str"];
+        p.starts_with('[') || p.starts_with('(') || PRIMS.contains(&p)
+    };
+    let Some(inner) = qualname.strip_prefix('<') else {
+        return std_path(qualname).then_some(Origin::Stdlib);
+    };
+    // `<SELF>::m` or `<SELF as TRAIT>::m`: find the closing `>` of the qualified path.
+    let mut depth = 1i32;
+    let mut end = None;
+    for (i, c) in inner.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' if !inner[..i].ends_with('-') => {
+                depth -= 1;
+                if depth == 0 {
+                    end = Some(i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let qpath = &inner[..end?];
+    let (self_ty, trait_path) = match split_as(qpath) {
+        Some((s, t)) => (s, Some(t)),
+        None => (qpath, None),
+    };
+    let self_std = std_path(self_ty) || primitive(self_ty);
+    let std = match trait_path {
+        None => self_std,
+        Some(t) => self_std && std_path(t),
+    };
+    std.then_some(Origin::Stdlib)
+}
+
+/// Split a qualified path's inside at its top-level ` as `.
+fn split_as(q: &str) -> Option<(&str, &str)> {
+    let mut depth = 0i32;
+    let b = q.as_bytes();
+    for i in 0..b.len() {
+        match b[i] {
+            b'<' | b'(' | b'[' => depth += 1,
+            b'>' | b')' | b']' if !(b[i] == b'>' && i > 0 && b[i - 1] == b'-') => depth -= 1,
+            b' ' if depth == 0 && q[i..].starts_with(" as ") => return Some((&q[..i], &q[i + 4..])),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Where the path inside the Rust standard library's source starts (`std/src/...`): under
+/// `/rustc/<commit>/library/` (rustup's prebuilt `std`), a toolchain's
+/// `lib/rustlib/src/rust/library/`, or `/rust/deps/` (the crates `std` vendors).
+pub(crate) fn rust_library_end(s: &str) -> Option<usize> {
+    if let Some(rest) = s.strip_prefix("/rustc/") {
+        let hash_len = rest.find('/')?;
+        let hex = &rest[..hash_len];
+        if hex.len() >= 7 && hex.bytes().all(|b| b.is_ascii_hexdigit()) && rest[hash_len..].starts_with("/library/") {
+            return Some("/rustc/".len() + hash_len + "/library/".len());
+        }
+        return None;
+    }
+    if let Some(rest) = s.strip_prefix("/rust/deps/") {
+        return (!rest.is_empty()).then_some("/rust/deps/".len());
+    }
+    const RUSTLIB: &str = "/lib/rustlib/src/rust/library/";
+    s.find(RUSTLIB).map(|i| i + RUSTLIB.len())
+}
+
+/// Where the path inside a cargo package starts (`clap-4.5.20/src/...`): cargo's registry
+/// (`.../registry/src/<index>/`) or git checkouts (`.../git/checkouts/<repo>/`), recognized by
+/// the shape cargo gives them, whatever `CARGO_HOME` is called: the index or repository
+/// directory is `<name>-<16 hex digits>` (`index.crates.io-1949cf8c6b5b557f`), and a registry
+/// package's directory `<crate>-<version>`. Under a home named `cargo` or `.cargo` the shape is
+/// not required (older cargos hashed differently).
+pub(crate) fn cargo_package_end(s: &str) -> Option<usize> {
+    /// `<name>-<16 hex digits>`.
+    fn hashed(seg: &str) -> bool {
+        seg.rsplit_once('-').is_some_and(|(n, h)| !n.is_empty() && h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    }
+    for marker in ["/registry/src/", "/git/checkouts/"] {
+        let Some(i) = s.find(marker) else { continue };
+        let home_name = s[..i].rsplit('/').next().unwrap_or("");
+        let rest = &s[i + marker.len()..];
+        let index = rest.find('/')?;
+        let shaped = hashed(&rest[..index])
+            && (marker == "/git/checkouts/" || rest[index + 1..].split('/').next().is_some_and(|pkg| crate_name_of(pkg).is_some()));
+        if home_name != ".cargo" && home_name != "cargo" && !shaped {
+            continue;
+        }
+        return Some(i + marker.len() + index + 1);
+    }
+    None
+}
+
+/// The crate of a registry package directory `<crate>-<version>`, with `-` as `_`: the
+/// version starts at the first `-` followed by a digit (`pico-args-0.5.0`).
+fn crate_name_of(dir: &str) -> Option<String> {
+    let b = dir.as_bytes();
+    let cut = (1..b.len()).find(|&k| b[k - 1] == b'-' && b[k].is_ascii_digit())?;
+    Some(dir[..cut - 1].replace('-', "_"))
+}
+
+/// The crate a source file from cargo's registry belongs to, with `-` as `_`
+/// (`.../registry/src/<index>/clap_builder-4.5.20/src/derive.rs` -> `clap_builder`); `None`
+/// elsewhere (git checkouts name a repository, not a crate).
+pub fn cargo_crate(s: &str) -> Option<String> {
+    if s.contains("/git/checkouts/") {
+        return None;
+    }
+    let i = cargo_package_end(s)?;
+    crate_name_of(s[i..].split('/').next()?)
+}
+
+/// A short display form of a Rust library or dependency path: `rust-library/std/src/path.rs`,
+/// `cargo-registry/clap_builder-4.5.20/src/derive.rs` (the full paths repeat a long prefix on
+/// every tree line).
+pub fn native_display_path(s: &str) -> Option<String> {
+    if let Some(i) = rust_library_end(s) {
+        return Some(format!("rust-library/{}", &s[i..]));
+    }
+    let i = cargo_package_end(s)?;
+    let kind = if s.contains("/git/checkouts/") { "cargo-git" } else { "cargo-registry" };
+    Some(format!("{kind}/{}", &s[i..]))
+}

@@ -1,0 +1,9 @@
+//! Python's own rules, apart from the language-neutral pipeline (fold, calltree, prune, select,
+//! render): where its code comes from (`paths`), which modules are its standard library
+//! (`stdlib`), the module-level values a shown function reads (`values`), and packages that
+//! ran as compiled extension code (`compiled`).
+
+pub mod compiled;
+pub mod paths;
+pub mod stdlib;
+pub mod values;
