@@ -7,6 +7,8 @@ use crate::prompt::{Docstrings, Layout, NotRun, Order, Variant};
 use crate::select::{compile, Selection};
 use crate::tokens::Tokenizer;
 use clap::Args;
+use schemars::JsonSchema;
+use serde::Deserialize;
 use std::path::PathBuf;
 
 /// A usage error found after parsing (bad regex, conflicting options): exit status 2.
@@ -14,44 +16,111 @@ use std::path::PathBuf;
 #[error("{0}")]
 pub struct UsageError(pub String);
 
-/// Start-up pruning and selection: which part of the recorded tree to show.
-#[derive(Debug, Clone, Args)]
-pub struct SelectArgs {
-    /// Start-up pruning: `auto` (Python: drop the work done while importing modules; the
-    /// default), `off`, or a baseline trace directory (a run that only starts and exits):
+/// The selection options that read the same on the command line and in an MCP call, defined
+/// once: flattened into [`SelectArgs`] (clap) and into the MCP tools' `Selection` (serde, with
+/// the JSON schema an agent reads), so neither can gain or lose one alone. Each doc comment is
+/// both the option's `--help` and its schema description. In JSON every field may be left out
+/// or null (its default).
+#[derive(Debug, Clone, Default, Args, Deserialize, JsonSchema)]
+#[command(next_help_heading = "Selection")]
+#[serde(default)]
+pub struct SelectFields {
+    /// Start-up pruning: "auto" (Python: drop the work done while importing modules; the
+    /// default), "off", or a baseline trace directory (a run that only starts and exits):
     /// leaves that the baseline also reached at the same path are removed, repeatedly.
-    #[arg(long, value_name = "auto|off|BASELINE.d", default_value = "auto", help_heading = "Selection")]
-    pub prune_startup: String,
-
-    /// Show only functions whose qualified name matches (others are hidden, their callees
-    /// move up). Repeatable: any may match.
-    #[arg(long, value_name = "REGEX", help_heading = "Selection")]
+    #[arg(long, value_name = "auto|off|BASELINE.d", default_value = "auto")]
+    pub prune_startup: Option<String>,
+    /// Show only functions whose qualified name matches one of these regexes (others are
+    /// hidden, their callees move up).
+    #[arg(long, value_name = "REGEX")]
+    #[serde(deserialize_with = "null_as_default")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub include: Vec<String>,
     /// Drop functions whose qualified name matches, with everything they called.
-    #[arg(long, value_name = "REGEX", help_heading = "Selection")]
+    #[arg(long, value_name = "REGEX")]
+    #[serde(deserialize_with = "null_as_default")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub exclude: Vec<String>,
-    /// Show only functions whose source path matches (like --include).
-    #[arg(long, value_name = "REGEX", help_heading = "Selection")]
+    /// Show only functions whose source path matches (hidden ones' callees move up).
+    #[arg(long, value_name = "REGEX")]
+    #[serde(deserialize_with = "null_as_default")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub include_file: Vec<String>,
-    /// Drop functions whose source path matches (like --exclude).
-    #[arg(long, value_name = "REGEX", help_heading = "Selection")]
+    /// Drop functions whose source path matches, with everything they called.
+    #[arg(long, value_name = "REGEX")]
+    #[serde(deserialize_with = "null_as_default")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub exclude_file: Vec<String>,
     /// Show only functions whose module matches: the dotted Python module (`rich.table`) or
     /// the native object's file name (`libfoo.so`).
-    #[arg(long = "module", value_name = "REGEX", help_heading = "Selection")]
+    #[arg(long = "module", value_name = "REGEX")]
+    #[serde(rename = "module", deserialize_with = "null_as_default")]
+    #[schemars(rename = "module", with = "Option<Vec<String>>")]
     pub include_module: Vec<String>,
     /// Drop functions whose module matches, with everything they called.
-    #[arg(long, value_name = "REGEX", help_heading = "Selection")]
+    #[arg(long, value_name = "REGEX")]
+    #[serde(deserialize_with = "null_as_default")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub exclude_module: Vec<String>,
-    /// Keep only the paths from the root to functions whose qualified name matches.
-    #[arg(long, value_name = "REGEX", help_heading = "Selection")]
+    /// Keep only the call paths from the root to functions whose qualified name matches.
+    #[arg(long, value_name = "REGEX")]
+    #[serde(deserialize_with = "null_as_default")]
+    #[schemars(with = "Option<Vec<String>>")]
     pub focus: Vec<String>,
-    /// With --focus: also keep everything the matching functions called.
-    #[arg(long, requires = "focus", help_heading = "Selection")]
+    /// With focus: also keep everything the matching functions called.
+    #[arg(long, requires = "focus")]
+    #[serde(deserialize_with = "null_as_default")]
+    #[schemars(with = "Option<bool>")]
     pub focus_subtree: bool,
-    /// Drop calls deeper than N levels (the first function is level 1).
-    #[arg(long, value_name = "N", help_heading = "Selection")]
+    /// Drop calls deeper than this many levels (the first function is level 1).
+    #[arg(long, value_name = "N")]
+    #[serde(deserialize_with = "depth")]
+    #[schemars(with = "Option<u64>")]
     pub max_depth: Option<u32>,
+    /// Prompts: show command-line frameworks and plugin managers (click, typer, docopt,
+    /// pluggy, ...) whole. By default their internals are collapsed: tree lines on the path to
+    /// the program, no sources (unless the question or a filter names the package).
+    #[arg(long)]
+    #[serde(deserialize_with = "null_as_default")]
+    #[schemars(with = "Option<bool>")]
+    pub show_plumbing: bool,
+    /// Prompts: also collapse these installed packages as framework plumbing.
+    #[arg(long, value_name = "PACKAGE")]
+    #[serde(deserialize_with = "null_as_default")]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub plumbing: Vec<String>,
+    /// Show recorded tests instead of the whole run (a run of pytest or unittest): a test id
+    /// (pytest's node id, unittest's id), its end ("TestClass::test_name", a parametrized
+    /// test's name for all its instances), a glob ("tests/test_x.py::*"), or "failed" for
+    /// every failing test. Each test's tree starts at the test, through its fixtures; a prompt
+    /// starts with its failure. `slice tests TRACE` (the tests tool) lists them.
+    #[arg(long, value_name = "ID|GLOB|failed")]
+    pub test: Option<String>,
+}
+
+/// A JSON null as the field's default (an agent's way of leaving an option out).
+fn null_as_default<'de, D: serde::Deserializer<'de>, T: Default + Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
+
+/// A depth from JSON (any unsigned integer) as the analyzer's u32: any larger depth means
+/// "everything".
+fn depth<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    Ok(Option::<u64>::deserialize(d)?.map(clamp_depth))
+}
+
+/// A depth from an agent, as the analyzer's u32 (any larger depth means "everything").
+pub fn clamp_depth(d: u64) -> u32 {
+    u32::try_from(d).unwrap_or(u32::MAX)
+}
+
+/// Start-up pruning and selection: which part of the recorded tree to show. The options an
+/// MCP call spells differently (one optional boolean for each pair of switches) are here; the
+/// rest are [`SelectFields`].
+#[derive(Debug, Clone, Default, Args)]
+pub struct SelectArgs {
+    #[command(flatten)]
+    pub fields: SelectFields,
     /// Show standard-library code (hidden by default in prompts: models know it, and it is
     /// most of the calls of any Python program; program code it calls back stays visible).
     #[arg(long, overrides_with = "no_stdlib", help_heading = "Selection")]
@@ -66,28 +135,14 @@ pub struct SelectArgs {
     /// that is itself installed keeps its own package: the one its entry script calls).
     #[arg(long, overrides_with = "site_packages", help_heading = "Selection")]
     pub no_site_packages: bool,
-    /// Prompts: show command-line frameworks and plugin managers (click, typer, docopt,
-    /// pluggy, ...) whole. By default their internals are collapsed: tree lines on the path to
-    /// the program, no sources (unless the question or a filter names the package).
-    #[arg(long, help_heading = "Selection")]
-    pub show_plumbing: bool,
-    /// Prompts: also collapse this installed package as framework plumbing (repeatable).
-    #[arg(long, value_name = "PACKAGE", help_heading = "Selection")]
-    pub plumbing: Vec<String>,
-    /// Show recorded tests instead of the whole run: a test id (pytest's node id, unittest's
-    /// id), its end (`TestClass::test_name`, a parametrized test's name for all its
-    /// instances), a glob ('tests/test_x.py::*'), or `failed` for every failing test. Each
-    /// test's tree starts at the test, through its fixtures; a prompt starts with its failure.
-    /// `slice tests TRACE` lists them.
-    #[arg(long, value_name = "ID|GLOB|failed", help_heading = "Selection")]
-    pub test: Option<String>,
 }
 
 impl SelectArgs {
     /// Analysis options. `hide_stdlib_default`: whether the standard library is hidden
     /// when neither --stdlib nor --no-stdlib is given.
     pub fn options(&self, hide_stdlib_default: bool) -> Result<Options, UsageError> {
-        let prune = match self.prune_startup.as_str() {
+        let f = &self.fields;
+        let prune = match f.prune_startup.as_deref().unwrap_or("auto") {
             "auto" => PruneMode::Auto,
             "off" | "none" => PruneMode::Off,
             dir => PruneMode::Baseline(vec![PathBuf::from(dir)]),
@@ -103,17 +158,17 @@ impl SelectArgs {
             },
             hide_site_packages: self.no_site_packages,
             program_packages: Vec::new(),
-            include: c("--include", &self.include)?,
-            include_file: c("--include-file", &self.include_file)?,
-            include_module: c("--module", &self.include_module)?,
-            exclude: c("--exclude", &self.exclude)?,
-            exclude_file: c("--exclude-file", &self.exclude_file)?,
-            exclude_module: c("--exclude-module", &self.exclude_module)?,
-            focus: c("--focus", &self.focus)?,
-            focus_subtree: self.focus_subtree,
-            max_depth: self.max_depth,
+            include: c("--include", &f.include)?,
+            include_file: c("--include-file", &f.include_file)?,
+            include_module: c("--module", &f.include_module)?,
+            exclude: c("--exclude", &f.exclude)?,
+            exclude_file: c("--exclude-file", &f.exclude_file)?,
+            exclude_module: c("--exclude-module", &f.exclude_module)?,
+            focus: c("--focus", &f.focus)?,
+            focus_subtree: f.focus_subtree,
+            max_depth: f.max_depth,
         };
-        let tests = match &self.test {
+        let tests = match &f.test {
             Some(t) => Some(crate::testrun::TestFilter::parse(t).map_err(UsageError)?),
             None => None,
         };
@@ -124,8 +179,8 @@ impl SelectArgs {
     /// collapsed unless `--show-plumbing`.
     pub fn prompt_options(&self, question: &str) -> Result<Options, UsageError> {
         let mut o = self.options(true)?;
-        if !self.show_plumbing {
-            o.plumbing = Plumbing::for_prompt(question, &self.plumbing, &o.selection);
+        if !self.fields.show_plumbing {
+            o.plumbing = Plumbing::for_prompt(question, &self.fields.plumbing, &o.selection);
         }
         Ok(o)
     }

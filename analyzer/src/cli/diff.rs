@@ -84,8 +84,8 @@ pub fn run(a: DiffArgs) -> anyhow::Result<()> {
     let mut opts = a.select.options(true)?;
     // The test runner's own calls (reporting a failure) are not what differs between two runs
     // of the code under test.
-    if !a.select.show_plumbing {
-        opts.plumbing = crate::plumbing::Plumbing::test_runners(&a.select.plumbing);
+    if !a.select.fields.show_plumbing {
+        opts.plumbing = crate::plumbing::Plumbing::test_runners(&a.select.fields.plumbing);
     }
     let question = a.question.as_deref().map(read_question).transpose()?;
     if question.is_some() && a.format != DiffFormat::Prompt {

@@ -206,14 +206,15 @@ mod tests {
             }
             let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
             let (select, output, color) = shared(&cli.command);
-            let s = select.unwrap_or_else(|| panic!("{sub:?}: no selection"));
-            assert_eq!(s.prune_startup, "off", "{sub:?}");
+            let a = select.unwrap_or_else(|| panic!("{sub:?}: no selection"));
+            let s = &a.fields;
+            assert_eq!(s.prune_startup.as_deref(), Some("off"), "{sub:?}");
             assert_eq!(
                 [&s.include, &s.exclude, &s.include_file, &s.exclude_file, &s.include_module, &s.exclude_module, &s.focus],
                 [&["inc"], &["exc"], &["incf"], &["excf"], &["mod"], &["excm"], &["foc"]],
                 "{sub:?}"
             );
-            assert!(s.focus_subtree && s.stdlib && s.no_site_packages && s.show_plumbing, "{sub:?}");
+            assert!(s.focus_subtree && a.stdlib && a.no_site_packages && s.show_plumbing, "{sub:?}");
             assert_eq!((s.max_depth, s.plumbing.as_slice()), (Some(3), &["click".to_string()][..]), "{sub:?}");
             assert_eq!(output.unwrap_or_else(|| panic!("{sub:?}: no output")).file(), Some(Path::new("out.txt")), "{sub:?}");
             assert_eq!(color.map(|c| c.color), colours.then_some(ColorArg::Never), "{sub:?}");

@@ -4,7 +4,7 @@
 use super::bound::{self, fit_lines, fit_tree, TreeLine, PROMPT_DEFAULT, TOKENIZER, VIEW_DEFAULT};
 use super::params::{clamp_depth, DiffParams, PromptParams, Selection, TreeParams};
 use crate::analysis::{prepare, PreparedTrace};
-use crate::cli::common::UsageError;
+use crate::cli::common::{SelectFields, UsageError};
 use crate::cli::diff::write_tree;
 use crate::prompt::budget::{fit, BudgetError};
 use crate::prompt::render::{Format, Renderer};
@@ -70,15 +70,15 @@ pub fn prompt(p: &PromptParams) -> anyhow::Result<String> {
 /// The tree tool: `slice tree` (plain text), cut by depth to fit.
 pub fn tree(p: &TreeParams) -> anyhow::Result<String> {
     let max = bound::limit(p.max_tokens, VIEW_DEFAULT).map_err(UsageError)?;
-    let select = Selection {
-        focus: p.focus.clone().map(|f| vec![f]),
-        focus_subtree: p.focus_subtree,
-        max_depth: p.depth,
-        stdlib: p.stdlib,
+    let fields = SelectFields {
+        focus: p.focus.clone().into_iter().collect(),
+        focus_subtree: p.focus_subtree == Some(true),
+        max_depth: p.depth.map(clamp_depth),
         prune_startup: p.prune_startup.clone(),
         test: p.test.clone(),
-        ..Selection::default()
+        ..SelectFields::default()
     };
+    let select = Selection { fields, stdlib: p.stdlib, ..Selection::default() };
     if p.focus_subtree == Some(true) && p.focus.is_none() {
         return Err(UsageError("focus_subtree needs focus: the function whose calls to show whole".into()).into());
     }
@@ -148,12 +148,9 @@ pub fn tests(p: &super::params::TestsParams) -> anyhow::Result<String> {
 /// The diff tool: `slice diff` (tree), or `slice diff --format prompt` with a question.
 pub fn diff(p: &DiffParams) -> anyhow::Result<String> {
     let max = bound::limit(p.max_tokens, VIEW_DEFAULT).map_err(UsageError)?;
-    let select = Selection {
-        focus: p.focus.clone().map(|f| vec![f]),
-        stdlib: p.stdlib,
-        prune_startup: p.prune_startup.clone(),
-        ..Selection::default()
-    };
+    let fields =
+        SelectFields { focus: p.focus.clone().into_iter().collect(), prune_startup: p.prune_startup.clone(), ..SelectFields::default() };
+    let select = Selection { fields, stdlib: p.stdlib, ..Selection::default() };
     let mut opts = select.args().options(true)?;
     opts.plumbing = crate::plumbing::Plumbing::test_runners(&[]);
     let (mut traces, warnings) = prepare(&[PathBuf::from(&p.a), PathBuf::from(&p.b)], &opts)?;

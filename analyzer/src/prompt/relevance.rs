@@ -19,10 +19,11 @@
 //! with `n_f` the occurrences of `t` in field `f`, `len_f` the field's length in terms,
 //! `avglen_f` its mean over the slice, `N` the number of functions in the slice and `df(t)`
 //! the number of them with `t` in any field; `k1 = 1.2`, name `w = 3, b = 0.5`, code
-//! `w = 1, b = 0.75`, path `w = 0.5, b = 0`. A term that many functions share (`table` in
-//! rich) therefore counts little, a rare one (`border`) much, and repeating a term in a long
-//! body saturates instead of growing without bound. Scores are rounded to 1e-6 so that the
-//! ranking does not depend on the last bit of a floating-point logarithm.
+//! `w = 1, b = 0.75`, path `w = 0.5, b = 0`. A term that many functions of the slice share
+//! (the name of the library's main class, say) therefore counts little, a rare one much, and
+//! repeating a term in a long body saturates instead of growing without bound. Scores are
+//! rounded to 1e-6 so that the ranking does not depend on the last bit of a floating-point
+//! logarithm.
 
 use std::collections::HashMap;
 
@@ -35,8 +36,12 @@ pub const CODE: (f64, f64) = (1.0, 0.75);
 /// (weight, length normalisation) of the display path.
 pub const PATH: (f64, f64) = (0.5, 0.0);
 
-/// Question words that carry no meaning about code.
+/// Question words that say nothing about which code is meant. Only general vocabulary, in
+/// three groups, each for the reason given above it.
 pub const STOPWORDS: &[&str] = &[
+    // English function words: articles, pronouns, auxiliaries and modals, prepositions,
+    // conjunctions, question words, negation, quantifiers and focusing adverbs. They are the
+    // grammar of a question, not its subject.
     "the",
     "and",
     "for",
@@ -56,6 +61,8 @@ pub const STOPWORDS: &[&str] = &[
     "from",
     "into",
     "onto",
+    "like",
+    "about",
     "are",
     "not",
     "but",
@@ -80,76 +87,37 @@ pub const STOPWORDS: &[&str] = &[
     "whom",
     "all",
     "any",
-    "use",
-    "used",
-    "using",
-    "get",
-    "set",
-    "run",
-    "runs",
-    "call",
-    "calls",
-    "called",
+    "some",
+    "also",
+    "only",
+    "just",
+    // Words for the slice itself: every function in it is code of the program that was called
+    // and ran, so these hold for all of them alike; as identifiers (`run`, `call`, `code`) they
+    // would raise whatever happens to be named so.
     "function",
     "functions",
     "method",
     "methods",
     "code",
     "program",
+    "call",
+    "calls",
+    "called",
+    "run",
+    "runs",
+    "use",
+    "used",
+    "using",
     "work",
     "works",
     "happen",
     "happens",
-    "about",
-    "some",
-    // Question filler: words that say what kind of answer is wanted, not where it is. They
-    // match library docstrings ("determine", "shown") and would rank argument parsing above
-    // the code the question is about.
-    "determine",
-    "determines",
-    "determined",
-    "decide",
-    "decides",
-    "decided",
-    "shown",
-    "show",
-    "shows",
-    "appear",
-    "appears",
-    "appearance",
-    "change",
-    "changes",
-    "changed",
-    "make",
-    "makes",
-    "made",
-    "cause",
-    "causes",
-    "caused",
     "happening",
-    "responsible",
-    "part",
-    "parts",
-    "way",
-    "ways",
-    "thing",
-    "things",
-    "exactly",
-    "actually",
-    "instead",
-    "also",
-    "only",
-    "just",
-    "like",
-    "look",
-    "looks",
-    "see",
+    // Accessor verbs: `get_` and `set_` begin so many names that a question's "get" or "set"
+    // does not tell one accessor from another.
+    "get",
     "gets",
-    "given",
-    "give",
-    "gives",
-    "command",
-    "option",
+    "set",
 ];
 
 /// A light, deterministic suffix stemmer (a small subset of Porter's step 1): plural `-s`,
@@ -227,23 +195,23 @@ fn american(w: &str) -> String {
     w.to_string()
 }
 
-/// Words of a question and the words code uses for the same thing (a short curated list of
-/// programming synonyms; each is added to the question's terms, not substituted).
+/// Everyday words of a question and the names programs give the same thing, where a standard
+/// interface fixes the name (each is added to the question's terms, not substituted). Only
+/// general programming vocabulary, each pair for the reason given above it.
 pub const SYNONYMS: &[(&str, &[&str])] = &[
+    // POSIX: a program tells a pipe or a redirected file from a terminal with isatty(3); a
+    // terminal is a tty.
     ("piped", &["isatty", "tty", "terminal"]),
     ("pipe", &["isatty", "tty", "terminal"]),
     ("redirected", &["isatty", "tty", "terminal"]),
+    // The screen a user reads is the terminal or console a program writes to.
     ("screen", &["terminal", "console"]),
+    // HTML names bold and italic text by what they mean: <strong>, <em> (emphasis).
     ("bold", &["strong"]),
     ("italic", &["emphasis"]),
-    ("heading", &["header"]),
-    ("headings", &["header"]),
+    // HTML: a link is an <a> element whose href attribute holds its URL.
     ("link", &["href", "url"]),
     ("links", &["href", "url"]),
-    ("colours", &["style"]),
-    ("colour", &["style"]),
-    ("colors", &["style"]),
-    ("color", &["style"]),
 ];
 
 /// The raw words of a text: identifier pieces split at non-alphanumeric characters, CamelCase
@@ -300,12 +268,13 @@ fn digit_words(text: &str, mut f: impl FnMut(String)) {
     }
 }
 
-/// The distinct terms of a question, in order: words of 3+ characters that are not
-/// stopwords, split and stemmed like code.
-/// Names code gives to the characters a question quotes from the program's input: `**bold**`
-/// is handled by an `AsteriskProcessor`, `# Title` by a `HashHeaderProcessor`, `&` escaped as
-/// `amp`. Sentence punctuation (`.,;:?!'"()`) is not in the list.
+/// The names of the characters a question quotes from the program's input or output: code that
+/// handles a character is often named after it (in identifiers, constants and comments).
+/// Sentence punctuation (`.,;:?!'"()`) is not in the list.
 pub const SYMBOL_NAMES: &[(char, &[&str])] = &[
+    // Each character's usual name; besides, `&`'s entity name in HTML and XML (`&amp;`), what
+    // `\` is in C-like strings and regular expressions (the escape character), and what `<`
+    // opens in markup (a tag).
     ('*', &["asterisk", "star"]),
     ('#', &["hash"]),
     ('&', &["amp", "ampersand"]),
@@ -320,13 +289,14 @@ pub const SYMBOL_NAMES: &[(char, &[&str])] = &[
     ('=', &["equal"]),
 ];
 
+/// The distinct terms of a question, in order: words of 3+ characters that are not
+/// stopwords, split and stemmed like code.
 pub fn question_terms(q: &str) -> Vec<String> {
     weighted_question_terms(q).into_iter().map(|(t, _)| t).collect()
 }
 
-/// [`question_terms`] with how often the question uses each (a word the question repeats,
-/// like `table` in "how is the table in a Markdown file turned into the table drawn", is
-/// what it is about; BM25's query-term frequency).
+/// [`question_terms`] with how often the question uses each (a word the question repeats is
+/// what it is about: BM25's query-term frequency).
 pub fn weighted_question_terms(q: &str) -> Vec<(String, u32)> {
     let mut out: Vec<(String, u32)> = Vec::new();
     let mut add = |t: String| match out.iter_mut().find(|(x, _)| *x == t) {
@@ -392,8 +362,8 @@ fn count(text: &str, query: &[String]) -> (Vec<u32>, usize) {
     (n, len)
 }
 
-/// Two adjacent pieces of one identifier joined, stemmed: `BlockQuoteProcessor` also says
-/// `blockquote`, `code_block` says `codeblock`, so a question's compound word meets the code's
+/// Two adjacent pieces of one identifier joined, stemmed: `FileNameReader` also says
+/// `filename`, `read_only` says `readonly`, so a question's compound word meets the code's
 /// CamelCase or snake_case. Counted as matches, not as terms of their own (a field's length
 /// stays its number of pieces).
 fn compounds(text: &str, mut f: impl FnMut(String)) {
@@ -493,19 +463,15 @@ mod tests {
     /// one identifier only, without lengthening the field.
     #[test]
     fn a_compound_word_meets_an_identifiers_pieces() {
-        let q = question_terms("How do lines become a blockquote?");
-        assert!(q.contains(&"blockquot".to_string()), "{q:?}");
-        let i = q.iter().position(|t| t == "blockquot").unwrap();
-        for (text, n) in [
-            ("BlockQuoteProcessor.test", 1),
-            ("def run(self):\n    q = block_quote(x)", 1),
-            ("block.quote", 0),
-            ("Blockquote", 1),
-            ("quote_block", 0),
-        ] {
+        let q = question_terms("Where is the filename read?");
+        assert!(q.contains(&"filenam".to_string()), "{q:?}");
+        let i = q.iter().position(|t| t == "filenam").unwrap();
+        for (text, n) in
+            [("FileNameReader.read", 1), ("def read(self):\n    n = file_name(x)", 1), ("file.name", 0), ("Filename", 1), ("name_file", 0)]
+        {
             assert_eq!(count(text, &q).0[i], n, "{text}");
         }
-        assert_eq!(count("BlockQuoteProcessor", &q).1, 3, "block quote processor: three terms");
+        assert_eq!(count("FileNameReader", &q).1, 3, "file name reader: three terms");
     }
 
     #[test]
@@ -555,14 +521,14 @@ mod tests {
     fn question_terms_skip_stopwords_and_stem() {
         assert_eq!(question_terms("Why does --emoji not work for files?"), vec!["emoji", "fil"]);
         assert_eq!(question_terms("Which function draws the table borders?"), vec!["draw", "tabl", "border"]);
-        assert_eq!(question_terms("What does Table._render do with show_edge?"), vec!["tabl", "render", "edg"]);
-        // Filler that says what kind of answer is wanted, not where it is.
-        assert_eq!(question_terms("What determines the appearance shown when it changes?"), Vec::<String>::new());
+        assert_eq!(question_terms("What does Table._render do with show_edge?"), vec!["tabl", "render", "show", "edg"]);
+        // Grammar and words true of every function in a slice are no terms.
+        assert_eq!(question_terms("Which function is called when the program runs, and what does it use?"), Vec::<String>::new());
         assert!(question_terms("How does it work?").is_empty());
         // A name with a digit is kept whole, however short.
         assert_eq!(question_terms("What does f7 add to the h1 tag?"), vec!["f7", "add", "h1", "tag"]);
         // Characters quoted from the input bring the names code gives them.
-        assert_eq!(question_terms("Why is **fresh** bold?"), vec!["asterisk", "star", "fresh", "strong", "bold"]);
+        assert_eq!(question_terms("Why is **warning** bold?"), vec!["asterisk", "star", "warn", "strong", "bold"]);
         assert_eq!(question_terms("Where is '# Title' parsed?"), vec!["hash", "titl", "pars"]);
         // British spelling meets code's; a curated synonym adds code's word for it.
         assert_eq!(stem("colours"), stem("color"));
