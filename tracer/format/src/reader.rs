@@ -212,27 +212,13 @@ impl Process {
     /// process was not patched (no file), an error when the file is there but damaged (not a
     /// regular file, larger than [`MAX_PATCH_REPORT_BYTES`], not the expected JSON).
     pub fn patch_report(&self) -> Result<Option<PatchReport>, FormatError> {
-        let path = self.dir.join(PATCH_FILE);
-        let bytes = match read_document(&path, MAX_PATCH_REPORT_BYTES) {
-            Ok(v) => v,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Err(FormatError::BadJson { path, msg: e.to_string() }),
-            Err(e) => return Err(FormatError::io(&path, e)),
-        };
-        serde_json::from_slice(&bytes).map(Some).map_err(|e| FormatError::BadJson { path, msg: e.to_string() })
+        optional_document(&self.dir.join(PATCH_FILE), MAX_PATCH_REPORT_BYTES)
     }
 
     /// The compiled extension modules this Python process imported (`extensions.json`), if
     /// it wrote them (at its exit).
     pub fn extensions(&self) -> Result<Option<crate::meta::ExtensionsDoc>, FormatError> {
-        let path = self.dir.join(crate::meta::EXTENSIONS_FILE);
-        let bytes = match read_document(&path, MAX_EXTENSIONS_BYTES) {
-            Ok(v) => v,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Err(FormatError::BadJson { path, msg: e.to_string() }),
-            Err(e) => return Err(FormatError::io(&path, e)),
-        };
-        serde_json::from_slice(&bytes).map(Some).map_err(|e| FormatError::BadJson { path, msg: e.to_string() })
+        optional_document(&self.dir.join(crate::meta::EXTENSIONS_FILE), MAX_EXTENSIONS_BYTES)
     }
 
     /// Whether the call times of this process are estimated rather than measured: its entries
@@ -246,6 +232,18 @@ impl Process {
             Err(_) => true,
         }
     }
+}
+
+/// The JSON document at `path`, at most `cap` bytes, or `None` when there is none (an optional
+/// document of a process: `patch.json`, `extensions.json`).
+fn optional_document<T: serde::de::DeserializeOwned>(path: &Path, cap: u64) -> Result<Option<T>, FormatError> {
+    let bytes = match read_document(path, cap) {
+        Ok(v) => v,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Err(FormatError::BadJson { path: path.to_path_buf(), msg: e.to_string() }),
+        Err(e) => return Err(FormatError::io(path, e)),
+    };
+    serde_json::from_slice(&bytes).map(Some).map_err(|e| FormatError::BadJson { path: path.to_path_buf(), msg: e.to_string() })
 }
 
 /// Largest `patch.json` a reader loads: one refusal line per function of every object is
