@@ -240,7 +240,9 @@ fn optional_document<T: serde::de::DeserializeOwned>(path: &Path, cap: u64) -> R
     let bytes = match read_document(path, cap) {
         Ok(v) => v,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => return Err(FormatError::BadJson { path: path.to_path_buf(), msg: e.to_string() }),
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            return Err(FormatError::BadJson { path: path.to_path_buf(), msg: e.to_string() })
+        }
         Err(e) => return Err(FormatError::io(path, e)),
     };
     serde_json::from_slice(&bytes).map(Some).map_err(|e| FormatError::BadJson { path: path.to_path_buf(), msg: e.to_string() })
