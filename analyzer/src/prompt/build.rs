@@ -22,6 +22,9 @@ impl Model {
         for t in traces.iter_mut() {
             let mut file_values: HashMap<std::path::PathBuf, std::collections::HashMap<String, ModuleValue>> = HashMap::default();
             let cwd = t.cwd.clone();
+            // Module names by file: finding a program file's package looks for `__init__.py` in
+            // its directories, once per file, not once per function.
+            let mut modules: HashMap<std::path::PathBuf, String> = HashMap::default();
             let mut threads = Vec::new();
             for th in &t.threads {
                 let tree = &th.tree;
@@ -56,7 +59,7 @@ impl Model {
                                 None => {
                                     let f = tree.func(n);
                                     let entry = th.entry.contains(&node.func);
-                                    let mut info = func_info(key, f, entry, &cwd, &mut t.sources, node.depth, index);
+                                    let mut info = func_info(key, f, entry, &cwd, &mut t.sources, &mut modules, (node.depth, index));
                                     if th.plumbing.contains(&node.func) {
                                         info.source = SourceState::Omitted("framework plumbing (collapsed)");
                                     }
@@ -154,8 +157,8 @@ fn func_info(
     entry_module: bool,
     cwd: &std::path::Path,
     cache: &mut crate::source::SourceCache,
-    depth: u32,
-    index: usize,
+    modules: &mut HashMap<std::path::PathBuf, String>,
+    (depth, index): (u32, usize),
 ) -> FuncInfo {
     let Some(f) = f else {
         return FuncInfo {
@@ -197,7 +200,10 @@ fn func_info(
         language: f.language,
         file,
         line: f.first_line,
-        module: module_name(f, cwd),
+        module: match (&f.file, f.language) {
+            (Some(file), Language::Python) => modules.entry(file.clone()).or_insert_with(|| module_name(f, cwd)).clone(),
+            _ => module_name(f, cwd),
+        },
         origin: origin(f),
         source,
         min_depth: depth,
