@@ -67,7 +67,7 @@ const PIECES_FROM: usize = 16 * 1024;
 /// A piece is cut at the first safe place past this many bytes even where no block starts.
 const PIECE_MAX: usize = 16 * 1024;
 /// At most this many piece counts are remembered (16 bytes of key and 4 of count each).
-const MEMO_PIECES: usize = 4 << 20;
+const MEMO_PIECES: usize = 1 << 20;
 
 /// A piece of text by its length and two independent 64-bit hashes (a collision of both is
 /// far less likely than any other failure), and the tokenizer that counted it.
