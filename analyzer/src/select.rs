@@ -52,8 +52,13 @@ struct Facts {
     module: String,
 }
 
-fn facts(f: &Function, cwd: &Path) -> Facts {
-    let module = module_name(f, cwd);
+/// `modules`: module names by Python file, found once per file (a program file's module name
+/// looks for `__init__.py` up its directories).
+fn facts(f: &Function, cwd: &Path, modules: &mut rustc_hash::FxHashMap<std::path::PathBuf, String>) -> Facts {
+    let module = match (&f.file, f.language) {
+        (Some(file), crate::symbols::Language::Python) => modules.entry(file.clone()).or_insert_with(|| module_name(f, cwd)).clone(),
+        _ => module_name(f, cwd),
+    };
     Facts {
         origin: origin(f),
         package: module.split('.').next().unwrap_or_default().to_string(),
@@ -131,7 +136,8 @@ impl Selection {
             return tree.clone();
         }
         let funcs = tree.funcs.clone();
-        let facts: Vec<Facts> = funcs.iter().map(|f| facts(f, cwd)).collect();
+        let mut modules = rustc_hash::FxHashMap::default();
+        let facts: Vec<Facts> = funcs.iter().map(|f| facts(f, cwd, &mut modules)).collect();
         // Function index of a node, if it has a known function (all rebuilt trees share `funcs`).
         let fi = |t: &CallTree, n| -> Option<usize> {
             let f = t.node(n).func as usize;

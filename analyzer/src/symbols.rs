@@ -63,6 +63,22 @@ impl Function {
     }
 }
 
+/// A function of one analysis: an index into the function table that analysis interns its
+/// functions in (for a prompt, [`crate::prompt::Funcs`]: one table for all the traces of the
+/// prompt, so that the same function in two runs, or in two processes of one run, has the same
+/// id). Everything between the reader and the renderers compares and stores these; the
+/// [`Function::key`] string is formatted once per function, when it is interned, and names are
+/// formatted at output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FuncId(pub u32);
+
+impl FuncId {
+    /// The id as an index into its table.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// Warnings produced while resolving functions (missing debug info, ...), for stderr.
 pub type Warnings = Vec<String>;
 

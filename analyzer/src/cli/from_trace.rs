@@ -72,7 +72,7 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     if let Some(n) = a.prompt.show_ranking {
         let prio = model.priority();
         let n = if n == 0 { prio.len() } else { n.min(prio.len()) };
-        for (i, k) in prio.iter().take(n).enumerate() {
+        for (i, &k) in prio.iter().take(n).enumerate() {
             if let Some(f) = model.funcs.get(k) {
                 eprintln!("slice: rank {:>4}  {:>9.3}  {}  ({})", i + 1, f.relevance, escape::line(&f.qualname), escape::line(&f.file));
             }
@@ -80,8 +80,8 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     }
     let fitted = fit(&model, layout, &renderer, a.prompt.tokenizer, a.prompt.budget)?;
     a.output.write("prompt", |w| w.write_all(fitted.text.as_bytes()))?;
-    let functions: HashSet<&str> =
-        model.traces.iter().flat_map(|t| t.threads.iter()).flat_map(|th| th.nodes.iter()).map(|n| n.key.as_str()).collect();
+    let functions: HashSet<crate::prompt::FuncId> =
+        model.traces.iter().flat_map(|t| t.threads.iter()).flat_map(|th| th.nodes.iter()).map(|n| n.func).collect();
     let nodes: usize = model.traces.iter().flat_map(|t| t.threads.iter()).map(|th| th.nodes.len()).sum();
     eprintln!(
         "slice: {} tokens ({}), {} lines, {} characters, {} functions, {} tree nodes",

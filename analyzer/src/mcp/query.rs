@@ -112,9 +112,14 @@ fn tally(model: &Model, counts: HashMap<&str, u64>) -> String {
     let mut v: Vec<(&str, u64)> = counts.into_iter().collect();
     v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
     v.iter()
-        .map(|(k, n)| format!("{} ×{n}", model.funcs.get(*k).map(named).unwrap_or_else(|| k.to_string())))
+        .map(|(k, n)| format!("{} ×{n}", model.funcs.by_key(k).map(named).unwrap_or_else(|| k.to_string())))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// The key of a function of the model.
+fn key_of(model: &Model, f: crate::prompt::FuncId) -> &str {
+    model.funcs.get(f).map_or("", |f| f.key.as_str())
 }
 
 /// Where the functions asked about are in the model's trees, and how to walk them.
@@ -129,12 +134,13 @@ impl<'m> Places<'m> {
     /// One pass over every tree, whatever the number of functions asked about.
     fn new(model: &'m Model, found: &[&'m FuncInfo]) -> Places<'m> {
         let mut nodes: HashMap<&str, Vec<(usize, usize, usize)>> = found.iter().map(|f| (f.key.as_str(), Vec::new())).collect();
+        let keys: Vec<&str> = model.funcs.values().map(|f| f.key.as_str()).collect();
         let mut indexes = Vec::new();
         for (ti, t) in model.traces.iter().enumerate() {
             let mut per_thread = Vec::new();
             for (hi, th) in t.threads.iter().enumerate() {
                 for (i, n) in th.nodes.iter().enumerate() {
-                    if let Some(v) = nodes.get_mut(n.key.as_str()) {
+                    if let Some(v) = keys.get(n.func.index()).and_then(|k| nodes.get_mut(k)) {
                         v.push((ti, hi, i));
                     }
                 }
@@ -161,14 +167,14 @@ fn calls_of(model: &Model, places_of: &Places, f: &FuncInfo, multi_thread: bool)
         places += 1;
         paths.push(path_line(model, th, index, i, multi_thread));
         match index.get(&n.parent) {
-            Some(&pi) => *callers.entry(th.nodes[pi].key.as_str()).or_default() += n.count,
+            Some(&pi) => *callers.entry(key_of(model, th.nodes[pi].func)).or_default() += n.count,
             None => *callers.entry("(thread start)").or_default() += n.count,
         }
         // The children only: from one to the next over its subtree (pre-order).
         let end = (i + n.descendants).min(th.nodes.len().saturating_sub(1));
         let mut c = i + 1;
         while c <= end {
-            *callees.entry(th.nodes[c].key.as_str()).or_default() += th.nodes[c].count;
+            *callees.entry(key_of(model, th.nodes[c].func)).or_default() += th.nodes[c].count;
             c += th.nodes[c].descendants + 1;
         }
     }
@@ -190,7 +196,7 @@ const PATH_ENDS: usize = 16;
 fn path_line(model: &Model, th: &ModelThread, index: &HashMap<u32, usize>, mut i: usize, multi_thread: bool) -> String {
     let step = |i: usize| {
         let n = &th.nodes[i];
-        let name = model.funcs.get(&n.key).map(named).unwrap_or_else(|| n.key.clone());
+        let name = model.funcs.get(n.func).map(named).unwrap_or_default();
         if n.count > 1 {
             format!("{name} ×{}", n.count)
         } else {

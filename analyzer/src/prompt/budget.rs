@@ -26,18 +26,18 @@
 
 use super::estimate::Estimator;
 use super::render::{Renderer, TemplateError};
-use super::{Layout, Level, Model, Plan, SourceState, NAME_ONLY_MARK};
+use super::{FuncId, Layout, Level, Model, Plan, SourceState, NAME_ONLY_MARK};
 use crate::tokens::Tokenizer;
 use std::collections::VecDeque;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Step {
     CollapseRepeats,
     /// The tree shows only its first level and the paths to the functions whose source is
     /// still shown (and to the top function).
     TreeToSources,
-    Signature(String),
-    Name(String),
+    Signature(FuncId),
+    Name(FuncId),
     TreeDepth(u32),
 }
 
@@ -71,20 +71,20 @@ pub enum BudgetError {
     Template(#[from] TemplateError),
 }
 
-fn has_block(model: &Model, k: &str) -> bool {
+fn has_block(model: &Model, k: FuncId) -> bool {
     model.funcs.get(k).is_some_and(|f| matches!(f.source, SourceState::Code(_) | SourceState::Unavailable(_)))
 }
 
 /// Whether eliding the body saves something (a short body costs less than its marker).
-fn elision_saves(model: &Model, k: &str) -> bool {
+fn elision_saves(model: &Model, k: FuncId) -> bool {
     match model.funcs.get(k).map(|f| &f.source) {
         Some(SourceState::Code(e)) => e.signature.as_ref().is_some_and(|sig| sig.len() + 40 < e.code.len()),
         _ => false,
     }
 }
 
-fn names(model: &Model, keys: &[String]) -> Vec<String> {
-    keys.iter().map(|k| model.funcs.get(k).map(|f| f.qualname.clone()).unwrap_or_else(|| k.clone())).collect()
+fn names(model: &Model, keys: &[FuncId]) -> Vec<String> {
+    keys.iter().map(|&k| model.funcs.get(k).map(|f| f.qualname.clone()).unwrap_or_default()).collect()
 }
 
 /// At most this many names per list of the prompt's budget note: the most relevant of what was
@@ -95,97 +95,119 @@ pub const NOTE_NAMES: usize = 10;
 
 /// `names`, at most `max` of them, then how many more.
 fn list(names: &[String], max: usize) -> String {
-    let mut s = names.iter().take(max).map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
-    if names.len() > max {
-        s.push_str(&format!(" and {} more", names.len() - max));
+    list_of(names.iter().map(String::as_str), names.len(), max)
+}
+
+/// The first `max` of `names` (of `total`), then how many more.
+fn list_of<'n>(names: impl Iterator<Item = &'n str>, total: usize, max: usize) -> String {
+    let mut s = names.take(max).map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+    if total > max {
+        s.push_str(&format!(" and {} more", total - max));
     }
     s
 }
 
 /// [`list`] of names in the order the walk cut them (least relevant first): most relevant
 /// first, at most [`NOTE_NAMES`].
+#[cfg(test)]
 pub(super) fn most_relevant(names: &[String]) -> String {
-    let rev: Vec<String> = names.iter().rev().cloned().collect();
-    list(&rev, NOTE_NAMES)
+    list_of(names.iter().rev().map(String::as_str), names.len(), NOTE_NAMES)
 }
 
-/// The plan (and its report) for a state: `steps` applied in order. `top`: the function whose
-/// paths tree cuts keep; `sources`: whether the layout shows sources (then the paths to every
-/// function whose source is still shown are kept too).
-fn plan_for(model: &Model, steps: &[Step], top: Option<&String>, sources: bool, budget: usize, tok: Tokenizer) -> (Plan, BudgetReport) {
+/// [`most_relevant`] of functions: only the names it shows are looked up.
+fn most_relevant_of(model: &Model, ids: &[FuncId]) -> String {
+    list_of(ids.iter().rev().map(|&k| model.funcs.get(k).map_or("", |f| f.qualname.as_str())), ids.len(), NOTE_NAMES)
+}
+
+/// The functions a state cut, in step order: elided to their signature (and not dropped by a
+/// later step), dropped to name only. Kept as ids: the budget's search builds a plan for each
+/// state it estimates, and only the states rendered for real need a [`BudgetReport`].
+pub(super) struct Cut {
+    sig: Vec<FuncId>,
+    name: Vec<FuncId>,
+}
+
+/// What a plan removed, for the report.
+fn report(model: &Model, plan: &Plan, cut: &Cut, sources: bool, budget: usize) -> BudgetReport {
+    BudgetReport {
+        budget,
+        elided: names(model, &cut.sig),
+        dropped: names(model, &cut.name),
+        collapsed_repeats: plan.collapse_repeats,
+        tree_depth: plan.tree_depth,
+        kept: if sources {
+            model.funcs.iter().filter(|(id, f)| matches!(f.source, SourceState::Code(_)) && plan.level(*id) == Level::Body).count()
+        } else {
+            0
+        },
+    }
+}
+
+/// The plan (and what it cut) for a state: `steps` applied in order. `top`: the function
+/// whose paths tree cuts keep; `sources`: whether the layout shows sources (then the paths to
+/// every function whose source is still shown are kept too).
+fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sources: bool, budget: usize, tok: Tokenizer) -> (Plan, Cut) {
     let mut plan = Plan::default();
     // The functions elided to their signature, in step order; a later name-only step of a
     // function takes it out (by its places, found in a map: a walk has a step per function, so
     // searching the list at each step would be quadratic).
-    let mut sig: Vec<Option<String>> = Vec::new();
-    let mut sig_at: rustc_hash::FxHashMap<&str, Vec<usize>> = rustc_hash::FxHashMap::default();
+    let mut sig: Vec<Option<FuncId>> = Vec::new();
+    let mut sig_at: rustc_hash::FxHashMap<FuncId, Vec<usize>> = rustc_hash::FxHashMap::default();
     let mut name = Vec::new();
     for s in steps {
-        match s {
+        match *s {
             Step::CollapseRepeats => plan.collapse_repeats = true,
             Step::Signature(k) => {
-                plan.levels.insert(k.clone(), Level::Signature);
-                sig_at.entry(k.as_str()).or_default().push(sig.len());
-                sig.push(Some(k.clone()));
+                plan.levels.insert(k, Level::Signature);
+                sig_at.entry(k).or_default().push(sig.len());
+                sig.push(Some(k));
             }
             Step::Name(k) => {
-                plan.levels.insert(k.clone(), Level::Name);
-                for i in sig_at.remove(k.as_str()).unwrap_or_default() {
+                plan.levels.insert(k, Level::Name);
+                for i in sig_at.remove(&k).unwrap_or_default() {
                     sig[i] = None;
                 }
-                name.push(k.clone());
+                name.push(k);
             }
-            Step::TreeDepth(d) => plan.tree_depth = Some(*d),
+            Step::TreeDepth(d) => plan.tree_depth = Some(d),
             Step::TreeToSources => plan.tree_depth = Some(1),
         }
     }
-    let sig: Vec<String> = sig.into_iter().flatten().collect();
+    let sig: Vec<FuncId> = sig.into_iter().flatten().collect();
     let to_sources = steps.contains(&Step::TreeToSources);
-    let report = BudgetReport {
-        budget,
-        elided: names(model, &sig),
-        dropped: names(model, &name),
-        collapsed_repeats: plan.collapse_repeats,
-        tree_depth: plan.tree_depth,
-        kept: if sources {
-            model.funcs.values().filter(|f| matches!(f.source, SourceState::Code(_)) && plan.level(&f.key) == Level::Body).count()
-        } else {
-            0
-        },
-    };
     if !steps.is_empty() {
         let mut parts = Vec::new();
         if plan.collapse_repeats {
             parts.push("repeated source blocks are shown once".to_string());
         }
-        if !report.elided.is_empty() {
+        if !sig.is_empty() {
             parts.push(format!(
                 "the bodies of {} functions are elided (signature kept, marked `body elided`): {}",
                 sig.len(),
-                most_relevant(&report.elided)
+                most_relevant_of(model, &sig)
             ));
         }
-        if !report.dropped.is_empty() {
+        if !name.is_empty() {
             parts.push(format!(
                 "{} functions are shown by name only (marked `{}` in the tree): {}",
                 name.len(),
                 NAME_ONLY_MARK.trim(),
-                most_relevant(&report.dropped)
+                most_relevant_of(model, &name)
             ));
         }
         if let Some(d) = plan.tree_depth {
             plan.tree_keep = model
                 .funcs
-                .values()
-                .filter(|f| Some(&f.key) == top || (sources && has_block(model, &f.key) && plan.level(&f.key) != Level::Name))
-                .map(|f| f.key.clone())
+                .iter()
+                .map(|(id, _)| id)
+                .filter(|&id| Some(id) == top || (sources && has_block(model, id) && plan.level(id) != Level::Name))
                 .collect();
             if to_sources {
                 parts.push(
                     "the call tree shows only its first level and the paths to the functions whose source is shown (other calls are counted in `… N more calls below`)".to_string(),
                 );
             } else {
-                let mut kept = names(model, &plan.tree_keep.iter().cloned().collect::<Vec<_>>());
+                let mut kept = names(model, &plan.tree_keep.iter().copied().collect::<Vec<_>>());
                 kept.sort();
                 parts.push(format!(
                     "the call tree is cut below depth {d} (marked `… N more calls below`), except the paths to {}",
@@ -195,7 +217,7 @@ fn plan_for(model: &Model, steps: &[Step], top: Option<&String>, sources: bool, 
         }
         plan.notes.push(format!("To fit the budget of {budget} tokens ({}): {}.", tok.name(), parts.join("; ")));
     }
-    (plan, report)
+    (plan, Cut { sig, name })
 }
 
 /// While walking down, at most this share of the functions that keep some source keep only
@@ -206,8 +228,8 @@ const SIGNATURE_SHARE_DEN: usize = 4;
 
 /// The degradation sequence, in segments: each is (base steps, further steps); the states of
 /// a segment are `base + steps[..k]`, k = 0..=steps.len().
-fn segments(model: &Model, layout: Layout, prio: &[String]) -> Vec<(Vec<Step>, Vec<Step>)> {
-    let top = prio.first();
+fn segments(model: &Model, layout: Layout, prio: &[FuncId]) -> Vec<(Vec<Step>, Vec<Step>)> {
+    let top = prio.first().copied();
     let mut walk = Vec::new();
     if layout.sources {
         if layout.repeat {
@@ -220,19 +242,19 @@ fn segments(model: &Model, layout: Layout, prio: &[String]) -> Vec<(Vec<Step>, V
         }
         // Least important first; a signature for at most one body in four (SIGNATURE_SHARE),
         // until only the top is left.
-        let mut bodies: VecDeque<&String> = prio.iter().rev().filter(|k| has_block(model, k)).collect();
-        let mut sigs: VecDeque<&String> = VecDeque::new();
+        let mut bodies: VecDeque<FuncId> = prio.iter().rev().copied().filter(|&k| has_block(model, k)).collect();
+        let mut sigs: VecDeque<FuncId> = VecDeque::new();
         loop {
             let only_top = bodies.len() == 1 && Some(bodies[0]) == top;
             if !sigs.is_empty() && (sigs.len() * SIGNATURE_SHARE_DEN >= bodies.len() * SIGNATURE_SHARE_NUM || bodies.is_empty() || only_top)
             {
                 if let Some(k) = sigs.pop_front() {
-                    walk.push(Step::Name(k.clone()));
+                    walk.push(Step::Name(k));
                 }
             } else if !bodies.is_empty() && !only_top {
                 if let Some(k) = bodies.pop_front() {
                     if elision_saves(model, k) {
-                        walk.push(Step::Signature(k.clone()));
+                        walk.push(Step::Signature(k));
                     }
                     sigs.push_back(k);
                 }
@@ -253,13 +275,13 @@ fn segments(model: &Model, layout: Layout, prio: &[String]) -> Vec<(Vec<Step>, V
     if !cuts.is_empty() {
         segs.push((walk.clone(), cuts.clone()));
     }
-    if let Some(top) = top.filter(|k| layout.sources && has_block(model, k)) {
+    if let Some(top) = top.filter(|&k| layout.sources && has_block(model, k)) {
         let mut base = walk.clone();
         if elision_saves(model, top) {
-            base.push(Step::Signature(top.clone()));
+            base.push(Step::Signature(top));
             segs.push((base.clone(), cuts.clone()));
         }
-        base.push(Step::Name(top.clone()));
+        base.push(Step::Name(top));
         segs.push((base, cuts));
     }
     segs
@@ -292,7 +314,7 @@ fn refill_tries(model: &Model) -> usize {
 /// thousands of small cut functions takes a few renders, not one per function. Every accepted
 /// state is rendered and counted for real, so the result still fits.
 pub(super) fn refill(
-    prio: &[String],
+    prio: &[FuncId],
     est: &Estimator<'_>,
     max_tries: usize,
     budget: usize,
@@ -306,11 +328,11 @@ pub(super) fn refill(
         Whole,
         Signature,
     }
-    let apply = |steps: &[Step], batch: &[(&String, Raise)]| -> Vec<Step> {
+    let apply = |steps: &[Step], batch: &[(FuncId, Raise)]| -> Vec<Step> {
         // The batch by function (a map: steps and batch can both hold thousands).
-        let mut raised: rustc_hash::FxHashMap<&str, (bool, bool)> = rustc_hash::FxHashMap::default();
-        for (k, r) in batch {
-            let e = raised.entry(k.as_str()).or_default();
+        let mut raised: rustc_hash::FxHashMap<FuncId, (bool, bool)> = rustc_hash::FxHashMap::default();
+        for &(k, r) in batch {
+            let e = raised.entry(k).or_default();
             match r {
                 Raise::Whole => e.0 = true,
                 Raise::Signature => e.1 = true,
@@ -319,15 +341,15 @@ pub(super) fn refill(
         steps
             .iter()
             .filter(|s| match s {
-                Step::Signature(x) => !raised.get(x.as_str()).is_some_and(|&(whole, _)| whole),
-                Step::Name(x) => !raised.contains_key(x.as_str()),
+                Step::Signature(x) => !raised.get(x).is_some_and(|&(whole, _)| whole),
+                Step::Name(x) => !raised.contains_key(x),
                 _ => true,
             })
             .cloned()
             .collect()
     };
     // Raises given up: a whole that did not fit (its signature may still), then the signature.
-    let mut failed: Vec<(&String, Raise)> = Vec::new();
+    let mut failed: Vec<(FuncId, Raise)> = Vec::new();
     let mut tries = 0;
     while tries < max_tries {
         let room = budget.saturating_sub(best.tokens) as f64;
@@ -337,18 +359,18 @@ pub(super) fn refill(
         // The estimate is rough (tree lines come and go with a source); only clearly hopeless
         // raises are left out of a batch.
         let mut left = room * 1.25 + 16.0;
-        let mut batch: Vec<(&String, Raise)> = Vec::new();
+        let mut batch: Vec<(FuncId, Raise)> = Vec::new();
         // Per cut function: (dropped to name only, elided to its signature), from the steps.
-        let mut levels: rustc_hash::FxHashMap<&str, (bool, bool)> = rustc_hash::FxHashMap::default();
+        let mut levels: rustc_hash::FxHashMap<FuncId, (bool, bool)> = rustc_hash::FxHashMap::default();
         for st in &steps {
-            match st {
-                Step::Name(k) => levels.entry(k.as_str()).or_default().0 = true,
-                Step::Signature(k) => levels.entry(k.as_str()).or_default().1 = true,
+            match *st {
+                Step::Name(k) => levels.entry(k).or_default().0 = true,
+                Step::Signature(k) => levels.entry(k).or_default().1 = true,
                 _ => {}
             }
         }
-        for k in prio {
-            let Some(&(named, signed)) = levels.get(k.as_str()) else { continue };
+        for &k in prio {
+            let Some(&(named, signed)) = levels.get(&k) else { continue };
             let (body, sig) = est.block(k);
             let now = if named { 0.0 } else { sig };
             let options = [(Raise::Whole, body - now), (Raise::Signature, sig - now)];
@@ -394,18 +416,18 @@ pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, b
     let full = renderer.render(model, &model.doc(layout, &Plan::default()))?;
     let tokens = tok.count(&full);
     if tokens <= budget {
-        let report = plan_for(model, &[], None, layout.sources, budget, tok).1;
-        return Ok(Fitted { text: full, tokens, report: Some(report) });
+        let (plan, cut) = plan_for(model, &[], None, layout.sources, budget, tok);
+        return Ok(Fitted { text: full, tokens, report: Some(report(model, &plan, &cut, layout.sources, budget)) });
     }
     let prio = model.priority();
-    let top = prio.first();
+    let top = prio.first().copied();
     let eval = |steps: &[Step]| -> Result<(String, usize, BudgetReport), BudgetError> {
-        let (plan, report) = plan_for(model, steps, top, layout.sources, budget, tok);
+        let (plan, cut) = plan_for(model, steps, top, layout.sources, budget, tok);
         let text = renderer.render(model, &model.doc(layout, &plan))?;
         let n = tok.count(&text);
-        Ok((text, n, report))
+        Ok((text, n, report(model, &plan, &cut, layout.sources, budget)))
     };
-    let state = |base: &[Step], steps: &[Step], k: usize| -> Vec<Step> { base.iter().chain(&steps[..k]).cloned().collect() };
+    let state = |base: &[Step], steps: &[Step], k: usize| -> Vec<Step> { base.iter().chain(&steps[..k]).copied().collect() };
     let mut smallest = None;
     for (base, steps) in segments(model, layout, &prio) {
         let last = eval(&state(&base, &steps, steps.len()))?;
@@ -467,8 +489,8 @@ fn fit_by_estimate(
     est: &Estimator<'_>,
 ) -> Result<Fitted, BudgetError> {
     let prio = model.priority();
-    let top = prio.first();
-    let state = |base: &[Step], steps: &[Step], k: usize| -> Vec<Step> { base.iter().chain(&steps[..k]).cloned().collect() };
+    let top = prio.first().copied();
+    let state = |base: &[Step], steps: &[Step], k: usize| -> Vec<Step> { base.iter().chain(&steps[..k]).copied().collect() };
     let plan_of = |steps: &[Step]| plan_for(model, steps, top, layout.sources, budget, tok);
     let mut smallest: Option<usize> = None;
     for (base, steps) in segments(model, layout, &prio) {
@@ -496,12 +518,12 @@ fn fit_by_estimate(
                 }
                 b
             };
-            let (plan, report) = plan_of(&state(&base, &steps, k));
+            let (plan, cut) = plan_of(&state(&base, &steps, k));
             let text = renderer.render(model, &model.doc(layout, &plan))?;
             let n = tok.count(&text);
             let guess = est.estimate(&plan).max(1.0);
             if n <= budget {
-                best = Some((k, Fitted { text, tokens: n, report: Some(report) }));
+                best = Some((k, Fitted { text, tokens: n, report: Some(report(model, &plan, &cut, layout.sources, budget)) }));
                 hi = k;
                 // Close enough to the budget, or nothing smaller left to try.
                 if n as f64 >= 0.95 * budget as f64 || k == lo {
@@ -522,10 +544,10 @@ fn fit_by_estimate(
         }
         if let Some((k, b)) = best {
             return refill(&prio, est, refill_tries(model), budget, state(&base, &steps, k), b, &mut |s| {
-                let (plan, report) = plan_of(s);
+                let (plan, cut) = plan_of(s);
                 let text = renderer.render(model, &model.doc(layout, &plan))?;
                 let tokens = tok.count(&text);
-                Ok(Fitted { text, tokens, report: Some(report) })
+                Ok(Fitted { text, tokens, report: Some(report(model, &plan, &cut, layout.sources, budget)) })
             });
         }
     }

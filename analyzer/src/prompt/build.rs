@@ -1,7 +1,7 @@
 //! [`Model::build`]: the trees, function facts and sources that every rendering of a prompt
 //! reads, gathered once from the prepared traces.
 
-use super::{rank, FuncInfo, Model, ModelNode, ModelThread, ModelTrace, SourceState};
+use super::{rank, FuncId, FuncInfo, Funcs, Model, ModelNode, ModelThread, ModelTrace, SourceState};
 use crate::analysis::{display_path, PreparedTrace};
 use crate::coverage::LineCoverage;
 use crate::pathclass::{module_name, origin, Origin};
@@ -15,13 +15,16 @@ use std::collections::BTreeMap;
 impl Model {
     /// Gather trees, function facts and sources from prepared traces.
     pub fn build(question: &str, traces: &mut [PreparedTrace]) -> Model {
-        let mut funcs: HashMap<String, FuncInfo> = HashMap::default();
+        let mut funcs = Funcs::default();
         let mut mtraces = Vec::new();
         let mut index = 0usize;
         let mut unavailable_files: BTreeMap<String, String> = BTreeMap::new();
         for t in traces.iter_mut() {
             let mut file_values: HashMap<std::path::PathBuf, std::collections::HashMap<String, ModuleValue>> = HashMap::default();
             let cwd = t.cwd.clone();
+            // Module names by file: finding a program file's package looks for `__init__.py` in
+            // its directories, once per file, not once per function.
+            let mut modules: HashMap<std::path::PathBuf, String> = HashMap::default();
             let mut threads = Vec::new();
             for th in &t.threads {
                 let tree = &th.tree;
@@ -30,41 +33,46 @@ impl Model {
                 // The entry script's module body is shown with its top-level statements: its
                 // values need no second copy.
                 let entry_files: HashSet<&std::path::Path> = th.entry.iter().filter_map(|&i| tree.function(i)?.file.as_deref()).collect();
-                // Per function index of the tree: its key and the smallest depth seen, so a
-                // node of a function met before costs no formatting and no string hashing.
-                let mut known: HashMap<u32, (String, u32)> = HashMap::default();
+                // Per function index of the tree: its id in the model and the smallest depth
+                // seen, so a node of a function met before costs no formatting and no string
+                // hashing: the key is formatted once per function of each tree.
+                let mut known: HashMap<u32, (FuncId, u32)> = HashMap::default();
                 for n in tree.preorder() {
                     let node = tree.node(n);
-                    let key = match known.get_mut(&node.func) {
-                        Some((key, depth)) => {
+                    let func = match known.get_mut(&node.func) {
+                        Some((id, depth)) => {
                             if node.depth < *depth {
                                 *depth = node.depth;
-                                if let Some(fi) = funcs.get_mut(key.as_str()) {
-                                    fi.min_depth = fi.min_depth.min(node.depth);
-                                }
+                                let fi = &mut funcs[*id];
+                                fi.min_depth = fi.min_depth.min(node.depth);
                             }
-                            key.clone()
+                            *id
                         }
                         None => {
                             let key = tree.func_key(n);
-                            known.insert(node.func, (key.clone(), node.depth));
-                            if let Some(fi) = funcs.get_mut(&key) {
-                                fi.min_depth = fi.min_depth.min(node.depth);
-                            } else {
-                                let f = tree.func(n);
-                                let entry = th.entry.contains(&node.func);
-                                let mut info = func_info(&key, f, entry, &cwd, &mut t.sources, node.depth, index);
-                                if th.plumbing.contains(&node.func) {
-                                    info.source = SourceState::Omitted("framework plumbing (collapsed)");
+                            let id = match funcs.id(&key) {
+                                Some(id) => {
+                                    let fi = &mut funcs[id];
+                                    fi.min_depth = fi.min_depth.min(node.depth);
+                                    id
                                 }
-                                info.values = values_read(f, &info.source, &entry_files, &mut file_values, &mut t.sources);
-                                info.not_run = not_run(f, &info.source, &t.coverage);
-                                if let SourceState::Unavailable(why) = &info.source {
-                                    unavailable_files.entry(info.file.clone()).or_insert_with(|| why.clone());
+                                None => {
+                                    let f = tree.func(n);
+                                    let entry = th.entry.contains(&node.func);
+                                    let mut info = func_info(key, f, entry, &cwd, &mut t.sources, &mut modules, (node.depth, index));
+                                    if th.plumbing.contains(&node.func) {
+                                        info.source = SourceState::Omitted("framework plumbing (collapsed)");
+                                    }
+                                    info.values = values_read(f, &info.source, &entry_files, &mut file_values, &mut t.sources);
+                                    info.not_run = not_run(f, &info.source, &t.coverage);
+                                    if let SourceState::Unavailable(why) = &info.source {
+                                        unavailable_files.entry(info.file.clone()).or_insert_with(|| why.clone());
+                                    }
+                                    funcs.insert(info)
                                 }
-                                funcs.insert(key.clone(), info);
-                            }
-                            key
+                            };
+                            known.insert(node.func, (id, node.depth));
+                            id
                         }
                     };
                     index += 1;
@@ -72,7 +80,7 @@ impl Model {
                         id: n,
                         parent: node.parent,
                         depth: node.depth,
-                        key,
+                        func,
                         count: node.count,
                         resumes: node.resumes,
                         time_ns: node.time_ns,
@@ -144,18 +152,18 @@ fn not_run(f: Option<&Function>, source: &SourceState, coverage: &LineCoverage) 
 }
 
 fn func_info(
-    key: &str,
+    key: String,
     f: Option<&Function>,
     entry_module: bool,
     cwd: &std::path::Path,
     cache: &mut crate::source::SourceCache,
-    depth: u32,
-    index: usize,
+    modules: &mut HashMap<std::path::PathBuf, String>,
+    (depth, index): (u32, usize),
 ) -> FuncInfo {
     let Some(f) = f else {
         return FuncInfo {
-            key: key.to_string(),
-            qualname: key.to_string(),
+            qualname: key.clone(),
+            key,
             language: Language::Native,
             file: String::new(),
             line: None,
@@ -187,12 +195,15 @@ fn func_info(
         }
     };
     FuncInfo {
-        key: key.to_string(),
+        key,
         qualname: f.qualname.clone(),
         language: f.language,
         file,
         line: f.first_line,
-        module: module_name(f, cwd),
+        module: match (&f.file, f.language) {
+            (Some(file), Language::Python) => modules.entry(file.clone()).or_insert_with(|| module_name(f, cwd)).clone(),
+            _ => module_name(f, cwd),
+        },
         origin: origin(f),
         source,
         min_depth: depth,

@@ -2,7 +2,7 @@
 //! code that did not run elided ([`super::notrun`]), long docstrings cut to their summary
 //! ([`super::docstring`]).
 
-use super::{docstring, notrun, Docstrings, Model, NotRun, SourceState};
+use super::{docstring, notrun, Docstrings, FuncId, Model, NotRun, SourceState};
 use crate::pathclass::Origin;
 use crate::source::CodeKind;
 use crate::symbols::Language;
@@ -51,14 +51,14 @@ impl Model {
     /// Markdown parser built afresh by every test): there the program's functions are kept
     /// exact only in the test files (the tests, their fixtures) and among the `top`, which the
     /// spectrum and the failure's traceback rank first.
-    fn kept_exact(&self, top: usize) -> HashSet<String> {
-        let mut k: HashSet<String> = self.ranking().into_iter().take(top).collect();
+    fn kept_exact(&self, top: usize) -> HashSet<FuncId> {
+        let mut k: HashSet<FuncId> = self.ranking().into_iter().take(top).collect();
         let tests = self.tests_shown;
         k.extend(
             self.funcs
-                .values()
-                .filter(|f| f.origin == Origin::Program && (!tests || crate::plumbing::is_test_file(std::path::Path::new(&f.file))))
-                .map(|f| f.key.clone()),
+                .iter()
+                .filter(|(_, f)| f.origin == Origin::Program && (!tests || crate::plumbing::is_test_file(std::path::Path::new(&f.file))))
+                .map(|(id, _)| id),
         );
         k
     }
@@ -84,15 +84,15 @@ impl Model {
     /// [`NotRun::Hide`]; with [`NotRun::Auto`] in installed packages' functions outside the
     /// [`KEPT_EXACT_TOP`] closest to the question. Returns (functions, lines) elided.
     pub fn elide_not_run(&mut self, mode: NotRun) -> (usize, usize) {
-        let keep: HashSet<String> = match mode {
+        let keep: HashSet<FuncId> = match mode {
             NotRun::Show => return (0, 0),
             NotRun::Hide => HashSet::default(),
             NotRun::Auto => self.kept_exact(KEPT_EXACT_TOP),
         };
         let (mut funcs, mut lines) = (0, 0);
-        for f in self.funcs.values_mut() {
+        for (i, f) in self.funcs.values_mut().enumerate() {
             let Some((code, n)) = f.not_run.take() else { continue };
-            if keep.contains(&f.key) {
+            if keep.contains(&FuncId(i as u32)) {
                 continue;
             }
             if let SourceState::Code(e) = &mut f.source {
@@ -108,13 +108,13 @@ impl Model {
 
     /// [`Model::shorten_docstrings`] with the `top` closest functions kept whole in `auto`.
     pub(super) fn shorten_docstrings_top(&mut self, mode: Docstrings, top: usize) -> usize {
-        let keep: HashSet<String> = match mode {
+        let keep: HashSet<FuncId> = match mode {
             Docstrings::Whole => return 0,
             Docstrings::Short => HashSet::default(),
             Docstrings::Auto => self.kept_exact(top),
         };
         let mut cut = 0;
-        for f in self.funcs.values_mut().filter(|f| !keep.contains(&f.key)) {
+        for (_, f) in self.funcs.values_mut().enumerate().filter(|(i, _)| !keep.contains(&FuncId(*i as u32))) {
             if let SourceState::Code(e) = &mut f.source {
                 if f.language == Language::Python && e.kind == CodeKind::Function {
                     if let Some(short) = docstring::trim_docstring(&e.code) {

@@ -1,7 +1,7 @@
 //! The budget's size estimate: a cheap, calibrated guess of a prompt state's tokens, so that
 //! the search of [`super::budget`] never renders a huge prompt whole.
 
-use super::{FuncInfo, Layout, Level, Model, Plan, SourceState};
+use super::{FuncId, FuncInfo, Layout, Level, Model, Plan, SourceState};
 use crate::tokens::Tokenizer;
 
 /// Texts longer than this (bytes) are counted on their first this many bytes and scaled by
@@ -68,8 +68,6 @@ fn block_costs(funcs: &[&FuncInfo], tok: Tokenizer) -> Vec<(f64, f64)> {
 pub(crate) struct Estimator<'a> {
     model: &'a Model,
     layout: Layout,
-    /// Function keys by index (the index is the function's id below).
-    ids: rustc_hash::FxHashMap<&'a str, u32>,
     /// Per function id: tokens of its block whole and as a signature.
     blocks: Vec<(f64, f64)>,
     /// Per thread, per node (pre-order): its function's id and the tokens of its tree line.
@@ -80,7 +78,6 @@ pub(crate) struct Estimator<'a> {
 impl<'a> Estimator<'a> {
     pub(crate) fn new(model: &'a Model, layout: Layout, tok: Tokenizer) -> Estimator<'a> {
         let funcs: Vec<&FuncInfo> = model.funcs.values().collect();
-        let ids: rustc_hash::FxHashMap<&str, u32> = funcs.iter().enumerate().map(|(i, f)| (f.key.as_str(), i as u32)).collect();
         let blocks = block_costs(&funcs, tok);
         // Nodes of functions the model lacks cost their line only (id past the blocks).
         let missing = blocks.len() as u32;
@@ -92,30 +89,33 @@ impl<'a> Estimator<'a> {
                 th.nodes
                     .iter()
                     .map(|n| {
-                        let name = model.funcs.get(&n.key).map_or(n.key.len(), |f| f.qualname.len());
+                        let (id, name) = match model.funcs.get(n.func) {
+                            Some(f) => (n.func.0, f.qualname.len()),
+                            None => (missing, 0),
+                        };
                         let line = n.depth as f64 / 4.0 + name as f64 / 3.0 + 3.0;
-                        (ids.get(n.key.as_str()).copied().unwrap_or(missing), line as f32)
+                        (id, line as f32)
                     })
                     .collect()
             })
             .collect();
         let threads = model.traces.iter().map(|t| t.threads.len()).sum::<usize>() as f64;
         let fixed = tok.count(&model.question) as f64 + 400.0 + 40.0 * threads + 60.0 * model.traces.len() as f64;
-        Estimator { model, layout, ids, blocks, nodes, fixed }
+        Estimator { model, layout, blocks, nodes, fixed }
     }
 
-    /// Tokens of `key`'s block whole and as a signature.
-    pub(crate) fn block(&self, key: &str) -> (f64, f64) {
-        self.ids.get(key).map_or((0.0, 0.0), |&i| self.blocks[i as usize])
+    /// Tokens of `f`'s block whole and as a signature.
+    pub(crate) fn block(&self, f: FuncId) -> (f64, f64) {
+        self.blocks.get(f.index()).copied().unwrap_or((0.0, 0.0))
     }
 
-    /// A value per function id: the given one for each key, `default` for the rest (one more
-    /// slot for the nodes of functions the model lacks).
-    fn by_id<'k, T: Copy>(&self, keys: impl Iterator<Item = (&'k str, T)>, default: T) -> Vec<T> {
+    /// A value per function id: the given one for each function, `default` for the rest (one
+    /// more slot for the nodes of functions the model lacks).
+    fn by_id<T: Copy>(&self, keys: impl Iterator<Item = (FuncId, T)>, default: T) -> Vec<T> {
         let mut v = vec![default; self.blocks.len() + 1];
         for (k, x) in keys {
-            if let Some(&i) = self.ids.get(k) {
-                v[i as usize] = x;
+            if let Some(slot) = v.get_mut(k.index()).filter(|_| k.index() < self.blocks.len()) {
+                *slot = x;
             }
         }
         v
@@ -125,8 +125,8 @@ impl<'a> Estimator<'a> {
         let repeat = self.layout.repeat && !plan.collapse_repeats && self.layout.order == super::Order::Call;
         let mut total = self.fixed + plan.notes.iter().map(|n| n.len() as f64 / 3.0).sum::<f64>();
         // The plan's keys looked up once per estimate, not once per node.
-        let levels = self.by_id(plan.levels.iter().map(|(k, &l)| (k.as_str(), l)), Level::Body);
-        let keep = self.by_id(plan.tree_keep.iter().map(|k| (k.as_str(), true)), false);
+        let levels = self.by_id(plan.levels.iter().map(|(&k, &l)| (k, l)), Level::Body);
+        let keep = self.by_id(plan.tree_keep.iter().map(|&k| (k, true)), false);
         let mut seen = vec![false; self.blocks.len() + 1];
         let threads = self.model.traces.iter().flat_map(|t| t.threads.iter());
         for (th, ids) in threads.zip(&self.nodes) {

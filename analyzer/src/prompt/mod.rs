@@ -7,6 +7,7 @@
 
 pub use condense::KEPT_EXACT_TOP;
 pub use docstring::Docstrings;
+pub use funcs::{FuncId, Funcs};
 pub use notrun::NotRun;
 pub use rank::{PROGRAM_WEIGHT, TREE_BOOST};
 pub use treetext::SAME_AS_ABOVE;
@@ -16,6 +17,7 @@ mod build;
 mod condense;
 pub mod docstring;
 mod estimate;
+mod funcs;
 pub mod notrun;
 mod rank;
 pub mod relevance;
@@ -143,28 +145,28 @@ pub enum Level {
 /// Budget decisions applied when laying out a prompt. `Default` shows everything.
 #[derive(Debug, Clone, Default)]
 pub struct Plan {
-    /// Per function key; absent = [`Level::Body`].
-    pub levels: HashMap<String, Level>,
+    /// Per function; absent = [`Level::Body`].
+    pub levels: HashMap<FuncId, Level>,
     /// Show each function's source once even when the layout repeats.
     pub collapse_repeats: bool,
     /// Cut the trees below this depth...
     pub tree_depth: Option<u32>,
-    /// ...except the paths from the root to every node of these functions (keys).
-    pub tree_keep: HashSet<String>,
+    /// ...except the paths from the root to every node of these functions.
+    pub tree_keep: HashSet<FuncId>,
     /// Lines explaining what the budget removed (part of the prompt).
     pub notes: Vec<String>,
 }
 
 impl Plan {
-    pub fn level(&self, key: &str) -> Level {
-        self.levels.get(key).copied().unwrap_or(Level::Body)
+    pub fn level(&self, f: FuncId) -> Level {
+        self.levels.get(&f).copied().unwrap_or(Level::Body)
     }
 
     /// Which nodes of a thread's tree (pre-order) the plan shows, and for each shown node how
     /// many nodes are hidden right below it (in the subtrees of its hidden children). A node is shown when it is no deeper than
     /// `tree_depth`, or its subtree holds a node of a function in `tree_keep`.
     pub fn visible(&self, nodes: &[ModelNode]) -> Vec<(bool, u32)> {
-        let keep = |i: usize| !self.tree_keep.is_empty() && self.tree_keep.contains(&nodes[i].key);
+        let keep = |i: usize| !self.tree_keep.is_empty() && self.tree_keep.contains(&nodes[i].func);
         self.visible_with(nodes, keep)
     }
 
@@ -267,8 +269,8 @@ pub struct ModelNode {
     pub id: NodeId,
     pub parent: NodeId,
     pub depth: u32,
-    /// Key into [`Model::funcs`].
-    pub key: String,
+    /// Its function in [`Model::funcs`].
+    pub func: FuncId,
     pub count: u64,
     /// Resumptions of a suspended generator or coroutine (not calls).
     pub resumes: u64,
@@ -295,8 +297,8 @@ pub struct ModelThread {
 impl ModelNode {
     /// A node called once, not recursive, without time or nodes below (tests and synthetic
     /// trees).
-    pub fn new(id: NodeId, depth: u32, key: &str) -> ModelNode {
-        ModelNode { id, parent: 0, depth, key: key.into(), count: 1, resumes: 0, time_ns: 0, recursive: false, descendants: 0 }
+    pub fn new(id: NodeId, depth: u32, func: FuncId) -> ModelNode {
+        ModelNode { id, parent: 0, depth, func, count: 1, resumes: 0, time_ns: 0, recursive: false, descendants: 0 }
     }
 }
 
@@ -333,7 +335,7 @@ pub struct ModelTrace {
 pub struct Model {
     pub question: String,
     pub traces: Vec<ModelTrace>,
-    pub funcs: HashMap<String, FuncInfo>,
+    pub funcs: Funcs,
     /// Notes for the whole prompt (e.g. changed files).
     pub notes: Vec<String>,
     /// Built from tests' trees (`--test`): `auto` condensing then reaches the program's own
@@ -350,34 +352,33 @@ pub fn question_words(q: &str) -> Vec<String> {
 }
 
 /// The whole native source blocks a prompt shows, per display file: (first line, last line,
-/// function key).
-type NativeBlocks = HashMap<String, Vec<(u32, u32, String)>>;
+/// function).
+type NativeBlocks = HashMap<String, Vec<(u32, u32, FuncId)>>;
 
 impl Model {
-    /// Function keys in priority order, most important first: closest to the question (the
+    /// Functions in priority order, most important first: closest to the question (the
     /// BM25F score of [`relevance`]), then closest to the root, then earliest in call order.
     /// Small functions come right after the function that leads to them ([`riders`]).
-    pub fn priority(&self) -> Vec<String> {
+    pub fn priority(&self) -> Vec<FuncId> {
         riders::with_riders(self.ranking(), &self.funcs, &self.traces)
     }
 
-    /// Function keys by relevance alone (the order of [`Model::priority`] before small
+    /// Functions by relevance alone (the order of [`Model::priority`] before small
     /// functions join their anchors).
-    pub fn ranking(&self) -> Vec<String> {
-        let v: Vec<&FuncInfo> = self.funcs.values().collect();
-        let keys: Vec<(f64, u32, usize)> = v.iter().map(|f| (f.relevance, f.min_depth, f.first_index)).collect();
-        relevance::rank(&keys).into_iter().map(|i| v[i].key.clone()).collect()
+    pub fn ranking(&self) -> Vec<FuncId> {
+        let keys: Vec<(f64, u32, usize)> = self.funcs.values().map(|f| (f.relevance, f.min_depth, f.first_index)).collect();
+        relevance::rank(&keys).into_iter().map(|i| FuncId(i as u32)).collect()
     }
 
     /// Lay the prompt out.
     pub fn doc(&self, layout: Layout, plan: &Plan) -> Doc {
-        let mut seen: HashSet<&str> = HashSet::default();
+        let mut seen: HashSet<FuncId> = HashSet::default();
         // Module values already shown: (file, first line).
         let mut values_seen: HashSet<(String, u32)> = HashSet::default();
         // Functions whose tree line already gave their file and line.
-        let mut located: HashSet<String> = HashSet::default();
+        let mut located: HashSet<FuncId> = HashSet::default();
         // Subtrees printed whole so far (see `tree_text`).
-        let mut shapes: HashMap<u64, String> = HashMap::default();
+        let mut shapes: HashMap<u64, FuncId> = HashMap::default();
         let repeat = layout.repeat && !plan.collapse_repeats && layout.order == Order::Call;
         // Whole native source blocks the prompt shows, per file.
         // What each thread's tree shows: computed once, every part of the layout reads it.
@@ -412,14 +413,14 @@ impl Model {
                         if !shown {
                             continue;
                         }
-                        if !repeat && seen.contains(n.key.as_str()) {
+                        if !repeat && seen.contains(&n.func) {
                             continue;
                         }
-                        if !repeat && self.inside_shown(&n.key, &shown_spans) {
+                        if !repeat && self.inside_shown(n.func, &shown_spans) {
                             continue;
                         }
-                        if let Some(s) = self.source_block(&n.key, plan, &mut values_seen) {
-                            seen.insert(&n.key);
+                        if let Some(s) = self.source_block(n.func, plan, &mut values_seen) {
+                            seen.insert(n.func);
                             sources.push(s);
                         }
                     }
@@ -440,25 +441,28 @@ impl Model {
         }
         let mut sorted = Vec::new();
         if layout.sources && layout.order == Order::Sorted {
-            let mut keys: Vec<&FuncInfo> = Vec::new();
+            let mut keys: Vec<FuncId> = Vec::new();
             for (t, tvis) in self.traces.iter().zip(&vis) {
                 for (th, vis) in t.threads.iter().zip(tvis) {
                     for (n, &(shown, _)) in th.nodes.iter().zip(vis) {
                         if !shown {
                             continue;
                         }
-                        if seen.insert(&n.key) {
-                            keys.push(&self.funcs[&n.key]);
+                        if seen.insert(n.func) {
+                            keys.push(n.func);
                         }
                     }
                 }
             }
-            keys.sort_by(|a, b| a.qualname.cmp(&b.qualname).then(a.file.cmp(&b.file)).then(a.line.cmp(&b.line)));
+            keys.sort_by(|&a, &b| {
+                let (a, b) = (&self.funcs[a], &self.funcs[b]);
+                a.qualname.cmp(&b.qualname).then(a.file.cmp(&b.file)).then(a.line.cmp(&b.line))
+            });
             for f in keys {
-                if self.inside_shown(&f.key, &shown_spans) {
+                if self.inside_shown(f, &shown_spans) {
                     continue;
                 }
-                if let Some(s) = self.source_block(&f.key, plan, &mut values_seen) {
+                if let Some(s) = self.source_block(f, plan, &mut values_seen) {
                     sorted.push(s);
                 }
             }
@@ -477,19 +481,19 @@ impl Model {
     }
 
     /// The whole native source blocks the prompt shows (functions visible in a tree, at
-    /// body level), per display file: (first line, last line, key).
+    /// body level), per display file: (first line, last line, function).
     /// (`vis`: [`Plan::visible`] of each thread of each trace).
     fn native_blocks(&self, plan: &Plan, vis: &[Vec<Vec<(bool, u32)>>]) -> NativeBlocks {
-        let mut out: HashMap<String, Vec<(u32, u32, String)>> = HashMap::default();
-        let mut done: HashSet<&str> = HashSet::default();
+        let mut out: NativeBlocks = HashMap::default();
+        let mut done: HashSet<FuncId> = HashSet::default();
         for (th, vis) in self.traces.iter().flat_map(|t| &t.threads).zip(vis.iter().flatten()) {
             for (n, &(shown, _)) in th.nodes.iter().zip(vis) {
-                if !shown || !done.insert(&n.key) || plan.level(&n.key) != Level::Body {
+                if !shown || !done.insert(n.func) || plan.level(n.func) != Level::Body {
                     continue;
                 }
-                let Some(f) = self.funcs.get(&n.key) else { continue };
+                let Some(f) = self.funcs.get(n.func) else { continue };
                 if let (Language::Native, SourceState::Code(e)) = (f.language, &f.source) {
-                    out.entry(f.file.clone()).or_default().push((e.first_line, e.last_line, n.key.clone()));
+                    out.entry(f.file.clone()).or_default().push((e.first_line, e.last_line, n.func));
                 }
             }
         }
@@ -500,22 +504,25 @@ impl Model {
     /// block (a Rust closure or C++ lambda inside the function that defines it, or code a
     /// derive macro attributed to the same lines): its tree line points into that block, and
     /// its code is not printed again.
-    fn inside_shown(&self, key: &str, blocks: &NativeBlocks) -> bool {
-        let Some(f) = self.funcs.get(key) else { return false };
+    fn inside_shown(&self, id: FuncId, blocks: &NativeBlocks) -> bool {
+        let Some(f) = self.funcs.get(id) else { return false };
         let SourceState::Code(e) = &f.source else { return false };
         f.language == Language::Native
             && blocks.get(&f.file).is_some_and(|spans| {
                 // Strictly inside; or the very same lines (code a derive macro generated is all
                 // attributed to the derive's line), where the smallest key is printed.
                 spans.iter().any(|(a, b, k)| {
-                    k != key && *a <= e.first_line && e.last_line <= *b && ((*a, *b) != (e.first_line, e.last_line) || k.as_str() < key)
+                    *k != id
+                        && *a <= e.first_line
+                        && e.last_line <= *b
+                        && ((*a, *b) != (e.first_line, e.last_line) || self.funcs[*k].key < f.key)
                 })
             })
     }
 
-    fn source_block(&self, key: &str, plan: &Plan, values_seen: &mut HashSet<(String, u32)>) -> Option<DocSource> {
-        let f = self.funcs.get(key)?;
-        let level = plan.level(key);
+    fn source_block(&self, id: FuncId, plan: &Plan, values_seen: &mut HashSet<(String, u32)>) -> Option<DocSource> {
+        let f = self.funcs.get(id)?;
+        let level = plan.level(id);
         if level == Level::Name {
             return None;
         }
@@ -556,7 +563,7 @@ impl Model {
         Some(DocSource {
             values: values_code,
             values_lines,
-            key: key.to_string(),
+            key: f.key.clone(),
             qualname: f.qualname.clone(),
             file: f.file.clone(),
             first_line: first,

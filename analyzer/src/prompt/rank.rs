@@ -1,9 +1,8 @@
 //! Ranking for the budget: the lexical score of each function for the question
 //! ([`super::relevance`]), then the tree's evidence added.
 
-use super::{relevance, FuncInfo, ModelTrace, SourceState};
+use super::{relevance, FuncId, Funcs, ModelTrace, SourceState};
 use crate::pathclass::Origin;
-use rustc_hash::FxHashMap as HashMap;
 
 /// Weight of the program's own functions' lexical scores (not the standard library's, not
 /// installed packages'): a user asks about their program, whose code is small beside its
@@ -14,14 +13,14 @@ pub const PROGRAM_WEIGHT: f64 = 2.0;
 
 /// Score every function for the question: one BM25F document per function (its qualified
 /// name, display path and the code the prompt shows), IDF over the functions of the slice.
-pub(super) fn score(funcs: &mut HashMap<String, FuncInfo>, question: &str) {
+pub(super) fn score(funcs: &mut Funcs, question: &str) {
     let query = relevance::weighted_question_terms(question);
-    // A fixed order, so that nothing depends on the hash map's.
-    let mut keys: Vec<String> = funcs.keys().cloned().collect();
-    keys.sort();
+    // A fixed order: by key.
+    let mut keys: Vec<FuncId> = funcs.iter().map(|(id, _)| id).collect();
+    keys.sort_by(|&a, &b| funcs[a].key.cmp(&funcs[b].key));
     let docs: Vec<relevance::Document<'_>> = keys
         .iter()
-        .map(|k| {
+        .map(|&k| {
             let f = &funcs[k];
             let code = match &f.source {
                 SourceState::Code(e) => e.code.as_str(),
@@ -31,11 +30,10 @@ pub(super) fn score(funcs: &mut HashMap<String, FuncInfo>, question: &str) {
         })
         .collect();
     let scores = relevance::weighted_scores(&docs, &query);
-    for (k, s) in keys.iter().zip(scores) {
-        if let Some(f) = funcs.get_mut(k) {
-            f.relevance = if f.origin == Origin::Program { s * PROGRAM_WEIGHT } else { s };
-            f.lexical = f.relevance;
-        }
+    for (&k, s) in keys.iter().zip(scores) {
+        let f = &mut funcs[k];
+        f.relevance = if f.origin == Origin::Program { s * PROGRAM_WEIGHT } else { s };
+        f.lexical = f.relevance;
     }
 }
 
@@ -45,19 +43,15 @@ pub const TREE_BOOST: f64 = 0.3;
 
 /// Add the tree's evidence to the lexical scores: `relevance(f) += TREE_BOOST ×
 /// (max score of f's callers + max score of f's callees)`, over every place f appears.
-pub(super) fn tree_boost(funcs: &mut HashMap<String, FuncInfo>, traces: &[ModelTrace]) {
-    // Functions by index (sorted keys: nothing depends on the hash map's order).
-    let mut keys: Vec<&str> = funcs.keys().map(String::as_str).collect();
-    keys.sort_unstable();
-    let id: HashMap<&str, usize> = keys.iter().enumerate().map(|(i, &k)| (k, i)).collect();
-    let base: Vec<f64> = keys.iter().map(|&k| funcs[k].relevance).collect();
-    let (mut best_caller, mut best_callee) = (vec![0.0f64; keys.len()], vec![0.0f64; keys.len()]);
+pub(super) fn tree_boost(funcs: &mut Funcs, traces: &[ModelTrace]) {
+    let base: Vec<f64> = funcs.values().map(|f| f.relevance).collect();
+    let (mut best_caller, mut best_callee) = (vec![0.0f64; base.len()], vec![0.0f64; base.len()]);
     for th in traces.iter().flat_map(|t| t.threads.iter()) {
         // Pre-order: a node's caller is the last node met one level up.
         let mut path: Vec<Option<usize>> = Vec::new();
         for n in &th.nodes {
             let d = n.depth as usize;
-            let me = id.get(n.key.as_str()).copied();
+            let me = Some(n.func.index()).filter(|&i| i < base.len());
             let caller = if d >= 1 { path.get(d - 1).copied().flatten() } else { None };
             path.truncate(d);
             path.resize(d, None);
@@ -70,12 +64,9 @@ pub(super) fn tree_boost(funcs: &mut HashMap<String, FuncInfo>, traces: &[ModelT
             best_callee[p] = best_callee[p].max(base[c]);
         }
     }
-    let boosts: Vec<(String, f64)> = keys.iter().enumerate().map(|(i, k)| (k.to_string(), best_caller[i] + best_callee[i])).collect();
-    for (k, b) in boosts {
-        if let Some(f) = funcs.get_mut(&k) {
-            // Rounded like the lexical scores, so the order never depends on the last bit.
-            f.relevance = ((f.relevance + TREE_BOOST * b) * 1e6).round() / 1e6;
-        }
+    for (i, f) in funcs.values_mut().enumerate() {
+        // Rounded like the lexical scores, so the order never depends on the last bit.
+        f.relevance = ((f.relevance + TREE_BOOST * (best_caller[i] + best_callee[i])) * 1e6).round() / 1e6;
     }
 }
 
@@ -87,12 +78,12 @@ pub const SPECTRUM_WEIGHT: f64 = 1000.0;
 
 /// Add the spectrum's evidence: `relevance(f) += SPECTRUM_WEIGHT × ochiai(f)`, and its counts
 /// for the prompt's note on the function.
-pub(super) fn spectrum(funcs: &mut HashMap<String, FuncInfo>, s: &crate::testrun::Spectrum) {
-    for (k, f) in funcs.iter_mut() {
-        let o = s.ochiai(k);
+pub(super) fn spectrum(funcs: &mut Funcs, s: &crate::testrun::Spectrum) {
+    for f in funcs.values_mut() {
+        let o = s.ochiai(&f.key);
         f.relevance = ((f.relevance + SPECTRUM_WEIGHT * o) * 1e6).round() / 1e6;
         if o > 0.0 && f.origin != Origin::Stdlib {
-            f.spectrum = s.describe(k);
+            f.spectrum = s.describe(&f.key);
         }
     }
 }
@@ -106,7 +97,7 @@ pub const TRACEBACK_WEIGHT: f64 = 500.0;
 /// frame's file is the function's display path, or ends with it after a `/` (runners give
 /// paths relative to their root directory, or absolute), and its line is inside the
 /// function's source.
-pub(super) fn failure_frames(funcs: &mut HashMap<String, FuncInfo>, frames: &[(String, u32)]) {
+pub(super) fn failure_frames(funcs: &mut Funcs, frames: &[(String, u32)]) {
     if frames.is_empty() {
         return;
     }
@@ -121,9 +112,14 @@ pub(super) fn failure_frames(funcs: &mut HashMap<String, FuncInfo>, frames: &[(S
 
 #[cfg(test)]
 mod tests {
+    use super::super::FuncInfo;
     use super::*;
     use crate::source::{CodeKind, Extract};
     use crate::symbols::Language;
+
+    fn rel(funcs: &Funcs, key: &str) -> f64 {
+        funcs.by_key(key).map_or(f64::NAN, |f| f.relevance)
+    }
 
     fn func(key: &str, file: &str, origin: Origin, code: &str) -> FuncInfo {
         FuncInfo {
@@ -153,33 +149,33 @@ mod tests {
 
     #[test]
     fn a_failures_frames_rank_their_functions_first() {
-        let mut funcs: HashMap<String, FuncInfo> = HashMap::default();
-        funcs.insert("raiser".into(), func("raiser", "pkg/core.py", Origin::Program, "def raiser():\n    raise KeyError"));
-        funcs.insert("other".into(), func("other", "pkg/other.py", Origin::Program, "def other():\n    pass"));
+        let mut funcs = Funcs::default();
+        funcs.insert(func("raiser", "pkg/core.py", Origin::Program, "def raiser():\n    raise KeyError"));
+        funcs.insert(func("other", "pkg/other.py", Origin::Program, "def other():\n    pass"));
         // Absolute (unittest) and relative (pytest) frame paths both find the function.
         failure_frames(&mut funcs, &[("/home/u/proj/pkg/core.py".into(), 2)]);
-        assert_eq!((funcs["raiser"].relevance, funcs["other"].relevance), (TRACEBACK_WEIGHT, 0.0));
+        assert_eq!((rel(&funcs, "raiser"), rel(&funcs, "other")), (TRACEBACK_WEIGHT, 0.0));
         failure_frames(&mut funcs, &[("xpkg/core.py".into(), 2), ("pkg/core.py".into(), 9)]);
-        assert_eq!(funcs["raiser"].relevance, TRACEBACK_WEIGHT, "another file, or a line outside: no boost");
+        assert_eq!(rel(&funcs, "raiser"), TRACEBACK_WEIGHT, "another file, or a line outside: no boost");
     }
 
     #[test]
     fn the_programs_own_functions_weigh_twice() {
         let code = "def border(x):\n    return x.border";
-        let mut funcs: HashMap<String, FuncInfo> = HashMap::default();
+        let mut funcs = Funcs::default();
         for (key, file, origin) in [
             ("mine", "app/draw.py", Origin::Program),
             ("theirs", "site-packages/lib/draw.py", Origin::SitePackages),
             ("unrelated", "app/other.py", Origin::Program),
         ] {
             let code = if key == "unrelated" { "def other():\n    return 1" } else { code };
-            funcs.insert(key.into(), func(key, file, origin, code));
+            funcs.insert(func(key, file, origin, code));
         }
         score(&mut funcs, "Where is the border drawn?");
-        let (mine, theirs) = (funcs["mine"].relevance, funcs["theirs"].relevance);
+        let (mine, theirs) = (rel(&funcs, "mine"), rel(&funcs, "theirs"));
         assert!(theirs > 0.0, "{theirs}");
         // The paths match no term and have no length normalisation: only the weight differs.
         assert!((mine - 2.0 * theirs).abs() < 1e-5, "{mine} vs {theirs}");
-        assert_eq!(funcs["unrelated"].relevance, 0.0, "no term matched: nothing to weigh");
+        assert_eq!(rel(&funcs, "unrelated"), 0.0, "no term matched: nothing to weigh");
     }
 }

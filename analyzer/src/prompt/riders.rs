@@ -5,8 +5,7 @@
 //! ranking alone leaves it far down (it shares no words with the question: a constructor that
 //! stores a value, a predicate that applies a pattern).
 
-use super::{FuncInfo, ModelTrace, SourceState};
-use rustc_hash::FxHashMap as HashMap;
+use super::{FuncId, FuncInfo, Funcs, ModelTrace, SourceState};
 
 /// A function rides when its whole source has at most this many lines...
 pub const RIDER_MAX_LINES: usize = 4;
@@ -33,17 +32,23 @@ fn class_of(qualname: &str) -> Option<&str> {
     (!class.is_empty() && !class.ends_with("<locals>")).then_some(class)
 }
 
-/// `ranking` (keys, most important first) with each small function moved to just after its
+/// `ranking` (most important first) with each small function moved to just after its
 /// best-ranked anchor when that anchor is ranked above it: a function that calls it, or one
 /// of the same class (and file) that the same caller calls. Riders never anchor others.
-pub(super) fn with_riders(ranking: Vec<String>, funcs: &HashMap<String, FuncInfo>, traces: &[ModelTrace]) -> Vec<String> {
-    let pos: HashMap<&str, usize> = ranking.iter().enumerate().map(|(i, k)| (k.as_str(), i)).collect();
-    let is_small: Vec<bool> = ranking.iter().map(|k| funcs.get(k).is_some_and(small)).collect();
+pub(super) fn with_riders(ranking: Vec<FuncId>, funcs: &Funcs, traces: &[ModelTrace]) -> Vec<FuncId> {
+    // Ranking position per function id.
+    let mut pos: Vec<Option<usize>> = vec![None; funcs.len()];
+    for (i, k) in ranking.iter().enumerate() {
+        if let Some(p) = pos.get_mut(k.index()) {
+            *p = Some(i);
+        }
+    }
+    let is_small: Vec<bool> = ranking.iter().map(|&k| funcs.get(k).is_some_and(small)).collect();
     if !is_small.iter().any(|&s| s) {
         return ranking;
     }
     let class: Vec<Option<(&str, &str)>> =
-        ranking.iter().map(|k| funcs.get(k).and_then(|f| Some((f.file.as_str(), class_of(&f.qualname)?)))).collect();
+        ranking.iter().map(|&k| funcs.get(k).and_then(|f| Some((f.file.as_str(), class_of(&f.qualname)?)))).collect();
     // Best (smallest) anchor position per small function.
     let mut anchor: Vec<usize> = vec![usize::MAX; ranking.len()];
     let mut offer = |rider: usize, by: usize| {
@@ -58,7 +63,7 @@ pub(super) fn with_riders(ranking: Vec<String>, funcs: &HashMap<String, FuncInfo
         let mut called: Vec<Vec<usize>> = Vec::new();
         for n in &th.nodes {
             let d = n.depth as usize;
-            let me = pos.get(n.key.as_str()).copied();
+            let me = pos.get(n.func.index()).copied().flatten();
             path.truncate(d);
             path.resize(d, None);
             called.truncate(d + 1);
@@ -98,8 +103,8 @@ pub(super) fn with_riders(ranking: Vec<String>, funcs: &HashMap<String, FuncInfo
         if moved[i] {
             continue;
         }
-        out.push(ranking[i].clone());
-        out.extend(riders[i].iter().map(|&r| ranking[r].clone()));
+        out.push(ranking[i]);
+        out.extend(riders[i].iter().map(|&r| ranking[r]));
     }
     out
 }
@@ -137,15 +142,14 @@ mod tests {
         }
     }
 
-    /// One thread whose pre-order nodes are (depth, key).
-    fn trace(nodes: &[(u32, &str)]) -> ModelTrace {
-        let nodes = nodes.iter().enumerate().map(|(i, &(depth, key))| ModelNode::new(i as u32, depth, key)).collect();
-        ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)
-    }
-
-    fn order(ranking: &[&str], funcs: &[FuncInfo], t: &ModelTrace) -> Vec<String> {
-        let map: HashMap<String, FuncInfo> = funcs.iter().map(|f| (f.key.clone(), f.clone())).collect();
-        with_riders(ranking.iter().map(|s| s.to_string()).collect(), &map, std::slice::from_ref(t))
+    /// One thread whose pre-order nodes are (depth, key), and the ranking (keys) with riders.
+    fn order(ranking: &[&str], funcs: &[FuncInfo], nodes: &[(u32, &str)]) -> Vec<String> {
+        let funcs: Funcs = funcs.iter().cloned().collect();
+        let id = |k: &str| funcs.id(k).expect("a function of the test");
+        let nodes = nodes.iter().enumerate().map(|(i, &(depth, key))| ModelNode::new(i as u32, depth, id(key))).collect();
+        let t = ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes);
+        let out = with_riders(ranking.iter().map(|&k| id(k)).collect(), &funcs, std::slice::from_ref(&t));
+        out.into_iter().map(|k| funcs[k].key.clone()).collect()
     }
 
     /// A dispatcher calls `test` then `run` of each processor: the small `test` of the
@@ -160,7 +164,7 @@ mod tests {
             func("Other.go", "p.py", 20, 0.2),
             func("Mid.work", "p.py", 20, 2.0),
         ];
-        let t = trace(&[(0, "parse"), (1, "Other.test"), (1, "Other.go"), (1, "Proc.test"), (1, "Proc.run"), (1, "Mid.work")]);
+        let t = [(0, "parse"), (1, "Other.test"), (1, "Other.go"), (1, "Proc.test"), (1, "Proc.run"), (1, "Mid.work")];
         let ranking = ["Proc.run", "Mid.work", "parse", "Other.test", "Proc.test", "Other.go"];
         // Other.test's anchor (Other.go) ranks below it: it stays.
         assert_eq!(order(&ranking, &funcs, &t), ["Proc.run", "Proc.test", "Mid.work", "parse", "Other.test", "Other.go"]);
@@ -180,8 +184,7 @@ mod tests {
             func("Elem.create2", "other.py", 16, 2.5),
             func("unrelated", "m.py", 20, 1.0),
         ];
-        let t =
-            trace(&[(0, "Elem.create"), (1, "Elem.__init__"), (1, "Elem.reset"), (1, "Elem.long"), (1, "Seg.line"), (0, "Elem.create2")]);
+        let t = [(0, "Elem.create"), (1, "Elem.__init__"), (1, "Elem.reset"), (1, "Elem.long"), (1, "Seg.line"), (0, "Elem.create2")];
         let ranking = ["Elem.create", "Elem.create2", "unrelated", "Elem.__init__", "Seg.line", "Elem.long", "Elem.reset"];
         assert_eq!(
             order(&ranking, &funcs, &t),
@@ -201,7 +204,7 @@ mod tests {
             funcs.push(func(k, "c.py", 2, 1.0 - i as f64 / 10.0));
             nodes.push((1, k));
         }
-        let t = trace(&nodes);
+        let t = nodes;
         let ranking = ["C.big", "x", "C.big.<locals>.g", "C.a", "C.b", "C.c", "C.d"];
         assert_eq!(order(&ranking, &funcs, &t), ["C.big", "C.a", "C.b", "C.c", "x", "C.big.<locals>.g", "C.d"]);
     }

@@ -379,10 +379,10 @@ fn question_words_are_stemmed_terms_without_stopwords() {
 fn tree_cuts_keep_the_paths_to_kept_functions_and_count_every_hidden_call() {
     let fx = fixture();
     let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
-    let greet = m.funcs.values().find(|f| f.qualname == "Greeter.greet").unwrap().key.clone();
+    let greet = m.funcs.iter().find(|(_, f)| f.qualname == "Greeter.greet").unwrap().0;
     let th = &m.traces[0].threads[0];
     for d in 1..=4 {
-        for keep in [vec![], vec![greet.clone()]] {
+        for keep in [vec![], vec![greet]] {
             let plan = Plan { tree_depth: Some(d), tree_keep: keep.iter().cloned().collect(), ..Default::default() };
             let vis = plan.visible(&th.nodes);
             let shown = vis.iter().filter(|v| v.0).count();
@@ -391,12 +391,12 @@ fn tree_cuts_keep_the_paths_to_kept_functions_and_count_every_hidden_call() {
             for (n, (s, _)) in th.nodes.iter().zip(&vis) {
                 assert_eq!(
                     *s,
-                    n.depth <= d || (n.key == greet && !keep.is_empty()) || (!keep.is_empty() && m.funcs[&n.key].qualname == "main")
+                    n.depth <= d || (n.func == greet && !keep.is_empty()) || (!keep.is_empty() && m.funcs[n.func].qualname == "main")
                 );
             }
         }
     }
-    let plan = Plan { tree_depth: Some(1), tree_keep: [greet.clone()].into_iter().collect(), ..Default::default() };
+    let plan = Plan { tree_depth: Some(1), tree_keep: [greet].into_iter().collect(), ..Default::default() };
     let (text, _) = m.tree_text(th, &plan.visible(&th.nodes), &plan, &mut HashSet::default(), None, None);
     assert_eq!(
         text,
@@ -405,7 +405,7 @@ fn tree_cuts_keep_the_paths_to_kept_functions_and_count_every_hidden_call() {
     // With source blocks, a function whose block is shown is located by the block's heading,
     // not in the tree; one shown by name only keeps its location in the tree.
     let mut plan = plan;
-    let main = m.funcs.values().find(|f| f.qualname == "main").unwrap().key.clone();
+    let main = m.funcs.iter().find(|(_, f)| f.qualname == "main").unwrap().0;
     plan.levels.insert(main, Level::Name);
     let (text, _) = m.tree_text(th, &plan.visible(&th.nodes), &plan, &mut HashSet::default(), Some(&HashMap::default()), None);
     assert_eq!(
@@ -487,7 +487,9 @@ fn the_estimate_path_is_exact_and_close_to_the_bisection() {
 #[test]
 fn nodes_that_made_the_same_calls_have_the_same_calls_shape() {
     // root0 -> a -> (x -> z, y) ; b -> (x -> z, y) ; c -> (x, y) ; d -> (x -> z, y ↻)
-    let node = |id: u32, depth: u32, key: &str, recursive: bool| ModelNode { recursive, ..ModelNode::new(id, depth, key) };
+    // Functions by name: a, b, c, d, x, y, z.
+    let id = |key: &str| super::FuncId("abcdxyz".find(key).unwrap() as u32);
+    let node = |i: u32, depth: u32, key: &str, recursive: bool| ModelNode { recursive, ..ModelNode::new(i, depth, id(key)) };
     let mut nodes = Vec::new();
     for (i, (head, z, rec)) in [("a", true, false), ("b", true, false), ("c", false, false), ("d", true, true)].into_iter().enumerate() {
         let base = i as u32 * 10;
@@ -499,7 +501,7 @@ fn nodes_that_made_the_same_calls_have_the_same_calls_shape() {
         nodes.push(node(base + 3, 2, "y", rec));
     }
     let s = super::treetext::calls_shapes(&nodes);
-    let at = |key: &str| nodes.iter().position(|n| n.key == key && n.depth == 1).unwrap();
+    let at = |key: &str| nodes.iter().position(|n| n.func == id(key) && n.depth == 1).unwrap();
     assert_eq!(s[at("a")], s[at("b")], "different functions, same calls");
     assert_ne!(s[at("a")], s[at("c")], "c's x called nothing");
     assert_ne!(s[at("a")], s[at("d")], "d's y is a recursion marker");
@@ -534,7 +536,7 @@ fn the_refill_raises_what_fits_in_batches_and_halves_what_does_not() {
     let est = Estimator::new(&m, Layout::DEFAULT, Tokenizer::O200kBase);
     // Everything but the top function dropped to name only; a fake render whose size grows by
     // 10 tokens per function raised, from 100.
-    let steps: Vec<Step> = prio[1..].iter().map(|k| Step::Name(k.clone())).collect();
+    let steps: Vec<Step> = prio[1..].iter().map(|k| Step::Name(*k)).collect();
     let size = |s: &[Step]| 100 + 10 * (prio.len() - 1 - s.len());
     let start = Fitted { text: String::new(), tokens: 100, report: None };
     let mut renders = 0;

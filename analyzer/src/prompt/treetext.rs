@@ -1,7 +1,7 @@
 //! The call tree as prompt text: a function's location on its first line only, and a node
 //! that made the same calls as one printed earlier on one line (see `docs/prompts.md`).
 
-use super::{DocNode, Level, Model, ModelNode, ModelThread, NativeBlocks, Plan, SourceState, NAME_ONLY_MARK};
+use super::{DocNode, FuncId, Level, Model, ModelNode, ModelThread, NativeBlocks, Plan, SourceState, NAME_ONLY_MARK};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use trace_format::escape;
 
@@ -30,7 +30,7 @@ pub(super) fn calls_shapes(nodes: &[ModelNode]) -> Vec<u64> {
         }
         calls[i] = h.finish();
         let mut whole = std::collections::hash_map::DefaultHasher::new();
-        nodes[i].key.hash(&mut whole);
+        nodes[i].func.hash(&mut whole);
         nodes[i].recursive.hash(&mut whole);
         calls[i].hash(&mut whole);
         pending[d].push(whole.finish());
@@ -68,9 +68,9 @@ impl Model {
         th: &ModelThread,
         vis: &[(bool, u32)],
         plan: &Plan,
-        located: &mut HashSet<String>,
+        located: &mut HashSet<FuncId>,
         sources: Option<&NativeBlocks>,
-        mut shapes: Option<&mut HashMap<u64, String>>,
+        mut shapes: Option<&mut HashMap<u64, FuncId>>,
     ) -> (String, Vec<DocNode>) {
         let ambiguous = self.ambiguous_names();
         let mut out = String::new();
@@ -92,13 +92,13 @@ impl Model {
                 let whole = shown_before[end.min(th.nodes.len())] - shown_before[i] == n.descendants + 1;
                 if n.descendants > 0 && whole {
                     match seen.get(&calls[i]) {
-                        Some(k) if *k == n.key => same = Some(SAME_AS_ABOVE.to_string()),
-                        Some(k) => {
-                            let name = self.funcs.get(k).map_or(k.as_str(), |f| &f.qualname);
+                        Some(&k) if k == n.func => same = Some(SAME_AS_ABOVE.to_string()),
+                        Some(&k) => {
+                            let name = self.funcs.get(k).map_or("", |f| f.qualname.as_str());
                             same = Some(format!(" [same calls as {}]", escape::code_span(name)))
                         }
                         None => {
-                            seen.insert(calls[i], n.key.clone());
+                            seen.insert(calls[i], n.func);
                         }
                     }
                     if same.is_some() {
@@ -106,20 +106,20 @@ impl Model {
                     }
                 }
             }
-            let f = &self.funcs[&n.key];
+            let f = &self.funcs[n.func];
             // At most MAX_INDENT levels of indentation; deeper lines say their depth.
             for _ in 0..crate::views::indent_levels(n.depth) {
                 out.push_str("  ");
             }
             out.push_str(&crate::views::depth_mark(n.depth));
             out.push_str(&escape::line(&f.qualname));
-            let level = plan.level(&n.key);
+            let level = plan.level(n.func);
             // (A closure whose code lies inside its shown parent's block has no block of its
             // own: its line points into the parent's.)
             let in_heading = sources.is_some_and(|blocks| {
-                level != Level::Name && matches!(f.source, SourceState::Code(_)) && !self.inside_shown(&n.key, blocks)
+                level != Level::Name && matches!(f.source, SourceState::Code(_)) && !self.inside_shown(n.func, blocks)
             });
-            if (!in_heading && located.insert(n.key.clone())) || ambiguous.contains(f.qualname.as_str()) {
+            if (!in_heading && located.insert(n.func)) || ambiguous.contains(f.qualname.as_str()) {
                 let file = escape::line(&f.file);
                 match f.line {
                     Some(l) if !file.is_empty() => out.push_str(&format!("  ({file}:{l})")),
@@ -151,7 +151,7 @@ impl Model {
                 id: n.id,
                 parent: n.parent,
                 depth: n.depth,
-                function: n.key.clone(),
+                function: f.key.clone(),
                 count: n.count,
                 resumes: n.resumes,
                 time_ns: n.time_ns,

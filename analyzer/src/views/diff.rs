@@ -333,15 +333,12 @@ pub fn prompt_within(
         if n.side() == Side::Both && !d.is_divergence(i) && !callers.contains(&i) {
             continue;
         }
-        let key = n.func.key();
-        if !model.funcs.contains_key(&key) {
-            continue;
-        }
+        let Some(func) = model.funcs.id(&n.func.key()) else { continue };
         nodes.push(ModelNode {
             id: i as NodeId,
             parent: n.parent as NodeId,
             depth: n.depth,
-            key,
+            func,
             count: n.count_a + n.count_b,
             resumes: 0,
             time_ns: 0,
@@ -381,7 +378,7 @@ pub fn prompt_within(
     let sources: Vec<DocSource> = doc.traces.into_iter().flat_map(|t| t.sources).collect();
 
     let tree_lines: Vec<String> = d.text().lines().map(str::to_string).collect();
-    let relevance = |key: &str| restricted.funcs.get(key).map_or(0.0, |f| f.relevance);
+    let relevance = |key: &str| restricted.funcs.by_key(key).map_or(0.0, |f| f.relevance);
     // Least relevant first: the order sources are dropped in.
     let mut drop_order: Vec<usize> = (0..sources.len()).collect();
     drop_order.sort_by(|&x, &y| relevance(&sources[x].key).total_cmp(&relevance(&sources[y].key)).then(y.cmp(&x)));
