@@ -384,7 +384,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     }
     notes.extend(crate::empty::stdlib_note(stdlib_hidden, after_prune, shown));
     if threads.iter().any(|t| t.times_estimated) {
-        notes.push(INLINED_NOTE.to_string());
+        notes.push(crate::inlined::note(&t.dir));
     }
     if opts.tests.is_some() {
         // In tests' trees the runner is spliced out, not collapsed: said apart.
@@ -480,11 +480,6 @@ const WHOLE_RUN_FAILURES: usize = 3;
 
 /// The label of a tree that shows state an earlier test built ([`PreparedThread::earlier_state`]).
 const EARLIER_LABEL: &str = "built earlier, in test ";
-
-/// The note of a trace with an entry-patched process (an ordinary native build): the compiler's
-/// inlined functions never run as calls, so the tree cannot hold them (docs/native-recording.md,
-/// "Inlined functions"); a model must not read their absence as "never called".
-pub const INLINED_NOTE: &str = "Native code recorded by patching function entries (an ordinary build, not instrumented): a function that the compiler inlined into its caller runs inside that caller without a call, so it is never in the tree, even when its code ran; the caller's source shows where it is called.";
 
 /// A path for display: relative to `cwd` when inside it; installed packages as
 /// `site-packages/<path in the package directory>`; the Python standard library as

@@ -295,6 +295,7 @@ mod tests {
                     first_line: None,
                     last_line: None,
                     object: None,
+                    inlined: false,
                 })
                 .collect(),
         )

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod coverage;
 pub mod empty;
 pub mod fold;
+pub mod inlined;
 pub mod mcp;
 pub mod pathclass;
 pub mod plumbing;

@@ -324,6 +324,7 @@ mod tests {
             first_line: Some(1),
             last_line: Some(2),
             object: None,
+            inlined: false,
         }
     }
 
@@ -354,6 +355,7 @@ mod tests {
             first_line: None,
             last_line: None,
             object: module.map(String::from),
+            inlined: false,
         };
         assert_eq!(origin(&c(Some("builtins"))), Origin::Stdlib);
         assert_eq!(origin(&c(Some("os.path"))), Origin::Stdlib);
@@ -404,6 +406,7 @@ mod tests {
             first_line: None,
             last_line: None,
             object: Some("/p/hexyl".into()),
+            inlined: false,
         };
         assert_eq!(origin(&f("__rustc::__rust_alloc")), Origin::Stdlib);
         assert_eq!(origin(&f("<core::fmt::Arguments as core::fmt::Display>::fmt")), Origin::Stdlib);

@@ -266,6 +266,7 @@ mod tests {
             first_line: Some(1),
             last_line: Some(2),
             object: None,
+            inlined: false,
         }
     }
 

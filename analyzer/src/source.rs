@@ -534,6 +534,7 @@ f = lambda x: x + 1
             first_line: Some(1),
             last_line: Some(2),
             object: None,
+            inlined: false,
         };
         let sha = hex(&Sha256::digest(b"def f():\n    return 1\n"));
         let doc = |sha: &str| SourcesDoc {

@@ -31,6 +31,10 @@ pub struct Function {
     pub last_line: Option<u32>,
     /// The native object (executable or shared library) or Python module it belongs to.
     pub object: Option<String>,
+    /// Native code the compiler inlined into its caller, shown where an inline probe saw it
+    /// run (docs/native-recording.md, "Inlined functions"): it ran inside the function above
+    /// it in the tree, without a call.
+    pub inlined: bool,
 }
 
 impl Function {
@@ -45,6 +49,7 @@ impl Function {
             first_line: None,
             last_line: None,
             object: None,
+            inlined: false,
         }
     }
 
@@ -63,6 +68,25 @@ pub type Warnings = Vec<String>;
 /// Resolve every function id of a process. Ids without a record resolve to a placeholder
 /// named `<unknown #id>` (the process died while writing the record).
 pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
+    let r = resolve_process_with_inlined(proc);
+    (r.funcs, r.warnings)
+}
+
+/// A process's functions, with the inlined functions its inline probes saw run.
+#[derive(Debug, Default)]
+pub struct ResolvedProcess {
+    /// By id; past the function table's ids, the inlined functions around the innermost one
+    /// at each probe's address (see `chains`).
+    pub funcs: Vec<Function>,
+    /// For an inline probe's id: the ids of the inlined functions around it, outermost first.
+    /// The fold opens them before the probe's own call and closes them after its return, so
+    /// that `f → (inlined) run → (inlined) parse` shows every level that ran.
+    pub chains: std::collections::HashMap<u32, Vec<u32>>,
+    pub warnings: Warnings,
+}
+
+/// [`resolve_process`], with the chains of inlined functions (see [`ResolvedProcess`]).
+pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
     let mut warnings = Vec::new();
     if proc.funcs.iter().all(Option::is_none) && !proc.threads.is_empty() {
         let path = proc.dir.join(trace_format::FUNCS_FILE);
@@ -75,6 +99,7 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
     }
     let mut out: Vec<Function> = Vec::with_capacity(proc.funcs.len());
     let mut native = Vec::new();
+    let mut chains = std::collections::HashMap::new();
     for (id, rec) in proc.funcs.iter().enumerate() {
         let f = match rec.as_ref().map(|r| &r.kind) {
             Some(FuncKind::Python { file, qualname, name, first_line, last_line, .. }) => Function {
@@ -85,6 +110,7 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
                 first_line: Some(*first_line),
                 last_line: Some(*last_line),
                 object: None,
+                inlined: false,
             },
             Some(FuncKind::Builtin { module, qualname }) => Function {
                 language: Language::Builtin,
@@ -94,14 +120,16 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
                 first_line: None,
                 last_line: None,
                 object: module.clone(),
+                inlined: false,
             },
-            Some(FuncKind::Native { addr, module, base, symbol }) => {
+            Some(FuncKind::Native { addr, module, base, symbol, inlined }) => {
                 native.push(crate::symbolize::native::NativeAddr {
                     id: id as u32,
                     addr: *addr,
                     module: module.clone(),
                     base: *base,
                     symbol: symbol.clone(),
+                    inlined: *inlined,
                 });
                 Function::unknown(id as u32)
             }
@@ -112,13 +140,23 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
     if !native.is_empty() {
         // The fingerprints of the objects that ran are in the trace directory's sources.json.
         let recorded = proc.dir.parent().and_then(crate::source::SourceCache::read_sources_doc);
-        let (resolved, w) = crate::symbolize::native::resolve(&native, recorded.as_ref());
+        let (resolved, w) = crate::symbolize::native::resolve_chains(&native, recorded.as_ref());
         warnings.extend(w);
-        for (a, f) in native.iter().zip(resolved) {
+        for (a, (f, outer)) in native.iter().zip(resolved) {
             out[a.id as usize] = f;
+            if !outer.is_empty() {
+                let ids: Vec<u32> = outer
+                    .into_iter()
+                    .map(|g| {
+                        out.push(g);
+                        (out.len() - 1) as u32
+                    })
+                    .collect();
+                chains.insert(a.id, ids);
+            }
         }
     }
-    (out, warnings)
+    ResolvedProcess { funcs: out, chains, warnings }
 }
 
 #[cfg(test)]

@@ -44,6 +44,7 @@ pub fn py_funcs(names: &[&str]) -> Vec<Function> {
             first_line: None,
             last_line: None,
             object: None,
+            inlined: false,
         })
         .collect()
 }

@@ -48,6 +48,8 @@ mod loaderhook;
 mod objects;
 #[cfg(target_arch = "x86_64")]
 mod patch;
+#[cfg(target_arch = "x86_64")]
+mod probe;
 mod process;
 mod suspend;
 mod table;

@@ -56,6 +56,8 @@ struct ObjectReport {
     report: patch::Report,
     skipped: Option<String>,
     dlopened: bool,
+    /// The program's inline probes (probe.rs), if it was probed.
+    probes: Option<trace_format::meta::InlineProbes>,
 }
 
 static LOCK: SpinLock = SpinLock::new();
@@ -335,6 +337,7 @@ fn patch_objects(dlopened: bool, early: bool) {
             }
             _ => None,
         };
+        let mut probes = None;
         let (report, skipped) = match skipped {
             Some(s) => (patch::Report::default(), Some(s)),
             None => match examine(&path) {
@@ -342,6 +345,7 @@ fn patch_objects(dlopened: bool, early: bool) {
                     let report = patch::patch_object(base, &syms);
                     if program {
                         note_program_main(base, &syms, &report);
+                        probes = crate::probe::plant(base, &path, &report.moved);
                         if syms.funcs.iter().any(|f| f.2.starts_with(GTEST_RUNNER)) {
                             GTEST.store(true, Ordering::Release);
                         }
@@ -351,7 +355,7 @@ fn patch_objects(dlopened: bool, early: bool) {
                 Err(why) => (patch::Report::default(), Some(why.to_string())),
             },
         };
-        seen.reports.push(ObjectReport { path, report, skipped, dlopened });
+        seen.reports.push(ObjectReport { path, report, skipped, dlopened, probes });
         added = true;
     }
     drop(l);
@@ -424,6 +428,7 @@ pub(crate) fn write_report(dir: &std::path::Path) -> std::io::Result<()> {
             refused: o.report.refused.len() as u64,
             skipped: o.skipped.clone(),
             dlopened: o.dlopened,
+            inline_probes: o.probes.clone(),
         });
     }
     drop(l);

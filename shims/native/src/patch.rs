@@ -399,6 +399,9 @@ impl Refusal {
 pub(crate) struct Report {
     pub patched: usize,
     pub refused: Vec<(String, Refusal)>,
+    /// (entry, end of the bytes moved to its trampoline) of each function planned: code
+    /// there runs from the trampoline's copy (probe.rs plants no probe in it).
+    pub moved: Vec<(u64, u64)>,
 }
 
 /// Set up once, before the first object is patched (the stub's choice of registers).
@@ -511,6 +514,7 @@ pub(crate) fn patch_object(base: u64, syms: &crate::filter::Symbols) -> Report {
             continue;
         }
         let moved_len: usize = moved.iter().map(|i| i.len()).sum();
+        report.moved.push((*addr, addr + moved_len as u64));
         let mut t = Vec::with_capacity(SLOT);
         t.extend_from_slice(&addr.to_le_bytes());
         t.extend_from_slice(&(slt_patch_stub as *const () as u64).to_le_bytes());

@@ -190,7 +190,11 @@ pub(crate) fn register_locked(addr: u64) -> Option<u32> {
     };
     let id = proc.next_id;
     proc.next_id += 1;
-    let rec = FuncRecord { id, kind: FuncKind::Native { addr, module, base, symbol } };
+    #[cfg(target_arch = "x86_64")]
+    let inlined = crate::probe::is_probe(addr);
+    #[cfg(not(target_arch = "x86_64"))]
+    let inlined = false;
+    let rec = FuncRecord { id, kind: FuncKind::Native { addr, module, base, symbol, inlined } };
     if proc.funcs.append(&rec).is_err() {
         warn_once(&format!("cannot write {}/{FUNCS_FILE}; function names will be missing", proc.dir.display()));
     }

@@ -1,0 +1,175 @@
+//! The inline-probe list of a native program (docs/native-recording.md, "Inlined functions"):
+//! where the code the compiler inlined starts, from the program's DWARF
+//! (`DW_TAG_inlined_subroutine` and its address ranges), computed once by `trace run` before the
+//! program starts, so that the shim does not read DWARF inside the traced process. The shim
+//! plants a one-shot probe at each entry; a hit says that the inlined code ran.
+//!
+//! Only the program's own code is listed: an inlined function declared in the Rust standard
+//! library, a C/C++ system header or a cargo dependency (by its `DW_AT_decl_file`) gets no
+//! probe, as `slice` hides those functions by default (a probe costs one trap when it fires).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::Path;
+use trace_format::meta::InlineProbeList;
+
+type R<'a> = gimli::EndianSlice<'a, gimli::RunTimeEndian>;
+
+/// At most this many entries (a bound on a damaged or huge object).
+const MAX_PROBES: usize = 1_000_000;
+
+/// The list for the ELF object at `path`: `None` when it cannot be read, has no DWARF, or
+/// inlines none of its own code.
+pub fn probe_list(path: &Path) -> Option<InlineProbeList> {
+    use object::{Object, ObjectSegment};
+    let meta = std::fs::metadata(path).ok()?;
+    let mtime_ns = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos() as i128;
+    let data = crate::detect::map_file(path).ok()?;
+    let obj = object::File::parse(&*data).ok()?;
+    let bias = obj.segments().map(|s| s.address()).min().map(|v| v & !0xfff)?;
+    let mut starts = entries(&obj).ok()?;
+    starts.sort_unstable();
+    starts.dedup();
+    let offsets: Vec<u64> = starts.into_iter().filter(|&a| a >= bias).map(|a| a - bias).collect();
+    if offsets.is_empty() {
+        return None;
+    }
+    let object = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).to_string_lossy().into_owned();
+    Some(InlineProbeList { object, size: meta.len(), mtime_ns, offsets })
+}
+
+/// Whether a declaration file is the program's own code (see the module's rule).
+fn own_code(file: &str) -> bool {
+    const NOT_OWN: [&str; 4] = ["/rustlib/", "/registry/src/", "/git/checkouts/", "/.rustup/"];
+    !(file.starts_with("/rustc/") || file.starts_with("/usr/") || NOT_OWN.iter().any(|m| file.contains(m)))
+}
+
+/// The start of every address range of the program's own inlined subroutines (link-time).
+fn entries(obj: &object::File) -> Result<Vec<u64>, gimli::Error> {
+    use object::{Object, ObjectSection};
+    let endian = if obj.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
+    let ids = [
+        gimli::SectionId::DebugAbbrev,
+        gimli::SectionId::DebugAddr,
+        gimli::SectionId::DebugInfo,
+        gimli::SectionId::DebugLine,
+        gimli::SectionId::DebugLineStr,
+        gimli::SectionId::DebugRanges,
+        gimli::SectionId::DebugRngLists,
+        gimli::SectionId::DebugStr,
+        gimli::SectionId::DebugStrOffsets,
+    ];
+    let sections: Vec<(gimli::SectionId, Cow<[u8]>)> = ids
+        .iter()
+        .map(|&id| (id, obj.section_by_name(id.name()).and_then(|s| s.uncompressed_data().ok()).unwrap_or(Cow::Borrowed(&[][..]))))
+        .collect();
+    let get = |id: gimli::SectionId| -> Result<R, gimli::Error> {
+        let data: &[u8] = sections.iter().find(|(s, _)| *s == id).map(|(_, d)| d.as_ref()).unwrap_or(&[]);
+        Ok(gimli::EndianSlice::new(data, endian))
+    };
+    let dwarf = gimli::Dwarf::load(get)?;
+    let mut out = Vec::new();
+    let mut units = dwarf.units();
+    while let Some(header) = units.next()? {
+        let Ok(unit) = dwarf.unit(header) else { continue };
+        let unit = unit.unit_ref(&dwarf);
+        // Whether each declaration file index is the program's own, once per unit.
+        let mut own: HashMap<u64, bool> = HashMap::new();
+        let mut cursor = unit.entries();
+        while let Some((_, entry)) = cursor.next_dfs()? {
+            if entry.tag() != gimli::DW_TAG_inlined_subroutine {
+                continue;
+            }
+            if let Some(file) = decl_file(&unit, entry) {
+                if !*own.entry(file).or_insert_with(|| file_name(&unit, file).is_none_or(|f| own_code(&f))) {
+                    continue;
+                }
+            }
+            let Ok(mut ranges) = unit.die_ranges(entry) else { continue };
+            while let Ok(Some(r)) = ranges.next() {
+                if r.end > r.begin {
+                    out.push(r.begin);
+                }
+            }
+            if out.len() >= MAX_PROBES {
+                return Ok(out);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `DW_AT_decl_file` of an inlined subroutine's abstract origin (followed within the unit).
+fn decl_file(unit: &gimli::UnitRef<R>, entry: &gimli::DebuggingInformationEntry<R>) -> Option<u64> {
+    let mut origin = match entry.attr_value(gimli::DW_AT_abstract_origin).ok()?? {
+        gimli::AttributeValue::UnitRef(o) => o,
+        _ => return None,
+    };
+    for _ in 0..8 {
+        let e = unit.entry(origin).ok()?;
+        match e.attr_value(gimli::DW_AT_decl_file).ok()? {
+            Some(gimli::AttributeValue::FileIndex(i)) => return Some(i),
+            Some(v) => return v.udata_value(),
+            None => {}
+        }
+        origin = match e.attr_value(gimli::DW_AT_specification).ok()?.or(e.attr_value(gimli::DW_AT_abstract_origin).ok()?)? {
+            gimli::AttributeValue::UnitRef(o) => o,
+            _ => return None,
+        };
+    }
+    None
+}
+
+/// The path of file `index` of the unit's line table, as written there.
+fn file_name(unit: &gimli::UnitRef<R>, index: u64) -> Option<String> {
+    let program = unit.line_program.as_ref()?;
+    let header = program.header();
+    let fe = header.file(index)?;
+    let mut p = std::path::PathBuf::new();
+    if let Some(cd) = &unit.comp_dir {
+        p.push(cd.to_string_lossy().as_ref());
+    }
+    if let Some(dir) = fe.directory(header) {
+        if let Ok(d) = unit.attr_string(dir) {
+            p.push(d.to_string_lossy().as_ref());
+        }
+    }
+    p.push(unit.attr_string(fe.path_name()).ok()?.to_string_lossy().as_ref());
+    Some(p.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_and_dependency_code_is_not_the_programs_own() {
+        assert!(own_code("/home/u/app/src/main.rs"));
+        assert!(own_code("/work/examples/c/inlined.c"));
+        assert!(!own_code("/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/iter/range.rs"));
+        assert!(!own_code("/usr/include/x86_64-linux-gnu/bits/stdio2.h"));
+        assert!(!own_code("/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/clap-4.5.20/src/lib.rs"));
+    }
+
+    #[test]
+    fn a_static_helper_inlined_at_o1_is_listed_and_an_o0_build_has_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("prog.c");
+        std::fs::write(
+            &src,
+            "#include <stdio.h>\nstatic int helper(int x) {\n  int s = 0;\n  for (int i = 0; i < x; i++) s += i * x;\n  return s;\n}\nint main(int argc, char **argv) {\n  (void)argv;\n  printf(\"%d\\n\", helper(argc + 5));\n  return 0;\n}\n",
+        )
+        .unwrap();
+        let exe = d.path().join("prog");
+        for (opt, expect) in [("-O1", true), ("-O0", false)] {
+            let st = std::process::Command::new("cc").args(["-g", opt, "-o"]).arg(&exe).arg(&src).status().expect("run cc");
+            assert!(st.success());
+            let list = probe_list(&exe);
+            assert_eq!(list.is_some(), expect, "{opt}: {list:?}");
+            if let Some(l) = list {
+                assert_eq!(l.size, std::fs::metadata(&exe).unwrap().len());
+                assert!(l.offsets.windows(2).all(|w| w[0] < w[1]));
+            }
+        }
+    }
+}
