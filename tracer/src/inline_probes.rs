@@ -4,9 +4,10 @@
 //! program starts, so that the shim does not read DWARF inside the traced process. The shim
 //! plants a one-shot probe at each entry; a hit says that the inlined code ran.
 //!
-//! Only the program's own code is listed: an inlined function declared in the Rust standard
-//! library, a C/C++ system header or a cargo dependency (by its `DW_AT_decl_file`) gets no
-//! probe, as `slice` hides those functions by default (a probe costs one trap when it fires).
+//! The standard library's inlined code is not listed: an inlined function declared in the Rust
+//! standard library or a C/C++ system header (by its `DW_AT_decl_file`) gets no probe, as
+//! `slice` hides those functions by default (a probe costs one trap when it fires). Code from
+//! cargo's registry is listed: a program installed with `cargo install` is itself there.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -40,7 +41,7 @@ pub fn probe_list(path: &Path) -> Option<InlineProbeList> {
 
 /// Whether a declaration file is the program's own code (see the module's rule).
 fn own_code(file: &str) -> bool {
-    const NOT_OWN: [&str; 4] = ["/rustlib/", "/registry/src/", "/git/checkouts/", "/.rustup/"];
+    const NOT_OWN: [&str; 2] = ["/rustlib/", "/.rustup/"];
     !(file.starts_with("/rustc/") || file.starts_with("/usr/") || NOT_OWN.iter().any(|m| file.contains(m)))
 }
 
@@ -68,22 +69,37 @@ fn entries(obj: &object::File) -> Result<Vec<u64>, gimli::Error> {
         Ok(gimli::EndianSlice::new(data, endian))
     };
     let dwarf = gimli::Dwarf::load(get)?;
+    let mut xref = Xref::new(&dwarf);
+    // Whether a declaration file is the program's own, by (unit start, file index).
+    let mut own: HashMap<(usize, u64), bool> = HashMap::new();
     let mut out = Vec::new();
     let mut units = dwarf.units();
     while let Some(header) = units.next()? {
         let Ok(unit) = dwarf.unit(header) else { continue };
         let unit = unit.unit_ref(&dwarf);
-        // Whether each declaration file index is the program's own, once per unit.
-        let mut own: HashMap<u64, bool> = HashMap::new();
+        let here = unit.header.offset().as_debug_info_offset().map_or(usize::MAX, |o| o.0);
         let mut cursor = unit.entries();
         while let Some((_, entry)) = cursor.next_dfs()? {
             if entry.tag() != gimli::DW_TAG_inlined_subroutine {
                 continue;
             }
-            if let Some(file) = decl_file(&unit, entry) {
-                if !*own.entry(file).or_insert_with(|| file_name(&unit, file).is_none_or(|f| own_code(&f))) {
-                    continue;
+            let is_own = match decl_file(&unit, here, entry, &mut xref) {
+                None => true,
+                Some((k, file)) if k == here => {
+                    *own.entry((k, file)).or_insert_with(|| file_name(&unit, file).is_none_or(|f| own_code(&f)))
                 }
+                Some((k, file)) => match own.get(&(k, file)) {
+                    Some(&o) => o,
+                    None => {
+                        let dwarf = xref.dwarf;
+                        let o = xref.unit(k).is_none_or(|u| file_name(&u.unit_ref(dwarf), file).is_none_or(|f| own_code(&f)));
+                        own.insert((k, file), o);
+                        o
+                    }
+                },
+            };
+            if !is_own {
+                continue;
             }
             let Ok(mut ranges) = unit.die_ranges(entry) else { continue };
             while let Ok(Some(r)) = ranges.next() {
@@ -99,25 +115,90 @@ fn entries(obj: &object::File) -> Result<Vec<u64>, gimli::Error> {
     Ok(out)
 }
 
-/// `DW_AT_decl_file` of an inlined subroutine's abstract origin (followed within the unit).
-fn decl_file(unit: &gimli::UnitRef<R>, entry: &gimli::DebuggingInformationEntry<R>) -> Option<u64> {
-    let mut origin = match entry.attr_value(gimli::DW_AT_abstract_origin).ok()?? {
-        gimli::AttributeValue::UnitRef(o) => o,
-        _ => return None,
+/// `DW_AT_decl_file` of an inlined subroutine's abstract origin, followed within the unit
+/// (whose start is `here`) or into another one (`DW_FORM_ref_addr`, as LTO builds refer to an
+/// inlined function's origin): the start of the unit holding it and the file index there.
+fn decl_file<'a>(
+    unit: &gimli::UnitRef<R<'a>>,
+    here: usize,
+    entry: &gimli::DebuggingInformationEntry<R<'a>>,
+    xref: &mut Xref<'_, 'a>,
+) -> Option<(usize, u64)> {
+    let origin = |e: &gimli::DebuggingInformationEntry<R<'a>>| {
+        e.attr_value(gimli::DW_AT_abstract_origin).ok().flatten().or_else(|| e.attr_value(gimli::DW_AT_specification).ok().flatten())
     };
+    let mut at = (here, origin(entry)?);
     for _ in 0..8 {
-        let e = unit.entry(origin).ok()?;
-        match e.attr_value(gimli::DW_AT_decl_file).ok()? {
-            Some(gimli::AttributeValue::FileIndex(i)) => return Some(i),
-            Some(v) => return v.udata_value(),
-            None => {}
-        }
-        origin = match e.attr_value(gimli::DW_AT_specification).ok()?.or(e.attr_value(gimli::DW_AT_abstract_origin).ok()?)? {
-            gimli::AttributeValue::UnitRef(o) => o,
+        let (k, off) = match at.1 {
+            gimli::AttributeValue::UnitRef(o) => (at.0, o),
+            gimli::AttributeValue::DebugInfoRef(o) => xref.locate(o)?,
             _ => return None,
         };
+        let next = if k == here {
+            let e = unit.entry(off).ok()?;
+            if let Some(f) = file_index(&e) {
+                return Some((k, f));
+            }
+            origin(&e)?
+        } else {
+            let dwarf = xref.dwarf;
+            let u = xref.unit(k)?;
+            let other = u.unit_ref(dwarf);
+            let e = other.entry(off).ok()?;
+            if let Some(f) = file_index(&e) {
+                return Some((k, f));
+            }
+            origin(&e)?
+        };
+        at = (k, next);
     }
     None
+}
+
+fn file_index(e: &gimli::DebuggingInformationEntry<R>) -> Option<u64> {
+    match e.attr_value(gimli::DW_AT_decl_file).ok()?? {
+        gimli::AttributeValue::FileIndex(i) => Some(i),
+        v => v.udata_value(),
+    }
+}
+
+/// The units of `.debug_info`, for references into another unit: headers by start, each unit
+/// parsed once, when first referred to.
+struct Xref<'d, 'a> {
+    dwarf: &'d gimli::Dwarf<R<'a>>,
+    heads: Vec<(usize, gimli::UnitHeader<R<'a>>)>,
+    units: HashMap<usize, Option<gimli::Unit<R<'a>>>>,
+}
+
+impl<'d, 'a> Xref<'d, 'a> {
+    fn new(dwarf: &'d gimli::Dwarf<R<'a>>) -> Self {
+        let mut heads = Vec::new();
+        let mut it = dwarf.units();
+        while let Ok(Some(h)) = it.next() {
+            if let Some(o) = h.offset().as_debug_info_offset() {
+                heads.push((o.0, h));
+            }
+        }
+        heads.sort_by_key(|h| h.0);
+        Xref { dwarf, heads, units: HashMap::new() }
+    }
+
+    fn locate(&self, off: gimli::DebugInfoOffset) -> Option<(usize, gimli::UnitOffset)> {
+        let i = self.heads.partition_point(|h| h.0 <= off.0).checked_sub(1)?;
+        let (start, h) = &self.heads[i];
+        Some((*start, off.to_unit_offset(h)?))
+    }
+
+    fn unit(&mut self, start: usize) -> Option<&gimli::Unit<R<'a>>> {
+        let (dwarf, heads) = (self.dwarf, &self.heads);
+        self.units
+            .entry(start)
+            .or_insert_with(|| {
+                let i = heads.binary_search_by_key(&start, |h| h.0).ok()?;
+                dwarf.unit(heads[i].1).ok()
+            })
+            .as_ref()
+    }
 }
 
 /// The path of file `index` of the unit's line table, as written there.
@@ -143,12 +224,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn system_and_dependency_code_is_not_the_programs_own() {
+    fn the_standard_library_and_system_headers_are_not_the_programs_own() {
         assert!(own_code("/home/u/app/src/main.rs"));
         assert!(own_code("/work/examples/c/inlined.c"));
         assert!(!own_code("/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/iter/range.rs"));
         assert!(!own_code("/usr/include/x86_64-linux-gnu/bits/stdio2.h"));
-        assert!(!own_code("/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/clap-4.5.20/src/lib.rs"));
+        assert!(own_code("/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/hexyl-0.16.0/src/main.rs"));
     }
 
     #[test]
