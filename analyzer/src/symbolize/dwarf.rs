@@ -61,8 +61,6 @@ pub struct Sub {
     /// For each wanted address inside code inlined into this subprogram: the inlined
     /// functions there, outermost first.
     pub inlined_at: Vec<(u64, InlinedFrame)>,
-    /// The address ranges of each `inlined_at` entry's inlined instance (same order).
-    inlined_ranges: Vec<Vec<(u64, u64)>>,
 }
 
 /// A function whose code was inlined at an address: it runs there without a call.
@@ -74,10 +72,10 @@ pub struct InlinedFrame {
     pub call_file: Option<PathBuf>,
     pub call_line: Option<u32>,
     /// The inlined function's own source: `DW_AT_decl_file`/`DW_AT_decl_line` of its abstract
-    /// origin, and the largest line of the line table over this instance's code in that file.
+    /// origin. (Its last line is where its braces close, from the source text: the line
+    /// table over an instance's code also holds the lines of the code inlined into it.)
     pub file: Option<PathBuf>,
     pub first_line: Option<u32>,
-    pub last_line: Option<u32>,
 }
 
 impl Sub {
@@ -175,7 +173,6 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
                             inlined: Vec::new(),
                             last_line: None,
                             inlined_at: Vec::new(),
-                            inlined_ranges: Vec::new(),
                         };
                         subs.push((hits, sub));
                         Some(subs.len() - 1)
@@ -223,10 +220,8 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
                                     call_line: call_line.map(|l| l.min(u32::MAX as u64) as u32),
                                     file: file.clone(),
                                     first_line: id.line.map(|l| l.min(u32::MAX as u64) as u32),
-                                    last_line: None,
                                 };
                                 subs[i].1.inlined_at.push((h, frame));
-                                subs[i].1.inlined_ranges.push(r.clone());
                             }
                         }
                         subs[i].1.inlined.extend(r);
@@ -239,7 +234,6 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
             continue;
         }
         last_lines(&unit, &mut subs, &mut files);
-        inlined_last_lines(&unit, &mut subs, &mut files);
         for (hits, sub) in subs {
             for h in hits {
                 let better = match found.get(&h) {
@@ -424,54 +418,6 @@ fn file_path(unit: &gimli::UnitRef<R>, index: u64) -> Option<PathBuf> {
     let name = unit.attr_string(fe.path_name()).ok()?;
     p.push(name.to_string_lossy().as_ref());
     Some(trace_format::normalize_path(&p))
-}
-
-/// Set the last line of each inlined instance found: the largest line of the line table over
-/// the instance's ranges, in the inlined function's own file (never before its first line).
-fn inlined_last_lines(unit: &gimli::UnitRef<R>, subs: &mut [(Vec<u64>, Sub)], files: &mut HashMap<u64, Option<PathBuf>>) {
-    // (begin, end, sub index, frame index), sorted by begin.
-    let mut index: Vec<(u64, u64, usize, usize)> = subs
-        .iter()
-        .enumerate()
-        .flat_map(|(i, (_, s))| s.inlined_ranges.iter().enumerate().flat_map(move |(k, rs)| rs.iter().map(move |&(b, e)| (b, e, i, k))))
-        .collect();
-    if index.is_empty() {
-        return;
-    }
-    index.sort_unstable();
-    let Some(program) = unit.line_program.clone() else { return };
-    let mut rows = program.rows();
-    while let Ok(Some((_, row))) = rows.next_row() {
-        if row.end_sequence() {
-            continue;
-        }
-        let Some(line) = row.line() else { continue };
-        let a = row.address();
-        let fi = row.file_index();
-        let i = index.partition_point(|r| r.0 <= a);
-        for &(b, e, si, k) in index[..i].iter().rev() {
-            if a < b {
-                continue;
-            }
-            if a >= e {
-                // Ranges of one instance never overlap each other; other instances' may nest.
-                if b + (1 << 20) < a {
-                    break;
-                }
-                continue;
-            }
-            let frame = &mut subs[si].1.inlined_at[k].1;
-            let same_file = match &frame.file {
-                None => false,
-                Some(f) => files.entry(fi).or_insert_with(|| file_path(unit, fi)).as_deref() == Some(f.as_path()),
-            };
-            if same_file {
-                let l = line.get().min(u32::MAX as u64) as u32;
-                let floor = frame.first_line.unwrap_or(0);
-                frame.last_line = Some(frame.last_line.map_or(l, |m| m.max(l)).max(floor));
-            }
-        }
-    }
 }
 
 /// Set each subprogram's last line: the largest line of the line table over its address

@@ -202,7 +202,7 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
                             qualname: i.qualname.clone(),
                             file: i.file.clone(),
                             first_line: i.first_line,
-                            last_line: i.last_line.or(i.first_line),
+                            last_line: i.first_line,
                             object: Some(module.to_string()),
                             inlined: true,
                         })
