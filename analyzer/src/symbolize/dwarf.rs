@@ -76,6 +76,8 @@ pub struct InlinedFrame {
     /// table over an instance's code also holds the lines of the code inlined into it.)
     pub file: Option<PathBuf>,
     pub first_line: Option<u32>,
+    /// Depth of the instance's DIE in its unit: nested instances are deeper.
+    pub depth: u32,
 }
 
 impl Sub {
@@ -220,6 +222,7 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
                                     call_line: call_line.map(|l| l.min(u32::MAX as u64) as u32),
                                     file: file.clone(),
                                     first_line: id.line.map(|l| l.min(u32::MAX as u64) as u32),
+                                    depth: depth.max(0) as u32,
                                 };
                                 subs[i].1.inlined_at.push((h, frame));
                             }

@@ -6,8 +6,8 @@
 //! ([`INLINE_PROBES_FILE`]). At start-up, once the program's entries are patched (objects.rs),
 //! [`plant`] puts a one-byte `int3` at each listed entry of the program and installs a
 //! `SIGTRAP` handler. The first time a thread runs into one ([`on_trap`]), the handler puts the
-//! original byte back, records the hit as the call and return of the probe's address (its
-//! `funcs.jsonl` record says `"inlined": true`) with the stack pointer of the interrupted code
+//! original byte back, records the hit as the call and return of the probe's address (keyed
+//! with [`INLINE_BIT`]; its `funcs.jsonl` record says `"inlined": true`) with the stack pointer of the interrupted code
 //! as the frame address, so that the frame repair closes the callees that returned and the
 //! hit lands under the function that was running, and resumes the program at the probe's
 //! address. A probe fires once per process (and once more in a forked child that had not run
@@ -48,8 +48,6 @@ struct Probes {
     /// (function entry, inlined entry, recorded) for the entries in a patched entry's moved
     /// bytes, by function entry.
     at_entry: Vec<(u64, u64, AtomicBool)>,
-    /// Every listed address that is a probe of either kind, ascending.
-    all: Vec<u64>,
 }
 
 /// Set once by [`plant`] (the constructor, before any other thread), never freed.
@@ -68,10 +66,10 @@ fn probes() -> Option<&'static Probes> {
     (!p.is_null()).then(|| unsafe { &*p })
 }
 
-/// Whether `addr` is an inline probe's address (its `funcs.jsonl` record says so).
-pub(crate) fn is_probe(addr: u64) -> bool {
-    probes().is_some_and(|p| p.all.binary_search(&addr).is_ok())
-}
+/// Set in the address an inline probe's hit is recorded under (the hooks' `this_fn`, the id
+/// table's key): an inlined entry may be a patched function's own entry (inlined code at its
+/// first instruction), which must keep its own id. No user-space address has it.
+pub(crate) const INLINE_BIT: u64 = 1 << 63;
 
 /// The slow path recorded the entry of the function at `addr`: the inlined entries in its
 /// moved bytes not recorded yet run now; `record` gets each one's id.
@@ -80,7 +78,7 @@ pub(crate) fn entered(addr: u64, mut record: impl FnMut(u32)) {
     let i = p.at_entry.partition_point(|e| e.0 < addr);
     for (_, inlined, done) in p.at_entry[i..].iter().take_while(|e| e.0 == addr) {
         if !done.swap(true, Ordering::AcqRel) {
-            if let Some(id) = crate::process::id_of(*inlined) {
+            if let Some(id) = crate::process::id_of(*inlined | INLINE_BIT) {
                 record(id);
             }
         }
@@ -139,11 +137,9 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)]) -> Option<Inlin
     stats.unprobed += (wanted.len() - traps.len()) as u64;
     stats.planted = traps.len() as u64;
     stats.at_entry = at_entry.len() as u64;
-    crate::frames::set_cfa_offsets(&traps.iter().map(|p| p.addr).collect::<Vec<_>>(), 8);
-    let mut all: Vec<u64> = traps.iter().map(|p| p.addr).chain(at_entry.iter().map(|e| e.1)).collect();
-    all.sort_unstable();
+    crate::frames::set_cfa_offsets(&traps.iter().map(|p| p.addr | INLINE_BIT).collect::<Vec<_>>(), 8);
     at_entry.sort_unstable_by_key(|e| (e.0, e.1));
-    PROBES.store(Box::into_raw(Box::new(Probes { traps, at_entry, all })), Ordering::Release);
+    PROBES.store(Box::into_raw(Box::new(Probes { traps, at_entry })), Ordering::Release);
     Some(stats)
 }
 
@@ -257,8 +253,8 @@ extern "C" fn on_trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
                 // offset is 8, set by `plant`): frames at or below it have returned.
                 // SAFETY: hot.c's entry points, for this thread; the address is a number.
                 unsafe {
-                    crate::hot::slt_enter(p.addr as *mut libc::c_void, rsp - 8);
-                    crate::hot::slt_exit(p.addr as *mut libc::c_void, rsp - 8);
+                    crate::hot::slt_enter((p.addr | INLINE_BIT) as *mut libc::c_void, rsp - 8);
+                    crate::hot::slt_exit((p.addr | INLINE_BIT) as *mut libc::c_void, rsp - 8);
                 }
             }
             // Run the original instruction (after the byte is back; until then, trap again).
