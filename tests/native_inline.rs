@@ -103,3 +103,22 @@ fn hexyl_run_inlined_into_main_is_shown_with_its_source() {
     let body = block(&prompt, "hexyl::run").unwrap_or_default();
     assert!(body.starts_with("fn run() -> Result<()> {") && body.ends_with('}'), "{body}");
 }
+
+/// The program's own SIGTRAP handler (installed with `sigaction` or `signal`) still gets every
+/// trap that is not a probe's (`raise`, its own `int3`), and `sigaction` reports it back as
+/// the current one, while the probes' handler is installed beside it.
+#[test]
+fn the_programs_own_sigtrap_handler_gets_the_traps_that_are_not_probes() {
+    let s = scratch();
+    let exe = s.path().join("traps");
+    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-o"]).arg(&exe).arg(example("c/traps.c")));
+    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    for (args, expected) in [(&[][..], "2 5\n"), (&["signal"][..], "2 8\n")] {
+        let untraced = run(std::process::Command::new(&exe).args(args));
+        assert_eq!(texts(&untraced).0, expected);
+        let t = s.path().join(format!("traps{}.d", args.len()));
+        assert_eq!(trace_patched(&t, &exe, args), expected, "{args:?}");
+        let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("What happens on a trap?"));
+        assert_eq!(tree_text(&prompt), "main\n  on_trap ×2\n  scaled [inlined]\n", "{prompt}");
+    }
+}
