@@ -106,7 +106,8 @@ fn hexyl_run_inlined_into_main_is_shown_with_its_source() {
 
 /// The program's own SIGTRAP handler (installed with `sigaction` or `signal`) still gets every
 /// trap that is not a probe's (`raise`, its own `int3`), and `sigaction` reports it back as
-/// the current one, while the probes' handler is installed beside it.
+/// the current one, while the probes' handler is installed beside it; a probe still fires
+/// after the program blocked every signal.
 #[test]
 fn the_programs_own_sigtrap_handler_gets_the_traps_that_are_not_probes() {
     let s = scratch();

@@ -1,6 +1,7 @@
 /* A program with SIGTRAP handlers of its own (tests/native_inline.rs): under `trace run` the
  * shim's inline probes share SIGTRAP with it, and every trap that is not a probe's (raise, an
- * int3 of its own) still reaches the program's handler, installed with sigaction or signal. */
+ * int3 of its own) still reaches the program's handler, installed with sigaction or signal,
+ * and blocking every signal does not block the probes' trap. */
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -31,6 +32,11 @@ int main(int argc, char **argv) {
     }
     raise(SIGTRAP);
     __asm__ volatile("int3");
+    /* Every signal blocked (as a worker thread that leaves signals to another does): a
+     * probe's int3 in `scaled` must still reach the shim, not kill the process. */
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, NULL);
     printf("%d %d\n", hits, scaled(argc));
     return 0;
 }

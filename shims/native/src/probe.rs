@@ -213,6 +213,9 @@ unsafe fn write_traps(addrs: &[u64]) -> Vec<Probe> {
 
 /// Install [`on_trap`] for `SIGTRAP`, keeping the disposition it replaces to chain to.
 fn install_handler() -> bool {
+    // Look the wrapped functions up now: `dlsym` is not for signal handlers.
+    next_symbol(c"pthread_sigmask", &REAL_PTHREAD_SIGMASK);
+    next_symbol(c"sigprocmask", &REAL_SIGPROCMASK);
     let Some(real) = real_sigaction() else { return false };
     // SAFETY: a zeroed sigaction is valid (no handler, empty mask); `real` is libc's
     // `sigaction`, given structures we own.
@@ -394,6 +397,10 @@ pub unsafe extern "C" fn sigaction(sig: libc::c_int, act: *const libc::sigaction
         }
         return 0;
     }
+    // Another signal's handler must not block SIGTRAP while it runs (see `no_trap_blocked`).
+    // SAFETY: the caller's structure (the contract), copied.
+    let copy = (!act.is_null()).then(|| unsafe { *act }).and_then(|mut a| no_trap_blocked(&mut a.sa_mask).then_some(a));
+    let act = copy.as_ref().map_or(act, |a| a as *const libc::sigaction);
     match real_sigaction() {
         // SAFETY: libc's, with the caller's arguments.
         Some(real) => unsafe { real(sig, act, old) },
@@ -403,6 +410,73 @@ pub unsafe extern "C" fn sigaction(sig: libc::c_int, act: *const libc::sigaction
             -1
         }
     }
+}
+
+/// Take `SIGTRAP` out of a mask the program is about to block, while probes are planted;
+/// true if it was there. A trap of `int3` in a thread that blocks `SIGTRAP` is not held
+/// back: the kernel resets the signal to its default action and the process dies. So a
+/// program that blocks every signal in a thread (a worker that leaves signals to the main
+/// thread) gets every signal but that one blocked.
+fn no_trap_blocked(set: &mut libc::sigset_t) -> bool {
+    // SAFETY: a set we own.
+    INSTALLED.load(Ordering::Acquire) && unsafe { libc::sigismember(set, libc::SIGTRAP) == 1 && libc::sigdelset(set, libc::SIGTRAP) == 0 }
+}
+
+type SigmaskFn = unsafe extern "C" fn(libc::c_int, *const libc::sigset_t, *mut libc::sigset_t) -> libc::c_int;
+
+/// The calling thread's signal mask through libc's `name` (`pthread_sigmask` or
+/// `sigprocmask`), with `SIGTRAP` never blocked while probes are planted.
+///
+/// # Safety
+/// As libc's: `set` and `old` are null or valid.
+unsafe fn mask_through(
+    name: &std::ffi::CStr,
+    cache: &AtomicPtr<libc::c_void>,
+    how: libc::c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> libc::c_int {
+    let f = next_symbol(name, cache);
+    if f.is_null() {
+        return libc::ENOSYS;
+    }
+    let copy = (!set.is_null() && how != libc::SIG_UNBLOCK)
+        // SAFETY: the caller's set (the contract), copied.
+        .then(|| unsafe { *set })
+        .and_then(|mut s| no_trap_blocked(&mut s).then_some(s));
+    let set = copy.as_ref().map_or(set, |s| s as *const libc::sigset_t);
+    // SAFETY: the next `name` (libc's) has this signature; the caller's arguments.
+    unsafe { std::mem::transmute::<*mut libc::c_void, SigmaskFn>(f)(how, set, old) }
+}
+
+static REAL_PTHREAD_SIGMASK: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
+static REAL_SIGPROCMASK: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
+
+/// `pthread_sigmask`: libc's, except that `SIGTRAP` is not blocked while probes are planted
+/// (see [`no_trap_blocked`]).
+///
+/// # Safety
+/// As libc's `pthread_sigmask`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_sigmask(how: libc::c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> libc::c_int {
+    // SAFETY: the caller's arguments (the contract).
+    unsafe { mask_through(c"pthread_sigmask", &REAL_PTHREAD_SIGMASK, how, set, old) }
+}
+
+/// `sigprocmask`: as [`pthread_sigmask`].
+///
+/// # Safety
+/// As libc's `sigprocmask`.
+#[no_mangle]
+pub unsafe extern "C" fn sigprocmask(how: libc::c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> libc::c_int {
+    // SAFETY: the caller's arguments (the contract).
+    let r = unsafe { mask_through(c"sigprocmask", &REAL_SIGPROCMASK, how, set, old) };
+    if r == libc::ENOSYS {
+        // SAFETY: this thread's errno.
+        unsafe { *libc::__errno_location() = libc::ENOSYS };
+        return -1;
+    }
+    r
 }
 
 /// `signal`: as [`sigaction`] (glibc's `signal` does not go through the exported `sigaction`).
