@@ -251,7 +251,7 @@ fn write_inline_probes(plan: &Plan, out: &Path) {
     if !patching || plan.meta.target_kind != TargetKind::Native.as_str() || std::env::var_os(ENV_INLINE).is_some_and(|v| v == "0") {
         return;
     }
-    let Some(list) = crate::inline_probes::probe_list(&plan.program) else { return };
+    let Some(list) = crate::inline_probes::cached_probe_list(&plan.program) else { return };
     if let Err(e) = write_json_atomic(&out.join(trace_format::meta::INLINE_PROBES_FILE), &list) {
         eprintln!("trace: cannot write the inline-probe list ({e:#}); inlined functions will not be shown");
     }
