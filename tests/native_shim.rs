@@ -80,7 +80,7 @@ int main(void) {
     assert_eq!(procs[0].count("plug"), 1);
 }
 
-/// The library exports the two hooks, the dlopen/dlmopen/dlclose/__cxa_atexit wrappers and nothing else of its own: hot.c is compiled with
+/// The library exports the two hooks, the dlopen/dlmopen/dlclose/__cxa_atexit wrappers and the signal wrappers of the inline probes and nothing else of its own: hot.c is compiled with
 /// `-fvisibility=hidden`, and lib.rs's slow paths that hot.c calls by name are made local by
 /// a version script (build.rs).
 #[test]
@@ -99,8 +99,25 @@ fn only_the_hooks_are_exported() {
     funcs.sort_unstable();
     // dlopen, dlmopen and dlclose: entry patching's wrappers (shims/native/src/objects/dlopen.rs), which
     // must be reached by the program's calls; __cxa_atexit: the exit handlers' closer
-    // (shims/native/src/hooks.rs).
-    assert_eq!(funcs, ["__cxa_atexit", "__cyg_profile_func_enter", "__cyg_profile_func_exit", "dlclose", "dlmopen", "dlopen"], "{stdout}");
+    // (shims/native/src/hooks.rs); sigaction and signal: the program's SIGTRAP handler kept
+    // beside the inline probes', pthread_sigmask and sigprocmask: SIGTRAP never blocked while
+    // probes are planted (shims/native/src/probe.rs).
+    assert_eq!(
+        funcs,
+        [
+            "__cxa_atexit",
+            "__cyg_profile_func_enter",
+            "__cyg_profile_func_exit",
+            "dlclose",
+            "dlmopen",
+            "dlopen",
+            "pthread_sigmask",
+            "sigaction",
+            "signal",
+            "sigprocmask"
+        ],
+        "{stdout}"
+    );
 }
 
 /// A profiling timer's signal that arrives while the process exits, its handler calling

@@ -385,7 +385,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     }
     notes.extend(crate::empty::stdlib_note(stdlib_hidden, after_prune, shown));
     if threads.iter().any(|t| t.times_estimated) {
-        notes.push(INLINED_NOTE.to_string());
+        notes.push(crate::native::inlined::note(&t.dir));
     }
     notes.extend(no_source_notes(&threads));
     let mut compiled: Vec<crate::python::compiled::CompiledPackage> = Vec::new();
@@ -493,9 +493,6 @@ const WHOLE_RUN_FAILURES: usize = 3;
 /// The label of a tree that shows state an earlier test built ([`PreparedThread::earlier_state`]).
 const EARLIER_LABEL: &str = "built earlier, in test ";
 
-/// The note of a trace with an entry-patched process (an ordinary native build): the compiler's
-/// inlined functions never run as calls, so the tree cannot hold them (docs/native-recording.md,
-/// "Inlined functions"); a model must not read their absence as "never called".
 /// Per native object whose shown functions have no source (no debug information, or none
 /// that could be read: the warning on stderr says which), one note: how many, and what shows
 /// their source. In the order the objects first appear.
@@ -530,8 +527,6 @@ fn no_source_notes(threads: &[PreparedThread]) -> Vec<String> {
         })
         .collect()
 }
-
-pub const INLINED_NOTE: &str = "Native code recorded by patching function entries (an ordinary build, not instrumented): a function that the compiler inlined into its caller runs inside that caller without a call, so it is never in the tree, even when its code ran; the caller's source shows where it is called.";
 
 /// A path for display: relative to `cwd` when inside it; installed packages as
 /// `site-packages/<path in the package directory>`; the Python standard library as

@@ -296,6 +296,7 @@ mod tests {
                     last_line: None,
                     object: None,
                     program_library: false,
+                    inlined: false,
                 })
                 .collect(),
         )

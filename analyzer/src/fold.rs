@@ -3,7 +3,8 @@
 
 use crate::calltree::{CallTree, NodeId, TreeBuilder, ROOT};
 use crate::coverage::LineCoverage;
-use crate::symbols::{resolve_process, Function, Language};
+use crate::symbols::{resolve_process_with_inlined, Function, Language};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use trace_format::{Event, FormatError, ProcMeta, ThreadStream, TraceDir, TraceMeta};
@@ -397,14 +398,15 @@ pub fn load_trace(dir: &Path) -> Result<LoadedTrace, LoadError> {
     let mut processes = Vec::new();
     let mut coverage = LineCoverage::default();
     for p in &td.processes {
-        let (funcs, w) = resolve_process(p);
-        warnings.extend(w);
-        let funcs = Arc::new(funcs);
+        let resolved = resolve_process_with_inlined(p);
+        warnings.extend(resolved.warnings);
+        let chains = resolved.chains;
+        let funcs = Arc::new(resolved.funcs);
         let classes = fold_classes(&funcs);
         let mut threads = Vec::new();
         let mut lines = Vec::new();
         for s in &p.threads {
-            let mut t = fold_stream(&funcs, &classes, s)?;
+            let mut t = fold_stream(&funcs, &classes, &chains, s)?;
             if let Some(d) = &t.info.damaged {
                 warnings.push(format!("{d} (damaged stream tail)"));
             }
@@ -443,9 +445,19 @@ pub fn load_trace(dir: &Path) -> Result<LoadedTrace, LoadError> {
     Ok(LoadedTrace { dir: dir.to_path_buf(), meta: td.meta, processes, warnings, coverage })
 }
 
-fn fold_stream(funcs: &Arc<Vec<Function>>, classes: &[FoldClass], s: &ThreadStream) -> Result<ThreadTree, FormatError> {
+fn fold_stream(
+    funcs: &Arc<Vec<Function>>,
+    classes: &[FoldClass],
+    chains: &HashMap<u32, Vec<u32>>,
+    s: &ThreadStream,
+) -> Result<ThreadTree, FormatError> {
     let iter = s.events()?;
-    let (tree, info, tests) = fold_events_with_tests(funcs.clone(), classes, iter);
+    // Most processes have no inline probe: their events are folded as they are read.
+    let (tree, info, tests) = if !funcs.iter().any(|f| f.inlined) {
+        fold_events_with_tests(funcs.clone(), classes, iter)
+    } else {
+        fold_events_with_tests(funcs.clone(), classes, with_inlined(iter, &funcs[..], chains))
+    };
     Ok(ThreadTree {
         tests,
         pid: s.header.pid,
@@ -455,6 +467,43 @@ fn fold_stream(funcs: &Arc<Vec<Function>>, classes: &[FoldClass], s: &ThreadStre
         tree,
         info,
         stream: s.path.clone(),
+    })
+}
+
+/// The events of a process with inline probes: each probe's call is inlined code that ran,
+/// not a call that took time, so its return gets the call's time (what the shim spent
+/// recording it stays with the caller); and the probe's chain of inlined functions
+/// ([`crate::symbols::ResolvedProcess::chains`]) is opened before the probe's call and closed
+/// with its return, so that every level of inlined code that ran is a node.
+fn with_inlined<'a, I>(
+    events: I,
+    funcs: &'a [Function],
+    chains: &'a HashMap<u32, Vec<u32>>,
+) -> impl Iterator<Item = Result<Event, FormatError>> + 'a
+where
+    I: IntoIterator<Item = Result<Event, FormatError>> + 'a,
+{
+    // For each open call: how many extra frames its return closes, and for an inline
+    // probe's, the time of its call.
+    let mut open: Vec<(usize, Option<u64>)> = Vec::new();
+    events.into_iter().flat_map(move |ev| -> Vec<Result<Event, FormatError>> {
+        match ev {
+            Ok(Event::Call { func, ts }) if funcs.get(func as usize).is_some_and(|f| f.inlined) => {
+                let outer = chains.get(&func).map_or(&[][..], |c| c.as_slice());
+                open.push((outer.len(), Some(ts)));
+                outer.iter().map(|&f| Ok(Event::Call { func: f, ts })).chain([Ok(Event::Call { func, ts })]).collect()
+            }
+            Ok(Event::Call { .. } | Event::Resume { .. }) => {
+                open.push((0, None));
+                vec![ev]
+            }
+            Ok(Event::Return { ts }) => {
+                let (n, at) = open.pop().unwrap_or((0, None));
+                let ts = at.unwrap_or(ts);
+                (0..=n).map(|_| Ok(Event::Return { ts })).collect()
+            }
+            other => vec![other],
+        }
     })
 }
 
@@ -546,6 +595,27 @@ mod tests {
     }
 
     #[test]
+    fn an_inline_probe_opens_its_chain_of_inlined_functions_and_takes_no_time() {
+        // main (0) calls parse (1); a probe (2: innermost `step`, inside inlined `run`, id 3)
+        // fires in main after parse returned; then main calls parse again.
+        let mut funcs = py_funcs(&["main", "parse", "step", "run"]);
+        for f in &mut funcs[2..] {
+            f.inlined = true;
+        }
+        let chains: HashMap<u32, Vec<u32>> = [(2, vec![3])].into_iter().collect();
+        let funcs = Arc::new(funcs);
+        let classes = vec![FoldClass::Visible; 4];
+        let call = |func, ts| Ok(Event::Call { func, ts });
+        let ret = |ts| Ok(Event::Return { ts });
+        let evs = vec![call(0, 0), call(1, 10), ret(20), call(2, 30), ret(90), call(1, 100), ret(110), ret(200)];
+        let (t, info) = fold_events(funcs.clone(), &classes, with_inlined(evs, &funcs[..], &chains));
+        assert_eq!(show(&t), vec!["main x1", "  parse x2", "  run x1", "    step x1"]);
+        assert_eq!((info.unmatched_returns, info.open_at_end), (0, 0));
+        let time = |name: &str| t.node(t.preorder().into_iter().find(|&n| t.func(n).unwrap().name == name).unwrap()).time_ns;
+        assert_eq!((time("main"), time("run"), time("step")), (200, 0, 0));
+    }
+
+    #[test]
     fn resumes_are_counted_apart_from_calls() {
         let funcs = Arc::new(py_funcs(&["main", "gen"]));
         let classes = vec![FoldClass::Visible; 2];
@@ -598,6 +668,7 @@ mod tests {
             last_line: Some(line + 2),
             object: Some("/p/app".into()),
             program_library: false,
+            inlined: false,
         };
         let funcs = Arc::new(vec![native("app::main", 1), native("app::parse", 10), native("app::parse", 20), native("app::parse", 10)]);
         let classes = fold_classes(&funcs);

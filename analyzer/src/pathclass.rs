@@ -86,6 +86,7 @@ mod tests {
             last_line: Some(2),
             object: None,
             program_library: false,
+            inlined: false,
         }
     }
 
@@ -117,6 +118,7 @@ mod tests {
             last_line: None,
             object: module.map(String::from),
             program_library: false,
+            inlined: false,
         };
         assert_eq!(origin(&c(Some("builtins"))), Origin::Stdlib);
         assert_eq!(origin(&c(Some("os.path"))), Origin::Stdlib);
@@ -168,6 +170,7 @@ mod tests {
             last_line: None,
             object: Some("/p/hexyl".into()),
             program_library: false,
+            inlined: false,
         };
         assert_eq!(origin(&f("__rustc::__rust_alloc")), Origin::Stdlib);
         assert_eq!(origin(&f("<core::fmt::Arguments as core::fmt::Display>::fmt")), Origin::Stdlib);

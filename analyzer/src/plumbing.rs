@@ -268,6 +268,7 @@ mod tests {
             last_line: Some(2),
             object: None,
             program_library: false,
+            inlined: false,
         }
     }
 

@@ -36,6 +36,10 @@ pub struct Function {
     /// `trace_format::objects`, the rule the shim patched it by), so its functions are the
     /// program's code.
     pub program_library: bool,
+    /// Native code the compiler inlined into its caller, shown where an inline probe saw it
+    /// run (docs/native-recording.md, "Inlined functions"): it ran inside the function above
+    /// it in the tree, without a call.
+    pub inlined: bool,
 }
 
 impl Function {
@@ -51,6 +55,7 @@ impl Function {
             last_line: None,
             object: None,
             program_library: false,
+            inlined: false,
         }
     }
 
@@ -85,6 +90,25 @@ pub type Warnings = Vec<String>;
 /// Resolve every function id of a process. Ids without a record resolve to a placeholder
 /// named `<unknown #id>` (the process died while writing the record).
 pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
+    let r = resolve_process_with_inlined(proc);
+    (r.funcs, r.warnings)
+}
+
+/// A process's functions, with the inlined functions its inline probes saw run.
+#[derive(Debug, Default)]
+pub struct ResolvedProcess {
+    /// By id; past the function table's ids, the inlined functions around the innermost one
+    /// at each probe's address (see `chains`).
+    pub funcs: Vec<Function>,
+    /// For an inline probe's id: the ids of the inlined functions around it, outermost first.
+    /// The fold opens them before the probe's own call and closes them after its return, so
+    /// that `f → (inlined) run → (inlined) parse` shows every level that ran.
+    pub chains: std::collections::HashMap<u32, Vec<u32>>,
+    pub warnings: Warnings,
+}
+
+/// [`resolve_process`], with the chains of inlined functions (see [`ResolvedProcess`]).
+pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
     let mut warnings = Vec::new();
     if proc.funcs.iter().all(Option::is_none) && !proc.threads.is_empty() {
         let path = proc.dir.join(trace_format::FUNCS_FILE);
@@ -97,6 +121,7 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
     }
     let mut out: Vec<Function> = Vec::with_capacity(proc.funcs.len());
     let mut native = Vec::new();
+    let mut chains = std::collections::HashMap::new();
     for (id, rec) in proc.funcs.iter().enumerate() {
         let f = match rec.as_ref().map(|r| &r.kind) {
             Some(FuncKind::Python { file, qualname, name, first_line, last_line, .. }) => Function {
@@ -108,6 +133,7 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
                 last_line: Some(*last_line),
                 object: None,
                 program_library: false,
+                inlined: false,
             },
             Some(FuncKind::Builtin { module, qualname }) => Function {
                 language: Language::Builtin,
@@ -118,14 +144,16 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
                 last_line: None,
                 object: module.clone(),
                 program_library: false,
+                inlined: false,
             },
-            Some(FuncKind::Native { addr, module, base, symbol }) => {
+            Some(FuncKind::Native { addr, module, base, symbol, inlined }) => {
                 native.push(crate::native::symbolize::native::NativeAddr {
                     id: id as u32,
                     addr: *addr,
                     module: module.clone(),
                     base: *base,
                     symbol: symbol.clone(),
+                    inlined: *inlined,
                 });
                 Function::unknown(id as u32)
             }
@@ -136,15 +164,29 @@ pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
     if !native.is_empty() {
         // The fingerprints of the objects that ran are in the trace directory's sources.json.
         let recorded = proc.dir.parent().and_then(crate::source::SourceCache::read_sources_doc);
-        let (resolved, w) = crate::native::symbolize::native::resolve(&native, recorded.as_ref());
+        let (resolved, w) = crate::native::symbolize::native::resolve_chains(&native, recorded.as_ref());
         warnings.extend(w);
         let exe = proc.meta.exe.as_str();
-        for (a, mut f) in native.iter().zip(resolved) {
+        let own = |f: &mut Function| {
             f.program_library = f.object.as_deref().is_some_and(|o| o != exe && trace_format::objects::own_library(exe, o));
+        };
+        for (a, (mut f, mut outer)) in native.iter().zip(resolved) {
+            own(&mut f);
+            outer.iter_mut().for_each(own);
             out[a.id as usize] = f;
+            if !outer.is_empty() {
+                let ids: Vec<u32> = outer
+                    .into_iter()
+                    .map(|g| {
+                        out.push(g);
+                        (out.len() - 1) as u32
+                    })
+                    .collect();
+                chains.insert(a.id, ids);
+            }
         }
     }
-    (out, warnings)
+    ResolvedProcess { funcs: out, chains, warnings }
 }
 
 #[cfg(test)]

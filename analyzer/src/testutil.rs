@@ -45,6 +45,7 @@ pub fn py_funcs(names: &[&str]) -> Vec<Function> {
             last_line: None,
             object: None,
             program_library: false,
+            inlined: false,
         })
         .collect()
 }

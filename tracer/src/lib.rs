@@ -5,6 +5,7 @@
 
 mod detect;
 mod dump;
+mod inline_probes;
 mod launch;
 mod native_sources;
 mod outdir;

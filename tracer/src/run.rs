@@ -204,6 +204,7 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
     let out = output.rec.clone();
     let mut meta = plan.meta.clone();
     write_json_atomic(&out.join(META_FILE), &meta)?;
+    write_inline_probes(plan, &out);
     let reserve = outdir::reserve_space(&out);
 
     let outcome = match launch::spawn_and_wait(plan) {
@@ -240,6 +241,25 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
     }
     Ok(exit.code.unwrap_or(1))
 }
+
+/// For a program recorded by entry patching, the entries of its inlined code
+/// (`inline-probes.json`, read by the native shim: docs/native-recording.md, "Inlined
+/// functions"), unless `SLICE_TRACE_INLINE=0`. Without the file nothing is probed, and `slice`
+/// says it cannot tell which inlined functions ran.
+fn write_inline_probes(plan: &Plan, out: &Path) {
+    let patching = plan.env.iter().any(|(n, c)| *n == plan::ENV_NATIVE_PATCH && *c != plan::EnvChange::Set("0".into()))
+        || std::env::var_os(plan::ENV_NATIVE_PATCH).is_some_and(|v| v != "0");
+    if !patching || plan.meta.target_kind != TargetKind::Native.as_str() || std::env::var_os(ENV_INLINE).is_some_and(|v| v == "0") {
+        return;
+    }
+    let Some(list) = crate::inline_probes::cached_probe_list(&plan.program) else { return };
+    if let Err(e) = write_json_atomic(&out.join(trace_format::meta::INLINE_PROBES_FILE), &list) {
+        eprintln!("trace: cannot write the inline-probe list ({e:#}); inlined functions will not be shown");
+    }
+}
+
+/// `SLICE_TRACE_INLINE=0` turns inline probes off.
+pub const ENV_INLINE: &str = "SLICE_TRACE_INLINE";
 
 /// What `trace` says on stderr when the target died by `sig`: nothing for SIGPIPE (the reader
 /// of its output, such as `head`, closed the pipe: normal in a pipeline, where shells say

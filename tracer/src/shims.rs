@@ -60,7 +60,7 @@ fn beside_exe(name: &str) -> Option<PathBuf> {
 
 /// `$XDG_CACHE_HOME/slice-trace` (an absolute `XDG_CACHE_HOME` only, as the XDG spec says),
 /// else `$HOME/.cache/slice-trace`.
-fn cache_dir() -> Result<PathBuf, String> {
+pub(crate) fn cache_dir() -> Result<PathBuf, String> {
     let xdg = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).filter(|p| p.is_absolute());
     let base = match xdg {
         Some(p) => p,
@@ -74,7 +74,7 @@ fn cache_dir() -> Result<PathBuf, String> {
 
 /// Make `dir` (and missing parents) with mode 0700, then check that it is a directory of ours
 /// that nobody else can write to.
-fn private_dir(dir: &Path) -> Result<(), String> {
+pub(crate) fn private_dir(dir: &Path) -> Result<(), String> {
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let md = std::fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     // SAFETY: geteuid has no preconditions and cannot fail.

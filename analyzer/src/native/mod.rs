@@ -4,5 +4,6 @@
 //! where native code comes from (`paths`: the C/C++ runtime, Rust's standard library, cargo's
 //! registry). Its test runners (libtest, GoogleTest) are in `crate::testrun`, beside pytest's.
 
+pub mod inlined;
 pub mod paths;
 pub mod symbolize;

@@ -86,6 +86,7 @@ impl Model {
                         time_ns: node.time_ns,
                         recursive: node.recursive,
                         descendants: sizes[n as usize] - 1,
+                        inlined: tree.func(n).is_some_and(|f| f.inlined),
                     });
                 }
                 threads.push(ModelThread {

@@ -278,6 +278,9 @@ pub struct ModelNode {
     pub recursive: bool,
     /// Number of nodes below it.
     pub descendants: usize,
+    /// Native code inlined into the node above it, seen running by an inline probe
+    /// ([`crate::symbols::Function::inlined`]).
+    pub inlined: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -298,7 +301,7 @@ impl ModelNode {
     /// A node called once, not recursive, without time or nodes below (tests and synthetic
     /// trees).
     pub fn new(id: NodeId, depth: u32, func: FuncId) -> ModelNode {
-        ModelNode { id, parent: 0, depth, func, count: 1, resumes: 0, time_ns: 0, recursive: false, descendants: 0 }
+        ModelNode { id, parent: 0, depth, func, count: 1, resumes: 0, time_ns: 0, recursive: false, descendants: 0, inlined: false }
     }
 }
 
@@ -342,6 +345,10 @@ pub struct Model {
     /// functions too, outside the closest and the test files ([`Model::condense`]).
     pub tests_shown: bool,
 }
+
+/// Appended in the tree to a function the compiler inlined into the function above it, seen
+/// running by an inline probe (docs/native-recording.md, "Inlined functions").
+pub const INLINED_MARK: &str = " [inlined]";
 
 /// Appended in the tree to a function whose source the budget dropped.
 pub const NAME_ONLY_MARK: &str = " [name only]";

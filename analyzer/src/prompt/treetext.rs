@@ -1,7 +1,7 @@
 //! The call tree as prompt text: a function's location on its first line only, and a node
 //! that made the same calls as one printed earlier on one line (see `docs/prompts.md`).
 
-use super::{DocNode, FuncId, Level, Model, ModelNode, ModelThread, NativeBlocks, Plan, SourceState, NAME_ONLY_MARK};
+use super::{DocNode, FuncId, Level, Model, ModelNode, ModelThread, NativeBlocks, Plan, SourceState, INLINED_MARK, NAME_ONLY_MARK};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use trace_format::escape;
 
@@ -113,6 +113,9 @@ impl Model {
             }
             out.push_str(&crate::views::depth_mark(n.depth));
             out.push_str(&escape::line(&f.qualname));
+            if n.inlined {
+                out.push_str(INLINED_MARK);
+            }
             let level = plan.level(n.func);
             // (A closure whose code lies inside its shown parent's block has no block of its
             // own: its line points into the parent's.)
@@ -127,7 +130,8 @@ impl Model {
                     _ => {}
                 }
             }
-            if n.count > 1 {
+            // (An inlined function's count is of the probes that fired, not of calls.)
+            if n.count > 1 && !n.inlined {
                 out.push_str(&format!(" ×{}", n.count));
             }
             if n.resumes > 0 {

@@ -344,6 +344,7 @@ pub fn prompt_within(
             time_ns: 0,
             recursive: n.recursive,
             descendants: 0,
+            inlined: n.func.inlined,
         });
     }
     let why: HashMap<String, &str> = d

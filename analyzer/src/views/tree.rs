@@ -101,7 +101,9 @@ pub fn render<W: Write + ?Sized>(out: &mut W, view: &View, cwd: &Path, pal: &Pal
         };
         paint(out, tstyle, &format!("{:>9}", human_ns(node.time_ns)))?;
         write!(out, " {:>9} ", human_ns(self_time(t, n)))?;
-        paint(out, pal.count, &format!("{:>8}", format!("×{}", node.count)))?;
+        // An inlined function is not called: its count is of the inline probes that fired.
+        let calls = if f.inlined { "ran".to_string() } else { format!("×{}", node.count) };
+        paint(out, pal.count, &format!("{calls:>8}"))?;
         write!(out, "  ")?;
         if node.depth.saturating_sub(1) > super::MAX_INDENT {
             // No guide below MAX_INDENT levels: the depth instead.
@@ -110,6 +112,9 @@ pub fn render<W: Write + ?Sized>(out: &mut W, view: &View, cwd: &Path, pal: &Pal
             paint(out, pal.guide, &format!("{prefix}{branch}"))?;
         }
         paint(out, pal.name, &escape::line(&f.qualname))?;
+        if f.inlined {
+            write!(out, "{}", crate::prompt::INLINED_MARK)?;
+        }
         let loc = location(&f, cwd);
         if !loc.is_empty() {
             paint(out, pal.location, &format!("  ({loc})"))?;

@@ -6,7 +6,8 @@
 //! uninstrumented program that inherits the preload leaves no trace); then the shim creates
 //! the process's directory `p<pid>` and records, per thread, one event stream with the
 //! `trace-format` writer (mmap-backed: every event survives `_exit`, `abort`, crashes and
-//! `SIGKILL` without any flush, so no signal handler is installed).
+//! `SIGKILL` without any flush, so no signal handler is installed for that; the one handler the
+//! shim installs is `SIGTRAP`'s, for the inline probes of `probe`, when `trace run` listed any).
 //!
 //! Hot path (one call or return, in `hot.c`): the thread's state in an initial-exec TLS block
 //! (no `__tls_get_addr` call), the function's call-event bytes (its id) from a per-thread
@@ -47,6 +48,8 @@ mod loaded;
 mod loaderhook;
 mod objects;
 mod patch;
+#[cfg(target_arch = "x86_64")]
+mod probe;
 mod process;
 mod suspend;
 mod table;

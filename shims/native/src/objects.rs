@@ -54,6 +54,8 @@ struct ObjectReport {
     report: patch::Report,
     skipped: Option<String>,
     dlopened: bool,
+    /// The program's inline probes (probe.rs), if it was probed.
+    probes: Option<trace_format::meta::InlineProbes>,
 }
 
 static LOCK: SpinLock = SpinLock::new();
@@ -288,6 +290,7 @@ fn patch_objects(dlopened: bool, early: bool) {
             }
             _ => None,
         };
+        let mut probes = None;
         let (report, skipped) = match skipped {
             Some(s) => (patch::Report::default(), Some(s)),
             None => match examine(&path, system.is_none()) {
@@ -295,6 +298,10 @@ fn patch_objects(dlopened: bool, early: bool) {
                     let report = patch::patch_object(base, &syms);
                     if program {
                         note_program_main(base, &syms, &report);
+                        #[cfg(target_arch = "x86_64")]
+                        {
+                            probes = crate::probe::plant(base, &path, &report.moved);
+                        }
                         if syms.funcs.iter().any(|f| f.2.starts_with(GTEST_RUNNER)) {
                             GTEST.store(true, Ordering::Release);
                         }
@@ -304,7 +311,7 @@ fn patch_objects(dlopened: bool, early: bool) {
                 Err(why) => (patch::Report::default(), Some(why.to_string())),
             },
         };
-        seen.reports.push(ObjectReport { path, report, skipped, dlopened });
+        seen.reports.push(ObjectReport { path, report, skipped, dlopened, probes });
         added = true;
     }
     drop(l);
@@ -411,6 +418,7 @@ pub(crate) fn write_report(dir: &std::path::Path) -> std::io::Result<()> {
             refused: o.report.refused.len() as u64,
             skipped: o.skipped.clone(),
             dlopened: o.dlopened,
+            inline_probes: o.probes.clone(),
         });
     }
     drop(l);

@@ -84,6 +84,9 @@ impl Refusal {
 pub(crate) struct Report {
     pub patched: usize,
     pub refused: Vec<(String, Refusal)>,
+    /// (entry, end of the bytes moved to its trampoline) of each function planned: code
+    /// there runs from the trampoline's copy (probe.rs plants no probe in it).
+    pub moved: Vec<(u64, u64)>,
 }
 
 /// Set up once, before the first object is patched (the stub's choice of registers).
@@ -171,6 +174,7 @@ pub(crate) fn patch_object_with<I: Isa>(base: u64, syms: &crate::filter::Symbols
         let tramp = area + (k * I::SLOT) as u64;
         match I::trampoline(*addr, moved, tramp) {
             Ok((t, jmp)) => {
+                report.moved.push((*addr, addr + I::moved_len(moved) as u64));
                 // SAFETY: the slot lies in the area just mapped writable, SLOT bytes each
                 // (the architecture keeps a trampoline within its slot; `min` makes sure).
                 unsafe { std::ptr::copy_nonoverlapping(t.as_ptr(), tramp as *mut u8, t.len().min(I::SLOT)) };

@@ -156,10 +156,15 @@ pub(crate) fn register(addr: u64) -> Option<u32> {
     r
 }
 
-pub(crate) fn register_locked(addr: u64) -> Option<u32> {
-    if let Some(id) = lookup(addr) {
+pub(crate) fn register_locked(key: u64) -> Option<u32> {
+    if let Some(id) = lookup(key) {
         return Some(id);
     }
+    // An inline probe's hit (probe.rs) is keyed apart from a function entry at its address.
+    #[cfg(target_arch = "x86_64")]
+    let (addr, inlined) = (key & !crate::probe::INLINE_BIT, key & crate::probe::INLINE_BIT != 0);
+    #[cfg(not(target_arch = "x86_64"))]
+    let (addr, inlined) = (key, false);
     let p = PROC.load(Ordering::Acquire);
     if p.is_null() {
         return None;
@@ -188,11 +193,11 @@ pub(crate) fn register_locked(addr: u64) -> Option<u32> {
     };
     let id = proc.next_id;
     proc.next_id += 1;
-    let rec = FuncRecord { id, kind: FuncKind::Native { addr, module, base, symbol } };
+    let rec = FuncRecord { id, kind: FuncKind::Native { addr, module, base, symbol, inlined } };
     if proc.funcs.append(&rec).is_err() {
         warn_once(&format!("cannot write {}/{FUNCS_FILE}; function names will be missing", proc.dir.display()));
     }
-    insert(addr, id);
+    insert(key, id);
     Some(id)
 }
 

@@ -150,6 +150,12 @@ pub enum FuncKind {
         /// Nearest dynamic symbol, if `dladdr` found one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         symbol: Option<String>,
+        /// Not a function entry: the entry of code the compiler inlined at `addr` (an inline
+        /// probe, docs/native-recording.md "Inlined functions"). Its call, always followed by
+        /// its return, says that the inlined functions starting at `addr` ran there, inside the
+        /// function whose frame was innermost.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        inlined: bool,
     },
 }
 
@@ -170,6 +176,7 @@ struct FlatFunc {
     addr: Option<u64>,
     base: Option<u64>,
     symbol: Option<String>,
+    inlined: Option<bool>,
 }
 
 /// Parse one line of `funcs.jsonl` (without its newline); the error says what is wrong.
@@ -191,6 +198,7 @@ pub fn parse_func_line(line: &[u8]) -> Result<FuncRecord, String> {
             module: f.module.ok_or_else(|| missing("module"))?,
             base: f.base.ok_or_else(|| missing("base"))?,
             symbol: f.symbol,
+            inlined: f.inlined.unwrap_or(false),
         },
         other => return Err(format!("unknown variant `{other}`, expected one of `python`, `builtin`, `native`")),
     };
@@ -335,4 +343,44 @@ pub struct PatchObject {
     /// Loaded by `dlopen` after start-up.
     #[serde(default)]
     pub dlopened: bool,
+    /// Inline probes (docs/native-recording.md, "Inlined functions"): absent when the object
+    /// was not probed (no list for it, or probes off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline_probes: Option<InlineProbes>,
+}
+
+/// One object's inline probes: one-shot breakpoints at the entries of the code its compiler
+/// inlined, from `trace run`'s list ([`INLINE_PROBES_FILE`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct InlineProbes {
+    /// Entries in the list.
+    pub listed: u64,
+    /// Entries that got a probe.
+    pub planted: u64,
+    /// Entries inside the bytes a patched function entry moved to its trampoline: they run
+    /// whenever that function is entered, and are recorded then (no probe needed).
+    #[serde(default)]
+    pub at_entry: u64,
+    /// Entries left without a probe (the page could not be made writable, a byte that is not
+    /// where an instruction starts could not be told): their inlined code is never shown.
+    #[serde(default)]
+    pub unprobed: u64,
+}
+
+/// The list of inline-probe addresses `trace run` writes into the trace directory for the
+/// program (docs/native-recording.md, "Inlined functions"), read by the native shim.
+pub const INLINE_PROBES_FILE: &str = "inline-probes.json";
+
+/// [`INLINE_PROBES_FILE`]: the object it is for and the entries of its inlined code.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct InlineProbeList {
+    /// The object, absolute, as `trace run` resolved the program.
+    pub object: String,
+    /// Its size and modification time (ns since the epoch): the shim plants nothing in an
+    /// object that differs.
+    pub size: u64,
+    pub mtime_ns: i128,
+    /// Entries of inlined code, as offsets from the object's first loaded page (link-time
+    /// address minus the first `PT_LOAD`'s page-aligned `p_vaddr`), ascending, unique.
+    pub offsets: Vec<u64>,
 }

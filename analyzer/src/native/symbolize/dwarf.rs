@@ -71,6 +71,13 @@ pub struct InlinedFrame {
     /// Where it is called from (`DW_AT_call_file`/`DW_AT_call_line` of the inlined instance).
     pub call_file: Option<PathBuf>,
     pub call_line: Option<u32>,
+    /// The inlined function's own source: `DW_AT_decl_file`/`DW_AT_decl_line` of its abstract
+    /// origin. (Its last line is where its braces close, from the source text: the line
+    /// table over an instance's code also holds the lines of the code inlined into it.)
+    pub file: Option<PathBuf>,
+    pub first_line: Option<u32>,
+    /// Depth of the instance's DIE in its unit: nested instances are deeper.
+    pub depth: u32,
 }
 
 impl Sub {
@@ -93,6 +100,7 @@ fn in_ranges(ranges: &[(u64, u64)], a: u64) -> bool {
 /// Walk every unit's DIEs and describe the subprograms whose code holds a wanted address.
 pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashMap<u64, Sub>, gimli::Error> {
     let mut found: HashMap<u64, Sub> = HashMap::new();
+    let mut xref = Xref::new(dwarf);
     let mut units = dwarf.units();
     while let Some(header) = units.next()? {
         let unit = match dwarf.unit(header) {
@@ -133,7 +141,7 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
                     let idx = if hits.is_empty() {
                         None
                     } else {
-                        let id = die_identity(&unit, entry);
+                        let id = die_identity(&unit, entry, &mut xref);
                         // A lambda's call operator has no declaration line of its own: it is
                         // where its closure type is declared.
                         let class = scopes.iter().rev().find(|s| s.is_type);
@@ -141,7 +149,10 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
                             (None, None) => class.map_or((None, None), |c| (c.file, c.line)),
                             fl => fl,
                         };
-                        let file = decl_file.and_then(|f| files.entry(f).or_insert_with(|| file_path(&unit, f)).clone());
+                        let file = match id.foreign_file {
+                            Some(p) => p,
+                            None => decl_file.and_then(|f| files.entry(f).or_insert_with(|| file_path(&unit, f)).clone()),
+                        };
                         let entry = ranges.first().map_or(0, |r| r.0);
                         let has_linkage = id.linkage.is_some();
                         let qualname = match (id.linkage, id.name) {
@@ -173,7 +184,7 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
                 gimli::DW_TAG_namespace | gimli::DW_TAG_class_type | gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type
                     if entry.has_children() =>
                 {
-                    let id = die_identity(&unit, entry);
+                    let id = die_identity(&unit, entry, &mut xref);
                     scopes.push(Scope {
                         depth,
                         is_type: entry.tag() != gimli::DW_TAG_namespace,
@@ -187,7 +198,7 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
                         let r = die_ranges(&unit, entry);
                         let inside: Vec<u64> = subs[i].0.iter().copied().filter(|&h| in_ranges(&r, h)).collect();
                         if !inside.is_empty() {
-                            let id = die_identity(&unit, entry);
+                            let id = die_identity(&unit, entry, &mut xref);
                             let qualname = match (id.linkage, id.name) {
                                 (Some(l), _) => demangle(&l, lang),
                                 (None, Some(n)) => n,
@@ -200,11 +211,18 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
                             }
                             .and_then(|f| files.entry(f).or_insert_with(|| file_path(&unit, f)).clone());
                             let call_line = entry.attr_value(gimli::DW_AT_call_line).ok().flatten().and_then(|v| v.udata_value());
+                            let file = match id.foreign_file.clone() {
+                                Some(p) => p,
+                                None => id.file.and_then(|f| files.entry(f).or_insert_with(|| file_path(&unit, f)).clone()),
+                            };
                             for h in inside {
                                 let frame = InlinedFrame {
                                     qualname: qualname.clone(),
                                     call_file: call_file.clone(),
                                     call_line: call_line.map(|l| l.min(u32::MAX as u64) as u32),
+                                    file: file.clone(),
+                                    first_line: id.line.map(|l| l.min(u32::MAX as u64) as u32),
+                                    depth: depth.max(0) as u32,
                                 };
                                 subs[i].1.inlined_at.push((h, frame));
                             }
@@ -247,18 +265,88 @@ fn die_ranges<'a>(unit: &gimli::UnitRef<R<'a>>, entry: &gimli::DebuggingInformat
 }
 
 /// Linkage name, name, decl file index and decl line of a DIE, following
-/// `DW_AT_specification` and `DW_AT_abstract_origin` within the unit.
-fn die_identity<'a>(unit: &gimli::UnitRef<R<'a>>, entry: &gimli::DebuggingInformationEntry<R<'a>>) -> Identity {
+/// `DW_AT_specification` and `DW_AT_abstract_origin`, within the unit or into another one
+/// (`DW_FORM_ref_addr`: an LTO build's inlined functions refer to their origin in the unit
+/// that defines them).
+fn die_identity<'a>(unit: &gimli::UnitRef<R<'a>>, entry: &gimli::DebuggingInformationEntry<R<'a>>, xref: &mut Xref<'_, 'a>) -> Identity {
     let mut id = Identity::default();
-    let mut next = id.visit(unit, entry);
+    let mut next = id.visit(unit, entry, false);
+    // The unit the last visited DIE is in: None for `unit`, else the start of another one.
+    let mut foreign: Option<usize> = None;
     for _ in 0..8 {
-        let Some(off) = next else { break };
-        next = match unit.entry(off) {
-            Ok(e) => id.visit(unit, &e),
-            Err(_) => break,
+        let (key, off) = match next {
+            None => break,
+            Some(Ref::Unit(o)) => (foreign, o),
+            Some(Ref::Info(o)) => match xref.locate(o) {
+                Some((k, uo)) => (Some(k), uo),
+                None => break,
+            },
         };
+        next = match key {
+            None => match unit.entry(off) {
+                Ok(e) => id.visit(unit, &e, false),
+                Err(_) => break,
+            },
+            Some(k) => {
+                let dwarf = xref.dwarf;
+                let Some(u) = xref.unit(k) else { break };
+                let other = u.unit_ref(dwarf);
+                match other.entry(off) {
+                    Ok(e) => id.visit(&other, &e, true),
+                    Err(_) => break,
+                }
+            }
+        };
+        foreign = key;
     }
     id
+}
+
+/// A reference to another DIE.
+enum Ref {
+    Unit(gimli::UnitOffset),
+    Info(gimli::DebugInfoOffset),
+}
+
+/// The units of `.debug_info`, for references into another unit: headers by start, each unit
+/// parsed once, when first referred to.
+pub struct Xref<'d, 'a> {
+    dwarf: &'d gimli::Dwarf<R<'a>>,
+    heads: Vec<(usize, gimli::UnitHeader<R<'a>>)>,
+    units: HashMap<usize, Option<gimli::Unit<R<'a>>>>,
+}
+
+impl<'d, 'a> Xref<'d, 'a> {
+    pub fn new(dwarf: &'d gimli::Dwarf<R<'a>>) -> Self {
+        let mut heads = Vec::new();
+        let mut it = dwarf.units();
+        while let Ok(Some(h)) = it.next() {
+            if let Some(o) = h.offset().as_debug_info_offset() {
+                heads.push((o.0, h));
+            }
+        }
+        heads.sort_by_key(|h| h.0);
+        Xref { dwarf, heads, units: HashMap::new() }
+    }
+
+    /// The unit holding `off` (its start) and the offset within it.
+    fn locate(&self, off: gimli::DebugInfoOffset) -> Option<(usize, gimli::UnitOffset)> {
+        let i = self.heads.partition_point(|h| h.0 <= off.0).checked_sub(1)?;
+        let (start, h) = &self.heads[i];
+        Some((*start, off.to_unit_offset(h)?))
+    }
+
+    fn unit(&mut self, start: usize) -> Option<&gimli::Unit<R<'a>>> {
+        let dwarf = self.dwarf;
+        let heads = &self.heads;
+        self.units
+            .entry(start)
+            .or_insert_with(|| {
+                let i = heads.binary_search_by_key(&start, |h| h.0).ok()?;
+                dwarf.unit(heads[i].1).ok()
+            })
+            .as_ref()
+    }
 }
 
 /// An enclosing namespace or type, for names and declaration lines of what it contains.
@@ -276,11 +364,14 @@ struct Identity {
     name: Option<String>,
     file: Option<u64>,
     line: Option<u64>,
+    /// The declaration file's path when it was found in another unit than the DIE's (`file`
+    /// is then an index of that unit's line table).
+    foreign_file: Option<Option<PathBuf>>,
 }
 
 impl Identity {
     /// Take the attributes not known yet from `e`; returns the DIE it refers to, if any.
-    fn visit<'a>(&mut self, unit: &gimli::UnitRef<R<'a>>, e: &gimli::DebuggingInformationEntry<R<'a>>) -> Option<gimli::UnitOffset> {
+    fn visit<'a>(&mut self, unit: &gimli::UnitRef<R<'a>>, e: &gimli::DebuggingInformationEntry<R<'a>>, foreign: bool) -> Option<Ref> {
         let mut next = None;
         let mut attrs = e.attrs();
         while let Ok(Some(attr)) = attrs.next() {
@@ -295,14 +386,17 @@ impl Identity {
                     self.file = match attr.value() {
                         gimli::AttributeValue::FileIndex(i) => Some(i),
                         v => v.udata_value(),
+                    };
+                    if foreign {
+                        self.foreign_file = Some(self.file.and_then(|f| file_path(unit, f)));
                     }
                 }
                 gimli::DW_AT_decl_line if self.line.is_none() => self.line = attr.udata_value(),
-                gimli::DW_AT_specification | gimli::DW_AT_abstract_origin => {
-                    if let gimli::AttributeValue::UnitRef(o) = attr.value() {
-                        next = Some(o);
-                    }
-                }
+                gimli::DW_AT_specification | gimli::DW_AT_abstract_origin => match attr.value() {
+                    gimli::AttributeValue::UnitRef(o) => next = Some(Ref::Unit(o)),
+                    gimli::AttributeValue::DebugInfoRef(o) => next = Some(Ref::Info(o)),
+                    _ => {}
+                },
                 _ => {}
             }
         }

@@ -227,6 +227,20 @@ impl SymbolTable {
 // DWARF
 // ---------------------------------------------------------------------------------------
 
+/// The inlined instances holding an address, in DIE order, cut to one chain of nested ones:
+/// the path to the last one (instances that are not nested in each other, which an LTO build
+/// can leave overlapping, are not a chain of calls).
+fn nesting_path<'a>(frames: impl Iterator<Item = &'a InlinedFrame>) -> Vec<InlinedFrame> {
+    let mut path: Vec<InlinedFrame> = Vec::new();
+    for f in frames {
+        while path.last().is_some_and(|p| p.depth >= f.depth) {
+            path.pop();
+        }
+        path.push(f.clone());
+    }
+    path
+}
+
 /// Resolve link-time addresses with the DWARF of `obj`; `None` for addresses no subprogram
 /// holds.
 fn dwarf_functions(obj: &object::File, link: &[u64], symbols: &SymbolTable) -> Result<Vec<Option<FuncAt>>, gimli::Error> {
@@ -265,7 +279,7 @@ fn dwarf_functions(obj: &object::File, link: &[u64], symbols: &SymbolTable) -> R
                 last_line,
                 entry: s.entry,
                 found_in: FoundIn::Dwarf,
-                inlined_at: s.inlined_at.iter().filter(|(h, _)| *h == a).map(|(_, f)| f.clone()).collect(),
+                inlined_at: nesting_path(s.inlined_at.iter().filter(|(h, _)| *h == a).map(|(_, f)| f)),
             })
         })
         .collect())

@@ -37,6 +37,8 @@ pub struct NativeAddr {
     pub base: u64,
     /// Dynamic symbol recorded by the shim (`name` or `name+0xoff`).
     pub symbol: Option<String>,
+    /// An inline probe's address (the entry of inlined code), not a function's entry.
+    pub inlined: bool,
 }
 
 /// A resolved function and the language of its compile unit.
@@ -44,13 +46,20 @@ pub struct NativeAddr {
 struct Resolved {
     func: Function,
     lang: Lang,
+    /// For an inline probe: the inlined functions around `func` (the innermost one running at
+    /// the probe's address), outermost first.
+    outer: Vec<Function>,
 }
 
 impl Resolved {
     fn plain(func: Function) -> Resolved {
-        Resolved { func, lang: Lang::Unknown }
+        Resolved { func, lang: Lang::Unknown, outer: Vec::new() }
     }
 }
+
+/// What [`resolve_chains`] gives for each address: its function and, for an inline probe, the
+/// inlined functions around it, outermost first (the function itself is the innermost).
+pub type WithChain = (Function, Vec<Function>);
 
 /// Resolve addresses to functions, in the same order. Never fails: what cannot be resolved
 /// degrades to a symbol name or an address, with a warning (at most one per object).
@@ -60,6 +69,12 @@ impl Resolved {
 /// replaced object would name other functions at the recorded addresses, so its functions
 /// keep the symbol names recorded at run time instead, with a warning.
 pub fn resolve(addrs: &[NativeAddr], recorded: Option<&SourcesDoc>) -> (Vec<Function>, Vec<String>) {
+    let (funcs, warnings) = resolve_chains(addrs, recorded);
+    (funcs.into_iter().map(|f| f.0).collect(), warnings)
+}
+
+/// [`resolve`], with the chain of inlined functions at each inline probe's address.
+pub fn resolve_chains(addrs: &[NativeAddr], recorded: Option<&SourcesDoc>) -> (Vec<WithChain>, Vec<String>) {
     let mut out: Vec<Option<Resolved>> = vec![None; addrs.len()];
     let mut warnings = Vec::new();
     let mut by_module: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
@@ -78,7 +93,7 @@ pub fn resolve(addrs: &[NativeAddr], recorded: Option<&SourcesDoc>) -> (Vec<Func
         out.into_iter().zip(addrs).map(|(f, a)| f.unwrap_or_else(|| Resolved::plain(fallback(a, None)))).collect();
     refine_spans(&mut funcs);
     group_instances(&mut funcs);
-    (funcs.into_iter().map(|r| r.func).collect(), warnings)
+    (funcs.into_iter().map(|r| (r.func, r.outer)).collect(), warnings)
 }
 
 /// A function named only by a symbol (or by its address).
@@ -93,6 +108,7 @@ fn fallback(a: &NativeAddr, symbol: Option<String>) -> Function {
         last_line: None,
         object: (!a.module.is_empty()).then(|| a.module.clone()),
         program_library: false,
+        inlined: false,
     }
 }
 
@@ -177,6 +193,25 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
         .zip(found.funcs)
         .map(|(a, r)| {
             let mut r = match r {
+                Some(f) if a.inlined && !f.inlined_at.is_empty() => {
+                    let mut chain: Vec<Function> = f
+                        .inlined_at
+                        .iter()
+                        .map(|i| Function {
+                            language: Language::Native,
+                            name: short_name(&i.qualname),
+                            qualname: i.qualname.clone(),
+                            file: i.file.clone(),
+                            first_line: i.first_line,
+                            last_line: i.first_line,
+                            object: Some(module.to_string()),
+                            program_library: false,
+                            inlined: true,
+                        })
+                        .collect();
+                    let func = chain.pop().unwrap_or_else(|| fallback(a, None));
+                    Resolved { lang: f.lang, func, outer: chain }
+                }
                 Some(f) => Resolved {
                     lang: f.lang,
                     func: Function {
@@ -188,7 +223,9 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
                         last_line: f.last_line,
                         object: None,
                         program_library: false,
+                        inlined: a.inlined,
                     },
+                    outer: Vec::new(),
                 },
                 None => Resolved::plain(fallback(a, None)),
             };
@@ -208,15 +245,21 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
 fn refine_spans(funcs: &mut [Resolved]) {
     let mut cache: HashMap<PathBuf, Option<String>> = HashMap::new();
     for r in funcs.iter_mut() {
-        let f = &mut r.func;
-        let (Some(file), Some(first), Some(last)) = (&f.file, f.first_line, f.last_line) else { continue };
-        let text = cache.entry(file.clone()).or_insert_with(|| std::fs::read(file).ok().map(|b| String::from_utf8_lossy(&b).into_owned()));
-        if let Some(text) = text {
-            let lines: Vec<&str> = text.lines().collect();
-            let (a, b) = source_span::refine(&lines, first, last, r.lang == Lang::Rust);
-            f.first_line = Some(a);
-            f.last_line = Some(b);
+        let rust = r.lang == Lang::Rust;
+        for f in std::iter::once(&mut r.func).chain(r.outer.iter_mut()) {
+            refine_span(f, rust, &mut cache);
         }
+    }
+}
+
+fn refine_span(f: &mut Function, rust: bool, cache: &mut HashMap<PathBuf, Option<String>>) {
+    let (Some(file), Some(first), Some(last)) = (&f.file, f.first_line, f.last_line) else { return };
+    let text = cache.entry(file.clone()).or_insert_with(|| std::fs::read(file).ok().map(|b| String::from_utf8_lossy(&b).into_owned()));
+    if let Some(text) = text {
+        let lines: Vec<&str> = text.lines().collect();
+        let (a, b) = source_span::refine(&lines, first, last, rust);
+        f.first_line = Some(a);
+        f.last_line = Some(b);
     }
 }
 

@@ -135,7 +135,7 @@ fn rust_generic_instances_become_one_function_and_closures_keep_their_lines() {
     let native: Vec<NativeAddr> = addrs
         .iter()
         .enumerate()
-        .map(|(i, &addr)| NativeAddr { id: i as u32, addr, module: exe.display().to_string(), base: 0, symbol: None })
+        .map(|(i, &addr)| NativeAddr { id: i as u32, addr, module: exe.display().to_string(), base: 0, symbol: None, inlined: false })
         .collect();
     let (funcs, warnings) = resolve(&native, None);
     assert!(warnings.is_empty(), "{warnings:?}");

@@ -79,6 +79,9 @@ pub(crate) trait Isa {
     /// [`Isa::SLOT`] bytes: it enters the stub, runs the moved instructions and goes back),
     /// and the jump to write over the function's entry.
     fn trampoline(func: u64, moved: &Self::Moved, slot: u64) -> Result<(Vec<u8>, Self::EntryJump), Refusal>;
+    /// How many bytes of the entry a plan moves to the trampoline (code there runs from the
+    /// trampoline's copy: the inline probes of `probe.rs` plant nothing in it).
+    fn moved_len(moved: &Self::Moved) -> usize;
     /// Code at `addr..addr + len` was written: make it visible to instruction fetch.
     fn code_written(addr: u64, len: usize);
     /// Swap this thread's guard byte (set: patched functions run unrecorded), return the old.

@@ -69,6 +69,10 @@ impl Isa for Aarch64 {
         Err(Refusal::Unsupported)
     }
 
+    fn moved_len(moved: &Infallible) -> usize {
+        match *moved {}
+    }
+
     fn trampoline(_func: u64, moved: &Infallible, _slot: u64) -> Result<(Vec<u8>, [u8; 4]), Refusal> {
         match *moved {}
     }

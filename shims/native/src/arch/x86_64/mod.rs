@@ -51,6 +51,10 @@ impl Isa for X86_64 {
         relocate::plan_short(code, len, ip)
     }
 
+    fn moved_len(moved: &Self::Moved) -> usize {
+        moved.iter().map(|i| i.len()).sum()
+    }
+
     fn trampoline(func: u64, moved: &Self::Moved, slot: u64) -> Result<(Vec<u8>, Self::EntryJump), Refusal> {
         relocate::trampoline(func, moved, slot, stub::slt_patch_stub as *const () as u64)
     }

@@ -1,0 +1,499 @@
+//! Inline probes: knowing, without a recompile, that code the compiler inlined ran
+//! (docs/native-recording.md, "Inlined functions").
+//!
+//! `trace run` lists where the program's inlined code starts (the address ranges of its
+//! `DW_TAG_inlined_subroutine`s, tracer/src/inline_probes.rs) in the trace directory
+//! ([`INLINE_PROBES_FILE`]). At start-up, once the program's entries are patched (objects.rs),
+//! [`plant`] puts a one-byte `int3` at each listed entry of the program and installs a
+//! `SIGTRAP` handler. The first time a thread runs into one ([`on_trap`]), the handler puts the
+//! original byte back, records the hit as the call and return of the probe's address (keyed
+//! with [`INLINE_BIT`]; its `funcs.jsonl` record says `"inlined": true`) with the stack pointer of the interrupted code
+//! as the frame address, so that the frame repair closes the callees that returned and the
+//! hit lands under the function that was running, and resumes the program at the probe's
+//! address. A probe fires once per process (and once more in a forked child that had not run
+//! it): the steady-state cost is entry patching's.
+//!
+//! An entry inside the bytes a patched function entry moved to its trampoline (inlined code at
+//! a function's first instruction) runs from the trampoline's copy, where no probe can be:
+//! it runs each time that function is entered, so the slow path records it with the function's
+//! first recorded call ([`entered`]).
+//!
+//! Threads racing on one probe: the first claims it (`ARMED` to `FIRED`) and puts the byte
+//! back; the others only rewind, and run the probe's instruction once the byte is back (trapping
+//! again until then). A trap that is not one of ours (another `int3`, a `SIGTRAP` sent by
+//! `kill`) goes to the program's own disposition: the shim's `sigaction` and `signal` keep the
+//! program's `SIGTRAP` handler as the one to chain to while the probes' handler is installed.
+
+use crate::guards::ErrnoGuard;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use trace_format::meta::{InlineProbeList, InlineProbes, INLINE_PROBES_FILE};
+
+/// `SLICE_TRACE_INLINE=0`: no probe (as `trace run` writes no list then).
+const ENV_INLINE: &str = "SLICE_TRACE_INLINE";
+/// The list is read whole: at most this large.
+const MAX_LIST: u64 = 64 << 20;
+
+const ARMED: u8 = 0;
+const FIRED: u8 = 1;
+
+struct Probe {
+    addr: u64,
+    orig: u8,
+    state: AtomicU8,
+}
+
+struct Probes {
+    /// Probes with an `int3`, by address.
+    traps: Vec<Probe>,
+    /// (function entry, inlined entry, recorded) for the entries in a patched entry's moved
+    /// bytes, by function entry.
+    at_entry: Vec<(u64, u64, AtomicBool)>,
+}
+
+/// Set once by [`plant`] (the constructor, before any other thread), never freed.
+static PROBES: AtomicPtr<Probes> = AtomicPtr::new(std::ptr::null_mut());
+/// The probes' handler is installed: `sigaction`/`signal` keep the program's own.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+/// The program's `SIGTRAP` disposition (`sa_sigaction` and `sa_flags`), chained to.
+static CHAINED: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
+static CHAINED_FLAGS: AtomicI32 = AtomicI32::new(0);
+/// `/proc/self/mem` opened for writing: pid in the high half, fd in the low half (0: none).
+static MEM: AtomicU64 = AtomicU64::new(0);
+
+fn probes() -> Option<&'static Probes> {
+    let p = PROBES.load(Ordering::Acquire);
+    // SAFETY: set once to a leaked box, never freed or changed after.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// Set in the address an inline probe's hit is recorded under (the hooks' `this_fn`, the id
+/// table's key): an inlined entry may be a patched function's own entry (inlined code at its
+/// first instruction), which must keep its own id. No user-space address has it.
+pub(crate) const INLINE_BIT: u64 = 1 << 63;
+
+/// The slow path recorded the entry of the function at `addr`: the inlined entries in its
+/// moved bytes not recorded yet run now; `record` gets each one's id.
+pub(crate) fn entered(addr: u64, mut record: impl FnMut(u32)) {
+    let Some(p) = probes() else { return };
+    let i = p.at_entry.partition_point(|e| e.0 < addr);
+    for (_, inlined, done) in p.at_entry[i..].iter().take_while(|e| e.0 == addr) {
+        if !done.swap(true, Ordering::AcqRel) {
+            if let Some(id) = crate::process::id_of(*inlined | INLINE_BIT) {
+                record(id);
+            }
+        }
+    }
+}
+
+/// Plant the probes of the program loaded at `base` (its first page), whose file is `path`
+/// and whose patched entries moved the bytes in `moved`. Called once, from the constructor,
+/// before any other thread exists. `None`: no list for this program (or probes off).
+pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)]) -> Option<InlineProbes> {
+    if std::env::var_os(ENV_INLINE).is_some_and(|v| v == "0") || !PROBES.load(Ordering::Acquire).is_null() {
+        return None;
+    }
+    let root = crate::process::ROOT.load(Ordering::Acquire);
+    if root.is_null() {
+        return None;
+    }
+    // SAFETY: set once by the constructor, never freed.
+    let file = unsafe { &*root }.join(INLINE_PROBES_FILE);
+    let list = read_list(&file)?;
+    let meta = std::fs::metadata(path).ok()?;
+    let mtime_ns = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos() as i128;
+    if list.object != path || list.size != meta.len() || list.mtime_ns != mtime_ns {
+        return None;
+    }
+    let mut stats = InlineProbes { listed: list.offsets.len() as u64, ..InlineProbes::default() };
+    // SAFETY: `base` is the first page of the program's loaded image, whose ELF and program
+    // headers the loader mapped there.
+    let code = unsafe { executable_ranges(base) };
+    let mut moved: Vec<(u64, u64)> = moved.to_vec();
+    moved.sort_unstable();
+    let mut at_entry = Vec::new();
+    let mut wanted = Vec::new();
+    for &off in &list.offsets {
+        let a = base.wrapping_add(off);
+        let i = moved.partition_point(|m| m.0 <= a);
+        if let Some(&(entry, end)) = i.checked_sub(1).map(|i| &moved[i]) {
+            if a < end {
+                at_entry.push((entry, a, AtomicBool::new(false)));
+                continue;
+            }
+        }
+        if !code.iter().any(|&(b, e)| a >= b && a < e) {
+            stats.unprobed += 1;
+            continue;
+        }
+        wanted.push(a);
+    }
+    if !wanted.is_empty() && !install_handler() {
+        stats.unprobed += wanted.len() as u64;
+        wanted.clear();
+    }
+    // SAFETY: every address is inside an executable segment of the program (checked above),
+    // and no other thread runs yet (the contract).
+    let traps = unsafe { write_traps(&wanted) };
+    stats.unprobed += (wanted.len() - traps.len()) as u64;
+    stats.planted = traps.len() as u64;
+    stats.at_entry = at_entry.len() as u64;
+    crate::frames::set_cfa_offsets(&traps.iter().map(|p| p.addr | INLINE_BIT).collect::<Vec<_>>(), 8);
+    at_entry.sort_unstable_by_key(|e| (e.0, e.1));
+    PROBES.store(Box::into_raw(Box::new(Probes { traps, at_entry })), Ordering::Release);
+    Some(stats)
+}
+
+fn read_list(file: &std::path::Path) -> Option<InlineProbeList> {
+    use std::io::Read;
+    let f = std::fs::File::open(file).ok()?;
+    if f.metadata().ok()?.len() > MAX_LIST {
+        return None;
+    }
+    let mut text = Vec::new();
+    f.take(MAX_LIST).read_to_end(&mut text).ok()?;
+    serde_json::from_slice(&text).ok()
+}
+
+/// The run-time ranges of the executable `PT_LOAD` segments of the object at `base`.
+///
+/// # Safety
+/// `base` is the first page of a loaded ELF object (its headers are mapped there).
+unsafe fn executable_ranges(base: u64) -> Vec<(u64, u64)> {
+    // SAFETY: the ELF header is at `base` (the contract).
+    let eh = unsafe { &*(base as *const libc::Elf64_Ehdr) };
+    if eh.e_ident[..4] != *b"\x7fELF" || eh.e_phentsize as usize != std::mem::size_of::<libc::Elf64_Phdr>() {
+        return Vec::new();
+    }
+    // SAFETY: the program headers are mapped with the first page (the loader read them there).
+    let ph = unsafe { std::slice::from_raw_parts((base + eh.e_phoff) as *const libc::Elf64_Phdr, eh.e_phnum as usize) };
+    let loads = || ph.iter().filter(|p| p.p_type == libc::PT_LOAD);
+    let Some(bias) = loads().map(|p| p.p_vaddr & !0xfff).min() else { return Vec::new() };
+    loads().filter(|p| p.p_flags & libc::PF_X != 0).map(|p| (base + (p.p_vaddr - bias), base + (p.p_vaddr - bias) + p.p_memsz)).collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// x86-64: the trap instruction, the interrupted context's registers, the rewind
+// ---------------------------------------------------------------------------------------
+
+/// `int3`.
+const TRAP: u8 = 0xcc;
+/// `si_code` of a `SIGTRAP` raised by `int3` (the kernel's `SI_KERNEL`).
+const SI_KERNEL: i32 = 0x80;
+
+/// Write `int3` at each of `addrs` (ascending), one `mprotect` pair per run of touching
+/// pages; the probes written, each with its original byte. An address whose byte already is
+/// `int3` (the program's own) is left alone.
+///
+/// # Safety
+/// Every address lies in the program's mapped executable code, and no other thread runs.
+unsafe fn write_traps(addrs: &[u64]) -> Vec<Probe> {
+    let mut out = Vec::with_capacity(addrs.len());
+    let runs = addrs.chunk_by(|a, b| b & !4095 <= (a & !4095) + 4096);
+    for run in runs {
+        let (page, end) = (run[0] & !4095, (run[run.len() - 1] + 1).next_multiple_of(4096));
+        // SAFETY: the pages hold the program's code (the contract): readable and executable;
+        // writable only while the bytes are written, by this thread alone.
+        unsafe {
+            if libc::mprotect(page as *mut libc::c_void, (end - page) as usize, libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) != 0 {
+                continue;
+            }
+            for &a in run {
+                let orig = *(a as *const u8);
+                if orig == TRAP {
+                    continue;
+                }
+                *(a as *mut u8) = TRAP;
+                out.push(Probe { addr: a, orig, state: AtomicU8::new(ARMED) });
+            }
+            libc::mprotect(page as *mut libc::c_void, (end - page) as usize, libc::PROT_READ | libc::PROT_EXEC);
+        }
+    }
+    out
+}
+
+/// Install [`on_trap`] for `SIGTRAP`, keeping the disposition it replaces to chain to.
+fn install_handler() -> bool {
+    // Look the wrapped functions up now: `dlsym` is not for signal handlers.
+    next_symbol(c"pthread_sigmask", &REAL_PTHREAD_SIGMASK);
+    next_symbol(c"sigprocmask", &REAL_SIGPROCMASK);
+    let Some(real) = real_sigaction() else { return false };
+    // SAFETY: a zeroed sigaction is valid (no handler, empty mask); `real` is libc's
+    // `sigaction`, given structures we own.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_trap as *const () as usize;
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if real(libc::SIGTRAP, &sa, &mut old) != 0 {
+            return false;
+        }
+        CHAINED.store(old.sa_sigaction, Ordering::Release);
+        CHAINED_FLAGS.store(old.sa_flags, Ordering::Release);
+    }
+    INSTALLED.store(true, Ordering::Release);
+    true
+}
+
+/// The `SIGTRAP` handler (see the module's description).
+///
+/// Async-signal-safety: it reads the immutable probe table, changes one atomic, writes one
+/// byte with `pwrite` (or `mprotect`, under a lock taken with every signal blocked), and
+/// records through hot.c's `slt_enter`/`slt_exit`, which are built to run in signal handlers
+/// (a patched function called by one reaches them the same way; an event that interrupts the
+/// same thread's recording is dropped there). `errno` is kept.
+extern "C" fn on_trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let _errno = ErrnoGuard::save();
+    // SAFETY: the kernel passes a valid siginfo and ucontext to an SA_SIGINFO handler.
+    let (code, uc) = unsafe { ((*info).si_code, &mut *(ctx as *mut libc::ucontext_t)) };
+    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
+    let rsp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as u64;
+    if code == SI_KERNEL {
+        if let Some(p) = probes().and_then(|ps| ps.traps.binary_search_by_key(&rip.wrapping_sub(1), |p| p.addr).ok().map(|i| &ps.traps[i]))
+        {
+            if p.state.compare_exchange(ARMED, FIRED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                restore(p.addr, p.orig);
+                // The interrupted code's stack pointer is the hit's frame address (its CFA
+                // offset is 8, set by `plant`): frames at or below it have returned.
+                // SAFETY: hot.c's entry points, for this thread; the address is a number.
+                unsafe {
+                    crate::hot::slt_enter((p.addr | INLINE_BIT) as *mut libc::c_void, rsp - 8);
+                    crate::hot::slt_exit((p.addr | INLINE_BIT) as *mut libc::c_void, rsp - 8);
+                }
+            }
+            // Run the original instruction (after the byte is back; until then, trap again).
+            uc.uc_mcontext.gregs[libc::REG_RIP as usize] = p.addr as i64;
+            return;
+        }
+    }
+    chain(sig, info, ctx);
+}
+
+/// Put a probe's original byte back: through `/proc/self/mem` (no change of protection that a
+/// thread running the page could see), else with `mprotect`.
+fn restore(addr: u64, orig: u8) {
+    let fd = mem_fd();
+    // SAFETY: pwrite of one byte we own; `fd` is this process's `/proc/self/mem` (or -1).
+    if fd >= 0 && unsafe { libc::pwrite(fd, &orig as *const u8 as *const libc::c_void, 1, addr as libc::off_t) } == 1 {
+        return;
+    }
+    static LOCK: crate::guards::SpinLock = crate::guards::SpinLock::new();
+    LOCK.lock();
+    let page = addr & !4095;
+    // SAFETY: the probe's page is the program's code; made writable and executable (other
+    // threads may be running it) for the one byte, under the lock (no other restore makes
+    // it read-only meanwhile).
+    unsafe {
+        if libc::mprotect(page as *mut libc::c_void, 4096, libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) == 0 {
+            std::ptr::write_volatile(addr as *mut u8, orig);
+            libc::mprotect(page as *mut libc::c_void, 4096, libc::PROT_READ | libc::PROT_EXEC);
+        }
+    }
+    LOCK.unlock();
+}
+
+/// This process's `/proc/self/mem`, opened once per process (a forked child's inherited
+/// descriptor is its parent's memory); -1 if it cannot be opened.
+fn mem_fd() -> libc::c_int {
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() } as u32 as u64;
+    let cur = MEM.load(Ordering::Acquire);
+    if cur != 0 && cur >> 32 == pid {
+        return cur as u32 as libc::c_int;
+    }
+    // SAFETY: open with a NUL-terminated path (async-signal-safe).
+    let fd = unsafe { libc::open(c"/proc/self/mem".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return -1;
+    }
+    match MEM.compare_exchange(cur, pid << 32 | fd as u32 as u64, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => fd,
+        Err(won) => {
+            // SAFETY: closing the descriptor opened above, which nothing else holds.
+            unsafe { libc::close(fd) };
+            if won >> 32 == pid {
+                won as u32 as libc::c_int
+            } else {
+                -1
+            }
+        }
+    }
+}
+
+/// A `SIGTRAP` that is not a probe's: what the program's disposition would have done.
+fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let handler = CHAINED.load(Ordering::Acquire);
+    let flags = CHAINED_FLAGS.load(Ordering::Acquire);
+    match handler {
+        libc::SIG_IGN => {}
+        libc::SIG_DFL => {
+            // The default action (a core dump): put it back and raise the signal again; it is
+            // delivered when this handler returns.
+            if let Some(real) = real_sigaction() {
+                // SAFETY: libc's sigaction and raise with structures we own.
+                unsafe {
+                    let mut sa: libc::sigaction = std::mem::zeroed();
+                    sa.sa_sigaction = libc::SIG_DFL;
+                    real(libc::SIGTRAP, &sa, std::ptr::null_mut());
+                    INSTALLED.store(false, Ordering::Release);
+                    libc::raise(libc::SIGTRAP);
+                }
+            }
+        }
+        h if flags & libc::SA_SIGINFO != 0 => {
+            // SAFETY: the program installed `h` with SA_SIGINFO: this signature.
+            let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = unsafe { std::mem::transmute(h) };
+            f(sig, info, ctx);
+        }
+        h => {
+            // SAFETY: the program installed `h` without SA_SIGINFO: this signature.
+            let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(h) };
+            f(sig);
+        }
+    }
+}
+
+type SigactionFn = unsafe extern "C" fn(libc::c_int, *const libc::sigaction, *mut libc::sigaction) -> libc::c_int;
+type SignalFn = unsafe extern "C" fn(libc::c_int, libc::sighandler_t) -> libc::sighandler_t;
+
+fn next_symbol(name: &std::ffi::CStr, cache: &AtomicPtr<libc::c_void>) -> *mut libc::c_void {
+    let mut f = cache.load(Ordering::Acquire);
+    if f.is_null() {
+        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.
+        f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+        cache.store(f, Ordering::Release);
+    }
+    f
+}
+
+fn real_sigaction() -> Option<SigactionFn> {
+    static REAL: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
+    let f = next_symbol(c"sigaction", &REAL);
+    // SAFETY: the next `sigaction` (libc's) has this signature.
+    (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut libc::c_void, SigactionFn>(f) })
+}
+
+/// `sigaction`: while the probes' handler is installed, the program's `SIGTRAP` disposition is
+/// kept as the one to chain to (and reported back as the current one); everything else is
+/// libc's.
+///
+/// # Safety
+/// As libc's `sigaction`.
+#[no_mangle]
+pub unsafe extern "C" fn sigaction(sig: libc::c_int, act: *const libc::sigaction, old: *mut libc::sigaction) -> libc::c_int {
+    if sig == libc::SIGTRAP && INSTALLED.load(Ordering::Acquire) {
+        if !old.is_null() {
+            // SAFETY: the caller's structure (the contract); a zeroed one is valid.
+            unsafe {
+                *old = std::mem::zeroed();
+                (*old).sa_sigaction = CHAINED.load(Ordering::Acquire);
+                (*old).sa_flags = CHAINED_FLAGS.load(Ordering::Acquire);
+            }
+        }
+        if !act.is_null() {
+            // SAFETY: the caller's structure (the contract).
+            let (h, f) = unsafe { ((*act).sa_sigaction, (*act).sa_flags) };
+            CHAINED_FLAGS.store(f, Ordering::Release);
+            CHAINED.store(h, Ordering::Release);
+        }
+        return 0;
+    }
+    // Another signal's handler must not block SIGTRAP while it runs (see `no_trap_blocked`).
+    // SAFETY: the caller's structure (the contract), copied.
+    let copy = (!act.is_null()).then(|| unsafe { *act }).and_then(|mut a| no_trap_blocked(&mut a.sa_mask).then_some(a));
+    let act = copy.as_ref().map_or(act, |a| a as *const libc::sigaction);
+    match real_sigaction() {
+        // SAFETY: libc's, with the caller's arguments.
+        Some(real) => unsafe { real(sig, act, old) },
+        None => {
+            // SAFETY: this thread's errno.
+            unsafe { *libc::__errno_location() = libc::ENOSYS };
+            -1
+        }
+    }
+}
+
+/// Take `SIGTRAP` out of a mask the program is about to block, while probes are planted;
+/// true if it was there. A trap of `int3` in a thread that blocks `SIGTRAP` is not held
+/// back: the kernel resets the signal to its default action and the process dies. So a
+/// program that blocks every signal in a thread (a worker that leaves signals to the main
+/// thread) gets every signal but that one blocked.
+fn no_trap_blocked(set: &mut libc::sigset_t) -> bool {
+    // SAFETY: a set we own.
+    INSTALLED.load(Ordering::Acquire) && unsafe { libc::sigismember(set, libc::SIGTRAP) == 1 && libc::sigdelset(set, libc::SIGTRAP) == 0 }
+}
+
+type SigmaskFn = unsafe extern "C" fn(libc::c_int, *const libc::sigset_t, *mut libc::sigset_t) -> libc::c_int;
+
+/// The calling thread's signal mask through libc's `name` (`pthread_sigmask` or
+/// `sigprocmask`), with `SIGTRAP` never blocked while probes are planted.
+///
+/// # Safety
+/// As libc's: `set` and `old` are null or valid.
+unsafe fn mask_through(
+    name: &std::ffi::CStr,
+    cache: &AtomicPtr<libc::c_void>,
+    how: libc::c_int,
+    set: *const libc::sigset_t,
+    old: *mut libc::sigset_t,
+) -> libc::c_int {
+    let f = next_symbol(name, cache);
+    if f.is_null() {
+        return libc::ENOSYS;
+    }
+    let copy = (!set.is_null() && how != libc::SIG_UNBLOCK)
+        // SAFETY: the caller's set (the contract), copied.
+        .then(|| unsafe { *set })
+        .and_then(|mut s| no_trap_blocked(&mut s).then_some(s));
+    let set = copy.as_ref().map_or(set, |s| s as *const libc::sigset_t);
+    // SAFETY: the next `name` (libc's) has this signature; the caller's arguments.
+    unsafe { std::mem::transmute::<*mut libc::c_void, SigmaskFn>(f)(how, set, old) }
+}
+
+static REAL_PTHREAD_SIGMASK: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
+static REAL_SIGPROCMASK: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
+
+/// `pthread_sigmask`: libc's, except that `SIGTRAP` is not blocked while probes are planted
+/// (see [`no_trap_blocked`]).
+///
+/// # Safety
+/// As libc's `pthread_sigmask`.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_sigmask(how: libc::c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> libc::c_int {
+    // SAFETY: the caller's arguments (the contract).
+    unsafe { mask_through(c"pthread_sigmask", &REAL_PTHREAD_SIGMASK, how, set, old) }
+}
+
+/// `sigprocmask`: as [`pthread_sigmask`].
+///
+/// # Safety
+/// As libc's `sigprocmask`.
+#[no_mangle]
+pub unsafe extern "C" fn sigprocmask(how: libc::c_int, set: *const libc::sigset_t, old: *mut libc::sigset_t) -> libc::c_int {
+    // SAFETY: the caller's arguments (the contract).
+    let r = unsafe { mask_through(c"sigprocmask", &REAL_SIGPROCMASK, how, set, old) };
+    if r == libc::ENOSYS {
+        // SAFETY: this thread's errno.
+        unsafe { *libc::__errno_location() = libc::ENOSYS };
+        return -1;
+    }
+    r
+}
+
+/// `signal`: as [`sigaction`] (glibc's `signal` does not go through the exported `sigaction`).
+///
+/// # Safety
+/// As libc's `signal`.
+#[no_mangle]
+pub unsafe extern "C" fn signal(sig: libc::c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
+    if sig == libc::SIGTRAP && INSTALLED.load(Ordering::Acquire) {
+        CHAINED_FLAGS.store(libc::SA_RESTART, Ordering::Release);
+        return CHAINED.swap(handler, Ordering::AcqRel);
+    }
+    static REAL: AtomicPtr<libc::c_void> = AtomicPtr::new(std::ptr::null_mut());
+    let f = next_symbol(c"signal", &REAL);
+    if f.is_null() {
+        return libc::SIG_ERR;
+    }
+    // SAFETY: the next `signal` (libc's) has this signature, called with the caller's arguments.
+    unsafe { std::mem::transmute::<*mut libc::c_void, SignalFn>(f)(sig, handler) }
+}

@@ -1,0 +1,125 @@
+//! End-to-end: inline probes (docs/native-recording.md, "Inlined functions"). A function the
+//! compiler inlined into its caller is in the tree and the prompt, under that caller, marked
+//! `[inlined]`, with its source, when its code ran, and only then: `examples/c/inlined.c`
+//! built `gcc -g -O1` (two static helpers, each inlined into `main`, one of them run), and
+//! hexyl 0.16 (`hexyl::run`, the program's logic, is inlined into `hexyl::main`).
+
+mod native_support;
+
+use native_support::*;
+use slice_trace_e2e::{cmd, run, run_ok, scratch, texts};
+use std::path::Path;
+
+fn trace_patched(dir: &Path, exe: &Path, args: &[&str]) -> String {
+    let mut c = cmd("trace");
+    c.env_remove("SLICE_TRACE_PATCH").env_remove("SLICE_TRACE_INLINE").arg("run").arg("-o").arg(dir).arg("--").arg(exe).args(args);
+    let out = run(&mut c);
+    texts(&out).0
+}
+
+/// The text of a prompt's call tree.
+fn tree_text(prompt: &str) -> &str {
+    let tree = prompt.find("### Call tree").expect("a call tree");
+    let start = tree + prompt[tree..].find("```text\n").expect("its text") + "```text\n".len();
+    let len = prompt[start..].find("```").expect("the tree's end");
+    &prompt[start..start + len]
+}
+
+/// The source block under a prompt's heading for `name`.
+fn block<'a>(prompt: &'a str, name: &str) -> Option<&'a str> {
+    let h = prompt.find(&format!("#### `{name}` ("))?;
+    let body = &prompt[h + prompt[h..].find("```")?..];
+    let open = body.find('\n')? + 1;
+    let len = body[open..].find("\n```")?;
+    Some(&body[open..open + len])
+}
+
+#[test]
+fn a_static_helper_inlined_at_o1_is_shown_when_it_ran_and_only_then() {
+    let s = scratch();
+    let exe = s.path().join("inlined");
+    let src = example("c/inlined.c");
+    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-o"]).arg(&exe).arg(&src));
+    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    // Both helpers are inlined: no function of their own.
+    let syms = run_ok(std::process::Command::new("nm").arg(&exe));
+    assert!(!syms.contains("checksum") && !syms.contains("report_error"), "{syms}");
+
+    let t = s.path().join("ok.d");
+    assert_eq!(trace_patched(&t, &exe, &["abc"]), "193485963\n");
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How is the checksum computed?"));
+    assert_eq!(tree_text(&prompt), "main\n  checksum [inlined]\n", "{prompt}");
+    let text = std::fs::read_to_string(&src).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(prompt.contains("#### `checksum` (examples/c/inlined.c:8-13)"), "{prompt}");
+    assert_eq!(block(&prompt, "checksum"), Some(lines[7..13].join("\n").as_str()), "{prompt}");
+    assert!(!prompt.contains("report_error`"), "report_error did not run: {prompt}");
+    assert!(
+        prompt.contains("in inlined, a function the compiler inlined into its caller is shown under that caller, marked [inlined]"),
+        "{prompt}"
+    );
+    let tree = run_ok(cmd("slice").arg("tree").arg(&t).arg("--color=never"));
+    let line = tree.lines().find(|l| l.contains("checksum")).unwrap_or_else(|| panic!("{tree}"));
+    assert!(line.contains("ran") && line.contains("└─ checksum [inlined]  (") && line.ends_with("inlined.c:8)"), "{line}");
+    assert!(!tree.contains("report_error"), "{tree}");
+
+    // The other way round: report_error ran, checksum did not.
+    let t = s.path().join("fail.d");
+    trace_patched(&t, &exe, &["--fail"]);
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("Why does it fail?"));
+    assert_eq!(tree_text(&prompt), "main\n  report_error [inlined]\n", "{prompt}");
+    assert_eq!(block(&prompt, "report_error"), Some(lines[14..18].join("\n").as_str()), "{prompt}");
+    assert!(!prompt.contains("checksum`"), "{prompt}");
+
+    // Probes off: nothing inlined is shown, and the note says it cannot tell.
+    let t = s.path().join("off.d");
+    let out = run(cmd("trace").env("SLICE_TRACE_INLINE", "0").arg("run").arg("-o").arg(&t).arg("--").arg(&exe).arg("abc"));
+    assert!(out.status.success(), "{:?}", texts(&out));
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How is the checksum computed?"));
+    assert_eq!(tree_text(&prompt), "main\n", "{prompt}");
+    assert!(prompt.contains("in inlined, no inline probe was planted") && prompt.contains("cannot be told"), "{prompt}");
+}
+
+#[test]
+fn hexyl_run_inlined_into_main_is_shown_with_its_source() {
+    let exe = hexyl();
+    let s = scratch();
+    let input = s.path().join("in.txt");
+    std::fs::write(&input, "hello, world\n").unwrap();
+    let t = s.path().join("hexyl.d");
+    let out = trace_patched(&t, &exe, &["--color=never", input.to_str().unwrap()]);
+    assert!(out.contains("68 65 6c 6c 6f"), "{out}");
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How does hexyl print a line?"));
+    let tree = tree_text(&prompt);
+    let main_at = tree.lines().position(|l| l.trim_start().starts_with("hexyl::main")).unwrap_or_else(|| panic!("{tree}"));
+    let run_line = tree.lines().nth(main_at + 1).unwrap_or_default();
+    // (hexyl::main calls clap's parse first; run is the inlined code after it.)
+    let run_at = tree.lines().position(|l| l.trim_start() == "hexyl::run [inlined]").unwrap_or_else(|| panic!("{run_line}\n{tree}"));
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let lines: Vec<&str> = tree.lines().collect();
+    assert_eq!(indent(lines[run_at]), indent(lines[main_at]) + 2, "under hexyl::main:\n{tree}");
+    assert!(lines[main_at + 1..run_at].iter().all(|l| indent(l) > indent(lines[main_at])), "{tree}");
+    assert!(prompt.contains("#### `hexyl::run` (cargo-registry/hexyl-0.16.0/src/main.rs:240-450)"), "{prompt}");
+    let body = block(&prompt, "hexyl::run").unwrap_or_default();
+    assert!(body.starts_with("fn run() -> Result<()> {") && body.ends_with('}'), "{body}");
+}
+
+/// The program's own SIGTRAP handler (installed with `sigaction` or `signal`) still gets every
+/// trap that is not a probe's (`raise`, its own `int3`), and `sigaction` reports it back as
+/// the current one, while the probes' handler is installed beside it; a probe still fires
+/// after the program blocked every signal.
+#[test]
+fn the_programs_own_sigtrap_handler_gets_the_traps_that_are_not_probes() {
+    let s = scratch();
+    let exe = s.path().join("traps");
+    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-o"]).arg(&exe).arg(example("c/traps.c")));
+    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    for (args, expected) in [(&[][..], "2 5\n"), (&["signal"][..], "2 8\n")] {
+        let untraced = run(std::process::Command::new(&exe).args(args));
+        assert_eq!(texts(&untraced).0, expected);
+        let t = s.path().join(format!("traps{}.d", args.len()));
+        assert_eq!(trace_patched(&t, &exe, args), expected, "{args:?}");
+        let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("What happens on a trap?"));
+        assert_eq!(tree_text(&prompt), "main\n  on_trap ×2\n  scaled [inlined]\n", "{prompt}");
+    }
+}

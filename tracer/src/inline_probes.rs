@@ -1,0 +1,327 @@
+//! The inline-probe list of a native program (docs/native-recording.md, "Inlined functions"):
+//! where the code the compiler inlined starts, from the program's DWARF
+//! (`DW_TAG_inlined_subroutine` and its address ranges), computed once by `trace run` before the
+//! program starts, so that the shim does not read DWARF inside the traced process. The shim
+//! plants a one-shot probe at each entry; a hit says that the inlined code ran.
+//!
+//! The standard library's inlined code is not listed: an inlined function declared in the Rust
+//! standard library or a C/C++ system header (by its `DW_AT_decl_file`) gets no probe, as
+//! `slice` hides those functions by default (a probe costs one trap when it fires). Code from
+//! cargo's registry is listed: a program installed with `cargo install` is itself there.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::Path;
+use trace_format::meta::InlineProbeList;
+
+type R<'a> = gimli::EndianSlice<'a, gimli::RunTimeEndian>;
+
+/// At most this many entries (a bound on a damaged or huge object).
+const MAX_PROBES: usize = 1_000_000;
+
+/// The rules by which a list is made, part of a cached list's key: changed with them.
+const LIST_RULES: u32 = 3;
+
+/// Lists kept in the cache (the most recently used).
+const CACHE_KEEP: usize = 64;
+
+/// [`probe_list`], from a per-user cache (`<cache>/slice-trace/inline-probes/`, the shims'
+/// private directory) keyed by the object's path, size and modification time and this
+/// version of `trace`: reading a large program's DWARF costs tens of milliseconds (hexyl: about
+/// 45 ms) on every run otherwise.
+pub fn cached_probe_list(path: &Path) -> Option<InlineProbeList> {
+    use sha2::{Digest, Sha256};
+    let meta = std::fs::metadata(path).ok()?;
+    let mtime_ns = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos() as i128;
+    let object = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).to_string_lossy().into_owned();
+    let dir = crate::shims::cache_dir().ok().map(|d| d.join("inline-probes"));
+    let dir = dir.filter(|d| crate::shims::private_dir(d.parent().unwrap_or(d)).is_ok() && crate::shims::private_dir(d).is_ok());
+    let key: String =
+        Sha256::digest(format!("{}\0{LIST_RULES}\0{object}\0{}\0{mtime_ns}", env!("CARGO_PKG_VERSION"), meta.len()).as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+    let file = dir.as_ref().map(|d| d.join(format!("{key}.json")));
+    if let Some(f) = &file {
+        let cached = std::fs::File::open(f)
+            .ok()
+            .filter(|h| h.metadata().is_ok_and(|m| m.len() <= CACHE_MAX))
+            .and_then(|h| serde_json::from_reader::<_, Option<InlineProbeList>>(std::io::BufReader::new(h)).ok());
+        if let Some(list) = cached {
+            if list.as_ref().is_none_or(|l| l.object == object && l.size == meta.len() && l.mtime_ns == mtime_ns) {
+                let _ = std::fs::File::open(f).and_then(|h| h.set_modified(std::time::SystemTime::now()));
+                return list;
+            }
+        }
+    }
+    let list = probe_list(path);
+    if let (Some(d), Some(f)) = (&dir, &file) {
+        if let Ok(mut tmp) = tempfile::Builder::new().prefix(".tmp-").tempfile_in(d) {
+            use std::io::Write;
+            if serde_json::to_vec(&list).is_ok_and(|b| tmp.write_all(&b).is_ok()) && tmp.persist(f).is_ok() {
+                prune(d);
+            }
+        }
+    }
+    list
+}
+
+/// A cached list is read only up to this size.
+const CACHE_MAX: u64 = 64 << 20;
+
+/// Keep the [`CACHE_KEEP`] most recently used lists.
+fn prune(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let mut files: Vec<(std::time::SystemTime, std::path::PathBuf)> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.ends_with(".json")))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .collect();
+    files.sort_by_key(|f| std::cmp::Reverse(f.0));
+    for (_, f) in files.into_iter().skip(CACHE_KEEP) {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+/// The list for the ELF object at `path`: `None` when it cannot be read, has no DWARF, or
+/// inlines none of its own code.
+pub fn probe_list(path: &Path) -> Option<InlineProbeList> {
+    use object::{Object, ObjectSegment};
+    let meta = std::fs::metadata(path).ok()?;
+    let mtime_ns = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos() as i128;
+    let data = crate::detect::map_file(path).ok()?;
+    let obj = object::File::parse(&*data).ok()?;
+    let bias = obj.segments().map(|s| s.address()).min().map(|v| v & !0xfff)?;
+    let mut starts = entries(&obj).ok()?;
+    starts.sort_unstable();
+    starts.dedup();
+    let offsets: Vec<u64> = starts.into_iter().filter(|&a| a >= bias).map(|a| a - bias).collect();
+    if offsets.is_empty() {
+        return None;
+    }
+    let object = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).to_string_lossy().into_owned();
+    Some(InlineProbeList { object, size: meta.len(), mtime_ns, offsets })
+}
+
+/// Whether a declaration file is the program's own code (see the module's rule).
+fn own_code(file: &str) -> bool {
+    const NOT_OWN: [&str; 2] = ["/rustlib/", "/.rustup/"];
+    !(file.starts_with("/rustc/") || file.starts_with("/usr/") || NOT_OWN.iter().any(|m| file.contains(m)))
+}
+
+/// The entry and range starts of the program's own inlined subroutines (link-time).
+fn entries(obj: &object::File) -> Result<Vec<u64>, gimli::Error> {
+    use object::{Object, ObjectSection};
+    let endian = if obj.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
+    let ids = [
+        gimli::SectionId::DebugAbbrev,
+        gimli::SectionId::DebugAddr,
+        gimli::SectionId::DebugInfo,
+        gimli::SectionId::DebugLine,
+        gimli::SectionId::DebugLineStr,
+        gimli::SectionId::DebugRanges,
+        gimli::SectionId::DebugRngLists,
+        gimli::SectionId::DebugStr,
+        gimli::SectionId::DebugStrOffsets,
+    ];
+    let sections: Vec<(gimli::SectionId, Cow<[u8]>)> = ids
+        .iter()
+        .map(|&id| (id, obj.section_by_name(id.name()).and_then(|s| s.uncompressed_data().ok()).unwrap_or(Cow::Borrowed(&[][..]))))
+        .collect();
+    let get = |id: gimli::SectionId| -> Result<R, gimli::Error> {
+        let data: &[u8] = sections.iter().find(|(s, _)| *s == id).map(|(_, d)| d.as_ref()).unwrap_or(&[]);
+        Ok(gimli::EndianSlice::new(data, endian))
+    };
+    let dwarf = gimli::Dwarf::load(get)?;
+    let mut xref = Xref::new(&dwarf);
+    // Whether a declaration file is the program's own, by (unit start, file index).
+    let mut own: HashMap<(usize, u64), bool> = HashMap::new();
+    let mut out = Vec::new();
+    let mut units = dwarf.units();
+    while let Some(header) = units.next()? {
+        let Ok(unit) = dwarf.unit(header) else { continue };
+        let unit = unit.unit_ref(&dwarf);
+        let here = unit.header.offset().as_debug_info_offset().map_or(usize::MAX, |o| o.0);
+        let mut cursor = unit.entries();
+        while let Some((_, entry)) = cursor.next_dfs()? {
+            if entry.tag() != gimli::DW_TAG_inlined_subroutine {
+                continue;
+            }
+            let is_own = match decl_file(&unit, here, entry, &mut xref) {
+                None => true,
+                Some((k, file)) if k == here => {
+                    *own.entry((k, file)).or_insert_with(|| file_name(&unit, file).is_none_or(|f| own_code(&f)))
+                }
+                Some((k, file)) => match own.get(&(k, file)) {
+                    Some(&o) => o,
+                    None => {
+                        let dwarf = xref.dwarf;
+                        let o = xref.unit(k).is_none_or(|u| file_name(&u.unit_ref(dwarf), file).is_none_or(|f| own_code(&f)));
+                        own.insert((k, file), o);
+                        o
+                    }
+                },
+            };
+            if !is_own {
+                continue;
+            }
+            // A probe where the instance is entered (DW_AT_entry_pc) and at the start of each
+            // of its ranges: code motion can run a later range without the entry's (hexyl's
+            // Unit::get_multiplier is seen only by a later range), and one probe per instance
+            // saved only 14% of the traps in hexyl.
+            if let Some(a) = entry.attr_value(gimli::DW_AT_entry_pc).ok().flatten().and_then(|v| unit.attr_address(v).ok().flatten()) {
+                out.push(a);
+            }
+            let Ok(mut ranges) = unit.die_ranges(entry) else { continue };
+            while let Ok(Some(r)) = ranges.next() {
+                if r.end > r.begin {
+                    out.push(r.begin);
+                }
+            }
+            if out.len() >= MAX_PROBES {
+                return Ok(out);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// `DW_AT_decl_file` of an inlined subroutine's abstract origin, followed within the unit
+/// (whose start is `here`) or into another one (`DW_FORM_ref_addr`, as LTO builds refer to an
+/// inlined function's origin): the start of the unit holding it and the file index there.
+fn decl_file<'a>(
+    unit: &gimli::UnitRef<R<'a>>,
+    here: usize,
+    entry: &gimli::DebuggingInformationEntry<R<'a>>,
+    xref: &mut Xref<'_, 'a>,
+) -> Option<(usize, u64)> {
+    let origin = |e: &gimli::DebuggingInformationEntry<R<'a>>| {
+        e.attr_value(gimli::DW_AT_abstract_origin).ok().flatten().or_else(|| e.attr_value(gimli::DW_AT_specification).ok().flatten())
+    };
+    let mut at = (here, origin(entry)?);
+    for _ in 0..8 {
+        let (k, off) = match at.1 {
+            gimli::AttributeValue::UnitRef(o) => (at.0, o),
+            gimli::AttributeValue::DebugInfoRef(o) => xref.locate(o)?,
+            _ => return None,
+        };
+        let next = if k == here {
+            let e = unit.entry(off).ok()?;
+            if let Some(f) = file_index(&e) {
+                return Some((k, f));
+            }
+            origin(&e)?
+        } else {
+            let dwarf = xref.dwarf;
+            let u = xref.unit(k)?;
+            let other = u.unit_ref(dwarf);
+            let e = other.entry(off).ok()?;
+            if let Some(f) = file_index(&e) {
+                return Some((k, f));
+            }
+            origin(&e)?
+        };
+        at = (k, next);
+    }
+    None
+}
+
+fn file_index(e: &gimli::DebuggingInformationEntry<R>) -> Option<u64> {
+    match e.attr_value(gimli::DW_AT_decl_file).ok()?? {
+        gimli::AttributeValue::FileIndex(i) => Some(i),
+        v => v.udata_value(),
+    }
+}
+
+/// The units of `.debug_info`, for references into another unit: headers by start, each unit
+/// parsed once, when first referred to.
+struct Xref<'d, 'a> {
+    dwarf: &'d gimli::Dwarf<R<'a>>,
+    heads: Vec<(usize, gimli::UnitHeader<R<'a>>)>,
+    units: HashMap<usize, Option<gimli::Unit<R<'a>>>>,
+}
+
+impl<'d, 'a> Xref<'d, 'a> {
+    fn new(dwarf: &'d gimli::Dwarf<R<'a>>) -> Self {
+        let mut heads = Vec::new();
+        let mut it = dwarf.units();
+        while let Ok(Some(h)) = it.next() {
+            if let Some(o) = h.offset().as_debug_info_offset() {
+                heads.push((o.0, h));
+            }
+        }
+        heads.sort_by_key(|h| h.0);
+        Xref { dwarf, heads, units: HashMap::new() }
+    }
+
+    fn locate(&self, off: gimli::DebugInfoOffset) -> Option<(usize, gimli::UnitOffset)> {
+        let i = self.heads.partition_point(|h| h.0 <= off.0).checked_sub(1)?;
+        let (start, h) = &self.heads[i];
+        Some((*start, off.to_unit_offset(h)?))
+    }
+
+    fn unit(&mut self, start: usize) -> Option<&gimli::Unit<R<'a>>> {
+        let (dwarf, heads) = (self.dwarf, &self.heads);
+        self.units
+            .entry(start)
+            .or_insert_with(|| {
+                let i = heads.binary_search_by_key(&start, |h| h.0).ok()?;
+                dwarf.unit(heads[i].1).ok()
+            })
+            .as_ref()
+    }
+}
+
+/// The path of file `index` of the unit's line table, as written there.
+fn file_name(unit: &gimli::UnitRef<R>, index: u64) -> Option<String> {
+    let program = unit.line_program.as_ref()?;
+    let header = program.header();
+    let fe = header.file(index)?;
+    let mut p = std::path::PathBuf::new();
+    if let Some(cd) = &unit.comp_dir {
+        p.push(cd.to_string_lossy().as_ref());
+    }
+    if let Some(dir) = fe.directory(header) {
+        if let Ok(d) = unit.attr_string(dir) {
+            p.push(d.to_string_lossy().as_ref());
+        }
+    }
+    p.push(unit.attr_string(fe.path_name()).ok()?.to_string_lossy().as_ref());
+    Some(p.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_standard_library_and_system_headers_are_not_the_programs_own() {
+        assert!(own_code("/home/u/app/src/main.rs"));
+        assert!(own_code("/work/examples/c/inlined.c"));
+        assert!(!own_code("/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/iter/range.rs"));
+        assert!(!own_code("/usr/include/x86_64-linux-gnu/bits/stdio2.h"));
+        assert!(own_code("/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/hexyl-0.16.0/src/main.rs"));
+    }
+
+    #[test]
+    fn a_static_helper_inlined_at_o1_is_listed_and_an_o0_build_has_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("prog.c");
+        std::fs::write(
+            &src,
+            "#include <stdio.h>\nstatic int helper(int x) {\n  int s = 0;\n  for (int i = 0; i < x; i++) s += i * x;\n  return s;\n}\nint main(int argc, char **argv) {\n  (void)argv;\n  printf(\"%d\\n\", helper(argc + 5));\n  return 0;\n}\n",
+        )
+        .unwrap();
+        let exe = d.path().join("prog");
+        for (opt, expect) in [("-O1", true), ("-O0", false)] {
+            let st = std::process::Command::new("cc").args(["-g", opt, "-o"]).arg(&exe).arg(&src).status().expect("run cc");
+            assert!(st.success());
+            let list = probe_list(&exe);
+            assert_eq!(list.is_some(), expect, "{opt}: {list:?}");
+            if let Some(l) = list {
+                assert_eq!(l.size, std::fs::metadata(&exe).unwrap().len());
+                assert!(l.offsets.windows(2).all(|w| w[0] < w[1]));
+            }
+        }
+    }
+}
