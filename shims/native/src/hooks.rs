@@ -188,7 +188,6 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
             if let Some(w) = t.pull() {
                 w.call(id, now);
                 // Inlined code in the bytes its patched entry moved runs now (probe.rs).
-                #[cfg(target_arch = "x86_64")]
                 crate::probe::entered(addr, |inlined| {
                     w.call(inlined, now);
                     w.ret(now);

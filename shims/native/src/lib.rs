@@ -48,7 +48,6 @@ mod loaded;
 mod loaderhook;
 mod objects;
 mod patch;
-#[cfg(target_arch = "x86_64")]
 mod probe;
 mod process;
 mod suspend;

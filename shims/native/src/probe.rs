@@ -4,8 +4,8 @@
 //! `trace run` lists where the program's inlined code starts (the address ranges of its
 //! `DW_TAG_inlined_subroutine`s, tracer/src/inline_probes.rs) in the trace directory
 //! ([`INLINE_PROBES_FILE`]). At start-up, once the program's entries are patched (objects.rs),
-//! [`plant`] puts a one-byte `int3` at each listed entry of the program and installs a
-//! `SIGTRAP` handler. The first time a thread runs into one ([`on_trap`]), the handler puts the
+//! [`plant`] puts the architecture's trap ([`Isa::TRAP`]: x86-64's one-byte `int3`) at each
+//! listed entry of the program and installs a `SIGTRAP` handler. The first time a thread runs into one ([`on_trap`]), the handler puts the
 //! original byte back, records the hit as the call and return of the probe's address (keyed
 //! with [`INLINE_BIT`]; its `funcs.jsonl` record says `"inlined": true`) with the stack pointer of the interrupted code
 //! as the frame address, so that the frame repair closes the callees that returned and the
@@ -20,10 +20,16 @@
 //!
 //! Threads racing on one probe: the first claims it (`ARMED` to `FIRED`) and puts the byte
 //! back; the others only rewind, and run the probe's instruction once the byte is back (trapping
-//! again until then). A trap that is not one of ours (another `int3`, a `SIGTRAP` sent by
+//! again until then). A trap that is not one of ours (the program's own `int3`, a `SIGTRAP` sent by
 //! `kill`) goes to the program's own disposition: the shim's `sigaction` and `signal` keep the
 //! program's `SIGTRAP` handler as the one to chain to while the probes' handler is installed.
+//!
+//! This module is the same on every architecture: the trap's bytes, the `si_code` it raises,
+//! and the interrupted context's trap address, stack pointer and resumption are
+//! [`Isa`]'s (arch/). Where [`Isa::TRAP`] is empty (aarch64: inline probes are not supported),
+//! [`plant`] plants nothing: no list is read, no trap written, no handler installed.
 
+use crate::arch::{Isa, Native};
 use crate::guards::ErrnoGuard;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use trace_format::meta::{InlineProbeList, InlineProbes, INLINE_PROBES_FILE};
@@ -36,14 +42,24 @@ const MAX_LIST: u64 = 64 << 20;
 const ARMED: u8 = 0;
 const FIRED: u8 = 1;
 
-struct Probe {
+/// The longest trap an architecture may have ([`Isa::TRAP`]).
+pub(crate) const MAX_TRAP: usize = 4;
+const _: () = assert!(Native::TRAP.len() <= MAX_TRAP);
+
+/// The frame address a hit is recorded with is the interrupted code's stack pointer less
+/// this, registered as the hit's CFA offset (frames.rs takes 0 for "unknown"): the hit's CFA
+/// is that stack pointer.
+const HIT_CFA: u32 = 8;
+
+pub(crate) struct Probe {
     addr: u64,
-    orig: u8,
+    /// The bytes the trap replaced (the first `TRAP.len()`).
+    orig: [u8; MAX_TRAP],
     state: AtomicU8,
 }
 
 struct Probes {
-    /// Probes with an `int3`, by address.
+    /// Probes with a trap, by address.
     traps: Vec<Probe>,
     /// (function entry, inlined entry, recorded) for the entries in a patched entry's moved
     /// bytes, by function entry.
@@ -87,9 +103,11 @@ pub(crate) fn entered(addr: u64, mut record: impl FnMut(u32)) {
 
 /// Plant the probes of the program loaded at `base` (its first page), whose file is `path`
 /// and whose patched entries moved the bytes in `moved`. Called once, from the constructor,
-/// before any other thread exists. `None`: no list for this program (or probes off).
+/// before any other thread exists. `None`: no list for this program (or probes off, or not
+/// supported on this architecture: [`Isa::TRAP`] is empty).
 pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)]) -> Option<InlineProbes> {
-    if std::env::var_os(ENV_INLINE).is_some_and(|v| v == "0") || !PROBES.load(Ordering::Acquire).is_null() {
+    // No trap: inline probes are not supported on this architecture (arch/aarch64).
+    if Native::TRAP.is_empty() || std::env::var_os(ENV_INLINE).is_some_and(|v| v == "0") || !PROBES.load(Ordering::Acquire).is_null() {
         return None;
     }
     let root = crate::process::ROOT.load(Ordering::Acquire);
@@ -133,11 +151,11 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)]) -> Option<Inlin
     }
     // SAFETY: every address is inside an executable segment of the program (checked above),
     // and no other thread runs yet (the contract).
-    let traps = unsafe { write_traps(&wanted) };
+    let traps = unsafe { write_traps::<Native>(&wanted) };
     stats.unprobed += (wanted.len() - traps.len()) as u64;
     stats.planted = traps.len() as u64;
     stats.at_entry = at_entry.len() as u64;
-    crate::frames::set_cfa_offsets(&traps.iter().map(|p| p.addr | INLINE_BIT).collect::<Vec<_>>(), 8);
+    crate::frames::set_cfa_offsets(&traps.iter().map(|p| p.addr | INLINE_BIT).collect::<Vec<_>>(), HIT_CFA);
     at_entry.sort_unstable_by_key(|e| (e.0, e.1));
     PROBES.store(Box::into_raw(Box::new(Probes { traps, at_entry })), Ordering::Release);
     Some(stats)
@@ -172,25 +190,24 @@ unsafe fn executable_ranges(base: u64) -> Vec<(u64, u64)> {
 }
 
 // ---------------------------------------------------------------------------------------
-// x86-64: the trap instruction, the interrupted context's registers, the rewind
+// The traps, the handler, the rewind
 // ---------------------------------------------------------------------------------------
 
-/// `int3`.
-const TRAP: u8 = 0xcc;
-/// `si_code` of a `SIGTRAP` raised by `int3` (the kernel's `SI_KERNEL`).
-const SI_KERNEL: i32 = 0x80;
-
-/// Write `int3` at each of `addrs` (ascending), one `mprotect` pair per run of touching
-/// pages; the probes written, each with its original byte. An address whose byte already is
-/// `int3` (the program's own) is left alone.
+/// Write `I`'s trap at each of `addrs` (ascending), one `mprotect` pair per run of touching
+/// pages; the probes written, each with its original bytes. An address whose bytes already
+/// are the trap (the program's own) is left alone; nothing is written where `I` has no trap.
 ///
 /// # Safety
 /// Every address lies in the program's mapped executable code, and no other thread runs.
-unsafe fn write_traps(addrs: &[u64]) -> Vec<Probe> {
+pub(crate) unsafe fn write_traps<I: Isa>(addrs: &[u64]) -> Vec<Probe> {
+    let trap = I::TRAP;
+    if trap.is_empty() {
+        return Vec::new();
+    }
     let mut out = Vec::with_capacity(addrs.len());
     let runs = addrs.chunk_by(|a, b| b & !4095 <= (a & !4095) + 4096);
     for run in runs {
-        let (page, end) = (run[0] & !4095, (run[run.len() - 1] + 1).next_multiple_of(4096));
+        let (page, end) = (run[0] & !4095, (run[run.len() - 1] + trap.len() as u64).next_multiple_of(4096));
         // SAFETY: the pages hold the program's code (the contract): readable and executable;
         // writable only while the bytes are written, by this thread alone.
         unsafe {
@@ -198,14 +215,17 @@ unsafe fn write_traps(addrs: &[u64]) -> Vec<Probe> {
                 continue;
             }
             for &a in run {
-                let orig = *(a as *const u8);
-                if orig == TRAP {
+                let code = std::slice::from_raw_parts_mut(a as *mut u8, trap.len());
+                if *code == *trap {
                     continue;
                 }
-                *(a as *mut u8) = TRAP;
+                let mut orig = [0; MAX_TRAP];
+                orig[..trap.len()].copy_from_slice(code);
+                code.copy_from_slice(trap);
                 out.push(Probe { addr: a, orig, state: AtomicU8::new(ARMED) });
             }
             libc::mprotect(page as *mut libc::c_void, (end - page) as usize, libc::PROT_READ | libc::PROT_EXEC);
+            I::code_written(page, (end - page) as usize);
         }
     }
     out
@@ -245,47 +265,50 @@ extern "C" fn on_trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     let _errno = ErrnoGuard::save();
     // SAFETY: the kernel passes a valid siginfo and ucontext to an SA_SIGINFO handler.
     let (code, uc) = unsafe { ((*info).si_code, &mut *(ctx as *mut libc::ucontext_t)) };
-    let rip = uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64;
-    let rsp = uc.uc_mcontext.gregs[libc::REG_RSP as usize] as u64;
-    if code == SI_KERNEL {
-        if let Some(p) = probes().and_then(|ps| ps.traps.binary_search_by_key(&rip.wrapping_sub(1), |p| p.addr).ok().map(|i| &ps.traps[i]))
-        {
+    if code == Native::TRAP_SI_CODE {
+        let at = Native::trap_pc(uc);
+        if let Some(p) = probes().and_then(|ps| ps.traps.binary_search_by_key(&at, |p| p.addr).ok().map(|i| &ps.traps[i])) {
             if p.state.compare_exchange(ARMED, FIRED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-                restore(p.addr, p.orig);
+                restore(p.addr, &p.orig[..Native::TRAP.len()]);
                 // The interrupted code's stack pointer is the hit's frame address (its CFA
-                // offset is 8, set by `plant`): frames at or below it have returned.
+                // offset is HIT_CFA, set by `plant`): frames at or below it have returned.
+                let frame = Native::trap_sp(uc) - HIT_CFA as u64;
                 // SAFETY: hot.c's entry points, for this thread; the address is a number.
                 unsafe {
-                    crate::hot::slt_enter((p.addr | INLINE_BIT) as *mut libc::c_void, rsp - 8);
-                    crate::hot::slt_exit((p.addr | INLINE_BIT) as *mut libc::c_void, rsp - 8);
+                    crate::hot::slt_enter((p.addr | INLINE_BIT) as *mut libc::c_void, frame);
+                    crate::hot::slt_exit((p.addr | INLINE_BIT) as *mut libc::c_void, frame);
                 }
             }
-            // Run the original instruction (after the byte is back; until then, trap again).
-            uc.uc_mcontext.gregs[libc::REG_RIP as usize] = p.addr as i64;
+            // Run the original instruction (after its bytes are back; until then, trap again).
+            Native::set_trap_pc(uc, p.addr);
             return;
         }
     }
     chain(sig, info, ctx);
 }
 
-/// Put a probe's original byte back: through `/proc/self/mem` (no change of protection that a
-/// thread running the page could see), else with `mprotect`.
-fn restore(addr: u64, orig: u8) {
+/// Put a probe's original bytes back: through `/proc/self/mem` (no change of protection that
+/// a thread running the page could see), else with `mprotect`.
+pub(crate) fn restore(addr: u64, orig: &[u8]) {
     let fd = mem_fd();
-    // SAFETY: pwrite of one byte we own; `fd` is this process's `/proc/self/mem` (or -1).
-    if fd >= 0 && unsafe { libc::pwrite(fd, &orig as *const u8 as *const libc::c_void, 1, addr as libc::off_t) } == 1 {
+    // SAFETY: pwrite of bytes we own; `fd` is this process's `/proc/self/mem` (or -1).
+    if fd >= 0 && unsafe { libc::pwrite(fd, orig.as_ptr() as *const libc::c_void, orig.len(), addr as libc::off_t) } == orig.len() as isize
+    {
         return;
     }
     static LOCK: crate::guards::SpinLock = crate::guards::SpinLock::new();
     LOCK.lock();
     let page = addr & !4095;
-    // SAFETY: the probe's page is the program's code; made writable and executable (other
-    // threads may be running it) for the one byte, under the lock (no other restore makes
-    // it read-only meanwhile).
+    // SAFETY: the probe's page is the program's code (a trap never crosses a page); made
+    // writable and executable (other threads may be running it) for the trap's bytes, under
+    // the lock (no other restore makes it read-only meanwhile).
     unsafe {
         if libc::mprotect(page as *mut libc::c_void, 4096, libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) == 0 {
-            std::ptr::write_volatile(addr as *mut u8, orig);
+            for (i, &b) in orig.iter().enumerate() {
+                std::ptr::write_volatile((addr + i as u64) as *mut u8, b);
+            }
             libc::mprotect(page as *mut libc::c_void, 4096, libc::PROT_READ | libc::PROT_EXEC);
+            Native::code_written(addr, orig.len());
         }
     }
     LOCK.unlock();
@@ -413,7 +436,7 @@ pub unsafe extern "C" fn sigaction(sig: libc::c_int, act: *const libc::sigaction
 }
 
 /// Take `SIGTRAP` out of a mask the program is about to block, while probes are planted;
-/// true if it was there. A trap of `int3` in a thread that blocks `SIGTRAP` is not held
+/// true if it was there. A trap (`int3`, `brk`) in a thread that blocks `SIGTRAP` is not held
 /// back: the kernel resets the signal to its default action and the process dies. So a
 /// program that blocks every signal in a thread (a worker that leaves signals to the main
 /// thread) gets every signal but that one blocked.
@@ -496,4 +519,58 @@ pub unsafe extern "C" fn signal(sig: libc::c_int, handler: libc::sighandler_t) -
     }
     // SAFETY: the next `signal` (libc's) has this signature, called with the caller's arguments.
     unsafe { std::mem::transmute::<*mut libc::c_void, SignalFn>(f)(sig, handler) }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::{restore, write_traps, MAX_TRAP};
+    use crate::arch::{Isa, Native};
+
+    /// `write_traps::<I>` on a read-and-execute page (as a program's code) of `nop`-like
+    /// bytes with the trap already at one address (the program's own): each other address gets
+    /// the trap with its bytes kept, and [`restore`] puts them back; nothing is written where
+    /// `I` has no trap. The addresses written.
+    pub(crate) fn traps_written_and_restored<I: Isa>() -> Vec<u64> {
+        // SAFETY: a fresh anonymous private mapping of one page, ours.
+        let page = unsafe {
+            libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        };
+        assert_ne!(page, libc::MAP_FAILED);
+        let base = page as u64;
+        let len = I::TRAP.len();
+        // SAFETY: the page is mapped writable (above).
+        let bytes = unsafe { std::slice::from_raw_parts_mut(page as *mut u8, 4096) };
+        bytes.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8 | 1);
+        bytes[64..64 + len].copy_from_slice(I::TRAP);
+        let before = bytes.to_vec();
+        // SAFETY: the page is ours; made read-and-execute as code is.
+        assert_eq!(unsafe { libc::mprotect(page, 4096, libc::PROT_READ | libc::PROT_EXEC) }, 0);
+        // SAFETY: the addresses are in the page (mapped executable), this thread alone writes.
+        let probes = unsafe { write_traps::<I>(&[base, base + 64, base + 4092]) };
+        // SAFETY: the page is mapped readable.
+        let after = unsafe { std::slice::from_raw_parts(page as *const u8, 4096) }.to_vec();
+        let written: Vec<u64> = probes.iter().map(|p| p.addr).collect();
+        for p in &probes {
+            let at = (p.addr - base) as usize;
+            assert_eq!(&after[at..at + len], I::TRAP);
+            assert_eq!(&p.orig[..len], &before[at..at + len]);
+            assert!(p.orig[len..MAX_TRAP].iter().all(|&b| b == 0));
+            restore(p.addr, &p.orig[..len]);
+        }
+        // SAFETY: the page is mapped readable.
+        assert_eq!(unsafe { std::slice::from_raw_parts(page as *const u8, 4096) }, &before[..], "all bytes back");
+        // SAFETY: unmapping the page mapped above, which nothing else uses.
+        unsafe { libc::munmap(page, 4096) };
+        written
+    }
+
+    #[test]
+    fn the_native_trap_is_written_where_it_is_not_already_and_restored() {
+        let base_free: Vec<u64> = traps_written_and_restored::<Native>().iter().map(|a| a & 4095).collect();
+        if Native::TRAP.is_empty() {
+            assert_eq!(base_free, Vec::<u64>::new());
+        } else {
+            assert_eq!(base_free, [0, 4092]);
+        }
+    }
 }

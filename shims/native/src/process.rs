@@ -161,10 +161,7 @@ pub(crate) fn register_locked(key: u64) -> Option<u32> {
         return Some(id);
     }
     // An inline probe's hit (probe.rs) is keyed apart from a function entry at its address.
-    #[cfg(target_arch = "x86_64")]
     let (addr, inlined) = (key & !crate::probe::INLINE_BIT, key & crate::probe::INLINE_BIT != 0);
-    #[cfg(not(target_arch = "x86_64"))]
-    let (addr, inlined) = (key, false);
     let p = PROC.load(Ordering::Acquire);
     if p.is_null() {
         return None;

@@ -10,6 +10,10 @@
 //! - `loaderhook.rs` asks whether the loader's debugger hook has a shape it may replace
 //!   ([`Isa::hook_site`]) and for the jumps that send it to the shim ([`Isa::hook_jump`]);
 //! - `frames.rs` reads the stack pointer through [`Isa::stack_pointer`];
+//! - `probe.rs` (inline probes) writes [`Isa::TRAP`] at the entries of inlined code, tells
+//!   its traps by [`Isa::TRAP_SI_CODE`], reads the trap's address and the stack pointer from
+//!   the interrupted context ([`Isa::trap_pc`], [`Isa::trap_sp`]) and resumes it at the
+//!   probe's instruction ([`Isa::set_trap_pc`]);
 //! - `objects.rs`'s `dlopen`/`dlmopen` wrappers are entered through each architecture's two
 //!   assembly entry points (they pass the caller's return address on: `<arch>/dlopen.rs`).
 //!
@@ -17,7 +21,8 @@
 //!   `_dl_debug_state` shapes).
 //! - `aarch64/`: no entry patching: every function is refused with "entry patching is not
 //!   supported on aarch64", through the same interface (`-finstrument-functions` builds are
-//!   recorded by their hooks on every architecture). Its module says what a port needs.
+//!   recorded by their hooks on every architecture); no inline probes (an empty
+//!   [`Isa::TRAP`]: `probe::plant` writes nothing). Its module says what a port needs.
 //!
 //! The AArch64 module is plain Rust apart from its `dlopen` entry points, so it is compiled,
 //! and its refusals tested, on every host.
@@ -42,8 +47,8 @@ compile_error!(
 
 use crate::patch::Refusal;
 
-/// What entry patching, the loader hook and frame repair need to know about the instruction
-/// set. Implemented once per architecture by a unit type; [`Native`] is this build's.
+/// What entry patching, the loader hook, frame repair and inline probes need to know about
+/// the instruction set. Implemented once per architecture by a unit type; [`Native`] is this build's.
 pub(crate) trait Isa {
     /// The instructions [`Isa::plan`] moves out of an entry, before they are relocated.
     type Moved;
@@ -63,6 +68,12 @@ pub(crate) trait Isa {
     const ENTRY_CFA: u32;
     /// Bytes [`Isa::hook_site`] reads at the loader's hook (they stay inside its page).
     const HOOK_READ: usize;
+    /// The trap an inline probe writes over the start of an instruction (`probe.rs`; at most
+    /// `probe::MAX_TRAP` bytes, never across a page): executing it raises `SIGTRAP`. Empty:
+    /// inline probes are not supported on this architecture: `probe::plant` plants nothing.
+    const TRAP: &'static [u8];
+    /// The `si_code` of the `SIGTRAP` that [`Isa::TRAP`] raises (other codes are not ours).
+    const TRAP_SI_CODE: i32;
 
     /// A refusal worded in this architecture's terms (`patch.json`, verbose output), where
     /// it has its own words (else `Refusal::as_str` words it).
@@ -96,4 +107,12 @@ pub(crate) trait Isa {
     /// The code to put at `area` (mapped within [`Isa::REACH`] of `site`) that goes on to
     /// `handler`, and the jump to write at `site`; `None` when `area` is out of reach.
     fn hook_jump(site: u64, area: u64, handler: u64) -> Option<(Vec<u8>, Self::EntryJump)>;
+    /// The address of the [`Isa::TRAP`] that stopped the context `uc` of a `SIGTRAP` handler
+    /// (where the trap raised by the instruction there starts; no probe is at the address of a
+    /// trap that is not one).
+    fn trap_pc(uc: &libc::ucontext_t) -> u64;
+    /// The stack pointer of the context `uc` of a signal handler.
+    fn trap_sp(uc: &libc::ucontext_t) -> u64;
+    /// Make the context `uc` of a signal handler resume at `pc` when the handler returns.
+    fn set_trap_pc(uc: &mut libc::ucontext_t, pc: u64);
 }

@@ -2,7 +2,10 @@
 //! supported on aarch64", through the same interface as x86-64's, so `patch.json`, `trace
 //! info` and `slice`'s "nothing was recorded" say why; `-finstrument-functions` builds are
 //! recorded by their hooks as on every architecture. Frame repair is off (no stack pointer is
-//! read: [`Isa::stack_pointer`] gives 0, as before this module existed).
+//! read: [`Isa::stack_pointer`] gives 0, as before this module existed). No inline probes:
+//! [`Isa::TRAP`] is empty ("inline probes are not supported on aarch64"), so `probe::plant`
+//! plants nothing (no trap, no `SIGTRAP` handler, no `inline_probes` in `patch.json`, as
+//! before probes existed).
 //!
 //! What a port puts here (uftrace's `arch/aarch64/` does these):
 //! - `stack_pointer`: `mov x, sp`; the CFA rule holds (the stack grows down; `sp` before `bl`
@@ -19,6 +22,13 @@
 //!   initial-exec TLS (`tpidr_el0`).
 //! - `hook_site`/`hook_jump`: glibc's `_dl_debug_state` is a lone `ret` (or `bti c; ret`).
 //! - the clock is in hot.c (`cntvct_el0`, with `cntfrq_el0` for the rate).
+//! - inline probes: `TRAP` is `brk #0` (`00 00 20 d4`, 4 bytes; entries of inlined code are
+//!   instruction starts, so 4-aligned and never across a page), raising `SIGTRAP` with
+//!   `si_code` `TRAP_BRKPT` (1); the kernel leaves the pc at the `brk` (`trap_pc` is
+//!   `uc_mcontext.pc` itself), `trap_sp` is `uc_mcontext.sp`, `set_trap_pc` writes
+//!   `uc_mcontext.pc`; `code_written` must run after each trap is written (and probe.rs's
+//!   restore through `/proc/self/mem`, which the kernel's `copy_to_user_page` keeps coherent,
+//!   or after its `mprotect` fallback).
 
 #[cfg(target_arch = "aarch64")]
 mod dlopen;
@@ -54,6 +64,10 @@ impl Isa for Aarch64 {
     const ENTRY_CFA: u32 = 0;
     /// The loader's hook is never replaced: nothing is read.
     const HOOK_READ: usize = 0;
+    /// Empty: inline probes are not supported on aarch64; none is planted.
+    const TRAP: &'static [u8] = &[];
+    /// `TRAP_BRKPT`, what a port's `brk` raises (no trap is ever written here).
+    const TRAP_SI_CODE: i32 = 1;
 
     fn refusal_text(r: Refusal) -> Option<&'static str> {
         (r == Refusal::Unsupported).then_some(UNSUPPORTED)
@@ -101,6 +115,20 @@ impl Isa for Aarch64 {
     fn hook_jump(_site: u64, _area: u64, _handler: u64) -> Option<(Vec<u8>, [u8; 4])> {
         None
     }
+
+    /// No trap is written here (empty `TRAP`): no `SIGTRAP` is one of ours, and 0 is the
+    /// address of no probe (a port reads `uc_mcontext.pc`).
+    fn trap_pc(_uc: &libc::ucontext_t) -> u64 {
+        0
+    }
+
+    /// Not read: no probe fires (a port reads `uc_mcontext.sp`).
+    fn trap_sp(_uc: &libc::ucontext_t) -> u64 {
+        0
+    }
+
+    /// Never called: no probe fires (a port writes `uc_mcontext.pc`).
+    fn set_trap_pc(_uc: &mut libc::ucontext_t, _pc: u64) {}
 }
 
 #[cfg(test)]
@@ -138,5 +166,13 @@ mod tests {
         assert!(!Aarch64::hook_site(&[0xc0, 0x03, 0x5f, 0xd6], 0x1000));
         assert_eq!(Aarch64::guard_swap(1), 0);
         assert_eq!(Aarch64::guard_swap(0), 1);
+    }
+
+    /// Compiled on every host: no inline probe's trap is written (inline probes are not
+    /// supported on aarch64), and no `SIGTRAP` is taken for one.
+    #[test]
+    fn no_inline_probe_is_written() {
+        assert_eq!(Aarch64::TRAP, &[] as &[u8]);
+        assert_eq!(crate::probe::tests::traps_written_and_restored::<Aarch64>(), Vec::<u64>::new());
     }
 }

@@ -5,7 +5,9 @@
 //! - `stub.rs`: the register-saving stub the trampolines call, the guard byte it reads, the
 //!   choice of vector state (xmm, or whole ymm when the program uses it);
 //! - `loader.rs`: the shape of glibc's `_dl_debug_state` the loader hook may replace;
-//! - `dlopen.rs`: the `dlopen`/`dlmopen` entry points that pass the caller's return address.
+//! - `dlopen.rs`: the `dlopen`/`dlmopen` entry points that pass the caller's return address;
+//! - here: the inline probes' trap (`int3`) and the registers of the context it stops
+//!   (`rip`, one past the `int3`, and `rsp` in the ucontext's `gregs`).
 
 mod dlopen;
 mod loader;
@@ -30,6 +32,10 @@ impl Isa for X86_64 {
     /// The return address the `call` pushed.
     const ENTRY_CFA: u32 = 8;
     const HOOK_READ: usize = loader::HOOK_READ;
+    /// `int3`.
+    const TRAP: &'static [u8] = &[0xcc];
+    /// The kernel's `SI_KERNEL`: `int3` raises `SIGTRAP` with it.
+    const TRAP_SI_CODE: i32 = 0x80;
 
     fn refusal_text(r: Refusal) -> Option<&'static str> {
         match r {
@@ -86,6 +92,19 @@ impl Isa for X86_64 {
 
     fn hook_jump(site: u64, area: u64, handler: u64) -> Option<(Vec<u8>, Self::EntryJump)> {
         loader::hook_jump(site, area, handler)
+    }
+
+    /// `rip` is past the `int3` (one byte) when its `SIGTRAP` is delivered.
+    fn trap_pc(uc: &libc::ucontext_t) -> u64 {
+        (uc.uc_mcontext.gregs[libc::REG_RIP as usize] as u64).wrapping_sub(Self::TRAP.len() as u64)
+    }
+
+    fn trap_sp(uc: &libc::ucontext_t) -> u64 {
+        uc.uc_mcontext.gregs[libc::REG_RSP as usize] as u64
+    }
+
+    fn set_trap_pc(uc: &mut libc::ucontext_t, pc: u64) {
+        uc.uc_mcontext.gregs[libc::REG_RIP as usize] = pc as i64;
     }
 }
 
