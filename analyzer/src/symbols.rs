@@ -125,8 +125,9 @@ pub struct ResolvedProcess {
 
 impl ResolvedProcess {
     /// The index into [`ResolvedProcess::funcs`] of recorded id `id`. Every id of the streams
-    /// has one; an id outside them (a stream that changed since it was opened) gets one past
-    /// every function, which no table holds (shown as `<unknown>` with that index).
+    /// has one; an id outside them (a stream that changed since it was opened, or a process
+    /// not opened with `FuncTables::Used`) gets `u32::MAX`, which the fold reports as damage
+    /// (an id far beyond the function table), as it did any id past the table before.
     pub fn index(&self, id: u32) -> u32 {
         self.ids.get(&id).copied().unwrap_or(u32::MAX)
     }
