@@ -562,7 +562,7 @@ fn shortened_path(file: &Path, cwd: &Path) -> String {
 /// patched nothing (a W^X policy refusing `mprotect`), else that the recorder may not have
 /// been active.
 fn no_calls_reason(dir: &Path) -> String {
-    let td = trace_format::reader::TraceDir::open(dir).ok();
+    let td = trace_format::reader::TraceDir::open_with(dir, trace_format::reader::FuncTables::Count).ok();
     let reports: Vec<trace_format::meta::PatchReport> =
         td.as_ref().map(|td| td.processes.iter().filter_map(|p| p.patch_report().ok().flatten()).collect()).unwrap_or_default();
     let refs: Vec<&trace_format::meta::PatchReport> = reports.iter().collect();

@@ -46,18 +46,25 @@ pub struct LineCoverage {
 }
 
 impl LineCoverage {
-    /// Add one process: its function records (for `code_lines`), its resolved functions (the
-    /// files of the ids that line events name) and the (function id, line) pairs its streams
-    /// reported. Ids without a Python function are ignored (a damaged or foreign stream).
-    pub fn add_process(&mut self, records: &[Option<FuncRecord>], funcs: &[Function], lines: impl IntoIterator<Item = (u32, u32)>) {
+    /// Add one process: its function records (for `code_lines`), `index` from a record's id to
+    /// the index into `funcs` (the renumbering of [`crate::symbols::ResolvedProcess::ids`]),
+    /// its resolved functions (the files of the ids that line events name) and the (function
+    /// index, line) pairs its streams reported. Ids without a Python function are ignored (a damaged or foreign stream).
+    pub fn add_process<'a>(
+        &mut self,
+        records: impl IntoIterator<Item = &'a FuncRecord>,
+        index: impl Fn(u32) -> Option<u32>,
+        funcs: &[Function],
+        lines: impl IntoIterator<Item = (u32, u32)>,
+    ) {
         let lines: Vec<(u32, u32)> = lines.into_iter().collect();
         // Line 0: the recorder stopped reporting that function's lines before all had run.
         let stopped: HashSet<u32> = lines.iter().filter(|&&(_, l)| l == 0).map(|&(f, _)| f).collect();
-        for rec in records.iter().flatten() {
+        for rec in records {
             if let FuncKind::Python { file, code_lines: Some(code), .. } = &rec.kind {
                 let entry = self.files.entry(PathBuf::from(file)).or_default();
                 entry.code.extend(code.iter().copied());
-                if stopped.contains(&rec.id) {
+                if index(rec.id).is_some_and(|i| stopped.contains(&i)) {
                     entry.uncertain.extend(code.iter().copied());
                 }
             }
@@ -132,12 +139,17 @@ mod tests {
         let funcs = in_m(&["f", "g"]);
         let mut c = LineCoverage::default();
         assert!(c.is_empty());
-        c.add_process(&[record(0, "/app/m.py", Some(vec![2, 3, 5])), record(1, "/app/m.py", None)], &funcs, [(0, 2), (0, 2), (7, 3)]);
+        c.add_process(
+            [record(0, "/app/m.py", Some(vec![2, 3, 5])), record(1, "/app/m.py", None)].iter().flatten(),
+            Some,
+            &funcs,
+            [(0, 2), (0, 2), (7, 3)],
+        );
         assert_eq!(c.state(Path::new("/app/m.py"), 2), LineState::Ran);
         assert_eq!(c.state(Path::new("/app/m.py"), 3), LineState::NotRun, "an id past the table is ignored");
         assert_eq!(c.state(Path::new("/app/m.py"), 4), LineState::Unknown);
         // A second process ran line 5: the union.
-        c.add_process(&[record(0, "/app/m.py", Some(vec![5]))], &funcs, [(1, 5)]);
+        c.add_process([record(0, "/app/m.py", Some(vec![5]))].iter().flatten(), Some, &funcs, [(1, 5)]);
         assert_eq!(c.state(Path::new("/app/m.py"), 5), LineState::Ran);
         assert_eq!(
             c.states(Path::new("/app/m.py"), 2, 4),
@@ -153,7 +165,8 @@ mod tests {
         let mut c = LineCoverage::default();
         // f stopped after reporting line 2; g reported line 7 only and did not stop.
         c.add_process(
-            &[record(0, "/app/m.py", Some(vec![2, 3, 4])), record(1, "/app/m.py", Some(vec![7, 8]))],
+            [record(0, "/app/m.py", Some(vec![2, 3, 4])), record(1, "/app/m.py", Some(vec![7, 8]))].iter().flatten(),
+            Some,
             &funcs,
             [(0, 2), (0, 0), (1, 7)],
         );
@@ -163,7 +176,7 @@ mod tests {
         assert_eq!(st(&c, 0), LineState::Unknown);
         // Another process that recorded f to the end does not make f's lines known: the first
         // may have run them after it stopped reporting.
-        c.add_process(&[record(0, "/app/m.py", Some(vec![2, 3, 4]))], &funcs, [(0, 2)]);
+        c.add_process([record(0, "/app/m.py", Some(vec![2, 3, 4]))].iter().flatten(), Some, &funcs, [(0, 2)]);
         assert_eq!(st(&c, 3), LineState::Unknown);
     }
 
@@ -171,7 +184,7 @@ mod tests {
     fn without_code_lines_nothing_is_known_not_to_have_run() {
         let funcs = in_m(&["f"]);
         let mut c = LineCoverage::default();
-        c.add_process(&[record(0, "/app/m.py", None)], &funcs, [(0, 2)]);
+        c.add_process([record(0, "/app/m.py", None)].iter().flatten(), Some, &funcs, [(0, 2)]);
         assert!(!c.knows(Path::new("/app/m.py")));
         assert_eq!(c.states(Path::new("/app/m.py"), 1, 3), None);
     }

@@ -3,7 +3,7 @@
 
 use crate::calltree::{CallTree, NodeId, TreeBuilder, ROOT};
 use crate::coverage::LineCoverage;
-use crate::symbols::{resolve_process_with_inlined, Function, Language};
+use crate::symbols::{resolve_process_with_inlined, Function, Language, ResolvedProcess};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -390,7 +390,9 @@ pub enum LoadError {
 
 /// Open a trace directory and fold every thread stream.
 pub fn load_trace(dir: &Path) -> Result<LoadedTrace, LoadError> {
-    let td = TraceDir::open(dir)?;
+    // Only the records the streams use are kept (and resolved, renumbered densely): a table
+    // of any size costs what ran.
+    let td = TraceDir::open_with(dir, trace_format::reader::FuncTables::Used)?;
     if td.processes.is_empty() {
         return Err(LoadError::NoProcess { path: dir.to_path_buf() });
     }
@@ -398,22 +400,21 @@ pub fn load_trace(dir: &Path) -> Result<LoadedTrace, LoadError> {
     let mut processes = Vec::new();
     let mut coverage = LineCoverage::default();
     for p in &td.processes {
-        let resolved = resolve_process_with_inlined(p);
-        warnings.extend(resolved.warnings);
-        let chains = resolved.chains;
-        let funcs = Arc::new(resolved.funcs);
+        let mut resolved = resolve_process_with_inlined(p);
+        warnings.append(&mut resolved.warnings);
+        let funcs = Arc::new(std::mem::take(&mut resolved.funcs));
         let classes = fold_classes(&funcs);
         let mut threads = Vec::new();
         let mut lines = Vec::new();
         for s in &p.threads {
-            let mut t = fold_stream(&funcs, &classes, &chains, s)?;
+            let mut t = fold_stream(&funcs, &classes, &resolved, s)?;
             if let Some(d) = &t.info.damaged {
                 warnings.push(format!("{d} (damaged stream tail)"));
             }
             lines.append(&mut t.info.lines);
             threads.push(t);
         }
-        coverage.add_process(&p.funcs, &funcs, lines);
+        coverage.add_process(p.funcs.iter(), |id| resolved.ids.get(&id).copied(), &funcs, lines);
         let tests = match trace_format::testrun::read_tests(&p.dir) {
             Ok(doc) => {
                 if doc.bad_lines > 0 {
@@ -448,10 +449,12 @@ pub fn load_trace(dir: &Path) -> Result<LoadedTrace, LoadError> {
 fn fold_stream(
     funcs: &Arc<Vec<Function>>,
     classes: &[FoldClass],
-    chains: &HashMap<u32, Vec<u32>>,
+    resolved: &ResolvedProcess,
     s: &ThreadStream,
 ) -> Result<ThreadTree, FormatError> {
-    let iter = s.events()?;
+    // Recorded ids to the indices into `funcs`, before anything looks a function up.
+    let iter = s.events()?.map(|ev| ev.map(|ev| resolved.renumber(ev)));
+    let chains = &resolved.chains;
     // Most processes have no inline probe: their events are folded as they are read.
     let (tree, info, tests) = if !funcs.iter().any(|f| f.inlined) {
         fold_events_with_tests(funcs.clone(), classes, iter)

@@ -87,30 +87,69 @@ impl FuncId {
 /// Warnings produced while resolving functions (missing debug info, ...), for stderr.
 pub type Warnings = Vec<String>;
 
-/// Resolve every function id of a process. Ids without a record resolve to a placeholder
-/// named `<unknown #id>` (the process died while writing the record).
+/// Resolve every function of a process, by its recorded id (ids without a record resolve to
+/// a placeholder named `<unknown #id>`): a vector as long as the table's largest id, for a look
+/// at a small trace (tests); an analysis uses [`resolve_process_with_inlined`], whose table holds
+/// only the functions that ran.
 pub fn resolve_process(proc: &Process) -> (Vec<Function>, Warnings) {
     let r = resolve_process_with_inlined(proc);
-    (r.funcs, r.warnings)
+    // As long as the table's largest id (bounded by the file's size): a streamed id past it
+    // has no entry, whatever it says.
+    let len = proc.funcs.iter().map(|f| f.id as usize + 1).max().unwrap_or(0);
+    let mut funcs: Vec<Function> = (0..len as u32).map(Function::unknown).collect();
+    for (&id, &dense) in r.ids.iter().take_while(|(&id, _)| (id as usize) < len) {
+        if let (Some(slot), Some(f)) = (funcs.get_mut(id as usize), r.funcs.get(dense as usize)) {
+            *slot = f.clone();
+        }
+    }
+    (funcs, r.warnings)
 }
 
 /// A process's functions, with the inlined functions its inline probes saw run.
 #[derive(Debug, Default)]
 pub struct ResolvedProcess {
-    /// By id; past the function table's ids, the inlined functions around the innermost one
-    /// at each probe's address (see `chains`).
+    /// The functions of the process's thread streams and of its kept records, numbered densely
+    /// in the order of their recorded ids (`ids`); past them, the inlined functions around the
+    /// innermost one at each probe's address (see `chains`).
     pub funcs: Vec<Function>,
-    /// For an inline probe's id: the ids of the inlined functions around it, outermost first.
-    /// The fold opens them before the probe's own call and closes them after its return, so
-    /// that `f → (inlined) run → (inlined) parse` shows every level that ran.
+    /// Recorded function id (`funcs.jsonl`, the streams' events) to index into `funcs`: the
+    /// one place ids are renumbered; [`ResolvedProcess::index`] applies it to events.
+    pub ids: std::collections::BTreeMap<u32, u32>,
+    /// For an inline probe (by its index into `funcs`): the indices of the inlined functions
+    /// around it, outermost first. The fold opens them before the probe's own call and closes
+    /// them after its return, so that `f → (inlined) run → (inlined) parse` shows every level
+    /// that ran.
     pub chains: std::collections::HashMap<u32, Vec<u32>>,
     pub warnings: Warnings,
 }
 
-/// [`resolve_process`], with the chains of inlined functions (see [`ResolvedProcess`]).
+impl ResolvedProcess {
+    /// The index into [`ResolvedProcess::funcs`] of recorded id `id`. Every id of the streams
+    /// has one; an id outside them (a stream that changed since it was opened, or a process
+    /// not opened with `FuncTables::Used`) gets `u32::MAX`, which the fold reports as damage
+    /// (an id far beyond the function table), as it did any id past the table before.
+    pub fn index(&self, id: u32) -> u32 {
+        self.ids.get(&id).copied().unwrap_or(u32::MAX)
+    }
+
+    /// `ev` with its function id renumbered by [`ResolvedProcess::index`].
+    pub fn renumber(&self, ev: trace_format::Event) -> trace_format::Event {
+        use trace_format::Event;
+        match ev {
+            Event::Call { func, ts } => Event::Call { func: self.index(func), ts },
+            Event::Resume { func, ts } => Event::Resume { func: self.index(func), ts },
+            Event::Line { func, line } => Event::Line { func: self.index(func), line },
+            other => other,
+        }
+    }
+}
+
+/// [`resolve_process`], renumbered, with the chains of inlined functions (see
+/// [`ResolvedProcess`]). Resolves the ids the streams name and the kept records' ids, so a
+/// process opened with [`trace_format::reader::FuncTables::Used`] costs what ran.
 pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
     let mut warnings = Vec::new();
-    if proc.funcs.iter().all(Option::is_none) && !proc.threads.is_empty() {
+    if proc.func_count == 0 && !proc.threads.is_empty() {
         let path = proc.dir.join(trace_format::FUNCS_FILE);
         let what = if path.exists() { "is empty" } else { "is missing" };
         warnings.push(format!(
@@ -119,11 +158,16 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
             proc.meta.pid
         ));
     }
-    let mut out: Vec<Function> = Vec::with_capacity(proc.funcs.len());
+    let mut ids = std::collections::BTreeMap::new();
+    for id in proc.stream_ids.iter().copied().chain(proc.funcs.iter().map(|r| r.id)) {
+        ids.insert(id, 0u32);
+    }
+    let mut out: Vec<Function> = Vec::with_capacity(ids.len());
     let mut native = Vec::new();
     let mut chains = std::collections::HashMap::new();
-    for (id, rec) in proc.funcs.iter().enumerate() {
-        let f = match rec.as_ref().map(|r| &r.kind) {
+    for (&id, dense) in ids.iter_mut() {
+        *dense = out.len() as u32;
+        let f = match proc.funcs.get(id).map(|r| &r.kind) {
             Some(FuncKind::Python { file, qualname, name, first_line, last_line, .. }) => Function {
                 language: Language::Python,
                 name: name.clone(),
@@ -148,16 +192,16 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
             },
             Some(FuncKind::Native { addr, module, base, symbol, inlined }) => {
                 native.push(crate::native::symbolize::native::NativeAddr {
-                    id: id as u32,
+                    id: *dense,
                     addr: *addr,
                     module: module.clone(),
                     base: *base,
                     symbol: symbol.clone(),
                     inlined: *inlined,
                 });
-                Function::unknown(id as u32)
+                Function::unknown(id)
             }
-            None => Function::unknown(id as u32),
+            None => Function::unknown(id),
         };
         out.push(f);
     }
@@ -186,7 +230,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
             }
         }
     }
-    ResolvedProcess { funcs: out, chains, warnings }
+    ResolvedProcess { funcs: out, ids, chains, warnings }
 }
 
 #[cfg(test)]

@@ -49,7 +49,7 @@ pub fn dump(trace: &TraceDir, opts: &DumpOptions, out: &mut impl Write) -> Resul
             continue;
         }
         if opts.funcs {
-            for f in p.funcs.iter().flatten() {
+            for f in p.funcs.iter() {
                 let mut v = serde_json::to_value(f)?;
                 v["pid"] = serde_json::json!(p.meta.pid);
                 writeln!(out, "{}", trace_format::escape::json_line(&v)?)?;

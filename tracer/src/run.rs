@@ -352,7 +352,7 @@ fn finish_trace(out: &Path, meta: &mut TraceMeta) -> Result<stats::Summary> {
     let mut files = BTreeSet::new();
     let mut modules = BTreeSet::new();
     for p in &trace.processes {
-        for f in p.funcs.iter().flatten() {
+        for f in p.funcs.iter() {
             match &f.kind {
                 FuncKind::Python { file, .. } if file.starts_with('/') => {
                     files.insert(file.clone());

@@ -9,7 +9,7 @@ use trace_format::meta::PatchReport;
 
 /// The note of a trace with entry-patched processes, from their `patch.json`.
 pub fn note(dir: &Path) -> String {
-    let reports: Vec<PatchReport> = trace_format::reader::TraceDir::open(dir)
+    let reports: Vec<PatchReport> = trace_format::reader::TraceDir::open_with(dir, trace_format::reader::FuncTables::Count)
         .map(|td| td.processes.iter().filter_map(|p| p.patch_report().ok().flatten()).collect())
         .unwrap_or_default();
     note_from(&reports)

@@ -23,9 +23,12 @@ pub struct TraceDir {
 pub struct Process {
     pub dir: PathBuf,
     pub meta: ProcMeta,
-    /// Function table, indexed by id. Ids that no complete record describes are `None`.
-    /// Empty when the trace was opened with [`FuncTables::Count`].
-    pub funcs: Vec<Option<FuncRecord>>,
+    /// The records kept of `funcs.jsonl` (see [`FuncTables`]), by id. Empty when the trace
+    /// was opened with [`FuncTables::Count`].
+    pub funcs: FuncTable,
+    /// Every function id the thread streams name (calls, resumes, line events), ascending:
+    /// what an analysis resolves. Read with [`FuncTables::Used`] only (empty otherwise).
+    pub stream_ids: Vec<u32>,
     /// Complete records in `funcs.jsonl` (counted also when they are not kept).
     pub func_count: usize,
     /// Thread streams, main thread first, then by start time.
@@ -44,8 +47,12 @@ pub struct ThreadStream {
 /// What [`TraceDir::open_with`] keeps of each process's `funcs.jsonl`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FuncTables {
-    /// Every record ([`Process::funcs`]).
+    /// Every record ([`Process::funcs`]): `trace dump`, the recorder's own summary.
     Records,
+    /// The records of the ids the process's thread streams name, and those carrying
+    /// `code_lines` (line coverage needs every function's lines, run or not): an analysis of a
+    /// table of any size costs memory for what ran. Every line is still read and checked.
+    Used,
     /// The number of records only ([`Process::func_count`]; `funcs` is left empty): every
     /// line is still read and checked, in constant memory, for a summary of a table of any size.
     Count,
@@ -174,19 +181,6 @@ impl Process {
         let mpath = dir.join(PROC_META_FILE);
         let text = read_document_text(&mpath, MAX_META_BYTES).map_err(|e| FormatError::io(&mpath, e))?;
         let meta: ProcMeta = serde_json::from_str(&text).map_err(|e| FormatError::BadJson { path: mpath.clone(), msg: e.to_string() })?;
-        let fpath = dir.join(FUNCS_FILE);
-        let (funcs, func_count) = match tables {
-            FuncTables::Records => {
-                let funcs = read_funcs(&fpath)?;
-                let n = funcs.iter().flatten().count();
-                (funcs, n)
-            }
-            FuncTables::Count => {
-                let mut n = 0usize;
-                for_each_func(&fpath, |_| n += 1)?;
-                (Vec::new(), n)
-            }
-        };
         let mut threads = Vec::new();
         for e in std::fs::read_dir(dir).map_err(|e| FormatError::io(dir, e))? {
             let path = match e {
@@ -200,12 +194,33 @@ impl Process {
         }
         let pid = meta.pid as u64;
         threads.sort_by_key(|t| (t.header.tid != pid, t.header.start_ns, t.header.tid));
-        Ok(Process { dir: dir.to_path_buf(), meta, funcs, func_count, threads })
+        let stream_ids = match tables {
+            FuncTables::Records | FuncTables::Count => Vec::new(),
+            FuncTables::Used => stream_func_ids(&threads),
+        };
+        let fpath = dir.join(FUNCS_FILE);
+        let mut funcs = FuncTable::default();
+        let mut func_count = 0usize;
+        match tables {
+            FuncTables::Records => for_each_func(&fpath, |rec| {
+                func_count += 1;
+                funcs.insert(rec);
+            })?,
+            FuncTables::Used => for_each_func(&fpath, |rec| {
+                func_count += 1;
+                let lines = matches!(&rec.kind, crate::meta::FuncKind::Python { code_lines: Some(_), .. });
+                if lines || stream_ids.binary_search(&rec.id).is_ok() {
+                    funcs.insert(rec);
+                }
+            })?,
+            FuncTables::Count => for_each_func(&fpath, |_| func_count += 1)?,
+        }
+        Ok(Process { dir: dir.to_path_buf(), meta, funcs, stream_ids, func_count, threads })
     }
 
     /// The record of function `id`, if the table has one.
     pub fn func(&self, id: u32) -> Option<&FuncRecord> {
-        self.funcs.get(id as usize).and_then(|f| f.as_ref())
+        self.funcs.get(id)
     }
 
     /// Its `patch.json` (entry patching, docs/native-recording.md): `Ok(None)` when the
@@ -254,6 +269,63 @@ pub const MAX_PATCH_REPORT_BYTES: u64 = 64 << 20;
 
 /// Largest `extensions.json` a reader loads: 5,000 modules of long paths are far below it.
 pub const MAX_EXTENSIONS_BYTES: u64 = 8 << 20;
+
+/// The records kept of a process's `funcs.jsonl`, by id (the last record of an id wins, as
+/// when the table was a vector indexed by id).
+#[derive(Debug, Clone, Default)]
+pub struct FuncTable {
+    records: std::collections::BTreeMap<u32, FuncRecord>,
+}
+
+impl FuncTable {
+    /// Keep `rec`, replacing an earlier record of its id.
+    pub fn insert(&mut self, rec: FuncRecord) {
+        self.records.insert(rec.id, rec);
+    }
+
+    /// The record of `id`, if kept.
+    pub fn get(&self, id: u32) -> Option<&FuncRecord> {
+        self.records.get(&id)
+    }
+
+    /// The kept records, by ascending id.
+    pub fn iter(&self) -> impl Iterator<Item = &FuncRecord> + '_ {
+        self.records.values()
+    }
+
+    /// How many records are kept.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Whether no record is kept.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+}
+
+/// The function ids `threads` name (calls, resumes, line events), ascending and distinct: one
+/// pass of the event decoder over the mapped streams, memory for the distinct ids only. A
+/// damaged tail ends a stream's pass (the fold reports it).
+pub fn stream_func_ids(threads: &[ThreadStream]) -> Vec<u32> {
+    let mut ids = std::collections::HashSet::new();
+    for t in threads {
+        // A stream whose header cannot be read is reported where it is folded or dumped.
+        let Ok(events) = t.events() else { continue };
+        for ev in events {
+            match ev {
+                Ok(Event::Call { func, .. } | Event::Resume { func, .. } | Event::Line { func, .. }) => {
+                    ids.insert(func);
+                }
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+    }
+    let mut ids: Vec<u32> = ids.into_iter().collect();
+    ids.sort_unstable();
+    ids
+}
 
 /// How far past the number of records in `funcs.jsonl` a function id may be. Ids are dense
 /// from 0, so a valid id is below the number of records plus the few whose lines a crash lost;
@@ -862,6 +934,50 @@ mod tests {
         let got: Vec<Event> = p.threads[0].events().unwrap().map(|e| e.unwrap()).collect();
         assert_eq!(got.len(), expect.len());
         assert_eq!(got, expect);
+    }
+
+    #[test]
+    fn an_analysis_keeps_only_the_records_the_streams_use() {
+        let d = tempfile::tempdir().unwrap();
+        write_meta(d.path(), 1);
+        let pdir = create_process_dir(d.path(), 42).unwrap();
+        write_proc_meta(&pdir, &proc_meta(42)).unwrap();
+        let ft = FuncTableWriter::create(&pdir.join(FUNCS_FILE)).unwrap();
+        for id in 0..1000u32 {
+            let kind = if id == 700 {
+                // Lines of a function that never ran: kept, line coverage needs them.
+                FuncKind::Python {
+                    file: "/m.py".into(),
+                    qualname: "g".into(),
+                    name: "g".into(),
+                    first_line: 1,
+                    last_line: 2,
+                    code_lines: Some(vec![2]),
+                }
+            } else {
+                FuncKind::Builtin { module: None, qualname: format!("f{id}") }
+            };
+            ft.append(&FuncRecord { id, kind }).unwrap();
+        }
+        let mut w = StreamWriter::create(&pdir.join("t42-0.ev"), 1, 42, 42, 1000, 64 << 10).unwrap();
+        w.call(3, 1001);
+        w.resume(500, 1002);
+        w.line(999, 7);
+        w.call(5000, 1003); // no record: stays an id of the streams, unknown to the table
+        w.ret(1004);
+        w.ret(1005);
+        w.finish();
+        let p = &TraceDir::open_with(d.path(), FuncTables::Used).unwrap().processes[0];
+        assert_eq!(p.stream_ids, [3, 500, 999, 5000]);
+        assert_eq!(p.func_count, 1000, "every line is still read and counted");
+        let kept: Vec<u32> = p.funcs.iter().map(|r| r.id).collect();
+        assert_eq!(kept, [3, 500, 700, 999], "the 996 records no stream names are not kept");
+        assert!(p.func(4).is_none() && p.func(5000).is_none());
+        // The other modes: every record, or none.
+        let all = &TraceDir::open(d.path()).unwrap().processes[0];
+        assert_eq!((all.funcs.len(), all.stream_ids.len()), (1000, 0));
+        let count = &TraceDir::open_with(d.path(), FuncTables::Count).unwrap().processes[0];
+        assert_eq!((count.funcs.len(), count.func_count, count.stream_ids.len()), (0, 1000, 0));
     }
 
     #[test]
