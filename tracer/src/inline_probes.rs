@@ -9,12 +9,11 @@
 //! `slice` hides those functions by default (a probe costs one trap when it fires). Code from
 //! cargo's registry is listed: a program installed with `cargo install` is itself there.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 use trace_format::meta::InlineProbeList;
 
-type R<'a> = gimli::EndianSlice<'a, gimli::RunTimeEndian>;
+use crate::native_sources::R;
 
 /// At most this many entries (a bound on a damaged or huge object).
 const MAX_PROBES: usize = 1_000_000;
@@ -111,28 +110,8 @@ fn own_code(file: &str) -> bool {
 
 /// The entry and range starts of the program's own inlined subroutines (link-time).
 fn entries(obj: &object::File) -> Result<Vec<u64>, gimli::Error> {
-    use object::{Object, ObjectSection};
-    let endian = if obj.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
-    let ids = [
-        gimli::SectionId::DebugAbbrev,
-        gimli::SectionId::DebugAddr,
-        gimli::SectionId::DebugInfo,
-        gimli::SectionId::DebugLine,
-        gimli::SectionId::DebugLineStr,
-        gimli::SectionId::DebugRanges,
-        gimli::SectionId::DebugRngLists,
-        gimli::SectionId::DebugStr,
-        gimli::SectionId::DebugStrOffsets,
-    ];
-    let sections: Vec<(gimli::SectionId, Cow<[u8]>)> = ids
-        .iter()
-        .map(|&id| (id, obj.section_by_name(id.name()).and_then(|s| s.uncompressed_data().ok()).unwrap_or(Cow::Borrowed(&[][..]))))
-        .collect();
-    let get = |id: gimli::SectionId| -> Result<R, gimli::Error> {
-        let data: &[u8] = sections.iter().find(|(s, _)| *s == id).map(|(_, d)| d.as_ref()).unwrap_or(&[]);
-        Ok(gimli::EndianSlice::new(data, endian))
-    };
-    let dwarf = gimli::Dwarf::load(get)?;
+    let sections = crate::native_sources::Sections::of(obj);
+    let dwarf = sections.dwarf()?;
     let mut xref = Xref::new(&dwarf);
     // Whether a declaration file is the program's own, by (unit start, file index).
     let mut own: HashMap<(usize, u64), bool> = HashMap::new();

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
-type R<'a> = gimli::EndianSlice<'a, gimli::RunTimeEndian>;
+pub(crate) type R<'a> = gimli::EndianSlice<'a, gimli::RunTimeEndian>;
 
 /// At most this many files are taken from one object (a bound on a damaged or huge one).
 const MAX_FILES: usize = 50_000;
@@ -34,27 +34,46 @@ pub fn dwarf_files(module: &Path) -> Vec<PathBuf> {
     Vec::new()
 }
 
+/// The DWARF sections of an object that gimli reads, uncompressed (an absent one is empty):
+/// one loader for the readers of `trace` (the source files here, the inline probes' list).
+pub(crate) struct Sections<'d> {
+    data: Vec<(gimli::SectionId, Cow<'d, [u8]>)>,
+    endian: gimli::RunTimeEndian,
+}
+
+impl<'d> Sections<'d> {
+    pub(crate) fn of(obj: &object::File<'d>) -> Sections<'d> {
+        use object::{Object, ObjectSection};
+        let ids = [
+            gimli::SectionId::DebugAbbrev,
+            gimli::SectionId::DebugAddr,
+            gimli::SectionId::DebugInfo,
+            gimli::SectionId::DebugLine,
+            gimli::SectionId::DebugLineStr,
+            gimli::SectionId::DebugRanges,
+            gimli::SectionId::DebugRngLists,
+            gimli::SectionId::DebugStr,
+            gimli::SectionId::DebugStrOffsets,
+        ];
+        let data = ids
+            .iter()
+            .map(|&id| (id, obj.section_by_name(id.name()).and_then(|s| s.uncompressed_data().ok()).unwrap_or(Cow::Borrowed(&[][..]))))
+            .collect();
+        let endian = if obj.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
+        Sections { data, endian }
+    }
+
+    pub(crate) fn dwarf(&self) -> Result<gimli::Dwarf<R<'_>>, gimli::Error> {
+        gimli::Dwarf::load(|id: gimli::SectionId| -> Result<R<'_>, gimli::Error> {
+            let data: &[u8] = self.data.iter().find(|(s, _)| *s == id).map(|(_, d)| d.as_ref()).unwrap_or(&[]);
+            Ok(gimli::EndianSlice::new(data, self.endian))
+        })
+    }
+}
+
 fn files_of(obj: &object::File) -> Result<Vec<PathBuf>, gimli::Error> {
-    use object::{Object, ObjectSection};
-    let endian = if obj.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
-    let ids = [
-        gimli::SectionId::DebugAbbrev,
-        gimli::SectionId::DebugInfo,
-        gimli::SectionId::DebugLine,
-        gimli::SectionId::DebugLineStr,
-        gimli::SectionId::DebugStr,
-        gimli::SectionId::DebugStrOffsets,
-        gimli::SectionId::DebugAddr,
-    ];
-    let sections: Vec<(gimli::SectionId, Cow<[u8]>)> = ids
-        .iter()
-        .map(|&id| (id, obj.section_by_name(id.name()).and_then(|s| s.uncompressed_data().ok()).unwrap_or(Cow::Borrowed(&[][..]))))
-        .collect();
-    let get = |id: gimli::SectionId| -> Result<R, gimli::Error> {
-        let data: &[u8] = sections.iter().find(|(s, _)| *s == id).map(|(_, d)| d.as_ref()).unwrap_or(&[]);
-        Ok(gimli::EndianSlice::new(data, endian))
-    };
-    let dwarf = gimli::Dwarf::load(get)?;
+    let sections = Sections::of(obj);
+    let dwarf = sections.dwarf()?;
     let mut out = Vec::new();
     let mut units = dwarf.units();
     while let Some(header) = units.next()? {
