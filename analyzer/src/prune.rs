@@ -13,7 +13,7 @@
 //!   `<module>` node but the entry script's taken for an import.
 
 use crate::calltree::{CallTree, Keep, NodeId, ROOT};
-use crate::symbols::{Function, Language};
+use crate::symbols::{FuncId, Function, Language};
 use std::collections::{HashMap, HashSet};
 
 /// Whether a function is a Python module body.
@@ -79,11 +79,12 @@ pub fn prune_imports(tree: &CallTree, entry: &HashSet<u32>) -> (CallTree, usize)
     (t, removed)
 }
 
-/// The paths a baseline run reached, as a trie of function keys.
+/// The paths a baseline run reached, as a trie of functions (by [`FuncId`]: the baselines and
+/// the runs pruned with them must be read with one [`crate::symbols::Interner`]).
 #[derive(Debug, Default)]
 pub struct Baseline {
-    /// Trie nodes; node 0 is the root. Each maps a function key to a child.
-    children: Vec<HashMap<String, usize>>,
+    /// Trie nodes; node 0 is the root. Each maps a function to a child.
+    children: Vec<HashMap<FuncId, usize>>,
 }
 
 impl Baseline {
@@ -95,7 +96,7 @@ impl Baseline {
     pub fn add(&mut self, tree: &CallTree) {
         let mut stack: Vec<(NodeId, usize)> = tree.node(ROOT).children.iter().map(|&c| (c, 0)).collect();
         while let Some((n, at)) = stack.pop() {
-            let key = tree.func_key(n);
+            let key = tree.func_id(n);
             let next = match self.children[at].get(&key) {
                 Some(&c) => c,
                 None => {
@@ -128,7 +129,7 @@ pub fn prune_baseline(tree: &CallTree, base: &Baseline) -> (CallTree, usize) {
     at[ROOT as usize] = Some(0);
     for &n in &order {
         let p = tree.node(n).parent;
-        at[n as usize] = at[p as usize].and_then(|b| base.children[b].get(&tree.func_key(n)).copied());
+        at[n as usize] = at[p as usize].and_then(|b| base.children[b].get(&tree.func_id(n)).copied());
     }
     // Post-order (reverse pre-order visits children before parents): a node goes when the
     // baseline has its path and all its children went (it became a leaf).
@@ -157,7 +158,7 @@ mod tests {
         }
         let funcs = Arc::new(funcs);
         let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
-        fold_events(funcs, &classes, Ev::events(evs)).0
+        crate::testutil::interned(fold_events(funcs, &classes, Ev::events(evs)).0)
     }
 
     fn show(t: &CallTree) -> Vec<String> {
