@@ -167,6 +167,27 @@ mod tests {
 
     const NAMES: &[&str] = &["main", "setup", "config", "feature", "log"];
 
+    #[test]
+    fn a_baseline_numbered_differently_prunes_the_same_functions() {
+        // The baseline's process lists its functions in another order: one interner for both
+        // traces gives them the same ids.
+        use crate::testutil::{py, TraceBuilder};
+        let d = tempfile::tempdir().unwrap();
+        let (main, setup, feature) = (py("app.py", "main", 1, 5), py("app.py", "setup", 6, 8), py("app.py", "feature", 9, 12));
+        let b = TraceBuilder::new(&d.path().join("base.d"), &["app.py"], d.path()).unwrap();
+        b.process(7, &[setup.clone(), main.clone()], &[(7, "MainThread", &[C(1), C(0), R, R])]).unwrap();
+        let r = TraceBuilder::new(&d.path().join("run.d"), &["app.py"], d.path()).unwrap();
+        r.process(9, &[main, feature, setup], &[(9, "MainThread", &[C(0), C(2), R, C(1), R, R])]).unwrap();
+        let mut interner = crate::symbols::Interner::default();
+        let base_trace = crate::fold::load_trace(&d.path().join("base.d"), &mut interner).unwrap();
+        let run = crate::fold::load_trace(&d.path().join("run.d"), &mut interner).unwrap();
+        let mut base = Baseline::new();
+        base.add(&base_trace.processes[0].threads[0].tree);
+        let (p, removed) = prune_baseline(&run.processes[0].threads[0].tree, &base);
+        assert_eq!(show(&p), vec!["main", "  feature"]);
+        assert_eq!(removed, 1);
+    }
+
     fn base(evs: &[Ev]) -> Baseline {
         let mut b = Baseline::new();
         b.add(&tree(NAMES, evs));

@@ -291,7 +291,24 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{py, Ev::C, Ev::R, TraceBuilder};
+    use crate::testutil::{py, py_funcs, Ev::C, Ev::R, TraceBuilder};
+
+    #[test]
+    fn interner_gives_a_function_one_id_across_tables() {
+        let mut i = Interner::default();
+        let a = i.intern_table(&py_funcs(&["main", "work"]), 2);
+        // Another process: the same functions at other indices, a new one, and an index past
+        // its table (a lost record) that another table lost too.
+        let b = i.intern_table(&py_funcs(&["work", "other", "main"]), 4);
+        let c = i.intern_table(&py_funcs(&["main"]), 4);
+        assert_eq!((a[0], a[1]), (b[2], b[0]));
+        assert!(b[1] != a[0] && b[1] != a[1]);
+        assert_eq!(b[3], c[3], "<unknown #3> is one function, as its key says");
+        assert!(c[1] != c[2] && c[0] == a[0]);
+        assert_eq!(i.key(b[1]), Some(":other"));
+        assert_eq!(i.len(), 6);
+        assert_eq!(i.key(FuncId::NONE), None);
+    }
 
     #[test]
     fn a_missing_or_empty_function_table_is_a_warning_naming_it() {
