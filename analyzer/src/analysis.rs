@@ -8,7 +8,7 @@ use crate::plumbing::Plumbing;
 use crate::prune::{entry_modules, prune_baseline, prune_imports, Baseline};
 use crate::select::Selection;
 use crate::source::SourceCache;
-use crate::symbols::Language;
+use crate::symbols::{Interner, Language};
 use crate::testrun::{Spectrum, TestFilter};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -115,6 +115,9 @@ pub struct PreparedTrace {
     pub spectrum: Option<std::sync::Arc<Spectrum>>,
     /// Its threads are tests' trees (`--test`), not whole threads.
     pub tests_shown: bool,
+    /// The interner its trees' [`crate::symbols::FuncId`]s point into, shared by every trace
+    /// prepared together ([`prepare`]).
+    pub interner: std::sync::Arc<Interner>,
 }
 
 /// Errors preparing traces.
@@ -138,11 +141,14 @@ pub enum PrepareError {
 /// Load, prune and select several traces. Warnings (damaged streams...) are returned for stderr.
 pub fn prepare(dirs: &[PathBuf], opts: &Options) -> Result<(Vec<PreparedTrace>, Vec<String>), PrepareError> {
     let mut warnings = Vec::new();
+    // One interner for every trace read here, baselines included: a function is the same id
+    // in all of them.
+    let mut interner = Interner::default();
     let baseline = match &opts.prune {
         PruneMode::Baseline(b) => {
             let mut base = Baseline::new();
             for d in b {
-                let t = load_trace(d)?;
+                let t = load_trace(d, &mut interner)?;
                 warnings.extend(t.warnings.iter().map(|w| format!("baseline: {w}")));
                 for p in &t.processes {
                     for th in &p.threads {
@@ -157,7 +163,7 @@ pub fn prepare(dirs: &[PathBuf], opts: &Options) -> Result<(Vec<PreparedTrace>, 
     let mut loaded = Vec::new();
     let mut spectrum = Spectrum::default();
     for d in dirs {
-        let t = load_trace(d)?;
+        let t = load_trace(d, &mut interner)?;
         warnings.extend(t.warnings.iter().cloned());
         for p in t.processes.iter().filter(|p| !p.tests.is_empty()) {
             let kinds = crate::testrun::function_kinds(&p.funcs, Path::new(&t.meta.cwd));
@@ -170,10 +176,12 @@ pub fn prepare(dirs: &[PathBuf], opts: &Options) -> Result<(Vec<PreparedTrace>, 
         loaded.push(t);
     }
     let spectrum = spectrum.informative().then(|| std::sync::Arc::new(spectrum));
+    let interner = std::sync::Arc::new(interner);
     let mut out = Vec::new();
     for t in loaded {
         let mut p = prepare_one(t, opts, baseline.as_ref())?;
         p.spectrum = spectrum.clone();
+        p.interner = interner.clone();
         out.push(p);
     }
     Ok((out, warnings))
@@ -471,6 +479,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         failure_frames,
         tests: all_tests,
         spectrum: None,
+        interner: Default::default(),
         tests_shown: opts.tests.is_some(),
         dir: t.dir,
         meta: t.meta,

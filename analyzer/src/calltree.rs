@@ -10,9 +10,10 @@
 //!
 //! Node 0 is a synthetic root (no function). Children are kept in the order of their first
 //! call, so a pre-order walk is the call order. Function indices point into
-//! [`CallTree::funcs`], the function table of the process the tree comes from.
+//! [`CallTree::funcs`], the function table of the process the tree comes from; across
+//! processes and traces a function is its [`FuncId`] ([`CallTree::func_id`]).
 
-use crate::symbols::Function;
+use crate::symbols::{FuncId, Function};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
@@ -56,6 +57,10 @@ pub struct Node {
 #[derive(Debug, Clone)]
 pub struct CallTree {
     pub funcs: Arc<Vec<Function>>,
+    /// The [`FuncId`] of each function index, in the analysis' [`crate::symbols::Interner`]
+    /// (set where the trace is read; as long as the function indices the nodes use, which may
+    /// pass `funcs`' end). Empty for a tree never interned (unit tests).
+    pub ids: Arc<Vec<FuncId>>,
     pub nodes: Vec<Node>,
 }
 
@@ -64,6 +69,7 @@ impl CallTree {
     pub fn new(funcs: Arc<Vec<Function>>) -> CallTree {
         CallTree {
             funcs,
+            ids: Arc::default(),
             nodes: vec![Node {
                 func: NO_FUNC,
                 parent: ROOT,
@@ -102,13 +108,16 @@ impl CallTree {
         }
     }
 
-    /// The [`Function::key`] of a node's function ([`Function::unknown`]'s for an id missing
-    /// from the table), the one identity every view, the prompt and pruning match on.
-    pub fn func_key(&self, id: NodeId) -> String {
-        match self.func(id) {
-            Some(f) => f.key(),
-            None => Function::unknown(self.nodes[id as usize].func).key(),
-        }
+    /// The [`FuncId`] of a node's function, the one identity every view, the prompt and
+    /// pruning match on across trees; [`FuncId::NONE`] for the root (and in a tree never
+    /// interned).
+    pub fn func_id(&self, id: NodeId) -> FuncId {
+        self.id_of(self.nodes[id as usize].func)
+    }
+
+    /// The [`FuncId`] of a function index ([`FuncId::NONE`] for [`NO_FUNC`]).
+    pub fn id_of(&self, func: u32) -> FuncId {
+        self.ids.get(func as usize).copied().unwrap_or(FuncId::NONE)
     }
 
     /// Function of a function index.
@@ -180,6 +189,7 @@ impl CallTree {
             return self.clone();
         }
         let mut b = TreeBuilder::with_capacity(self.funcs.clone(), self.nodes.len());
+        b.tree.ids = self.ids.clone();
         // (source node, destination parent)
         let mut stack: Vec<(NodeId, NodeId)> = self.nodes[0].children.iter().rev().map(|&c| (c, ROOT)).collect();
         while let Some((src, dst_parent)) = stack.pop() {

@@ -1,9 +1,9 @@
 //! Reading a trace directory into call trees: one per thread of every process, folded while
 //! the events stream by (memory grows with the tree, never with the number of events).
 
-use crate::calltree::{CallTree, NodeId, TreeBuilder, ROOT};
+use crate::calltree::{CallTree, NodeId, TreeBuilder, NO_FUNC, ROOT};
 use crate::coverage::LineCoverage;
-use crate::symbols::{resolve_process_with_inlined, Function, Language, ResolvedProcess};
+use crate::symbols::{resolve_process_with_inlined, Function, Interner, Language, ResolvedProcess};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -388,8 +388,9 @@ pub enum LoadError {
     NoProcess { path: PathBuf },
 }
 
-/// Open a trace directory and fold every thread stream.
-pub fn load_trace(dir: &Path) -> Result<LoadedTrace, LoadError> {
+/// Open a trace directory and fold every thread stream; the functions of its trees get their
+/// [`crate::symbols::FuncId`]s in `interner` (one for all the traces a command reads).
+pub fn load_trace(dir: &Path, interner: &mut Interner) -> Result<LoadedTrace, LoadError> {
     // Only the records the streams use are kept (and resolved, renumbered densely): a table
     // of any size costs what ran.
     let td = TraceDir::open_with(dir, trace_format::reader::FuncTables::Used)?;
@@ -414,6 +415,7 @@ pub fn load_trace(dir: &Path) -> Result<LoadedTrace, LoadError> {
             lines.append(&mut t.info.lines);
             threads.push(t);
         }
+        intern_trees(interner, &funcs, &mut threads);
         coverage.add_process(p.funcs.iter(), |id| resolved.ids.get(&id).copied(), &funcs, lines);
         let tests = match trace_format::testrun::read_tests(&p.dir) {
             Ok(doc) => {
@@ -444,6 +446,20 @@ pub fn load_trace(dir: &Path) -> Result<LoadedTrace, LoadError> {
         processes.push(trees);
     }
     Ok(LoadedTrace { dir: dir.to_path_buf(), meta: td.meta, processes, warnings, coverage })
+}
+
+/// Give the trees of a process's threads (and of their tests) the ids of its functions.
+fn intern_trees(interner: &mut Interner, funcs: &[Function], threads: &mut [ThreadTree]) {
+    // The indices the nodes use may pass the table's end (a record lost: `Function::unknown`).
+    let trees = || threads.iter().flat_map(|t| std::iter::once(&t.tree).chain(&t.tests));
+    let used = trees().flat_map(|t| t.nodes[1..].iter().filter(|n| n.func != NO_FUNC).map(|n| n.func as usize + 1)).max().unwrap_or(0);
+    let ids = Arc::new(interner.intern_table(funcs, used.max(funcs.len())));
+    for t in threads.iter_mut() {
+        t.tree.ids = ids.clone();
+        for test in &mut t.tests {
+            test.ids = ids.clone();
+        }
+    }
 }
 
 fn fold_stream(

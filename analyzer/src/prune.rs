@@ -13,7 +13,7 @@
 //!   `<module>` node but the entry script's taken for an import.
 
 use crate::calltree::{CallTree, Keep, NodeId, ROOT};
-use crate::symbols::{Function, Language};
+use crate::symbols::{FuncId, Function, Language};
 use std::collections::{HashMap, HashSet};
 
 /// Whether a function is a Python module body.
@@ -79,11 +79,12 @@ pub fn prune_imports(tree: &CallTree, entry: &HashSet<u32>) -> (CallTree, usize)
     (t, removed)
 }
 
-/// The paths a baseline run reached, as a trie of function keys.
+/// The paths a baseline run reached, as a trie of functions (by [`FuncId`]: the baselines and
+/// the runs pruned with them must be read with one [`crate::symbols::Interner`]).
 #[derive(Debug, Default)]
 pub struct Baseline {
-    /// Trie nodes; node 0 is the root. Each maps a function key to a child.
-    children: Vec<HashMap<String, usize>>,
+    /// Trie nodes; node 0 is the root. Each maps a function to a child.
+    children: Vec<HashMap<FuncId, usize>>,
 }
 
 impl Baseline {
@@ -95,7 +96,7 @@ impl Baseline {
     pub fn add(&mut self, tree: &CallTree) {
         let mut stack: Vec<(NodeId, usize)> = tree.node(ROOT).children.iter().map(|&c| (c, 0)).collect();
         while let Some((n, at)) = stack.pop() {
-            let key = tree.func_key(n);
+            let key = tree.func_id(n);
             let next = match self.children[at].get(&key) {
                 Some(&c) => c,
                 None => {
@@ -128,7 +129,7 @@ pub fn prune_baseline(tree: &CallTree, base: &Baseline) -> (CallTree, usize) {
     at[ROOT as usize] = Some(0);
     for &n in &order {
         let p = tree.node(n).parent;
-        at[n as usize] = at[p as usize].and_then(|b| base.children[b].get(&tree.func_key(n)).copied());
+        at[n as usize] = at[p as usize].and_then(|b| base.children[b].get(&tree.func_id(n)).copied());
     }
     // Post-order (reverse pre-order visits children before parents): a node goes when the
     // baseline has its path and all its children went (it became a leaf).
@@ -157,7 +158,7 @@ mod tests {
         }
         let funcs = Arc::new(funcs);
         let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
-        fold_events(funcs, &classes, Ev::events(evs)).0
+        crate::testutil::interned(fold_events(funcs, &classes, Ev::events(evs)).0)
     }
 
     fn show(t: &CallTree) -> Vec<String> {
@@ -165,6 +166,27 @@ mod tests {
     }
 
     const NAMES: &[&str] = &["main", "setup", "config", "feature", "log"];
+
+    #[test]
+    fn a_baseline_numbered_differently_prunes_the_same_functions() {
+        // The baseline's process lists its functions in another order: one interner for both
+        // traces gives them the same ids.
+        use crate::testutil::{py, TraceBuilder};
+        let d = tempfile::tempdir().unwrap();
+        let (main, setup, feature) = (py("app.py", "main", 1, 5), py("app.py", "setup", 6, 8), py("app.py", "feature", 9, 12));
+        let b = TraceBuilder::new(&d.path().join("base.d"), &["app.py"], d.path()).unwrap();
+        b.process(7, &[setup.clone(), main.clone()], &[(7, "MainThread", &[C(1), C(0), R, R])]).unwrap();
+        let r = TraceBuilder::new(&d.path().join("run.d"), &["app.py"], d.path()).unwrap();
+        r.process(9, &[main, feature, setup], &[(9, "MainThread", &[C(0), C(2), R, C(1), R, R])]).unwrap();
+        let mut interner = crate::symbols::Interner::default();
+        let base_trace = crate::fold::load_trace(&d.path().join("base.d"), &mut interner).unwrap();
+        let run = crate::fold::load_trace(&d.path().join("run.d"), &mut interner).unwrap();
+        let mut base = Baseline::new();
+        base.add(&base_trace.processes[0].threads[0].tree);
+        let (p, removed) = prune_baseline(&run.processes[0].threads[0].tree, &base);
+        assert_eq!(show(&p), vec!["main", "  feature"]);
+        assert_eq!(removed, 1);
+    }
 
     fn base(evs: &[Ev]) -> Baseline {
         let mut b = Baseline::new();

@@ -68,19 +68,74 @@ impl Function {
     }
 }
 
-/// A function of one analysis: an index into the function table that analysis interns its
-/// functions in (for a prompt, [`crate::prompt::Funcs`]: one table for all the traces of the
-/// prompt, so that the same function in two runs, or in two processes of one run, has the same
-/// id). Everything between the reader and the renderers compares and stores these; the
-/// [`Function::key`] string is formatted once per function, when it is interned, and names are
-/// formatted at output.
+/// A function of one analysis: an index into the [`Interner`] the traces of that analysis are
+/// read with (one for all the traces a command reads, so that the same function in two runs, or
+/// in two processes of one run, has the same id: [`crate::calltree::CallTree::func_id`]), or
+/// into a prompt's [`crate::prompt::Funcs`], which numbers the functions a prompt shows densely
+/// in the order it meets them. Everything between the reader and the renderers compares and
+/// stores these; the [`Function::key`] string is formatted once per function, when it is
+/// interned, and names are formatted at output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FuncId(pub u32);
 
 impl FuncId {
+    /// No function: the root of a tree, or a tree whose functions were never interned.
+    pub const NONE: FuncId = FuncId(u32::MAX);
+
     /// The id as an index into its table.
     pub fn index(self) -> usize {
         self.0 as usize
+    }
+}
+
+/// The one function interner of an analysis: every function of every process of every trace
+/// it reads gets its [`FuncId`] here, by [`Function::key`] (formatted once per function of a
+/// process table, when it is interned). Created where traces are read
+/// ([`crate::analysis::prepare`], [`crate::fold::load_trace`]'s callers); the views and the
+/// prompt compare these ids, never key strings.
+#[derive(Debug, Default)]
+pub struct Interner {
+    keys: Vec<std::sync::Arc<str>>,
+    by_key: rustc_hash::FxHashMap<std::sync::Arc<str>, FuncId>,
+}
+
+impl Interner {
+    /// The id of `f`: the id of the function with its key if there is one, else a new id.
+    pub fn intern(&mut self, f: &Function) -> FuncId {
+        let key = f.key();
+        if let Some(&id) = self.by_key.get(key.as_str()) {
+            return id;
+        }
+        let id = FuncId(self.keys.len() as u32);
+        let key: std::sync::Arc<str> = key.into();
+        self.by_key.insert(key.clone(), id);
+        self.keys.push(key);
+        id
+    }
+
+    /// The ids of a process's function table, index by index, followed by those of
+    /// `unknown` placeholders ([`Function::unknown`]) for the indices past the table up to
+    /// `len` (a stream naming a record that was lost).
+    pub fn intern_table(&mut self, funcs: &[Function], len: usize) -> Vec<FuncId> {
+        let mut ids: Vec<FuncId> = funcs.iter().map(|f| self.intern(f)).collect();
+        for i in funcs.len()..len {
+            ids.push(self.intern(&Function::unknown(i as u32)));
+        }
+        ids
+    }
+
+    /// The [`Function::key`] of an id interned here.
+    pub fn key(&self, id: FuncId) -> Option<&str> {
+        self.keys.get(id.index()).map(|k| &**k)
+    }
+
+    /// Number of functions interned.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
     }
 }
 
@@ -236,7 +291,24 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{py, Ev::C, Ev::R, TraceBuilder};
+    use crate::testutil::{py, py_funcs, Ev::C, Ev::R, TraceBuilder};
+
+    #[test]
+    fn interner_gives_a_function_one_id_across_tables() {
+        let mut i = Interner::default();
+        let a = i.intern_table(&py_funcs(&["main", "work"]), 2);
+        // Another process: the same functions at other indices, a new one, and an index past
+        // its table (a lost record) that another table lost too.
+        let b = i.intern_table(&py_funcs(&["work", "other", "main"]), 4);
+        let c = i.intern_table(&py_funcs(&["main"]), 4);
+        assert_eq!((a[0], a[1]), (b[2], b[0]));
+        assert!(b[1] != a[0] && b[1] != a[1]);
+        assert_eq!(b[3], c[3], "<unknown #3> is one function, as its key says");
+        assert!(c[1] != c[2] && c[0] == a[0]);
+        assert_eq!(i.key(b[1]), Some(":other"));
+        assert_eq!(i.len(), 6);
+        assert_eq!(i.key(FuncId::NONE), None);
+    }
 
     #[test]
     fn a_missing_or_empty_function_table_is_a_warning_naming_it() {

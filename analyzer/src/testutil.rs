@@ -32,6 +32,17 @@ impl Ev {
     }
 }
 
+/// `tree` with its functions interned (as [`crate::fold::load_trace`] does) in one interner
+/// shared by every test of the process, so that trees built apart agree on ids by key.
+pub fn interned(mut tree: crate::calltree::CallTree) -> crate::calltree::CallTree {
+    static INTERNER: std::sync::Mutex<Option<crate::symbols::Interner>> = std::sync::Mutex::new(None);
+    let len = tree.nodes[1..].iter().map(|n| n.func as usize + 1).max().unwrap_or(0).max(tree.funcs.len());
+    let mut guard = INTERNER.lock().unwrap_or_else(|e| e.into_inner());
+    let interner = guard.get_or_insert_with(Default::default);
+    tree.ids = std::sync::Arc::new(interner.intern_table(&tree.funcs, len));
+    tree
+}
+
 /// Python functions named `names`, without files.
 pub fn py_funcs(names: &[&str]) -> Vec<Function> {
     names

@@ -430,18 +430,19 @@ pub fn record_until(p: &RecordParams, stop: &dyn Fn() -> Option<StopReason>) -> 
         None => s.push_str(&format!("{how}, after {:.2} s\n", elapsed.as_secs_f64())),
     }
     // The answer reads the trace this call recorded, before anyone else can replace it.
-    let loaded = load_trace(&rec);
+    let mut interner = crate::symbols::Interner::default();
+    let loaded = load_trace(&rec, &mut interner);
     // Messages name the trace's place after publishing.
     let at_out = |m: String| if private { m.replace(&rec.display().to_string(), &out.display().to_string()) } else { m };
     match loaded {
         Ok(t) => {
             let threads: usize = t.processes.iter().map(|p| p.threads.len()).sum();
             let events: u64 = t.processes.iter().flat_map(|p| &p.threads).map(|th| th.info.events).sum();
-            let funcs: HashSet<String> = t
+            let funcs: HashSet<crate::symbols::FuncId> = t
                 .processes
                 .iter()
                 .flat_map(|p| &p.threads)
-                .flat_map(|th| (1..th.tree.nodes.len()).map(move |n| th.tree.func_key(n as u32)))
+                .flat_map(|th| (1..th.tree.nodes.len()).map(move |n| th.tree.func_id(n as u32)))
                 .collect();
             // How `trace` stopped the program (meta.json's `stopped`): the signal it forwarded to
             // the program's process group, and whether the grace period ran out.

@@ -16,12 +16,16 @@ impl Model {
     /// Gather trees, function facts and sources from prepared traces.
     pub fn build(question: &str, traces: &mut [PreparedTrace]) -> Model {
         let mut funcs = Funcs::default();
+        // The prompt's id of each function of the analysis ([`crate::symbols::Interner`]):
+        // functions are matched by id, and a key is copied once per function.
+        let mut ids: HashMap<FuncId, FuncId> = HashMap::default();
         let mut mtraces = Vec::new();
         let mut index = 0usize;
         let mut unavailable_files: BTreeMap<String, String> = BTreeMap::new();
         for t in traces.iter_mut() {
             let mut file_values: HashMap<std::path::PathBuf, std::collections::HashMap<String, ModuleValue>> = HashMap::default();
             let cwd = t.cwd.clone();
+            let interner = t.interner.clone();
             // Module names by file: finding a program file's package looks for `__init__.py` in
             // its directories, once per file, not once per function.
             let mut modules: HashMap<std::path::PathBuf, String> = HashMap::default();
@@ -34,8 +38,7 @@ impl Model {
                 // values need no second copy.
                 let entry_files: HashSet<&std::path::Path> = th.entry.iter().filter_map(|&i| tree.function(i)?.file.as_deref()).collect();
                 // Per function index of the tree: its id in the model and the smallest depth
-                // seen, so a node of a function met before costs no formatting and no string
-                // hashing: the key is formatted once per function of each tree.
+                // seen, so a node of a function met before costs one lookup.
                 let mut known: HashMap<u32, (FuncId, u32)> = HashMap::default();
                 for n in tree.preorder() {
                     let node = tree.node(n);
@@ -49,8 +52,8 @@ impl Model {
                             *id
                         }
                         None => {
-                            let key = tree.func_key(n);
-                            let id = match funcs.id(&key) {
+                            let analysis_id = tree.func_id(n);
+                            let id = match ids.get(&analysis_id).copied() {
                                 Some(id) => {
                                     let fi = &mut funcs[id];
                                     fi.min_depth = fi.min_depth.min(node.depth);
@@ -58,6 +61,10 @@ impl Model {
                                 }
                                 None => {
                                     let f = tree.func(n);
+                                    let key = match interner.key(analysis_id) {
+                                        Some(k) => k.to_owned(),
+                                        None => f.cloned().unwrap_or_else(|| Function::unknown(node.func)).key(),
+                                    };
                                     let entry = th.entry.contains(&node.func);
                                     let mut info = func_info(key, f, entry, &cwd, &mut t.sources, &mut modules, (node.depth, index));
                                     if th.plumbing.contains(&node.func) {
@@ -68,7 +75,9 @@ impl Model {
                                     if let SourceState::Unavailable(why) = &info.source {
                                         unavailable_files.entry(info.file.clone()).or_insert_with(|| why.clone());
                                     }
-                                    funcs.insert(info)
+                                    let id = funcs.insert(info);
+                                    ids.insert(analysis_id, id);
+                                    id
                                 }
                             };
                             known.insert(node.func, (id, node.depth));

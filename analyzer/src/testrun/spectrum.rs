@@ -42,6 +42,16 @@ pub fn function_kinds(funcs: &[crate::symbols::Function], cwd: &std::path::Path)
 /// runner's, not code without a file (`<string>`), and standard-library code only where code
 /// that is counted called it (see [`Spectrum::add`]).
 pub fn counted_keys(tree: &CallTree, kinds: &[FuncKind]) -> Vec<String> {
+    counted(tree, kinds).into_iter().map(|(_, key)| key).collect()
+}
+
+/// [`counted_keys`]' functions by [`crate::symbols::FuncId`] (of an interned tree).
+pub fn counted_ids(tree: &CallTree, kinds: &[FuncKind]) -> HashSet<crate::symbols::FuncId> {
+    counted(tree, kinds).into_iter().map(|(n, _)| tree.func_id(n)).collect()
+}
+
+/// [`counted_keys`], each with the first node of its function.
+fn counted(tree: &CallTree, kinds: &[FuncKind]) -> Vec<(crate::calltree::NodeId, String)> {
     let kind = |n: crate::calltree::NodeId| kinds.get(tree.node(n).func as usize).copied().unwrap_or(FuncKind::Other);
     // Pre-order: a parent's verdict is known before its children's.
     let mut counted = vec![false; tree.nodes.len()];
@@ -61,9 +71,12 @@ pub fn counted_keys(tree: &CallTree, kinds: &[FuncKind]) -> Vec<String> {
             continue;
         }
         // Functions sharing a key are one function.
-        let key = tree.func_key(n);
+        let key = match tree.func(n) {
+            Some(f) => f.key(),
+            None => crate::symbols::Function::unknown(tree.node(n).func).key(),
+        };
         if !key.starts_with('<') && seen_keys.insert(key.clone()) {
-            out.push(key);
+            out.push((n, key));
         }
     }
     out

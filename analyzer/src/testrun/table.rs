@@ -53,8 +53,9 @@ impl TestTable {
         let mut warnings = Vec::new();
         let mut spectrum = Spectrum::default();
         let mut where_: HashMap<String, (String, Option<String>, Option<u32>)> = HashMap::default();
+        let mut interner = crate::symbols::Interner::default();
         for d in dirs {
-            let t = crate::fold::load_trace(d)?;
+            let t = crate::fold::load_trace(d, &mut interner)?;
             warnings.extend(t.warnings.iter().cloned());
             if let Some(how) = failed_exit(t.meta.exit.as_ref()) {
                 table.failed_runs.push(format!("{}: {how}", d.display()));

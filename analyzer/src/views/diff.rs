@@ -15,8 +15,8 @@ use super::{func_of, location, merge};
 use crate::analysis::{display_path, PreparedTrace};
 use crate::calltree::{CallTree, NodeId, ROOT};
 use crate::prompt::{fence_for, DocSource, Layout, Model, ModelNode, ModelTrace, Order, Plan};
-use crate::symbols::Function;
-use std::collections::{BTreeMap, HashMap};
+use crate::symbols::{FuncId, Function};
+use std::collections::HashMap;
 use std::path::Path;
 use trace_format::escape;
 
@@ -36,6 +36,8 @@ pub struct DiffNode {
     pub depth: u32,
     /// The diff key (see the module docs).
     pub key: String,
+    /// The diff key's number in the union: nodes of one function in either run have the same.
+    pub key_id: u32,
     /// The function, from run A when A reached it, else from run B.
     pub func: Function,
     /// Display location (`file:line`).
@@ -96,6 +98,7 @@ pub fn diff(a: &CallTree, cwd_a: &Path, b: &CallTree, cwd_b: &Path) -> Diff {
         children: Vec::new(),
         depth: 0,
         key: String::new(),
+        key_id: u32::MAX,
         func: func_of(a, ROOT),
         location: String::new(),
         count_a: 0,
@@ -103,23 +106,32 @@ pub fn diff(a: &CallTree, cwd_a: &Path, b: &CallTree, cwd_b: &Path) -> Diff {
         recursive: false,
     };
     let mut nodes = vec![root];
-    let mut index: HashMap<(usize, String), usize> = HashMap::new();
+    // Diff keys are formatted once per function of each run and numbered: the union matches
+    // numbers, and a function's diff key is built (and its `Function` copied) once per union
+    // node at most.
+    let mut key_ids: HashMap<String, u32> = HashMap::new();
+    let mut index: HashMap<(usize, u32), usize> = HashMap::new();
     for (side_b, t, cwd) in [(false, a, cwd_a), (true, b, cwd_b)] {
         let mut at: Vec<usize> = vec![0; t.nodes.len()];
+        let mut key_of: HashMap<FuncId, u32> = HashMap::new();
         for n in t.preorder() {
             let node = t.node(n);
-            let f = func_of(t, n);
-            let key = diff_key(&f, cwd);
+            let key_id = *key_of.entry(t.func_id(n)).or_insert_with(|| {
+                let next = key_ids.len() as u32;
+                *key_ids.entry(diff_key(&func_of(t, n), cwd)).or_insert(next)
+            });
             let parent = at[node.parent as usize];
-            let d = *index.entry((parent, key.clone())).or_insert_with(|| {
+            let d = *index.entry((parent, key_id)).or_insert_with(|| {
                 let id = nodes.len();
                 let depth = nodes[parent].depth + 1;
+                let f = func_of(t, n);
                 let location = location(&f, cwd);
                 nodes.push(DiffNode {
                     parent,
                     children: Vec::new(),
                     depth,
-                    key,
+                    key: diff_key(&f, cwd),
+                    key_id,
                     func: f,
                     location,
                     count_a: 0,
@@ -149,20 +161,20 @@ pub fn diff(a: &CallTree, cwd_a: &Path, b: &CallTree, cwd_b: &Path) -> Diff {
             shown[nodes[i].parent] = true;
         }
     }
-    // Functions per run, keyed by diff key, in call order.
-    let mut seen: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    // Calls per function (by diff key) in each run.
+    let mut seen: Vec<(u64, u64)> = vec![(0, 0); key_ids.len()];
     for n in &nodes[1..] {
-        let e = seen.entry(n.key.as_str()).or_default();
+        let e = &mut seen[n.key_id as usize];
         e.0 += n.count_a;
         e.1 += n.count_b;
     }
     let mut funcs_only_a = Vec::new();
     let mut funcs_only_b = Vec::new();
-    let mut listed: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut listed = vec![false; key_ids.len()];
     for i in preorder(&nodes) {
         let n = &nodes[i];
-        let (ca, cb) = seen[n.key.as_str()];
-        if (ca == 0 || cb == 0) && listed.insert(n.key.as_str()) {
+        let (ca, cb) = seen[n.key_id as usize];
+        if (ca == 0 || cb == 0) && !std::mem::replace(&mut listed[n.key_id as usize], true) {
             let one = OneSided {
                 qualname: n.func.qualname.clone(),
                 location: n.location.clone(),

@@ -12,7 +12,7 @@
 
 use super::{location, FrameNames};
 use crate::calltree::{CallTree, NodeId, NO_FUNC, ROOT};
-use crate::symbols::Function;
+use crate::symbols::{FuncId, Function};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -144,7 +144,7 @@ pub fn write_chrome(w: &mut dyn Write, lanes: &[Lane], names: &FrameNames, cwd: 
             event(
                 &mut w,
                 &json!({
-                    "name": names.name(&f),
+                    "name": names.name(lane.tree, bar.node),
                     "cat": format!("{:?}", f.language).to_lowercase(),
                     "ph": "X",
                     "ts": micros(bar.start),
@@ -166,7 +166,7 @@ pub fn write_chrome(w: &mut dyn Write, lanes: &[Lane], names: &FrameNames, cwd: 
 /// thread, its open/close events in time order, in nanoseconds.
 pub fn write_speedscope(w: &mut dyn Write, lanes: &[Lane], names: &FrameNames, argv: &str) -> io::Result<usize> {
     let mut frames: Vec<Value> = Vec::new();
-    let mut frame_index: HashMap<String, usize> = HashMap::new();
+    let mut frame_index: HashMap<FuncId, usize> = HashMap::new();
     let mut profiles: Vec<Value> = Vec::new();
     let mut n_bars = 0;
     for lane in lanes {
@@ -177,9 +177,9 @@ pub fn write_speedscope(w: &mut dyn Write, lanes: &[Lane], names: &FrameNames, a
         let mut stack: Vec<(NodeId, bool)> = lane.tree.node(ROOT).children.iter().rev().map(|&c| (c, false)).collect();
         while let Some((n, closing)) = stack.pop() {
             let Some(bar) = by_node.get(&n) else { continue };
-            let f = func(lane.tree, n);
-            let idx = *frame_index.entry(f.key()).or_insert_with(|| {
-                let mut fr = json!({"name": names.name(&f)});
+            let idx = *frame_index.entry(lane.tree.func_id(n)).or_insert_with(|| {
+                let f = func(lane.tree, n);
+                let mut fr = json!({"name": names.name(lane.tree, n)});
                 if let Some(file) = &f.file {
                     fr["file"] = json!(file.display().to_string());
                 } else if let Some(o) = &f.object {

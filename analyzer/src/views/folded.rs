@@ -23,7 +23,7 @@
 //! of [`trace_format::escape`]), so every line splits back into the same frames. With several
 //! views (threads), each stack starts with a frame naming its thread.
 
-use super::{func_of, self_time, FrameNames, View};
+use super::{self_time, FrameNames, View};
 use crate::calltree::{NodeId, ROOT};
 use std::io::{self, Write};
 
@@ -94,12 +94,11 @@ pub fn write<W: Write + ?Sized>(
         let mut stack: Vec<(NodeId, usize)> = t.node(ROOT).children.iter().rev().map(|&c| (c, line.len())).collect();
         while let Some((n, prefix)) = stack.pop() {
             let node = t.node(n);
-            let f = func_of(t, n);
             line.truncate(prefix);
             if !line.is_empty() {
                 line.push(';');
             }
-            line.push_str(&frame(&names.name(&f)));
+            line.push_str(&frame(&names.name(t, n)));
             let deepest = node.depth >= MAX_FRAMES && !node.children.is_empty();
             let value = match (weight, deepest) {
                 (Weight::Calls, false) => node.count,

@@ -10,6 +10,7 @@
 
 use super::{func_of, location, FrameNames, View};
 use crate::calltree::ROOT;
+use crate::symbols::FuncId;
 use petgraph::algo::kosaraju_scc;
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::EdgeRef;
@@ -38,17 +39,22 @@ pub type CallGraph = DiGraph<FuncVertex, u64>;
 /// Build the call graph of views (all their trees merged).
 pub fn build(views: &[View], names: &FrameNames, cwd: &Path) -> CallGraph {
     let mut g = CallGraph::new();
-    let mut index: HashMap<String, NodeIndex> = HashMap::new();
+    let mut index: HashMap<FuncId, NodeIndex> = HashMap::new();
     let mut edges: HashMap<(NodeIndex, NodeIndex), u64> = HashMap::new();
     for v in views {
         let t = &v.tree;
         // Vertex of each tree node.
         let mut vx: Vec<NodeIndex> = vec![NodeIndex::end(); t.nodes.len()];
         for n in t.preorder() {
-            let f = func_of(t, n);
-            let key = f.key();
-            let i = *index.entry(key.clone()).or_insert_with(|| {
-                g.add_node(FuncVertex { key, name: names.name(&f).to_string(), location: location(&f, cwd), calls: 0, entry: false })
+            let i = *index.entry(t.func_id(n)).or_insert_with(|| {
+                let f = func_of(t, n);
+                g.add_node(FuncVertex {
+                    key: f.key(),
+                    name: names.name(t, n).into_owned(),
+                    location: location(&f, cwd),
+                    calls: 0,
+                    entry: false,
+                })
             });
             vx[n as usize] = i;
             let node = t.node(n);

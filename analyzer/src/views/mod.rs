@@ -16,7 +16,7 @@ pub mod tree;
 
 use crate::analysis::{display_path, short_argv, PreparedTrace};
 use crate::calltree::{CallTree, NodeId, TreeBuilder, NO_FUNC, ROOT};
-use crate::symbols::Function;
+use crate::symbols::{FuncId, Function};
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -92,12 +92,13 @@ pub fn views(trace: &PreparedTrace, mode: Threads) -> Vec<View> {
 }
 
 /// Merge call trees (possibly over different function tables) into one, by call path: the
-/// functions are matched by [`Function::key`], and nodes with the same path merge (counts and
-/// times added). The folding rules still hold: every merged path is a path of one of the trees.
+/// functions are matched by [`FuncId`], and nodes with the same path merge (counts and times
+/// added). The folding rules still hold: every merged path is a path of one of the trees.
 pub fn merge<'a>(trees: impl IntoIterator<Item = &'a CallTree>) -> CallTree {
     let trees: Vec<&CallTree> = trees.into_iter().collect();
     let mut table: Vec<Function> = Vec::new();
-    let mut index: HashMap<String, u32> = HashMap::new();
+    let mut ids: Vec<FuncId> = Vec::new();
+    let mut index: HashMap<FuncId, u32> = HashMap::new();
     let mut remaps: Vec<HashMap<u32, u32>> = Vec::with_capacity(trees.len());
     for t in &trees {
         let mut remap = HashMap::new();
@@ -105,9 +106,9 @@ pub fn merge<'a>(trees: impl IntoIterator<Item = &'a CallTree>) -> CallTree {
             if remap.contains_key(&n.func) {
                 continue;
             }
-            let f = t.function(n.func).cloned().unwrap_or_else(|| Function::unknown(n.func));
-            let id = *index.entry(f.key()).or_insert_with(|| {
-                table.push(f);
+            let id = *index.entry(t.id_of(n.func)).or_insert_with(|| {
+                table.push(t.function(n.func).cloned().unwrap_or_else(|| Function::unknown(n.func)));
+                ids.push(t.id_of(n.func));
                 (table.len() - 1) as u32
             });
             remap.insert(n.func, id);
@@ -115,6 +116,7 @@ pub fn merge<'a>(trees: impl IntoIterator<Item = &'a CallTree>) -> CallTree {
         remaps.push(remap);
     }
     let mut b = TreeBuilder::new(Arc::new(table));
+    b.tree.ids = Arc::new(ids);
     for (t, remap) in trees.iter().zip(&remaps) {
         let mut stack: Vec<(NodeId, NodeId)> = t.node(ROOT).children.iter().rev().map(|&c| (c, ROOT)).collect();
         while let Some((src, parent)) = stack.pop() {
@@ -200,44 +202,43 @@ pub fn location(f: &Function, cwd: &Path) -> String {
 /// control characters escaped ([`escape::line`]).
 #[derive(Debug, Clone, Default)]
 pub struct FrameNames {
-    by_key: HashMap<String, String>,
+    by_id: HashMap<FuncId, String>,
 }
 
 impl FrameNames {
     /// Names for every function that appears in the trees.
     pub fn new<'a>(trees: impl IntoIterator<Item = &'a CallTree>, cwd: &Path) -> FrameNames {
-        let mut funcs: HashMap<String, Function> = HashMap::new();
+        let mut funcs: HashMap<FuncId, Function> = HashMap::new();
         for t in trees {
             for n in 1..t.nodes.len() {
-                let f = func_of(t, n as NodeId);
-                funcs.entry(f.key()).or_insert(f);
+                funcs.entry(t.func_id(n as NodeId)).or_insert_with(|| func_of(t, n as NodeId));
             }
         }
         let mut per_name: HashMap<&str, usize> = HashMap::new();
         for f in funcs.values() {
             *per_name.entry(f.qualname.as_str()).or_default() += 1;
         }
-        let by_key = funcs
+        let by_id = funcs
             .iter()
-            .map(|(k, f)| {
+            .map(|(&id, f)| {
                 let loc = location(f, cwd);
                 let name = if per_name[f.qualname.as_str()] > 1 && !loc.is_empty() {
                     format!("{} ({loc})", escape::line(&f.qualname))
                 } else {
                     escape::line(&f.qualname).into_owned()
                 };
-                (k.clone(), name)
+                (id, name)
             })
             .collect();
-        FrameNames { by_key }
+        FrameNames { by_id }
     }
 
-    /// The name of a function (its escaped qualified name if it was not seen by
-    /// [`FrameNames::new`]).
-    pub fn name<'a>(&'a self, f: &'a Function) -> std::borrow::Cow<'a, str> {
-        match self.by_key.get(&f.key()) {
-            Some(n) => std::borrow::Cow::Borrowed(n),
-            None => escape::line(&f.qualname),
+    /// The name of the function of node `n` of `tree` (its escaped qualified name if it was
+    /// not seen by [`FrameNames::new`]).
+    pub fn name(&self, tree: &CallTree, n: NodeId) -> std::borrow::Cow<'_, str> {
+        match self.by_id.get(&tree.func_id(n)) {
+            Some(name) => std::borrow::Cow::Borrowed(name),
+            None => std::borrow::Cow::Owned(escape::line(&func_of(tree, n).qualname).into_owned()),
         }
     }
 }
@@ -281,7 +282,7 @@ pub(crate) mod tests {
         }
         let funcs = Arc::new(funcs);
         let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
-        fold_events(funcs, &classes, Ev::events(evs)).0
+        crate::testutil::interned(fold_events(funcs, &classes, Ev::events(evs)).0)
     }
 
     fn show(t: &CallTree) -> Vec<String> {
@@ -305,7 +306,7 @@ pub(crate) mod tests {
     fn frame_names_disambiguate_shared_qualnames_only() {
         let t = tree_of(&["main", "helper", "helper"], &["/p/a.py", "/p/a.py", "/p/b.py"], &[C(0), C(1), R, C(2), R, R]);
         let names = FrameNames::new([&t], Path::new("/p"));
-        let got: Vec<String> = t.preorder().iter().map(|&n| names.name(t.func(n).unwrap()).into_owned()).collect();
+        let got: Vec<String> = t.preorder().iter().map(|&n| names.name(&t, n).into_owned()).collect();
         assert_eq!(got, vec!["main", "helper (a.py:1)", "helper (b.py:1)"]);
     }
 

@@ -5,12 +5,13 @@
 
 use crate::analysis::display_path;
 use crate::fold::LoadedTrace;
-use crate::testrun::{counted_keys, function_kinds, FuncKind};
+use crate::symbols::FuncId;
+use crate::testrun::{counted_ids, function_kinds, FuncKind};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, Int32Type, Int64Type};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::parser::parse_message_type;
-use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use rustc_hash::FxHashMap as HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -30,7 +31,8 @@ pub struct TestRow {
     pub calls: i64,
     /// `program`, `site-packages`, `stdlib` or `runner` (the test runner's own code).
     pub origin: String,
-    /// Whether the spectrum counts it ([`counted_keys`]): the ranking's query keeps these rows.
+    /// Whether the spectrum counts it ([`crate::testrun::counted_keys`]): the ranking's query
+    /// keeps these rows.
     pub counted: bool,
 }
 
@@ -59,7 +61,7 @@ pub fn rows(t: &LoadedTrace, trace_name: &str) -> Vec<TestRow> {
         let kinds = function_kinds(&p.funcs, cwd);
         for test in &p.tests {
             let Some(tree) = p.test_tree(test) else { continue };
-            let counted: HashSet<String> = counted_keys(tree, &kinds).into_iter().collect();
+            let counted = counted_ids(tree, &kinds);
             // Per function index, in first-call order: its calls over the tree.
             let mut calls: HashMap<u32, i64> = HashMap::default();
             let mut order = Vec::new();
@@ -70,11 +72,11 @@ pub fn rows(t: &LoadedTrace, trace_name: &str) -> Vec<TestRow> {
                 });
                 *c += node.count as i64;
             }
-            let mut by_key: HashMap<String, usize> = HashMap::default();
+            let mut by_id: HashMap<FuncId, usize> = HashMap::default();
             for func in order {
                 let Some(f) = tree.function(func) else { continue };
-                let key = f.key();
-                if let Some(&i) = by_key.get(&key) {
+                let id = tree.id_of(func);
+                if let Some(&i) = by_id.get(&id) {
                     let r: &mut TestRow = &mut out[i];
                     r.calls += calls[&func];
                     continue;
@@ -87,7 +89,7 @@ pub fn rows(t: &LoadedTrace, trace_name: &str) -> Vec<TestRow> {
                         crate::pathclass::Origin::Program => "program",
                     },
                 };
-                by_key.insert(key.clone(), out.len());
+                by_id.insert(id, out.len());
                 out.push(TestRow {
                     trace: trace_name.to_string(),
                     test: test.id.clone(),
@@ -102,7 +104,7 @@ pub fn rows(t: &LoadedTrace, trace_name: &str) -> Vec<TestRow> {
                     last_line: f.last_line.and_then(|l| i32::try_from(l).ok()),
                     calls: calls[&func],
                     origin: origin.to_string(),
-                    counted: counted.contains(&key),
+                    counted: counted.contains(&id),
                 });
             }
         }
