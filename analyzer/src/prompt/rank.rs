@@ -210,6 +210,35 @@ mod tests {
     }
 
     #[test]
+    fn construction_keeps_half_its_score() {
+        let mut funcs = Funcs::default();
+        // test -> render -> Parser.__init__ -> build_rules; render -> Parser.feed -> helper;
+        // helper also runs beneath the constructor, but not only there.
+        let ids: Vec<FuncId> = [
+            ("test_x", "tests/test_x.py"),
+            ("render", "pkg/core.py"),
+            ("Parser.__init__", "pkg/parser.py"),
+            ("build_rules", "pkg/parser.py"),
+            ("Parser.feed", "pkg/parser.py"),
+            ("helper", "pkg/util.py"),
+        ]
+        .into_iter()
+        .map(|(k, file)| {
+            let mut f = func(k, file, Origin::Program, "def f():\n    pass");
+            f.relevance = 10.0;
+            funcs.insert(f)
+        })
+        .collect();
+        let n = |i: usize, depth: u32| super::super::ModelNode::new(i as u32 + 1, depth, ids[i]);
+        let nodes = vec![n(0, 1), n(1, 2), n(2, 3), n(3, 4), n(5, 4), n(4, 3), n(5, 4)];
+        let traces = [ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)];
+        construction(&mut funcs, &traces);
+        let got: Vec<f64> =
+            ["test_x", "render", "Parser.__init__", "build_rules", "Parser.feed", "helper"].map(|k| rel(&funcs, k)).to_vec();
+        assert_eq!(got, [10.0, 10.0, 5.0, 5.0, 10.0, 10.0]);
+    }
+
+    #[test]
     fn the_programs_own_functions_weigh_twice() {
         let code = "def border(x):\n    return x.border";
         let mut funcs = Funcs::default();

@@ -74,7 +74,13 @@ fn read_printed(text: &str) -> Printed {
             continue;
         }
         let Some(rest) = l.strip_prefix("thread '") else { continue };
-        let Some((name, after)) = rest.split_once("' panicked at ") else { continue };
+        // Rust 1.84 and later put the thread's id after its name: `thread 'x' (1234) panicked at`.
+        let Some((name, after)) = rest.split_once("' ") else { continue };
+        let after = match after.strip_prefix('(').and_then(|a| a.split_once(") ")) {
+            Some((id, a)) if id.chars().all(|c| c.is_ascii_digit()) => a,
+            _ => after,
+        };
+        let Some(after) = after.strip_prefix("panicked at ") else { continue };
         let mut text = String::from(l);
         let (file, line) = if let Some(loc) = after.strip_suffix(':') {
             for m in lines[i..].iter().take(MAX_MESSAGE_LINES) {
@@ -315,7 +321,7 @@ mod tests {
 
     #[test]
     fn libtest_s_output_gives_panics_and_ignored_tests() {
-        let out = "running 4 tests\ntest tests::slow ... ignored\ntest tests::net ... ignored, needs the network\ntest tests::means_of_two ... FAILED\n\nfailures:\n\n---- tests::means_of_two stdout ----\n\nthread 'tests::means_of_two' panicked at src/lib.rs:37:9:\nassertion `left == right` failed\n  left: 2\n right: 3\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n\n---- old stdout ----\nthread 'old' panicked at 'boom', src/a.rs:3:5\n\nfailures:\n    tests::means_of_two\n";
+        let out = "running 4 tests\ntest tests::slow ... ignored\ntest tests::net ... ignored, needs the network\ntest tests::means_of_two ... FAILED\n\nfailures:\n\n---- tests::means_of_two stdout ----\n\nthread 'tests::means_of_two' panicked at src/lib.rs:37:9:\nassertion `left == right` failed\n  left: 2\n right: 3\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n\n---- old stdout ----\nthread 'old' panicked at 'boom', src/a.rs:3:5\n---- new stdout ----\nthread 'new' (4242) panicked at src/b.rs:5:1:\nboom\nstack backtrace:\n   0: x\n\nfailures:\n    tests::means_of_two\n";
         let p = read_printed(out);
         assert_eq!(p.ignored, vec![("tests::slow".into(), None), ("tests::net".into(), Some("needs the network".into()))]);
         let m = &p.panics["tests::means_of_two"];
@@ -329,6 +335,8 @@ mod tests {
             (o.file.as_deref(), o.line, o.text.as_str()),
             (Some("src/a.rs"), Some(3), "thread 'old' panicked at 'boom', src/a.rs:3:5")
         );
+        let n = &p.panics["new"];
+        assert_eq!((n.line, n.text.as_str()), (Some(5), "thread 'new' (4242) panicked at src/b.rs:5:1:\nboom"));
         assert_eq!(read_printed("no tests\n"), Printed::default());
     }
 

@@ -309,7 +309,7 @@ fn patch_objects(dlopened: bool, early: bool) {
                         if syms.funcs.iter().any(|f| f.2.starts_with(GTEST_RUNNER)) {
                             GTEST.store(true, Ordering::Release);
                         }
-                        if syms.funcs.iter().any(|f| f.2.contains(crate::output::LIBTEST_RUNNER)) {
+                        if syms.funcs.iter().any(|f| crate::output::LIBTEST_RUNNER.iter().any(|r| f.2.contains(r))) {
                             LIBTEST.store(true, Ordering::Release);
                         }
                     }

@@ -15,8 +15,9 @@
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, Ordering};
 
 /// libtest's function each test runs through (`test::__rust_begin_short_backtrace`), as it
-/// appears in both Rust manglings (legacy `_ZN4test28...`, v0 `_RNv...4test28...`).
-pub(crate) const LIBTEST_RUNNER: &str = "4test28__rust_begin_short_backtrace";
+/// appears in the two Rust manglings: legacy `_ZN4test28__rust...`, and v0, which puts a `_`
+/// between the length and an identifier that starts with `_` (`...4test28___rust...`).
+pub(crate) const LIBTEST_RUNNER: [&str; 2] = ["4test28__rust_begin_short_backtrace", "4test28___rust_begin_short_backtrace"];
 
 /// The log's file name in the process directory.
 pub(crate) const LOG: &str = "output.log";
