@@ -85,6 +85,9 @@ fn cargo_test_records_each_rust_test_as_a_test() {
     ];
     assert_eq!(got, want.map(|(a, b)| (a.to_string(), b.to_string())), "{json}");
 
+    let table = texts(&run(cmd("slice").arg("tests").arg(&t))).0;
+    assert!(table.contains("  tests::means_of_two: assertion `left == right` failed at src/lib.rs:37\n"), "the panic's message:\n{table}");
+
     let prompt = failing_prompt(&t);
     let outcome = prompt.find("FAILED tests::means_of_two").unwrap_or_else(|| panic!("the failure is named:\n{prompt}"));
     let tree = prompt.find("### Call tree").expect("a call tree");

@@ -238,7 +238,11 @@ pub fn read_from_trees(dir: &std::path::Path, p: &mut ProcessTrees) {
                     phase: Some("call".into()),
                     exception: Some("panic".into()),
                     message: Some(match printed_panic {
-                        Some(_) => format!("it panicked ({entry}, called from {called_from})"),
+                        // The panic's own message first (`slice tests` shows its first line).
+                        Some(pn) => match pn.text.split_once('\n') {
+                            Some((_, msg)) if !msg.trim().is_empty() => format!("{msg}\n(it panicked in {entry}, called from {called_from})"),
+                            _ => format!("it panicked ({entry}, called from {called_from})"),
+                        },
                         None => format!(
                             "it panicked ({entry}, called from {called_from}); its message was not recorded (no copy of libtest's output in the trace)"
                         ),
