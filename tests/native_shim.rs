@@ -101,7 +101,8 @@ fn only_the_hooks_are_exported() {
     // must be reached by the program's calls; __cxa_atexit: the exit handlers' closer
     // (shims/native/src/hooks.rs); sigaction and signal: the program's SIGTRAP handler kept
     // beside the inline probes', pthread_sigmask and sigprocmask: SIGTRAP never blocked while
-    // probes are planted (shims/native/src/probe.rs).
+    // probes are planted (shims/native/src/probe.rs); write: a libtest binary's output copied
+    // into the trace (shims/native/src/output.rs).
     assert_eq!(
         funcs,
         [
@@ -114,7 +115,8 @@ fn only_the_hooks_are_exported() {
             "pthread_sigmask",
             "sigaction",
             "signal",
-            "sigprocmask"
+            "sigprocmask",
+            "write"
         ],
         "{stdout}"
     );

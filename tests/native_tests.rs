@@ -59,7 +59,7 @@ fn cargo_test_records_each_rust_test_as_a_test() {
         .arg("run")
         .arg("-o")
         .arg(&t)
-        .args(["--", "cargo", "test", "--no-fail-fast", "-q"]));
+        .args(["--", "cargo", "test", "--no-fail-fast"]));
     let (out, err) = texts(&o);
     assert_eq!(o.status.code(), Some(101), "cargo test's status (a test failed) passes through: {out}\n{err}");
     assert!(
@@ -79,15 +79,25 @@ fn cargo_test_records_each_rust_test_as_a_test() {
         ("tests::largest_of_nothing_panics", "passed"),
         ("tests::means_of_two", "failed"),
         ("tests::parses_a_list", "passed"),
+        // `#[ignore]`: no thread, named by libtest's output (`test tests::slow ... ignored`).
+        ("tests::slow", "ignored"),
         ("totals_add_up", "passed"),
     ];
     assert_eq!(got, want.map(|(a, b)| (a.to_string(), b.to_string())), "{json}");
+
+    let table = texts(&run(cmd("slice").arg("tests").arg(&t))).0;
+    assert!(table.contains("  tests::means_of_two: assertion `left == right` failed at src/lib.rs:37\n"), "the panic's message:\n{table}");
 
     let prompt = failing_prompt(&t);
     let outcome = prompt.find("FAILED tests::means_of_two").unwrap_or_else(|| panic!("the failure is named:\n{prompt}"));
     let tree = prompt.find("### Call tree").expect("a call tree");
     assert!(outcome < tree, "the failure comes first:\n{prompt}");
-    assert!(prompt.contains("panic: it panicked (core::panicking::assert_failed, called from calc::tests::means_of_two)"), "{prompt}");
+    // libtest's own report of the panic: where, and assert_eq!'s comparison.
+    assert!(
+        prompt.contains("at src/lib.rs:37\nthread 'tests::means_of_two' ")
+            && prompt.contains("panicked at src/lib.rs:37:9:\nassertion `left == right` failed\n  left: 2\n right: 3\n"),
+        "{prompt}"
+    );
     assert!(prompt.contains("The run failed: exit status 101"), "{prompt}");
     for f in ["calc::tests::means_of_two", "calc::mean", "calc::total", "calc::parse"] {
         assert!(prompt.contains(&format!("#### `{f}` (src/lib.rs:")), "{f}'s source is in the prompt:\n{prompt}");
@@ -128,6 +138,8 @@ fn a_googletest_binary_records_each_test_as_a_test() {
         ("Stats.Skipped", "skipped"),
         ("Small/Totals.CountsUp/0", "passed"),
         ("Small/Totals.CountsUp/1", "passed"),
+        // Disabled (`DISABLED_`): GoogleTest reports it NOTRUN; listed after the tests that ran.
+        ("Stats.DISABLED_Slow", "disabled"),
     ];
     assert_eq!(got, want.map(|(a, b)| (a.to_string(), b.to_string())), "in the order they ran: {json}");
 

@@ -442,7 +442,7 @@ pub fn load_trace(dir: &Path, interner: &mut Interner) -> Result<LoadedTrace, Lo
         };
         let mut trees = ProcessTrees { meta: p.meta.clone(), funcs, threads, times_estimated: p.times_estimated(), tests, compiled };
         crate::testrun::gtest::read(&p.dir, &mut trees, &mut warnings);
-        crate::testrun::libtest::read_from_trees(&mut trees);
+        crate::testrun::libtest::read_from_trees(&p.dir, &mut trees);
         processes.push(trees);
     }
     Ok(LoadedTrace { dir: dir.to_path_buf(), meta: td.meta, processes, warnings, coverage })

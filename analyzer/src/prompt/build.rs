@@ -120,13 +120,16 @@ impl Model {
         }
         rank::score(&mut funcs, question);
         rank::tree_boost(&mut funcs, &mtraces);
+        let tests_shown = traces.iter().any(|t| t.tests_shown);
+        if tests_shown {
+            rank::construction(&mut funcs, &mtraces);
+        }
         if let Some(spectrum) = traces.iter().find_map(|t| t.spectrum.clone()) {
             rank::spectrum(&mut funcs, &spectrum);
         }
         let frames: Vec<(String, u32)> = traces.iter().flat_map(|t| t.failure_frames.iter().cloned()).collect();
         rank::failure_frames(&mut funcs, &frames);
         let notes = super::unavailable_notes(&unavailable_files);
-        let tests_shown = traces.iter().any(|t| t.tests_shown);
         Model { question: question.trim().to_string(), traces: mtraces, funcs, notes, tests_shown }
     }
 }

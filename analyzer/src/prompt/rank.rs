@@ -70,6 +70,56 @@ pub(super) fn tree_boost(funcs: &mut Funcs, traces: &[ModelTrace]) {
     }
 }
 
+/// Share of its score a function keeps in a test's prompt when every call of it was the
+/// construction of an object: a constructor (`__init__`, `__new__`, `__post_init__`) or code
+/// that ran only beneath one. A failing test compares what the code computed; building the
+/// object it computes with (registering handlers, storing options) is the same in the passing
+/// tests beside it, and in a one-test run no spectrum can say so. Construction is often long
+/// and names the domain's words (a Markdown parser's `build_*` registries), so without this it
+/// outranks the code that processed the test's input.
+pub const CONSTRUCTION_WEIGHT: f64 = 0.5;
+
+/// Whether a Python function is a constructor, by its name's last part.
+fn is_constructor(f: &super::FuncInfo) -> bool {
+    f.language == crate::symbols::Language::Python
+        && matches!(f.qualname.rsplit('.').next(), Some("__init__" | "__new__" | "__post_init__"))
+}
+
+/// Multiply by [`CONSTRUCTION_WEIGHT`] the score of every function (outside the test files)
+/// that ran only as construction: each of its places in the trees is a constructor or lies
+/// beneath one. Call it on a test's prompt, after [`tree_boost`] and before the spectrum's and
+/// the traceback's additions.
+pub(super) fn construction(funcs: &mut Funcs, traces: &[ModelTrace]) {
+    let n = funcs.values().count();
+    let ctor: Vec<bool> = funcs.values().map(is_constructor).collect();
+    let mut elsewhere = vec![false; n];
+    let mut seen = vec![false; n];
+    for th in traces.iter().flat_map(|t| t.threads.iter()) {
+        // Pre-order: the depth of the shallowest constructor on the path, if any.
+        let mut under: Vec<bool> = Vec::new();
+        for node in &th.nodes {
+            let d = node.depth as usize;
+            under.truncate(d);
+            let above = under.last().copied().unwrap_or(false);
+            let i = node.func.index();
+            let here = i < n && ctor[i];
+            if i < n {
+                seen[i] = true;
+                if !above && !here {
+                    elsewhere[i] = true;
+                }
+            }
+            under.resize(d, above);
+            under.push(above || here);
+        }
+    }
+    for (i, f) in funcs.values_mut().enumerate() {
+        if seen[i] && !elsewhere[i] && !crate::plumbing::is_test_file(std::path::Path::new(&f.file)) {
+            f.relevance = ((f.relevance * CONSTRUCTION_WEIGHT) * 1e6).round() / 1e6;
+        }
+    }
+}
+
 /// Weight of a function's Ochiai score ([`crate::testrun::Spectrum::ochiai`], 0 to 1) in its
 /// relevance: large beside the lexical scores, so that with failing and passing tests in the
 /// traces the budget keeps what goes with failure first, and the question orders functions of
@@ -157,6 +207,35 @@ mod tests {
         assert_eq!((rel(&funcs, "raiser"), rel(&funcs, "other")), (TRACEBACK_WEIGHT, 0.0));
         failure_frames(&mut funcs, &[("xpkg/core.py".into(), 2), ("pkg/core.py".into(), 9)]);
         assert_eq!(rel(&funcs, "raiser"), TRACEBACK_WEIGHT, "another file, or a line outside: no boost");
+    }
+
+    #[test]
+    fn construction_keeps_half_its_score() {
+        let mut funcs = Funcs::default();
+        // test -> render -> Parser.__init__ -> build_rules; render -> Parser.feed -> helper;
+        // helper also runs beneath the constructor, but not only there.
+        let ids: Vec<FuncId> = [
+            ("test_x", "tests/test_x.py"),
+            ("render", "pkg/core.py"),
+            ("Parser.__init__", "pkg/parser.py"),
+            ("build_rules", "pkg/parser.py"),
+            ("Parser.feed", "pkg/parser.py"),
+            ("helper", "pkg/util.py"),
+        ]
+        .into_iter()
+        .map(|(k, file)| {
+            let mut f = func(k, file, Origin::Program, "def f():\n    pass");
+            f.relevance = 10.0;
+            funcs.insert(f)
+        })
+        .collect();
+        let n = |i: usize, depth: u32| super::super::ModelNode::new(i as u32 + 1, depth, ids[i]);
+        let nodes = vec![n(0, 1), n(1, 2), n(2, 3), n(3, 4), n(5, 4), n(4, 3), n(5, 4)];
+        let traces = [ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)];
+        construction(&mut funcs, &traces);
+        let got: Vec<f64> =
+            ["test_x", "render", "Parser.__init__", "build_rules", "Parser.feed", "helper"].map(|k| rel(&funcs, k)).to_vec();
+        assert_eq!(got, [10.0, 10.0, 5.0, 5.0, 10.0, 10.0]);
     }
 
     #[test]

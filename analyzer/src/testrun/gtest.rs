@@ -9,8 +9,9 @@
 //! Without a report (the process died, or the user's own `GTEST_OUTPUT` sent it elsewhere) the
 //! tests are still listed, from the trees alone: the id from the class name (`Suite.Name`,
 //! ambiguous when a name holds `_`), failed when an assertion failed (GoogleTest's
-//! `AssertHelper` ran), the last one of a process that died interrupted. Disabled tests run no
-//! code and are not listed.
+//! `AssertHelper` ran), the last one of a process that died interrupted. Disabled tests
+//! (`DISABLED_`) run no code: they are listed from the report (`NOTRUN`) as disabled, after the
+//! tests that ran, without a tree.
 
 use crate::calltree::CallTree;
 use crate::fold::ProcessTrees;
@@ -125,10 +126,8 @@ pub fn read(dir: &Path, p: &mut ProcessTrees, warnings: &mut Vec<String>) {
         ));
     }
     // (id, class, entry, used), in the report's order.
-    let mut cases: Vec<(String, String, &Case, bool)> = report
-        .iter()
-        .flat_map(|r| r.testsuites.iter())
-        .flat_map(|s| s.testsuite.iter().map(move |c| (s, c)))
+    let entries = || report.iter().flat_map(|r| r.testsuites.iter()).flat_map(|s| s.testsuite.iter().map(move |c| (s, c)));
+    let mut cases: Vec<(String, String, &Case, bool)> = entries()
         .filter(|(_, c)| c.status != "NOTRUN")
         .map(|(s, c)| (format!("{}.{}", s.name, c.name), class_of(&s.name, &c.name), c, false))
         .collect();
@@ -207,6 +206,21 @@ pub fn read(dir: &Path, p: &mut ProcessTrees, warnings: &mut Vec<String>) {
             found.push(run);
         }
     }
+    let tid = p.threads.iter().find(|t| t.is_main).or(p.threads.first()).map_or(0, |t| t.tid);
+    found.extend(entries().filter(|(_, c)| c.status == "NOTRUN").map(|(s, c)| TestRun {
+        id: format!("{}.{}", s.name, c.name),
+        runner: "gtest".into(),
+        tid,
+        seq: trace_format::testrun::NO_TREE,
+        file: c.file.clone(),
+        line: c.line,
+        fixtures: Vec::new(),
+        outcome: TestOutcome::Disabled,
+        phases: Vec::new(),
+        duration_ns: None,
+        failure: None,
+        output: Default::default(),
+    }));
     p.tests = found;
 }
 

@@ -6,14 +6,99 @@
 //! and it failed when it panicked there (a call of the panic machinery below the test function),
 //! or, for a `#[should_panic]` test, when it did not.
 //!
-//! What the tree cannot tell is left unsaid rather than guessed: the panic's message (libtest
-//! prints it; `trace` does not record the program's output), and ignored or filtered-out tests
-//! (they run no thread).
+//! What the tree cannot tell comes from libtest's own output, which the native shim copies
+//! into the process directory for a libtest binary (`output.log`, shims/native/src/output.rs):
+//! a failing test's panic (`thread 'tests::means' panicked at src/lib.rs:30:9:` and the message,
+//! `assertion `left == right` failed` with both sides) and the tests it ignored (`test
+//! tests::slow ... ignored`; libtest names them only without `-q`). Without the log (a trace
+//! recorded before it existed) the failure says where it panicked and no more. Filtered-out
+//! tests run nothing and are not listed.
 
 use crate::calltree::{CallTree, Keep, NodeId};
 use crate::fold::ProcessTrees;
 use crate::pathclass::Origin;
-use trace_format::testrun::{TestFailure, TestFrame, TestOutcome, TestPhase, TestRun};
+use std::collections::HashMap;
+use trace_format::testrun::{TestFailure, TestFrame, TestOutcome, TestPhase, TestRun, NO_TREE};
+
+/// The shim's copy of the program's output, in the process directory.
+pub const OUTPUT_LOG: &str = "output.log";
+/// Most of it read (the shim writes at most 16 MiB).
+const MAX_LOG: u64 = 16 << 20;
+/// Most lines of one panic's message kept.
+const MAX_MESSAGE_LINES: usize = 40;
+
+/// A test's panic as libtest printed it: where (`src/lib.rs`, 30), and the whole text (the
+/// `thread '...' panicked at ...:` line and the message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Panic {
+    file: Option<String>,
+    line: Option<u32>,
+    text: String,
+}
+
+/// What libtest's output tells of the tests: each panic by test name (the thread's name is
+/// the test's), and the ignored tests with their reasons, in order.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Printed {
+    panics: HashMap<String, Panic>,
+    ignored: Vec<(String, Option<String>)>,
+}
+
+/// `src/lib.rs:30:9` as (file, line).
+fn location(loc: &str) -> (Option<String>, Option<u32>) {
+    let mut parts = loc.rsplitn(3, ':');
+    let (col, line, file) = (parts.next(), parts.next(), parts.next());
+    match (file, line.and_then(|l| l.parse().ok()), col.and_then(|c| c.parse::<u32>().ok())) {
+        (Some(f), Some(l), Some(_)) => (Some(f.to_string()), Some(l)),
+        _ => (None, None),
+    }
+}
+
+/// Read libtest's output: `thread 'NAME' panicked at LOC:` then the message up to a blank
+/// line, a `note:` or a backtrace (Rust 1.73 and later; before, `panicked at 'MSG', LOC` on
+/// one line), and `test NAME ... ignored[, REASON]`.
+fn read_printed(text: &str) -> Printed {
+    let mut out = Printed::default();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut i = 0;
+    while i < lines.len() {
+        let l = lines[i];
+        i += 1;
+        if let Some(rest) = l.strip_prefix("test ") {
+            if let Some((name, verdict)) = rest.split_once(" ... ") {
+                if let Some(reason) = verdict.strip_prefix("ignored") {
+                    let reason = reason.strip_prefix(", ").map(str::to_string).filter(|r| !r.trim().is_empty());
+                    out.ignored.push((name.to_string(), reason));
+                }
+            }
+            continue;
+        }
+        let Some(rest) = l.strip_prefix("thread '") else { continue };
+        // Rust 1.84 and later put the thread's id after its name: `thread 'x' (1234) panicked at`.
+        let Some((name, after)) = rest.split_once("' ") else { continue };
+        let after = match after.strip_prefix('(').and_then(|a| a.split_once(") ")) {
+            Some((id, a)) if id.chars().all(|c| c.is_ascii_digit()) => a,
+            _ => after,
+        };
+        let Some(after) = after.strip_prefix("panicked at ") else { continue };
+        let mut text = String::from(l);
+        let (file, line) = if let Some(loc) = after.strip_suffix(':') {
+            for m in lines[i..].iter().take(MAX_MESSAGE_LINES) {
+                if m.trim().is_empty() || m.starts_with("note: ") || m.starts_with("stack backtrace:") || m.starts_with("---- ") {
+                    break;
+                }
+                text.push('\n');
+                text.push_str(m);
+                i += 1;
+            }
+            location(loc)
+        } else {
+            location(after.rsplit_once(", ").map_or("", |(_, loc)| loc))
+        };
+        out.panics.entry(name.to_string()).or_insert(Panic { file, line, text });
+    }
+    out
+}
 
 /// The function libtest calls each test through.
 const BOUNDARY: &str = "test::__rust_begin_short_backtrace";
@@ -121,10 +206,13 @@ fn frame(tree: &CallTree, n: NodeId) -> Option<TestFrame> {
 
 /// Read the libtest tests of a native process from its threads' trees, when no runner wrote
 /// `tests.jsonl`: each test thread gets its tree as its one test tree.
-pub fn read_from_trees(p: &mut ProcessTrees) {
+pub fn read_from_trees(dir: &std::path::Path, p: &mut ProcessTrees) {
     if !p.tests.is_empty() || p.meta.kind != "native" {
         return;
     }
+    let printed = crate::source::read_regular_file(&dir.join(OUTPUT_LOG), MAX_LOG)
+        .map(|b| read_printed(&String::from_utf8_lossy(&b)))
+        .unwrap_or_default();
     let mut found = Vec::new();
     for th in &mut p.threads {
         let Some((_, test)) = find_test(&th.tree) else { continue };
@@ -142,17 +230,27 @@ pub fn read_from_trees(p: &mut ProcessTrees) {
                 let frames: Vec<TestFrame> = frames.iter().filter_map(|&n| frame(&th.tree, n)).collect();
                 let entry = th.tree.func(*at).map(|f| f.qualname.clone()).unwrap_or_default();
                 let last = frames.last().cloned();
+                let called_from = last.as_ref().and_then(|f| f.message.clone()).unwrap_or_else(|| path.clone());
+                // libtest's own words when its output was copied: the panic's location and
+                // message (the comparison of `assert_eq!`).
+                let printed_panic = printed.panics.get(libtest_id(&path));
                 Some(TestFailure {
                     phase: Some("call".into()),
                     exception: Some("panic".into()),
-                    message: Some(format!(
-                        "it panicked ({entry}, called from {}); the panic's message is in the test binary's output, which `trace` does not record",
-                        last.as_ref().and_then(|f| f.message.clone()).unwrap_or_else(|| path.clone())
-                    )),
-                    file: last.as_ref().map(|f| f.file.clone()),
-                    line: last.as_ref().and_then(|f| f.line),
+                    message: Some(match printed_panic {
+                        // The panic's own message first (`slice tests` shows its first line).
+                        Some(pn) => match pn.text.split_once('\n') {
+                            Some((_, msg)) if !msg.trim().is_empty() => format!("{msg}\n(it panicked in {entry}, called from {called_from})"),
+                            _ => format!("it panicked ({entry}, called from {called_from})"),
+                        },
+                        None => format!(
+                            "it panicked ({entry}, called from {called_from}); its message was not recorded (no copy of libtest's output in the trace)"
+                        ),
+                    }),
+                    file: printed_panic.and_then(|pn| pn.file.clone()).or_else(|| last.as_ref().map(|f| f.file.clone())),
+                    line: printed_panic.and_then(|pn| pn.line).or_else(|| last.as_ref().and_then(|f| f.line)),
                     frames,
-                    report: None,
+                    report: printed_panic.map(|pn| pn.text.clone()),
                 })
             }
             (None, TestOutcome::Failed) => Some(TestFailure {
@@ -191,6 +289,22 @@ pub fn read_from_trees(p: &mut ProcessTrees) {
         });
     }
     found.sort_by(|a, b| a.id.cmp(&b.id));
+    let tid = p.threads.iter().find(|t| t.is_main).or(p.threads.first()).map_or(0, |t| t.tid);
+    let ran: std::collections::HashSet<String> = found.iter().map(|t| t.id.clone()).collect();
+    found.extend(printed.ignored.into_iter().filter(|(id, _)| !ran.contains(id)).map(|(id, reason)| TestRun {
+        id,
+        runner: "libtest".into(),
+        tid,
+        seq: NO_TREE,
+        file: None,
+        line: None,
+        fixtures: Vec::new(),
+        outcome: TestOutcome::Ignored,
+        phases: Vec::new(),
+        duration_ns: None,
+        failure: reason.map(|r| TestFailure { message: Some(r), ..TestFailure::default() }),
+        output: Default::default(),
+    }));
     p.tests = found;
 }
 
@@ -207,6 +321,27 @@ mod tests {
         assert!(is_panic("core::option::unwrap_failed"));
         assert!(!is_panic("std::panicking::panic_count::is_zero_slow_path"));
         assert!(!is_panic("calc::panicking_helper"));
+    }
+
+    #[test]
+    fn libtest_s_output_gives_panics_and_ignored_tests() {
+        let out = "running 4 tests\ntest tests::slow ... ignored\ntest tests::net ... ignored, needs the network\ntest tests::means_of_two ... FAILED\n\nfailures:\n\n---- tests::means_of_two stdout ----\n\nthread 'tests::means_of_two' panicked at src/lib.rs:37:9:\nassertion `left == right` failed\n  left: 2\n right: 3\nnote: run with `RUST_BACKTRACE=1` environment variable to display a backtrace\n\n---- old stdout ----\nthread 'old' panicked at 'boom', src/a.rs:3:5\n---- new stdout ----\nthread 'new' (4242) panicked at src/b.rs:5:1:\nboom\nstack backtrace:\n   0: x\n\nfailures:\n    tests::means_of_two\n";
+        let p = read_printed(out);
+        assert_eq!(p.ignored, vec![("tests::slow".into(), None), ("tests::net".into(), Some("needs the network".into()))]);
+        let m = &p.panics["tests::means_of_two"];
+        assert_eq!((m.file.as_deref(), m.line), (Some("src/lib.rs"), Some(37)));
+        assert_eq!(
+            m.text,
+            "thread 'tests::means_of_two' panicked at src/lib.rs:37:9:\nassertion `left == right` failed\n  left: 2\n right: 3"
+        );
+        let o = &p.panics["old"];
+        assert_eq!(
+            (o.file.as_deref(), o.line, o.text.as_str()),
+            (Some("src/a.rs"), Some(3), "thread 'old' panicked at 'boom', src/a.rs:3:5")
+        );
+        let n = &p.panics["new"];
+        assert_eq!((n.line, n.text.as_str()), (Some(5), "thread 'new' (4242) panicked at src/b.rs:5:1:\nboom"));
+        assert_eq!(read_printed("no tests\n"), Printed::default());
     }
 
     #[test]

@@ -47,6 +47,7 @@ mod lifecycle;
 mod loaded;
 mod loaderhook;
 mod objects;
+mod output;
 mod patch;
 mod probe;
 mod process;

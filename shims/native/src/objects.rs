@@ -113,6 +113,9 @@ fn is_cpython() -> bool {
 /// is a GoogleTest binary.
 const GTEST_RUNNER: &str = "_ZN7testing8internal12UnitTestImpl";
 
+/// Set when the program links libtest ([`crate::output::LIBTEST_RUNNER`]).
+static LIBTEST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Set when the program links GoogleTest ([`GTEST_RUNNER`]).
 static GTEST: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -143,6 +146,7 @@ fn ask_gtest_for_its_report() {
 
 /// The constructor: read the mode and patch the objects loaded with the program.
 pub(crate) fn patch_at_start() {
+    crate::output::resolve();
     // Unset: off (`trace` sets it for the programs it patches).
     let mode = match trace_format::patching::PatchMode::from_env() {
         Some(trace_format::patching::PatchMode::Program) => ON,
@@ -168,6 +172,9 @@ pub(crate) fn patch_at_start() {
     }
     if GTEST.load(Ordering::Acquire) {
         ask_gtest_for_its_report();
+    }
+    if LIBTEST.load(Ordering::Acquire) {
+        crate::output::open_log();
     }
     let hooked = crate::loaderhook::install();
     if std::env::var_os("SLICE_TRACE_PATCH_VERBOSE").is_some() {
@@ -301,6 +308,9 @@ fn patch_objects(dlopened: bool, early: bool) {
                         probes = crate::probe::plant(base, &path, &report.moved);
                         if syms.funcs.iter().any(|f| f.2.starts_with(GTEST_RUNNER)) {
                             GTEST.store(true, Ordering::Release);
+                        }
+                        if syms.funcs.iter().any(|f| crate::output::LIBTEST_RUNNER.iter().any(|r| f.2.contains(r))) {
+                            LIBTEST.store(true, Ordering::Release);
                         }
                     }
                     (report, None)

@@ -38,6 +38,11 @@ pub enum TestOutcome {
     Skipped,
     /// Marked expected to fail, and failed.
     Xfailed,
+    /// Not run because it is disabled in the source (GoogleTest's `DISABLED_` prefix: the
+    /// runner reports it `NOTRUN`). No tree.
+    Disabled,
+    /// Not run because it is marked ignored (libtest's `#[ignore]`). No tree.
+    Ignored,
 }
 
 impl TestOutcome {
@@ -60,6 +65,8 @@ impl TestOutcome {
             TestOutcome::Passed => "passed",
             TestOutcome::Skipped => "skipped",
             TestOutcome::Xfailed => "xfailed",
+            TestOutcome::Disabled => "disabled",
+            TestOutcome::Ignored => "ignored",
         }
     }
 }
@@ -109,6 +116,10 @@ pub struct TestFailure {
     pub report: Option<String>,
 }
 
+/// The `seq` of a test that ran no code and so has no tree ([`TestOutcome::Disabled`],
+/// [`TestOutcome::Ignored`]).
+pub const NO_TREE: u32 = u32::MAX;
+
 /// One test as recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TestRun {
@@ -117,7 +128,8 @@ pub struct TestRun {
     /// `pytest` or `unittest`.
     pub runner: String,
     /// The thread it ran in and its place among that thread's tests (0, 1, ...): the
-    /// `seq`-th test boundary in that thread's stream.
+    /// `seq`-th test boundary in that thread's stream; [`NO_TREE`] for a test that ran no
+    /// code (disabled, ignored).
     pub tid: u64,
     pub seq: u32,
     /// Where the test is defined, as the runner gives it.
