@@ -12,7 +12,9 @@
 //! as the frame address, so that the frame repair closes the callees that returned and the
 //! hit lands under the function that was running, and resumes the program at the probe's
 //! address. A probe fires once per process (and once more in a forked child that had not run
-//! it): the steady-state cost is entry patching's.
+//! it): the steady-state cost is entry patching's. The other probes of its group (the list's
+//! `groups`: the same chain of inlined functions in the same function, the same node of a
+//! tree) are disarmed with it ([`disarm_group`]): their traps would add nothing.
 //!
 //! An entry inside the bytes a patched function entry moved to its trampoline (inlined code at
 //! a function's first instruction) runs from the trampoline's copy, where no probe can be:
@@ -69,7 +71,11 @@ pub(crate) struct Probe {
     state: AtomicU8,
     /// Its page's index in [`Traps::pages`].
     page: u32,
+    /// Its group in [`Probes::groups`] (`NO_GROUP`: alone).
+    group: u32,
 }
+
+const NO_GROUP: u32 = u32::MAX;
 
 /// Code page (its address) and how many of its probes are still armed: made read-and-execute
 /// again when that reaches 0.
@@ -84,6 +90,9 @@ pub(crate) struct Traps {
 struct Probes {
     /// Probes with a trap.
     traps: Traps,
+    /// (group, index in `traps.probes`) of the probes whose group has more than one, by group:
+    /// when one fires, the others are disarmed (their code is the same node of a tree).
+    groups: Vec<(u32, u32)>,
     /// (function entry, inlined entry, recorded) for the entries in a patched entry's moved
     /// bytes, by function entry.
     at_entry: Vec<(u64, u64, AtomicBool)>,
@@ -172,14 +181,47 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)]) -> Option<Inlin
     }
     // SAFETY: every address is inside an executable segment of the program (checked above),
     // and no other thread runs yet (the contract).
-    let traps = unsafe { write_traps::<Native>(&wanted) };
+    let mut traps = unsafe { write_traps::<Native>(&wanted) };
+    let groups = groups_of(&mut traps, base, &list);
     stats.unprobed += (wanted.len() - traps.probes.len()) as u64;
     stats.planted = traps.probes.len() as u64;
     stats.at_entry = at_entry.len() as u64;
     crate::frames::set_cfa_offsets(&traps.probes.iter().map(|p| p.addr | INLINE_BIT).collect::<Vec<_>>(), HIT_CFA);
     at_entry.sort_unstable_by_key(|e| (e.0, e.1));
-    PROBES.store(Box::into_raw(Box::new(Probes { traps, at_entry })), Ordering::Release);
+    PROBES.store(Box::into_raw(Box::new(Probes { traps, groups, at_entry })), Ordering::Release);
     Some(stats)
+}
+
+/// The groups of the list (`InlineProbeList::groups`) of the probes planted, as
+/// [`Probes::groups`] keeps them (only groups of more than one probe), each probe's `group`
+/// set to its own.
+fn groups_of(traps: &mut Traps, base: u64, list: &InlineProbeList) -> Vec<(u32, u32)> {
+    if list.groups.len() != list.offsets.len() {
+        return Vec::new();
+    }
+    let mut out: Vec<(u32, u32)> = traps
+        .probes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| list.offsets.binary_search(&p.addr.wrapping_sub(base)).ok().map(|k| (list.groups[k], i as u32)))
+        .collect();
+    out.sort_unstable();
+    let mut keep = vec![false; out.len()];
+    for (k, w) in out.windows(2).enumerate() {
+        if w[0].0 == w[1].0 {
+            keep[k] = true;
+            keep[k + 1] = true;
+        }
+    }
+    let mut k = 0;
+    out.retain(|_| {
+        k += 1;
+        keep[k - 1]
+    });
+    for &(g, i) in &out {
+        traps.probes[i as usize].group = g;
+    }
+    out
 }
 
 fn read_list(file: &std::path::Path) -> Option<InlineProbeList> {
@@ -251,7 +293,7 @@ pub(crate) unsafe fn write_traps<I: Isa>(addrs: &[u64]) -> Traps {
                 }
                 let last = out.pages.len() - 1;
                 out.pages[last].1.fetch_add(1, Ordering::Relaxed);
-                out.probes.push(Probe { addr: a, orig, state: AtomicU8::new(ARMED), page: last as u32 });
+                out.probes.push(Probe { addr: a, orig, state: AtomicU8::new(ARMED), page: last as u32, group: NO_GROUP });
             }
             // The run's pages without a trap go back to read-and-execute.
             for p in (page..end).step_by(4096) {
@@ -306,11 +348,13 @@ extern "C" fn on_trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     let (code, uc) = unsafe { ((*info).si_code, &mut *(ctx as *mut libc::ucontext_t)) };
     if code == Native::TRAP_SI_CODE {
         let at = Native::trap_pc(uc);
-        let traps = probes().map(|ps| &ps.traps);
-        if let Some((traps, p)) = traps.and_then(|t| t.probes.binary_search_by_key(&at, |p| p.addr).ok().map(|i| (t, &t.probes[i]))) {
+        let found = probes().and_then(|ps| ps.traps.probes.binary_search_by_key(&at, |p| p.addr).ok().map(|i| (ps, i)));
+        if let Some((ps, i)) = found {
+            let (traps, p) = (&ps.traps, &ps.traps.probes[i]);
             if p.state.compare_exchange(ARMED, FIRED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
                 // SAFETY: `p` is one of `traps`' probes, claimed by this thread just now.
                 unsafe { restore(traps, p, Native::TRAP.len()) };
+                disarm_group(ps, i as u32);
                 // The interrupted code's stack pointer is the hit's frame address (its CFA
                 // offset is HIT_CFA, set by `plant`): frames at or below it have returned.
                 let frame = Native::trap_sp(uc) - HIT_CFA as u64;
@@ -329,6 +373,23 @@ extern "C" fn on_trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         }
     }
     chain(sig, info, ctx);
+}
+
+/// The other probes of the group of probe `i` (if any): claimed and their bytes put back, so
+/// that they never trap (the hit of `i` stands for them).
+fn disarm_group(ps: &Probes, i: u32) {
+    let group = ps.traps.probes[i as usize].group;
+    if group == NO_GROUP {
+        return;
+    }
+    let from = ps.groups.partition_point(|g| g.0 < group);
+    for &(_, j) in ps.groups[from..].iter().take_while(|g| g.0 == group) {
+        let q = &ps.traps.probes[j as usize];
+        if j != i && q.state.compare_exchange(ARMED, FIRED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            // SAFETY: one of the probes of `ps.traps`, claimed by this thread just now.
+            unsafe { restore(&ps.traps, q, Native::TRAP.len()) };
+        }
+    }
 }
 
 /// Put the first `len` bytes of probe `p` of `traps` back with a plain store (its page was
@@ -618,6 +679,45 @@ pub(crate) mod tests {
         // SAFETY: unmapping the pages mapped above, which nothing else uses.
         unsafe { libc::munmap(page, 8192) };
         written
+    }
+
+    /// A hit disarms the other probes of its group (the list's `groups`), and only those
+    /// (on the architectures with a trap).
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn a_hit_disarms_the_other_probes_of_its_group() {
+        use super::{disarm_group, groups_of, Probes, ARMED, FIRED, NO_GROUP};
+        use std::sync::atomic::Ordering;
+        // SAFETY: a fresh anonymous private mapping of one page, ours.
+        let page = unsafe {
+            libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        };
+        assert_ne!(page, libc::MAP_FAILED);
+        let base = page as u64;
+        // SAFETY: the page is mapped writable (above).
+        unsafe { std::ptr::write_bytes(page as *mut u8, 0x90, 4096) };
+        let offsets = vec![16, 32, 48, 64];
+        let list = trace_format::meta::InlineProbeList { offsets: offsets.clone(), groups: vec![5, 7, 5, 9], ..Default::default() };
+        let addrs: Vec<u64> = offsets.iter().map(|o| base + o).collect();
+        // SAFETY: the addresses are in the page, this thread alone writes.
+        let mut traps = unsafe { write_traps::<Native>(&addrs) };
+        let groups = groups_of(&mut traps, base, &list);
+        assert_eq!(groups, [(5, 0), (5, 2)], "only groups of more than one probe");
+        assert_eq!(traps.probes.iter().map(|p| p.group).collect::<Vec<_>>(), [5, NO_GROUP, 5, NO_GROUP]);
+        let ps = Probes { traps, groups, at_entry: Vec::new() };
+        let p = &ps.traps.probes[0];
+        assert!(p.state.compare_exchange(ARMED, FIRED, Ordering::AcqRel, Ordering::Acquire).is_ok());
+        // SAFETY: one of the probes, claimed above.
+        unsafe { restore(&ps.traps, p, Native::TRAP.len()) };
+        disarm_group(&ps, 0);
+        let states: Vec<u8> = ps.traps.probes.iter().map(|p| p.state.load(Ordering::Acquire)).collect();
+        assert_eq!(states, [FIRED, ARMED, FIRED, ARMED]);
+        // SAFETY: the page is mapped readable.
+        let bytes = unsafe { std::slice::from_raw_parts(page as *const u8, 4096) };
+        let trapped: Vec<bool> = offsets.iter().map(|&o| bytes[o as usize..].starts_with(Native::TRAP)).collect();
+        assert_eq!(trapped, [false, true, false, true]);
+        // SAFETY: unmapping the page mapped above, which nothing else uses.
+        unsafe { libc::munmap(page, 4096) };
     }
 
     #[test]
