@@ -58,6 +58,20 @@ fn a_static_helper_inlined_at_o1_is_shown_when_it_ran_and_only_then() {
         prompt.contains("in inlined, a function the compiler inlined into its caller is shown under that caller, marked [inlined]"),
         "{prompt}"
     );
+    // JSON marks the node (`"inlined": true`, written only there); XML's tree text does.
+    let json = run_ok(cmd("slice").arg("from-trace").arg(&t).args(["-q", "How?", "--format", "json"]));
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"));
+    let nodes = &doc["traces"][0]["threads"][0]["nodes"];
+    let marked: Vec<(&str, bool)> = nodes
+        .as_array()
+        .unwrap_or_else(|| panic!("{json}"))
+        .iter()
+        .map(|n| (n["function"].as_str().unwrap_or_default(), n.get("inlined").is_some_and(|v| v == true)))
+        .map(|(k, i)| (k.rsplit(':').next().unwrap_or(k), i))
+        .collect();
+    assert_eq!(marked, [("main", false), ("checksum", true)], "{json}");
+    let xml = run_ok(cmd("slice").arg("from-trace").arg(&t).args(["-q", "How?", "--format", "xml"]));
+    assert!(xml.contains("checksum [inlined]"), "{xml}");
     let tree = run_ok(cmd("slice").arg("tree").arg(&t).arg("--color=never"));
     let line = tree.lines().find(|l| l.contains("checksum")).unwrap_or_else(|| panic!("{tree}"));
     assert!(line.contains("ran") && line.contains("└─ checksum [inlined]  (") && line.ends_with("inlined.c:8)"), "{line}");

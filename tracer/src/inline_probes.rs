@@ -2,7 +2,9 @@
 //! where the code the compiler inlined starts, from the program's DWARF
 //! (`DW_TAG_inlined_subroutine` and its address ranges), computed once by `trace run` before the
 //! program starts, so that the shim does not read DWARF inside the traced process. The shim
-//! plants a one-shot probe at each entry; a hit says that the inlined code ran.
+//! plants a one-shot probe at each entry; a hit says that the inlined code ran. Each entry has
+//! a group: entries starting the same chain of inlined functions in the same function (one
+//! node of a tree) share it, and the shim disarms a group's other probes when one fires.
 //!
 //! The standard library's inlined code is not listed: an inlined function declared in the Rust
 //! standard library or a C/C++ system header (by its `DW_AT_decl_file`) gets no probe, as
@@ -19,7 +21,7 @@ use crate::native_sources::R;
 const MAX_PROBES: usize = 1_000_000;
 
 /// The rules by which a list is made, part of a cached list's key: changed with them.
-const LIST_RULES: u32 = 3;
+const LIST_RULES: u32 = 4;
 
 /// Lists kept in the cache (the most recently used).
 const CACHE_KEEP: usize = 64;
@@ -92,14 +94,23 @@ pub fn probe_list(path: &Path) -> Option<InlineProbeList> {
     let obj = object::File::parse(&*data).ok()?;
     let bias = obj.segments().map(|s| s.address()).min().map(|v| v & !0xfff)?;
     let mut starts = entries(&obj).ok()?;
-    starts.sort_unstable();
-    starts.dedup();
-    let offsets: Vec<u64> = starts.into_iter().filter(|&a| a >= bias).map(|a| a - bias).collect();
-    if offsets.is_empty() {
+    // One entry per address: the deepest instance starting there (its chain is the one the
+    // analyzer finds at the address).
+    starts.sort_unstable_by_key(|s| (s.addr, std::cmp::Reverse(s.depth)));
+    starts.dedup_by_key(|s| s.addr);
+    starts.retain(|s| s.addr >= bias);
+    if starts.is_empty() {
         return None;
     }
+    let mut dense: HashMap<u64, u32> = HashMap::new();
+    let groups = starts.iter().map(|s| {
+        let n = dense.len() as u32;
+        *dense.entry(s.chain).or_insert(n)
+    });
+    let groups: Vec<u32> = groups.collect();
+    let offsets: Vec<u64> = starts.iter().map(|s| s.addr - bias).collect();
     let object = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).to_string_lossy().into_owned();
-    Some(InlineProbeList { object, size: meta.len(), mtime_ns, offsets })
+    Some(InlineProbeList { object, size: meta.len(), mtime_ns, offsets, groups })
 }
 
 /// Whether a declaration file is the program's own code (see the module's rule).
@@ -108,8 +119,35 @@ fn own_code(file: &str) -> bool {
     !(file.starts_with("/rustc/") || file.starts_with("/usr/") || NOT_OWN.iter().any(|m| file.contains(m)))
 }
 
+/// An entry or range start of an inlined subroutine.
+struct Start {
+    /// Link-time address.
+    addr: u64,
+    /// How many inlined subroutines the instance is nested in, itself included.
+    depth: u32,
+    /// A hash of its chain: the function it was inlined into (its DIE) and the abstract
+    /// origins from there to the instance, outermost first.
+    chain: u64,
+}
+
+/// Where a DIE's `DW_AT_abstract_origin` points, as one number across units (0: none).
+fn origin_key(here: usize, entry: &gimli::DebuggingInformationEntry<R>) -> u64 {
+    match entry.attr_value(gimli::DW_AT_abstract_origin).ok().flatten() {
+        Some(gimli::AttributeValue::UnitRef(o)) => (here + o.0) as u64,
+        Some(gimli::AttributeValue::DebugInfoRef(o)) => o.0 as u64,
+        _ => 0,
+    }
+}
+
+fn mix(h: u64, v: u64) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut s = std::collections::hash_map::DefaultHasher::new();
+    (h, v).hash(&mut s);
+    s.finish()
+}
+
 /// The entry and range starts of the program's own inlined subroutines (link-time).
-fn entries(obj: &object::File) -> Result<Vec<u64>, gimli::Error> {
+fn entries(obj: &object::File) -> Result<Vec<Start>, gimli::Error> {
     let sections = crate::native_sources::Sections::of(obj);
     let dwarf = sections.dwarf()?;
     let mut xref = Xref::new(&dwarf);
@@ -122,10 +160,27 @@ fn entries(obj: &object::File) -> Result<Vec<u64>, gimli::Error> {
         let unit = unit.unit_ref(&dwarf);
         let here = unit.header.offset().as_debug_info_offset().map_or(usize::MAX, |o| o.0);
         let mut cursor = unit.entries();
-        while let Some((_, entry)) = cursor.next_dfs()? {
-            if entry.tag() != gimli::DW_TAG_inlined_subroutine {
-                continue;
+        // The chain open at the cursor: (depth in the tree, chain hash, inlined depth).
+        let mut open: Vec<(isize, u64, u32)> = Vec::new();
+        let mut depth = 0isize;
+        while let Some((delta, entry)) = cursor.next_dfs()? {
+            depth += delta;
+            while open.last().is_some_and(|o| o.0 >= depth) {
+                open.pop();
             }
+            let (chain, inlined) = match entry.tag() {
+                gimli::DW_TAG_subprogram => {
+                    open.push((depth, mix(0, (here + entry.offset().0) as u64), 0));
+                    continue;
+                }
+                gimli::DW_TAG_inlined_subroutine => {
+                    let (parent, d) = open.last().map_or((0, 0), |o| (o.1, o.2));
+                    let chain = mix(parent, origin_key(here, entry));
+                    open.push((depth, chain, d + 1));
+                    (chain, d + 1)
+                }
+                _ => continue,
+            };
             let is_own = match decl_file(&unit, here, entry, &mut xref) {
                 None => true,
                 Some((k, file)) if k == here => {
@@ -148,13 +203,14 @@ fn entries(obj: &object::File) -> Result<Vec<u64>, gimli::Error> {
             // of its ranges: code motion can run a later range without the entry's (hexyl's
             // Unit::get_multiplier is seen only by a later range), and one probe per instance
             // saved only 14% of the traps in hexyl.
+            let start = |addr| Start { addr, depth: inlined, chain };
             if let Some(a) = entry.attr_value(gimli::DW_AT_entry_pc).ok().flatten().and_then(|v| unit.attr_address(v).ok().flatten()) {
-                out.push(a);
+                out.push(start(a));
             }
             let Ok(mut ranges) = unit.die_ranges(entry) else { continue };
             while let Ok(Some(r)) = ranges.next() {
                 if r.end > r.begin {
-                    out.push(r.begin);
+                    out.push(start(r.begin));
                 }
             }
             if out.len() >= MAX_PROBES {
@@ -300,7 +356,43 @@ mod tests {
             if let Some(l) = list {
                 assert_eq!(l.size, std::fs::metadata(&exe).unwrap().len());
                 assert!(l.offsets.windows(2).all(|w| w[0] < w[1]));
+                assert_eq!(l.groups.len(), l.offsets.len());
             }
         }
+    }
+
+    #[test]
+    fn instances_of_one_helper_in_one_function_are_one_group_and_another_helper_is_not() {
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("prog.c");
+        // `twice` is inlined at two call sites of main (two instances), `other` at one.
+        std::fs::write(
+            &src,
+            "#include <stdio.h>\n#include <stdlib.h>\nstatic int twice(int x) {\n  int s = 0;\n  for (int i = 0; i < x; i++) s += i ^ x;\n  return s;\n}\nstatic int other(int x) {\n  int s = 1;\n  for (int i = 0; i < x; i++) s *= i | 3;\n  return s;\n}\nint main(int argc, char **argv) {\n  int a = atoi(argv[1]);\n  if (argc > 2) printf(\"%d\\n\", twice(a + 1));\n  printf(\"%d\\n\", other(a));\n  printf(\"%d\\n\", twice(a * 7));\n  return 0;\n}\n",
+        )
+        .unwrap();
+        let exe = d.path().join("prog");
+        let st = std::process::Command::new("cc").args(["-g", "-O1", "-o"]).arg(&exe).arg(&src).status().expect("run cc");
+        assert!(st.success());
+        let list = probe_list(&exe).expect("a list");
+        // The name of the inlined function whose instance starts at each offset (addr2line).
+        let names: Vec<String> = list
+            .offsets
+            .iter()
+            .map(|o| {
+                let out =
+                    std::process::Command::new("addr2line").args(["-f", "-i", "-e"]).arg(&exe).arg(format!("{o:#x}")).output().unwrap();
+                String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().to_string()
+            })
+            .collect();
+        let group_of = |name: &str| -> Vec<u32> {
+            let mut g: Vec<u32> = names.iter().zip(&list.groups).filter(|(n, _)| *n == name).map(|(_, g)| *g).collect();
+            g.dedup();
+            g
+        };
+        assert!(names.iter().filter(|n| *n == "twice").count() >= 2, "{names:?}");
+        assert_eq!(group_of("twice").len(), 1, "{names:?} {:?}", list.groups);
+        assert_eq!(group_of("other").len(), 1, "{names:?} {:?}", list.groups);
+        assert_ne!(group_of("twice"), group_of("other"));
     }
 }

@@ -648,6 +648,10 @@ pub struct DocNode {
     pub time_ns: u64,
     pub recursive: bool,
     pub level: Level,
+    /// Native code inlined into the node above it, seen running by an inline probe (written
+    /// only when true: `docs/slice-json.md`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub inlined: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]

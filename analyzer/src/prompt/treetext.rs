@@ -161,6 +161,7 @@ impl Model {
                 time_ns: n.time_ns,
                 recursive: n.recursive,
                 level,
+                inlined: n.inlined,
             });
         }
         while out.ends_with('\n') {

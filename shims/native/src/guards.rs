@@ -56,6 +56,20 @@ impl SpinLock {
         }
     }
 
+    /// [`SpinLock::lock`] by a thread whose every signal is blocked already (a handler
+    /// installed with a full mask): no mask call.
+    pub(crate) fn lock_blocked(&self) {
+        while self.0.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_err() {
+            // SAFETY: sched_yield has no preconditions (and is async-signal-safe).
+            unsafe { libc::sched_yield() };
+        }
+    }
+
+    /// Release a lock taken with [`SpinLock::lock_blocked`].
+    pub(crate) fn unlock_blocked(&self) {
+        self.0.store(false, Ordering::Release);
+    }
+
     pub(crate) fn unlock(&self) {
         // SAFETY: written by `lock` on this thread, which holds the lock.
         let old = unsafe { (*self.1.get()).assume_init() };

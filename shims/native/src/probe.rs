@@ -5,13 +5,16 @@
 //! `DW_TAG_inlined_subroutine`s, tracer/src/inline_probes.rs) in the trace directory
 //! ([`INLINE_PROBES_FILE`]). At start-up, once the program's entries are patched (objects.rs),
 //! [`plant`] puts the architecture's trap ([`Isa::TRAP`]: x86-64's one-byte `int3`) at each
-//! listed entry of the program and installs a `SIGTRAP` handler. The first time a thread runs into one ([`on_trap`]), the handler puts the
-//! original byte back, records the hit as the call and return of the probe's address (keyed
+//! listed entry of the program and installs a `SIGTRAP` handler. The first time a thread runs
+//! into one ([`on_trap`]), the handler puts the original byte back with a plain store (see
+//! "Writable code" below), records the hit as the call and return of the probe's address (keyed
 //! with [`INLINE_BIT`]; its `funcs.jsonl` record says `"inlined": true`) with the stack pointer of the interrupted code
 //! as the frame address, so that the frame repair closes the callees that returned and the
 //! hit lands under the function that was running, and resumes the program at the probe's
 //! address. A probe fires once per process (and once more in a forked child that had not run
-//! it): the steady-state cost is entry patching's.
+//! it): the steady-state cost is entry patching's. The other probes of its group (the list's
+//! `groups`: the same chain of inlined functions in the same function, the same node of a
+//! tree) are disarmed with it ([`disarm_group`]): their traps would add nothing.
 //!
 //! An entry inside the bytes a patched function entry moved to its trampoline (inlined code at
 //! a function's first instruction) runs from the trampoline's copy, where no probe can be:
@@ -24,6 +27,16 @@
 //! `kill`) goes to the program's own disposition: the shim's `sigaction` and `signal` keep the
 //! program's `SIGTRAP` handler as the one to chain to while the probes' handler is installed.
 //!
+//! Writable code: the pages that hold a probe are left readable, writable and executable by
+//! [`plant`] (one `mprotect` per run of touching pages), so that a hit puts its byte back with
+//! a plain store, and each page is made read-and-execute again when its last probe has fired
+//! (one `mprotect` then). This weakens W^X for the program's own code while probes are armed
+//! in it: a bug of the program that writes through a stray pointer into its text would then
+//! change code instead of faulting. Where the pages cannot be made writable (a W^X policy:
+//! SELinux `execmod`, PaX), no probe is planted there (`patch.json` counts them `unprobed`).
+//! The earlier design wrote each byte back through `/proc/self/mem`, keeping the pages
+//! read-and-execute, at two system calls per hit (docs/performance.md, "Inline probes").
+//!
 //! This module is the same on every architecture: the trap's bytes, the `si_code` it raises,
 //! and the interrupted context's trap address, stack pointer and resumption are
 //! [`Isa`]'s (arch/). Where [`Isa::TRAP`] is empty (aarch64: inline probes are not supported),
@@ -31,7 +44,7 @@
 
 use crate::arch::{Isa, Native};
 use crate::guards::ErrnoGuard;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use trace_format::meta::{InlineProbeList, InlineProbes, INLINE_PROBES_FILE};
 
 /// `SLICE_TRACE_INLINE=0`: no probe (as `trace run` writes no list then).
@@ -56,11 +69,30 @@ pub(crate) struct Probe {
     /// The bytes the trap replaced (the first `TRAP.len()`).
     orig: [u8; MAX_TRAP],
     state: AtomicU8,
+    /// Its page's index in [`Traps::pages`].
+    page: u32,
+    /// Its group in [`Probes::groups`] (`NO_GROUP`: alone).
+    group: u32,
+}
+
+const NO_GROUP: u32 = u32::MAX;
+
+/// Code page (its address) and how many of its probes are still armed: made read-and-execute
+/// again when that reaches 0.
+pub(crate) struct Page(u64, AtomicU32);
+
+/// The probes [`write_traps`] planted, by address, and their pages (left writable).
+pub(crate) struct Traps {
+    probes: Vec<Probe>,
+    pages: Vec<Page>,
 }
 
 struct Probes {
-    /// Probes with a trap, by address.
-    traps: Vec<Probe>,
+    /// Probes with a trap.
+    traps: Traps,
+    /// (group, index in `traps.probes`) of the probes whose group has more than one, by group:
+    /// when one fires, the others are disarmed (their code is the same node of a tree).
+    groups: Vec<(u32, u32)>,
     /// (function entry, inlined entry, recorded) for the entries in a patched entry's moved
     /// bytes, by function entry.
     at_entry: Vec<(u64, u64, AtomicBool)>,
@@ -73,8 +105,6 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 /// The program's `SIGTRAP` disposition (`sa_sigaction` and `sa_flags`), chained to.
 static CHAINED: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
 static CHAINED_FLAGS: AtomicI32 = AtomicI32::new(0);
-/// `/proc/self/mem` opened for writing: pid in the high half, fd in the low half (0: none).
-static MEM: AtomicU64 = AtomicU64::new(0);
 
 fn probes() -> Option<&'static Probes> {
     let p = PROBES.load(Ordering::Acquire);
@@ -151,14 +181,47 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)]) -> Option<Inlin
     }
     // SAFETY: every address is inside an executable segment of the program (checked above),
     // and no other thread runs yet (the contract).
-    let traps = unsafe { write_traps::<Native>(&wanted) };
-    stats.unprobed += (wanted.len() - traps.len()) as u64;
-    stats.planted = traps.len() as u64;
+    let mut traps = unsafe { write_traps::<Native>(&wanted) };
+    let groups = groups_of(&mut traps, base, &list);
+    stats.unprobed += (wanted.len() - traps.probes.len()) as u64;
+    stats.planted = traps.probes.len() as u64;
     stats.at_entry = at_entry.len() as u64;
-    crate::frames::set_cfa_offsets(&traps.iter().map(|p| p.addr | INLINE_BIT).collect::<Vec<_>>(), HIT_CFA);
+    crate::frames::set_cfa_offsets(&traps.probes.iter().map(|p| p.addr | INLINE_BIT).collect::<Vec<_>>(), HIT_CFA);
     at_entry.sort_unstable_by_key(|e| (e.0, e.1));
-    PROBES.store(Box::into_raw(Box::new(Probes { traps, at_entry })), Ordering::Release);
+    PROBES.store(Box::into_raw(Box::new(Probes { traps, groups, at_entry })), Ordering::Release);
     Some(stats)
+}
+
+/// The groups of the list (`InlineProbeList::groups`) of the probes planted, as
+/// [`Probes::groups`] keeps them (only groups of more than one probe), each probe's `group`
+/// set to its own.
+fn groups_of(traps: &mut Traps, base: u64, list: &InlineProbeList) -> Vec<(u32, u32)> {
+    if list.groups.len() != list.offsets.len() {
+        return Vec::new();
+    }
+    let mut out: Vec<(u32, u32)> = traps
+        .probes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| list.offsets.binary_search(&p.addr.wrapping_sub(base)).ok().map(|k| (list.groups[k], i as u32)))
+        .collect();
+    out.sort_unstable();
+    let mut keep = vec![false; out.len()];
+    for (k, w) in out.windows(2).enumerate() {
+        if w[0].0 == w[1].0 {
+            keep[k] = true;
+            keep[k + 1] = true;
+        }
+    }
+    let mut k = 0;
+    out.retain(|_| {
+        k += 1;
+        keep[k - 1]
+    });
+    for &(g, i) in &out {
+        traps.probes[i as usize].group = g;
+    }
+    out
 }
 
 fn read_list(file: &std::path::Path) -> Option<InlineProbeList> {
@@ -193,23 +256,25 @@ unsafe fn executable_ranges(base: u64) -> Vec<(u64, u64)> {
 // The traps, the handler, the rewind
 // ---------------------------------------------------------------------------------------
 
-/// Write `I`'s trap at each of `addrs` (ascending), one `mprotect` pair per run of touching
-/// pages; the probes written, each with its original bytes. An address whose bytes already
-/// are the trap (the program's own) is left alone; nothing is written where `I` has no trap.
+/// Write `I`'s trap at each of `addrs` (ascending), one `mprotect` per run of touching pages,
+/// which are left writable (see "Writable code" in the module's description; a page where no
+/// trap was written is made read-and-execute again); the probes written, each with its
+/// original bytes, and their pages. An address whose bytes already are the trap (the
+/// program's own) is left alone; nothing is written where `I` has no trap.
 ///
 /// # Safety
 /// Every address lies in the program's mapped executable code, and no other thread runs.
-pub(crate) unsafe fn write_traps<I: Isa>(addrs: &[u64]) -> Vec<Probe> {
+pub(crate) unsafe fn write_traps<I: Isa>(addrs: &[u64]) -> Traps {
     let trap = I::TRAP;
+    let mut out = Traps { probes: Vec::with_capacity(addrs.len()), pages: Vec::new() };
     if trap.is_empty() {
-        return Vec::new();
+        return out;
     }
-    let mut out = Vec::with_capacity(addrs.len());
     let runs = addrs.chunk_by(|a, b| b & !4095 <= (a & !4095) + 4096);
     for run in runs {
         let (page, end) = (run[0] & !4095, (run[run.len() - 1] + trap.len() as u64).next_multiple_of(4096));
         // SAFETY: the pages hold the program's code (the contract): readable and executable;
-        // writable only while the bytes are written, by this thread alone.
+        // written by this thread alone (no other thread runs yet).
         unsafe {
             if libc::mprotect(page as *mut libc::c_void, (end - page) as usize, libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) != 0 {
                 continue;
@@ -222,16 +287,29 @@ pub(crate) unsafe fn write_traps<I: Isa>(addrs: &[u64]) -> Vec<Probe> {
                 let mut orig = [0; MAX_TRAP];
                 orig[..trap.len()].copy_from_slice(code);
                 code.copy_from_slice(trap);
-                out.push(Probe { addr: a, orig, state: AtomicU8::new(ARMED) });
+                // A trap never crosses a page (`Isa::TRAP`): its page is its first byte's.
+                if out.pages.last().is_none_or(|p| p.0 != a & !4095) {
+                    out.pages.push(Page(a & !4095, AtomicU32::new(0)));
+                }
+                let last = out.pages.len() - 1;
+                out.pages[last].1.fetch_add(1, Ordering::Relaxed);
+                out.probes.push(Probe { addr: a, orig, state: AtomicU8::new(ARMED), page: last as u32, group: NO_GROUP });
             }
-            libc::mprotect(page as *mut libc::c_void, (end - page) as usize, libc::PROT_READ | libc::PROT_EXEC);
+            // The run's pages without a trap go back to read-and-execute.
+            for p in (page..end).step_by(4096) {
+                if out.pages.binary_search_by_key(&p, |q| q.0).is_err() {
+                    libc::mprotect(p as *mut libc::c_void, 4096, libc::PROT_READ | libc::PROT_EXEC);
+                }
+            }
             I::code_written(page, (end - page) as usize);
         }
     }
     out
 }
 
-/// Install [`on_trap`] for `SIGTRAP`, keeping the disposition it replaces to chain to.
+/// Install [`on_trap`] for `SIGTRAP`, keeping the disposition it replaces to chain to. It runs
+/// with every signal blocked (so its registration of a hit needs no mask calls of its own;
+/// [`chain`] gives the program's handler the mask it would have had).
 fn install_handler() -> bool {
     // Look the wrapped functions up now: `dlsym` is not for signal handlers.
     next_symbol(c"pthread_sigmask", &REAL_PTHREAD_SIGMASK);
@@ -243,6 +321,7 @@ fn install_handler() -> bool {
         let mut sa: libc::sigaction = std::mem::zeroed();
         sa.sa_sigaction = on_trap as *const () as usize;
         sa.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        libc::sigfillset(&mut sa.sa_mask);
         let mut old: libc::sigaction = std::mem::zeroed();
         if real(libc::SIGTRAP, &sa, &mut old) != 0 {
             return false;
@@ -256,23 +335,32 @@ fn install_handler() -> bool {
 
 /// The `SIGTRAP` handler (see the module's description).
 ///
-/// Async-signal-safety: it reads the immutable probe table, changes one atomic, writes one
-/// byte with `pwrite` (or `mprotect`, under a lock taken with every signal blocked), and
-/// records through hot.c's `slt_enter`/`slt_exit`, which are built to run in signal handlers
-/// (a patched function called by one reaches them the same way; an event that interrupts the
-/// same thread's recording is dropped there). `errno` is kept.
+/// Async-signal-safety: it runs with every signal blocked (`install_handler`). It reads the
+/// immutable probe table, changes two atomics, stores the probe's bytes into its page (left
+/// writable by `plant`; one `mprotect` when the page's last probe fired), registers the hit's
+/// id (process.rs, under the cold lock, the same work a patched function's first call does
+/// in any handler) and records through hot.c's `slt_enter`/`slt_exit`, which are built to run
+/// in signal handlers (a patched function called by one reaches them the same way; an event
+/// that interrupts the same thread's recording is dropped there). `errno` is kept.
 extern "C" fn on_trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     let _errno = ErrnoGuard::save();
     // SAFETY: the kernel passes a valid siginfo and ucontext to an SA_SIGINFO handler.
     let (code, uc) = unsafe { ((*info).si_code, &mut *(ctx as *mut libc::ucontext_t)) };
     if code == Native::TRAP_SI_CODE {
         let at = Native::trap_pc(uc);
-        if let Some(p) = probes().and_then(|ps| ps.traps.binary_search_by_key(&at, |p| p.addr).ok().map(|i| &ps.traps[i])) {
+        let found = probes().and_then(|ps| ps.traps.probes.binary_search_by_key(&at, |p| p.addr).ok().map(|i| (ps, i)));
+        if let Some((ps, i)) = found {
+            let (traps, p) = (&ps.traps, &ps.traps.probes[i]);
             if p.state.compare_exchange(ARMED, FIRED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-                restore(p.addr, &p.orig[..Native::TRAP.len()]);
+                // SAFETY: `p` is one of `traps`' probes, claimed by this thread just now.
+                unsafe { restore(traps, p, Native::TRAP.len()) };
+                disarm_group(ps, i as u32);
                 // The interrupted code's stack pointer is the hit's frame address (its CFA
                 // offset is HIT_CFA, set by `plant`): frames at or below it have returned.
                 let frame = Native::trap_sp(uc) - HIT_CFA as u64;
+                // Its id now, with the signals blocked already (no mask calls of the cold path's
+                // own): `slt_enter` finds it.
+                crate::process::register_blocked(p.addr | INLINE_BIT);
                 // SAFETY: hot.c's entry points, for this thread; the address is a number.
                 unsafe {
                     crate::hot::slt_enter((p.addr | INLINE_BIT) as *mut libc::c_void, frame);
@@ -287,58 +375,46 @@ extern "C" fn on_trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     chain(sig, info, ctx);
 }
 
-/// Put a probe's original bytes back: through `/proc/self/mem` (no change of protection that
-/// a thread running the page could see), else with `mprotect`.
-pub(crate) fn restore(addr: u64, orig: &[u8]) {
-    let fd = mem_fd();
-    // SAFETY: pwrite of bytes we own; `fd` is this process's `/proc/self/mem` (or -1).
-    if fd >= 0 && unsafe { libc::pwrite(fd, orig.as_ptr() as *const libc::c_void, orig.len(), addr as libc::off_t) } == orig.len() as isize
-    {
+/// The other probes of the group of probe `i` (if any): claimed and their bytes put back, so
+/// that they never trap (the hit of `i` stands for them).
+fn disarm_group(ps: &Probes, i: u32) {
+    let group = ps.traps.probes[i as usize].group;
+    if group == NO_GROUP {
         return;
     }
-    static LOCK: crate::guards::SpinLock = crate::guards::SpinLock::new();
-    LOCK.lock();
-    let page = addr & !4095;
-    // SAFETY: the probe's page is the program's code (a trap never crosses a page); made
-    // writable and executable (other threads may be running it) for the trap's bytes, under
-    // the lock (no other restore makes it read-only meanwhile).
-    unsafe {
-        if libc::mprotect(page as *mut libc::c_void, 4096, libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) == 0 {
-            for (i, &b) in orig.iter().enumerate() {
-                std::ptr::write_volatile((addr + i as u64) as *mut u8, b);
-            }
-            libc::mprotect(page as *mut libc::c_void, 4096, libc::PROT_READ | libc::PROT_EXEC);
-            Native::code_written(addr, orig.len());
+    let from = ps.groups.partition_point(|g| g.0 < group);
+    for &(_, j) in ps.groups[from..].iter().take_while(|g| g.0 == group) {
+        let q = &ps.traps.probes[j as usize];
+        if j != i && q.state.compare_exchange(ARMED, FIRED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            // SAFETY: one of the probes of `ps.traps`, claimed by this thread just now.
+            unsafe { restore(&ps.traps, q, Native::TRAP.len()) };
         }
     }
-    LOCK.unlock();
 }
 
-/// This process's `/proc/self/mem`, opened once per process (a forked child's inherited
-/// descriptor is its parent's memory); -1 if it cannot be opened.
-fn mem_fd() -> libc::c_int {
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() } as u32 as u64;
-    let cur = MEM.load(Ordering::Acquire);
-    if cur != 0 && cur >> 32 == pid {
-        return cur as u32 as libc::c_int;
-    }
-    // SAFETY: open with a NUL-terminated path (async-signal-safe).
-    let fd = unsafe { libc::open(c"/proc/self/mem".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
-    if fd < 0 {
-        return -1;
-    }
-    match MEM.compare_exchange(cur, pid << 32 | fd as u32 as u64, Ordering::AcqRel, Ordering::Acquire) {
-        Ok(_) => fd,
-        Err(won) => {
-            // SAFETY: closing the descriptor opened above, which nothing else holds.
-            unsafe { libc::close(fd) };
-            if won >> 32 == pid {
-                won as u32 as libc::c_int
-            } else {
-                -1
-            }
+/// Put the first `len` bytes of probe `p` of `traps` back with a plain store (its page was
+/// left writable by [`write_traps`]) and, if it was its page's last armed probe, make the page
+/// read-and-execute again.
+///
+/// # Safety
+/// `p` is one of `traps`' probes, and the caller claimed it (`ARMED` to `FIRED`): no other
+/// thread stores into its bytes, and its page stays writable until this returns.
+pub(crate) unsafe fn restore(traps: &Traps, p: &Probe, len: usize) {
+    // SAFETY: the trap's bytes are in a page of the program's code left writable and
+    // executable (the contract); a thread running them meanwhile either still traps (and is
+    // rewound to try again) or runs the original instruction: the other bytes of the page do
+    // not change.
+    unsafe {
+        for (i, &b) in p.orig[..len].iter().enumerate() {
+            std::ptr::write_volatile((p.addr + i as u64) as *mut u8, b);
         }
+    }
+    Native::code_written(p.addr, len);
+    let page = &traps.pages[p.page as usize];
+    if page.1.fetch_sub(1, Ordering::AcqRel) == 1 {
+        // Every probe of the page has fired and its bytes are back: no store into it follows.
+        // SAFETY: the page is the program's code, mapped; mprotect is async-signal-safe.
+        unsafe { libc::mprotect(page.0 as *mut libc::c_void, 4096, libc::PROT_READ | libc::PROT_EXEC) };
     }
 }
 
@@ -363,15 +439,35 @@ fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
             }
         }
         h if flags & libc::SA_SIGINFO != 0 => {
+            program_mask(ctx);
             // SAFETY: the program installed `h` with SA_SIGINFO: this signature.
             let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) = unsafe { std::mem::transmute(h) };
             f(sig, info, ctx);
         }
         h => {
+            program_mask(ctx);
             // SAFETY: the program installed `h` without SA_SIGINFO: this signature.
             let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(h) };
             f(sig);
         }
+    }
+}
+
+/// The mask the program's own handler runs with: the interrupted code's, and `SIGTRAP` (as the
+/// kernel would have set it; [`on_trap`] itself runs with every signal blocked). The kernel
+/// puts the interrupted code's mask back when the handler returns.
+fn program_mask(ctx: *mut libc::c_void) {
+    // SAFETY: `ctx` is the ucontext of the SA_SIGINFO handler `on_trap` (the kernel's).
+    let mut set = unsafe { (*(ctx as *const libc::ucontext_t)).uc_sigmask };
+    let f = next_symbol(c"pthread_sigmask", &REAL_PTHREAD_SIGMASK);
+    if f.is_null() {
+        return;
+    }
+    // SAFETY: a set we own; libc's `pthread_sigmask` (looked up by `install_handler`, not in
+    // this handler) is async-signal-safe.
+    unsafe {
+        libc::sigaddset(&mut set, libc::SIGTRAP);
+        std::mem::transmute::<*mut libc::c_void, SigmaskFn>(f)(libc::SIG_SETMASK, &set, std::ptr::null_mut());
     }
 }
 
@@ -526,42 +622,102 @@ pub(crate) mod tests {
     use super::{restore, write_traps, MAX_TRAP};
     use crate::arch::{Isa, Native};
 
-    /// `write_traps::<I>` on a read-and-execute page (as a program's code) of `nop`-like
-    /// bytes with the trap already at one address (the program's own): each other address gets
-    /// the trap with its bytes kept, and [`restore`] puts them back; nothing is written where
-    /// `I` has no trap. The addresses written.
+    /// The permissions (`r-xp`) `/proc/self/maps` gives the mapping holding `addr`.
+    fn perms(addr: u64) -> String {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        for l in maps.lines() {
+            let (range, rest) = l.split_once(' ').unwrap();
+            let (a, b) = range.split_once('-').unwrap();
+            if (u64::from_str_radix(a, 16).unwrap()..u64::from_str_radix(b, 16).unwrap()).contains(&addr) {
+                return rest[..4].to_string();
+            }
+        }
+        panic!("{addr:#x} is not mapped")
+    }
+
+    /// `write_traps::<I>` on two read-and-execute pages (as a program's code) of `nop`-like
+    /// bytes with the trap already at one address of the second (the program's own): each other
+    /// address gets the trap with its bytes kept, its page is left writable (the page without a
+    /// new trap is not), and [`restore`] puts the bytes back, the page becoming
+    /// read-and-execute again with its last probe; nothing is written where `I` has no trap.
+    /// The addresses written.
     pub(crate) fn traps_written_and_restored<I: Isa>() -> Vec<u64> {
+        // SAFETY: a fresh anonymous private mapping of two pages, ours.
+        let page = unsafe {
+            libc::mmap(std::ptr::null_mut(), 8192, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+        };
+        assert_ne!(page, libc::MAP_FAILED);
+        let base = page as u64;
+        let len = I::TRAP.len();
+        // SAFETY: the pages are mapped writable (above).
+        let bytes = unsafe { std::slice::from_raw_parts_mut(page as *mut u8, 8192) };
+        bytes.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8 | 1);
+        bytes[4096 + 64..4096 + 64 + len].copy_from_slice(I::TRAP);
+        let before = bytes.to_vec();
+        // SAFETY: the pages are ours; made read-and-execute as code is.
+        assert_eq!(unsafe { libc::mprotect(page, 8192, libc::PROT_READ | libc::PROT_EXEC) }, 0);
+        // SAFETY: the addresses are in the pages (mapped executable), this thread alone writes.
+        let traps = unsafe { write_traps::<I>(&[base, base + 4092, base + 4096 + 64]) };
+        // SAFETY: the pages are mapped readable.
+        let after = unsafe { std::slice::from_raw_parts(page as *const u8, 8192) }.to_vec();
+        let written: Vec<u64> = traps.probes.iter().map(|p| p.addr).collect();
+        if !written.is_empty() {
+            assert_eq!((perms(base).as_str(), perms(base + 4096).as_str()), ("rwxp", "r-xp"), "only the page with traps is writable");
+        }
+        for (k, p) in traps.probes.iter().enumerate() {
+            let at = (p.addr - base) as usize;
+            assert_eq!(&after[at..at + len], I::TRAP);
+            assert_eq!(&p.orig[..len], &before[at..at + len]);
+            assert!(p.orig[len..MAX_TRAP].iter().all(|&b| b == 0));
+            // SAFETY: one of `traps`' probes, restored once, by this thread alone.
+            unsafe { restore(&traps, p, len) };
+            let last = k + 1 == traps.probes.len();
+            assert_eq!(perms(base), if last { "r-xp" } else { "rwxp" }, "writable until its page's last probe fired");
+        }
+        // SAFETY: the pages are mapped readable.
+        assert_eq!(unsafe { std::slice::from_raw_parts(page as *const u8, 8192) }, &before[..], "all bytes back");
+        // SAFETY: unmapping the pages mapped above, which nothing else uses.
+        unsafe { libc::munmap(page, 8192) };
+        written
+    }
+
+    /// A hit disarms the other probes of its group (the list's `groups`), and only those
+    /// (on the architectures with a trap).
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn a_hit_disarms_the_other_probes_of_its_group() {
+        use super::{disarm_group, groups_of, Probes, ARMED, FIRED, NO_GROUP};
+        use std::sync::atomic::Ordering;
         // SAFETY: a fresh anonymous private mapping of one page, ours.
         let page = unsafe {
             libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
         };
         assert_ne!(page, libc::MAP_FAILED);
         let base = page as u64;
-        let len = I::TRAP.len();
         // SAFETY: the page is mapped writable (above).
-        let bytes = unsafe { std::slice::from_raw_parts_mut(page as *mut u8, 4096) };
-        bytes.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8 | 1);
-        bytes[64..64 + len].copy_from_slice(I::TRAP);
-        let before = bytes.to_vec();
-        // SAFETY: the page is ours; made read-and-execute as code is.
-        assert_eq!(unsafe { libc::mprotect(page, 4096, libc::PROT_READ | libc::PROT_EXEC) }, 0);
-        // SAFETY: the addresses are in the page (mapped executable), this thread alone writes.
-        let probes = unsafe { write_traps::<I>(&[base, base + 64, base + 4092]) };
+        unsafe { std::ptr::write_bytes(page as *mut u8, 0x90, 4096) };
+        let offsets = vec![16, 32, 48, 64];
+        let list = trace_format::meta::InlineProbeList { offsets: offsets.clone(), groups: vec![5, 7, 5, 9], ..Default::default() };
+        let addrs: Vec<u64> = offsets.iter().map(|o| base + o).collect();
+        // SAFETY: the addresses are in the page, this thread alone writes.
+        let mut traps = unsafe { write_traps::<Native>(&addrs) };
+        let groups = groups_of(&mut traps, base, &list);
+        assert_eq!(groups, [(5, 0), (5, 2)], "only groups of more than one probe");
+        assert_eq!(traps.probes.iter().map(|p| p.group).collect::<Vec<_>>(), [5, NO_GROUP, 5, NO_GROUP]);
+        let ps = Probes { traps, groups, at_entry: Vec::new() };
+        let p = &ps.traps.probes[0];
+        assert!(p.state.compare_exchange(ARMED, FIRED, Ordering::AcqRel, Ordering::Acquire).is_ok());
+        // SAFETY: one of the probes, claimed above.
+        unsafe { restore(&ps.traps, p, Native::TRAP.len()) };
+        disarm_group(&ps, 0);
+        let states: Vec<u8> = ps.traps.probes.iter().map(|p| p.state.load(Ordering::Acquire)).collect();
+        assert_eq!(states, [FIRED, ARMED, FIRED, ARMED]);
         // SAFETY: the page is mapped readable.
-        let after = unsafe { std::slice::from_raw_parts(page as *const u8, 4096) }.to_vec();
-        let written: Vec<u64> = probes.iter().map(|p| p.addr).collect();
-        for p in &probes {
-            let at = (p.addr - base) as usize;
-            assert_eq!(&after[at..at + len], I::TRAP);
-            assert_eq!(&p.orig[..len], &before[at..at + len]);
-            assert!(p.orig[len..MAX_TRAP].iter().all(|&b| b == 0));
-            restore(p.addr, &p.orig[..len]);
-        }
-        // SAFETY: the page is mapped readable.
-        assert_eq!(unsafe { std::slice::from_raw_parts(page as *const u8, 4096) }, &before[..], "all bytes back");
+        let bytes = unsafe { std::slice::from_raw_parts(page as *const u8, 4096) };
+        let trapped: Vec<bool> = offsets.iter().map(|&o| bytes[o as usize..].starts_with(Native::TRAP)).collect();
+        assert_eq!(trapped, [false, true, false, true]);
         // SAFETY: unmapping the page mapped above, which nothing else uses.
         unsafe { libc::munmap(page, 4096) };
-        written
     }
 
     #[test]

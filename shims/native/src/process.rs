@@ -156,6 +156,18 @@ pub(crate) fn register(addr: u64) -> Option<u32> {
     r
 }
 
+/// [`register`] from a signal handler that runs with every signal blocked (probe.rs's
+/// `on_trap`): the same, without the two mask calls.
+pub(crate) fn register_blocked(addr: u64) -> Option<u32> {
+    if let Some(id) = lookup(addr) {
+        return Some(id);
+    }
+    COLD.lock_blocked();
+    let r = register_locked(addr);
+    COLD.unlock_blocked();
+    r
+}
+
 pub(crate) fn register_locked(key: u64) -> Option<u32> {
     if let Some(id) = lookup(key) {
         return Some(id);

@@ -383,4 +383,9 @@ pub struct InlineProbeList {
     /// Entries of inlined code, as offsets from the object's first loaded page (link-time
     /// address minus the first `PT_LOAD`'s page-aligned `p_vaddr`), ascending, unique.
     pub offsets: Vec<u64>,
+    /// Per offset (as many, or none: each offset on its own), its group: offsets of one group
+    /// start code with the same chain of inlined functions in the same function (one node of
+    /// a tree), so that when one fires the shim disarms the others.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<u32>,
 }
