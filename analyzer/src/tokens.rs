@@ -47,7 +47,7 @@ impl Tokenizer {
     }
 
     /// Tokens of `text` for a message: exact ([`Tokenizer::count`]) unless more than
-    /// [`EXACT_UP_TO`] bytes of it were never counted before; then an estimate, from an exact
+    /// [`EXACT_UP_TO`] bytes of distinct pieces of it were never counted before; then an estimate, from an exact
     /// count of an even sample of [`SAMPLE_BYTES`] of those bytes scaled by their size (pieces
     /// counted before still count exactly). A prompt that large is millions of tokens, past
     /// any model's context: its exact size told nothing more, and counting it took longer than
@@ -64,15 +64,24 @@ impl Tokenizer {
         let memo = MEMO.lock().ok();
         let mut known = 0usize;
         let mut new: Vec<&str> = Vec::new();
+        // New pieces met once each (a body repeated in the text is encoded once).
+        let mut distinct: rustc_hash::FxHashSet<PieceKey> = Default::default();
+        let mut distinct_bytes = 0usize;
         for piece in pieces(text) {
-            match memo.as_ref().and_then(|m| m.get(&PieceKey::new(self, piece))) {
+            let key = PieceKey::new(self, piece);
+            match memo.as_ref().and_then(|m| m.get(&key)) {
                 Some(&n) => known += n as usize,
-                None => new.push(piece),
+                None => {
+                    if distinct.insert(key) {
+                        distinct_bytes += piece.len();
+                    }
+                    new.push(piece)
+                }
             }
         }
         drop(memo);
         let new_bytes: usize = new.iter().map(|p| p.len()).sum();
-        if new_bytes <= exact_up_to {
+        if distinct_bytes <= exact_up_to {
             return Count { tokens: self.count(text), exact: true };
         }
         // Every k-th new piece, from the start to the end of the text.
@@ -306,6 +315,9 @@ mod tests {
         assert!(encoded < fresh.len() as u64 / 10, "{encoded} of {} bytes encoded", fresh.len());
         let off = (est.tokens as f64 - exact as f64).abs() / exact as f64;
         assert!(off < 0.05, "estimate {} vs exact {exact}", est.tokens);
+        // The same lines many times over are new text of one copy's size: exact.
+        let many = text.repeat(8);
+        assert_eq!(tok.count_sampled(&many, text.len() + (64 << 10), 16 << 10), Count { tokens: 8 * tok.count(&text), exact: true });
         // Counted once, the same text is then counted exactly from the memo.
         assert_eq!(tok.count(&fresh), exact);
         assert_eq!(tok.count_sampled(&fresh, 64 << 10, 16 << 10), Count { tokens: exact, exact: true });
