@@ -83,10 +83,12 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     let functions: HashSet<crate::prompt::FuncId> =
         model.traces.iter().flat_map(|t| t.threads.iter()).flat_map(|th| th.nodes.iter()).map(|n| n.func).collect();
     let nodes: usize = model.traces.iter().flat_map(|t| t.threads.iter()).map(|th| th.nodes.len()).sum();
+    let tokens = crate::tokens::Count { tokens: fitted.tokens, exact: fitted.exact };
     eprintln!(
-        "slice: {} tokens ({}), {} lines, {} characters, {} functions, {} tree nodes",
-        fitted.tokens,
+        "slice: {} tokens ({}{}), {} lines, {} characters, {} functions, {} tree nodes",
+        tokens,
         a.prompt.tokenizer,
+        if tokens.exact { "" } else { ", estimated from a sample: the prompt is too large to count every token quickly" },
         fitted.text.lines().count(),
         fitted.text.chars().count(),
         functions.len(),
@@ -95,7 +97,7 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     if a.prompt.budget.is_none() && fitted.tokens > LARGE_PROMPT_TOKENS {
         eprintln!(
             "slice: warning: the prompt is {} tokens, more than most models read well; pass --budget N (e.g. --budget 32000) to keep the code closest to the question, or narrow it with --focus/--module",
-            fitted.tokens
+            tokens
         );
     }
     if let Some(r) = &fitted.report {

@@ -55,11 +55,14 @@ pub struct BudgetReport {
     pub kept: usize,
 }
 
-/// A rendered prompt and its exact token count.
+/// A rendered prompt and its token count: exact, always, when fitted into a budget.
 #[derive(Debug, Clone)]
 pub struct Fitted {
     pub text: String,
     pub tokens: usize,
+    /// Whether `tokens` is exact. Without a budget, a prompt of millions of tokens is counted
+    /// on a sample ([`Tokenizer::count_for_message`]).
+    pub exact: bool,
     pub report: Option<BudgetReport>,
 }
 
@@ -406,8 +409,8 @@ pub(super) fn refill(
 pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, budget: Option<usize>) -> Result<Fitted, BudgetError> {
     let Some(budget) = budget else {
         let full = renderer.render(model, &model.doc(layout, &Plan::default()))?;
-        let tokens = tok.count(&full);
-        return Ok(Fitted { text: full, tokens, report: None });
+        let count = tok.count_for_message(&full);
+        return Ok(Fitted { text: full, tokens: count.tokens, exact: count.exact, report: None });
     };
     let est = Estimator::new(model, layout, tok);
     if est.estimate(&Plan::default()) > ESTIMATE_FACTOR * budget as f64 {
@@ -417,7 +420,7 @@ pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, b
     let tokens = tok.count(&full);
     if tokens <= budget {
         let (plan, cut) = plan_for(model, &[], None, layout.sources, budget, tok);
-        return Ok(Fitted { text: full, tokens, report: Some(report(model, &plan, &cut, layout.sources, budget)) });
+        return Ok(Fitted { text: full, tokens, exact: true, report: Some(report(model, &plan, &cut, layout.sources, budget)) });
     }
     let prio = model.priority();
     let top = prio.first().copied();
@@ -455,10 +458,10 @@ pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, b
             }
             (hi, best)
         };
-        let best = Fitted { text: best.0, tokens: best.1, report: Some(best.2) };
+        let best = Fitted { text: best.0, tokens: best.1, exact: true, report: Some(best.2) };
         return refill(&prio, &est, refill_tries(model), budget, state(&base, &steps, k), best, &mut |s| {
             let (text, n, report) = eval(s)?;
-            Ok(Fitted { text, tokens: n, report: Some(report) })
+            Ok(Fitted { text, tokens: n, exact: true, report: Some(report) })
         });
     }
     Err(BudgetError::TooSmall { budget, needed: smallest.unwrap_or(tokens), tokenizer: tok.name() })
@@ -523,7 +526,7 @@ fn fit_by_estimate(
             let n = tok.count(&text);
             let guess = est.estimate(&plan).max(1.0);
             if n <= budget {
-                best = Some((k, Fitted { text, tokens: n, report: Some(report(model, &plan, &cut, layout.sources, budget)) }));
+                best = Some((k, Fitted { text, tokens: n, exact: true, report: Some(report(model, &plan, &cut, layout.sources, budget)) }));
                 hi = k;
                 // Close enough to the budget, or nothing smaller left to try.
                 if n as f64 >= 0.95 * budget as f64 || k == lo {
@@ -547,7 +550,7 @@ fn fit_by_estimate(
                 let (plan, cut) = plan_of(s);
                 let text = renderer.render(model, &model.doc(layout, &plan))?;
                 let tokens = tok.count(&text);
-                Ok(Fitted { text, tokens, report: Some(report(model, &plan, &cut, layout.sources, budget)) })
+                Ok(Fitted { text, tokens, exact: true, report: Some(report(model, &plan, &cut, layout.sources, budget)) })
             });
         }
     }

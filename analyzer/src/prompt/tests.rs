@@ -538,11 +538,11 @@ fn the_refill_raises_what_fits_in_batches_and_halves_what_does_not() {
     // 10 tokens per function raised, from 100.
     let steps: Vec<Step> = prio[1..].iter().map(|k| Step::Name(*k)).collect();
     let size = |s: &[Step]| 100 + 10 * (prio.len() - 1 - s.len());
-    let start = Fitted { text: String::new(), tokens: 100, report: None };
+    let start = Fitted { text: String::new(), tokens: 100, exact: true, report: None };
     let mut renders = 0;
     let mut eval = |s: &[Step]| {
         renders += 1;
-        Ok(Fitted { text: String::new(), tokens: size(s), report: None })
+        Ok(Fitted { text: String::new(), tokens: size(s), exact: true, report: None })
     };
     // Room for all: one render raises them all.
     let all = refill(&prio, &est, 48, 100_000, steps.clone(), start.clone(), &mut eval).unwrap();
@@ -552,7 +552,7 @@ fn the_refill_raises_what_fits_in_batches_and_halves_what_does_not() {
     renders = 0;
     let mut eval = |s: &[Step]| {
         renders += 1;
-        Ok(Fitted { text: String::new(), tokens: size(s), report: None })
+        Ok(Fitted { text: String::new(), tokens: size(s), exact: true, report: None })
     };
     let two = refill(&prio, &est, 48, 120, steps.clone(), start.clone(), &mut eval).unwrap();
     assert_eq!(two.tokens, 120);
@@ -561,7 +561,7 @@ fn the_refill_raises_what_fits_in_batches_and_halves_what_does_not() {
     let mut n = 0;
     let mut eval = |s: &[Step]| {
         n += 1;
-        Ok(Fitted { text: String::new(), tokens: size(s) + 1_000_000, report: None })
+        Ok(Fitted { text: String::new(), tokens: size(s) + 1_000_000, exact: true, report: None })
     };
     refill(&prio, &est, 3, 100_000, steps, start, &mut eval).unwrap();
     assert_eq!(n, 3);
