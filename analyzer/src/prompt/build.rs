@@ -111,6 +111,7 @@ impl Model {
         }
         rank::score(&mut funcs, question);
         rank::tree_boost(&mut funcs, &mtraces);
+        crate::native::work::rank(&mut funcs, &mtraces);
         if let Some(spectrum) = traces.iter().find_map(|t| t.spectrum.clone()) {
             rank::spectrum(&mut funcs, &spectrum);
         }
