@@ -167,9 +167,7 @@ pub(crate) fn vendored_package_end(s: &str) -> Option<usize> {
         let Some(len) = s[start..].find('/') else { break };
         let dir = &s[..start + len];
         let vendored = SEEN.with(|m| {
-            *m.borrow_mut()
-                .entry(dir.to_string())
-                .or_insert_with(|| std::path::Path::new(dir).join(".cargo-checksum.json").is_file())
+            *m.borrow_mut().entry(dir.to_string()).or_insert_with(|| std::path::Path::new(dir).join(".cargo-checksum.json").is_file())
         });
         if vendored {
             return Some(start);

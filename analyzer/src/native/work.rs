@@ -141,7 +141,11 @@ mod tests {
     use crate::source::{CodeKind, Extract};
 
     fn func(qualname: &str, lines: usize, relevance: f64, language: Language) -> FuncInfo {
-        let code = std::iter::once("fn f() {".to_string()).chain((2..lines).map(|i| format!("    x{i}();"))).chain(["}".into()]).collect::<Vec<_>>().join("\n");
+        let code = std::iter::once("fn f() {".to_string())
+            .chain((2..lines).map(|i| format!("    x{i}();")))
+            .chain(["}".into()])
+            .collect::<Vec<_>>()
+            .join("\n");
         FuncInfo {
             key: qualname.into(),
             qualname: qualname.into(),
