@@ -75,8 +75,11 @@ fn dependencies_are_found_by_their_directory_shape() {
     // Without installed packages: the three dependencies go, the program (with its own
     // `vendor/owndep`, which has no checksum file) stays.
     let mine = run_ok(cmd("slice").arg("from-trace").arg(&trace).args(["--no-site-packages", "-q", "what does each step add?"]));
-    for gone in ["step_regdep", "step_anondep", "step_vendep"] {
-        assert!(!mine.contains(gone), "{gone} hidden:\n{mine}");
+    for gone in ["regdep::step_regdep", "anondep::step_anondep", "vendep::step_vendep"] {
+        assert!(!mine.contains(&format!("#### `{gone}`")), "{gone} hidden:\n{mine}");
     }
-    assert!(mine.contains("owndep::step_owndep") && mine.contains("app::main"), "{mine}");
+    assert!(mine.contains("#### `owndep::step_owndep`") && mine.contains("#### `app::main`"), "{mine}");
+    for shown in ["regdep::step_regdep", "anondep::step_anondep", "vendep::step_vendep"] {
+        assert!(prompt.contains(&format!("#### `{shown}`")), "{shown} shown by default:\n{prompt}");
+    }
 }
