@@ -120,5 +120,74 @@ class Retrieval(unittest.TestCase):
         self.assertEqual(pack([0, 1], [10, 10], 5), [])
 
 
+
+RUST = r"""
+/// Docs with a { brace and a fn word.
+pub struct Printer<'a, W: Write> { out: &'a mut W, f: fn(u8) -> bool }
+
+impl<'a, W: Write> Printer<'a, W> {
+    pub fn new(out: &'a mut W) -> Self {
+        let s = "a } brace in a string";
+        let c = '{';
+        fn helper() {}
+        Printer { out, f: |b| b > 0 }
+    }
+}
+
+impl<W> fmt::Display for Printer<'_, W> {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, r#"raw "}" string"#)
+    }
+}
+
+trait Flag {
+    fn name(&self) -> &'static str;
+    fn doc(&self) -> &'static str {
+        ""
+    }
+}
+
+macro_rules! make { () => { fn made() {} } }
+
+mod tests {
+    fn t() {}
+}
+"""
+
+C = """
+/* a comment with { and a fake(x) { } */
+static int
+weird_style(int x);
+
+static const char *entry_key(const struct entry *e) { return e->key; }
+
+int main(int argc, char **argv) {
+    if (argc) { return "}"[0]; }
+    return 0;
+}
+"""
+
+
+class NativeFunctions(unittest.TestCase):
+    def test_rust_functions_are_named_as_rustc_names_them(self):
+        import native
+
+        fs = {f.qualname: f for f in native.rust_functions("/x/lib.rs", "x/src/lib.rs", RUST, ["hexyl"])}
+        self.assertEqual(sorted(fs), ["hexyl::Flag::doc", "hexyl::Printer::fmt", "hexyl::Printer::new", "hexyl::tests::t"])
+        new = fs["hexyl::Printer::new"]
+        self.assertEqual((new.start, new.end), (6, 11))
+        self.assertTrue(new.code.startswith("    pub fn new(") and new.code.endswith("    }"))
+        self.assertEqual(new.header.strip(), "pub fn new(out: &'a mut W) -> Self {")
+        self.assertEqual((fs["hexyl::Printer::fmt"].start, fs["hexyl::Printer::fmt"].end), (15, 17))
+
+    def test_c_functions_start_at_their_name(self):
+        import native
+
+        fs = {f.qualname: f for f in native.c_functions("/x/a.c", "a.c", C)}
+        self.assertEqual(sorted(fs), ["entry_key", "main"])
+        self.assertEqual((fs["main"].start, fs["main"].end), (8, 11))
+        self.assertEqual(fs["entry_key"].code, "static const char *entry_key(const struct entry *e) { return e->key; }")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -213,9 +213,39 @@ mod tests {
             native_display_path("/srv/ch/git/checkouts/clap-0d2c1b8f3a5e7d91/5a1c2e3/src/lib.rs").as_deref(),
             Some("cargo-git/5a1c2e3/src/lib.rs")
         );
+        // A registry that replaces crates.io under no name: `-<hash>`; a checkout needs its
+        // commit's directory.
+        let unnamed = "/opt/rust-deps/registry/src/-14cd1cce6819ff87/memchr-2.7.4/src/lib.rs";
+        assert_eq!(cargo_crate(unnamed).as_deref(), Some("memchr"));
+        assert_eq!(native_origin(Some(unnamed), Some("/opt/app/bin/app")), Origin::SitePackages);
+        assert_eq!(native_display_path("/srv/ch/git/checkouts/clap-0d2c1b8f3a5e7d91/src/lib.rs"), None);
         // The user's own folders named `registry/src` are not cargo's.
         assert_eq!(cargo_crate("/home/u/app/registry/src/server/handler.rs"), None);
         assert_eq!(cargo_crate("/home/u/app/registry/src/v1-aaaa/x-1.0/lib.rs"), None);
+    }
+
+    /// `cargo vendor`'s directories are dependencies, by the checksum file it writes; a
+    /// project's own `vendor/` folder without it is the program.
+    #[test]
+    fn vendored_crates() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().to_str().unwrap();
+        for (dir, checksum) in [("vendor/memchr", true), ("vendor/aho-corasick-1.1.3", true), ("vendor/zlib", false)] {
+            std::fs::create_dir_all(d.path().join(dir).join("src")).unwrap();
+            if checksum {
+                std::fs::write(d.path().join(dir).join(".cargo-checksum.json"), "{}").unwrap();
+            }
+        }
+        let memchr = format!("{root}/vendor/memchr/src/memchr.rs");
+        assert_eq!(native_origin(Some(&memchr), None), Origin::SitePackages);
+        assert_eq!(cargo_crate(&memchr).as_deref(), Some("memchr"));
+        assert_eq!(native_display_path(&memchr).as_deref(), Some("cargo-vendor/memchr/src/memchr.rs"));
+        let aho = format!("{root}/vendor/aho-corasick-1.1.3/src/lib.rs");
+        assert_eq!(cargo_crate(&aho).as_deref(), Some("aho_corasick"));
+        let zlib = format!("{root}/vendor/zlib/src/inflate.c");
+        assert_eq!(native_origin(Some(&zlib), None), Origin::Program);
+        assert_eq!(cargo_crate(&zlib), None);
+        assert_eq!(native_display_path(&zlib), None);
     }
 
     #[test]

@@ -15,8 +15,9 @@ use crate::pathclass::Origin;
 ///   `std` vendors), and Rust functions without a source file whose crate is `std`, `core`, `alloc` or the
 ///   allocator shims rustc generates (`__rustc::__rust_alloc`).
 /// - **SitePackages**: Rust dependencies from cargo's registry or git checkouts
-///   (`$CARGO_HOME/registry/src/...`, `$CARGO_HOME/git/checkouts/...`), the analogue of
-///   Python's installed packages.
+///   (`$CARGO_HOME/registry/src/...`, `$CARGO_HOME/git/checkouts/...`) or vendored by `cargo
+///   vendor` (`vendor/<crate>/` holding `.cargo-checksum.json`), the analogue of Python's
+///   installed packages.
 pub fn native_origin(file: Option<&str>, object: Option<&str>) -> Origin {
     if let Some(f) = file {
         if f.starts_with("/usr/include/") || f.starts_with("/usr/lib/gcc/") || rust_library_end(f).is_some() {
@@ -120,25 +121,57 @@ pub(crate) fn rust_library_end(s: &str) -> Option<usize> {
 /// Where the path inside a cargo package starts (`clap-4.5.20/src/...`): cargo's registry
 /// (`.../registry/src/<index>/`) or git checkouts (`.../git/checkouts/<repo>/`), recognized by
 /// the shape cargo gives them, whatever `CARGO_HOME` is called: the index or repository
-/// directory is `<name>-<16 hex digits>` (`index.crates.io-1949cf8c6b5b557f`), and a registry
-/// package's directory `<crate>-<version>`. Under a home named `cargo` or `.cargo` the shape is
-/// not required (older cargos hashed differently).
+/// directory is `<name>-<16 hex digits>` (`index.crates.io-1949cf8c6b5b557f`; the name is empty
+/// for a registry that replaces crates.io under no name), a registry package's directory
+/// `<crate>-<version>`, and a checkout's directory the commit's short hash. Under a home named
+/// `cargo` or `.cargo` the shape is not required (older cargos hashed differently). Vendored
+/// packages (`cargo vendor`) start after `vendor/` ([`vendored_package_end`]).
 pub(crate) fn cargo_package_end(s: &str) -> Option<usize> {
     /// `<name>-<16 hex digits>`.
     fn hashed(seg: &str) -> bool {
-        seg.rsplit_once('-').is_some_and(|(n, h)| !n.is_empty() && h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+        seg.rsplit_once('-').is_some_and(|(_, h)| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+    }
+    /// A git commit's short hash, as cargo names a checkout (7 hex digits or more).
+    fn revision(seg: &str) -> bool {
+        seg.len() >= 7 && seg.bytes().all(|b| b.is_ascii_hexdigit())
     }
     for marker in ["/registry/src/", "/git/checkouts/"] {
         let Some(i) = s.find(marker) else { continue };
         let home_name = s[..i].rsplit('/').next().unwrap_or("");
         let rest = &s[i + marker.len()..];
         let index = rest.find('/')?;
+        let next = rest[index + 1..].split('/').next();
         let shaped = hashed(&rest[..index])
-            && (marker == "/git/checkouts/" || rest[index + 1..].split('/').next().is_some_and(|pkg| crate_name_of(pkg).is_some()));
+            && next.is_some_and(|pkg| if marker == "/git/checkouts/" { revision(pkg) } else { crate_name_of(pkg).is_some() });
         if home_name != ".cargo" && home_name != "cargo" && !shaped {
             continue;
         }
         return Some(i + marker.len() + index + 1);
+    }
+    vendored_package_end(s)
+}
+
+/// Where the path of a vendored package starts (`.../vendor/memchr/src/lib.rs` ->
+/// `memchr/src/lib.rs`): a directory `vendor/<crate>[-<version>]/` that holds the
+/// `.cargo-checksum.json` `cargo vendor` writes (checked on disk, once per directory), so a
+/// project's own `vendor/` folder of C sources is not taken for crates.
+pub(crate) fn vendored_package_end(s: &str) -> Option<usize> {
+    thread_local! {
+        static SEEN: std::cell::RefCell<rustc_hash::FxHashMap<String, bool>> = Default::default();
+    }
+    const MARKER: &str = "/vendor/";
+    let mut from = 0;
+    while let Some(k) = s[from..].find(MARKER) {
+        let start = from + k + MARKER.len();
+        from = start;
+        let Some(len) = s[start..].find('/') else { break };
+        let dir = &s[..start + len];
+        let vendored = SEEN.with(|m| {
+            *m.borrow_mut().entry(dir.to_string()).or_insert_with(|| std::path::Path::new(dir).join(".cargo-checksum.json").is_file())
+        });
+        if vendored {
+            return Some(start);
+        }
     }
     None
 }
@@ -159,7 +192,13 @@ pub fn cargo_crate(s: &str) -> Option<String> {
         return None;
     }
     let i = cargo_package_end(s)?;
-    crate_name_of(s[i..].split('/').next()?)
+    let dir = s[i..].split('/').next()?;
+    if vendored_package_end(s) == Some(i) {
+        // `cargo vendor` names a directory by the crate, adding the version only when two
+        // versions of a crate are vendored.
+        return Some(crate_name_of(dir).unwrap_or_else(|| dir.replace('-', "_")));
+    }
+    crate_name_of(dir)
 }
 
 /// A short display form of a Rust library or dependency path: `rust-library/std/src/path.rs`,
@@ -170,6 +209,12 @@ pub fn native_display_path(s: &str) -> Option<String> {
         return Some(format!("rust-library/{}", &s[i..]));
     }
     let i = cargo_package_end(s)?;
-    let kind = if s.contains("/git/checkouts/") { "cargo-git" } else { "cargo-registry" };
+    let kind = if vendored_package_end(s) == Some(i) {
+        "cargo-vendor"
+    } else if s.contains("/git/checkouts/") {
+        "cargo-git"
+    } else {
+        "cargo-registry"
+    };
     Some(format!("{kind}/{}", &s[i..]))
 }

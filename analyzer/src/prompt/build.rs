@@ -124,6 +124,7 @@ impl Model {
         if tests_shown {
             rank::construction(&mut funcs, &mtraces);
         }
+        crate::native::work::rank(&mut funcs, &mtraces);
         if let Some(spectrum) = traces.iter().find_map(|t| t.spectrum.clone()) {
             rank::spectrum(&mut funcs, &spectrum);
         }

@@ -11,8 +11,12 @@
 //!   right above it (`#[inline]`, `#[cfg(unix)]`), as Python's decorators are part of a
 //!   Python function, at most 8 lines; doc comments (`///`) are not taken: they are
 //!   documentation, often long (clap's run to 40 lines with examples), and cost tokens;
-//! - the last line of code is not the closing brace (a function that never returns): the
-//!   span is extended downwards until the braces opened since the first line are closed.
+//! - the last line of code is not the closing brace (a function that never returns), or
+//!   DWARF knows only the first line (an inlined function's call site gives its declaration
+//!   line, not its end): the span is extended downwards until the braces opened since the
+//!   first line are closed. The body's `{` may come many lines after the name (a signature
+//!   over several lines, a `where` clause); a `;` outside parentheses before any `{` means no
+//!   body (a declaration, a closure without braces).
 //!
 //! Braces inside comments, string and character literals are ignored; a Rust lifetime
 //! (`'a`) is not a character literal.
@@ -52,7 +56,7 @@ pub fn refine(lines: &[&str], decl_line: u32, dwarf_last: u32, rust: bool) -> (u
                 last = l;
                 break;
             }
-            if !opened && l > last + 2 {
+            if !opened && (lexer.statement_ended || l > last + SIGNATURE_LINES) {
                 // No body seen at all (not a braced function): keep DWARF's answer.
                 return (first, dwarf_last);
             }
@@ -63,6 +67,10 @@ pub fn refine(lines: &[&str], decl_line: u32, dwarf_last: u32, rust: bool) -> (u
     }
     (first, last)
 }
+
+/// At most this many lines between a function's name and its body's `{` (a long signature,
+/// one parameter per line, and a `where` clause).
+const SIGNATURE_LINES: u32 = 40;
 
 /// A one-line Rust outer attribute (`#[inline]`).
 fn is_rust_attribute(line: &str) -> bool {
@@ -85,6 +93,10 @@ struct Lexer {
     in_block_comment: bool,
     /// Whether an opening brace was seen on the last line.
     seen_open: bool,
+    /// Parentheses open.
+    parens: i64,
+    /// Whether a `;` outside parentheses and braces was seen (a statement or declaration ended).
+    statement_ended: bool,
 }
 
 impl Lexer {
@@ -124,6 +136,9 @@ impl Lexer {
                     self.seen_open = true;
                 }
                 b'}' => self.depth -= 1,
+                b'(' => self.parens += 1,
+                b')' => self.parens -= 1,
+                b';' if self.parens <= 0 && self.depth <= 0 => self.statement_ended = true,
                 _ => {}
             }
             i += 1;
@@ -189,6 +204,21 @@ mod tests {
         // A closure without braces, last in its function: not down to the next function.
         let src = lines("    fn find(&self) -> Option<usize> {\n        (0..9)\n            .find(|&x| x > 2)\n    }\n\n    fn next(&self) -> u8 {\n        1\n    }\n");
         assert_eq!(refine(&src, 3, 3, true), (3, 3));
+    }
+
+    /// An inlined function's span starts as its declaration line alone: it runs to the
+    /// closing brace over a signature of several lines and a `where` clause.
+    #[test]
+    fn a_declaration_line_alone_runs_to_the_closing_brace() {
+        let src = lines(
+            "impl Ignore {\n    fn matched_ignore<'a>(\n        &'a self,\n        path: &Path,\n        is_dir: bool,\n    ) -> Match<'a> {\n        let m = (1, 2);\n        m.0\n    }\n}\n",
+        );
+        assert_eq!(refine(&src, 2, 2, true), (2, 9));
+        let src = lines("fn sort<I>(\n    &self,\n    hs: I,\n) -> Vec<u8>\nwhere\n    I: Iterator,\n{\n    hs.collect()\n}\n");
+        assert_eq!(refine(&src, 1, 1, true), (1, 9));
+        // A declaration without a body stays as DWARF says.
+        let src = lines("    fn name(&self) -> &str;\n    fn doc(&self) -> &str {\n        \"\"\n    }\n");
+        assert_eq!(refine(&src, 1, 1, true), (1, 1));
     }
 
     #[test]
