@@ -6,7 +6,7 @@ use super::{read_question, warn_all};
 use crate::analysis::prepare;
 use crate::prompt::render::{Format, Renderer};
 use crate::prompt::{Docstrings, Model, NotRun, Plan, SourceState, Variant};
-use crate::tokens::Tokenizer;
+use crate::tokens::{Count, Tokenizer};
 use clap::Args;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -36,11 +36,20 @@ struct Row {
     items: String,
     lines: usize,
     chars: usize,
-    tokens: usize,
+    tokens: Count,
 }
 
+/// A row of the table. Its tokens are counted as `from-trace` counts its prompt for stderr
+/// ([`Tokenizer::count_for_message`]): exactly, unless more than 4 MiB of the text was never
+/// counted before (a million tokens or more); then from a sample, and the table marks it `~`.
 fn row(what: impl Into<String>, items: impl Into<String>, text: &str, tok: Tokenizer) -> Row {
-    Row { what: what.into(), items: items.into(), lines: text.lines().count(), chars: text.chars().count(), tokens: tok.count(text) }
+    Row {
+        what: what.into(),
+        items: items.into(),
+        lines: text.lines().count(),
+        chars: text.chars().count(),
+        tokens: tok.count_for_message(text),
+    }
 }
 
 pub fn run(a: StatsArgs) -> anyhow::Result<()> {
@@ -114,7 +123,10 @@ pub fn run(a: StatsArgs) -> anyhow::Result<()> {
         let wi = rows.iter().map(|r| r.items.len()).max().unwrap_or(5).max(5);
         writeln!(out, "{:<w$}  {:>wi$}  {:>9}  {:>11}  {:>10}", "section", "items", "lines", "characters", "tokens")?;
         for r in &rows {
-            writeln!(out, "{:<w$}  {:>wi$}  {:>9}  {:>11}  {:>10}", r.what, r.items, r.lines, r.chars, r.tokens)?;
+            writeln!(out, "{:<w$}  {:>wi$}  {:>9}  {:>11}  {:>10}", r.what, r.items, r.lines, r.chars, r.tokens.to_string())?;
+        }
+        if rows.iter().any(|r| !r.tokens.exact) {
+            writeln!(out, "\n~: estimated from a sample (more than 4 MiB of the text was never counted before; docs/prompts.md)")?;
         }
         Ok(())
     })
