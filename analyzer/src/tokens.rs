@@ -176,9 +176,15 @@ thread_local! {
     static ENCODED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// Bytes the calling thread has run through a tokenizer so far ([`ENCODED`]).
+/// Bytes the calling thread has run through a tokenizer so far ([`ENCODED`]), with those that
+/// threads it started counted for it ([`credit_encoded`]).
 pub fn encoded_bytes() -> u64 {
     ENCODED.with(|e| e.get())
+}
+
+/// Count `bytes` that a helper thread encoded for the calling thread in [`encoded_bytes`].
+pub(crate) fn credit_encoded(bytes: u64) {
+    ENCODED.with(|e| e.set(e.get() + bytes));
 }
 
 static MEMO: std::sync::LazyLock<std::sync::Mutex<rustc_hash::FxHashMap<PieceKey, u32>>> = std::sync::LazyLock::new(Default::default);

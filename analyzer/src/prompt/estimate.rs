@@ -71,13 +71,26 @@ fn block_costs(funcs: &[&FuncInfo], tok: Tokenizer) -> Vec<(f64, f64)> {
     }
     let chunk = funcs.len().div_ceil(threads);
     std::thread::scope(|s| {
-        let parts: Vec<_> =
-            funcs.chunks(chunk).map(|c| s.spawn(move || c.iter().map(|f| block_cost(f, &counted)).collect::<Vec<_>>())).collect();
+        let parts: Vec<_> = funcs
+            .chunks(chunk)
+            .map(|c| {
+                s.spawn(move || {
+                    let costs = c.iter().map(|f| block_cost(f, &counted)).collect::<Vec<_>>();
+                    (costs, crate::tokens::encoded_bytes())
+                })
+            })
+            .collect();
         // A counting thread cannot panic short of a bug in the tokenizer; count here then.
         parts
             .into_iter()
             .zip(funcs.chunks(chunk))
-            .flat_map(|(p, c)| p.join().unwrap_or_else(|_| c.iter().map(|f| block_cost(f, &counted)).collect()))
+            .flat_map(|(p, c)| match p.join() {
+                Ok((costs, encoded)) => {
+                    crate::tokens::credit_encoded(encoded);
+                    costs
+                }
+                Err(_) => c.iter().map(|f| block_cost(f, &counted)).collect(),
+            })
             .collect()
     })
 }

@@ -787,3 +787,31 @@ fn the_budget_note_names_the_most_relevant_cuts_first() {
     assert_eq!(super::budget::NOTE_NAMES, 10);
     assert_eq!(super::budget::most_relevant(&names), "`f11`, `f10`, `f9`, `f8`, `f7`, `f6`, `f5`, `f4`, `f3`, `f2` and 2 more");
 }
+
+#[test]
+fn past_twenty_thousand_functions_the_estimate_counts_a_sample_of_blocks() {
+    use super::estimate::Estimator;
+    let fx = fixture();
+    let mut m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
+    let with_code = m.funcs.values().find(|f| matches!(f.source, SourceState::Code(_))).cloned().unwrap();
+    // Distinct bodies, so that no block's count is remembered from another.
+    let many: Vec<FuncInfo> = (0..25_000)
+        .map(|i| {
+            let mut f = with_code.clone();
+            f.key = format!("{}#{i}", f.key);
+            if let SourceState::Code(e) = &mut f.source {
+                e.code = format!("{}\n    # body {i}\n", e.code);
+            }
+            f
+        })
+        .collect();
+    let body_bytes: u64 = many.iter().map(|f| if let SourceState::Code(e) = &f.source { e.code.len() as u64 } else { 0 }).sum();
+    for f in many {
+        m.funcs.insert(f);
+    }
+    let before = crate::tokens::encoded_bytes();
+    let _est = Estimator::new(&m, Layout::DEFAULT, Tokenizer::O200kBase);
+    let encoded = crate::tokens::encoded_bytes() - before;
+    // About 2,000 of the 25,000 bodies (and their signatures) are counted, not all of them.
+    assert!(encoded < body_bytes / 5, "{encoded} of {body_bytes} bytes encoded");
+}
