@@ -16,9 +16,14 @@ use std::time::{Duration, Instant};
 extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
+    /// signal(2); handler 0 is SIG_DFL.
+    #[link_name = "signal"]
+    fn libc_signal(sig: i32, handler: usize) -> usize;
 }
 
 const SIGINT: i32 = 2;
+const SIGQUIT: i32 = 3;
+const SIG_DFL: usize = 0;
 const SIGKILL: i32 = 9;
 const SIGTERM: i32 = 15;
 
@@ -169,8 +174,26 @@ fn a_record_timeout_on_a_program_that_ignores_sigterm_still_finishes_the_trace()
 }
 
 /// Start `trace run -o out -- argv` with no terminal (stdin /dev/null, output piped).
+/// Start `c` with SIGINT and SIGQUIT at their default action, as at a user's terminal. A shell
+/// without job control starts background commands with both ignored, and an ignored signal
+/// stays ignored across `exec`: Python then installs no KeyboardInterrupt handler, and the
+/// tests of Ctrl-C forwarding would test the caller's shell instead.
+fn with_default_sigint(c: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: runs in the child between fork and exec; signal(2) is async-signal-safe and
+    // touches no memory of the parent.
+    unsafe {
+        c.pre_exec(|| {
+            libc_signal(SIGINT, SIG_DFL);
+            libc_signal(SIGQUIT, SIG_DFL);
+            Ok(())
+        })
+    }
+}
+
 fn spawn_trace(out: &Path, argv: &[&str], tmp: &Path) -> Child {
     let mut c = cmd("trace");
+    with_default_sigint(&mut c);
     c.args(["run", "-o"]).arg(out).arg("--").args(argv).env("TMPDIR", tmp);
     c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     c.spawn().unwrap()
@@ -281,8 +304,12 @@ print(os.waitstatus_to_exitcode(status))
         try:\n    time.sleep(0.5)\nexcept KeyboardInterrupt:\n    print('twice', flush=True)\n\
         print('bye', flush=True)\n";
     let out = s.path().join("t.d");
-    let o =
-        run(Command::new(python()).arg(&script).arg(bin("trace")).args(["run", "-q", "-o"]).arg(&out).args(["--", &python(), "-c", code]));
+    let o = run(with_default_sigint(&mut Command::new(python()))
+        .arg(&script)
+        .arg(bin("trace"))
+        .args(["run", "-q", "-o"])
+        .arg(&out)
+        .args(["--", &python(), "-c", code]));
     let (stdout, stderr) = texts(&o);
     assert!(o.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("foreground"), "the program can read the terminal (its foreground group): {stdout}");
