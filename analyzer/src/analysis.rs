@@ -329,8 +329,9 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             } else {
                 &opts.selection
             };
-            let tree = selection.apply(&tree, &cwd);
-            let collapsed = opts.plumbing.collapse(&tree, &cwd, &entry);
+            // (Each stage takes the tree: one that changes nothing makes no copy.)
+            let tree = selection.apply_owned(tree, &cwd);
+            let collapsed = opts.plumbing.collapse_owned(tree, &cwd, &entry);
             plumbing_removed += collapsed.removed;
             plumbing_packages.extend(collapsed.packages);
             let mut tree = collapsed.tree;
@@ -338,7 +339,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                 // A test's tree starts at the test: the runner's lines on the way to it (its
                 // per-test protocol, the hook calls) are spliced out, what they led to stays.
                 let runner = crate::testrun::function_kinds(&tree.funcs, &cwd);
-                tree = tree.rebuild(|t, n| {
+                tree = tree.rebuild_into(|t, n| {
                     let f = t.node(n).func;
                     if collapsed.funcs.contains(&f) && runner.get(f as usize) == Some(&crate::testrun::FuncKind::Runner) {
                         crate::calltree::Keep::Splice

@@ -172,7 +172,18 @@ impl CallTree {
     /// `decide` is called once for each node that is not under a dropped one, in pre-order.
     /// When it keeps every node the tree is copied as it is (a stage that changes nothing
     /// costs no rebuilding: a million-node tree takes a third of a second to rebuild).
-    pub fn rebuild(&self, mut decide: impl FnMut(&CallTree, NodeId) -> Keep) -> CallTree {
+    pub fn rebuild(&self, decide: impl FnMut(&CallTree, NodeId) -> Keep) -> CallTree {
+        self.rebuilt(decide).unwrap_or_else(|| self.clone())
+    }
+
+    /// [`CallTree::rebuild`] of a tree it takes: when every node is kept the tree itself is
+    /// handed back, no copy.
+    pub fn rebuild_into(self, decide: impl FnMut(&CallTree, NodeId) -> Keep) -> CallTree {
+        self.rebuilt(decide).unwrap_or(self)
+    }
+
+    /// The rebuilt tree; `None` when `decide` keeps every node.
+    fn rebuilt(&self, mut decide: impl FnMut(&CallTree, NodeId) -> Keep) -> Option<CallTree> {
         // Nodes under a dropped one are never asked about; they stay `Drop`.
         let mut decision = vec![Keep::Drop; self.nodes.len()];
         let mut changed = false;
@@ -186,7 +197,7 @@ impl CallTree {
             }
         }
         if !changed {
-            return self.clone();
+            return None;
         }
         let mut b = TreeBuilder::with_capacity(self.funcs.clone(), self.nodes.len());
         b.tree.ids = self.ids.clone();
@@ -209,7 +220,7 @@ impl CallTree {
             };
             stack.extend(n.children.iter().rev().map(|&c| (c, dst)));
         }
-        b.finish()
+        Some(b.finish())
     }
 }
 
@@ -226,57 +237,116 @@ pub enum Keep {
 /// Builds a tree node by node, merging a parent's calls to the same function.
 pub struct TreeBuilder {
     pub tree: CallTree,
-    index: FxHashMap<u64, NodeId>,
-    /// The `↻` re-entry markers, kept apart from the ordinary children: a parent may have both
-    /// an ordinary `f` child and an `f ↻` marker.
-    markers: FxHashMap<u64, NodeId>,
+    children: ChildIndex,
+}
+
+/// A parent's child for a function (and a `↻` marker apart from the ordinary child: a parent
+/// may have both an ordinary `f` child and an `f ↻` marker), found without one table of every
+/// node of the tree: a parent with few children is searched in its `children` list (most
+/// parents, and the same child called again in a loop is its last one); one with more has a
+/// table of its own, small enough to stay in cache while its calls are folded (a table of every
+/// node missed the cache on most calls of a two-million-node tree).
+#[derive(Default)]
+struct ChildIndex {
+    /// Parent -> index into `tables`, for parents with more than [`ChildIndex::SCAN`] children.
+    wide: FxHashMap<NodeId, u32>,
+    /// (function << 1 | recursive) -> child.
+    tables: Vec<FxHashMap<u64, NodeId>>,
+}
+
+impl ChildIndex {
+    /// Children searched in the list; past this many a parent gets its table.
+    const SCAN: usize = 8;
+
+    fn key(func: u32, recursive: bool) -> u64 {
+        ((func as u64) << 1) | recursive as u64
+    }
+
+    fn find(&self, nodes: &[Node], parent: NodeId, func: u32, recursive: bool) -> Option<NodeId> {
+        let children = &nodes[parent as usize].children;
+        // The last child first: a loop calls it again and again.
+        let is = |c: &NodeId| {
+            let n = &nodes[*c as usize];
+            n.func == func && n.recursive == recursive
+        };
+        if let Some(&last) = children.last().filter(|c| is(c)) {
+            return Some(last);
+        }
+        if children.len() <= Self::SCAN {
+            return children.iter().copied().find(|c| is(c));
+        }
+        let t = *self.wide.get(&parent)?;
+        self.tables[t as usize].get(&Self::key(func, recursive)).copied()
+    }
+
+    /// `child` was just added to `parent`'s children.
+    fn added(&mut self, nodes: &[Node], parent: NodeId, child: NodeId) {
+        let children = &nodes[parent as usize].children;
+        if children.len() <= Self::SCAN {
+            return;
+        }
+        let t = match self.wide.get(&parent) {
+            Some(&t) => t as usize,
+            None => {
+                // The parent's children pass the list's size: they move into a table.
+                let t = self.tables.len();
+                self.wide.insert(parent, t as u32);
+                let mut m = FxHashMap::default();
+                m.reserve(2 * Self::SCAN);
+                for &c in &children[..children.len() - 1] {
+                    let n = &nodes[c as usize];
+                    m.insert(Self::key(n.func, n.recursive), c);
+                }
+                self.tables.push(m);
+                t
+            }
+        };
+        let n = &nodes[child as usize];
+        self.tables[t].insert(Self::key(n.func, n.recursive), child);
+    }
 }
 
 impl TreeBuilder {
     pub fn new(funcs: Arc<Vec<Function>>) -> TreeBuilder {
-        TreeBuilder { tree: CallTree::new(funcs), index: FxHashMap::default(), markers: FxHashMap::default() }
+        TreeBuilder { tree: CallTree::new(funcs), children: ChildIndex::default() }
     }
 
-    /// [`TreeBuilder::new`] with room for `nodes` nodes: a rebuild knows its size at most, and
-    /// growing a map of millions of nodes step by step rehashes it many times.
+    /// [`TreeBuilder::new`] with room for `nodes` nodes: a rebuild knows its size at most.
     pub fn with_capacity(funcs: Arc<Vec<Function>>, nodes: usize) -> TreeBuilder {
         let mut b = TreeBuilder::new(funcs);
         b.tree.nodes.reserve(nodes);
-        b.index.reserve(nodes);
         b
     }
 
     /// The child of `parent` for `func`, created (after the existing children) if missing.
     #[inline]
     pub fn child(&mut self, parent: NodeId, func: u32) -> NodeId {
-        Self::get_or_add(&mut self.tree.nodes, &mut self.index, parent, func, false)
+        self.get_or_add(parent, func, false)
     }
 
     /// The `↻` re-entry marker of `parent` for `func` ([`Node::recursive`]), created if missing.
     pub fn marker(&mut self, parent: NodeId, func: u32) -> NodeId {
-        Self::get_or_add(&mut self.tree.nodes, &mut self.markers, parent, func, true)
+        self.get_or_add(parent, func, true)
     }
 
     /// [`TreeBuilder::marker`] or [`TreeBuilder::child`], as `recursive` says: for copying
     /// nodes from another tree.
     pub fn node_like(&mut self, parent: NodeId, func: u32, recursive: bool) -> NodeId {
-        if recursive {
-            self.marker(parent, func)
-        } else {
-            self.child(parent, func)
-        }
+        self.get_or_add(parent, func, recursive)
     }
 
     #[inline]
-    fn get_or_add(nodes: &mut Vec<Node>, index: &mut FxHashMap<u64, NodeId>, parent: NodeId, func: u32, recursive: bool) -> NodeId {
-        let key = ((parent as u64) << 32) | func as u64;
-        *index.entry(key).or_insert_with(|| {
-            let id = nodes.len() as NodeId;
-            let depth = nodes[parent as usize].depth + 1;
-            nodes.push(Node { func, parent, children: Vec::new(), count: 0, resumes: 0, time_ns: 0, recursive, depth, via_import: false });
-            nodes[parent as usize].children.push(id);
-            id
-        })
+    fn get_or_add(&mut self, parent: NodeId, func: u32, recursive: bool) -> NodeId {
+        let nodes = &mut self.tree.nodes;
+        if let Some(c) = self.children.find(nodes, parent, func, recursive) {
+            return c;
+        }
+        let id = nodes.len() as NodeId;
+        let depth = nodes[parent as usize].depth + 1;
+        nodes.push(Node { func, parent, children: Vec::new(), count: 0, resumes: 0, time_ns: 0, recursive, depth, via_import: false });
+        nodes[parent as usize].children.push(id);
+        self.children.added(nodes, parent, id);
+        id
     }
 
     pub fn node_mut(&mut self, id: NodeId) -> &mut Node {
@@ -322,6 +392,41 @@ mod tests {
         let t = b.finish();
         assert_eq!(t.len(), 2);
         assert_eq!(t.node(b1).depth, 2);
+    }
+
+    /// The child lookup (a list for few children, a table per parent past
+    /// [`ChildIndex::SCAN`]) gives the node a map of every (parent, function, marker) gives,
+    /// and creates nodes in the same order, whatever the interleaving of parents, functions,
+    /// markers and repeats: parents that grow past the list while others stay small.
+    #[test]
+    fn child_lookup_is_one_node_per_parent_function_and_marker() {
+        let mut b = TreeBuilder::new(funcs(&["a"; 40]));
+        let mut reference: std::collections::HashMap<(NodeId, u32, bool), NodeId> = std::collections::HashMap::new();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        for step in 0..20_000 {
+            let nodes = b.tree.nodes.len() as u64;
+            // Mostly the few first nodes (wide parents), sometimes any node (small ones).
+            let parent = if step % 3 == 0 { next(nodes) } else { next(nodes.min(4)) } as NodeId;
+            let func = if step % 5 == 0 { next(3) } else { next(40) } as u32;
+            let recursive = next(7) == 0;
+            let expected = reference.get(&(parent, func, recursive)).copied().unwrap_or(b.tree.nodes.len() as NodeId);
+            let got = b.node_like(parent, func, recursive);
+            assert_eq!(got, expected, "step {step}: parent {parent} func {func} recursive {recursive}");
+            reference.insert((parent, func, recursive), got);
+            let n = b.tree.node(got);
+            assert_eq!((n.parent, n.func, n.recursive), (parent, func, recursive));
+        }
+        let t = b.finish();
+        assert!(t.nodes.iter().any(|n| n.children.len() > 3 * ChildIndex::SCAN), "some parents grew past the list");
+        for (i, n) in t.nodes.iter().enumerate().skip(1) {
+            assert!(t.node(n.parent).children.contains(&(i as NodeId)));
+        }
     }
 
     #[test]

@@ -174,10 +174,16 @@ impl Plumbing {
     /// Collapse the plumbing of one tree. `entry`: the entry script's function indices (a
     /// framework the entry script belongs to is not collapsed).
     pub fn collapse(&self, tree: &CallTree, cwd: &Path, entry: &HashSet<u32>) -> Collapsed {
-        let mut out = Collapsed { tree: tree.clone(), funcs: HashSet::new(), removed: 0, packages: BTreeSet::new() };
+        self.collapse_owned(tree.clone(), cwd, entry)
+    }
+
+    /// [`Plumbing::collapse`] of a tree it takes: with nothing to collapse the tree itself is
+    /// handed back, no copy.
+    pub fn collapse_owned(&self, tree: CallTree, cwd: &Path, entry: &HashSet<u32>) -> Collapsed {
         if self.is_off() {
-            return out;
+            return Collapsed { tree, funcs: HashSet::new(), removed: 0, packages: BTreeSet::new() };
         }
+        let mut out = Collapsed { tree: CallTree::new(tree.funcs.clone()), funcs: HashSet::new(), removed: 0, packages: BTreeSet::new() };
         let pkg_of: Vec<Option<String>> = tree.funcs.iter().map(|f| self.package_of(f, cwd)).collect();
         // A framework the entry script belongs to is the program (a test runner never is), and
         // so is one that a test calls directly: click's own tests exercise click.
@@ -227,7 +233,7 @@ impl Plumbing {
                 other_below[p] = true;
             }
         }
-        let keep = |id: NodeId| -> bool {
+        let keep = |tree: &CallTree, id: NodeId| -> bool {
             let i = id as usize;
             let parent = tree.nodes[i].parent;
             !is_plumb[i] || other_below[i] || parent == ROOT || !is_plumb[parent as usize]
@@ -240,13 +246,13 @@ impl Plumbing {
                     out.packages.insert(p.to_string());
                 }
                 out.funcs.insert(tree.nodes[i].func);
-                if !keep(id) && keep(tree.nodes[i].parent) {
+                if !keep(&tree, id) && keep(&tree, tree.nodes[i].parent) {
                     out.removed += sizes[i];
                 }
             }
         }
         // `rebuild` asks about the nodes of `tree`, top down: a dropped node takes its subtree.
-        out.tree = tree.rebuild(|_, id| if keep(id) { Keep::Keep } else { Keep::Drop });
+        out.tree = tree.rebuild_into(|t, id| if keep(t, id) { Keep::Keep } else { Keep::Drop });
         out
     }
 }
