@@ -23,6 +23,7 @@ mod rank;
 pub mod relevance;
 pub mod render;
 mod riders;
+mod termcount;
 #[cfg(test)]
 mod tests;
 mod treetext;

@@ -344,7 +344,9 @@ struct Counted {
     len: [usize; 3],
 }
 
-fn count(text: &str, query: &[String]) -> (Vec<u32>, usize) {
+/// Occurrences of each question term in `text` and its length in terms: the reference that
+/// [`super::termcount::Counter`] computes faster (and falls back on for text that is not ASCII).
+pub(super) fn count(text: &str, query: &[String]) -> (Vec<u32>, usize) {
     let mut n = vec![0u32; query.len()];
     let mut len = 0usize;
     let index: HashMap<&str, usize> = query.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
@@ -397,12 +399,13 @@ pub fn weighted_scores(docs: &[Document<'_>], weighted: &[(String, u32)]) -> Vec
     if query.is_empty() || docs.is_empty() {
         return vec![0.0; docs.len()];
     }
+    let mut counter = super::termcount::Counter::new(query);
     let counted: Vec<Counted> = docs
         .iter()
         .map(|d| {
-            let (n0, l0) = count(d.name, query);
-            let (n1, l1) = count(d.code, query);
-            let (n2, l2) = count(d.path, query);
+            let (n0, l0) = counter.count(d.name);
+            let (n1, l1) = counter.count(d.code);
+            let (n2, l2) = counter.count(d.path);
             Counted { counts: [n0, n1, n2], len: [l0, l1, l2] }
         })
         .collect();
