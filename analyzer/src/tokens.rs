@@ -25,6 +25,13 @@ impl Tokenizer {
         if text.len() < PIECES_FROM {
             return self.count_whole(text);
         }
+        self.count_in_pieces(text)
+    }
+
+    /// [`Tokenizer::count`] in remembered pieces however short the text: for many texts that
+    /// share runs of lines (a wide tree's functions after their first lines), each run is
+    /// encoded once.
+    pub(crate) fn count_in_pieces(self, text: &str) -> usize {
         let mut total = 0;
         for piece in pieces(text) {
             let key = PieceKey::new(self, piece);

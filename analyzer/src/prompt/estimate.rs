@@ -10,15 +10,17 @@ use crate::tokens::Tokenizer;
 const COUNT_SAMPLE: usize = 4096;
 
 /// Tokens of `text`, exact up to [`COUNT_SAMPLE`] bytes, extrapolated from a prefix beyond.
+/// Counted in remembered pieces ([`Tokenizer::count_in_pieces`]): the same count, and a run of
+/// lines that many functions share is encoded once.
 fn sampled_count(tok: Tokenizer, text: &str) -> f64 {
     if text.len() <= COUNT_SAMPLE {
-        return tok.count(text) as f64;
+        return tok.count_in_pieces(text) as f64;
     }
     let mut end = COUNT_SAMPLE;
     while !text.is_char_boundary(end) {
         end -= 1;
     }
-    tok.count(&text[..end]) as f64 * text.len() as f64 / end as f64
+    tok.count_in_pieces(&text[..end]) as f64 * text.len() as f64 / end as f64
 }
 
 /// Functions per counting thread, at least: below this, threads cost more than they save.

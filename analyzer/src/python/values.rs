@@ -174,6 +174,10 @@ pub fn still_read(code: &str, values: &mut Vec<ModuleValue>) {
 
 /// The module values of `values` that `code` reads, in file order.
 pub fn read_by<'a>(code: &str, values: &'a HashMap<String, ModuleValue>) -> Vec<&'a ModuleValue> {
+    // A module without values: no name can read one (and its code need not be scanned).
+    if values.is_empty() {
+        return Vec::new();
+    }
     let names = names_read(code);
     let mut v: Vec<&ModuleValue> = names.iter().filter_map(|n| values.get(*n)).collect();
     v.sort_by_key(|m| m.first_line);
