@@ -175,8 +175,9 @@ pub fn prepare(dirs: &[PathBuf], opts: &Options) -> Result<(Vec<PreparedTrace>, 
         }
         loaded.push(t);
     }
-    let spectrum = spectrum.informative().then(|| std::sync::Arc::new(spectrum));
     let interner = std::sync::Arc::new(interner);
+    spectrum.set_interner(interner.clone());
+    let spectrum = spectrum.informative().then(|| std::sync::Arc::new(spectrum));
     let mut out = Vec::new();
     for t in loaded {
         let mut p = prepare_one(t, opts, baseline.as_ref())?;

@@ -59,6 +59,16 @@ impl Function {
         }
     }
 
+    /// Whether its [`Function::key`] starts with `<` (code without a real file: `<string>`,
+    /// `<frozen ...>`), without formatting the key.
+    pub fn key_is_bracketed(&self) -> bool {
+        match &self.file {
+            // (`<` is ASCII: the path's display starts with it exactly when its bytes do.)
+            Some(f) => f.as_os_str().as_encoded_bytes().first() == Some(&b'<'),
+            None => self.object.as_deref().unwrap_or("").starts_with('<'),
+        }
+    }
+
     /// A key identifying the same function across processes and traces.
     pub fn key(&self) -> String {
         match &self.file {
@@ -127,6 +137,16 @@ impl Interner {
     /// The [`Function::key`] of an id interned here.
     pub fn key(&self, id: FuncId) -> Option<&str> {
         self.keys.get(id.index()).map(|k| &**k)
+    }
+
+    /// The id of the function with this key, if one was interned.
+    pub fn id(&self, key: &str) -> Option<FuncId> {
+        self.by_key.get(key).copied()
+    }
+
+    /// [`Interner::key`], shared: a prompt's function keeps the interner's string.
+    pub fn shared_key(&self, id: FuncId) -> Option<std::sync::Arc<str>> {
+        self.keys.get(id.index()).cloned()
     }
 
     /// Number of functions interned.
@@ -292,6 +312,29 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
 mod tests {
     use super::*;
     use crate::testutil::{py, py_funcs, Ev::C, Ev::R, TraceBuilder};
+
+    /// [`Function::key_is_bracketed`] says what the key's first character says.
+    #[test]
+    fn a_bracketed_key_is_told_without_formatting_it() {
+        let f = |file: Option<&str>, object: Option<&str>, qualname: &str| Function {
+            file: file.map(Into::into),
+            object: object.map(Into::into),
+            qualname: qualname.into(),
+            ..Function::unknown(0)
+        };
+        for g in [
+            f(Some("<string>"), None, "f"),
+            f(Some("<frozen importlib._bootstrap>"), None, "_find"),
+            f(Some("app.py"), None, "<module>"),
+            f(Some(""), None, "<lambda>"),
+            f(None, Some("<jit>"), "f"),
+            f(None, Some(""), "<x>"),
+            f(None, None, "<unknown #3>"),
+            f(Some("/a/<b>.py"), Some("<o>"), "x"),
+        ] {
+            assert_eq!(g.key_is_bracketed(), g.key().starts_with('<'), "{g:?}");
+        }
+    }
 
     #[test]
     fn interner_gives_a_function_one_id_across_tables() {

@@ -130,10 +130,12 @@ pub const SPECTRUM_WEIGHT: f64 = 1000.0;
 /// for the prompt's note on the function.
 pub(super) fn spectrum(funcs: &mut Funcs, s: &crate::testrun::Spectrum) {
     for f in funcs.values_mut() {
-        let o = s.ochiai(&f.key);
+        // (The prompt's functions meet the spectrum's ids by key, once each.)
+        let id = s.id(&f.key);
+        let o = id.map_or(0.0, |id| s.ochiai(id));
         f.relevance = ((f.relevance + SPECTRUM_WEIGHT * o) * 1e6).round() / 1e6;
         if o > 0.0 && f.origin != Origin::Stdlib {
-            f.spectrum = s.describe(&f.key);
+            f.spectrum = id.and_then(|id| s.describe(id));
         }
     }
 }

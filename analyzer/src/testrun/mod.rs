@@ -15,7 +15,7 @@ mod spectrum;
 mod table;
 
 pub use earlier::built_earlier;
-pub use spectrum::{counted_ids, counted_keys, function_kinds, FuncKind, Spectrum};
+pub use spectrum::{counted_ids, function_kinds, FuncKind, Spectrum};
 pub use table::{RankedFunction, TestRow, TestTable};
 
 use regex::Regex;

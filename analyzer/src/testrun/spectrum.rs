@@ -2,7 +2,9 @@
 //! (`docs/prompts.md`, "Tests").
 
 use crate::calltree::CallTree;
+use crate::symbols::{FuncId, Function, Interner};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::sync::Arc;
 use trace_format::TestOutcome;
 
 /// What the spectrum needs to know of a function ([`Spectrum::add`]).
@@ -38,26 +40,16 @@ pub fn function_kinds(funcs: &[crate::symbols::Function], cwd: &std::path::Path)
         .collect()
 }
 
-/// The functions of a test's tree that the spectrum counts, by key, once each: not the test
-/// runner's, not code without a file (`<string>`), and standard-library code only where code
-/// that is counted called it (see [`Spectrum::add`]).
-pub fn counted_keys(tree: &CallTree, kinds: &[FuncKind]) -> Vec<String> {
-    counted(tree, kinds).into_iter().map(|(_, key)| key).collect()
-}
-
-/// [`counted_keys`]' functions by [`crate::symbols::FuncId`] (of an interned tree).
-pub fn counted_ids(tree: &CallTree, kinds: &[FuncKind]) -> HashSet<crate::symbols::FuncId> {
-    counted(tree, kinds).into_iter().map(|(n, _)| tree.func_id(n)).collect()
-}
-
-/// [`counted_keys`], each with the first node of its function.
-fn counted(tree: &CallTree, kinds: &[FuncKind]) -> Vec<(crate::calltree::NodeId, String)> {
+/// The functions of a test's tree that the spectrum counts, by [`FuncId`] (of an interned
+/// tree: functions sharing a key are one function), once each: not the test runner's, not code
+/// without a file (`<string>`), and standard-library code only where code that is counted
+/// called it (see [`Spectrum::add`]).
+pub fn counted_ids(tree: &CallTree, kinds: &[FuncKind]) -> HashSet<FuncId> {
     let kind = |n: crate::calltree::NodeId| kinds.get(tree.node(n).func as usize).copied().unwrap_or(FuncKind::Other);
     // Pre-order: a parent's verdict is known before its children's.
     let mut counted = vec![false; tree.nodes.len()];
     let mut seen: HashSet<u32> = HashSet::default();
-    let mut seen_keys: HashSet<String> = HashSet::default();
-    let mut out = Vec::new();
+    let mut out: HashSet<FuncId> = HashSet::default();
     for n in tree.preorder() {
         let parent = tree.node(n).parent;
         let parent_counted = parent != crate::calltree::ROOT && counted[parent as usize];
@@ -70,34 +62,32 @@ fn counted(tree: &CallTree, kinds: &[FuncKind]) -> Vec<(crate::calltree::NodeId,
         if !c || !seen.insert(tree.node(n).func) {
             continue;
         }
-        // Functions sharing a key are one function.
-        let key = match tree.func(n) {
-            Some(f) => f.key(),
-            None => crate::symbols::Function::unknown(tree.node(n).func).key(),
-        };
-        if !key.starts_with('<') && seen_keys.insert(key.clone()) {
-            out.push((n, key));
+        // (A function missing from the table is `Function::unknown`: its key has no `<`.)
+        if !tree.func(n).is_some_and(Function::key_is_bracketed) {
+            out.insert(tree.func_id(n));
         }
     }
     out
 }
 
 /// How often each function ran in failing and in passing tests, over every test of the traces
-/// given (several traces: the shards of one suite). Functions are their keys
-/// ([`crate::symbols::Function::key`]).
+/// given (several traces: the shards of one suite). Functions are the [`FuncId`]s of the
+/// interner the tests' trees were read with ([`Spectrum::set_interner`]); a function of
+/// another analysis is resolved to one by its key, once ([`Spectrum::id`]).
 #[derive(Debug, Clone, Default)]
 pub struct Spectrum {
     pub failed_total: u32,
     pub passed_total: u32,
-    /// key -> (failing tests it ran in, passing tests it ran in).
-    pub counts: HashMap<String, (u32, u32)>,
+    /// function -> (failing tests it ran in, passing tests it ran in).
+    pub counts: HashMap<FuncId, (u32, u32)>,
+    interner: Arc<Interner>,
 }
 
 impl Spectrum {
-    /// Add one test's tree (skipped, xfailed tests count as neither and are not added).
-    /// `kinds[i]`: what function `i` of the tree's table is ([`function_kinds`]): the test
-    /// runner's own code is not counted, nor standard-library code that the runner called (it
-    /// runs in failing tests to report them: difflib, traceback); what the code under test
+    /// Add one test's tree (interned; skipped, xfailed tests count as neither and are not
+    /// added). `kinds[i]`: what function `i` of the tree's table is ([`function_kinds`]): the
+    /// test runner's own code is not counted, nor standard-library code that the runner called
+    /// (it runs in failing tests to report them: difflib, traceback); what the code under test
     /// calls in the standard library is.
     pub fn add(&mut self, outcome: TestOutcome, tree: &CallTree, kinds: &[FuncKind]) {
         let failed = outcome.is_failure();
@@ -109,14 +99,25 @@ impl Spectrum {
         } else {
             self.passed_total += 1;
         }
-        for key in counted_keys(tree, kinds) {
-            let e = self.counts.entry(key).or_default();
+        for id in counted_ids(tree, kinds) {
+            let e = self.counts.entry(id).or_default();
             if failed {
                 e.0 += 1;
             } else {
                 e.1 += 1;
             }
         }
+    }
+
+    /// The interner of the trees added (once they are all read).
+    pub fn set_interner(&mut self, interner: Arc<Interner>) {
+        self.interner = interner;
+    }
+
+    /// The id of the function with this key ([`crate::symbols::Function::key`]), if the
+    /// spectrum's interner has it.
+    pub fn id(&self, key: &str) -> Option<FuncId> {
+        self.interner.id(key)
     }
 
     /// Whether it can tell anything: at least one failing and one passing test.
@@ -127,8 +128,8 @@ impl Spectrum {
     /// The Ochiai score of a function: `ef / sqrt(F × (ef + ep))` (`ef`, `ep`: failing and
     /// passing tests it ran in; `F`: failing tests). 1 for code that ran in every failing test
     /// and no passing one; 0 for code no failing test ran.
-    pub fn ochiai(&self, key: &str) -> f64 {
-        let Some(&(ef, ep)) = self.counts.get(key) else { return 0.0 };
+    pub fn ochiai(&self, id: FuncId) -> f64 {
+        let Some(&(ef, ep)) = self.counts.get(&id) else { return 0.0 };
         if ef == 0 || self.failed_total == 0 {
             return 0.0;
         }
@@ -136,14 +137,14 @@ impl Spectrum {
     }
 
     /// What a prompt says of a function: `ran in 3 of 3 failing tests, 2 of 461 passing`.
-    pub fn describe(&self, key: &str) -> Option<String> {
-        let &(ef, ep) = self.counts.get(key)?;
+    pub fn describe(&self, id: FuncId) -> Option<String> {
+        let &(ef, ep) = self.counts.get(&id)?;
         Some(format!(
             "ran in {ef} of {} failing test{}, {ep} of {} passing (Ochiai {:.2})",
             self.failed_total,
             if self.failed_total == 1 { "" } else { "s" },
             self.passed_total,
-            self.ochiai(key)
+            self.ochiai(id)
         ))
     }
 }
@@ -158,13 +159,20 @@ mod tests {
     #[test]
     fn ochiai_ranks_what_only_failing_tests_ran_first() {
         let funcs = Arc::new(py_funcs(&["test", "common", "buggy"]));
-        let tree = |ids: &[u32]| {
+        let mut interner = Interner::default();
+        let ids = Arc::new(interner.intern_table(&funcs, funcs.len()));
+        let built = |b: TreeBuilder| {
+            let mut t = b.finish();
+            t.ids = ids.clone();
+            t
+        };
+        let tree = |fs: &[u32]| {
             let mut b = TreeBuilder::new(funcs.clone());
-            let t = b.child(ROOT, ids[0]);
-            for &i in &ids[1..] {
+            let t = b.child(ROOT, fs[0]);
+            for &i in &fs[1..] {
                 b.child(t, i);
             }
-            b.finish()
+            built(b)
         };
         let mut s = Spectrum::default();
         s.add(TestOutcome::Failed, &tree(&[0, 1, 2]), &[]);
@@ -176,21 +184,45 @@ mod tests {
         // where counted code called it.
         let mut ignoring = Spectrum::default();
         ignoring.add(TestOutcome::Failed, &tree(&[0, 1, 2]), &[FuncKind::Other, FuncKind::Runner, FuncKind::Stdlib]);
-        assert!(!ignoring.counts.contains_key(&funcs[1].key()) && ignoring.counts.contains_key(&funcs[2].key()));
+        assert!(!ignoring.counts.contains_key(&ids[1]) && ignoring.counts.contains_key(&ids[2]));
         let mut b = TreeBuilder::new(funcs.clone());
         let runner = b.child(ROOT, 1);
         b.child(runner, 2);
         let mut under_runner = Spectrum::default();
-        under_runner.add(TestOutcome::Failed, &b.finish(), &[FuncKind::Other, FuncKind::Runner, FuncKind::Stdlib]);
+        under_runner.add(TestOutcome::Failed, &built(b), &[FuncKind::Other, FuncKind::Runner, FuncKind::Stdlib]);
         assert!(under_runner.counts.is_empty(), "{:?}", under_runner.counts);
-        let key = |i: usize| funcs[i].key();
         assert_eq!((s.failed_total, s.passed_total), (2, 2));
         assert!(s.informative());
         // buggy: 2 / sqrt(2 * 3); common: 2 / sqrt(2 * 4).
-        assert!((s.ochiai(&key(2)) - 2.0 / 6f64.sqrt()).abs() < 1e-9);
-        assert!((s.ochiai(&key(1)) - 0.5f64.sqrt()).abs() < 1e-9);
-        assert!(s.ochiai(&key(2)) > s.ochiai(&key(1)));
-        assert_eq!(s.ochiai("nothing"), 0.0);
-        assert_eq!(s.describe(&key(2)).unwrap(), "ran in 2 of 2 failing tests, 1 of 2 passing (Ochiai 0.82)");
+        assert!((s.ochiai(ids[2]) - 2.0 / 6f64.sqrt()).abs() < 1e-9);
+        assert!((s.ochiai(ids[1]) - 0.5f64.sqrt()).abs() < 1e-9);
+        assert!(s.ochiai(ids[2]) > s.ochiai(ids[1]));
+        assert_eq!(s.ochiai(FuncId(99)), 0.0);
+        assert_eq!(s.describe(ids[2]).unwrap(), "ran in 2 of 2 failing tests, 1 of 2 passing (Ochiai 0.82)");
+        // A key from elsewhere meets the spectrum's id once it knows its interner.
+        assert_eq!(s.id(&funcs[2].key()), None);
+        s.set_interner(Arc::new(interner));
+        assert_eq!(s.id(&funcs[2].key()), Some(ids[2]));
+        assert_eq!(s.id("nothing"), None);
+    }
+
+    /// Two entries of one table with the same key (one function) count once per test, and a
+    /// function whose key starts with `<` (no real file) not at all.
+    #[test]
+    fn functions_sharing_a_key_count_once_and_bracketed_ones_not_at_all() {
+        let mut fs = py_funcs(&["f", "f", "g"]);
+        fs[2].file = Some("<string>".into());
+        let funcs = Arc::new(fs);
+        let mut interner = Interner::default();
+        let mut b = TreeBuilder::new(funcs.clone());
+        let a = b.child(ROOT, 0);
+        b.child(a, 1);
+        b.child(a, 2);
+        let mut t = b.finish();
+        t.ids = Arc::new(interner.intern_table(&funcs, funcs.len()));
+        let mut s = Spectrum::default();
+        s.add(TestOutcome::Failed, &t, &[]);
+        assert_eq!(s.counts.len(), 1, "{:?}", s.counts);
+        assert_eq!(s.counts.get(&t.ids[0]), Some(&(1, 0)));
     }
 }

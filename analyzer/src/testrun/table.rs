@@ -52,7 +52,7 @@ impl TestTable {
         let mut table = TestTable::default();
         let mut warnings = Vec::new();
         let mut spectrum = Spectrum::default();
-        let mut where_: HashMap<String, (String, Option<String>, Option<u32>)> = HashMap::default();
+        let mut where_: HashMap<crate::symbols::FuncId, (String, Option<String>, Option<u32>)> = HashMap::default();
         let mut interner = crate::symbols::Interner::default();
         for d in dirs {
             let t = crate::fold::load_trace(d, &mut interner)?;
@@ -68,8 +68,8 @@ impl TestTable {
                     if let Some(tree) = tree {
                         spectrum.add(test.outcome, tree, &kinds);
                         if rank > 0 {
-                            for f in tree.funcs.iter() {
-                                where_.entry(f.key()).or_insert_with(|| {
+                            for (i, f) in tree.funcs.iter().enumerate() {
+                                where_.entry(tree.id_of(i as u32)).or_insert_with(|| {
                                     (f.qualname.clone(), f.file.as_deref().map(|p| crate::analysis::display_path(p, &cwd)), f.first_line)
                                 });
                             }
@@ -83,21 +83,28 @@ impl TestTable {
                 }
             }
         }
+        let interner = std::sync::Arc::new(interner);
+        spectrum.set_interner(interner.clone());
+        let interner = &*interner;
         table.failed_total = spectrum.failed_total;
         table.passed_total = spectrum.passed_total;
         if rank > 0 && spectrum.informative() {
-            let mut r: Vec<RankedFunction> = spectrum
+            let mut r: Vec<(RankedFunction, &str)> = spectrum
                 .counts
                 .iter()
                 .filter(|(_, c)| c.0 > 0)
-                .map(|(k, &(ef, ep))| {
-                    let (function, file, line) = where_.get(k).cloned().unwrap_or_else(|| (k.clone(), None, None));
-                    RankedFunction { function, file, line, ochiai: spectrum.ochiai(k), failed: ef, passed: ep }
+                .map(|(&k, &(ef, ep))| {
+                    let key = interner.key(k).unwrap_or_default();
+                    let (function, file, line) = where_.get(&k).cloned().unwrap_or_else(|| (key.to_string(), None, None));
+                    (RankedFunction { function, file, line, ochiai: spectrum.ochiai(k), failed: ef, passed: ep }, key)
                 })
                 .collect();
-            r.sort_by(|a, b| b.ochiai.total_cmp(&a.ochiai).then(a.passed.cmp(&b.passed)).then(a.function.cmp(&b.function)));
+            // Equal names last by key: one order, whatever the map's.
+            r.sort_by(|(a, ka), (b, kb)| {
+                b.ochiai.total_cmp(&a.ochiai).then(a.passed.cmp(&b.passed)).then(a.function.cmp(&b.function)).then(ka.cmp(kb))
+            });
             r.truncate(rank);
-            table.ranking = r;
+            table.ranking = r.into_iter().map(|(f, _)| f).collect();
         }
         Ok((table, warnings))
     }

@@ -282,7 +282,7 @@ pub fn diff_traces(a: &PreparedTrace, b: &PreparedTrace) -> Diff {
     if let Some(s) = a.spectrum.as_ref().or(b.spectrum.as_ref()) {
         for v in [&mut d.funcs_only_a, &mut d.funcs_only_b] {
             for f in v.iter_mut() {
-                f.ochiai = Some(s.ochiai(&f.key));
+                f.ochiai = Some(s.id(&f.key).map_or(0.0, |id| s.ochiai(id)));
             }
             // Stable: call order among equal scores.
             v.sort_by(|x, y| y.ochiai.unwrap_or(0.0).total_cmp(&x.ochiai.unwrap_or(0.0)));

@@ -31,7 +31,7 @@ pub struct TestRow {
     pub calls: i64,
     /// `program`, `site-packages`, `stdlib` or `runner` (the test runner's own code).
     pub origin: String,
-    /// Whether the spectrum counts it ([`crate::testrun::counted_keys`]): the ranking's query
+    /// Whether the spectrum counts it ([`crate::testrun::counted_ids`]): the ranking's query
     /// keeps these rows.
     pub counted: bool,
 }
