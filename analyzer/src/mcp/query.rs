@@ -5,7 +5,7 @@ use super::bound::{self, fit_lines, VIEW_DEFAULT};
 use super::params::FunctionParams;
 use crate::analysis::prepare;
 use crate::cli::common::UsageError;
-use crate::prompt::{FuncInfo, Model, ModelThread, SourceState};
+use crate::prompt::{FuncId, FuncInfo, Model, ModelThread, SourceState};
 use crate::source::CodeKind;
 use regex::Regex;
 use std::collections::HashMap;
@@ -34,25 +34,28 @@ impl Matcher {
     }
 }
 
-/// The functions of the model that `function` names, in call order. A name that matches no
-/// qualified name exactly (nor its last dotted parts) is tried as a regular expression.
-fn matching<'m>(model: &'m Model, function: &str) -> Result<Vec<&'m FuncInfo>, String> {
-    let mut funcs: Vec<&FuncInfo> = model.funcs.values().collect();
-    funcs.sort_by_key(|f| f.first_index);
-    let found: Vec<&FuncInfo> = match Matcher::parse(function) {
+/// The functions of the model that `function` names, in call order: the argument is resolved to
+/// ids here, once, and the tools walk the trees by id. A name that matches no qualified name
+/// exactly (nor its last dotted parts) is tried as a regular expression.
+fn matching(model: &Model, function: &str) -> Result<Vec<FuncId>, String> {
+    let mut funcs: Vec<(FuncId, &FuncInfo)> = model.funcs.iter().collect();
+    funcs.sort_by_key(|(_, f)| f.first_index);
+    let found: Vec<(FuncId, &FuncInfo)> = match Matcher::parse(function) {
         Matcher::FileLine(file, line) => funcs
             .into_iter()
-            .filter(|f| !f.file.is_empty() && (f.file.ends_with(&file) || file.ends_with(&f.file)))
-            .filter(|f| match &f.source {
+            .filter(|(_, f)| !f.file.is_empty() && (f.file.ends_with(&file) || file.ends_with(&f.file)))
+            .filter(|(_, f)| match &f.source {
                 SourceState::Code(e) if e.kind != CodeKind::Module => e.first_line <= line && line <= e.last_line,
                 _ => f.line == Some(line),
             })
             .collect(),
         Matcher::Name(name) => {
-            let by_name: Vec<&FuncInfo> = funcs
+            let by_name: Vec<(FuncId, &FuncInfo)> = funcs
                 .iter()
                 .copied()
-                .filter(|f| f.qualname == name || f.qualname.ends_with(&format!(".{name}")) || f.qualname.ends_with(&format!("::{name}")))
+                .filter(|(_, f)| {
+                    f.qualname == name || f.qualname.ends_with(&format!(".{name}")) || f.qualname.ends_with(&format!("::{name}"))
+                })
                 .collect();
             if !by_name.is_empty() {
                 by_name
@@ -60,11 +63,11 @@ fn matching<'m>(model: &'m Model, function: &str) -> Result<Vec<&'m FuncInfo>, S
                 let re = Regex::new(&name).map_err(|e| {
                     format!("function {name:?} is no function name that ran, and not a valid regular expression either: {e}")
                 })?;
-                funcs.into_iter().filter(|f| re.is_match(&f.qualname)).collect()
+                funcs.into_iter().filter(|(_, f)| re.is_match(&f.qualname)).collect()
             }
         }
     };
-    Ok(found)
+    Ok(found.into_iter().map(|(id, _)| id).collect())
 }
 
 /// The error for a `function` that matched nothing, with the names that look closest.
@@ -104,43 +107,47 @@ fn named(f: &FuncInfo) -> String {
     }
 }
 
-/// Callers or callees of a function with their call counts, most calls first.
-fn tally(model: &Model, counts: HashMap<&str, u64>) -> String {
+/// Callers or callees of a function with their call counts, most calls first (`None`: the
+/// thread's start), then by key.
+fn tally(model: &Model, counts: HashMap<Option<FuncId>, u64>) -> String {
     if counts.is_empty() {
         return "none".into();
     }
-    let mut v: Vec<(&str, u64)> = counts.into_iter().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let key = |k: Option<FuncId>| k.map_or(THREAD_START, |k| key_of(model, k));
+    let mut v: Vec<(Option<FuncId>, u64)> = counts.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(key(a.0).cmp(key(b.0))));
     v.iter()
-        .map(|(k, n)| format!("{} ×{n}", model.funcs.by_key(k).map(named).unwrap_or_else(|| k.to_string())))
+        .map(|&(k, n)| format!("{} ×{n}", k.and_then(|k| model.funcs.get(k)).map(named).unwrap_or_else(|| key(k).to_string())))
         .collect::<Vec<_>>()
         .join(", ")
 }
 
+/// What [`tally`] calls the caller of a thread's first calls.
+const THREAD_START: &str = "(thread start)";
+
 /// The key of a function of the model.
-fn key_of(model: &Model, f: crate::prompt::FuncId) -> &str {
-    model.funcs.get(f).map_or("", |f| f.key.as_str())
+fn key_of(model: &Model, f: FuncId) -> &str {
+    model.funcs.get(f).map_or("", |f| &*f.key)
 }
 
 /// Where the functions asked about are in the model's trees, and how to walk them.
-struct Places<'m> {
+struct Places {
     /// Per thread of each trace, the position of each node id in its pre-order.
     indexes: Vec<Vec<HashMap<u32, usize>>>,
-    /// Per function key, its nodes: (trace, thread, position), in tree order.
-    nodes: HashMap<&'m str, Vec<(usize, usize, usize)>>,
+    /// Per function, its nodes: (trace, thread, position), in tree order.
+    nodes: HashMap<FuncId, Vec<(usize, usize, usize)>>,
 }
 
-impl<'m> Places<'m> {
+impl Places {
     /// One pass over every tree, whatever the number of functions asked about.
-    fn new(model: &'m Model, found: &[&'m FuncInfo]) -> Places<'m> {
-        let mut nodes: HashMap<&str, Vec<(usize, usize, usize)>> = found.iter().map(|f| (f.key.as_str(), Vec::new())).collect();
-        let keys: Vec<&str> = model.funcs.values().map(|f| f.key.as_str()).collect();
+    fn new(model: &Model, found: &[FuncId]) -> Places {
+        let mut nodes: HashMap<FuncId, Vec<(usize, usize, usize)>> = found.iter().map(|&f| (f, Vec::new())).collect();
         let mut indexes = Vec::new();
         for (ti, t) in model.traces.iter().enumerate() {
             let mut per_thread = Vec::new();
             for (hi, th) in t.threads.iter().enumerate() {
                 for (i, n) in th.nodes.iter().enumerate() {
-                    if let Some(v) = keys.get(n.func.index()).and_then(|k| nodes.get_mut(k)) {
+                    if let Some(v) = nodes.get_mut(&n.func) {
                         v.push((ti, hi, i));
                     }
                 }
@@ -154,12 +161,13 @@ impl<'m> Places<'m> {
 
 /// Lines about one function: every call path from the root to it with counts, its callers
 /// and its callees.
-fn calls_of(model: &Model, places_of: &Places, f: &FuncInfo, multi_thread: bool) -> Vec<String> {
+fn calls_of(model: &Model, places_of: &Places, id: FuncId, multi_thread: bool) -> Vec<String> {
+    let Some(f) = model.funcs.get(id) else { return Vec::new() };
     let mut paths = Vec::new();
-    let mut callers: HashMap<&str, u64> = HashMap::new();
-    let mut callees: HashMap<&str, u64> = HashMap::new();
+    let mut callers: HashMap<Option<FuncId>, u64> = HashMap::new();
+    let mut callees: HashMap<Option<FuncId>, u64> = HashMap::new();
     let (mut calls, mut places) = (0u64, 0usize);
-    for &(ti, hi, i) in places_of.nodes.get(f.key.as_str()).map(Vec::as_slice).unwrap_or(&[]) {
+    for &(ti, hi, i) in places_of.nodes.get(&id).map(Vec::as_slice).unwrap_or(&[]) {
         let th = &model.traces[ti].threads[hi];
         let index = &places_of.indexes[ti][hi];
         let n = &th.nodes[i];
@@ -167,14 +175,14 @@ fn calls_of(model: &Model, places_of: &Places, f: &FuncInfo, multi_thread: bool)
         places += 1;
         paths.push(path_line(model, th, index, i, multi_thread));
         match index.get(&n.parent) {
-            Some(&pi) => *callers.entry(key_of(model, th.nodes[pi].func)).or_default() += n.count,
-            None => *callers.entry("(thread start)").or_default() += n.count,
+            Some(&pi) => *callers.entry(Some(th.nodes[pi].func)).or_default() += n.count,
+            None => *callers.entry(None).or_default() += n.count,
         }
         // The children only: from one to the next over its subtree (pre-order).
         let end = (i + n.descendants).min(th.nodes.len().saturating_sub(1));
         let mut c = i + 1;
         while c <= end {
-            *callees.entry(key_of(model, th.nodes[c].func)).or_default() += th.nodes[c].count;
+            *callees.entry(Some(th.nodes[c].func)).or_default() += th.nodes[c].count;
             c += th.nodes[c].descendants + 1;
         }
     }
@@ -237,7 +245,7 @@ pub fn find_calls(p: &FunctionParams) -> anyhow::Result<String> {
     let multi = model.traces.iter().map(|t| t.threads.len()).sum::<usize>() > 1;
     head.push_str(&format!("# {} function(s) matching {:?} in {}\n\n", found.len(), p.function, p.trace));
     let places = Places::new(&model, &found);
-    let lines: Vec<String> = found.iter().flat_map(|f| calls_of(&model, &places, f, multi)).collect();
+    let lines: Vec<String> = found.iter().flat_map(|&f| calls_of(&model, &places, f, multi)).collect();
     Ok(fit_lines(&head, &lines, max, |n| {
         format!(
             "… {n} more lines (call paths, callers, callees or further functions) left out to fit max_tokens={max}; \
@@ -260,7 +268,7 @@ pub fn source(p: &FunctionParams) -> anyhow::Result<String> {
     // One block per function (its lines joined): whole blocks are kept or left out, so that
     // no code fence is left open; a first block longer than the limit is cut line by line.
     let mut blocks: Vec<Vec<String>> = Vec::new();
-    for f in &found {
+    for f in found.iter().filter_map(|&f| model.funcs.get(f)) {
         let mut b = Vec::new();
         match &f.source {
             SourceState::Code(e) => {

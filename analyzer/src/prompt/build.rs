@@ -16,16 +16,19 @@ impl Model {
     /// Gather trees, function facts and sources from prepared traces.
     pub fn build(question: &str, traces: &mut [PreparedTrace]) -> Model {
         let mut funcs = Funcs::default();
-        // The prompt's id of each function of the analysis ([`crate::symbols::Interner`]):
-        // functions are matched by id, and a key is copied once per function.
-        let mut ids: HashMap<FuncId, FuncId> = HashMap::default();
+        // The prompt's id of each function of the analysis ([`crate::symbols::Interner`]; traces
+        // prepared apart have interners of their own, told apart by address): functions are
+        // matched by id, and a key is copied once per function.
+        let mut ids: HashMap<(usize, FuncId), FuncId> = HashMap::default();
+        let mut analysis_ids: HashMap<(usize, FuncId), FuncId> = HashMap::default();
         let mut mtraces = Vec::new();
         let mut index = 0usize;
         let mut unavailable_files: BTreeMap<String, String> = BTreeMap::new();
-        for t in traces.iter_mut() {
+        for (ti, t) in traces.iter_mut().enumerate() {
             let mut file_values: HashMap<std::path::PathBuf, std::collections::HashMap<String, ModuleValue>> = HashMap::default();
             let cwd = t.cwd.clone();
             let interner = t.interner.clone();
+            let interner_at = std::sync::Arc::as_ptr(&interner) as usize;
             // Module names by file: finding a program file's package looks for `__init__.py` in
             // its directories, once per file, not once per function.
             let mut modules: HashMap<std::path::PathBuf, String> = HashMap::default();
@@ -53,7 +56,7 @@ impl Model {
                         }
                         None => {
                             let analysis_id = tree.func_id(n);
-                            let id = match ids.get(&analysis_id).copied() {
+                            let id = match ids.get(&(interner_at, analysis_id)).copied() {
                                 Some(id) => {
                                     let fi = &mut funcs[id];
                                     fi.min_depth = fi.min_depth.min(node.depth);
@@ -61,9 +64,9 @@ impl Model {
                                 }
                                 None => {
                                     let f = tree.func(n);
-                                    let key = match interner.key(analysis_id) {
-                                        Some(k) => k.to_owned(),
-                                        None => f.cloned().unwrap_or_else(|| Function::unknown(node.func)).key(),
+                                    let key = match interner.shared_key(analysis_id) {
+                                        Some(k) => k,
+                                        None => f.cloned().unwrap_or_else(|| Function::unknown(node.func)).key().into(),
                                     };
                                     let entry = th.entry.contains(&node.func);
                                     let mut info = func_info(key, f, entry, &cwd, &mut t.sources, &mut modules, (node.depth, index));
@@ -76,10 +79,11 @@ impl Model {
                                         unavailable_files.entry(info.file.clone()).or_insert_with(|| why.clone());
                                     }
                                     let id = funcs.insert(info);
-                                    ids.insert(analysis_id, id);
+                                    ids.insert((interner_at, analysis_id), id);
                                     id
                                 }
                             };
+                            analysis_ids.insert((ti, analysis_id), id);
                             known.insert(node.func, (id, node.depth));
                             id
                         }
@@ -131,7 +135,7 @@ impl Model {
         let frames: Vec<(String, u32)> = traces.iter().flat_map(|t| t.failure_frames.iter().cloned()).collect();
         rank::failure_frames(&mut funcs, &frames);
         let notes = super::unavailable_notes(&unavailable_files);
-        Model { question: question.trim().to_string(), traces: mtraces, funcs, notes, tests_shown }
+        Model { question: question.trim().to_string(), traces: mtraces, funcs, notes, tests_shown, analysis_ids }
     }
 }
 
@@ -166,7 +170,7 @@ fn not_run(f: Option<&Function>, source: &SourceState, coverage: &LineCoverage) 
 }
 
 fn func_info(
-    key: String,
+    key: std::sync::Arc<str>,
     f: Option<&Function>,
     entry_module: bool,
     cwd: &std::path::Path,
@@ -176,7 +180,7 @@ fn func_info(
 ) -> FuncInfo {
     let Some(f) = f else {
         return FuncInfo {
-            qualname: key.clone(),
+            qualname: key.to_string(),
             key,
             language: Language::Native,
             file: String::new(),

@@ -10,14 +10,14 @@ use rustc_hash::FxHashMap as HashMap;
 #[derive(Debug, Clone, Default)]
 pub struct Funcs {
     infos: Vec<FuncInfo>,
-    by_key: HashMap<String, FuncId>,
+    by_key: HashMap<std::sync::Arc<str>, FuncId>,
 }
 
 impl Funcs {
     /// Intern `info` by its key: the id of the function with that key if there is one (then
     /// `info` is dropped), else a new id.
     pub fn insert(&mut self, info: FuncInfo) -> FuncId {
-        if let Some(&id) = self.by_key.get(&info.key) {
+        if let Some(&id) = self.by_key.get(&*info.key) {
             return id;
         }
         let id = FuncId(self.infos.len() as u32);

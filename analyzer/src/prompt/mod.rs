@@ -216,7 +216,9 @@ pub enum SourceState {
 /// Facts about one function, shared by all renderings.
 #[derive(Debug, Clone)]
 pub struct FuncInfo {
-    pub key: String,
+    /// Its [`crate::symbols::Function::key`], shared with the analysis' interner (and every
+    /// tree node of the [`Doc`] that names it).
+    pub key: std::sync::Arc<str>,
     pub qualname: String,
     pub language: Language,
     /// Display path (relative to the run's directory when inside it), or the native object.
@@ -345,6 +347,17 @@ pub struct Model {
     /// Built from tests' trees (`--test`): `auto` condensing then reaches the program's own
     /// functions too, outside the closest and the test files ([`Model::condense`]).
     pub tests_shown: bool,
+    /// (index of a trace given to [`Model::build`], [`FuncId`] in that trace's interner) -> the
+    /// function's id here: for callers that hold ids of the analysis ([`Model::func_of_trace`]).
+    pub analysis_ids: HashMap<(usize, FuncId), FuncId>,
+}
+
+impl Model {
+    /// The id here of the function with id `analysis` in the interner of trace `trace` (its
+    /// index among those given to [`Model::build`]), if a tree of the model has it.
+    pub fn func_of_trace(&self, trace: usize, analysis: FuncId) -> Option<FuncId> {
+        self.analysis_ids.get(&(trace, analysis)).copied()
+    }
 }
 
 /// Appended in the tree to a function the compiler inlined into the function above it, seen
@@ -571,7 +584,8 @@ impl Model {
         Some(DocSource {
             values: values_code,
             values_lines,
-            key: f.key.clone(),
+            key: f.key.to_string(),
+            func: id,
             qualname: f.qualname.clone(),
             file: f.file.clone(),
             first_line: first,
@@ -642,7 +656,11 @@ pub struct DocNode {
     pub id: u32,
     pub parent: u32,
     pub depth: u32,
-    pub function: String,
+    /// Its function's key ([`FuncInfo::key`], shared).
+    pub function: std::sync::Arc<str>,
+    /// Its function in the prompt's table (for renderers; not part of the document).
+    #[serde(skip)]
+    pub func: FuncId,
     pub count: u64,
     /// Resumptions of a suspended generator or coroutine (not calls).
     pub resumes: u64,
@@ -658,6 +676,9 @@ pub struct DocNode {
 #[derive(Debug, Clone, Serialize)]
 pub struct DocSource {
     pub key: String,
+    /// Its function in the prompt's table (for renderers; not part of the document).
+    #[serde(skip)]
+    pub func: FuncId,
     pub qualname: String,
     pub file: String,
     pub first_line: Option<u32>,

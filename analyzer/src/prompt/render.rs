@@ -234,8 +234,8 @@ fn json(model: &Model, doc: &Doc) -> String {
     for t in &doc.traces {
         for th in &t.threads {
             for n in &th.nodes {
-                if let Some(f) = model.funcs.by_key(&n.function) {
-                    functions.entry(f.key.as_str()).or_insert(JsonFunc {
+                if let Some(f) = model.funcs.get(n.func) {
+                    functions.entry(&*f.key).or_insert(JsonFunc {
                         qualname: &f.qualname,
                         language: match f.language {
                             Language::Python => "python",

@@ -149,7 +149,7 @@ mod tests {
         let nodes = nodes.iter().enumerate().map(|(i, &(depth, key))| ModelNode::new(i as u32, depth, id(key))).collect();
         let t = ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes);
         let out = with_riders(ranking.iter().map(|&k| id(k)).collect(), &funcs, std::slice::from_ref(&t));
-        out.into_iter().map(|k| funcs[k].key.clone()).collect()
+        out.into_iter().map(|k| funcs[k].key.to_string()).collect()
     }
 
     /// A dispatcher calls `test` then `run` of each processor: the small `test` of the

@@ -798,7 +798,7 @@ fn past_twenty_thousand_functions_the_estimate_counts_a_sample_of_blocks() {
     let many: Vec<FuncInfo> = (0..25_000)
         .map(|i| {
             let mut f = with_code.clone();
-            f.key = format!("{}#{i}", f.key);
+            f.key = format!("{}#{i}", f.key).into();
             if let SourceState::Code(e) = &mut f.source {
                 e.code = format!("{}\n    # body {i}\n", e.code);
             }

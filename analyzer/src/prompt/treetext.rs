@@ -3,6 +3,7 @@
 
 use super::{DocNode, FuncId, Level, Model, ModelNode, ModelThread, NativeBlocks, Plan, SourceState, INLINED_MARK, NAME_ONLY_MARK};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::fmt::Write as _;
 use trace_format::escape;
 
 /// Appended in the tree to a node whose calls are the same as at an earlier line of the same
@@ -125,17 +126,21 @@ impl Model {
             if (!in_heading && located.insert(n.func)) || ambiguous.contains(f.qualname.as_str()) {
                 let file = escape::line(&f.file);
                 match f.line {
-                    Some(l) if !file.is_empty() => out.push_str(&format!("  ({file}:{l})")),
-                    _ if !file.is_empty() => out.push_str(&format!("  ({file})")),
+                    Some(l) if !file.is_empty() => {
+                        let _ = write!(out, "  ({file}:{l})");
+                    }
+                    _ if !file.is_empty() => {
+                        let _ = write!(out, "  ({file})");
+                    }
                     _ => {}
                 }
             }
             // (An inlined function's count is of the probes that fired, not of calls.)
             if n.count > 1 && !n.inlined {
-                out.push_str(&format!(" ×{}", n.count));
+                let _ = write!(out, " ×{}", n.count);
             }
             if n.resumes > 0 {
-                out.push_str(&format!(" (+{} resume{})", n.resumes, if n.resumes == 1 { "" } else { "s" }));
+                let _ = write!(out, " (+{} resume{})", n.resumes, if n.resumes == 1 { "" } else { "s" });
             }
             if n.recursive {
                 out.push_str(" ↻ recursive");
@@ -148,14 +153,17 @@ impl Model {
             }
             out.push('\n');
             if hidden > 0 && same.is_none() {
-                out.push_str(&"  ".repeat(crate::views::indent_levels(n.depth + 1)));
-                out.push_str(&format!("… {hidden} more calls below (elided to fit the budget)\n"));
+                for _ in 0..crate::views::indent_levels(n.depth + 1) {
+                    out.push_str("  ");
+                }
+                let _ = writeln!(out, "… {hidden} more calls below (elided to fit the budget)");
             }
             nodes.push(DocNode {
                 id: n.id,
                 parent: n.parent,
                 depth: n.depth,
                 function: f.key.clone(),
+                func: n.func,
                 count: n.count,
                 resumes: n.resumes,
                 time_ns: n.time_ns,

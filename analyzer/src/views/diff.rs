@@ -40,6 +40,8 @@ pub struct DiffNode {
     pub key_id: u32,
     /// The function, from run A when A reached it, else from run B.
     pub func: Function,
+    /// Its [`FuncId`] in the interner of the run it comes from: (run B, id).
+    pub func_id: (bool, FuncId),
     /// Display location (`file:line`).
     pub location: String,
     pub count_a: u64,
@@ -100,6 +102,7 @@ pub fn diff(a: &CallTree, cwd_a: &Path, b: &CallTree, cwd_b: &Path) -> Diff {
         key: String::new(),
         key_id: u32::MAX,
         func: func_of(a, ROOT),
+        func_id: (false, FuncId::NONE),
         location: String::new(),
         count_a: 0,
         count_b: 0,
@@ -133,6 +136,7 @@ pub fn diff(a: &CallTree, cwd_a: &Path, b: &CallTree, cwd_b: &Path) -> Diff {
                     key: diff_key(&f, cwd),
                     key_id,
                     func: f,
+                    func_id: (side_b, t.func_id(n)),
                     location,
                     count_a: 0,
                     count_b: 0,
@@ -345,7 +349,7 @@ pub fn prompt_within(
         if n.side() == Side::Both && !d.is_divergence(i) && !callers.contains(&i) {
             continue;
         }
-        let Some(func) = model.funcs.id(&n.func.key()) else { continue };
+        let Some(func) = model.func_of_trace(n.func_id.0 as usize, n.func_id.1) else { continue };
         nodes.push(ModelNode {
             id: i as NodeId,
             parent: n.parent as NodeId,
@@ -359,10 +363,10 @@ pub fn prompt_within(
             inlined: n.func.inlined,
         });
     }
-    let why: HashMap<String, &str> = d
+    let why: HashMap<crate::prompt::FuncId, &str> = d
         .shown_preorder()
         .into_iter()
-        .map(|i| {
+        .filter_map(|i| {
             let n = &d.nodes[i];
             let why = match n.side() {
                 Side::OnlyA => "only run A reached it here",
@@ -370,7 +374,7 @@ pub fn prompt_within(
                 Side::Both if d.is_divergence(i) => "both runs; from here they call different functions",
                 Side::Both => "both runs; it calls where they part ways",
             };
-            (n.func.key(), why)
+            Some((model.func_of_trace(n.func_id.0 as usize, n.func_id.1)?, why))
         })
         .rev()
         .collect();
@@ -385,16 +389,17 @@ pub fn prompt_within(
         funcs: model.funcs.clone(),
         notes: model.notes.clone(),
         tests_shown: model.tests_shown,
+        analysis_ids: Default::default(),
     };
     let layout = Layout { tree: false, sources: true, order: Order::Call, repeat: false };
     let doc = restricted.doc(layout, &Plan::default());
     let sources: Vec<DocSource> = doc.traces.into_iter().flat_map(|t| t.sources).collect();
 
     let tree_lines: Vec<String> = d.text().lines().map(str::to_string).collect();
-    let relevance = |key: &str| restricted.funcs.by_key(key).map_or(0.0, |f| f.relevance);
+    let relevance = |s: &DocSource| restricted.funcs.get(s.func).map_or(0.0, |f| f.relevance);
     // Least relevant first: the order sources are dropped in.
     let mut drop_order: Vec<usize> = (0..sources.len()).collect();
-    drop_order.sort_by(|&x, &y| relevance(&sources[x].key).total_cmp(&relevance(&sources[y].key)).then(y.cmp(&x)));
+    drop_order.sort_by(|&x, &y| relevance(&sources[x]).total_cmp(&relevance(&sources[y])).then(y.cmp(&x)));
     let render = |kept: &[bool], tree_keep: usize| -> String {
         let dropped: Vec<&str> = sources.iter().zip(kept).filter(|(_, k)| !**k).map(|(s, _)| s.qualname.as_str()).collect();
         let mut tree: String = tree_lines[..tree_keep].iter().map(|l| format!("{l}\n")).collect();
@@ -450,7 +455,7 @@ fn write_prompt(
     tree: &str,
     notes: &[String],
     sources: &[&DocSource],
-    why: &HashMap<String, &str>,
+    why: &HashMap<crate::prompt::FuncId, &str>,
 ) -> String {
     let fence = fence_for(&[tree]);
     let mut s = String::new();
@@ -507,7 +512,7 @@ the differing paths, in call order.\n",
                 (Some(a), None) => format!(":{a}"),
                 _ => String::new(),
             };
-            let why = why.get(&src.key).copied().unwrap_or("");
+            let why = why.get(&src.func).copied().unwrap_or("");
             s.push_str(&format!("\n#### {} ({}{lines}): {why}\n", escape::code_span(&src.qualname), escape::line(&src.file)));
             if let Some(note) = &src.note {
                 s.push_str(&format!("\n_{}_\n", escape::line(note)));
