@@ -149,7 +149,7 @@ fn report(model: &Model, plan: &Plan, cut: &Cut, sources: bool, budget: usize) -
 /// The plan (and what it cut) for a state: `steps` applied in order. `top`: the function
 /// whose paths tree cuts keep; `sources`: whether the layout shows sources (then the paths to
 /// every function whose source is still shown are kept too).
-fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sources: bool, budget: usize, tok: Tokenizer) -> (Plan, Cut) {
+pub(super) fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sources: bool, budget: usize, tok: Tokenizer) -> (Plan, Cut) {
     let mut plan = Plan::default();
     // The functions elided to their signature, in step order; a later name-only step of a
     // function takes it out (by its places, found in a map: a walk has a step per function, so
@@ -205,7 +205,16 @@ fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sources: bool, b
                 .map(|(id, _)| id)
                 .filter(|&id| Some(id) == top || (sources && has_block(model, id) && plan.level(id) != Level::Name))
                 .collect();
-            if to_sources {
+            // In a test's prompt, one path per function: its first call, where its source is
+            // placed. A helper that the code under test calls from many places (a token
+            // lookup under each of twenty grouping passes) otherwise draws every one of
+            // them, and at a small budget the tree's lines crowd out whole functions.
+            plan.first_places = to_sources && model.tests_shown;
+            if plan.first_places {
+                parts.push(
+                    "the call tree shows only its first level and the path to the first call of each function whose source is shown (other calls are counted in `… N more calls below`)".to_string(),
+                );
+            } else if to_sources {
                 parts.push(
                     "the call tree shows only its first level and the paths to the functions whose source is shown (other calls are counted in `… N more calls below`)".to_string(),
                 );

@@ -26,6 +26,8 @@ mod riders;
 mod termcount;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_test_budget;
 mod treetext;
 
 use crate::calltree::NodeId;
@@ -152,8 +154,11 @@ pub struct Plan {
     pub collapse_repeats: bool,
     /// Cut the trees below this depth...
     pub tree_depth: Option<u32>,
-    /// ...except the paths from the root to every node of these functions.
+    /// ...except the paths from the root to every node of these functions...
     pub tree_keep: HashSet<FuncId>,
+    /// ...or, when set, only to the first node of each of them in each thread: where its
+    /// source block is placed ([`Plan::visible`]).
+    pub first_places: bool,
     /// Lines explaining what the budget removed (part of the prompt).
     pub notes: Vec<String>,
 }
@@ -165,7 +170,8 @@ impl Plan {
 
     /// Which nodes of a thread's tree (pre-order) the plan shows, and for each shown node how
     /// many nodes are hidden right below it (in the subtrees of its hidden children). A node is shown when it is no deeper than
-    /// `tree_depth`, or its subtree holds a node of a function in `tree_keep`.
+    /// `tree_depth`, or its subtree holds a node of a function in `tree_keep` (with
+    /// `first_places`, the first node of that function in the thread).
     pub fn visible(&self, nodes: &[ModelNode]) -> Vec<(bool, u32)> {
         let keep = |i: usize| !self.tree_keep.is_empty() && self.tree_keep.contains(&nodes[i].func);
         self.visible_with(nodes, keep)
@@ -177,8 +183,10 @@ impl Plan {
         // Pre-order: a node's subtree is the range i..=i+descendants. kept[i]: nodes of kept
         // functions among the first i.
         let mut kept = vec![0u32; nodes.len() + 1];
+        let mut met: HashSet<FuncId> = HashSet::default();
         for i in 0..nodes.len() {
-            kept[i + 1] = kept[i] + keep(i) as u32;
+            let k = keep(i) && (!self.first_places || met.insert(nodes[i].func));
+            kept[i + 1] = kept[i] + k as u32;
         }
         let end = |i: usize| (i + 1 + nodes[i].descendants).min(nodes.len());
         let mut out: Vec<(bool, u32)> = nodes.iter().enumerate().map(|(i, n)| (n.depth <= d || kept[end(i)] > kept[i], 0)).collect();
@@ -381,14 +389,20 @@ impl Model {
     /// BM25F score of [`relevance`]), then closest to the root, then earliest in call order.
     /// Small functions come right after the function that leads to them ([`riders`]).
     pub fn priority(&self) -> Vec<FuncId> {
-        riders::with_riders(self.ranking(), &self.funcs, &self.traces)
+        let order = if self.tests_shown { self.ranking_by(rank::size_discounted) } else { self.ranking() };
+        riders::with_riders(order, &self.funcs, &self.traces)
+    }
+
+    /// Functions by `score(f)` (then closest to the root, then earliest call).
+    fn ranking_by(&self, score: impl Fn(&FuncInfo) -> f64) -> Vec<FuncId> {
+        let keys: Vec<(f64, u32, usize)> = self.funcs.values().map(|f| (score(f), f.min_depth, f.first_index)).collect();
+        relevance::rank(&keys).into_iter().map(|i| FuncId(i as u32)).collect()
     }
 
     /// Functions by relevance alone (the order of [`Model::priority`] before small
     /// functions join their anchors).
     pub fn ranking(&self) -> Vec<FuncId> {
-        let keys: Vec<(f64, u32, usize)> = self.funcs.values().map(|f| (f.relevance, f.min_depth, f.first_index)).collect();
-        relevance::rank(&keys).into_iter().map(|i| FuncId(i as u32)).collect()
+        self.ranking_by(|f| f.relevance)
     }
 
     /// Lay the prompt out.

@@ -162,6 +162,35 @@ pub(super) fn failure_frames(funcs: &mut Funcs, frames: &[(String, u32)]) {
     }
 }
 
+/// Source length (characters) up to which a function's place in a test prompt's budget order
+/// is its relevance: about 400 tokens, some 40 lines of code.
+pub const SIZE_FREE_CHARS: usize = 1600;
+
+/// A function's score for the budget's order in a test's prompt: its relevance, divided past
+/// [`SIZE_FREE_CHARS`] by the square root of its length in those units (a function of 6,400
+/// characters keeps half). A budget is room, and a long function takes the room of several
+/// short ones; the evidence of a one-test run (the question's words, the tree's) rarely tells
+/// functions of one code path apart by much, and a long function's many words match a bug
+/// report more often than BM25's length normalisation offsets. So among functions ranked
+/// alike, the long one goes after: on a Markdown bug the block processor that lost the
+/// content (900 characters) came tenth, behind five 2,300–4,700-character functions of the
+/// same conversion whose bodies filled a 4,000-token budget. The square root keeps it a
+/// moderation: a long function with clearly more evidence (the traceback's 500, the
+/// spectrum's) stays ahead. Only the budget's order ([`super::Model::priority`], which
+/// `--show-ranking` prints): [`super::Model::ranking`] (the condensing's closest functions)
+/// stays by relevance.
+pub(super) fn size_discounted(f: &super::FuncInfo) -> f64 {
+    let len = match &f.source {
+        SourceState::Code(e) => e.code.len(),
+        _ => 0,
+    };
+    if len <= SIZE_FREE_CHARS {
+        f.relevance
+    } else {
+        f.relevance / (len as f64 / SIZE_FREE_CHARS as f64).sqrt()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::FuncInfo;
@@ -209,6 +238,17 @@ mod tests {
         assert_eq!((rel(&funcs, "raiser"), rel(&funcs, "other")), (TRACEBACK_WEIGHT, 0.0));
         failure_frames(&mut funcs, &[("xpkg/core.py".into(), 2), ("pkg/core.py".into(), 9)]);
         assert_eq!(rel(&funcs, "raiser"), TRACEBACK_WEIGHT, "another file, or a line outside: no boost");
+    }
+
+    #[test]
+    fn past_the_free_size_a_long_function_is_discounted_by_the_square_root_of_its_length() {
+        let body = |chars: usize| format!("def f():\n{}", "x".repeat(chars - 9));
+        let mut short = func("short", "pkg/a.py", Origin::Program, &body(SIZE_FREE_CHARS));
+        short.relevance = 10.0;
+        let mut long = func("long", "pkg/b.py", Origin::Program, &body(4 * SIZE_FREE_CHARS));
+        long.relevance = 10.0;
+        assert_eq!(size_discounted(&short), 10.0);
+        assert!((size_discounted(&long) - 5.0).abs() < 1e-9, "{}", size_discounted(&long));
     }
 
     #[test]

@@ -1,0 +1,98 @@
+//! The budget of a test's prompt: the tree draws one path per shown function (to its first
+//! call), and long functions go after short ones of like relevance.
+
+use super::budget::{plan_for, Step};
+use super::{FuncId, FuncInfo, Funcs, Model, ModelNode, ModelTrace, Plan, SourceState};
+use crate::pathclass::Origin;
+use crate::source::{CodeKind, Extract};
+use crate::symbols::Language;
+use crate::tokens::Tokenizer;
+
+fn func(name: &str) -> FuncInfo {
+    FuncInfo {
+        key: name.into(),
+        qualname: name.into(),
+        language: Language::Python,
+        file: "pkg/m.py".into(),
+        line: Some(1),
+        module: String::new(),
+        origin: Origin::Program,
+        source: SourceState::Code(Extract {
+            kind: CodeKind::Function,
+            first_line: 1,
+            last_line: 2,
+            code: format!("def {name}():\n    pass"),
+            signature: None,
+        }),
+        min_depth: 1,
+        first_index: 0,
+        relevance: 0.0,
+        lexical: 0.0,
+        values: Vec::new(),
+        not_run: None,
+        spectrum: None,
+    }
+}
+
+/// test -> a -> helper; test -> b -> helper; test -> c (pre-order, descendants set).
+fn model(tests_shown: bool) -> (Model, [FuncId; 5]) {
+    let mut funcs = Funcs::default();
+    let ids = ["test_x", "a", "b", "c", "helper"].map(|n| funcs.insert(func(n)));
+    let [t, a, b, c, h] = ids;
+    let mut nodes: Vec<ModelNode> = [(t, 1), (a, 2), (h, 3), (b, 2), (h, 3), (c, 2)]
+        .iter()
+        .enumerate()
+        .map(|(i, &(f, d))| ModelNode::new(i as u32 + 1, d, f))
+        .collect();
+    for (i, n) in [5, 1, 0, 1, 0, 0].into_iter().enumerate() {
+        nodes[i].descendants = n;
+    }
+    let traces = vec![ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)];
+    (Model { question: String::new(), traces, funcs, notes: Vec::new(), tests_shown }, ids)
+}
+
+#[test]
+fn with_first_places_a_helper_called_from_two_places_keeps_one_path() {
+    let (m, [_, _, b, _, h]) = model(true);
+    let nodes = &m.traces[0].threads[0].nodes;
+    let mut plan = Plan { tree_depth: Some(1), tree_keep: [h].into_iter().collect(), ..Default::default() };
+    let shown = |plan: &Plan| plan.visible(nodes).iter().map(|v| v.0).collect::<Vec<_>>();
+    assert_eq!(shown(&plan), [true, true, true, true, true, false], "every path to the helper");
+    plan.first_places = true;
+    let vis = plan.visible(nodes);
+    assert_eq!(vis.iter().map(|v| v.0).collect::<Vec<_>>(), [true, true, true, false, false, false]);
+    // b's subtree and c are counted at the root as hidden calls.
+    assert_eq!(vis[0].1, 3);
+    assert!(nodes.iter().zip(&vis).all(|(n, v)| n.func != b || !v.0));
+}
+
+#[test]
+fn only_a_tests_prompt_cut_to_its_sources_draws_first_places_only() {
+    for tests_shown in [true, false] {
+        let (m, ids) = model(tests_shown);
+        let steps = [Step::TreeToSources, Step::Name(ids[1]), Step::Name(ids[2]), Step::Name(ids[3])];
+        let (plan, _) = plan_for(&m, &steps, Some(ids[0]), true, 1000, Tokenizer::Cl100kBase);
+        assert_eq!(plan.first_places, tests_shown);
+        assert!(plan.notes[0].contains("the path to the first call of each function") == tests_shown, "{}", plan.notes[0]);
+    }
+}
+
+#[test]
+fn in_a_tests_prompt_the_budget_puts_a_long_function_after_a_short_one_of_like_relevance() {
+    for tests_shown in [true, false] {
+        let (mut m, [t, a, b, _, _]) = model(tests_shown);
+        m.funcs[t].relevance = 600.0;
+        // a: 8,000 characters at 10.0 (discounted to 10/sqrt(5) = 4.5); b: short, at 6.0.
+        if let SourceState::Code(e) = &mut m.funcs[a].source {
+            e.code = format!("def a():\n{}", "    x = 1\n".repeat(800));
+        }
+        m.funcs[a].relevance = 10.0;
+        m.funcs[b].relevance = 6.0;
+        let prio = m.priority();
+        let pos = |k: FuncId| prio.iter().position(|&p| p == k);
+        assert_eq!(prio[0], t);
+        assert_eq!(pos(b) < pos(a), tests_shown, "{prio:?}");
+        // The ranking itself stays by relevance.
+        assert_eq!(m.ranking()[1], a);
+    }
+}
