@@ -48,7 +48,7 @@ fn model(tests_shown: bool) -> (Model, [FuncId; 5]) {
         nodes[i].descendants = n;
     }
     let traces = vec![ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)];
-    (Model { question: String::new(), traces, funcs, notes: Vec::new(), tests_shown }, ids)
+    (Model { question: String::new(), traces, funcs, notes: Vec::new(), tests_shown, analysis_ids: Default::default() }, ids)
 }
 
 #[test]
