@@ -184,7 +184,7 @@ pub fn file_path(unit: &gimli::UnitRef<R>, index: u64) -> Option<PathBuf> {
     let program = unit.line_program.as_ref()?;
     let header = program.header();
     let fe = header.file(index)?;
-    Some(entry_path(unit, header, fe)?)
+    entry_path(unit, header, fe)
 }
 
 /// [`file_path`] of a line table's entry.
