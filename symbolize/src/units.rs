@@ -109,12 +109,22 @@ enum Ref {
 }
 
 fn origin(e: &gimli::DebuggingInformationEntry<R>) -> Option<Ref> {
-    let v = e.attr_value(gimli::DW_AT_abstract_origin).ok().flatten().or_else(|| e.attr_value(gimli::DW_AT_specification).ok().flatten());
-    match v? {
+    let as_ref = |v| match v {
         gimli::AttributeValue::UnitRef(o) => Some(Ref::Unit(o)),
         gimli::AttributeValue::DebugInfoRef(o) => Some(Ref::Info(o)),
         _ => None,
+    };
+    // One pass over the attributes.
+    let mut specification = None;
+    let mut attrs = e.attrs();
+    while let Ok(Some(a)) = attrs.next() {
+        match a.name() {
+            gimli::DW_AT_abstract_origin => return as_ref(a.value()),
+            gimli::DW_AT_specification => specification = as_ref(a.value()),
+            _ => {}
+        }
     }
+    specification
 }
 
 /// At most this many references are followed from one DIE (a bound on a cycle in damaged DWARF).
@@ -148,18 +158,21 @@ pub fn follow_origins<'a>(
                 None => return,
             },
         };
-        let go_on = if k == here {
+        // The next reference is read only when `visit` wants more (reading it costs a scan of
+        // the DIE's attributes).
+        if k == here {
             let Ok(e) = unit.entry(off) else { return };
+            if !visit(unit, &e, None) {
+                return;
+            }
             next = origin(&e);
-            visit(unit, &e, None)
         } else {
             let Some(other) = xref.unit(k) else { return };
             let Ok(e) = other.entry(off) else { return };
+            if !visit(&other, &e, Some(k)) {
+                return;
+            }
             next = origin(&e);
-            visit(&other, &e, Some(k))
-        };
-        if !go_on {
-            return;
         }
         at = k;
     }
