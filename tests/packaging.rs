@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::process::Command;
 
 /// The published crates, in the order they are published (each depends on ones before it).
-const PUBLISHED: [&str; 4] = ["slice-trace-format", "slice-trace-recorder", "slice-trace-analyzer", "slice-trace"];
+const PUBLISHED: [&str; 5] = ["slice-trace-format", "slice-trace-symbolize", "slice-trace-recorder", "slice-trace-analyzer", "slice-trace"];
 
 /// Files cargo writes into every package (not sources).
 const GENERATED: [&str; 3] = [".cargo_vcs_info.json", "Cargo.lock", "Cargo.toml.orig"];

@@ -23,7 +23,7 @@ pub enum FoldClass {
     /// [`Node::via_import`]: crate::calltree::Node::via_import
     Import,
     /// The same native function as an earlier id (an instance of one Rust source function:
-    /// [`crate::native::symbolize::native`] gives its instances equal [`Function`]s): folded as that id.
+    /// [`crate::native::resolve`] gives its instances equal [`Function`]s): folded as that id.
     SameAs(u32),
     /// The test recorder's boundary calls (`_slicetrace_test_begin`/`_end` of `trace run`'s
     /// runtime directory): transparent, and where a test's own tree starts and ends

@@ -1,6 +1,6 @@
 //! Turning a process's function table (`funcs.jsonl`) into [`Function`]s the rest of the
 //! analyzer works with: Python code objects directly, native addresses through DWARF
-//! ([`crate::native::symbolize::native`]).
+//! ([`crate::native::resolve`]).
 
 use std::path::PathBuf;
 use trace_format::{FuncKind, Process};
@@ -266,7 +266,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
                 inlined: false,
             },
             Some(FuncKind::Native { addr, module, base, symbol, inlined }) => {
-                native.push(crate::native::symbolize::native::NativeAddr {
+                native.push(crate::native::resolve::NativeAddr {
                     id: *dense,
                     addr: *addr,
                     module: module.clone(),
@@ -283,7 +283,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
     if !native.is_empty() {
         // The fingerprints of the objects that ran are in the trace directory's sources.json.
         let recorded = proc.dir.parent().and_then(crate::source::SourceCache::read_sources_doc);
-        let (resolved, w) = crate::native::symbolize::native::resolve_chains(&native, recorded.as_ref());
+        let (resolved, w) = crate::native::resolve::resolve_chains(&native, recorded.as_ref());
         warnings.extend(w);
         let exe = proc.meta.exe.as_str();
         let own = |f: &mut Function| {

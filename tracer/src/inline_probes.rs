@@ -1,10 +1,11 @@
 //! The inline-probe list of a native program (docs/native-recording.md, "Inlined functions"):
 //! where the code the compiler inlined starts, from the program's DWARF
-//! (`DW_TAG_inlined_subroutine` and its address ranges), computed once by `trace run` before the
-//! program starts, so that the shim does not read DWARF inside the traced process. The shim
-//! plants a one-shot probe at each entry; a hit says that the inlined code ran. Each entry has
-//! a group: entries starting the same chain of inlined functions in the same function (one
-//! node of a tree) share it, and the shim disarms a group's other probes when one fires.
+//! (`DW_TAG_inlined_subroutine` and its address ranges, read by `symbolize::inlined`), computed
+//! once by `trace run` before the program starts, so that the shim does not read DWARF inside
+//! the traced process. The shim plants a one-shot probe at each entry; a hit says that the
+//! inlined code ran. Each entry has a group: entries starting the same chain of inlined
+//! functions in the same function (one node of a tree) share it, and the shim disarms a
+//! group's other probes when one fires.
 //!
 //! The standard library's inlined code is not listed: an inlined function declared in the Rust
 //! standard library or a C/C++ system header (by its `DW_AT_decl_file`) gets no probe, as
@@ -15,13 +16,12 @@ use std::collections::HashMap;
 use std::path::Path;
 use trace_format::meta::InlineProbeList;
 
-use crate::native_sources::R;
-
 /// At most this many entries (a bound on a damaged or huge object).
 const MAX_PROBES: usize = 1_000_000;
 
-/// The rules by which a list is made, part of a cached list's key: changed with them.
-const LIST_RULES: u32 = 4;
+/// The rules by which a list is made, part of a cached list's key: changed with them (5: a
+/// declaration file's path is normalized before [`own_code`] sees it, as the analyzer's are).
+const LIST_RULES: u32 = 5;
 
 /// Lists kept in the cache (the most recently used).
 const CACHE_KEEP: usize = 64;
@@ -93,7 +93,7 @@ pub fn probe_list(path: &Path) -> Option<InlineProbeList> {
     let data = crate::detect::map_file(path).ok()?;
     let obj = object::File::parse(&*data).ok()?;
     let bias = obj.segments().map(|s| s.address()).min().map(|v| v & !0xfff)?;
-    let mut starts = entries(&obj).ok()?;
+    let mut starts = symbolize::inlined::instance_starts(&obj, |f| own_code(&f.to_string_lossy()), MAX_PROBES).ok()?;
     // One entry per address: the deepest instance starting there (its chain is the one the
     // analyzer finds at the address).
     starts.sort_unstable_by_key(|s| (s.addr, std::cmp::Reverse(s.depth)));
@@ -117,212 +117,6 @@ pub fn probe_list(path: &Path) -> Option<InlineProbeList> {
 fn own_code(file: &str) -> bool {
     const NOT_OWN: [&str; 2] = ["/rustlib/", "/.rustup/"];
     !(file.starts_with("/rustc/") || file.starts_with("/usr/") || NOT_OWN.iter().any(|m| file.contains(m)))
-}
-
-/// An entry or range start of an inlined subroutine.
-struct Start {
-    /// Link-time address.
-    addr: u64,
-    /// How many inlined subroutines the instance is nested in, itself included.
-    depth: u32,
-    /// A hash of its chain: the function it was inlined into (its DIE) and the abstract
-    /// origins from there to the instance, outermost first.
-    chain: u64,
-}
-
-/// Where a DIE's `DW_AT_abstract_origin` points, as one number across units (0: none).
-fn origin_key(here: usize, entry: &gimli::DebuggingInformationEntry<R>) -> u64 {
-    match entry.attr_value(gimli::DW_AT_abstract_origin).ok().flatten() {
-        Some(gimli::AttributeValue::UnitRef(o)) => (here + o.0) as u64,
-        Some(gimli::AttributeValue::DebugInfoRef(o)) => o.0 as u64,
-        _ => 0,
-    }
-}
-
-fn mix(h: u64, v: u64) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut s = std::collections::hash_map::DefaultHasher::new();
-    (h, v).hash(&mut s);
-    s.finish()
-}
-
-/// The entry and range starts of the program's own inlined subroutines (link-time).
-fn entries(obj: &object::File) -> Result<Vec<Start>, gimli::Error> {
-    let sections = crate::native_sources::Sections::of(obj);
-    let dwarf = sections.dwarf()?;
-    let mut xref = Xref::new(&dwarf);
-    // Whether a declaration file is the program's own, by (unit start, file index).
-    let mut own: HashMap<(usize, u64), bool> = HashMap::new();
-    let mut out = Vec::new();
-    let mut units = dwarf.units();
-    while let Some(header) = units.next()? {
-        let Ok(unit) = dwarf.unit(header) else { continue };
-        let unit = unit.unit_ref(&dwarf);
-        let here = unit.header.offset().as_debug_info_offset().map_or(usize::MAX, |o| o.0);
-        let mut cursor = unit.entries();
-        // The chain open at the cursor: (depth in the tree, chain hash, inlined depth).
-        let mut open: Vec<(isize, u64, u32)> = Vec::new();
-        let mut depth = 0isize;
-        while let Some((delta, entry)) = cursor.next_dfs()? {
-            depth += delta;
-            while open.last().is_some_and(|o| o.0 >= depth) {
-                open.pop();
-            }
-            let (chain, inlined) = match entry.tag() {
-                gimli::DW_TAG_subprogram => {
-                    open.push((depth, mix(0, (here + entry.offset().0) as u64), 0));
-                    continue;
-                }
-                gimli::DW_TAG_inlined_subroutine => {
-                    let (parent, d) = open.last().map_or((0, 0), |o| (o.1, o.2));
-                    let chain = mix(parent, origin_key(here, entry));
-                    open.push((depth, chain, d + 1));
-                    (chain, d + 1)
-                }
-                _ => continue,
-            };
-            let is_own = match decl_file(&unit, here, entry, &mut xref) {
-                None => true,
-                Some((k, file)) if k == here => {
-                    *own.entry((k, file)).or_insert_with(|| file_name(&unit, file).is_none_or(|f| own_code(&f)))
-                }
-                Some((k, file)) => match own.get(&(k, file)) {
-                    Some(&o) => o,
-                    None => {
-                        let dwarf = xref.dwarf;
-                        let o = xref.unit(k).is_none_or(|u| file_name(&u.unit_ref(dwarf), file).is_none_or(|f| own_code(&f)));
-                        own.insert((k, file), o);
-                        o
-                    }
-                },
-            };
-            if !is_own {
-                continue;
-            }
-            // A probe where the instance is entered (DW_AT_entry_pc) and at the start of each
-            // of its ranges: code motion can run a later range without the entry's (hexyl's
-            // Unit::get_multiplier is seen only by a later range), and one probe per instance
-            // saved only 14% of the traps in hexyl.
-            let start = |addr| Start { addr, depth: inlined, chain };
-            if let Some(a) = entry.attr_value(gimli::DW_AT_entry_pc).ok().flatten().and_then(|v| unit.attr_address(v).ok().flatten()) {
-                out.push(start(a));
-            }
-            let Ok(mut ranges) = unit.die_ranges(entry) else { continue };
-            while let Ok(Some(r)) = ranges.next() {
-                if r.end > r.begin {
-                    out.push(start(r.begin));
-                }
-            }
-            if out.len() >= MAX_PROBES {
-                return Ok(out);
-            }
-        }
-    }
-    Ok(out)
-}
-
-/// `DW_AT_decl_file` of an inlined subroutine's abstract origin, followed within the unit
-/// (whose start is `here`) or into another one (`DW_FORM_ref_addr`, as LTO builds refer to an
-/// inlined function's origin): the start of the unit holding it and the file index there.
-fn decl_file<'a>(
-    unit: &gimli::UnitRef<R<'a>>,
-    here: usize,
-    entry: &gimli::DebuggingInformationEntry<R<'a>>,
-    xref: &mut Xref<'_, 'a>,
-) -> Option<(usize, u64)> {
-    let origin = |e: &gimli::DebuggingInformationEntry<R<'a>>| {
-        e.attr_value(gimli::DW_AT_abstract_origin).ok().flatten().or_else(|| e.attr_value(gimli::DW_AT_specification).ok().flatten())
-    };
-    let mut at = (here, origin(entry)?);
-    for _ in 0..8 {
-        let (k, off) = match at.1 {
-            gimli::AttributeValue::UnitRef(o) => (at.0, o),
-            gimli::AttributeValue::DebugInfoRef(o) => xref.locate(o)?,
-            _ => return None,
-        };
-        let next = if k == here {
-            let e = unit.entry(off).ok()?;
-            if let Some(f) = file_index(&e) {
-                return Some((k, f));
-            }
-            origin(&e)?
-        } else {
-            let dwarf = xref.dwarf;
-            let u = xref.unit(k)?;
-            let other = u.unit_ref(dwarf);
-            let e = other.entry(off).ok()?;
-            if let Some(f) = file_index(&e) {
-                return Some((k, f));
-            }
-            origin(&e)?
-        };
-        at = (k, next);
-    }
-    None
-}
-
-fn file_index(e: &gimli::DebuggingInformationEntry<R>) -> Option<u64> {
-    match e.attr_value(gimli::DW_AT_decl_file).ok()?? {
-        gimli::AttributeValue::FileIndex(i) => Some(i),
-        v => v.udata_value(),
-    }
-}
-
-/// The units of `.debug_info`, for references into another unit: headers by start, each unit
-/// parsed once, when first referred to.
-struct Xref<'d, 'a> {
-    dwarf: &'d gimli::Dwarf<R<'a>>,
-    heads: Vec<(usize, gimli::UnitHeader<R<'a>>)>,
-    units: HashMap<usize, Option<gimli::Unit<R<'a>>>>,
-}
-
-impl<'d, 'a> Xref<'d, 'a> {
-    fn new(dwarf: &'d gimli::Dwarf<R<'a>>) -> Self {
-        let mut heads = Vec::new();
-        let mut it = dwarf.units();
-        while let Ok(Some(h)) = it.next() {
-            if let Some(o) = h.offset().as_debug_info_offset() {
-                heads.push((o.0, h));
-            }
-        }
-        heads.sort_by_key(|h| h.0);
-        Xref { dwarf, heads, units: HashMap::new() }
-    }
-
-    fn locate(&self, off: gimli::DebugInfoOffset) -> Option<(usize, gimli::UnitOffset)> {
-        let i = self.heads.partition_point(|h| h.0 <= off.0).checked_sub(1)?;
-        let (start, h) = &self.heads[i];
-        Some((*start, off.to_unit_offset(h)?))
-    }
-
-    fn unit(&mut self, start: usize) -> Option<&gimli::Unit<R<'a>>> {
-        let (dwarf, heads) = (self.dwarf, &self.heads);
-        self.units
-            .entry(start)
-            .or_insert_with(|| {
-                let i = heads.binary_search_by_key(&start, |h| h.0).ok()?;
-                dwarf.unit(heads[i].1).ok()
-            })
-            .as_ref()
-    }
-}
-
-/// The path of file `index` of the unit's line table, as written there.
-fn file_name(unit: &gimli::UnitRef<R>, index: u64) -> Option<String> {
-    let program = unit.line_program.as_ref()?;
-    let header = program.header();
-    let fe = header.file(index)?;
-    let mut p = std::path::PathBuf::new();
-    if let Some(cd) = &unit.comp_dir {
-        p.push(cd.to_string_lossy().as_ref());
-    }
-    if let Some(dir) = fe.directory(header) {
-        if let Ok(d) = unit.attr_string(dir) {
-            p.push(d.to_string_lossy().as_ref());
-        }
-    }
-    p.push(unit.attr_string(fe.path_name()).ok()?.to_string_lossy().as_ref());
-    Some(p.to_string_lossy().into_owned())
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@ mod detect;
 mod dump;
 mod inline_probes;
 mod launch;
-mod native_sources;
 mod outdir;
 mod plan;
 mod run;

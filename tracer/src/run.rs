@@ -368,7 +368,7 @@ fn finish_trace(out: &Path, meta: &mut TraceMeta) -> Result<stats::Summary> {
     // information names them.
     files.extend(modules.iter().cloned());
     for m in &modules {
-        for f in crate::native_sources::dwarf_files(Path::new(&m)) {
+        for f in symbolize::files::dwarf_files(Path::new(&m)) {
             files.insert(f.to_string_lossy().into_owned());
         }
     }

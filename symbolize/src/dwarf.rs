@@ -1,4 +1,4 @@
-//! The DWARF half of [`super::functions`]: one walk over every unit's DIEs describing the
+//! The DWARF half of [`crate::functions`]: one walk over every unit's DIEs describing the
 //! subprograms whose code holds a wanted address.
 //!
 //! - name: `DW_AT_linkage_name` demangled, else `DW_AT_name` qualified by the enclosing
@@ -10,37 +10,10 @@
 //! - inlined code: the `DW_TAG_inlined_subroutine`s containing a wanted address, outermost
 //!   first, with their call site.
 
-use super::demangle::{demangle, Lang};
-use std::borrow::Cow;
+use crate::demangle::{demangle, Lang};
+use crate::units::{die_ranges, file_index, file_path, follow_origins, Xref, R};
 use std::collections::HashMap;
 use std::path::PathBuf;
-
-pub type R<'a> = gimli::EndianSlice<'a, gimli::RunTimeEndian>;
-
-pub const SECTIONS: [gimli::SectionId; 13] = [
-    gimli::SectionId::DebugAbbrev,
-    gimli::SectionId::DebugAddr,
-    gimli::SectionId::DebugAranges,
-    gimli::SectionId::DebugInfo,
-    gimli::SectionId::DebugLine,
-    gimli::SectionId::DebugLineStr,
-    gimli::SectionId::DebugLoc,
-    gimli::SectionId::DebugLocLists,
-    gimli::SectionId::DebugRanges,
-    gimli::SectionId::DebugRngLists,
-    gimli::SectionId::DebugStr,
-    gimli::SectionId::DebugStrOffsets,
-    gimli::SectionId::DebugTypes,
-];
-
-/// Load a `gimli::Dwarf` over the (decompressed) sections of `obj`.
-pub fn load_dwarf<'a>(sections: &'a [(gimli::SectionId, Cow<'a, [u8]>)], endian: gimli::RunTimeEndian) -> gimli::Dwarf<R<'a>> {
-    let get = |id: gimli::SectionId| -> Result<R<'a>, gimli::Error> {
-        let data: &'a [u8] = sections.iter().find(|(s, _)| *s == id).map(|(_, d)| d.as_ref()).unwrap_or(&[]);
-        Ok(gimli::EndianSlice::new(data, endian))
-    };
-    gimli::Dwarf::load(get).unwrap_or_default()
-}
 
 /// What the DIE walk learns about one subprogram.
 #[derive(Debug, Clone)]
@@ -204,12 +177,8 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
                                 (None, Some(n)) => n,
                                 (None, None) => "<inlined>".to_string(),
                             };
-                            let call_file = match entry.attr_value(gimli::DW_AT_call_file) {
-                                Ok(Some(gimli::AttributeValue::FileIndex(f))) => Some(f),
-                                Ok(Some(v)) => v.udata_value(),
-                                _ => None,
-                            }
-                            .and_then(|f| files.entry(f).or_insert_with(|| file_path(&unit, f)).clone());
+                            let call_file = (entry.attr_value(gimli::DW_AT_call_file).ok().flatten().and_then(file_index))
+                                .and_then(|f| files.entry(f).or_insert_with(|| file_path(&unit, f)).clone());
                             let call_line = entry.attr_value(gimli::DW_AT_call_line).ok().flatten().and_then(|v| v.udata_value());
                             let file = match id.foreign_file.clone() {
                                 Some(p) => p,
@@ -252,101 +221,16 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
     Ok(found)
 }
 
-fn die_ranges<'a>(unit: &gimli::UnitRef<R<'a>>, entry: &gimli::DebuggingInformationEntry<R<'a>>) -> Vec<(u64, u64)> {
-    let mut out = Vec::new();
-    if let Ok(mut it) = unit.die_ranges(entry) {
-        while let Ok(Some(r)) = it.next() {
-            if r.end > r.begin {
-                out.push((r.begin, r.end));
-            }
-        }
-    }
-    out
-}
-
 /// Linkage name, name, decl file index and decl line of a DIE, following
-/// `DW_AT_specification` and `DW_AT_abstract_origin`, within the unit or into another one
-/// (`DW_FORM_ref_addr`: an LTO build's inlined functions refer to their origin in the unit
-/// that defines them).
+/// `DW_AT_specification` and `DW_AT_abstract_origin` ([`follow_origins`]), within the unit or
+/// into another one.
 fn die_identity<'a>(unit: &gimli::UnitRef<R<'a>>, entry: &gimli::DebuggingInformationEntry<R<'a>>, xref: &mut Xref<'_, 'a>) -> Identity {
     let mut id = Identity::default();
-    let mut next = id.visit(unit, entry, false);
-    // The unit the last visited DIE is in: None for `unit`, else the start of another one.
-    let mut foreign: Option<usize> = None;
-    for _ in 0..8 {
-        let (key, off) = match next {
-            None => break,
-            Some(Ref::Unit(o)) => (foreign, o),
-            Some(Ref::Info(o)) => match xref.locate(o) {
-                Some((k, uo)) => (Some(k), uo),
-                None => break,
-            },
-        };
-        next = match key {
-            None => match unit.entry(off) {
-                Ok(e) => id.visit(unit, &e, false),
-                Err(_) => break,
-            },
-            Some(k) => {
-                let dwarf = xref.dwarf;
-                let Some(u) = xref.unit(k) else { break };
-                let other = u.unit_ref(dwarf);
-                match other.entry(off) {
-                    Ok(e) => id.visit(&other, &e, true),
-                    Err(_) => break,
-                }
-            }
-        };
-        foreign = key;
-    }
+    follow_origins(unit, entry, xref, |u, e, foreign| {
+        id.visit(u, e, foreign.is_some());
+        !id.complete()
+    });
     id
-}
-
-/// A reference to another DIE.
-enum Ref {
-    Unit(gimli::UnitOffset),
-    Info(gimli::DebugInfoOffset),
-}
-
-/// The units of `.debug_info`, for references into another unit: headers by start, each unit
-/// parsed once, when first referred to.
-pub struct Xref<'d, 'a> {
-    dwarf: &'d gimli::Dwarf<R<'a>>,
-    heads: Vec<(usize, gimli::UnitHeader<R<'a>>)>,
-    units: HashMap<usize, Option<gimli::Unit<R<'a>>>>,
-}
-
-impl<'d, 'a> Xref<'d, 'a> {
-    pub fn new(dwarf: &'d gimli::Dwarf<R<'a>>) -> Self {
-        let mut heads = Vec::new();
-        let mut it = dwarf.units();
-        while let Ok(Some(h)) = it.next() {
-            if let Some(o) = h.offset().as_debug_info_offset() {
-                heads.push((o.0, h));
-            }
-        }
-        heads.sort_by_key(|h| h.0);
-        Xref { dwarf, heads, units: HashMap::new() }
-    }
-
-    /// The unit holding `off` (its start) and the offset within it.
-    fn locate(&self, off: gimli::DebugInfoOffset) -> Option<(usize, gimli::UnitOffset)> {
-        let i = self.heads.partition_point(|h| h.0 <= off.0).checked_sub(1)?;
-        let (start, h) = &self.heads[i];
-        Some((*start, off.to_unit_offset(h)?))
-    }
-
-    fn unit(&mut self, start: usize) -> Option<&gimli::Unit<R<'a>>> {
-        let dwarf = self.dwarf;
-        let heads = &self.heads;
-        self.units
-            .entry(start)
-            .or_insert_with(|| {
-                let i = heads.binary_search_by_key(&start, |h| h.0).ok()?;
-                dwarf.unit(heads[i].1).ok()
-            })
-            .as_ref()
-    }
 }
 
 /// An enclosing namespace or type, for names and declaration lines of what it contains.
@@ -370,9 +254,9 @@ struct Identity {
 }
 
 impl Identity {
-    /// Take the attributes not known yet from `e`; returns the DIE it refers to, if any.
-    fn visit<'a>(&mut self, unit: &gimli::UnitRef<R<'a>>, e: &gimli::DebuggingInformationEntry<R<'a>>, foreign: bool) -> Option<Ref> {
-        let mut next = None;
+    /// Take the attributes not known yet from `e`, a DIE of `unit` (another unit than the
+    /// described DIE's when `foreign`).
+    fn visit<'a>(&mut self, unit: &gimli::UnitRef<R<'a>>, e: &gimli::DebuggingInformationEntry<R<'a>>, foreign: bool) {
         let mut attrs = e.attrs();
         while let Ok(Some(attr)) = attrs.next() {
             match attr.name() {
@@ -383,44 +267,21 @@ impl Identity {
                     self.name = unit.attr_string(attr.value()).ok().map(|s| s.to_string_lossy().into_owned());
                 }
                 gimli::DW_AT_decl_file if self.file.is_none() => {
-                    self.file = match attr.value() {
-                        gimli::AttributeValue::FileIndex(i) => Some(i),
-                        v => v.udata_value(),
-                    };
+                    self.file = file_index(attr.value());
                     if foreign {
                         self.foreign_file = Some(self.file.and_then(|f| file_path(unit, f)));
                     }
                 }
                 gimli::DW_AT_decl_line if self.line.is_none() => self.line = attr.udata_value(),
-                gimli::DW_AT_specification | gimli::DW_AT_abstract_origin => match attr.value() {
-                    gimli::AttributeValue::UnitRef(o) => next = Some(Ref::Unit(o)),
-                    gimli::AttributeValue::DebugInfoRef(o) => next = Some(Ref::Info(o)),
-                    _ => {}
-                },
                 _ => {}
             }
         }
-        next
     }
-}
 
-/// Absolute path of file `index` of the unit's line table.
-fn file_path(unit: &gimli::UnitRef<R>, index: u64) -> Option<PathBuf> {
-    let program = unit.line_program.as_ref()?;
-    let header = program.header();
-    let fe = header.file(index)?;
-    let mut p = PathBuf::new();
-    if let Some(cd) = &unit.comp_dir {
-        p.push(cd.to_string_lossy().as_ref());
+    /// Whether nothing is left to learn.
+    fn complete(&self) -> bool {
+        self.linkage.is_some() && self.name.is_some() && self.file.is_some() && self.line.is_some()
     }
-    if let Some(dir) = fe.directory(header) {
-        if let Ok(d) = unit.attr_string(dir) {
-            p.push(d.to_string_lossy().as_ref());
-        }
-    }
-    let name = unit.attr_string(fe.path_name()).ok()?;
-    p.push(name.to_string_lossy().as_ref());
-    Some(trace_format::normalize_path(&p))
 }
 
 /// Set each subprogram's last line: the largest line of the line table over its address

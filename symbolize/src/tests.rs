@@ -1,9 +1,8 @@
 //! The symbolizer on small programs built by the test: C at `-O2` (a static function inlined
-//! into its caller, a stripped copy) and Rust (generic instances and a closure, v0 names).
+//! into its caller, a stripped copy) and C++ (a function split into hot and cold parts).
 
-use super::demangle::Lang;
-use super::functions::{DebugInfo, FoundIn, ObjectFile};
-use super::native::{resolve, NativeAddr};
+use crate::demangle::Lang;
+use crate::functions::{DebugInfo, FoundIn, ObjectFile};
 use object::{Object, ObjectSymbol};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,7 +18,7 @@ fn symbol(exe: &Path, name: &str) -> (u64, u64) {
     let obj = object::File::parse(&*data).unwrap();
     let found = obj
         .symbols()
-        .find(|s| s.name().is_ok_and(|n| super::demangle::demangle(n, Lang::Unknown) == name))
+        .find(|s| s.name().is_ok_and(|n| crate::demangle::demangle(n, Lang::Unknown) == name))
         .unwrap_or_else(|| panic!("no symbol {name} in {}", exe.display()));
     (found.address(), found.size())
 }
@@ -98,56 +97,6 @@ fn c_functions_lines_and_inlined_code_from_one_lookup() {
     );
 }
 
-const RUST_SRC: &str = "#[inline(never)]
-fn parse<T: std::str::FromStr + Default>(s: &str) -> T {
-    s.parse().unwrap_or_default()
-}
-
-fn main() {
-    let a: u8 = parse(\"7\");
-    let b: u64 = parse(\"9\");
-    let add = |x: u64| {
-        x + a as u64
-    };
-    println!(\"{}\", add(b));
-}
-";
-
-#[test]
-fn rust_generic_instances_become_one_function_and_closures_keep_their_lines() {
-    let d = tempfile::tempdir().unwrap();
-    std::fs::write(d.path().join("prog.rs"), RUST_SRC).unwrap();
-    // v0 names carry the generic arguments (`prog::parse::<u8>`), the harder case.
-    sh(Command::new("rustc").current_dir(d.path()).args(["-g", "-C", "symbol-mangling-version=v0", "-o", "prog", "prog.rs"]));
-    let exe = d.path().join("prog");
-    let src = d.path().join("prog.rs");
-    let names = ["prog::parse::<u8>", "prog::parse::<u64>", "prog::main", "prog::main::{closure#0}"];
-    let addrs: Vec<u64> = names.iter().map(|n| symbol(&exe, n).0).collect();
-
-    // The one lookup: each instance as DWARF describes it.
-    let found = ObjectFile::open(&exe).unwrap().functions_at(&exe, &addrs);
-    let f = found.funcs[0].as_ref().unwrap();
-    assert_eq!((f.qualname.as_str(), f.lang, f.first_line, f.last_line), ("prog::parse::<u8>", Lang::Rust, Some(2), Some(4)));
-    assert_eq!(f.file.as_deref(), Some(src.as_path()));
-
-    // Symbolized for the analyzer (the executable is position-independent: link = run-time
-    // address with base 0).
-    let native: Vec<NativeAddr> = addrs
-        .iter()
-        .enumerate()
-        .map(|(i, &addr)| NativeAddr { id: i as u32, addr, module: exe.display().to_string(), base: 0, symbol: None, inlined: false })
-        .collect();
-    let (funcs, warnings) = resolve(&native, None);
-    assert!(warnings.is_empty(), "{warnings:?}");
-    // Both instances are the one source function `prog::parse`, with its attribute line.
-    assert_eq!(funcs[0], funcs[1]);
-    assert_eq!((funcs[0].qualname.as_str(), funcs[0].name.as_str()), ("prog::parse", "parse"));
-    assert_eq!((funcs[0].first_line, funcs[0].last_line), (Some(1), Some(4)));
-    assert_eq!((funcs[2].qualname.as_str(), funcs[2].first_line, funcs[2].last_line), ("prog::main", Some(6), Some(13)));
-    // The closure: its own lines, inside main's.
-    assert_eq!((funcs[3].qualname.as_str(), funcs[3].first_line, funcs[3].last_line), ("prog::main::{closure#0}", Some(9), Some(11)));
-}
-
 const COLD_SRC: &str = "#include <stdexcept>
 __attribute__((noinline)) int checked(int x)
 {
@@ -178,4 +127,69 @@ fn a_function_split_into_hot_and_cold_parts_is_named_by_its_entry() {
         let f = f.as_ref().unwrap();
         assert_eq!((f.qualname.as_str(), f.entry, f.first_line, f.last_line), ("checked(int)", entry, Some(2), Some(7)));
     }
+}
+
+const LTO_HELPER: &str = "int helper(int x)
+{
+    int s = 0;
+    for (int i = 0; i < x; i++)
+        s += i ^ x;
+    return s;
+}
+";
+
+const LTO_MAIN: &str = "#include <stdio.h>
+#include <stdlib.h>
+int helper(int x);
+int main(int argc, char **argv)
+{
+    printf(\"%d\\n\", helper(atoi(argv[argc - 1])));
+    return 0;
+}
+";
+
+/// gcc's link-time optimization describes the code it generates in a unit of its own, whose
+/// DIEs refer to their origins in each source file's unit (`DW_FORM_ref_addr`): names, files
+/// and lines are found only by following those references into the other units, for the
+/// analyzer's lookup and for the recorder's inline probes alike.
+#[test]
+fn an_lto_build_is_described_through_references_into_other_units() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("a.c"), LTO_HELPER).unwrap();
+    std::fs::write(d.path().join("b.c"), LTO_MAIN).unwrap();
+    sh(Command::new("cc").current_dir(d.path()).args(["-g", "-O2", "-flto", "-o", "prog", "a.c", "b.c"]));
+    let exe = d.path().join("prog");
+    let (a_c, b_c) = (d.path().join("a.c"), d.path().join("b.c"));
+    let (main, size) = symbol(&exe, "main");
+    let addrs: Vec<u64> = (main..main + size).collect();
+    let found = ObjectFile::open(&exe).unwrap().functions_at(&exe, &addrs);
+    for f in &found.funcs {
+        let f = f.as_ref().expect("inside main");
+        assert_eq!((f.qualname.as_str(), f.file.as_deref(), f.first_line), ("main", Some(b_c.as_path()), Some(4)));
+    }
+    // helper (and glibc's inline atoi) are inlined into main.
+    let outer: Vec<_> = found.funcs.iter().flatten().filter_map(|f| f.inlined_at.first()).collect();
+    let helper: Vec<_> = outer.iter().filter(|i| i.qualname == "helper").collect();
+    assert!(!helper.is_empty(), "helper is inlined into main: {outer:?}");
+    for h in helper {
+        assert_eq!((h.qualname.as_str(), h.file.as_deref(), h.first_line), ("helper", Some(a_c.as_path()), Some(1)));
+        assert_eq!((h.call_file.as_deref(), h.call_line), (Some(b_c.as_path()), Some(6)));
+    }
+
+    // The inline probes' walk sees helper's declaration file, in the other unit.
+    let data = std::fs::read(&exe).unwrap();
+    let obj = object::File::parse(&*data).unwrap();
+    let mut seen = Vec::new();
+    let all = crate::inlined::instance_starts(
+        &obj,
+        |f| {
+            seen.push(f.to_path_buf());
+            true
+        },
+        1000,
+    )
+    .unwrap();
+    assert!(seen.contains(&a_c), "{seen:?}");
+    let without_helper = crate::inlined::instance_starts(&obj, |f| f != a_c, 1000).unwrap();
+    assert!(without_helper.len() < all.len(), "{without_helper:?} {all:?}");
 }

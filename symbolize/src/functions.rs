@@ -3,12 +3,12 @@
 //! [`ObjectFile::functions_at`] takes link-time addresses and gives, for each, the function
 //! holding it: demangled name, language, source file, first and last line, where its code
 //! starts, and the functions inlined at the address. Every caller goes through it (the
-//! analyzer's symbolization of recorded functions in [`super::native`], and its tests); the
-//! rules are in one place, in this order:
+//! analyzer's symbolization of recorded functions, and the tests); the rules are in one place,
+//! in this order:
 //!
 //! 1. **DWARF** (in the object, or in a separate debug file found through its build-id or
 //!    `.gnu_debuglink`): the `DW_TAG_subprogram` whose address ranges hold the address
-//!    ([`super::dwarf`]); when several do (a local function nested in another's ranges), the
+//!    ([`crate::dwarf`]); when several do (a local function nested in another's ranges), the
 //!    one starting exactly at the address. A subprogram without `DW_AT_linkage_name` (a
 //!    static function, a lambda) takes the name its symbol-table entry demangles to, when
 //!    there is one at exactly its entry, so that its name carries its scope and parameters.
@@ -20,10 +20,10 @@
 //! There is no second DWARF reader (an earlier version asked `addr2line` when the walk found
 //! nothing, and the two could disagree on names and lines).
 
-use super::demangle::{demangle, Lang};
-use super::dwarf::{self, InlinedFrame, R};
+use crate::demangle::{demangle, Lang};
+use crate::dwarf::{self, InlinedFrame};
+use crate::units::Sections;
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
-use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 /// A function holding an address.
@@ -36,7 +36,7 @@ pub struct FuncAt {
     pub file: Option<PathBuf>,
     /// `DW_AT_decl_line`.
     pub first_line: Option<u32>,
-    /// The largest line of the line table over its own code (see [`super::dwarf`]).
+    /// The largest line of the line table over its own code (see [`crate::dwarf`]).
     pub last_line: Option<u32>,
     /// Link-time address where its code starts.
     pub entry: u64,
@@ -89,7 +89,7 @@ pub struct ObjectFile {
     bias: u64,
 }
 
-fn map_file(path: &Path) -> std::io::Result<memmap2::Mmap> {
+pub(crate) fn map_file(path: &Path) -> std::io::Result<memmap2::Mmap> {
     let f = std::fs::File::open(path)?;
     // SAFETY: a read-only mapping of an object file; if another process truncates it
     // meanwhile we may fault, which is the documented limit of mapping files.
@@ -143,19 +143,19 @@ impl ObjectFile {
 // Finding debug information
 // ---------------------------------------------------------------------------------------
 
-enum DebugSource {
+pub(crate) enum DebugSource {
     Itself,
     File(PathBuf),
     /// Not found; the places that were tried.
     None(Vec<String>),
 }
 
-fn has_dwarf(obj: &object::File) -> bool {
+pub(crate) fn has_dwarf(obj: &object::File) -> bool {
     obj.section_by_name(".debug_info").is_some_and(|s| s.size() > 0)
 }
 
 /// Where the DWARF of `path` is: in the object, or in a separate debug file.
-fn find_debug_file(path: &Path, obj: &object::File) -> DebugSource {
+pub(crate) fn find_debug_file(path: &Path, obj: &object::File) -> DebugSource {
     if has_dwarf(obj) {
         return DebugSource::Itself;
     }
@@ -244,12 +244,8 @@ fn nesting_path<'a>(frames: impl Iterator<Item = &'a InlinedFrame>) -> Vec<Inlin
 /// Resolve link-time addresses with the DWARF of `obj`; `None` for addresses no subprogram
 /// holds.
 fn dwarf_functions(obj: &object::File, link: &[u64], symbols: &SymbolTable) -> Result<Vec<Option<FuncAt>>, gimli::Error> {
-    let endian = if obj.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
-    let sections: Vec<(gimli::SectionId, Cow<[u8]>)> = dwarf::SECTIONS
-        .iter()
-        .map(|&id| (id, obj.section_by_name(id.name()).and_then(|s| s.uncompressed_data().ok()).unwrap_or(Cow::Borrowed(&[][..]))))
-        .collect();
-    let dwarf: gimli::Dwarf<R> = dwarf::load_dwarf(&sections, endian);
+    let sections = Sections::of(obj);
+    let dwarf = sections.dwarf();
     let mut wanted: Vec<u64> = link.to_vec();
     wanted.sort_unstable();
     wanted.dedup();

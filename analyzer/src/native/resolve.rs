@@ -2,7 +2,7 @@
 //! with a demangled name, a source file and the function's exact line span.
 //!
 //! For each object (executable or shared library) once:
-//! 1. ask [`super::functions`] (the one place that knows which function holds an address:
+//! 1. ask [`symbolize::functions`] (the one place that knows which function holds an address:
 //!    DWARF, else the symbol table) for every recorded address of the object;
 //! 2. name what it does not know by the dynamic symbol the shim recorded, else by address;
 //! 3. widen each span with the source text when it is readable ([`super::source_span`]): the
@@ -17,12 +17,12 @@
 //! Nothing here fails: a missing object or missing debug information degrades to symbol
 //! names with one warning per object saying how to fix it.
 
-use super::demangle::{demangle, erase_generics, short_name, Lang};
-use super::functions::{DebugInfo, ObjectError, ObjectFile};
 use super::source_span;
 use crate::symbols::{Function, Language};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use symbolize::demangle::{demangle, erase_generics, short_name, Lang};
+use symbolize::functions::{DebugInfo, ObjectError, ObjectFile};
 use trace_format::SourcesDoc;
 
 /// One native function address to resolve.
@@ -310,3 +310,6 @@ fn group_instances(funcs: &mut [Resolved]) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
