@@ -167,9 +167,13 @@ pub fn prepare(dirs: &[PathBuf], opts: &Options) -> Result<(Vec<PreparedTrace>, 
         warnings.extend(t.warnings.iter().cloned());
         for p in t.processes.iter().filter(|p| !p.tests.is_empty()) {
             let kinds = crate::testrun::function_kinds(&p.funcs, Path::new(&t.meta.cwd));
+            let keys: Vec<String> = if p.meta.lines_per_test { p.funcs.iter().map(|f| f.key()).collect() } else { Vec::new() };
             for test in &p.tests {
                 if let Some(tree) = p.test_tree(test) {
                     spectrum.add(test.outcome, tree, &kinds);
+                    if let Some(lines) = p.test_lines(test).filter(|_| p.meta.lines_per_test) {
+                        spectrum.add_lines(test.outcome, tree, &kinds, &keys, lines);
+                    }
                 }
             }
         }

@@ -104,6 +104,10 @@ pub struct FoldInfo {
     /// Executed source lines the stream reported: (function id, line), in stream order,
     /// repeats possible (see [`crate::coverage`]).
     pub lines: Vec<(u32, u32)>,
+    /// The same per test, in the order of the tests' trees ([`fold_events_with_tests`]): the
+    /// line events between each test's boundaries (every line the test ran where the process
+    /// reported lines per test, `proc.json`'s `lines_per_test`).
+    pub test_lines: Vec<Vec<(u32, u32)>>,
 }
 
 #[derive(Clone, Copy)]
@@ -170,6 +174,7 @@ where
                         if let Some(t) = test.replace(Folder::new(funcs.clone(), classes.len())) {
                             tests.push(t.finish(ts).0);
                         }
+                        info.test_lines.push(Vec::new());
                     }
                     Some(FoldClass::TestEnd) => {
                         if let Some(t) = test.take() {
@@ -201,7 +206,14 @@ where
                 }
             }
             Ok(Event::ThreadName(n)) => info.thread_name = Some(n),
-            Ok(Event::Line { func, line }) => info.lines.push((func, line)),
+            Ok(Event::Line { func, line }) => {
+                info.lines.push((func, line));
+                if test.is_some() {
+                    if let Some(l) = info.test_lines.last_mut() {
+                        l.push((func, line));
+                    }
+                }
+            }
             Err(e) => {
                 info.damaged = Some(e.to_string());
                 break;
@@ -363,6 +375,11 @@ impl ProcessTrees {
     /// The tree of a test of this process: from the stream of its thread, its `seq`-th.
     pub fn test_tree(&self, t: &trace_format::TestRun) -> Option<&CallTree> {
         self.threads.iter().find(|th| th.tid == t.tid)?.tests.get(t.seq as usize)
+    }
+
+    /// The line events between a test's boundaries ([`FoldInfo::test_lines`]).
+    pub fn test_lines(&self, t: &trace_format::TestRun) -> Option<&[(u32, u32)]> {
+        self.threads.iter().find(|th| th.tid == t.tid)?.info.test_lines.get(t.seq as usize).map(|v| &v[..])
     }
 }
 

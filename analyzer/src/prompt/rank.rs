@@ -126,14 +126,19 @@ pub(super) fn construction(funcs: &mut Funcs, traces: &[ModelTrace]) {
 /// equal suspiciousness.
 pub const SPECTRUM_WEIGHT: f64 = 1000.0;
 
-/// Add the spectrum's evidence: `relevance(f) += SPECTRUM_WEIGHT × ochiai(f)`, and its counts
-/// for the prompt's note on the function.
+/// Add the spectrum's evidence: `relevance(f) += SPECTRUM_WEIGHT × s(f)`, where `s(f)` is its
+/// Ochiai score or its most suspicious line's where lines were recorded per test
+/// ([`crate::testrun::Spectrum::suspiciousness`]), and its counts (and the lines that go with
+/// failure) for the prompt's note on the function.
 pub(super) fn spectrum(funcs: &mut Funcs, s: &crate::testrun::Spectrum) {
     for f in funcs.values_mut() {
-        let o = s.ochiai(&f.key);
+        let o = s.suspiciousness(&f.key);
         f.relevance = ((f.relevance + SPECTRUM_WEIGHT * o) * 1e6).round() / 1e6;
         if o > 0.0 && f.origin != Origin::Stdlib {
-            f.spectrum = s.describe(&f.key);
+            f.spectrum = match (s.describe(&f.key), s.describe_lines(&f.key)) {
+                (Some(d), Some(l)) => Some(format!("{d}; {l}")),
+                (d, _) => d,
+            };
         }
     }
 }
