@@ -571,7 +571,7 @@ mod tests {
             .collect()
     }
 
-    use Ev::{C, R};
+    use Ev::{C, L, R};
 
     #[test]
     fn repeated_calls_under_one_parent_merge_with_their_subtrees() {
@@ -755,11 +755,12 @@ mod tests {
         let funcs = Arc::new(funcs);
         let classes = fold_classes(&funcs);
         assert_eq!((classes[2], classes[3]), (FoldClass::TestBegin, FoldClass::TestEnd));
-        let one = |inner: u32| vec![C(1), C(2), R, C(4), C(inner), R, R, C(3), R, R];
-        let mut evs = vec![C(0)];
+        // Each test reports its lines (5's line 7 in both), the runner between tests too.
+        let one = |inner: u32| vec![C(1), C(2), R, C(4), C(inner), L(inner, 7), R, R, C(3), R, L(1, 3), R];
+        let mut evs = vec![C(0), L(0, 1)];
         evs.extend(one(5));
         evs.extend(one(6));
-        evs.extend([C(1), C(2), R, C(4), C(5)]);
+        evs.extend([C(1), C(2), R, C(4), C(5), L(5, 7)]);
         let (t, info, tests) = fold_events_with_tests(funcs, &classes, Ev::events(&evs));
         assert_eq!(show(&t), vec!["runner x1", "  protocol x3", "    run_test x3", "      code x2", "      other x1"]);
         assert_eq!(tests.len(), 3);
@@ -767,6 +768,8 @@ mod tests {
         assert_eq!(show(&tests[1]), vec!["run_test x1", "  other x1"]);
         assert_eq!(show(&tests[2]), vec!["run_test x1", "  code x1"], "an unfinished test ends with the stream");
         assert_eq!(info.open_at_end, 4);
+        assert_eq!(info.test_lines, vec![vec![(5, 7)], vec![(6, 7)], vec![(5, 7)]], "each test's own line events");
+        assert_eq!(info.lines.len(), 6, "all line events: {:?}", info.lines);
     }
 
     #[test]
