@@ -170,6 +170,9 @@ pub fn prepare(dirs: &[PathBuf], opts: &Options) -> Result<(Vec<PreparedTrace>, 
             for test in &p.tests {
                 if let Some(tree) = p.test_tree(test) {
                     spectrum.add(test.outcome, tree, &kinds);
+                    if let Some(lines) = p.test_lines(test).filter(|_| p.meta.lines_per_test) {
+                        spectrum.add_lines(test.outcome, tree, &kinds, lines);
+                    }
                 }
             }
         }

@@ -104,6 +104,10 @@ pub struct FoldInfo {
     /// Executed source lines the stream reported: (function id, line), in stream order,
     /// repeats possible (see [`crate::coverage`]).
     pub lines: Vec<(u32, u32)>,
+    /// The same per test, in the order of the tests' trees ([`fold_events_with_tests`]): the
+    /// line events between each test's boundaries (every line the test ran where the process
+    /// reported lines per test, `proc.json`'s `lines_per_test`).
+    pub test_lines: Vec<Vec<(u32, u32)>>,
 }
 
 #[derive(Clone, Copy)]
@@ -170,6 +174,7 @@ where
                         if let Some(t) = test.replace(Folder::new(funcs.clone(), classes.len())) {
                             tests.push(t.finish(ts).0);
                         }
+                        info.test_lines.push(Vec::new());
                     }
                     Some(FoldClass::TestEnd) => {
                         if let Some(t) = test.take() {
@@ -201,7 +206,14 @@ where
                 }
             }
             Ok(Event::ThreadName(n)) => info.thread_name = Some(n),
-            Ok(Event::Line { func, line }) => info.lines.push((func, line)),
+            Ok(Event::Line { func, line }) => {
+                info.lines.push((func, line));
+                if test.is_some() {
+                    if let Some(l) = info.test_lines.last_mut() {
+                        l.push((func, line));
+                    }
+                }
+            }
             Err(e) => {
                 info.damaged = Some(e.to_string());
                 break;
@@ -363,6 +375,11 @@ impl ProcessTrees {
     /// The tree of a test of this process: from the stream of its thread, its `seq`-th.
     pub fn test_tree(&self, t: &trace_format::TestRun) -> Option<&CallTree> {
         self.threads.iter().find(|th| th.tid == t.tid)?.tests.get(t.seq as usize)
+    }
+
+    /// The line events between a test's boundaries ([`FoldInfo::test_lines`]).
+    pub fn test_lines(&self, t: &trace_format::TestRun) -> Option<&[(u32, u32)]> {
+        self.threads.iter().find(|th| th.tid == t.tid)?.info.test_lines.get(t.seq as usize).map(|v| &v[..])
     }
 }
 
@@ -554,7 +571,7 @@ mod tests {
             .collect()
     }
 
-    use Ev::{C, R};
+    use Ev::{C, L, R};
 
     #[test]
     fn repeated_calls_under_one_parent_merge_with_their_subtrees() {
@@ -738,11 +755,12 @@ mod tests {
         let funcs = Arc::new(funcs);
         let classes = fold_classes(&funcs);
         assert_eq!((classes[2], classes[3]), (FoldClass::TestBegin, FoldClass::TestEnd));
-        let one = |inner: u32| vec![C(1), C(2), R, C(4), C(inner), R, R, C(3), R, R];
-        let mut evs = vec![C(0)];
+        // Each test reports its lines (5's line 7 in both), the runner between tests too.
+        let one = |inner: u32| vec![C(1), C(2), R, C(4), C(inner), L(inner, 7), R, R, C(3), R, L(1, 3), R];
+        let mut evs = vec![C(0), L(0, 1)];
         evs.extend(one(5));
         evs.extend(one(6));
-        evs.extend([C(1), C(2), R, C(4), C(5)]);
+        evs.extend([C(1), C(2), R, C(4), C(5), L(5, 7)]);
         let (t, info, tests) = fold_events_with_tests(funcs, &classes, Ev::events(&evs));
         assert_eq!(show(&t), vec!["runner x1", "  protocol x3", "    run_test x3", "      code x2", "      other x1"]);
         assert_eq!(tests.len(), 3);
@@ -750,6 +768,8 @@ mod tests {
         assert_eq!(show(&tests[1]), vec!["run_test x1", "  other x1"]);
         assert_eq!(show(&tests[2]), vec!["run_test x1", "  code x1"], "an unfinished test ends with the stream");
         assert_eq!(info.open_at_end, 4);
+        assert_eq!(info.test_lines, vec![vec![(5, 7)], vec![(6, 7)], vec![(5, 7)]], "each test's own line events");
+        assert_eq!(info.lines.len(), 6, "all line events: {:?}", info.lines);
     }
 
     #[test]

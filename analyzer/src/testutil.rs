@@ -152,6 +152,7 @@ impl TraceBuilder {
             start_ns: pid as u64,
             forked_from: None,
             hook: None,
+            lines_per_test: false,
         };
         write_proc_meta(&dir, &meta)?;
         let ft = FuncTableWriter::create(&dir.join(trace_format::FUNCS_FILE))?;

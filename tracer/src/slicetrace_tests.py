@@ -8,6 +8,8 @@
 # its phases, outcome and failure when it ends (a test whose process died has only its start).
 # It also calls _slicetrace_test_begin() and _slicetrace_test_end(), which do nothing: their calls
 # are the test's boundaries in the thread's event stream, where `slice` cuts out each test's tree.
+# Just before the begin call, _slicetrace.test_begins() re-arms the recorder's line events, so
+# that every line the test runs is reported again inside its boundaries (lines per test).
 # Kept valid in old Pythons (no f-strings), like sitecustomize.py.
 
 import os
@@ -26,7 +28,7 @@ def _slicetrace_test_end():
     pass
 
 
-_state = {"pid": None, "fd": None, "seq": {}, "open": {}}
+_state = {"pid": None, "fd": None, "seq": {}, "open": {}, "rearm": None}
 
 
 def _out():
@@ -40,6 +42,7 @@ def _out():
         try:
             import _slicetrace
 
+            _state["rearm"] = getattr(_slicetrace, "test_begins", None)
             d = _slicetrace.process_dir()
             if d is not None:
                 _state["fd"] = os.open(
@@ -106,6 +109,9 @@ def _begin(test_id, runner, file=None, line=None, fixtures=None):
     if fixtures:
         record["fixtures"] = fixtures[:200]
     _write(record)
+    rearm = _state["rearm"]
+    if rearm is not None:
+        rearm()
     _slicetrace_test_begin()
 
 

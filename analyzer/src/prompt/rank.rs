@@ -126,16 +126,21 @@ pub(super) fn construction(funcs: &mut Funcs, traces: &[ModelTrace]) {
 /// equal suspiciousness.
 pub const SPECTRUM_WEIGHT: f64 = 1000.0;
 
-/// Add the spectrum's evidence: `relevance(f) += SPECTRUM_WEIGHT × ochiai(f)`, and its counts
-/// for the prompt's note on the function.
+/// Add the spectrum's evidence: `relevance(f) += SPECTRUM_WEIGHT × s(f)`, where `s(f)` is its
+/// Ochiai score or its most suspicious line's where lines were recorded per test
+/// ([`crate::testrun::Spectrum::suspiciousness`]), and its counts (and the lines that go with
+/// failure) for the prompt's note on the function.
 pub(super) fn spectrum(funcs: &mut Funcs, s: &crate::testrun::Spectrum) {
     for f in funcs.values_mut() {
         // (The prompt's functions meet the spectrum's ids by key, once each.)
         let id = s.id(&f.key);
-        let o = id.map_or(0.0, |id| s.ochiai(id));
+        let o = id.map_or(0.0, |id| s.suspiciousness(id));
         f.relevance = ((f.relevance + SPECTRUM_WEIGHT * o) * 1e6).round() / 1e6;
         if o > 0.0 && f.origin != Origin::Stdlib {
-            f.spectrum = id.and_then(|id| s.describe(id));
+            f.spectrum = id.and_then(|id| match (s.describe(id), s.describe_lines(id)) {
+                (Some(d), Some(l)) => Some(format!("{d}; {l}")),
+                (d, _) => d,
+            });
         }
     }
 }

@@ -81,6 +81,14 @@ pub struct Spectrum {
     /// function -> (failing tests it ran in, passing tests it ran in).
     pub counts: HashMap<FuncId, (u32, u32)>,
     interner: Arc<Interner>,
+    /// The same over source lines, where every test counted reported its own lines
+    /// ([`Spectrum::add_lines`]): function -> line -> (failing, passing tests it ran in).
+    pub line_counts: HashMap<FuncId, HashMap<u32, (u32, u32)>>,
+    /// Failing and passing tests whose lines were added.
+    pub line_tests: (u32, u32),
+    /// Functions whose line reporting stopped early in some test counted (a line event with
+    /// line 0): their lines are left out of the line spectrum.
+    pub lines_uncertain: HashSet<FuncId>,
 }
 
 impl Spectrum {
@@ -120,6 +128,121 @@ impl Spectrum {
         self.interner.id(key)
     }
 
+    /// Add the lines one test ran (`lines`: (function index of `tree`'s table, line) pairs from
+    /// between its boundaries, [`crate::fold::FoldInfo::test_lines`]), once
+    /// per line, for the functions [`Spectrum::add`] counted for the same test (`tree`,
+    /// `kinds`). Only for tests whose process reported lines per test
+    /// (`proc.json`'s `lines_per_test`): elsewhere a line that an earlier test ran first is
+    /// missing from later tests.
+    pub fn add_lines(&mut self, outcome: TestOutcome, tree: &CallTree, kinds: &[FuncKind], lines: &[(u32, u32)]) {
+        let failed = outcome.is_failure();
+        if !failed && !outcome.is_pass() {
+            return;
+        }
+        if failed {
+            self.line_tests.0 += 1;
+        } else {
+            self.line_tests.1 += 1;
+        }
+        let counted = counted_ids(tree, kinds);
+        let mut seen: HashSet<(u32, u32)> = HashSet::default();
+        for &(func, line) in lines {
+            if !seen.insert((func, line)) {
+                continue;
+            }
+            let id = tree.id_of(func);
+            if !counted.contains(&id) {
+                continue;
+            }
+            if line == 0 {
+                self.lines_uncertain.insert(id);
+                continue;
+            }
+            let e = self.line_counts.entry(id).or_default().entry(line).or_default();
+            if failed {
+                e.0 += 1;
+            } else {
+                e.1 += 1;
+            }
+        }
+    }
+
+    /// Whether the line spectrum holds: every test counted reported its own lines.
+    fn lines_hold(&self) -> bool {
+        self.line_tests == (self.failed_total, self.passed_total) && self.informative()
+    }
+
+    /// The lines of a function with their counts and Ochiai scores, when the line spectrum
+    /// holds and the function's lines are all known.
+    fn lines_of(&self, id: FuncId) -> Option<Vec<(u32, u32, u32, f64)>> {
+        if !self.lines_hold() || self.lines_uncertain.contains(&id) {
+            return None;
+        }
+        let lines = self.line_counts.get(&id)?;
+        let mut v: Vec<(u32, u32, u32, f64)> = lines.iter().map(|(&l, &(ef, ep))| (l, ef, ep, self.score(ef, ep))).collect();
+        v.sort_unstable_by_key(|x| x.0);
+        Some(v)
+    }
+
+    fn score(&self, ef: u32, ep: u32) -> f64 {
+        if ef == 0 || self.failed_total == 0 {
+            return 0.0;
+        }
+        ef as f64 / ((self.failed_total as f64) * (ef + ep) as f64).sqrt()
+    }
+
+    /// The Ochiai score of a function's most suspicious line (`docs/prompts.md`, "Tests"), when
+    /// the line spectrum holds.
+    pub fn line_ochiai(&self, id: FuncId) -> Option<f64> {
+        self.lines_of(id)?.iter().map(|x| x.3).max_by(f64::total_cmp)
+    }
+
+    /// A function's suspiciousness for the ranking: its own Ochiai score, or its most
+    /// suspicious line's when that is higher (a function every test runs, with a branch only
+    /// the failing tests take).
+    pub fn suspiciousness(&self, id: FuncId) -> f64 {
+        let f = self.ochiai(id);
+        self.line_ochiai(id).map_or(f, |l| l.max(f))
+    }
+
+    /// What a prompt says of the lines of a function that go with failure more than the
+    /// function does: at most [`LINE_GROUPS`] groups of lines with the same counts, most
+    /// suspicious first, `lines 14, 17-18 ran in 1 of 1 failing tests, 0 of 12 passing
+    /// (Ochiai 1.00)`. `None` when no line does (or the line spectrum does not hold).
+    pub fn describe_lines(&self, id: FuncId) -> Option<String> {
+        let f = self.ochiai(id);
+        let lines = self.lines_of(id)?;
+        let mut groups: Vec<((u32, u32), f64, Vec<u32>)> = Vec::new();
+        for (l, ef, ep, o) in lines {
+            if o <= f + 1e-9 {
+                continue;
+            }
+            match groups.iter_mut().find(|g| g.0 == (ef, ep)) {
+                Some(g) => g.2.push(l),
+                None => groups.push(((ef, ep), o, vec![l])),
+            }
+        }
+        if groups.is_empty() {
+            return None;
+        }
+        groups.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2[0].cmp(&b.2[0])));
+        let text: Vec<String> = groups
+            .iter()
+            .take(LINE_GROUPS)
+            .map(|((ef, ep), o, ls)| {
+                format!(
+                    "line{} {} ran in {ef} of {} failing test{}, {ep} of {} passing (Ochiai {o:.2})",
+                    if ls.len() == 1 { "" } else { "s" },
+                    line_ranges(ls),
+                    self.failed_total,
+                    if self.failed_total == 1 { "" } else { "s" },
+                    self.passed_total,
+                )
+            })
+            .collect();
+        Some(text.join("; "))
+    }
+
     /// Whether it can tell anything: at least one failing and one passing test.
     pub fn informative(&self) -> bool {
         self.failed_total > 0 && self.passed_total > 0
@@ -130,10 +253,7 @@ impl Spectrum {
     /// and no passing one; 0 for code no failing test ran.
     pub fn ochiai(&self, id: FuncId) -> f64 {
         let Some(&(ef, ep)) = self.counts.get(&id) else { return 0.0 };
-        if ef == 0 || self.failed_total == 0 {
-            return 0.0;
-        }
-        ef as f64 / ((self.failed_total as f64) * (ef + ep) as f64).sqrt()
+        self.score(ef, ep)
     }
 
     /// What a prompt says of a function: `ran in 3 of 3 failing tests, 2 of 461 passing`.
@@ -147,6 +267,24 @@ impl Spectrum {
             self.ochiai(id)
         ))
     }
+}
+
+/// Most groups of lines [`Spectrum::describe_lines`] names.
+pub const LINE_GROUPS: usize = 3;
+
+/// Sorted line numbers as ranges: `3, 5-7, 10`.
+fn line_ranges(lines: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let mut j = i;
+        while j + 1 < lines.len() && lines[j + 1] == lines[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j { lines[i].to_string() } else { format!("{}-{}", lines[i], lines[j]) });
+        i = j + 1;
+    }
+    out.join(", ")
 }
 
 #[cfg(test)]
@@ -224,5 +362,56 @@ mod tests {
         s.add(TestOutcome::Failed, &t, &[]);
         assert_eq!(s.counts.len(), 1, "{:?}", s.counts);
         assert_eq!(s.counts.get(&t.ids[0]), Some(&(1, 0)));
+    }
+
+    #[test]
+    fn a_line_only_failing_tests_ran_goes_with_failure_more_than_its_function() {
+        // test (0) calls f (1) in every test; f's line 11 runs everywhere, line 12 in the
+        // passing tests only, line 13 in the failing test only.
+        let funcs = Arc::new(py_funcs(&["test", "f"]));
+        let tree = || {
+            let mut b = TreeBuilder::new(funcs.clone());
+            let t = b.child(ROOT, 0);
+            b.child(t, 1);
+            b.finish()
+        };
+        let mut interner = Interner::default();
+        let ids = Arc::new(interner.intern_table(&funcs, funcs.len()));
+        let tree = || {
+            let mut t = tree();
+            t.ids = ids.clone();
+            t
+        };
+        let mut s = Spectrum::default();
+        let runs: [(TestOutcome, &[(u32, u32)]); 3] = [
+            (TestOutcome::Passed, &[(0, 2), (1, 11), (1, 12), (1, 11)]),
+            (TestOutcome::Passed, &[(0, 2), (1, 11), (1, 12)]),
+            (TestOutcome::Failed, &[(0, 2), (1, 11), (1, 13), (7, 40)]),
+        ];
+        for (o, lines) in runs {
+            s.add(o, &tree(), &[]);
+            s.add_lines(o, &tree(), &[], lines);
+        }
+        let f = ids[1];
+        assert_eq!(s.line_counts[&f][&11], (1, 2), "a line counts once per test");
+        assert_eq!(s.line_counts[&f][&13], (1, 0));
+        // f ran in every test: 1 / sqrt(1 * 3); its line 13: 1.
+        assert!((s.ochiai(f) - 1.0 / 3f64.sqrt()).abs() < 1e-9);
+        assert_eq!(s.line_ochiai(f), Some(1.0));
+        assert_eq!(s.suspiciousness(f), 1.0);
+        assert_eq!(s.describe_lines(f).unwrap(), "line 13 ran in 1 of 1 failing test, 0 of 2 passing (Ochiai 1.00)");
+        // A test without its own lines (another shard recorded once per process): no line
+        // spectrum, the function's own score.
+        let mut partial = s.clone();
+        partial.add(TestOutcome::Passed, &tree(), &[]);
+        assert_eq!(partial.line_ochiai(f), None);
+        assert_eq!(partial.suspiciousness(f), partial.ochiai(f));
+        // A function whose line reporting stopped early in some test (line 0): its lines are
+        // unknown, so none is scored.
+        let mut gave_up = s.clone();
+        gave_up.add(TestOutcome::Passed, &tree(), &[]);
+        gave_up.add_lines(TestOutcome::Passed, &tree(), &[], &[(1, 11), (1, 0)]);
+        assert_eq!(gave_up.describe_lines(f), None);
+        assert_eq!(line_ranges(&[3, 5, 6, 7, 10]), "3, 5-7, 10");
     }
 }

@@ -32,6 +32,7 @@ mod monitoring;
 mod profile;
 mod runtime;
 mod state;
+mod testlines;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyModule, PyTuple};
@@ -260,5 +261,6 @@ fn slicetrace_module(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fork::after_fork_child, m)?)?;
     m.add_function(wrap_pyfunction!(recording, m)?)?;
     m.add_function(wrap_pyfunction!(process_dir, m)?)?;
+    m.add_function(wrap_pyfunction!(testlines::test_begins, m)?)?;
     Ok(())
 }

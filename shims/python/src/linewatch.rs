@@ -57,7 +57,14 @@ pub(crate) fn entries() -> u64 {
 pub(crate) unsafe fn entered(code: *mut PyObject, id: Option<CodeId>) {
     let n = ENTRIES.load(Ordering::Relaxed) + 1;
     ENTRIES.store(n, Ordering::Relaxed);
+    // After a test's start, a function's first entry re-arms its lines for that test.
+    let epoch = crate::testlines::TEST_EPOCH.load(Ordering::Relaxed);
+    // SAFETY: GIL held; `code` is live, `c.id` its id; an entry (the contract).
+    let rearmed = epoch != 0 && id.is_some_and(|c| unsafe { crate::testlines::rearm_if_stale(code, c.id, epoch) });
     match id {
+        // SAFETY: GIL held; `code` is live, `c.id` its id; an entry, not a LINE callback (the
+        // contract).
+        Some(c) if rearmed => unsafe { count_line_entry(code, c.id, n) },
         // SAFETY: GIL held; `code` is live, `c.id` its id; an entry, not a LINE callback (the
         // contract).
         Some(c) if c.lines_done() => unsafe { lines_finished(code, c.id) },

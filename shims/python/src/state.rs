@@ -80,6 +80,13 @@ pub struct Proc {
     /// With [`LineMode::Monitoring`]: the entry clock ([`linewatch::entries`]) at each watched
     /// function's last entry, by id (for [`LINE_FRAME_AGE`]).
     pub last_entry: Vec<u64>,
+    /// With [`LineMode::Monitoring`]: every code line of each function (by id), to report
+    /// again in each test ([`crate::testlines`]).
+    pub lines_all: Vec<Vec<u32>>,
+    /// With [`LineMode::Monitoring`]: the test epoch in which each function's line events were
+    /// last armed ([`crate::testlines::TEST_EPOCH`]); [`crate::testlines::NO_LINES`] for a
+    /// function without code lines.
+    pub line_epoch: Vec<u32>,
 }
 
 static PROC: GilCell<Option<Proc>> = GilCell::new(None);
@@ -138,6 +145,8 @@ pub fn open_process(py: Python<'_>, root: &Path, c_calls: bool, lines: LineMode,
         lines_left: Vec::new(),
         line_entries: Vec::new(),
         last_entry: Vec::new(),
+        lines_all: Vec::new(),
+        line_epoch: Vec::new(),
     })
 }
 
@@ -415,6 +424,14 @@ unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<Code
                     p.last_entry.resize(i + 1, 0);
                 }
                 p.last_entry[i] = linewatch::entries();
+                if p.lines_all.len() <= i {
+                    p.lines_all.resize_with(i + 1, Vec::new);
+                }
+                p.lines_all[i] = l.clone();
+                if p.line_epoch.len() <= i {
+                    p.line_epoch.resize(i + 1, crate::testlines::NO_LINES);
+                }
+                p.line_epoch[i] = crate::testlines::TEST_EPOCH.load(Ordering::Relaxed);
             }
             p.funcs
                 .append(&FuncRecord { id, kind: desc.kind })

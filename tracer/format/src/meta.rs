@@ -100,6 +100,12 @@ pub struct ProcMeta {
     /// (`PyEval_SetProfile`); written once the hook is installed. Absent for native processes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook: Option<String>,
+    /// Python: the executed lines are reported again in every test (the recorder re-arms its
+    /// line events at each test's start), so the line events between a test's boundaries are
+    /// every line that test ran (`docs/trace-format.md`, "Lines per test"). Written at the
+    /// first test's start; absent (false): a line is reported once per process.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lines_per_test: bool,
 }
 
 /// One line of `p<pid>/funcs.jsonl`.

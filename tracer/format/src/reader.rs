@@ -867,6 +867,7 @@ mod tests {
             start_ns: 5,
             forked_from: None,
             hook: None,
+            lines_per_test: false,
         }
     }
 

@@ -646,6 +646,7 @@ pub fn current_proc_meta(kind: &str, runtime: &str, forked_from: Option<u32>) ->
         start_ns: monotonic_ns(),
         forked_from,
         hook: None,
+        lines_per_test: false,
     }
 }
 
