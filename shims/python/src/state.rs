@@ -71,6 +71,12 @@ pub struct Proc {
     pub lines: LineMode,
     /// With [`LineMode::Trace`]: the lines already reported, by function id.
     pub line_sets: Vec<LineSet>,
+    /// By function id: whether its lines are reported again in each test
+    /// ([`crate::testlines::per_test`]: not the standard library's, not the test runner's).
+    pub per_test: Vec<bool>,
+    /// The standard library's directory (`{sys.base_prefix}/lib/pythonX.Y/`), for
+    /// [`crate::testlines::per_test`].
+    pub stdlib_dir: Option<String>,
     /// With [`LineMode::Monitoring`]: the code lines not reported yet, by function id (ascending).
     /// When none is left, the function's LINE events are turned off ([`LINES_DONE_BIT`]).
     pub lines_left: Vec<Vec<u32>>,
@@ -129,6 +135,12 @@ pub fn open_process(py: Python<'_>, root: &Path, c_calls: bool, lines: LineMode,
     let files = ProcessFiles::create(root, "python", &runtime, forked_from)
         .map_err(|e| format!("{e} (check that the trace directory {} is writable)", root.display()))?;
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    let stdlib_dir = py
+        .import("sys")
+        .and_then(|sys| sys.getattr("base_prefix"))
+        .and_then(|p| p.extract::<String>())
+        .ok()
+        .map(|prefix| format!("{}/lib/python{}.{}/", prefix.trim_end_matches('/'), v.major, v.minor));
     Ok(Proc {
         pid: files.meta.pid,
         meta: files.meta,
@@ -142,6 +154,8 @@ pub fn open_process(py: Python<'_>, root: &Path, c_calls: bool, lines: LineMode,
         gen_start: HashMap::new(),
         lines,
         line_sets: Vec::new(),
+        per_test: Vec::new(),
+        stdlib_dir,
         lines_left: Vec::new(),
         line_entries: Vec::new(),
         last_entry: Vec::new(),
@@ -409,6 +423,16 @@ unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<Code
             if let Some(s) = start {
                 p.gen_start.insert(id, s);
             }
+            if lines {
+                let i = id as usize;
+                if p.per_test.len() <= i {
+                    p.per_test.resize(i + 1, false);
+                }
+                p.per_test[i] = match &desc.kind {
+                    FuncKind::Python { file, .. } => crate::testlines::per_test(file, p.stdlib_dir.as_deref()),
+                    _ => false,
+                };
+            }
             if let Some(l) = &watch {
                 let i = id as usize;
                 if p.lines_left.len() <= i {
@@ -431,7 +455,8 @@ unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<Code
                 if p.line_epoch.len() <= i {
                     p.line_epoch.resize(i + 1, crate::testlines::NO_LINES);
                 }
-                p.line_epoch[i] = crate::testlines::TEST_EPOCH.load(Ordering::Relaxed);
+                p.line_epoch[i] =
+                    if p.per_test[i] { crate::testlines::TEST_EPOCH.load(Ordering::Relaxed) } else { crate::testlines::NO_LINES };
             }
             p.funcs
                 .append(&FuncRecord { id, kind: desc.kind })
