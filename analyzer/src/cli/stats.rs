@@ -91,7 +91,7 @@ pub fn run(a: StatsArgs) -> anyhow::Result<()> {
     rows.push(row("call tree", format!("{nodes} nodes"), &tree_text, tok));
     rows.push(row("sources (each function once)", format!("{with_code} functions"), &src_text, tok));
     for v in Variant::ALL {
-        let text = renderer.render(&model, &model.doc(v.layout(), &Plan::default()))?;
+        let text = renderer.render(&model, model.doc(v.layout(), &Plan::default()))?;
         rows.push(row(format!("prompt {v}"), "", &text, tok));
     }
     let read_all = |files: &BTreeSet<PathBuf>| -> String {
