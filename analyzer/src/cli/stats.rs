@@ -81,15 +81,22 @@ pub fn run(a: StatsArgs) -> anyhow::Result<()> {
         }
     }
     let all_files: BTreeSet<PathBuf> = model.traces.iter().flat_map(|t| t.files_executed.iter().cloned()).collect();
+    // The analysis is no longer needed: what follows reads the model.
+    drop(traces);
 
     let mut rows = Vec::new();
-    // Sections of the `full` layout, each function once.
-    let doc = model.doc(Variant::A.layout(), &Plan::default());
-    let tree_text: String = doc.traces.iter().flat_map(|t| t.threads.iter()).map(|th| format!("{}\n", th.tree)).collect();
-    let src_text: String = doc.sorted_sources.iter().filter_map(|s| s.code.as_ref()).map(|c| format!("{c}\n")).collect();
     rows.push(row("question", "", &question, tok));
-    rows.push(row("call tree", format!("{nodes} nodes"), &tree_text, tok));
-    rows.push(row("sources (each function once)", format!("{with_code} functions"), &src_text, tok));
+    {
+        // Sections of the `full` layout, each function once.
+        let doc = model.doc(Variant::A.layout(), &Plan::default());
+        let tree_text: String = doc.traces.iter().flat_map(|t| t.threads.iter()).map(|th| format!("{}\n", th.tree)).collect();
+        rows.push(row("call tree", format!("{nodes} nodes"), &tree_text, tok));
+        drop(tree_text);
+        let src_text: String = doc.sorted_sources.iter().filter_map(|s| s.code.as_ref()).map(|c| format!("{c}\n")).collect();
+        drop(doc);
+        rows.push(row("sources (each function once)", format!("{with_code} functions"), &src_text, tok));
+    }
+    // One variant at a time: each document and its text are dropped before the next.
     for v in Variant::ALL {
         let text = renderer.render(&model, model.doc(v.layout(), &Plan::default()))?;
         rows.push(row(format!("prompt {v}"), "", &text, tok));
