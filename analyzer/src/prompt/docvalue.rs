@@ -304,7 +304,7 @@ impl Object for At {
 
 #[cfg(test)]
 mod tests {
-    use super::super::render::{Format, Renderer, MARKDOWN_TEMPLATE, XML_TEMPLATE};
+    use super::super::render::{Format, Renderer};
     use super::super::*;
 
     /// Prints every field of the document, the maps and lists whole (keys in order, values
