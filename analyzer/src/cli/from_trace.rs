@@ -67,6 +67,8 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
         }
     }
     let mut model = Model::build(&question, &mut traces);
+    // The analysis is no longer needed: the prompt is laid out from the model.
+    drop(traces);
     warn_all(&model.notes);
     model.condense(a.prompt.not_run(), a.prompt.docstrings());
     if let Some(n) = a.prompt.show_ranking {

@@ -81,17 +81,31 @@ pub fn run(a: StatsArgs) -> anyhow::Result<()> {
         }
     }
     let all_files: BTreeSet<PathBuf> = model.traces.iter().flat_map(|t| t.files_executed.iter().cloned()).collect();
+    // The analysis is no longer needed: what follows reads the model.
+    drop(traces);
 
     let mut rows = Vec::new();
-    // Sections of the `full` layout, each function once.
+    rows.push(row("question", "", &question, tok));
+    // The sections are those of the `A` layout (each function once): its document is laid out
+    // once, for the sections and for its prompt, whose text waits for its row (rows are
+    // counted in table order: what one row counted, a later one finds counted).
     let doc = model.doc(Variant::A.layout(), &Plan::default());
     let tree_text: String = doc.traces.iter().flat_map(|t| t.threads.iter()).map(|th| format!("{}\n", th.tree)).collect();
     let src_text: String = doc.sorted_sources.iter().filter_map(|s| s.code.as_ref()).map(|c| format!("{c}\n")).collect();
-    rows.push(row("question", "", &question, tok));
+    let mut prompt_a = Some(renderer.render(&model, doc)?);
     rows.push(row("call tree", format!("{nodes} nodes"), &tree_text, tok));
+    drop(tree_text);
     rows.push(row("sources (each function once)", format!("{with_code} functions"), &src_text, tok));
+    drop(src_text);
+    // One variant at a time: each document and its text are dropped before the next.
     for v in Variant::ALL {
-        let text = renderer.render(&model, &model.doc(v.layout(), &Plan::default()))?;
+        let text = match (v, prompt_a.take()) {
+            (Variant::A, Some(text)) => text,
+            (_, a) => {
+                prompt_a = a;
+                renderer.render(&model, model.doc(v.layout(), &Plan::default()))?
+            }
+        };
         rows.push(row(format!("prompt {v}"), "", &text, tok));
     }
     let read_all = |files: &BTreeSet<PathBuf>| -> String {

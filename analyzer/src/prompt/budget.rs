@@ -417,7 +417,7 @@ pub(super) fn refill(
 /// Render a prompt, fitted into `budget` tokens when one is given.
 pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, budget: Option<usize>) -> Result<Fitted, BudgetError> {
     let Some(budget) = budget else {
-        let full = renderer.render(model, &model.doc(layout, &Plan::default()))?;
+        let full = renderer.render(model, model.doc(layout, &Plan::default()))?;
         let count = tok.count_for_message(&full);
         return Ok(Fitted { text: full, tokens: count.tokens, exact: count.exact, report: None });
     };
@@ -425,7 +425,7 @@ pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, b
     if est.estimate(&Plan::default()) > ESTIMATE_FACTOR * budget as f64 {
         return fit_by_estimate(model, layout, renderer, tok, budget, &est);
     }
-    let full = renderer.render(model, &model.doc(layout, &Plan::default()))?;
+    let full = renderer.render(model, model.doc(layout, &Plan::default()))?;
     let tokens = tok.count(&full);
     if tokens <= budget {
         let (plan, cut) = plan_for(model, &[], None, layout.sources, budget, tok);
@@ -435,7 +435,7 @@ pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, b
     let top = prio.first().copied();
     let eval = |steps: &[Step]| -> Result<(String, usize, BudgetReport), BudgetError> {
         let (plan, cut) = plan_for(model, steps, top, layout.sources, budget, tok);
-        let text = renderer.render(model, &model.doc(layout, &plan))?;
+        let text = renderer.render(model, model.doc(layout, &plan))?;
         let n = tok.count(&text);
         Ok((text, n, report(model, &plan, &cut, layout.sources, budget)))
     };
@@ -531,7 +531,7 @@ fn fit_by_estimate(
                 b
             };
             let (plan, cut) = plan_of(&state(&base, &steps, k));
-            let text = renderer.render(model, &model.doc(layout, &plan))?;
+            let text = renderer.render(model, model.doc(layout, &plan))?;
             let n = tok.count(&text);
             let guess = est.estimate(&plan).max(1.0);
             if n <= budget {
@@ -557,7 +557,7 @@ fn fit_by_estimate(
         if let Some((k, b)) = best {
             return refill(&prio, est, refill_tries(model), budget, state(&base, &steps, k), b, &mut |s| {
                 let (plan, cut) = plan_of(s);
-                let text = renderer.render(model, &model.doc(layout, &plan))?;
+                let text = renderer.render(model, model.doc(layout, &plan))?;
                 let tokens = tok.count(&text);
                 Ok(Fitted { text, tokens, exact: true, report: Some(report(model, &plan, &cut, layout.sources, budget)) })
             });

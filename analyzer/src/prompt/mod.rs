@@ -16,6 +16,7 @@ pub mod budget;
 mod build;
 mod condense;
 pub mod docstring;
+mod docvalue;
 mod estimate;
 mod funcs;
 pub mod notrun;

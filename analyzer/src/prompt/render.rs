@@ -5,9 +5,8 @@
 use super::{Doc, DocSource, Model};
 use crate::pathclass::Origin;
 use crate::symbols::Language;
-use minijinja::{Environment, Value};
+use minijinja::Environment;
 use serde::Serialize;
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
@@ -77,12 +76,12 @@ fn code(s: String) -> String {
     escape::code_span(&s)
 }
 
-/// The laid-out prompt as the templates see it: everything that comes from the trace shown with
-/// control characters escaped (`docs/prompts.md`, "Untrusted text"): names, paths, the command,
-/// labels and notes as one line each ([`escape::line`]: a newline in a function name cannot
-/// start a heading), source code, module values, outcomes and trees as lines
-/// ([`escape::block`]). The question is the user's own and stays as given.
+/// The document as templates saw it before [`super::docvalue`]: a copy with everything that
+/// comes from the trace escaped, serialized into template values. Tests check that the object
+/// shows the same thing.
+#[cfg(test)]
 fn for_display(doc: &Doc) -> Doc {
+    use std::borrow::Cow;
     let line = |s: &mut String| {
         if let Cow::Owned(o) = escape::line(s) {
             *s = o;
@@ -146,13 +145,29 @@ impl Renderer {
         Ok(Renderer { env, format, name })
     }
 
-    pub fn render(&self, model: &Model, doc: &Doc) -> Result<String, TemplateError> {
+    /// The prompt for `doc` (laid out from `model`). The template reads the document in place
+    /// ([`super::docvalue`]).
+    pub fn render(&self, model: &Model, doc: Doc) -> Result<String, TemplateError> {
         if self.format == Format::Json {
-            return Ok(json(model, doc));
+            return Ok(json(model, &doc));
         }
         let tmpl = self.env.get_template(&self.name).map_err(|e| TemplateError { name: self.name.clone(), msg: describe(&e) })?;
+        let mut s = tmpl.render(super::docvalue::value(doc)).map_err(|e| TemplateError { name: self.name.clone(), msg: describe(&e) })?;
+        if !s.ends_with('\n') {
+            s.push('\n');
+        }
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+impl Renderer {
+    /// [`Renderer::render`] as it was: the template given the document serialized into
+    /// template values ([`for_display`]), for tests that the object shows the same.
+    pub(crate) fn render_serialized(&self, doc: &Doc) -> Result<String, TemplateError> {
+        let tmpl = self.env.get_template(&self.name).map_err(|e| TemplateError { name: self.name.clone(), msg: describe(&e) })?;
         let mut s = tmpl
-            .render(Value::from(minijinja::value::Serde(&for_display(doc))))
+            .render(minijinja::Value::from(minijinja::value::Serde(&for_display(doc))))
             .map_err(|e| TemplateError { name: self.name.clone(), msg: describe(&e) })?;
         if !s.ends_with('\n') {
             s.push('\n');

@@ -110,13 +110,21 @@ fn opts() -> Options {
     Options { prune: PruneMode::Auto, selection: Selection { hide_stdlib: true, ..Default::default() }, ..Default::default() }
 }
 
+/// The fixture's model for the usual question, and the directory holding its files (for other
+/// modules' tests).
+pub(super) fn fixture_model() -> (tempfile::TempDir, Model) {
+    let fx = fixture();
+    let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
+    (fx._dir, m)
+}
+
 fn model_with(dirs: &[PathBuf], o: &Options, q: &str) -> Model {
     let (mut t, _) = prepare(dirs, o).unwrap();
     Model::build(q, &mut t)
 }
 
 fn render(m: &Model, v: Variant, f: Format) -> String {
-    Renderer::new(f, None).unwrap().render(m, &m.doc(v.layout(), &Plan::default())).unwrap()
+    Renderer::new(f, None).unwrap().render(m, m.doc(v.layout(), &Plan::default())).unwrap()
 }
 
 fn pos(hay: &str, needle: &str) -> usize {
@@ -307,7 +315,7 @@ fn user_templates() {
     let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
     let tpl = "Q={{ question }}{% for t in traces %}{% for s in t.sources %}|{{ s.qualname }}{% endfor %}{% endfor %}".to_string();
     let r = Renderer::new(Format::Markdown, Some(("mine.j2".into(), tpl))).unwrap();
-    let out = r.render(&m, &m.doc(Variant::Full.layout(), &Plan::default())).unwrap();
+    let out = r.render(&m, m.doc(Variant::Full.layout(), &Plan::default())).unwrap();
     assert!(out.starts_with("Q=How does compute use helper?|<module>|decorate|main|compute|helper|fact|fact|Greeter.greet"), "{out}");
     let bad = Renderer::new(Format::Markdown, Some(("bad.j2".into(), "{% for %}".into())));
     assert!(bad.is_err_and(|e| e.to_string().contains("bad.j2")));
