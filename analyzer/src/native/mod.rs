@@ -6,6 +6,7 @@
 //! signals). Its test runners (libtest, GoogleTest) are in `crate::testrun`, beside pytest's.
 
 pub mod inlined;
+pub mod lines;
 pub mod paths;
 pub mod symbolize;
 pub mod work;

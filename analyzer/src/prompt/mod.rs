@@ -19,6 +19,7 @@ pub mod docstring;
 mod estimate;
 mod funcs;
 pub mod notrun;
+pub mod notrun_native;
 mod rank;
 pub mod relevance;
 pub mod render;

@@ -405,7 +405,7 @@ impl Identity {
 }
 
 /// Absolute path of file `index` of the unit's line table.
-fn file_path(unit: &gimli::UnitRef<R>, index: u64) -> Option<PathBuf> {
+pub(crate) fn file_path(unit: &gimli::UnitRef<R>, index: u64) -> Option<PathBuf> {
     let program = unit.line_program.as_ref()?;
     let header = program.header();
     let fe = header.file(index)?;

@@ -1,0 +1,192 @@
+//! Lines that ran, for native code (`trace run --lines`, docs/native-recording.md, "Lines that
+//! ran"): the trace's `line-probes.json` (where each statement line of the program starts) and
+//! each process's `lines.bin` (per row: no probe, armed, ran), made into [`LineCoverage`].
+//!
+//! A row that ran in some process makes its line [`crate::coverage::LineState::Ran`]; a row
+//! that was armed in some process and ran in none is code that did not run there
+//! ([`crate::coverage::LineState::NotRun`], unless another row of the same line ran); a row no
+//! process planted says nothing. Each row's file and line come from this analyzer's own reading
+//! of the program's line table (the path as [`super::symbolize`] gives a function's file, so
+//! that a function's lines are found under its `file`): at an address with several rows, the
+//! last one, as `trace` chose it.
+
+use crate::coverage::LineCoverage;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use trace_format::meta::{InlineProbeList, LINES_BIN_FILE, LINE_PROBES_FILE, LINE_RAN, LINE_UNKNOWN};
+
+/// `line-probes.json` is read only up to this size (the shim's bound).
+const MAX_LIST: u64 = 64 << 20;
+
+/// Add the native lines of the trace at `root` (its process directories `procs`) to `coverage`.
+/// Nothing when the trace has no line list or no process saved its lines; a warning when the
+/// program changed since the run or the files disagree.
+pub fn add_native_lines<'a>(
+    root: &Path,
+    procs: impl IntoIterator<Item = &'a Path>,
+    coverage: &mut LineCoverage,
+    warnings: &mut Vec<String>,
+) {
+    let Some(list) = read_list(&root.join(LINE_PROBES_FILE)) else { return };
+    let n = list.offsets.len();
+    let mut states = vec![LINE_UNKNOWN; n];
+    let mut any = false;
+    for dir in procs {
+        let file = dir.join(LINES_BIN_FILE);
+        let Ok(bytes) = read_capped(&file, n as u64) else { continue };
+        if bytes.len() != n {
+            warnings.push(format!("{}: {} bytes for {n} listed lines, ignored", file.display(), bytes.len()));
+            continue;
+        }
+        any = true;
+        for (s, b) in states.iter_mut().zip(bytes) {
+            *s = (*s).max(b.min(LINE_RAN));
+        }
+    }
+    if !any {
+        return;
+    }
+    let object = Path::new(&list.object);
+    let unchanged = std::fs::metadata(object).ok().is_some_and(|m| {
+        let t = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_nanos() as i128);
+        m.len() == list.size && t == Some(list.mtime_ns)
+    });
+    if !unchanged {
+        warnings.push(format!("{}: changed since the run; the lines that ran are not used (functions are shown whole)", object.display()));
+        return;
+    }
+    let wanted: Vec<(usize, u64)> =
+        states.iter().enumerate().filter(|(_, s)| **s != LINE_UNKNOWN).map(|(k, _)| (k, list.offsets[k])).collect();
+    let lines = match lines_at(object, &wanted.iter().map(|w| w.1).collect::<Vec<_>>()) {
+        Ok(l) => l,
+        Err(e) => {
+            warnings.push(format!("{}: cannot read its line table ({e}); the lines that ran are not used", object.display()));
+            return;
+        }
+    };
+    for (k, off) in wanted {
+        if let Some((file, line)) = lines.get(&off) {
+            coverage.add_native_line(file, *line, states[k] == LINE_RAN);
+        }
+    }
+}
+
+fn read_capped(file: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = std::fs::File::open(file)?;
+    let mut out = Vec::new();
+    f.take(cap + 1).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+fn read_list(file: &Path) -> Option<InlineProbeList> {
+    let bytes = read_capped(file, MAX_LIST).ok().filter(|b| b.len() as u64 <= MAX_LIST)?;
+    serde_json::from_slice::<InlineProbeList>(&bytes).ok().filter(|l| l.groups.len() == l.offsets.len())
+}
+
+#[derive(Debug, thiserror::Error)]
+enum LinesError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Object(#[from] object::Error),
+    #[error(transparent)]
+    Dwarf(#[from] gimli::Error),
+}
+
+/// The (file, line) of the line-table row at each of `offsets` (from the object's first page)
+/// of the object at `path`: the last `is_stmt` row at exactly that address.
+fn lines_at(path: &Path, offsets: &[u64]) -> Result<HashMap<u64, (PathBuf, u32)>, LinesError> {
+    use super::symbolize::dwarf;
+    use object::{Object, ObjectSection, ObjectSegment};
+    let f = std::fs::File::open(path)?;
+    // SAFETY: a read-only mapping of an object file; if another process truncates it meanwhile
+    // we may fault, the documented limit of mapping files (as the symbolizer maps objects).
+    let map = unsafe { memmap2::Mmap::map(&f) }?;
+    let obj = object::File::parse(&*map)?;
+    let bias = obj.segments().map(|s| s.address()).min().map_or(0, |v| v & !0xfff);
+    let endian = if obj.is_little_endian() { gimli::RunTimeEndian::Little } else { gimli::RunTimeEndian::Big };
+    let sections: Vec<(gimli::SectionId, Cow<[u8]>)> = dwarf::SECTIONS
+        .iter()
+        .map(|&id| (id, obj.section_by_name(id.name()).and_then(|s| s.uncompressed_data().ok()).unwrap_or(Cow::Borrowed(&[][..]))))
+        .collect();
+    let dwarf = dwarf::load_dwarf(&sections, endian);
+    let mut wanted: Vec<u64> = offsets.iter().map(|o| o + bias).collect();
+    wanted.sort_unstable();
+    let mut out = HashMap::new();
+    let mut units = dwarf.units();
+    while let Some(header) = units.next()? {
+        let Ok(unit) = dwarf.unit(header) else { continue };
+        let unit = unit.unit_ref(&dwarf);
+        let Some(program) = unit.line_program.clone() else { continue };
+        let mut files: HashMap<u64, Option<PathBuf>> = HashMap::new();
+        let mut rows = program.rows();
+        while let Some((_, row)) = rows.next_row()? {
+            if row.end_sequence() || !row.is_stmt() || wanted.binary_search(&row.address()).is_err() {
+                continue;
+            }
+            let Some(line) = row.line() else { continue };
+            let fi = row.file_index();
+            let Some(file) = files.entry(fi).or_insert_with(|| dwarf::file_path(&unit, fi)).clone() else { continue };
+            out.insert(row.address() - bias, (file, line.get().min(u32::MAX as u64) as u32));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coverage::LineState;
+
+    /// A C program built here: its line list (as `trace` lists it, one row per statement
+    /// line), two processes' bytes, and the coverage they give: ran in either, not run in
+    /// both, unknown where no probe was.
+    #[test]
+    fn rows_ran_in_any_process_ran_and_armed_rows_are_code_that_did_not_run() {
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("prog.c");
+        std::fs::write(&src, "int f(int x) {\n  int r = x;\n  r += 2;\n  r *= 3;\n  return r;\n}\nint main(int c, char **v) {\n  (void)v;\n  return f(c);\n}\n").unwrap();
+        let exe = d.path().join("prog");
+        let st = std::process::Command::new("cc").args(["-g", "-O0", "-o"]).arg(&exe).arg(&src).status().expect("run cc");
+        assert!(st.success());
+        // The rows of lines 2, 3 and 4 (addr2line's numbering is the line table's).
+        let out = std::process::Command::new("objdump").arg("--dwarf=decodedline").arg(&exe).output().expect("run objdump");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let row = |line: u32| -> u64 {
+            text.lines()
+                .filter_map(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    (f.len() >= 3 && f[0] == "prog.c" && f[1] == line.to_string())
+                        .then(|| u64::from_str_radix(f[2].trim_start_matches("0x"), 16).ok())
+                        .flatten()
+                })
+                .next()
+                .unwrap_or_else(|| panic!("a row of line {line}: {text}"))
+        };
+        let offsets = vec![row(2), row(3), row(4)];
+        let meta = std::fs::metadata(&exe).unwrap();
+        let mtime_ns = meta.modified().unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i128;
+        let list =
+            InlineProbeList { object: exe.to_string_lossy().into_owned(), size: meta.len(), mtime_ns, offsets, groups: vec![0, 1, 2] };
+        std::fs::write(d.path().join(LINE_PROBES_FILE), serde_json::to_vec(&list).unwrap()).unwrap();
+        let (p1, p2) = (d.path().join("p1"), d.path().join("p2"));
+        for (p, bytes) in [(&p1, [2u8, 1, 0]), (&p2, [1, 1, 0])] {
+            std::fs::create_dir(p).unwrap();
+            std::fs::write(p.join(LINES_BIN_FILE), bytes).unwrap();
+        }
+        let mut c = LineCoverage::default();
+        let mut warnings = Vec::new();
+        add_native_lines(d.path(), [p1.as_path(), p2.as_path()], &mut c, &mut warnings);
+        assert_eq!(warnings, Vec::<String>::new());
+        let file = trace_format::normalize_path(&src);
+        assert_eq!(c.states(&file, 2, 3), Some(vec![LineState::Ran, LineState::NotRun, LineState::Unknown]));
+        // The program rebuilt since: nothing is used.
+        std::fs::write(&exe, b"changed").unwrap();
+        let mut c = LineCoverage::default();
+        add_native_lines(d.path(), [p1.as_path()], &mut c, &mut warnings);
+        assert!(c.is_empty());
+        assert!(warnings[0].contains("changed since the run"), "{warnings:?}");
+    }
+}
