@@ -93,7 +93,7 @@ fn each_process_saves_its_lines_and_patch_json_counts_the_probes() {
         std::fs::read_dir(&t).unwrap().filter_map(Result::ok).map(|e| e.path()).find(|p| p.join("proc.json").is_file()).expect("a process");
     let bytes = std::fs::read(p.join("lines.bin")).expect("lines.bin");
     assert_eq!(bytes.len(), listed);
-    assert!(bytes.iter().all(|&b| b <= 2), "{bytes:?}");
+    assert!(bytes.iter().all(|&b| b <= 3), "{bytes:?}");
     let ran = bytes.iter().filter(|&&b| b == 2).count();
     let armed = bytes.iter().filter(|&&b| b == 1).count();
     assert!(ran > 0 && armed > 0, "some lines ran, the large branch's did not: {bytes:?}");

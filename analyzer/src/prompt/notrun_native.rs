@@ -9,6 +9,12 @@
 //! `{`, `}` or `:`, or are a Rust match arm's) and is balanced in brackets (`()`, `[]`, `{}`, outside strings and
 //! comments): never half a statement or half a block. Blank and comment lines at either end of
 //! a run stay. What is left compiles as the text it replaced would have (a comment).
+//!
+//! One rule more than Python's: a statement with no line data of its own ([`LineState::Unknown`]
+//! on its first line, which holds more than brackets and `else`) stops a run. In Python an
+//! unknown line holds no code; in optimized native code it can be a statement whose
+//! instructions belong to other lines' rows (a macro's expansion, code merged with a
+//! neighbour's), which may have run.
 
 use crate::coverage::LineState;
 use crate::prompt::notrun::MIN_LINES;
@@ -65,6 +71,13 @@ fn depths(text: &[&str]) -> Vec<(i32, i32)> {
     out
 }
 
+/// Whether a line holds more than brackets, `;`, `,` and `else` (outside a trailing comment).
+fn substantive(line: &str) -> bool {
+    let code = line.split("//").next().unwrap_or(line);
+    let rest: String = code.chars().filter(|c| !c.is_whitespace() && !"{}()[];,".contains(*c)).collect();
+    !rest.is_empty() && rest != "else"
+}
+
 fn is_trivia(line: &str) -> bool {
     let t = line.trim_start();
     t.is_empty() || t.starts_with("//") || t.starts_with("/*") || t.starts_with('*')
@@ -118,7 +131,10 @@ pub fn elide_not_run(code: &str, states: &[LineState]) -> Option<(String, usize)
                     let mut best = None;
                     for y in a..b {
                         low = low.min(d[y].1);
-                        if low < base {
+                        let unknown_statement = st(y) == LineState::Unknown
+                            && substantive(text[y])
+                            && (y == a || (a..y).rev().find(|&i| !is_trivia(text[i])).is_none_or(|i| ends_statement(text[i])));
+                        if low < base || unknown_statement {
                             break;
                         }
                         if depth_at(y + 1) == base && !is_trivia(text[y]) && ends_statement(text[y]) {
@@ -203,6 +219,8 @@ mod tests {
         let (code, n) = elide_not_run(CLASSIFY, &states("R R R N N N . N N . R R")).expect("elided");
         assert_eq!(n, 4);
         assert!(code.contains("  } else {\n    r = x + 1;\n  }"), "{code}");
+        // A statement without line data of its own stops a run (it may have run).
+        assert_eq!(elide_not_run(CLASSIFY, &states("R R R N . N . . R . R R")), None);
         // Nothing known: nothing elided.
         assert_eq!(elide_not_run(CLASSIFY, &states("............")), None);
     }

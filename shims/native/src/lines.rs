@@ -8,14 +8,15 @@
 //! probe starts there too). A line probe's hit records nothing in the event stream and writes
 //! no `funcs.jsonl` record: it sets its row's byte of the process's [`LINES_BIN_FILE`] to
 //! [`LINE_RAN`] (one atomic store into a shared mapping of the file: a crash keeps it) and
-//! disarms the other rows of its line, whose bytes it sets too. A row inside the bytes a
+//! disarms the other rows of its line, whose bytes say [`LINE_OF_RAN`]. A row inside the bytes a
 //! patched entry moved runs from the trampoline's copy: it is marked ran when the function's
 //! first call is recorded ([`crate::probe::entered`]); until then it says [`LINE_UNKNOWN`]
 //! (not [`LINE_ARMED`]), so that a call the slow path did not see (`-F`, a dropped event) never
 //! makes its line look as not run.
 //!
 //! The bytes: [`LINE_UNKNOWN`] (no probe: not executable, a page that could not be made
-//! writable, the moved bytes of an entry), [`LINE_ARMED`] (planted, not run), [`LINE_RAN`].
+//! writable, the moved bytes of an entry), [`LINE_ARMED`] (planted, not run), [`LINE_RAN`],
+//! [`LINE_OF_RAN`] (disarmed: another row of its line ran).
 //! The mapping is made in [`LineSet::new`] (anonymous, shared), and [`attach`] puts the file's
 //! mapping at the same address once the process directory exists (the constructor, before any
 //! other thread). A forked child keeps the parent's mapping: its lines land in the parent's
@@ -24,7 +25,7 @@
 use std::sync::atomic::{AtomicU8, Ordering};
 #[cfg(doc)]
 use trace_format::meta::LINE_PROBES_FILE;
-use trace_format::meta::{LINES_BIN_FILE, LINE_ARMED, LINE_RAN, LINE_UNKNOWN};
+use trace_format::meta::{LINES_BIN_FILE, LINE_ARMED, LINE_OF_RAN, LINE_RAN, LINE_UNKNOWN};
 
 /// No probe for a row (`LineSet::rows`).
 pub(crate) const NO_PROBE: u32 = u32::MAX;
@@ -87,13 +88,13 @@ impl LineSet {
         }
     }
 
-    /// The line of `group` ran: its armed rows say so; `disarm` is called with the probe
+    /// The line of `group` ran: its armed rows say so ([`LINE_OF_RAN`]); `disarm` is called with the probe
     /// index of each of its other rows' probes. Async-signal-safe: atomic stores.
     pub(crate) fn group_ran(&self, group: u32, mut disarm: impl FnMut(u32)) {
         let from = self.rows.partition_point(|r| r.0 < group);
         for &(_, row, probe) in self.rows[from..].iter().take_while(|r| r.0 == group) {
             if let Some(b) = self.byte(row) {
-                let _ = b.compare_exchange(LINE_ARMED, LINE_RAN, Ordering::Relaxed, Ordering::Relaxed);
+                let _ = b.compare_exchange(LINE_ARMED, LINE_OF_RAN, Ordering::Relaxed, Ordering::Relaxed);
             }
             if probe != NO_PROBE {
                 disarm(probe);
@@ -161,7 +162,7 @@ mod tests {
         set.group_ran(7, |p| disarmed.push(p));
         assert_eq!(disarmed, [10, 12]);
         let states: Vec<u8> = (0..6).map(|r| set.state(r)).collect();
-        assert_eq!(states, [LINE_RAN, LINE_ARMED, LINE_RAN, LINE_UNKNOWN, LINE_ARMED, LINE_UNKNOWN]);
+        assert_eq!(states, [LINE_OF_RAN, LINE_ARMED, LINE_RAN, LINE_UNKNOWN, LINE_ARMED, LINE_UNKNOWN]);
         assert_eq!(std::fs::read(d.path().join(LINES_BIN_FILE)).unwrap(), states, "the file is the mapping");
         assert_eq!(set.state(99), LINE_UNKNOWN, "a row past the end");
     }

@@ -153,7 +153,7 @@ pub(crate) fn entered(addr: u64, mut record: impl FnMut(u32)) {
     if let Some(set) = &p.lines {
         let i = set.at_entry.partition_point(|e| e.0 < addr);
         for &(_, row, group) in set.at_entry[i..].iter().take_while(|e| e.0 == addr) {
-            if set.state(row) != trace_format::meta::LINE_RAN {
+            if set.state(row) == trace_format::meta::LINE_UNKNOWN {
                 set.ran(row);
                 set.group_ran(group, |j| disarm_role(p, j, LINE));
             }

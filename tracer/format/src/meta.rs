@@ -383,15 +383,19 @@ pub const INLINE_PROBES_FILE: &str = "inline-probes.json";
 pub const LINE_PROBES_FILE: &str = "line-probes.json";
 
 /// Per process (`p<pid>/lines.bin`): one byte per offset of [`LINE_PROBES_FILE`], in its order:
-/// [`LINE_UNKNOWN`], [`LINE_ARMED`] or [`LINE_RAN`]. Written by the shim through a shared
+/// [`LINE_UNKNOWN`], [`LINE_ARMED`], [`LINE_RAN`] or [`LINE_OF_RAN`]. Written by the shim through a shared
 /// mapping (a crash keeps what was set).
 pub const LINES_BIN_FILE: &str = "lines.bin";
 /// No probe was planted at the row: nothing is known.
 pub const LINE_UNKNOWN: u8 = 0;
 /// A probe was planted at the row and did not fire (its line did not run there).
 pub const LINE_ARMED: u8 = 1;
-/// The row's line ran (its probe, or another row's of the same line, fired).
+/// The row ran: its probe fired (or, in a patched entry's moved bytes, its function was entered).
 pub const LINE_RAN: u8 = 2;
+/// Another row of the same line fired and this one's probe was disarmed: the line ran, this
+/// row maybe not (so neither the other lines at its address nor the lines calling its inlined
+/// code are known to have run).
+pub const LINE_OF_RAN: u8 = 3;
 
 /// [`INLINE_PROBES_FILE`]: the object it is for and the entries of its inlined code.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
