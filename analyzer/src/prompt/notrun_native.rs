@@ -105,7 +105,7 @@ pub fn elide_not_run(code: &str, states: &[LineState]) -> Option<(String, usize)
     let d = depths(&text);
     let depth_at = |i: usize| if i < n { d[i].0 } else { d.last().map_or(0, |l| l.0) };
     // The body: from the line after the one that opens it, to before the last line.
-    let Some(open) = (0..n).find(|&i| depth_at(i + 1) > 0) else { return None };
+    let open = (0..n).find(|&i| depth_at(i + 1) > 0)?;
     let body = open + 1..n.saturating_sub(1);
     let mut cut: Vec<(usize, usize)> = Vec::new();
     let mut x = body.start;
