@@ -6,7 +6,8 @@
 //! code object that recorded lines holds code there but no process reported it, and
 //! [`LineState::Unknown`] otherwise: a blank line, a comment, a continuation line without code
 //! of its own, the body of a nested function that never ran, any line of a file whose
-//! processes did not record lines (Python 3.9–3.11 without `trace run --lines`, native code),
+//! processes did not record lines (Python 3.9–3.11 without `trace run --lines`, native code
+//! without it: native lines come from line probes, [`crate::native::lines`]),
 //! and the unreported lines of a function whose recorder stopped reporting its lines early
 //! (a line event with line 0, `docs/trace-format.md`).
 //! Only `NotRun` lines can make the prompt elide code ([`crate::prompt`]), so a trace without
@@ -80,6 +81,19 @@ impl LineCoverage {
                 Some(e) => e,
                 None => self.files.entry(file.clone()).or_default(),
             };
+            entry.ran.insert(line);
+        }
+    }
+
+    /// One statement line of native code that had a line probe (`trace run --lines`,
+    /// [`crate::native::lines`]): it holds code, and `ran` says whether some process ran it.
+    pub fn add_native_line(&mut self, file: &Path, line: u32, ran: bool) {
+        let entry = match self.files.get_mut(file) {
+            Some(e) => e,
+            None => self.files.entry(file.to_path_buf()).or_default(),
+        };
+        entry.code.insert(line);
+        if ran {
             entry.ran.insert(line);
         }
     }

@@ -462,6 +462,7 @@ pub fn load_trace(dir: &Path, interner: &mut Interner) -> Result<LoadedTrace, Lo
         crate::testrun::libtest::read_from_trees(&p.dir, &mut trees);
         processes.push(trees);
     }
+    crate::native::lines::add_native_lines(dir, td.processes.iter().map(|p| p.dir.as_path()), &mut coverage, &mut warnings);
     Ok(LoadedTrace { dir: dir.to_path_buf(), meta: td.meta, processes, warnings, coverage })
 }
 

@@ -8,6 +8,8 @@
 //!   `DW_TAG_inlined_subroutine`s holding a wanted address);
 //! - [`inlined`]: where a program's inlined code starts, for `trace run`'s inline probes
 //!   (every `DW_TAG_inlined_subroutine`, grouped by its chain of inlined functions);
+//! - [`lines`]: the statement rows of a line table (file, line, address), for `trace run
+//!   --lines`' line probes and the lines they saw run;
 //! - [`files`]: the source files an object was built from, as its line tables name them;
 //! - [`units`]: what the walks share: the DWARF sections an object carries, the table of units
 //!   for references into another unit, the chase along `DW_AT_abstract_origin` and
@@ -23,6 +25,7 @@ pub mod dwarf;
 pub mod files;
 pub mod functions;
 pub mod inlined;
+pub mod lines;
 pub mod units;
 
 #[cfg(test)]

@@ -31,17 +31,28 @@ const CACHE_KEEP: usize = 64;
 /// version of `trace`: reading a large program's DWARF costs tens of milliseconds (hexyl: about
 /// 45 ms) on every run otherwise.
 pub fn cached_probe_list(path: &Path) -> Option<InlineProbeList> {
+    cached_list(path, "inline-probes", LIST_RULES, probe_list)
+}
+
+/// A list computed by `compute` for the object at `path`, from the cache directory `sub` of
+/// `trace`'s private cache (one per kind of list, `rules` its [`LIST_RULES`]), as
+/// [`cached_probe_list`] does it (the line-probe list uses it too).
+pub(crate) fn cached_list(
+    path: &Path,
+    sub: &str,
+    rules: u32,
+    compute: impl FnOnce(&Path) -> Option<InlineProbeList>,
+) -> Option<InlineProbeList> {
     use sha2::{Digest, Sha256};
     let meta = std::fs::metadata(path).ok()?;
     let mtime_ns = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos() as i128;
     let object = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).to_string_lossy().into_owned();
-    let dir = crate::shims::cache_dir().ok().map(|d| d.join("inline-probes"));
+    let dir = crate::shims::cache_dir().ok().map(|d| d.join(sub));
     let dir = dir.filter(|d| crate::shims::private_dir(d.parent().unwrap_or(d)).is_ok() && crate::shims::private_dir(d).is_ok());
-    let key: String =
-        Sha256::digest(format!("{}\0{LIST_RULES}\0{object}\0{}\0{mtime_ns}", env!("CARGO_PKG_VERSION"), meta.len()).as_bytes())
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+    let key: String = Sha256::digest(format!("{}\0{rules}\0{object}\0{}\0{mtime_ns}", env!("CARGO_PKG_VERSION"), meta.len()).as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     let file = dir.as_ref().map(|d| d.join(format!("{key}.json")));
     if let Some(f) = &file {
         let cached = std::fs::File::open(f)
@@ -55,7 +66,7 @@ pub fn cached_probe_list(path: &Path) -> Option<InlineProbeList> {
             }
         }
     }
-    let list = probe_list(path);
+    let list = compute(path);
     if let (Some(d), Some(f)) = (&dir, &file) {
         if let Ok(mut tmp) = tempfile::Builder::new().prefix(".tmp-").tempfile_in(d) {
             use std::io::Write;
@@ -114,7 +125,7 @@ pub fn probe_list(path: &Path) -> Option<InlineProbeList> {
 }
 
 /// Whether a declaration file is the program's own code (see the module's rule).
-fn own_code(file: &str) -> bool {
+pub(crate) fn own_code(file: &str) -> bool {
     const NOT_OWN: [&str; 2] = ["/rustlib/", "/.rustup/"];
     !(file.starts_with("/rustc/") || file.starts_with("/usr/") || NOT_OWN.iter().any(|m| file.contains(m)))
 }

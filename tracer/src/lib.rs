@@ -7,6 +7,7 @@ mod detect;
 mod dump;
 mod inline_probes;
 mod launch;
+mod line_probes;
 mod outdir;
 mod plan;
 mod run;
@@ -55,6 +56,7 @@ trace run --c-calls -- python3 -m mypkg.cli args\n  \
 trace run --lines -- python3.11 app.py      # executed lines before 3.12 too (slower)\n  \
 trace run --python-hook profile -- python3 app.py   # the PyEval_SetProfile hook\n  \
 trace run -- ./build/app input.txt          # any build with symbols (-g for source lines)\n  \
+trace run --lines -- ./build/app input.txt  # native: also which lines ran (-g; opt-in, a trap per line)\n  \
 SLICE_TRACE_PATCH=all trace run -- ./app    # also patch system libraries (libc, libstdc++...)\n  \
 SLICE_TRACE_PATCH=0 trace run -- ./app      # no entry patching (instrumented builds only)\n\n\
 Every Python process the command starts (subprocesses, forks, console scripts) is recorded into its own \
@@ -74,7 +76,10 @@ the PYTHONPATH/site mechanism the recorder is loaded through).")]
         /// later, where it costs next to nothing (`sys.monitoring`: each line reports once,
         /// function bodies only, a function stops once its lines all ran or after 256 entries).
         /// Before 3.12 it needs a C trace function called on every executed line (several
-        /// times slower), so it is off there unless this flag is given.
+        /// times slower), so it is off there unless this flag is given. Native programs
+        /// (built with -g, recorded by entry patching): a one-shot probe at each statement
+        /// line of the program's own code (about 8 µs per line that runs, once), off unless
+        /// this flag is given.
         #[arg(long, overrides_with = "no_lines")]
         lines: bool,
         /// Python: do not record executed lines, on any version (prompts then show whole

@@ -205,6 +205,7 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
     let mut meta = plan.meta.clone();
     write_json_atomic(&out.join(META_FILE), &meta)?;
     write_inline_probes(plan, &out);
+    write_line_probes(plan, &out);
     let reserve = outdir::reserve_space(&out);
 
     let outcome = match launch::spawn_and_wait(plan) {
@@ -255,6 +256,21 @@ fn write_inline_probes(plan: &Plan, out: &Path) {
     let Some(list) = crate::inline_probes::cached_probe_list(&plan.program) else { return };
     if let Err(e) = write_json_atomic(&out.join(trace_format::meta::INLINE_PROBES_FILE), &list) {
         eprintln!("trace: cannot write the inline-probe list ({e:#}); inlined functions will not be shown");
+    }
+}
+
+/// With `--lines`, for a program recorded by entry patching, where each statement line of its
+/// own code starts (`line-probes.json`, read by the native shim: docs/native-recording.md,
+/// "Lines that ran"). Without the file no line is probed, and prompts show its functions whole.
+fn write_line_probes(plan: &Plan, out: &Path) {
+    let patching = plan.env.iter().any(|(n, c)| *n == plan::ENV_NATIVE_PATCH && *c != plan::EnvChange::Set("0".into()))
+        || std::env::var_os(plan::ENV_NATIVE_PATCH).is_some_and(|v| v != "0");
+    if !patching || plan.meta.target_kind != TargetKind::Native.as_str() || plan.meta.options["lines"] != "on" {
+        return;
+    }
+    let Some(list) = crate::line_probes::cached_line_list(&plan.program) else { return };
+    if let Err(e) = write_json_atomic(&out.join(trace_format::meta::LINE_PROBES_FILE), &list) {
+        eprintln!("trace: cannot write the line-probe list ({e:#}); every function will be shown whole");
     }
 }
 

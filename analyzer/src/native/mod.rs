@@ -8,6 +8,7 @@
 //! `crate::testrun`, beside pytest's.
 
 pub mod inlined;
+pub mod lines;
 pub mod paths;
 pub mod resolve;
 pub mod source_span;

@@ -158,15 +158,22 @@ fn values_read(
     read_by(&e.code, vals).into_iter().cloned().collect()
 }
 
-/// A Python function's code with what did not run elided ([`super::notrun`]), when the trace
-/// has line data for its file and some of its statements did not run.
+/// A function's code with what did not run elided ([`super::notrun`] for Python,
+/// [`super::notrun_native`] for native code), when the trace has line data for its file and
+/// some of its statements did not run.
 fn not_run(f: Option<&Function>, source: &SourceState, coverage: &LineCoverage) -> Option<(String, usize)> {
     let (Some(f), SourceState::Code(e)) = (f, source) else { return None };
-    if f.language != Language::Python || e.kind != CodeKind::Function {
-        return None;
-    }
+    let python = match (f.language, e.kind) {
+        (Language::Python, CodeKind::Function) => true,
+        (Language::Native, _) => false,
+        _ => return None,
+    };
     let states = coverage.states(f.file.as_deref()?, e.first_line, e.code.lines().count())?;
-    super::notrun::elide_not_run(&e.code, &states)
+    if python {
+        super::notrun::elide_not_run(&e.code, &states)
+    } else {
+        super::notrun_native::elide_not_run(&e.code, &states)
+    }
 }
 
 fn func_info(

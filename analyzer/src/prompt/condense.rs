@@ -74,8 +74,11 @@ impl Model {
     /// it. Call it before [`Model::apply_docstrings`] (the elision was computed on the exact
     /// code).
     pub fn apply_not_run(&mut self, mode: NotRun) {
-        let (funcs, lines) = self.elide_not_run(mode);
-        if let Some(n) = notrun::note(mode, funcs, lines, self.condensed_whose()) {
+        let (funcs, lines, native) = self.elide_not_run_native(mode);
+        if let Some(mut n) = notrun::note(mode, funcs, lines, self.condensed_whose()) {
+            if native {
+                n.push_str(" In native code (C, C++, Rust) a run is marked `// ...  N lines not run`.");
+            }
             self.notes.push(n);
         }
     }
@@ -84,12 +87,18 @@ impl Model {
     /// [`NotRun::Hide`]; with [`NotRun::Auto`] in installed packages' functions outside the
     /// [`KEPT_EXACT_TOP`] closest to the question. Returns (functions, lines) elided.
     pub fn elide_not_run(&mut self, mode: NotRun) -> (usize, usize) {
+        let (funcs, lines, _) = self.elide_not_run_native(mode);
+        (funcs, lines)
+    }
+
+    /// [`Model::elide_not_run`], and whether a native function was among those condensed.
+    fn elide_not_run_native(&mut self, mode: NotRun) -> (usize, usize, bool) {
         let keep: HashSet<FuncId> = match mode {
-            NotRun::Show => return (0, 0),
+            NotRun::Show => return (0, 0, false),
             NotRun::Hide => HashSet::default(),
             NotRun::Auto => self.kept_exact(KEPT_EXACT_TOP),
         };
-        let (mut funcs, mut lines) = (0, 0);
+        let (mut funcs, mut lines, mut native) = (0, 0, false);
         for (i, f) in self.funcs.values_mut().enumerate() {
             let Some((code, n)) = f.not_run.take() else { continue };
             if keep.contains(&FuncId(i as u32)) {
@@ -101,9 +110,10 @@ impl Model {
                 crate::python::values::still_read(&e.code, &mut f.values);
                 funcs += 1;
                 lines += n;
+                native |= f.language == Language::Native;
             }
         }
-        (funcs, lines)
+        (funcs, lines, native)
     }
 
     /// [`Model::shorten_docstrings`] with the `top` closest functions kept whole in `auto`.

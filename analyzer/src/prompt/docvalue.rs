@@ -422,7 +422,14 @@ mod tests {
     fn both(format: Format, template: Option<&str>, doc: Doc) -> (String, String) {
         let r = Renderer::new(format, template.map(|t| ("t.j2".to_string(), t.to_string()))).unwrap();
         let serialized = r.render_serialized(&doc).unwrap();
-        let model = Model { question: String::new(), traces: Vec::new(), funcs: Funcs::default(), notes: Vec::new(), tests_shown: false, analysis_ids: Default::default() };
+        let model = Model {
+            question: String::new(),
+            traces: Vec::new(),
+            funcs: Funcs::default(),
+            notes: Vec::new(),
+            tests_shown: false,
+            analysis_ids: Default::default(),
+        };
         (r.render(&model, doc).unwrap(), serialized)
     }
 

@@ -20,6 +20,7 @@ mod docvalue;
 mod estimate;
 mod funcs;
 pub mod notrun;
+pub mod notrun_native;
 mod rank;
 pub mod relevance;
 pub mod render;

@@ -44,6 +44,7 @@ mod guards;
 mod hooks;
 mod hot;
 mod lifecycle;
+mod lines;
 mod loaded;
 mod loaderhook;
 mod objects;

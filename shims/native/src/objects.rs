@@ -56,6 +56,8 @@ struct ObjectReport {
     dlopened: bool,
     /// The program's inline probes (probe.rs), if it was probed.
     probes: Option<trace_format::meta::InlineProbes>,
+    /// Its line probes (lines.rs), if it was probed for lines.
+    line_probes: Option<trace_format::meta::InlineProbes>,
 }
 
 static LOCK: SpinLock = SpinLock::new();
@@ -159,6 +161,9 @@ pub(crate) fn patch_at_start() {
     patch::init();
     MODE.store(mode, Ordering::Release);
     patch_new(false);
+    // The line probes' bytes go into the process directory, made now (outside the lock that
+    // `patch_new` took: making it writes `patch.json`).
+    crate::lines::attach();
     // A program none of whose functions could be patched never reaches a hook, which is where
     // the process directory is made: make it now, so that `patch.json` says why nothing was
     // recorded.
@@ -297,7 +302,7 @@ fn patch_objects(dlopened: bool, early: bool) {
             }
             _ => None,
         };
-        let mut probes = None;
+        let mut probes = crate::probe::Planted::default();
         let (report, skipped) = match skipped {
             Some(s) => (patch::Report::default(), Some(s)),
             None => match examine(&path, system.is_none()) {
@@ -318,7 +323,7 @@ fn patch_objects(dlopened: bool, early: bool) {
                 Err(why) => (patch::Report::default(), Some(why.to_string())),
             },
         };
-        seen.reports.push(ObjectReport { path, report, skipped, dlopened, probes });
+        seen.reports.push(ObjectReport { path, report, skipped, dlopened, probes: probes.inline, line_probes: probes.lines });
         added = true;
     }
     drop(l);
@@ -426,6 +431,7 @@ pub(crate) fn write_report(dir: &std::path::Path) -> std::io::Result<()> {
             skipped: o.skipped.clone(),
             dlopened: o.dlopened,
             inline_probes: o.probes.clone(),
+            line_probes: o.line_probes.clone(),
         });
     }
     drop(l);

@@ -21,7 +21,13 @@
 //! it runs each time that function is entered, so the slow path records it with the function's
 //! first recorded call ([`entered`]).
 //!
-//! Threads racing on one probe: the first claims it (`ARMED` to `FIRED`) and puts the byte
+//! Line probes (`trace run --lines`, lines.rs) use the same traps: a trap has roles (an inline
+//! probe, a line probe, or both at one address), and stays armed until every role it has is
+//! spent: a hit spends them all; disarming an inline group spends only the inline role of its
+//! probes (a row of a line whose line has not run keeps its trap), and a line's hit only the
+//! line role of its other rows.
+//!
+//! Threads racing on one probe: the first claims it (its roles to none) and puts the byte
 //! back; the others only rewind, and run the probe's instruction once the byte is back (trapping
 //! again until then). A trap that is not one of ours (the program's own `int3`, a `SIGTRAP` sent by
 //! `kill`) goes to the program's own disposition: the shim's `sigaction` and `signal` keep the
@@ -44,16 +50,20 @@
 
 use crate::arch::{Isa, Native};
 use crate::guards::ErrnoGuard;
+use crate::lines::{LineSet, NO_PROBE};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
-use trace_format::meta::{InlineProbeList, InlineProbes, INLINE_PROBES_FILE};
+use trace_format::meta::{InlineProbeList, InlineProbes, INLINE_PROBES_FILE, LINE_PROBES_FILE};
 
 /// `SLICE_TRACE_INLINE=0`: no probe (as `trace run` writes no list then).
 const ENV_INLINE: &str = "SLICE_TRACE_INLINE";
 /// The list is read whole: at most this large.
 const MAX_LIST: u64 = 64 << 20;
 
-const ARMED: u8 = 0;
-const FIRED: u8 = 1;
+/// A probe's roles still armed (its `state`): an inline probe's, a line probe's; none: spent
+/// (its bytes are back, or being put back by the thread that spent it).
+const INLINE: u8 = 1;
+const LINE: u8 = 2;
+const SPENT: u8 = 0;
 
 /// The longest trap an architecture may have ([`Isa::TRAP`]).
 pub(crate) const MAX_TRAP: usize = 4;
@@ -73,6 +83,9 @@ pub(crate) struct Probe {
     page: u32,
     /// Its group in [`Probes::groups`] (`NO_GROUP`: alone).
     group: u32,
+    /// As a line probe: its row in the line list, and the row's group (its line).
+    line: u32,
+    line_group: u32,
 }
 
 const NO_GROUP: u32 = u32::MAX;
@@ -96,6 +109,8 @@ struct Probes {
     /// (function entry, inlined entry, recorded) for the entries in a patched entry's moved
     /// bytes, by function entry.
     at_entry: Vec<(u64, u64, AtomicBool)>,
+    /// The line probes' rows (lines.rs), if the program was probed for lines.
+    lines: Option<LineSet>,
 }
 
 /// Set once by [`plant`] (the constructor, before any other thread), never freed.
@@ -117,8 +132,14 @@ fn probes() -> Option<&'static Probes> {
 /// first instruction), which must keep its own id. No user-space address has it.
 pub(crate) const INLINE_BIT: u64 = 1 << 63;
 
+/// The line probes' rows, if the program was probed for lines.
+pub(crate) fn line_set() -> Option<&'static LineSet> {
+    probes()?.lines.as_ref()
+}
+
 /// The slow path recorded the entry of the function at `addr`: the inlined entries in its
-/// moved bytes not recorded yet run now; `record` gets each one's id.
+/// moved bytes not recorded yet run now; `record` gets each one's id. The line rows in its
+/// moved bytes ran (their lines' other rows are disarmed).
 pub(crate) fn entered(addr: u64, mut record: impl FnMut(u32)) {
     let Some(p) = probes() else { return };
     let i = p.at_entry.partition_point(|e| e.0 < addr);
@@ -129,67 +150,137 @@ pub(crate) fn entered(addr: u64, mut record: impl FnMut(u32)) {
             }
         }
     }
+    if let Some(set) = &p.lines {
+        let i = set.at_entry.partition_point(|e| e.0 < addr);
+        for &(_, row, group) in set.at_entry[i..].iter().take_while(|e| e.0 == addr) {
+            if set.state(row) == trace_format::meta::LINE_UNKNOWN {
+                set.ran(row);
+                set.group_ran(group, |j| disarm_role(p, j, LINE));
+            }
+        }
+    }
+}
+
+/// What [`plant`] planted: each list's counts (`None`: no list for the program).
+#[derive(Default)]
+pub(crate) struct Planted {
+    pub(crate) inline: Option<InlineProbes>,
+    pub(crate) lines: Option<InlineProbes>,
 }
 
 /// Plant the probes of the program loaded at `base` (its first page), whose file is `path`
-/// and whose patched entries moved the bytes in `moved`. Called once, from the constructor,
-/// before any other thread exists. `None`: no list for this program (or probes off, or not
-/// supported on this architecture: [`Isa::TRAP`] is empty).
-pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)]) -> Option<InlineProbes> {
+/// and whose patched entries moved the bytes in `moved`: its inline probes and its line
+/// probes, from the lists `trace run` wrote. Called once, from the constructor, before any
+/// other thread exists. Nothing when there is no list for this program (or inline probes are
+/// off and there is no line list, or [`Isa::TRAP`] is empty: not supported on this
+/// architecture).
+pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)]) -> Planted {
     // No trap: inline probes are not supported on this architecture (arch/aarch64).
-    if Native::TRAP.is_empty() || std::env::var_os(ENV_INLINE).is_some_and(|v| v == "0") || !PROBES.load(Ordering::Acquire).is_null() {
-        return None;
+    if Native::TRAP.is_empty() || !PROBES.load(Ordering::Acquire).is_null() {
+        return Planted::default();
     }
     let root = crate::process::ROOT.load(Ordering::Acquire);
     if root.is_null() {
-        return None;
+        return Planted::default();
     }
     // SAFETY: set once by the constructor, never freed.
-    let file = unsafe { &*root }.join(INLINE_PROBES_FILE);
-    let list = read_list(&file)?;
-    let meta = std::fs::metadata(path).ok()?;
-    let mtime_ns = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos() as i128;
-    if list.object != path || list.size != meta.len() || list.mtime_ns != mtime_ns {
-        return None;
+    let root = unsafe { &*root };
+    let Some(file_id) = std::fs::metadata(path).ok().and_then(|m| {
+        let t = m.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos() as i128;
+        Some((m.len(), t))
+    }) else {
+        return Planted::default();
+    };
+    let ours = |l: &InlineProbeList| l.object == path && (l.size, l.mtime_ns) == file_id;
+    let inline_off = std::env::var_os(ENV_INLINE).is_some_and(|v| v == "0");
+    let inline = (!inline_off).then(|| read_list(&root.join(INLINE_PROBES_FILE))).flatten().filter(ours);
+    let line_list = read_list(&root.join(LINE_PROBES_FILE)).filter(ours).filter(|l| l.groups.len() == l.offsets.len());
+    if inline.is_none() && line_list.is_none() {
+        return Planted::default();
     }
-    let mut stats = InlineProbes { listed: list.offsets.len() as u64, ..InlineProbes::default() };
+    let mut lines = line_list.as_ref().and_then(|l| LineSet::new(l.offsets.len()));
+    let line_list = line_list.filter(|_| lines.is_some());
     // SAFETY: `base` is the first page of the program's loaded image, whose ELF and program
     // headers the loader mapped there.
     let code = unsafe { executable_ranges(base) };
     let mut moved: Vec<(u64, u64)> = moved.to_vec();
     moved.sort_unstable();
-    let mut at_entry = Vec::new();
-    let mut wanted = Vec::new();
-    for &off in &list.offsets {
-        let a = base.wrapping_add(off);
+    // The patched entry whose moved bytes hold `a`, if any.
+    let moved_entry = |a: u64| {
         let i = moved.partition_point(|m| m.0 <= a);
-        if let Some(&(entry, end)) = i.checked_sub(1).map(|i| &moved[i]) {
-            if a < end {
-                at_entry.push((entry, a, AtomicBool::new(false)));
-                continue;
+        i.checked_sub(1).map(|i| moved[i]).filter(|&(_, end)| a < end).map(|m| m.0)
+    };
+    let mut at_entry = Vec::new();
+    // (address, role, index in its list) of the probes wanted.
+    let mut wanted: Vec<(u64, u8, u32)> = Vec::new();
+    for (k, &off) in inline.iter().flat_map(|l| l.offsets.iter().enumerate()) {
+        let a = base.wrapping_add(off);
+        match moved_entry(a) {
+            Some(entry) => at_entry.push((entry, a, AtomicBool::new(false))),
+            None if code.iter().any(|&(b, e)| a >= b && a < e) => wanted.push((a, INLINE, k as u32)),
+            None => {}
+        }
+    }
+    if let (Some(l), Some(set)) = (&line_list, &mut lines) {
+        for (k, &off) in l.offsets.iter().enumerate() {
+            let a = base.wrapping_add(off);
+            match moved_entry(a) {
+                Some(entry) => set.at_entry.push((entry, k as u32, l.groups[k])),
+                None if code.iter().any(|&(b, e)| a >= b && a < e) => wanted.push((a, LINE, k as u32)),
+                None => {}
             }
         }
-        if !code.iter().any(|&(b, e)| a >= b && a < e) {
-            stats.unprobed += 1;
-            continue;
-        }
-        wanted.push(a);
     }
-    if !wanted.is_empty() && !install_handler() {
-        stats.unprobed += wanted.len() as u64;
-        wanted.clear();
+    wanted.sort_unstable();
+    let mut addrs: Vec<u64> = wanted.iter().map(|w| w.0).collect();
+    addrs.dedup();
+    if !addrs.is_empty() && !install_handler() {
+        addrs.clear();
     }
     // SAFETY: every address is inside an executable segment of the program (checked above),
     // and no other thread runs yet (the contract).
-    let mut traps = unsafe { write_traps::<Native>(&wanted) };
-    let groups = groups_of(&mut traps, base, &list);
-    stats.unprobed += (wanted.len() - traps.probes.len()) as u64;
-    stats.planted = traps.probes.len() as u64;
-    stats.at_entry = at_entry.len() as u64;
+    let mut traps = unsafe { write_traps::<Native>(&addrs) };
+    // Each probe's roles: those wanted at its address.
+    let mut planted = (0u64, 0u64);
+    for p in &mut traps.probes {
+        let from = wanted.partition_point(|w| w.0 < p.addr);
+        let mut roles = SPENT;
+        for &(_, role, k) in wanted[from..].iter().take_while(|w| w.0 == p.addr) {
+            roles |= role;
+            if role == LINE {
+                if let (Some(l), Some(set)) = (&line_list, &lines) {
+                    (p.line, p.line_group) = (k, l.groups[k as usize]);
+                    set.armed(k);
+                }
+                planted.1 += 1;
+            } else {
+                planted.0 += 1;
+            }
+        }
+        p.state.store(roles, Ordering::Relaxed);
+    }
+    let groups = inline.as_ref().map(|l| groups_of(&mut traps, base, l)).unwrap_or_default();
+    let stats = |list: &InlineProbeList, planted: u64, at_entry: usize| InlineProbes {
+        listed: list.offsets.len() as u64,
+        planted,
+        at_entry: at_entry as u64,
+        unprobed: (list.offsets.len() as u64).saturating_sub(planted + at_entry as u64),
+    };
+    let out = Planted {
+        inline: inline.as_ref().map(|l| stats(l, planted.0, at_entry.len())),
+        lines: line_list.as_ref().zip(lines.as_ref()).map(|(l, set)| stats(l, planted.1, set.at_entry.len())),
+    };
+    if let Some(set) = &mut lines {
+        set.rows =
+            traps.probes.iter().enumerate().filter(|(_, p)| p.line != NO_PROBE).map(|(i, p)| (p.line_group, p.line, i as u32)).collect();
+        set.rows.extend(set.at_entry.iter().map(|e| (e.2, e.1, NO_PROBE)));
+        set.rows.sort_unstable();
+        set.at_entry.sort_unstable();
+    }
     crate::frames::set_cfa_offsets(&traps.probes.iter().map(|p| p.addr | INLINE_BIT).collect::<Vec<_>>(), HIT_CFA);
     at_entry.sort_unstable_by_key(|e| (e.0, e.1));
-    PROBES.store(Box::into_raw(Box::new(Probes { traps, groups, at_entry })), Ordering::Release);
-    Some(stats)
+    PROBES.store(Box::into_raw(Box::new(Probes { traps, groups, at_entry, lines })), Ordering::Release);
+    out
 }
 
 /// The groups of the list (`InlineProbeList::groups`) of the probes planted, as
@@ -293,7 +384,15 @@ pub(crate) unsafe fn write_traps<I: Isa>(addrs: &[u64]) -> Traps {
                 }
                 let last = out.pages.len() - 1;
                 out.pages[last].1.fetch_add(1, Ordering::Relaxed);
-                out.probes.push(Probe { addr: a, orig, state: AtomicU8::new(ARMED), page: last as u32, group: NO_GROUP });
+                out.probes.push(Probe {
+                    addr: a,
+                    orig,
+                    state: AtomicU8::new(INLINE),
+                    page: last as u32,
+                    group: NO_GROUP,
+                    line: NO_PROBE,
+                    line_group: NO_GROUP,
+                });
             }
             // The run's pages without a trap go back to read-and-execute.
             for p in (page..end).step_by(4096) {
@@ -341,7 +440,9 @@ fn install_handler() -> bool {
 /// id (process.rs, under the cold lock, the same work a patched function's first call does
 /// in any handler) and records through hot.c's `slt_enter`/`slt_exit`, which are built to run
 /// in signal handlers (a patched function called by one reaches them the same way; an event
-/// that interrupts the same thread's recording is dropped there). `errno` is kept.
+/// that interrupts the same thread's recording is dropped there). A line probe's hit only
+/// stores bytes into the shared mapping of `lines.bin` (atomics, lines.rs) and disarms its
+/// line's other rows as an inline group is disarmed. `errno` is kept.
 extern "C" fn on_trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     let _errno = ErrnoGuard::save();
     // SAFETY: the kernel passes a valid siginfo and ucontext to an SA_SIGINFO handler.
@@ -351,9 +452,18 @@ extern "C" fn on_trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
         let found = probes().and_then(|ps| ps.traps.probes.binary_search_by_key(&at, |p| p.addr).ok().map(|i| (ps, i)));
         if let Some((ps, i)) = found {
             let (traps, p) = (&ps.traps, &ps.traps.probes[i]);
-            if p.state.compare_exchange(ARMED, FIRED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            let roles = p.state.swap(SPENT, Ordering::AcqRel);
+            if roles != SPENT {
                 // SAFETY: `p` is one of `traps`' probes, claimed by this thread just now.
                 unsafe { restore(traps, p, Native::TRAP.len()) };
+            }
+            if roles & LINE != 0 {
+                if let Some(set) = &ps.lines {
+                    set.ran(p.line);
+                    set.group_ran(p.line_group, |j| disarm_role(ps, j, LINE));
+                }
+            }
+            if roles & INLINE != 0 {
                 disarm_group(ps, i as u32);
                 // The interrupted code's stack pointer is the hit's frame address (its CFA
                 // offset is HIT_CFA, set by `plant`): frames at or below it have returned.
@@ -375,8 +485,9 @@ extern "C" fn on_trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     chain(sig, info, ctx);
 }
 
-/// The other probes of the group of probe `i` (if any): claimed and their bytes put back, so
-/// that they never trap (the hit of `i` stands for them).
+/// The other probes of the inline group of probe `i` (if any): their inline role spent, and
+/// their bytes put back when that was their last role, so that they never trap (the hit of
+/// `i` stands for them).
 fn disarm_group(ps: &Probes, i: u32) {
     let group = ps.traps.probes[i as usize].group;
     if group == NO_GROUP {
@@ -384,11 +495,21 @@ fn disarm_group(ps: &Probes, i: u32) {
     }
     let from = ps.groups.partition_point(|g| g.0 < group);
     for &(_, j) in ps.groups[from..].iter().take_while(|g| g.0 == group) {
-        let q = &ps.traps.probes[j as usize];
-        if j != i && q.state.compare_exchange(ARMED, FIRED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-            // SAFETY: one of the probes of `ps.traps`, claimed by this thread just now.
-            unsafe { restore(&ps.traps, q, Native::TRAP.len()) };
+        if j != i {
+            disarm_role(ps, j, INLINE);
         }
+    }
+}
+
+/// Spend role `role` of probe `j` (if it is still armed with it); the thread that spends its
+/// last role puts its bytes back. Async-signal-safe: one atomic, and [`restore`].
+fn disarm_role(ps: &Probes, j: u32, role: u8) {
+    let Some(q) = ps.traps.probes.get(j as usize) else { return };
+    let before = q.state.fetch_and(!role, Ordering::AcqRel);
+    if before == role {
+        // SAFETY: one of the probes of `ps.traps`, whose last role this thread spent just now:
+        // claimed by it.
+        unsafe { restore(&ps.traps, q, Native::TRAP.len()) };
     }
 }
 
@@ -397,7 +518,7 @@ fn disarm_group(ps: &Probes, i: u32) {
 /// read-and-execute again.
 ///
 /// # Safety
-/// `p` is one of `traps`' probes, and the caller claimed it (`ARMED` to `FIRED`): no other
+/// `p` is one of `traps`' probes, and the caller claimed it (spent its last role): no other
 /// thread stores into its bytes, and its page stays writable until this returns.
 pub(crate) unsafe fn restore(traps: &Traps, p: &Probe, len: usize) {
     // SAFETY: the trap's bytes are in a page of the program's code left writable and
@@ -618,115 +739,4 @@ pub unsafe extern "C" fn signal(sig: libc::c_int, handler: libc::sighandler_t) -
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::{restore, write_traps, MAX_TRAP};
-    use crate::arch::{Isa, Native};
-
-    /// The permissions (`r-xp`) `/proc/self/maps` gives the mapping holding `addr`.
-    fn perms(addr: u64) -> String {
-        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
-        for l in maps.lines() {
-            let (range, rest) = l.split_once(' ').unwrap();
-            let (a, b) = range.split_once('-').unwrap();
-            if (u64::from_str_radix(a, 16).unwrap()..u64::from_str_radix(b, 16).unwrap()).contains(&addr) {
-                return rest[..4].to_string();
-            }
-        }
-        panic!("{addr:#x} is not mapped")
-    }
-
-    /// `write_traps::<I>` on two read-and-execute pages (as a program's code) of `nop`-like
-    /// bytes with the trap already at one address of the second (the program's own): each other
-    /// address gets the trap with its bytes kept, its page is left writable (the page without a
-    /// new trap is not), and [`restore`] puts the bytes back, the page becoming
-    /// read-and-execute again with its last probe; nothing is written where `I` has no trap.
-    /// The addresses written.
-    pub(crate) fn traps_written_and_restored<I: Isa>() -> Vec<u64> {
-        // SAFETY: a fresh anonymous private mapping of two pages, ours.
-        let page = unsafe {
-            libc::mmap(std::ptr::null_mut(), 8192, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
-        };
-        assert_ne!(page, libc::MAP_FAILED);
-        let base = page as u64;
-        let len = I::TRAP.len();
-        // SAFETY: the pages are mapped writable (above).
-        let bytes = unsafe { std::slice::from_raw_parts_mut(page as *mut u8, 8192) };
-        bytes.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8 | 1);
-        bytes[4096 + 64..4096 + 64 + len].copy_from_slice(I::TRAP);
-        let before = bytes.to_vec();
-        // SAFETY: the pages are ours; made read-and-execute as code is.
-        assert_eq!(unsafe { libc::mprotect(page, 8192, libc::PROT_READ | libc::PROT_EXEC) }, 0);
-        // SAFETY: the addresses are in the pages (mapped executable), this thread alone writes.
-        let traps = unsafe { write_traps::<I>(&[base, base + 4092, base + 4096 + 64]) };
-        // SAFETY: the pages are mapped readable.
-        let after = unsafe { std::slice::from_raw_parts(page as *const u8, 8192) }.to_vec();
-        let written: Vec<u64> = traps.probes.iter().map(|p| p.addr).collect();
-        if !written.is_empty() {
-            assert_eq!((perms(base).as_str(), perms(base + 4096).as_str()), ("rwxp", "r-xp"), "only the page with traps is writable");
-        }
-        for (k, p) in traps.probes.iter().enumerate() {
-            let at = (p.addr - base) as usize;
-            assert_eq!(&after[at..at + len], I::TRAP);
-            assert_eq!(&p.orig[..len], &before[at..at + len]);
-            assert!(p.orig[len..MAX_TRAP].iter().all(|&b| b == 0));
-            // SAFETY: one of `traps`' probes, restored once, by this thread alone.
-            unsafe { restore(&traps, p, len) };
-            let last = k + 1 == traps.probes.len();
-            assert_eq!(perms(base), if last { "r-xp" } else { "rwxp" }, "writable until its page's last probe fired");
-        }
-        // SAFETY: the pages are mapped readable.
-        assert_eq!(unsafe { std::slice::from_raw_parts(page as *const u8, 8192) }, &before[..], "all bytes back");
-        // SAFETY: unmapping the pages mapped above, which nothing else uses.
-        unsafe { libc::munmap(page, 8192) };
-        written
-    }
-
-    /// A hit disarms the other probes of its group (the list's `groups`), and only those
-    /// (on the architectures with a trap).
-    #[test]
-    #[cfg(target_arch = "x86_64")]
-    fn a_hit_disarms_the_other_probes_of_its_group() {
-        use super::{disarm_group, groups_of, Probes, ARMED, FIRED, NO_GROUP};
-        use std::sync::atomic::Ordering;
-        // SAFETY: a fresh anonymous private mapping of one page, ours.
-        let page = unsafe {
-            libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
-        };
-        assert_ne!(page, libc::MAP_FAILED);
-        let base = page as u64;
-        // SAFETY: the page is mapped writable (above).
-        unsafe { std::ptr::write_bytes(page as *mut u8, 0x90, 4096) };
-        let offsets = vec![16, 32, 48, 64];
-        let list = trace_format::meta::InlineProbeList { offsets: offsets.clone(), groups: vec![5, 7, 5, 9], ..Default::default() };
-        let addrs: Vec<u64> = offsets.iter().map(|o| base + o).collect();
-        // SAFETY: the addresses are in the page, this thread alone writes.
-        let mut traps = unsafe { write_traps::<Native>(&addrs) };
-        let groups = groups_of(&mut traps, base, &list);
-        assert_eq!(groups, [(5, 0), (5, 2)], "only groups of more than one probe");
-        assert_eq!(traps.probes.iter().map(|p| p.group).collect::<Vec<_>>(), [5, NO_GROUP, 5, NO_GROUP]);
-        let ps = Probes { traps, groups, at_entry: Vec::new() };
-        let p = &ps.traps.probes[0];
-        assert!(p.state.compare_exchange(ARMED, FIRED, Ordering::AcqRel, Ordering::Acquire).is_ok());
-        // SAFETY: one of the probes, claimed above.
-        unsafe { restore(&ps.traps, p, Native::TRAP.len()) };
-        disarm_group(&ps, 0);
-        let states: Vec<u8> = ps.traps.probes.iter().map(|p| p.state.load(Ordering::Acquire)).collect();
-        assert_eq!(states, [FIRED, ARMED, FIRED, ARMED]);
-        // SAFETY: the page is mapped readable.
-        let bytes = unsafe { std::slice::from_raw_parts(page as *const u8, 4096) };
-        let trapped: Vec<bool> = offsets.iter().map(|&o| bytes[o as usize..].starts_with(Native::TRAP)).collect();
-        assert_eq!(trapped, [false, true, false, true]);
-        // SAFETY: unmapping the page mapped above, which nothing else uses.
-        unsafe { libc::munmap(page, 4096) };
-    }
-
-    #[test]
-    fn the_native_trap_is_written_where_it_is_not_already_and_restored() {
-        let base_free: Vec<u64> = traps_written_and_restored::<Native>().iter().map(|a| a & 4095).collect();
-        if Native::TRAP.is_empty() {
-            assert_eq!(base_free, Vec::<u64>::new());
-        } else {
-            assert_eq!(base_free, [0, 4092]);
-        }
-    }
-}
+pub(crate) mod tests;

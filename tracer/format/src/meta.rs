@@ -353,6 +353,11 @@ pub struct PatchObject {
     /// was not probed (no list for it, or probes off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inline_probes: Option<InlineProbes>,
+    /// Line probes (`trace run --lines`, [`LINE_PROBES_FILE`]): absent when the object was not
+    /// probed for lines. `planted` counts the rows with a trap; `at_entry` those in a patched
+    /// entry's moved bytes, marked ran when the function's first call is recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_probes: Option<InlineProbes>,
 }
 
 /// One object's inline probes: one-shot breakpoints at the entries of the code its compiler
@@ -376,6 +381,27 @@ pub struct InlineProbes {
 /// The list of inline-probe addresses `trace run` writes into the trace directory for the
 /// program (docs/native-recording.md, "Inlined functions"), read by the native shim.
 pub const INLINE_PROBES_FILE: &str = "inline-probes.json";
+
+/// The list of line-probe addresses `trace run --lines` writes into the trace directory for a
+/// native program (docs/native-recording.md, "Lines that ran"): an [`InlineProbeList`] whose
+/// offsets are the starts of the program's own `is_stmt` line-table rows and whose groups are
+/// one per source line (file and line), read by the native shim.
+pub const LINE_PROBES_FILE: &str = "line-probes.json";
+
+/// Per process (`p<pid>/lines.bin`): one byte per offset of [`LINE_PROBES_FILE`], in its order:
+/// [`LINE_UNKNOWN`], [`LINE_ARMED`], [`LINE_RAN`] or [`LINE_OF_RAN`]. Written by the shim through a shared
+/// mapping (a crash keeps what was set).
+pub const LINES_BIN_FILE: &str = "lines.bin";
+/// No probe was planted at the row: nothing is known.
+pub const LINE_UNKNOWN: u8 = 0;
+/// A probe was planted at the row and did not fire (its line did not run there).
+pub const LINE_ARMED: u8 = 1;
+/// The row ran: its probe fired (or, in a patched entry's moved bytes, its function was entered).
+pub const LINE_RAN: u8 = 2;
+/// Another row of the same line fired and this one's probe was disarmed: the line ran, this
+/// row maybe not (so neither the other lines at its address nor the lines calling its inlined
+/// code are known to have run).
+pub const LINE_OF_RAN: u8 = 3;
 
 /// [`INLINE_PROBES_FILE`]: the object it is for and the entries of its inlined code.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]

@@ -1,0 +1,254 @@
+//! Lines that ran, for native code (`trace run --lines`, docs/native-recording.md, "Lines that
+//! ran"): the trace's `line-probes.json` (where each statement line of the program starts) and
+//! each process's `lines.bin` (per row: no probe, armed, ran), made into [`LineCoverage`].
+//!
+//! A row that ran in some process makes its lines [`crate::coverage::LineState::Ran`]: every
+//! line with an `is_stmt` row at its address (code reaching the address reaches each of them),
+//! and the call sites of the inlined functions running there (a row of inlined code that ran
+//! ran the lines calling it). A row disarmed because another row of its line ran makes only
+//! that line (the last row at its address, the one `trace` grouped it by) ran. A row that was
+//! armed in some process and ran in none is code that did not run
+//! ([`crate::coverage::LineState::NotRun`], unless a line of it ran elsewhere); a row no
+//! process planted says nothing. Files and lines come from this analyzer's own reading of the
+//! program's line table (the path as [`super::symbolize`] gives a function's file, so that a
+//! function's lines are found under its `file`).
+
+use crate::coverage::LineCoverage;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use trace_format::meta::{InlineProbeList, LINES_BIN_FILE, LINE_ARMED, LINE_OF_RAN, LINE_PROBES_FILE, LINE_RAN, LINE_UNKNOWN};
+
+/// `line-probes.json` is read only up to this size (the shim's bound).
+const MAX_LIST: u64 = 64 << 20;
+
+/// Add the native lines of the trace at `root` (its process directories `procs`) to `coverage`.
+/// Nothing when the trace has no line list or no process saved its lines; a warning when the
+/// program changed since the run or the files disagree.
+pub fn add_native_lines<'a>(
+    root: &Path,
+    procs: impl IntoIterator<Item = &'a Path>,
+    coverage: &mut LineCoverage,
+    warnings: &mut Vec<String>,
+) {
+    let Some(list) = read_list(&root.join(LINE_PROBES_FILE)) else { return };
+    let n = list.offsets.len();
+    let mut states = vec![LINE_UNKNOWN; n];
+    let mut any = false;
+    for dir in procs {
+        let file = dir.join(LINES_BIN_FILE);
+        let Ok(bytes) = read_capped(&file, n as u64) else { continue };
+        if bytes.len() != n {
+            warnings.push(format!("{}: {} bytes for {n} listed lines, ignored", file.display(), bytes.len()));
+            continue;
+        }
+        any = true;
+        for (s, b) in states.iter_mut().zip(bytes) {
+            if rank(b) > rank(*s) {
+                *s = b;
+            }
+        }
+    }
+    if !any {
+        return;
+    }
+    let object = Path::new(&list.object);
+    let unchanged = std::fs::metadata(object).ok().is_some_and(|m| {
+        let t = m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()).map(|d| d.as_nanos() as i128);
+        m.len() == list.size && t == Some(list.mtime_ns)
+    });
+    if !unchanged {
+        warnings.push(format!("{}: changed since the run; the lines that ran are not used (functions are shown whole)", object.display()));
+        return;
+    }
+    let wanted: Vec<(usize, u64)> =
+        states.iter().enumerate().filter(|(_, s)| **s != LINE_UNKNOWN).map(|(k, _)| (k, list.offsets[k])).collect();
+    let lines = match lines_at(object, &wanted.iter().map(|w| w.1).collect::<Vec<_>>()) {
+        Ok(l) => l,
+        Err(e) => {
+            warnings.push(format!("{}: cannot read its line table ({e}); the lines that ran are not used", object.display()));
+            return;
+        }
+    };
+    for &(k, off) in &wanted {
+        let Some(at) = lines.get(&off) else { continue };
+        match states[k] {
+            // The last row at the address is the line it was grouped by.
+            LINE_OF_RAN => {
+                if let Some((file, line)) = at.last() {
+                    coverage.add_native_line(file, *line, true);
+                }
+            }
+            s => {
+                for (file, line) in at {
+                    coverage.add_native_line(file, *line, s == LINE_RAN);
+                }
+            }
+        }
+    }
+    // A row that ran inside inlined code ran the line of each call site around it too: in
+    // optimized code a line's own row can be only the end of its statement (hexyl's
+    // `terminal_size`: `if let Some(size) = terminal_size_of(stdout())` has one row, the test
+    // of the result, skipped when the inlined call fails, while the call's rows ran).
+    let ran: Vec<u64> = wanted.iter().filter(|w| states[w.0] == LINE_RAN).map(|w| w.1).collect();
+    for (file, line) in call_sites(object, &ran) {
+        coverage.add_native_line(&file, line, true);
+    }
+}
+
+/// The call sites (file, line) of the inlined functions running at each of `offsets` of the
+/// object at `path` (the symbolizer's chains), each once.
+fn call_sites(path: &Path, offsets: &[u64]) -> Vec<(PathBuf, u32)> {
+    let Ok(obj) = symbolize::functions::ObjectFile::open(path) else { return Vec::new() };
+    // Offsets are from the first page: the link-time address of an object loaded at 0.
+    let links: Vec<u64> = offsets.iter().map(|&o| obj.link_address(o, 0)).collect();
+    let mut out: Vec<(PathBuf, u32)> = obj
+        .functions_at(path, &links)
+        .funcs
+        .into_iter()
+        .flatten()
+        .flat_map(|f| f.inlined_at.into_iter().filter_map(|i| Some((i.call_file?, i.call_line?))))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+fn read_capped(file: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = std::fs::File::open(file)?;
+    let mut out = Vec::new();
+    f.take(cap + 1).read_to_end(&mut out)?;
+    Ok(out)
+}
+
+fn read_list(file: &Path) -> Option<InlineProbeList> {
+    let bytes = read_capped(file, MAX_LIST).ok().filter(|b| b.len() as u64 <= MAX_LIST)?;
+    serde_json::from_slice::<InlineProbeList>(&bytes).ok().filter(|l| l.groups.len() == l.offsets.len())
+}
+
+/// How much a row's state says, for the union over processes: ran, its line ran, armed, nothing.
+fn rank(state: u8) -> u8 {
+    match state {
+        LINE_RAN => 3,
+        LINE_OF_RAN => 2,
+        LINE_ARMED => 1,
+        _ => 0,
+    }
+}
+
+/// The (file, line) of the `is_stmt` line-table rows at each of `offsets` (from the object's
+/// first page) of the object at `path`, in the table's order (the last is the one a lookup of
+/// the address finds).
+fn lines_at(path: &Path, offsets: &[u64]) -> Result<HashMap<u64, Vec<(PathBuf, u32)>>, symbolize::lines::LinesError> {
+    let mut wanted: Vec<u64> = offsets.to_vec();
+    wanted.sort_unstable();
+    let rows = symbolize::lines::statement_rows(path, |_| true, |o| wanted.binary_search(&o).is_ok(), usize::MAX)?;
+    let mut out: HashMap<u64, Vec<(PathBuf, u32)>> = HashMap::new();
+    for row in rows {
+        let at = out.entry(row.offset).or_default();
+        let line = (row.file.to_path_buf(), row.line);
+        at.retain(|l| *l != line);
+        at.push(line);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coverage::LineState;
+
+    /// A C program built here: its line list (as `trace` lists it, one row per statement
+    /// line), two processes' bytes, and the coverage they give: ran in either, not run in
+    /// both, unknown where no probe was.
+    #[test]
+    fn rows_ran_in_any_process_ran_and_armed_rows_are_code_that_did_not_run() {
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("prog.c");
+        std::fs::write(&src, "int f(int x) {\n  int r = x;\n  r += 2;\n  r *= 3;\n  return r;\n}\nint main(int c, char **v) {\n  (void)v;\n  return f(c);\n}\n").unwrap();
+        let exe = d.path().join("prog");
+        let st = std::process::Command::new("cc").args(["-g", "-O0", "-o"]).arg(&exe).arg(&src).status().expect("run cc");
+        assert!(st.success());
+        // The rows of lines 2, 3 and 4 (addr2line's numbering is the line table's).
+        let out = std::process::Command::new("objdump").arg("--dwarf=decodedline").arg(&exe).output().expect("run objdump");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let row = |line: u32| -> u64 {
+            text.lines()
+                .filter_map(|l| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    (f.len() >= 3 && f[0] == "prog.c" && f[1] == line.to_string())
+                        .then(|| u64::from_str_radix(f[2].trim_start_matches("0x"), 16).ok())
+                        .flatten()
+                })
+                .next()
+                .unwrap_or_else(|| panic!("a row of line {line}: {text}"))
+        };
+        let offsets = vec![row(2), row(3), row(4)];
+        let meta = std::fs::metadata(&exe).unwrap();
+        let mtime_ns = meta.modified().unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i128;
+        let list =
+            InlineProbeList { object: exe.to_string_lossy().into_owned(), size: meta.len(), mtime_ns, offsets, groups: vec![0, 1, 2] };
+        std::fs::write(d.path().join(LINE_PROBES_FILE), serde_json::to_vec(&list).unwrap()).unwrap();
+        let (p1, p2) = (d.path().join("p1"), d.path().join("p2"));
+        for (p, bytes) in [(&p1, [2u8, 1, 0]), (&p2, [1, 1, 0])] {
+            std::fs::create_dir(p).unwrap();
+            std::fs::write(p.join(LINES_BIN_FILE), bytes).unwrap();
+        }
+        let mut c = LineCoverage::default();
+        let mut warnings = Vec::new();
+        add_native_lines(d.path(), [p1.as_path(), p2.as_path()], &mut c, &mut warnings);
+        assert_eq!(warnings, Vec::<String>::new());
+        let file = trace_format::normalize_path(&src);
+        assert_eq!(c.states(&file, 2, 3), Some(vec![LineState::Ran, LineState::NotRun, LineState::Unknown]));
+        // The program rebuilt since: nothing is used.
+        std::fs::write(&exe, b"changed").unwrap();
+        let mut c = LineCoverage::default();
+        add_native_lines(d.path(), [p1.as_path()], &mut c, &mut warnings);
+        assert!(c.is_empty());
+        assert!(warnings[0].contains("changed since the run"), "{warnings:?}");
+    }
+
+    /// A row of inlined code that ran makes the line calling it ran (gcc -O1 inlines `helper`
+    /// into `main` at line 8), though no row of that line is listed.
+    #[test]
+    fn a_row_of_inlined_code_that_ran_ran_its_call_site_too() {
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("prog.c");
+        std::fs::write(
+            &src,
+            "#include <stdio.h>\nstatic int helper(int x) {\n  int s = 0;\n  for (int i = 0; i < x; i++) s += i * x;\n  return s;\n}\nint main(int argc, char **argv) {\n  int v = helper(argc + 5);\n  printf(\"%d\\n\", v);\n  return argv == 0;\n}\n",
+        )
+        .unwrap();
+        let exe = d.path().join("prog");
+        let st = std::process::Command::new("cc").args(["-g", "-O1", "-o"]).arg(&exe).arg(&src).status().expect("run cc");
+        assert!(st.success());
+        let out = std::process::Command::new("objdump").arg("--dwarf=decodedline").arg(&exe).output().expect("run objdump");
+        // The is_stmt rows of helper's loop (line 4).
+        let offsets: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.len() >= 3 && f[0] == "prog.c" && f[1] == "4" && f.last() == Some(&"x"))
+                    .then(|| u64::from_str_radix(f[2].trim_start_matches("0x"), 16).ok())
+                    .flatten()
+            })
+            .collect();
+        assert!(!offsets.is_empty());
+        let mut offsets = offsets;
+        offsets.sort_unstable();
+        offsets.dedup();
+        let meta = std::fs::metadata(&exe).unwrap();
+        let mtime_ns = meta.modified().unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i128;
+        let n = offsets.len();
+        let list = InlineProbeList { object: exe.to_string_lossy().into_owned(), size: meta.len(), mtime_ns, offsets, groups: vec![0; n] };
+        std::fs::write(d.path().join(LINE_PROBES_FILE), serde_json::to_vec(&list).unwrap()).unwrap();
+        let p = d.path().join("p1");
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(p.join(LINES_BIN_FILE), vec![LINE_RAN; n]).unwrap();
+        let mut c = LineCoverage::default();
+        let mut warnings = Vec::new();
+        add_native_lines(d.path(), [p.as_path()], &mut c, &mut warnings);
+        let file = trace_format::normalize_path(&src);
+        assert_eq!((c.state(&file, 4), c.state(&file, 8), c.state(&file, 9)), (LineState::Ran, LineState::Ran, LineState::Unknown));
+    }
+}

@@ -1,0 +1,169 @@
+//! Line probes: which statement lines of the program's own code ran (`trace run --lines`,
+//! docs/native-recording.md, "Lines that ran").
+//!
+//! `trace run --lines` lists where each statement line of the program starts (the `is_stmt`
+//! rows of its DWARF line table, tracer/src/line_probes.rs) in the trace directory
+//! ([`LINE_PROBES_FILE`]), with one group per source line. [`crate::probe::plant`] plants a trap
+//! at each row with the inline probes (one trap per address, carrying both roles when an inline
+//! probe starts there too). A line probe's hit records nothing in the event stream and writes
+//! no `funcs.jsonl` record: it sets its row's byte of the process's [`LINES_BIN_FILE`] to
+//! [`LINE_RAN`] (one atomic store into a shared mapping of the file: a crash keeps it) and
+//! disarms the other rows of its line, whose bytes say [`LINE_OF_RAN`]. A row inside the bytes a
+//! patched entry moved runs from the trampoline's copy: it is marked ran when the function's
+//! first call is recorded ([`crate::probe::entered`]); until then it says [`LINE_UNKNOWN`]
+//! (not [`LINE_ARMED`]), so that a call the slow path did not see (`-F`, a dropped event) never
+//! makes its line look as not run.
+//!
+//! The bytes: [`LINE_UNKNOWN`] (no probe: not executable, a page that could not be made
+//! writable, the moved bytes of an entry), [`LINE_ARMED`] (planted, not run), [`LINE_RAN`],
+//! [`LINE_OF_RAN`] (disarmed: another row of its line ran).
+//! The mapping is made in [`LineSet::new`] (anonymous, shared), and [`attach`] puts the file's
+//! mapping at the same address once the process directory exists (the constructor, before any
+//! other thread). A forked child keeps the parent's mapping: its lines land in the parent's
+//! file (the analyzer takes the union of every process anyway).
+
+use std::sync::atomic::{AtomicU8, Ordering};
+#[cfg(doc)]
+use trace_format::meta::LINE_PROBES_FILE;
+use trace_format::meta::{LINES_BIN_FILE, LINE_ARMED, LINE_OF_RAN, LINE_RAN, LINE_UNKNOWN};
+
+/// No probe for a row (`LineSet::rows`).
+pub(crate) const NO_PROBE: u32 = u32::MAX;
+
+/// The rows of the line list of one process image.
+pub(crate) struct LineSet {
+    /// The first byte of the shared mapping ([`LINES_BIN_FILE`]), one byte per row; never
+    /// unmapped.
+    bytes: *mut u8,
+    len: usize,
+    /// (group, row, probe index in the trap table or [`NO_PROBE`]) of every row with a probe or
+    /// at an entry, by group: a hit marks its line's rows and disarms their probes.
+    pub(crate) rows: Vec<(u32, u32, u32)>,
+    /// (function entry, row, group) of the rows in a patched entry's moved bytes, by entry.
+    pub(crate) at_entry: Vec<(u64, u32, u32)>,
+}
+
+// SAFETY: `bytes` points to a shared mapping that lives as long as the process and is only
+// accessed through atomic byte operations.
+unsafe impl Send for LineSet {}
+// SAFETY: as above.
+unsafe impl Sync for LineSet {}
+
+impl LineSet {
+    /// A set of `len` rows, all [`LINE_UNKNOWN`], in a fresh anonymous shared mapping; `None`
+    /// when it cannot be mapped.
+    pub(crate) fn new(len: usize) -> Option<LineSet> {
+        if len == 0 {
+            return None;
+        }
+        // SAFETY: a fresh anonymous mapping, ours; zero-filled (LINE_UNKNOWN).
+        let p = unsafe {
+            libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0)
+        };
+        (p != libc::MAP_FAILED).then(|| LineSet { bytes: p as *mut u8, len, rows: Vec::new(), at_entry: Vec::new() })
+    }
+
+    fn byte(&self, row: u32) -> Option<&AtomicU8> {
+        // SAFETY: `row < len` bytes of a mapping that is never unmapped; an `AtomicU8` has the
+        // size and alignment of a byte, and every access to the mapping is atomic.
+        ((row as usize) < self.len).then(|| unsafe { AtomicU8::from_ptr(self.bytes.add(row as usize)) })
+    }
+
+    /// Row `row` got a probe.
+    pub(crate) fn armed(&self, row: u32) {
+        if let Some(b) = self.byte(row) {
+            b.store(LINE_ARMED, Ordering::Relaxed);
+        }
+    }
+
+    /// The state of row `row`.
+    pub(crate) fn state(&self, row: u32) -> u8 {
+        self.byte(row).map_or(LINE_UNKNOWN, |b| b.load(Ordering::Relaxed))
+    }
+
+    /// Row `row` ran (whatever it said).
+    pub(crate) fn ran(&self, row: u32) {
+        if let Some(b) = self.byte(row) {
+            b.store(LINE_RAN, Ordering::Relaxed);
+        }
+    }
+
+    /// The line of `group` ran: its armed rows say so ([`LINE_OF_RAN`]); `disarm` is called with the probe
+    /// index of each of its other rows' probes. Async-signal-safe: atomic stores.
+    pub(crate) fn group_ran(&self, group: u32, mut disarm: impl FnMut(u32)) {
+        let from = self.rows.partition_point(|r| r.0 < group);
+        for &(_, row, probe) in self.rows[from..].iter().take_while(|r| r.0 == group) {
+            if let Some(b) = self.byte(row) {
+                let _ = b.compare_exchange(LINE_ARMED, LINE_OF_RAN, Ordering::Relaxed, Ordering::Relaxed);
+            }
+            if probe != NO_PROBE {
+                disarm(probe);
+            }
+        }
+    }
+
+    /// Put `dir/lines.bin`'s shared mapping where the anonymous one is, with its bytes: from
+    /// now on the file holds them. Before any other thread exists (the constructor).
+    fn attach(&self, dir: &std::path::Path) -> std::io::Result<()> {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let mut f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(dir.join(LINES_BIN_FILE))?;
+        // SAFETY: `len` bytes of our mapping, read by this thread alone (no other thread yet).
+        f.write_all(unsafe { std::slice::from_raw_parts(self.bytes, self.len) })?;
+        // SAFETY: replaces our own mapping (same address and length) with the file's, shared;
+        // no other thread runs, and no probe fires meanwhile (the program has not started).
+        let p = unsafe {
+            libc::mmap(
+                self.bytes as *mut libc::c_void,
+                self.len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+/// After the constructor planted the probes: make the process directory and map the line
+/// set's file there ([`LineSet::attach`]). Nothing without line probes.
+pub(crate) fn attach() {
+    let Some(set) = crate::probe::line_set() else { return };
+    let Some(dir) = crate::process::ensure_process() else { return };
+    if let Err(e) = set.attach(&dir) {
+        crate::process::warn_once(&format!("cannot write {}: {e}; the lines that ran are not saved", dir.join(LINES_BIN_FILE).display()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bytes go from unknown to armed to ran, a line's hit marks its armed rows only and
+    /// disarms the probes of its other rows, and the file holds what the mapping says once
+    /// attached.
+    #[test]
+    fn a_line_hit_marks_the_armed_rows_of_its_line_and_the_file_keeps_them() {
+        let mut set = LineSet::new(6).expect("mapped");
+        assert!((0..6).all(|r| set.state(r) == LINE_UNKNOWN));
+        // Rows 0, 2, 3 are line group 7 (row 3 at an entry: no probe, unknown), rows 1, 4 group 9.
+        for r in [0, 1, 2, 4] {
+            set.armed(r);
+        }
+        set.rows = vec![(7, 0, 10), (7, 2, 12), (7, 3, NO_PROBE), (9, 1, 11), (9, 4, 14)];
+        let d = tempfile::tempdir().unwrap();
+        set.attach(d.path()).unwrap();
+        let mut disarmed = Vec::new();
+        set.ran(2);
+        set.group_ran(7, |p| disarmed.push(p));
+        assert_eq!(disarmed, [10, 12]);
+        let states: Vec<u8> = (0..6).map(|r| set.state(r)).collect();
+        assert_eq!(states, [LINE_OF_RAN, LINE_ARMED, LINE_RAN, LINE_UNKNOWN, LINE_ARMED, LINE_UNKNOWN]);
+        assert_eq!(std::fs::read(d.path().join(LINES_BIN_FILE)).unwrap(), states, "the file is the mapping");
+        assert_eq!(set.state(99), LINE_UNKNOWN, "a row past the end");
+    }
+}
