@@ -33,6 +33,7 @@ mod profile;
 mod runtime;
 mod state;
 mod testlines;
+mod testscope;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyModule, PyTuple};

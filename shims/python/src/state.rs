@@ -72,10 +72,10 @@ pub struct Proc {
     /// With [`LineMode::Trace`]: the lines already reported, by function id.
     pub line_sets: Vec<LineSet>,
     /// By function id: whether its lines are reported again in each test
-    /// ([`crate::testlines::per_test`]: not the standard library's, not the test runner's).
+    /// ([`crate::testscope::per_test`]: not the standard library's, not the test runner's).
     pub per_test: Vec<bool>,
     /// The standard library's directory (`{sys.base_prefix}/lib/pythonX.Y/`), for
-    /// [`crate::testlines::per_test`].
+    /// [`crate::testscope::per_test`].
     pub stdlib_dir: Option<String>,
     /// With [`LineMode::Monitoring`]: the code lines not reported yet, by function id (ascending).
     /// When none is left, the function's LINE events are turned off ([`LINES_DONE_BIT`]).
@@ -429,7 +429,7 @@ unsafe fn new_code_id(rt: &runtime::Runtime, code: *mut PyObject) -> Option<Code
                     p.per_test.resize(i + 1, false);
                 }
                 p.per_test[i] = match &desc.kind {
-                    FuncKind::Python { file, .. } => crate::testlines::per_test(file, p.stdlib_dir.as_deref()),
+                    FuncKind::Python { file, .. } => crate::testscope::per_test(file, p.stdlib_dir.as_deref()),
                     _ => false,
                 };
             }
