@@ -126,10 +126,42 @@ fn check(minor: u32, extra: &[&str]) {
 
 #[test]
 fn lines_are_reported_per_test_under_sys_monitoring() {
-    check(12, &[]);
+    check(12, &["--lines-per-test"]);
 }
 
 #[test]
 fn lines_are_reported_per_test_by_the_trace_function_before_3_12() {
-    check(11, &["--lines"]);
+    check(11, &["--lines-per-test"]);
+}
+
+/// Without `--lines-per-test` a line is reported once per process, as before: the second test
+/// does not report the lines the first ran, and the trace does not claim lines per test.
+#[test]
+fn without_the_flag_lines_are_reported_once_per_process() {
+    let d = scratch();
+    let proj = d.path().join("proj");
+    std::fs::create_dir_all(&proj).unwrap();
+    std::fs::write(proj.join("shapes.py"), SHAPES).unwrap();
+    std::fs::write(proj.join("test_shapes.py"), TESTS).unwrap();
+    let out = d.path().join("t.d");
+    let o = run(cmd("trace")
+        .current_dir(&proj)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .args(["run", "-q", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(pytest_python(12))
+        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_shapes.py"]));
+    assert_eq!(o.status.code(), Some(1), "pytest fails one test: {:?}", texts(&o));
+    let tests = lines_per_test(&run_ok(cmd("trace").arg("dump").arg(&out)));
+    assert_eq!(tests.len(), 2, "two tests in the stream");
+    let common = ("classify".to_string(), line_of("n = normalize(n)"));
+    assert!(tests[0].contains(&common) && !tests[1].contains(&common), "reported once, in the first test: {tests:?}");
+    let proc_json = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with('p'))
+        .find_map(|e| std::fs::read_to_string(e.path().join("proc.json")).ok())
+        .expect("a proc.json");
+    assert!(!proc_json.contains("lines_per_test"), "{proc_json}");
 }

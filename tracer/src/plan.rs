@@ -162,7 +162,7 @@ impl Plan {
     /// Build the plan from the checked options and what was detected.
     pub fn build(opts: &RunOptions, usage: &Usage, d: &Detected) -> Result<Plan, ExitWith> {
         let output = decide_output(&d.cwd.join(&opts.output), d.output, d.pid)?;
-        let env = env_for(opts.c_calls, opts.lines, usage, d, &output.rec);
+        let env = env_for(opts.c_calls, opts.lines, opts.lines_per_test, usage, d, &output.rec);
         let meta = TraceMeta {
             format: TRACE_FORMAT_NAME.into(),
             version: TRACE_FORMAT_VERSION,
@@ -208,8 +208,9 @@ pub fn options_json(opts: &RunOptions, usage: &Usage) -> serde_json::Value {
 }
 
 /// `SLICE_TRACE_OPTIONS` for the shims (comma-separated). `lines` only when the user chose
-/// (`--lines`/`--no-lines`): otherwise each Python process decides by its version.
-pub fn shim_options(c_calls: bool, hook: PythonHook, lines: Option<bool>) -> String {
+/// (`--lines`/`--no-lines`): otherwise each Python process decides by its version;
+/// `lines_per_test` with `--lines-per-test`.
+pub fn shim_options(c_calls: bool, hook: PythonHook, lines: Option<bool>, per_test: bool) -> String {
     let mut o = Vec::new();
     if c_calls {
         o.push("c_calls");
@@ -221,6 +222,9 @@ pub fn shim_options(c_calls: bool, hook: PythonHook, lines: Option<bool>) -> Str
         Some(true) => o.push("lines"),
         Some(false) => o.push("no_lines"),
         None => {}
+    }
+    if per_test {
+        o.push("lines_per_test");
     }
     o.join(",")
 }
@@ -238,10 +242,17 @@ fn prepend(first: &Path, inherited: Option<&OsString>) -> OsString {
 /// The target's environment: where to record and how, always; `PYTHONPATH` whenever the
 /// Python shim is there (Python programs any target starts are recorded); `LD_PRELOAD` for
 /// native targets and other programs (a shell script) that may start native ones.
-pub fn env_for(c_calls: bool, lines: Option<bool>, usage: &Usage, d: &Detected, rec: &Path) -> Vec<(&'static str, EnvChange)> {
+pub fn env_for(
+    c_calls: bool,
+    lines: Option<bool>,
+    per_test: bool,
+    usage: &Usage,
+    d: &Detected,
+    rec: &Path,
+) -> Vec<(&'static str, EnvChange)> {
     let mut env = vec![
         (ENV_TRACE_DIR, EnvChange::Set(rec.into())),
-        (ENV_TRACE_OPTIONS, EnvChange::Set(shim_options(c_calls, usage.hook, lines).into())),
+        (ENV_TRACE_OPTIONS, EnvChange::Set(shim_options(c_calls, usage.hook, lines, per_test).into())),
         (ENV_NATIVE_FILTER, usage.native_filter.as_ref().map_or(EnvChange::Remove, |t| EnvChange::Set(t.into()))),
     ];
     if let Some(rt) = &d.shims.python_runtime {
@@ -268,6 +279,7 @@ mod tests {
             output: PathBuf::from("trace.d"),
             c_calls: false,
             lines: None,
+            lines_per_test: false,
             python_hook: None,
             quiet: false,
             native_filter: NativeFilter::default(),
@@ -450,10 +462,11 @@ mod tests {
 
     #[test]
     fn shim_options_name_the_hook_c_calls_and_lines() {
-        assert_eq!(shim_options(false, PythonHook::Auto, None), "", "lines by default: each interpreter decides");
-        assert_eq!(shim_options(false, PythonHook::Profile, None), "profile_hook");
-        assert_eq!(shim_options(true, PythonHook::Profile, None), "c_calls,profile_hook");
-        assert_eq!(shim_options(false, PythonHook::Auto, Some(true)), "lines");
-        assert_eq!(shim_options(true, PythonHook::Auto, Some(false)), "c_calls,no_lines");
+        assert_eq!(shim_options(false, PythonHook::Auto, None, false), "", "lines by default: each interpreter decides");
+        assert_eq!(shim_options(false, PythonHook::Profile, None, false), "profile_hook");
+        assert_eq!(shim_options(true, PythonHook::Profile, None, false), "c_calls,profile_hook");
+        assert_eq!(shim_options(false, PythonHook::Auto, Some(true), false), "lines");
+        assert_eq!(shim_options(true, PythonHook::Auto, Some(false), false), "c_calls,no_lines");
+        assert_eq!(shim_options(false, PythonHook::Auto, Some(true), true), "lines,lines_per_test");
     }
 }

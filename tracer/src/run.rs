@@ -51,6 +51,8 @@ pub struct RunOptions {
     pub c_calls: bool,
     /// Record executed lines (Python): `--lines` / `--no-lines`; `None`: by version (3.12+).
     pub lines: Option<bool>,
+    /// `--lines-per-test`: Python tests report their lines inside each test.
+    pub lines_per_test: bool,
     /// `None`: `auto`.
     pub python_hook: Option<PythonHook>,
     pub quiet: bool,

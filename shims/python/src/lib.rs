@@ -79,6 +79,7 @@ fn start(py: Python<'_>) -> PyResult<bool> {
     // Executed lines: asked for (`lines`, `no_lines`), else where they are cheap (3.12+: each
     // line reports once; before, a trace function runs on every executed line).
     let want_lines = has("lines") || (!has("no_lines") && rt.minor >= 12);
+    testlines::ASKED.store(has("lines_per_test"), std::sync::atomic::Ordering::Relaxed);
     let proc = match state::open_process(py, Path::new(&root), c_calls, state::LineMode::Off, None) {
         Ok(p) => p,
         Err(e) => {

@@ -4,8 +4,9 @@
 //! At each test's start the test recorder (`tracer/src/slicetrace_tests.py`) calls
 //! [`test_begins`], which re-arms the line reporting for the test that starts: every line the
 //! test runs is reported again between its boundaries, and `slice` can tell which lines went
-//! with failing tests (`docs/trace-format.md`, "Lines per test"). Nothing is done in a process
-//! that does not record lines, nor outside test runs.
+//! with failing tests (`docs/trace-format.md`, "Lines per test"). Only with `trace run
+//! --lines-per-test` ([`ASKED`]); nothing is done in a process that does not record lines, nor
+//! outside test runs.
 //!
 //! - Trace function (3.9-3.11 with `--lines`): the per-function sets of lines already reported
 //!   are emptied.
@@ -26,11 +27,15 @@ use crate::linewatch::{entries, LINE_ENTRIES};
 use crate::state::{self, with_proc, LineMode, GENERATION, LINES_DONE_BIT, WATCHED_BIT};
 use pyo3::ffi::PyObject;
 use pyo3::prelude::*;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// Bumped at each test's start in a process that records lines through `sys.monitoring`; 0
 /// before the first test (then no entry looks at it).
 pub(crate) static TEST_EPOCH: AtomicU32 = AtomicU32::new(0);
+
+/// `trace run --lines-per-test` (the shim option `lines_per_test`): without it a test's start
+/// re-arms nothing (lines are reported once per process, as without tests).
+pub(crate) static ASKED: AtomicBool = AtomicBool::new(false);
 
 /// [`state::Proc::line_epoch`] of a function without code lines: never re-armed.
 pub(crate) const NO_LINES: u32 = u32::MAX;
@@ -40,6 +45,9 @@ pub(crate) const NO_LINES: u32 = u32::MAX;
 #[pyfunction]
 pub fn test_begins(py: Python<'_>) {
     let _ = py;
+    if !ASKED.load(Ordering::Relaxed) {
+        return;
+    }
     // SAFETY: GIL held (a #[pyfunction]); the closure calls no CPython (it writes a file).
     let done = unsafe {
         with_proc(|p| {
