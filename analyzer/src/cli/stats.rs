@@ -97,17 +97,30 @@ pub fn run(a: StatsArgs) -> anyhow::Result<()> {
     drop(tree_text);
     rows.push(row("sources (each function once)", format!("{with_code} functions"), &src_text, tok));
     drop(src_text);
-    // One variant at a time: each document and its text are dropped before the next.
-    for v in Variant::ALL {
-        let text = match (v, prompt_a.take()) {
-            (Variant::A, Some(text)) => text,
-            (_, a) => {
-                prompt_a = a;
-                renderer.render(&model, model.doc(v.layout(), &Plan::default()))?
+    // The other variants are rendered by a second thread, one ahead of the counting here
+    // (rows are counted in table order), so rendering and counting overlap; at most two texts
+    // besides A's are alive at a time, each dropped once counted.
+    std::thread::scope(|scope| -> anyhow::Result<()> {
+        let (send, texts) = std::sync::mpsc::sync_channel::<anyhow::Result<String>>(1);
+        let (model, renderer) = (&model, &renderer);
+        scope.spawn(move || {
+            for v in Variant::ALL.into_iter().filter(|v| *v != Variant::A) {
+                let text = renderer.render(model, model.doc(v.layout(), &Plan::default())).map_err(anyhow::Error::from);
+                let failed = text.is_err();
+                if send.send(text).is_err() || failed {
+                    return;
+                }
             }
-        };
-        rows.push(row(format!("prompt {v}"), "", &text, tok));
-    }
+        });
+        for v in Variant::ALL {
+            let text = match v {
+                Variant::A => prompt_a.take().unwrap_or_default(),
+                _ => texts.recv().map_err(|_| anyhow::anyhow!("the rendering thread stopped"))??,
+            };
+            rows.push(row(format!("prompt {v}"), "", &text, tok));
+        }
+        Ok(())
+    })?;
     let read_all = |files: &BTreeSet<PathBuf>| -> String {
         files
             .iter()
