@@ -180,3 +180,26 @@ impl TraceBuilder {
         Ok(dir)
     }
 }
+
+/// A prompt function with source `code` (lines 1-2), nothing ranked or condensed yet.
+pub fn func_info(key: &str, file: &str, origin: crate::pathclass::Origin, code: &str) -> crate::prompt::FuncInfo {
+    use crate::prompt::{FuncInfo, SourceState};
+    use crate::source::{CodeKind, Extract};
+    FuncInfo {
+        key: key.into(),
+        qualname: key.into(),
+        language: crate::symbols::Language::Python,
+        file: file.into(),
+        line: Some(1),
+        module: String::new(),
+        origin,
+        source: SourceState::Code(Extract { kind: CodeKind::Function, first_line: 1, last_line: 2, code: code.into(), signature: None }),
+        min_depth: 1,
+        first_index: 0,
+        relevance: 0.0,
+        lexical: 0.0,
+        values: Vec::new(),
+        not_run: None,
+        spectrum: None,
+    }
+}

@@ -200,37 +200,13 @@ pub(super) fn size_discounted(f: &super::FuncInfo) -> f64 {
 mod tests {
     use super::super::FuncInfo;
     use super::*;
-    use crate::source::{CodeKind, Extract};
-    use crate::symbols::Language;
 
     fn rel(funcs: &Funcs, key: &str) -> f64 {
         funcs.by_key(key).map_or(f64::NAN, |f| f.relevance)
     }
 
     fn func(key: &str, file: &str, origin: Origin, code: &str) -> FuncInfo {
-        FuncInfo {
-            key: key.into(),
-            qualname: key.into(),
-            language: Language::Python,
-            file: file.into(),
-            line: Some(1),
-            module: String::new(),
-            origin,
-            source: SourceState::Code(Extract {
-                kind: CodeKind::Function,
-                first_line: 1,
-                last_line: 2,
-                code: code.into(),
-                signature: None,
-            }),
-            min_depth: 1,
-            first_index: 0,
-            relevance: 0.0,
-            lexical: 0.0,
-            values: Vec::new(),
-            not_run: None,
-            spectrum: None,
-        }
+        crate::testutil::func_info(key, file, origin, code)
     }
 
     #[test]

@@ -4,34 +4,10 @@
 use super::budget::{plan_for, Step};
 use super::{FuncId, FuncInfo, Funcs, Model, ModelNode, ModelTrace, Plan, SourceState};
 use crate::pathclass::Origin;
-use crate::source::{CodeKind, Extract};
-use crate::symbols::Language;
 use crate::tokens::Tokenizer;
 
 fn func(name: &str) -> FuncInfo {
-    FuncInfo {
-        key: name.into(),
-        qualname: name.into(),
-        language: Language::Python,
-        file: "pkg/m.py".into(),
-        line: Some(1),
-        module: String::new(),
-        origin: Origin::Program,
-        source: SourceState::Code(Extract {
-            kind: CodeKind::Function,
-            first_line: 1,
-            last_line: 2,
-            code: format!("def {name}():\n    pass"),
-            signature: None,
-        }),
-        min_depth: 1,
-        first_index: 0,
-        relevance: 0.0,
-        lexical: 0.0,
-        values: Vec::new(),
-        not_run: None,
-        spectrum: None,
-    }
+    crate::testutil::func_info(name, "pkg/m.py", Origin::Program, &format!("def {name}():\n    pass"))
 }
 
 /// test -> a -> helper; test -> b -> helper; test -> c (pre-order, descendants set).
