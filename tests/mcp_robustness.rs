@@ -294,6 +294,11 @@ fn ended_with_a_partial_trace(program: &Program, out: &Path) {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(!alive(pid), "the recorded program {pid} still runs");
+    // `trace` finishes the trace after the program ended, and the server then moves it to
+    // `out` in one rename: that can come a moment after the program's end.
+    while !out.join("meta.json").exists() && Instant::now() < until + Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let m = meta(out);
     assert!(m["exit"]["signal"].is_number(), "the trace says the program was stopped: {m}");
     let text = slice_trace_e2e::run_ok(slice_trace_e2e::cmd("slice").args(["tree", &p(out)]));
