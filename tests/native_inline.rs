@@ -7,7 +7,7 @@
 mod native_support;
 
 use native_support::*;
-use slice_trace_e2e::{cmd, run, run_ok, scratch, texts};
+use slice_trace_e2e::{cmd, run, run_ok, scratch, source_block as block, texts};
 use std::path::Path;
 
 fn trace_patched(dir: &Path, exe: &Path, args: &[&str]) -> String {
@@ -23,15 +23,6 @@ fn tree_text(prompt: &str) -> &str {
     let start = tree + prompt[tree..].find("```text\n").expect("its text") + "```text\n".len();
     let len = prompt[start..].find("```").expect("the tree's end");
     &prompt[start..start + len]
-}
-
-/// The source block under a prompt's heading for `name`.
-fn block<'a>(prompt: &'a str, name: &str) -> Option<&'a str> {
-    let h = prompt.find(&format!("#### `{name}` ("))?;
-    let body = &prompt[h + prompt[h..].find("```")?..];
-    let open = body.find('\n')? + 1;
-    let len = body[open..].find("\n```")?;
-    Some(&body[open..open + len])
 }
 
 #[test]

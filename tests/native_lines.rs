@@ -7,7 +7,7 @@
 mod native_support;
 
 use native_support::*;
-use slice_trace_e2e::{cmd, run, run_ok, scratch, texts};
+use slice_trace_e2e::{cmd, run, run_ok, scratch, source_block as block, texts};
 use std::path::Path;
 
 /// `trace run [--lines] -- exe args`: the program's stdout and exit code.
@@ -19,15 +19,6 @@ fn trace(dir: &Path, exe: &Path, lines: bool, args: &[&str]) -> (String, Option<
     }
     let out = run(c.arg("--").arg(exe).args(args));
     (texts(&out).0, out.status.code())
-}
-
-/// The source block under a prompt's heading for `name`.
-fn block<'a>(prompt: &'a str, name: &str) -> Option<&'a str> {
-    let h = prompt.find(&format!("#### `{name}` ("))?;
-    let body = &prompt[h + prompt[h..].find("```")?..];
-    let open = body.find('\n')? + 1;
-    let len = body[open..].find("\n```")?;
-    Some(&body[open..open + len])
 }
 
 fn prompt(dir: &Path, not_run: &str) -> String {

@@ -75,13 +75,14 @@ fn lines_per_test(dump: &str) -> Vec<BTreeSet<(String, u32)>> {
     tests
 }
 
-fn check(minor: u32, extra: &[&str]) {
+/// The example project's two tests run under `trace run EXTRA` by CPython 3.`minor`: the scratch
+/// directory (kept alive) and the trace.
+fn record(minor: u32, extra: &[&str]) -> (tempfile::TempDir, PathBuf) {
     let d = scratch();
     let proj = d.path().join("proj");
     std::fs::create_dir_all(&proj).unwrap();
     std::fs::write(proj.join("shapes.py"), SHAPES).unwrap();
     std::fs::write(proj.join("test_shapes.py"), TESTS).unwrap();
-    let py = pytest_python(minor);
     let out = d.path().join("t.d");
     let o = run(cmd("trace")
         .current_dir(&proj)
@@ -90,9 +91,14 @@ fn check(minor: u32, extra: &[&str]) {
         .arg(&out)
         .args(extra)
         .arg("--")
-        .arg(&py)
+        .arg(pytest_python(minor))
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_shapes.py"]));
     assert_eq!(o.status.code(), Some(1), "3.{minor}: pytest fails one test: {:?}", texts(&o));
+    (d, out)
+}
+
+fn check(minor: u32, extra: &[&str]) {
+    let (_d, out) = record(minor, extra);
     let t: &Path = &out;
 
     // Each test's own lines, also those the earlier test ran first.
@@ -138,21 +144,7 @@ fn lines_are_reported_per_test_by_the_trace_function_before_3_12() {
 /// does not report the lines the first ran, and the trace does not claim lines per test.
 #[test]
 fn without_the_flag_lines_are_reported_once_per_process() {
-    let d = scratch();
-    let proj = d.path().join("proj");
-    std::fs::create_dir_all(&proj).unwrap();
-    std::fs::write(proj.join("shapes.py"), SHAPES).unwrap();
-    std::fs::write(proj.join("test_shapes.py"), TESTS).unwrap();
-    let out = d.path().join("t.d");
-    let o = run(cmd("trace")
-        .current_dir(&proj)
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .args(["run", "-q", "-o"])
-        .arg(&out)
-        .arg("--")
-        .arg(pytest_python(12))
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_shapes.py"]));
-    assert_eq!(o.status.code(), Some(1), "pytest fails one test: {:?}", texts(&o));
+    let (_d, out) = record(12, &[]);
     let tests = lines_per_test(&run_ok(cmd("trace").arg("dump").arg(&out)));
     assert_eq!(tests.len(), 2, "two tests in the stream");
     let common = ("classify".to_string(), line_of("n = normalize(n)"));

@@ -251,3 +251,13 @@ mod tests {
         super::missing_given("all", "new-pythons", "no 3.14");
     }
 }
+
+/// The code of the source block under a prompt's heading for function `name` (`#### `name` (`),
+/// without its fences.
+pub fn source_block<'a>(prompt: &'a str, name: &str) -> Option<&'a str> {
+    let h = prompt.find(&format!("#### `{name}` ("))?;
+    let body = &prompt[h + prompt[h..].find("```")?..];
+    let open = body.find('\n')? + 1;
+    let len = body[open..].find("\n```")?;
+    Some(&body[open..open + len])
+}
