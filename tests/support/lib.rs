@@ -235,6 +235,16 @@ pub fn rich_cli() -> PathBuf {
     venv_with("rich-cli-1.8.1-venv", &python(), RICH_CLI).join("bin/rich")
 }
 
+/// The code of the source block under a prompt's heading for function `name` (`#### `name` (`),
+/// without its fences.
+pub fn source_block<'a>(prompt: &'a str, name: &str) -> Option<&'a str> {
+    let h = prompt.find(&format!("#### `{name}` ("))?;
+    let body = &prompt[h + prompt[h..].find("```")?..];
+    let open = body.find('\n')? + 1;
+    let len = body[open..].find("\n```")?;
+    Some(&body[open..open + len])
+}
+
 #[cfg(test)]
 mod tests {
     /// A missing prerequisite that no variable opts out of fails the test, naming the way out.
@@ -250,14 +260,4 @@ mod tests {
         super::missing_given("python3.9, root", "root", "not root");
         super::missing_given("all", "new-pythons", "no 3.14");
     }
-}
-
-/// The code of the source block under a prompt's heading for function `name` (`#### `name` (`),
-/// without its fences.
-pub fn source_block<'a>(prompt: &'a str, name: &str) -> Option<&'a str> {
-    let h = prompt.find(&format!("#### `{name}` ("))?;
-    let body = &prompt[h + prompt[h..].find("```")?..];
-    let open = body.find('\n')? + 1;
-    let len = body[open..].find("\n```")?;
-    Some(&body[open..open + len])
 }
