@@ -40,6 +40,14 @@ fn a_static_helper_inlined_at_o1_is_shown_when_it_ran_and_only_then() {
     assert_eq!(trace_patched(&t, &exe, &["abc"]), "193485963\n");
     let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How is the checksum computed?"));
     assert_eq!(tree_text(&prompt), "main\n  checksum [inlined]\n", "{prompt}");
+    // The hit was registered in the process's inline.bin (its id in the probe's slot), not by a
+    // funcs.jsonl line of its own (docs/trace-format.md).
+    let pdir = std::fs::read_dir(&t).unwrap().map(|e| e.unwrap().path()).find(|p| p.join("proc.json").exists()).expect("a process");
+    let funcs = std::fs::read_to_string(pdir.join("funcs.jsonl")).unwrap();
+    assert!(!funcs.contains("\"inlined\""), "{funcs}");
+    let bin = std::fs::read(pdir.join("inline.bin")).expect("inline.bin");
+    assert_eq!(&bin[..8], b"SLTINL\x001");
+    assert!(bin[16..].chunks(4).any(|c| c != [0; 4]), "a slot with an id: {bin:?}");
     let text = std::fs::read_to_string(&src).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert!(prompt.contains("#### `checksum` (examples/c/inlined.c:8-13)"), "{prompt}");
