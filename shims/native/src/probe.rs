@@ -8,13 +8,15 @@
 //! listed entry of the program and installs a `SIGTRAP` handler. The first time a thread runs
 //! into one ([`on_trap`]), the handler puts the original byte back with a plain store (see
 //! "Writable code" below), records the hit as the call and return of the probe's address (keyed
-//! with [`INLINE_BIT`]; its `funcs.jsonl` record says `"inlined": true`) with the stack pointer of the interrupted code
+//! with [`INLINE_BIT`]; its id noted in the process's `inline.bin` (hits.rs) instead of a
+//! `funcs.jsonl` record, which says `"inlined": true` where one is written) with the stack pointer of the interrupted code
 //! as the frame address, so that the frame repair closes the callees that returned and the
 //! hit lands under the function that was running, and resumes the program at the probe's
 //! address. A probe fires once per process (and once more in a forked child that had not run
 //! it): the steady-state cost is entry patching's. The other probes of its group (the list's
 //! `groups`: the same chain of inlined functions in the same function, the same node of a
-//! tree) are disarmed with it ([`disarm_group`]): their traps would add nothing.
+//! tree) are disarmed with it ([`disarm_group`]): their traps would add nothing; so are the
+//! probes of the groups around it (the list's `group_parents`), whose code it is inside.
 //!
 //! An entry inside the bytes a patched function entry moved to its trampoline (inlined code at
 //! a function's first instruction) runs from the trampoline's copy, where no probe can be:
