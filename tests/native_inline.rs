@@ -40,6 +40,14 @@ fn a_static_helper_inlined_at_o1_is_shown_when_it_ran_and_only_then() {
     assert_eq!(trace_patched(&t, &exe, &["abc"]), "193485963\n");
     let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How is the checksum computed?"));
     assert_eq!(tree_text(&prompt), "main\n  checksum [inlined]\n", "{prompt}");
+    // The hit was registered in the process's inline.bin (its id in the probe's slot), not by a
+    // funcs.jsonl line of its own (docs/trace-format.md).
+    let pdir = std::fs::read_dir(&t).unwrap().map(|e| e.unwrap().path()).find(|p| p.join("proc.json").exists()).expect("a process");
+    let funcs = std::fs::read_to_string(pdir.join("funcs.jsonl")).unwrap();
+    assert!(!funcs.contains("\"inlined\""), "{funcs}");
+    let bin = std::fs::read(pdir.join("inline.bin")).expect("inline.bin");
+    assert_eq!(&bin[..8], b"SLTINL\x001");
+    assert!(bin[16..].chunks(4).any(|c| c != [0; 4]), "a slot with an id: {bin:?}");
     let text = std::fs::read_to_string(&src).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert!(prompt.contains("#### `checksum` (examples/c/inlined.c:8-13)"), "{prompt}");
@@ -127,4 +135,62 @@ fn the_programs_own_sigtrap_handler_gets_the_traps_that_are_not_probes() {
         let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("What happens on a trap?"));
         assert_eq!(tree_text(&prompt), "main\n  on_trap ×2\n  scaled [inlined]\n", "{prompt}");
     }
+}
+
+/// A forked child inherits its parent's mapping of inline.bin, but not its function ids: its
+/// hits (two: the first one also opens its recording) get funcs.jsonl records of its own, and
+/// the parent's file names only what ran in the parent (docs/trace-format.md, `inline.bin`).
+#[test]
+fn a_forked_childs_hits_are_its_own_and_not_in_its_parents_inline_bin() {
+    let s = scratch();
+    let src = s.path().join("forks.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n#include <sys/wait.h>\n#include <unistd.h>\n\nstatic unsigned before_fork(const char *s) {\n    unsigned h = 7;\n    while (*s)\n        h = h * 31 + (unsigned char)*s++;\n    return h;\n}\n\nstatic unsigned in_child(unsigned x) {\n    unsigned s = 0;\n    for (unsigned i = 0; i < x % 97 + 3; i++)\n        s += i * x;\n    return s;\n}\n\nstatic unsigned in_child_too(unsigned x) {\n    unsigned s = 1;\n    for (unsigned i = 0; i < x % 89 + 5; i++)\n        s ^= i + x;\n    return s;\n}\n\nint main(int argc, char **argv) {\n    unsigned h = before_fork(argc > 1 ? argv[1] : \"abc\");\n    fflush(stdout);\n    pid_t p = fork();\n    if (p == 0) {\n        printf(\"child %u\\n\", in_child(h));\n        printf(\"child %u\\n\", in_child_too(h));\n        return 0;\n    }\n    int st;\n    waitpid(p, &st, 0);\n    printf(\"parent %u\\n\", h);\n    return 0;\n}\n",
+    )
+    .unwrap();
+    let exe = s.path().join("forks");
+    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-o"]).arg(&exe).arg(&src));
+    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    let syms = run_ok(std::process::Command::new("nm").arg(&exe));
+    assert!(!syms.contains("before_fork") && !syms.contains("in_child"), "all inlined: {syms}");
+    let t = s.path().join("forks.d");
+    let out = trace_patched(&t, &exe, &["xyz"]);
+    assert!(out.contains("child ") && out.contains("parent "), "{out}");
+    // The deepest inlined function at an offset of the program (addr2line).
+    let name_at = |off: u64| {
+        let out = run_ok(std::process::Command::new("addr2line").args(["-f", "-i", "-e"]).arg(&exe).arg(format!("{off:#x}")));
+        out.lines().next().unwrap_or_default().to_string()
+    };
+    let list: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(t.join("inline-probes.json")).unwrap()).unwrap();
+    let offsets: Vec<u64> = list["offsets"].as_array().unwrap().iter().map(|o| o.as_u64().unwrap()).collect();
+    let (mut parent, mut child) = (None, None);
+    for e in std::fs::read_dir(&t).unwrap() {
+        let d = e.unwrap().path();
+        let Ok(meta) = std::fs::read_to_string(d.join("proc.json")) else { continue };
+        let meta: serde_json::Value = serde_json::from_str(&meta).unwrap();
+        if meta["forked_from"].is_u64() {
+            child = Some(d);
+        } else {
+            parent = Some(d);
+        }
+    }
+    let (parent, child) = (parent.expect("the parent"), child.expect("the child"));
+    // The parent's hits: in its inline.bin, before_fork's and not in_child's.
+    let bin = std::fs::read(parent.join("inline.bin")).expect("the parent's inline.bin");
+    let fired: Vec<String> = bin[16..].chunks(4).zip(&offsets).filter(|(c, _)| *c != [0; 4]).map(|(_, &o)| name_at(o)).collect();
+    assert!(fired.iter().any(|n| n == "before_fork") && !fired.iter().any(|n| n.starts_with("in_child")), "{fired:?}");
+    // The child's: a funcs.jsonl record of its own, marked inlined, at in_child's code.
+    let funcs = std::fs::read_to_string(child.join("funcs.jsonl")).unwrap();
+    let inlined: Vec<String> = funcs
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["inlined"] == true)
+        .map(|r| name_at(r["addr"].as_u64().unwrap() - r["base"].as_u64().unwrap()))
+        .collect();
+    assert!(inlined.iter().any(|n| n == "in_child") && inlined.iter().any(|n| n == "in_child_too"), "{inlined:?}\n{funcs}");
+    let tree = run_ok(cmd("slice").arg("tree").arg(&t).arg("--color=never"));
+    assert_eq!(tree.matches("in_child [inlined]").count(), 1, "{tree}");
+    assert_eq!(tree.matches("in_child_too [inlined]").count(), 1, "{tree}");
+    assert!(tree.contains("before_fork [inlined]"), "{tree}");
 }

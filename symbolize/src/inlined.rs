@@ -19,6 +19,10 @@ pub struct InlinedStart {
     /// origins from there to the instance, outermost first. Instances with equal chains are
     /// one node of a call tree.
     pub chain: u64,
+    /// The chain of the nearest enclosing inlined instance that `keep` kept (0: none, the
+    /// instance is inlined straight into its function, or only through instances left out).
+    /// When code of `chain` ran, code of `parent` ran: it holds it.
+    pub parent: u64,
 }
 
 /// Where a DIE's `DW_AT_abstract_origin` points, as one number across units (0: none).
@@ -53,24 +57,23 @@ pub fn instance_starts(obj: &object::File, mut keep: impl FnMut(&Path) -> bool, 
         let unit = unit.unit_ref(&dwarf);
         let here = unit_start(&unit);
         let mut cursor = unit.entries();
-        // The chain open at the cursor: (depth in the tree, chain hash, inlined depth).
-        let mut open: Vec<(isize, u64, u32)> = Vec::new();
+        // The chain open at the cursor: (depth in the tree, chain hash, inlined depth, the
+        // chain of the nearest kept instance there, itself included: its children's parent).
+        let mut open: Vec<(isize, u64, u32, u64)> = Vec::new();
         let mut depth = 0isize;
         while let Some((delta, entry)) = cursor.next_dfs()? {
             depth += delta;
             while open.last().is_some_and(|o| o.0 >= depth) {
                 open.pop();
             }
-            let (chain, inlined) = match entry.tag() {
+            let (chain, inlined, parent) = match entry.tag() {
                 gimli::DW_TAG_subprogram => {
-                    open.push((depth, mix(0, here.wrapping_add(entry.offset().0) as u64), 0));
+                    open.push((depth, mix(0, here.wrapping_add(entry.offset().0) as u64), 0, 0));
                     continue;
                 }
                 gimli::DW_TAG_inlined_subroutine => {
-                    let (parent, d) = open.last().map_or((0, 0), |o| (o.1, o.2));
-                    let chain = mix(parent, origin_key(here, entry));
-                    open.push((depth, chain, d + 1));
-                    (chain, d + 1)
+                    let (up, d, parent) = open.last().map_or((0, 0, 0), |o| (o.1, o.2, o.3));
+                    (mix(up, origin_key(here, entry)), d + 1, parent)
                 }
                 _ => continue,
             };
@@ -82,13 +85,14 @@ pub fn instance_starts(obj: &object::File, mut keep: impl FnMut(&Path) -> bool, 
                 is_kept = *kept.entry((k, file)).or_insert_with(|| file_path(u, file).is_none_or(|f| keep(&f)));
                 false
             });
+            open.push((depth, chain, inlined, if is_kept { chain } else { parent }));
             if !is_kept {
                 continue;
             }
             // An entry where the instance is entered (DW_AT_entry_pc) and at the start of each
             // of its ranges: code motion can run a later range without the entry's (hexyl's
             // Unit::get_multiplier is seen only by a later range).
-            let start = |addr| InlinedStart { addr, depth: inlined, chain };
+            let start = |addr| InlinedStart { addr, depth: inlined, chain, parent };
             if let Some(a) = entry.attr_value(gimli::DW_AT_entry_pc).ok().flatten().and_then(|v| unit.attr_address(v).ok().flatten()) {
                 out.push(start(a));
             }

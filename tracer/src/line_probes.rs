@@ -57,7 +57,7 @@ pub fn line_list(path: &Path) -> Option<InlineProbeList> {
         .collect();
     let offsets = kept.iter().map(|r| r.offset).collect();
     let object = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).to_string_lossy().into_owned();
-    Some(InlineProbeList { object, size: meta.len(), mtime_ns, offsets, groups })
+    Some(InlineProbeList { object, size: meta.len(), mtime_ns, offsets, groups, group_parents: Vec::new() })
 }
 
 #[cfg(test)]

@@ -186,8 +186,14 @@ mod tests {
         let offsets = vec![row(2), row(3), row(4)];
         let meta = std::fs::metadata(&exe).unwrap();
         let mtime_ns = meta.modified().unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i128;
-        let list =
-            InlineProbeList { object: exe.to_string_lossy().into_owned(), size: meta.len(), mtime_ns, offsets, groups: vec![0, 1, 2] };
+        let list = InlineProbeList {
+            object: exe.to_string_lossy().into_owned(),
+            size: meta.len(),
+            mtime_ns,
+            offsets,
+            groups: vec![0, 1, 2],
+            group_parents: Vec::new(),
+        };
         std::fs::write(d.path().join(LINE_PROBES_FILE), serde_json::to_vec(&list).unwrap()).unwrap();
         let (p1, p2) = (d.path().join("p1"), d.path().join("p2"));
         for (p, bytes) in [(&p1, [2u8, 1, 0]), (&p2, [1, 1, 0])] {
@@ -240,7 +246,14 @@ mod tests {
         let meta = std::fs::metadata(&exe).unwrap();
         let mtime_ns = meta.modified().unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i128;
         let n = offsets.len();
-        let list = InlineProbeList { object: exe.to_string_lossy().into_owned(), size: meta.len(), mtime_ns, offsets, groups: vec![0; n] };
+        let list = InlineProbeList {
+            object: exe.to_string_lossy().into_owned(),
+            size: meta.len(),
+            mtime_ns,
+            offsets,
+            groups: vec![0; n],
+            group_parents: Vec::new(),
+        };
         std::fs::write(d.path().join(LINE_PROBES_FILE), serde_json::to_vec(&list).unwrap()).unwrap();
         let p = d.path().join("p1");
         std::fs::create_dir(&p).unwrap();

@@ -64,6 +64,11 @@ pub(crate) fn set_cfa_offsets(addrs: &[u64], off: u32) {
 /// The CFA offset of the function at `addr` from the hook's stack pointer `sp`, measured
 /// the first time (0: unknown).
 pub(crate) fn cfa_offset(addr: u64, sp: u64) -> u32 {
+    // An inline probe's hit (probe.rs): its frame address is the interrupted stack pointer less
+    // this (a number of the probes', not registered per probe).
+    if addr & crate::probe::INLINE_BIT != 0 {
+        return crate::probe::HIT_CFA;
+    }
     if let Some(v) = Table::get_in(&OFFSETS, addr) {
         return if v == NO_CFA { 0 } else { v - 1 };
     }

@@ -108,6 +108,7 @@ pub(crate) extern "C" fn after_fork_child() {
     THREAD_SEQ.store(0, Ordering::Relaxed);
     COLD.0.store(false, Ordering::Release);
     objects::after_fork_child();
+    crate::probe::after_fork_child();
     STATE.store(UNINIT, Ordering::Release);
     // SAFETY: this thread's block; the only thread of the child.
     let t = unsafe { &mut *slt_thread_state() };

@@ -161,9 +161,9 @@ pub(crate) fn patch_at_start() {
     patch::init();
     MODE.store(mode, Ordering::Release);
     patch_new(false);
-    // The line probes' bytes go into the process directory, made now (outside the lock that
-    // `patch_new` took: making it writes `patch.json`).
-    crate::lines::attach();
+    // The probes' hit files (`inline.bin`, `lines.bin`) go into the process directory, made now
+    // (outside the lock that `patch_new` took: making it writes `patch.json`).
+    crate::probe::attach();
     // A program none of whose functions could be patched never reaches a hook, which is where
     // the process directory is made: make it now, so that `patch.json` says why nothing was
     // recorded.

@@ -8,13 +8,15 @@
 //! listed entry of the program and installs a `SIGTRAP` handler. The first time a thread runs
 //! into one ([`on_trap`]), the handler puts the original byte back with a plain store (see
 //! "Writable code" below), records the hit as the call and return of the probe's address (keyed
-//! with [`INLINE_BIT`]; its `funcs.jsonl` record says `"inlined": true`) with the stack pointer of the interrupted code
+//! with [`INLINE_BIT`]; its id noted in the process's `inline.bin` (hits.rs) instead of a
+//! `funcs.jsonl` record, which says `"inlined": true` where one is written) with the stack pointer of the interrupted code
 //! as the frame address, so that the frame repair closes the callees that returned and the
 //! hit lands under the function that was running, and resumes the program at the probe's
 //! address. A probe fires once per process (and once more in a forked child that had not run
 //! it): the steady-state cost is entry patching's. The other probes of its group (the list's
 //! `groups`: the same chain of inlined functions in the same function, the same node of a
-//! tree) are disarmed with it ([`disarm_group`]): their traps would add nothing.
+//! tree) are disarmed with it ([`disarm_group`]): their traps would add nothing; so are the
+//! probes of the groups around it (the list's `group_parents`), whose code it is inside.
 //!
 //! An entry inside the bytes a patched function entry moved to its trampoline (inlined code at
 //! a function's first instruction) runs from the trampoline's copy, where no probe can be:
@@ -51,6 +53,7 @@
 use crate::arch::{Isa, Native};
 use crate::guards::ErrnoGuard;
 use crate::lines::{LineSet, NO_PROBE};
+use hits::HitMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use trace_format::meta::{InlineProbeList, InlineProbes, INLINE_PROBES_FILE, LINE_PROBES_FILE};
 
@@ -70,9 +73,9 @@ pub(crate) const MAX_TRAP: usize = 4;
 const _: () = assert!(Native::TRAP.len() <= MAX_TRAP);
 
 /// The frame address a hit is recorded with is the interrupted code's stack pointer less
-/// this, registered as the hit's CFA offset (frames.rs takes 0 for "unknown"): the hit's CFA
-/// is that stack pointer.
-const HIT_CFA: u32 = 8;
+/// this, the CFA offset of every hit's key (frames.rs's `cfa_offset` answers it for keys with
+/// [`INLINE_BIT`]; 0 would be "unknown"): the hit's CFA is that stack pointer.
+pub(crate) const HIT_CFA: u32 = 8;
 
 pub(crate) struct Probe {
     addr: u64,
@@ -81,8 +84,10 @@ pub(crate) struct Probe {
     state: AtomicU8,
     /// Its page's index in [`Traps::pages`].
     page: u32,
-    /// Its group in [`Probes::groups`] (`NO_GROUP`: alone).
+    /// Its group in [`Probes::groups`] (`NO_GROUP`: none).
     group: u32,
+    /// As an inline probe: its entry in the inline list ([`NO_PROBE`]: none).
+    inline: u32,
     /// As a line probe: its row in the line list, and the row's group (its line).
     line: u32,
     line_group: u32,
@@ -103,12 +108,20 @@ pub(crate) struct Traps {
 struct Probes {
     /// Probes with a trap.
     traps: Traps,
-    /// (group, index in `traps.probes`) of the probes whose group has more than one, by group:
-    /// when one fires, the others are disarmed (their code is the same node of a tree).
+    /// (group, index in `traps.probes`) of the inline probes, by group: when one fires, the
+    /// others are disarmed (their code is the same node of a tree).
     groups: Vec<(u32, u32)>,
-    /// (function entry, inlined entry, recorded) for the entries in a patched entry's moved
-    /// bytes, by function entry.
-    at_entry: Vec<(u64, u64, AtomicBool)>,
+    /// Per group of the list, the group around it (`NO_GROUP`: none), whose probes a hit
+    /// disarms too (`InlineProbeList::group_parents`), and whether the group is spent (fired
+    /// or disarmed: its parents were disarmed then).
+    parents: Vec<(u32, AtomicBool)>,
+    /// (function entry, inlined entry, recorded, entry in the inline list) for the entries in
+    /// a patched entry's moved bytes, by function entry.
+    at_entry: Vec<(u64, u64, AtomicBool, u32)>,
+    /// Where hits are registered without a `funcs.jsonl` record (hits.rs), if it could be made.
+    hits: Option<HitMap>,
+    /// The group of each entry of the inline list (empty: the list has none).
+    entry_groups: Vec<u32>,
     /// The line probes' rows (lines.rs), if the program was probed for lines.
     lines: Option<LineSet>,
 }
@@ -137,17 +150,49 @@ pub(crate) fn line_set() -> Option<&'static LineSet> {
     probes()?.lines.as_ref()
 }
 
+/// After the constructor planted the probes: make the process directory and map the files
+/// where hits are kept there (`inline.bin`, and with line probes `lines.bin`). Nothing without
+/// probes.
+pub(crate) fn attach() {
+    if let Some(h) = probes().and_then(|p| p.hits.as_ref()) {
+        if let Some(dir) = crate::process::ensure_process() {
+            if let Err(e) = h.attach(&dir) {
+                let file = dir.join(trace_format::meta::INLINE_BIN_FILE);
+                crate::process::warn_once(&format!(
+                    "cannot write {}: {e}; inline probes write their hits into funcs.jsonl",
+                    file.display()
+                ));
+            }
+        }
+    }
+    crate::lines::attach();
+}
+
+/// In a forked child: the hit map is the parent's file; the child's hits get records of their own.
+pub(crate) fn after_fork_child() {
+    if let Some(h) = probes().and_then(|p| p.hits.as_ref()) {
+        h.detach();
+    }
+}
+
 /// The slow path recorded the entry of the function at `addr`: the inlined entries in its
 /// moved bytes not recorded yet run now; `record` gets each one's id. The line rows in its
 /// moved bytes ran (their lines' other rows are disarmed).
 pub(crate) fn entered(addr: u64, mut record: impl FnMut(u32)) {
     let Some(p) = probes() else { return };
     let i = p.at_entry.partition_point(|e| e.0 < addr);
-    for (_, inlined, done) in p.at_entry[i..].iter().take_while(|e| e.0 == addr) {
+    for (_, inlined, done, entry) in p.at_entry[i..].iter().take_while(|e| e.0 == addr) {
         if !done.swap(true, Ordering::AcqRel) {
-            if let Some(id) = crate::process::id_of(*inlined | INLINE_BIT) {
+            let key = *inlined | INLINE_BIT;
+            let id = match p.hits.as_ref().filter(|h| h.usable()) {
+                Some(h) => crate::process::lookup_or(key, || crate::process::register_noted(key, |id| h.set(*entry, id))),
+                None => crate::process::id_of(key),
+            };
+            if let Some(id) = id {
                 record(id);
             }
+            // Its group's probes and those around it add nothing now.
+            disarm_groups(p, p.entry_groups.get(*entry as usize).copied().unwrap_or(NO_GROUP), NO_PROBE);
         }
     }
     if let Some(set) = &p.lines {
@@ -216,7 +261,7 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)]) -> Planted {
     for (k, &off) in inline.iter().flat_map(|l| l.offsets.iter().enumerate()) {
         let a = base.wrapping_add(off);
         match moved_entry(a) {
-            Some(entry) => at_entry.push((entry, a, AtomicBool::new(false))),
+            Some(entry) => at_entry.push((entry, a, AtomicBool::new(false), k as u32)),
             None if code.iter().any(|&(b, e)| a >= b && a < e) => wanted.push((a, INLINE, k as u32)),
             None => {}
         }
@@ -254,12 +299,15 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)]) -> Planted {
                 }
                 planted.1 += 1;
             } else {
+                p.inline = k;
                 planted.0 += 1;
             }
         }
         p.state.store(roles, Ordering::Relaxed);
     }
-    let groups = inline.as_ref().map(|l| groups_of(&mut traps, base, l)).unwrap_or_default();
+    let groups = inline.as_ref().map(|l| groups_of(&mut traps, l)).unwrap_or_default();
+    let parents = inline.as_ref().map(parents_of).unwrap_or_default();
+    let hits = inline.as_ref().and_then(|l| HitMap::new(l.offsets.len(), base));
     let stats = |list: &InlineProbeList, planted: u64, at_entry: usize| InlineProbes {
         listed: list.offsets.len() as u64,
         planted,
@@ -277,42 +325,37 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)]) -> Planted {
         set.rows.sort_unstable();
         set.at_entry.sort_unstable();
     }
-    crate::frames::set_cfa_offsets(&traps.probes.iter().map(|p| p.addr | INLINE_BIT).collect::<Vec<_>>(), HIT_CFA);
     at_entry.sort_unstable_by_key(|e| (e.0, e.1));
-    PROBES.store(Box::into_raw(Box::new(Probes { traps, groups, at_entry, lines })), Ordering::Release);
+    let entry_groups = inline.map(|l| l.groups).filter(|g| !g.is_empty()).unwrap_or_default();
+    PROBES.store(Box::into_raw(Box::new(Probes { traps, groups, parents, at_entry, hits, entry_groups, lines })), Ordering::Release);
     out
 }
 
-/// The groups of the list (`InlineProbeList::groups`) of the probes planted, as
-/// [`Probes::groups`] keeps them (only groups of more than one probe), each probe's `group`
-/// set to its own.
-fn groups_of(traps: &mut Traps, base: u64, list: &InlineProbeList) -> Vec<(u32, u32)> {
+/// The groups of the list (`InlineProbeList::groups`) of the inline probes planted, as
+/// [`Probes::groups`] keeps them, each probe's `group` set to its own.
+fn groups_of(traps: &mut Traps, list: &InlineProbeList) -> Vec<(u32, u32)> {
     if list.groups.len() != list.offsets.len() {
         return Vec::new();
     }
-    let mut out: Vec<(u32, u32)> = traps
-        .probes
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| list.offsets.binary_search(&p.addr.wrapping_sub(base)).ok().map(|k| (list.groups[k], i as u32)))
-        .collect();
-    out.sort_unstable();
-    let mut keep = vec![false; out.len()];
-    for (k, w) in out.windows(2).enumerate() {
-        if w[0].0 == w[1].0 {
-            keep[k] = true;
-            keep[k + 1] = true;
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    for (i, p) in traps.probes.iter_mut().enumerate() {
+        if let Some(&g) = list.groups.get(p.inline as usize) {
+            p.group = g;
+            out.push((g, i as u32));
         }
     }
-    let mut k = 0;
-    out.retain(|_| {
-        k += 1;
-        keep[k - 1]
-    });
-    for &(g, i) in &out {
-        traps.probes[i as usize].group = g;
-    }
+    out.sort_unstable();
     out
+}
+
+/// [`Probes::parents`] from the list's `group_parents` (none when it has none, or they do not
+/// fit its groups).
+fn parents_of(list: &InlineProbeList) -> Vec<(u32, AtomicBool)> {
+    let n = list.groups.iter().max().map_or(0, |&g| g as usize + 1);
+    if list.group_parents.len() != n || list.groups.len() != list.offsets.len() {
+        return Vec::new();
+    }
+    list.group_parents.iter().map(|p| (p.filter(|&g| (g as usize) < n).unwrap_or(NO_GROUP), AtomicBool::new(false))).collect()
 }
 
 fn read_list(file: &std::path::Path) -> Option<InlineProbeList> {
@@ -390,6 +433,7 @@ pub(crate) unsafe fn write_traps<I: Isa>(addrs: &[u64]) -> Traps {
                     state: AtomicU8::new(INLINE),
                     page: last as u32,
                     group: NO_GROUP,
+                    inline: NO_PROBE,
                     line: NO_PROBE,
                     line_group: NO_GROUP,
                 });
@@ -466,11 +510,16 @@ extern "C" fn on_trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
             if roles & INLINE != 0 {
                 disarm_group(ps, i as u32);
                 // The interrupted code's stack pointer is the hit's frame address (its CFA
-                // offset is HIT_CFA, set by `plant`): frames at or below it have returned.
+                // offset is HIT_CFA): frames at or below it have returned.
                 let frame = Native::trap_sp(uc) - HIT_CFA as u64;
                 // Its id now, with the signals blocked already (no mask calls of the cold path's
-                // own): `slt_enter` finds it.
-                crate::process::register_blocked(p.addr | INLINE_BIT);
+                // own): `slt_enter` finds it. Noted in `inline.bin` (no system call), or, without
+                // it, with a `funcs.jsonl` record.
+                let key = p.addr | INLINE_BIT;
+                match ps.hits.as_ref().filter(|h| h.usable() && p.inline != NO_PROBE) {
+                    Some(h) => crate::process::lookup_or(key, || crate::process::register_noted_blocked(key, |id| h.set(p.inline, id))),
+                    None => crate::process::register_blocked(key),
+                };
                 // SAFETY: hot.c's entry points, for this thread; the address is a number.
                 unsafe {
                     crate::hot::slt_enter((p.addr | INLINE_BIT) as *mut libc::c_void, frame);
@@ -485,19 +534,34 @@ extern "C" fn on_trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     chain(sig, info, ctx);
 }
 
-/// The other probes of the inline group of probe `i` (if any): their inline role spent, and
-/// their bytes put back when that was their last role, so that they never trap (the hit of
-/// `i` stands for them).
+/// The other probes of the inline group of probe `i` (if any), and every probe of the groups
+/// around it (its parent's, theirs, ...: that code ran, since this code is inside it): their
+/// inline role spent, and their bytes put back when that was their last role, so that they
+/// never trap (the hit of `i` stands for them). A group already spent stops the walk (its
+/// parents were spent with it).
 fn disarm_group(ps: &Probes, i: u32) {
-    let group = ps.traps.probes[i as usize].group;
-    if group == NO_GROUP {
-        return;
-    }
-    let from = ps.groups.partition_point(|g| g.0 < group);
-    for &(_, j) in ps.groups[from..].iter().take_while(|g| g.0 == group) {
-        if j != i {
-            disarm_role(ps, j, INLINE);
+    disarm_groups(ps, ps.traps.probes[i as usize].group, i);
+}
+
+/// [`disarm_group`] for the probes of `group` but probe `except` (none: `NO_PROBE`).
+fn disarm_groups(ps: &Probes, mut group: u32, except: u32) {
+    // A walk as long as the groups are many at most (a damaged list cannot loop it).
+    for _ in 0..=ps.parents.len() {
+        if group == NO_GROUP {
+            return;
         }
+        if let Some((_, spent)) = ps.parents.get(group as usize) {
+            if spent.swap(true, Ordering::AcqRel) {
+                return;
+            }
+        }
+        let from = ps.groups.partition_point(|g| g.0 < group);
+        for &(_, j) in ps.groups[from..].iter().take_while(|g| g.0 == group) {
+            if j != except {
+                disarm_role(ps, j, INLINE);
+            }
+        }
+        group = ps.parents.get(group as usize).map_or(NO_GROUP, |p| p.0);
     }
 }
 
@@ -738,5 +802,6 @@ pub unsafe extern "C" fn signal(sig: libc::c_int, handler: libc::sighandler_t) -
     unsafe { std::mem::transmute::<*mut libc::c_void, SignalFn>(f)(sig, handler) }
 }
 
+mod hits;
 #[cfg(test)]
 pub(crate) mod tests;

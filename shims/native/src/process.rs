@@ -168,6 +168,51 @@ pub(crate) fn register_blocked(addr: u64) -> Option<u32> {
     r
 }
 
+/// The id of `key` if it has one, else `register()`'s.
+#[inline(always)]
+pub(crate) fn lookup_or(key: u64, register: impl FnOnce() -> Option<u32>) -> Option<u32> {
+    lookup(key).or_else(register)
+}
+
+/// Give `key` (an inline probe's hit) an id without a `funcs.jsonl` record: `note` keeps it
+/// where the reader finds the record (probe/hits.rs, `inline.bin`), before any event uses it.
+pub(crate) fn register_noted(key: u64, note: impl FnOnce(u32)) -> Option<u32> {
+    // As `register`: no signal handler runs while this thread holds `COLD`.
+    // SAFETY: a zeroed sigset_t is a valid (empty) set.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pthread_sigmask with sets we own is async-signal-safe; the old mask is put back.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+    }
+    let r = register_noted_blocked(key, note);
+    // SAFETY: as above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, null_mut()) };
+    r
+}
+
+/// [`register_noted`] with every signal blocked already (probe.rs's handler). No system call,
+/// no allocation but the table's growth (as [`register_blocked`]).
+pub(crate) fn register_noted_blocked(key: u64, note: impl FnOnce(u32)) -> Option<u32> {
+    COLD.lock_blocked();
+    let r = lookup(key).or_else(|| {
+        let p = PROC.load(Ordering::Acquire);
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: PROC is only mutated under COLD, which we hold.
+        let proc = unsafe { &mut *p };
+        let id = proc.next_id;
+        proc.next_id += 1;
+        note(id);
+        insert(key, id);
+        Some(id)
+    });
+    COLD.unlock_blocked();
+    r
+}
+
 pub(crate) fn register_locked(key: u64) -> Option<u32> {
     if let Some(id) = lookup(key) {
         return Some(id);

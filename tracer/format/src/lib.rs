@@ -73,6 +73,8 @@ pub enum FormatError {
         "{path}: line {line}: function id {id} is out of range (at most {max}); the function table is damaged, record the trace again"
     )]
     FuncIdOutOfRange { path: PathBuf, line: usize, id: u64, max: u64 },
+    #[error("{path}: {msg}; the trace is damaged, record it again")]
+    Damaged { path: PathBuf, msg: String },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
 }

@@ -403,6 +403,18 @@ pub const LINE_RAN: u8 = 2;
 /// code are known to have run).
 pub const LINE_OF_RAN: u8 = 3;
 
+/// Per process (`p<pid>/inline.bin`): the inline probes of [`INLINE_PROBES_FILE`] that fired
+/// and the function ids their hits were recorded under, written by the shim through a shared
+/// mapping instead of a `funcs.jsonl` record per hit: [`INLINE_BIN_MAGIC`], the program's
+/// run-time load address (`u64`, little-endian), then one little-endian `u32` per offset of the
+/// list, in its order: 0 (did not fire, or its hit has a `funcs.jsonl` record), or the id
+/// plus one. Read by [`crate::reader::inline_hit_records`].
+pub const INLINE_BIN_FILE: &str = "inline.bin";
+/// The first 8 bytes of [`INLINE_BIN_FILE`].
+pub const INLINE_BIN_MAGIC: [u8; 8] = *b"SLTINL\x001";
+/// The bytes before [`INLINE_BIN_FILE`]'s first slot: the magic and the load address.
+pub const INLINE_BIN_HEADER: usize = 16;
+
 /// [`INLINE_PROBES_FILE`]: the object it is for and the entries of its inlined code.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct InlineProbeList {
@@ -420,4 +432,10 @@ pub struct InlineProbeList {
     /// a tree), so that when one fires the shim disarms the others.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<u32>,
+    /// Per group (indexed by group; none: no group has one), the group of the nearest
+    /// inlined function around it in the same function that has probes of its own: code of a
+    /// group ran inside its parent's, so when one of its probes fires the shim disarms the
+    /// parent's too (and theirs, up the chain). Inline lists only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub group_parents: Vec<Option<u32>>,
 }

@@ -9,6 +9,9 @@ use crate::{FormatError, FUNCS_FILE, META_FILE, PROC_META_FILE};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+mod inline_hits;
+pub use inline_hits::inline_hit_records;
+
 /// A trace directory, with every process's documents loaded (events are read on demand).
 #[derive(Debug)]
 pub struct TraceDir {
@@ -29,7 +32,8 @@ pub struct Process {
     /// Every function id the thread streams name (calls, resumes, line events), ascending:
     /// what an analysis resolves. Read with [`FuncTables::Used`] only (empty otherwise).
     pub stream_ids: Vec<u32>,
-    /// Complete records in `funcs.jsonl` (counted also when they are not kept).
+    /// Complete records in `funcs.jsonl`, and the inline hits of `inline.bin` (counted also when
+    /// they are not kept).
     pub func_count: usize,
     /// Thread streams, main thread first, then by start time.
     pub threads: Vec<ThreadStream>,
@@ -214,6 +218,16 @@ impl Process {
                 }
             })?,
             FuncTables::Count => for_each_func(&fpath, |_| func_count += 1)?,
+        }
+        // The inline probes' hits registered in `inline.bin` instead (never over a line's id).
+        for rec in inline_hits::read(dir)? {
+            if funcs.get(rec.id).is_some() {
+                continue;
+            }
+            func_count += 1;
+            if tables == FuncTables::Records || (tables == FuncTables::Used && stream_ids.binary_search(&rec.id).is_ok()) {
+                funcs.insert(rec);
+            }
         }
         Ok(Process { dir: dir.to_path_buf(), meta, funcs, stream_ids, func_count, threads })
     }
