@@ -80,7 +80,8 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
             }
         }
     }
-    let fitted = fit(&model, layout, &renderer, a.prompt.tokenizer, a.prompt.budget)?;
+    let budget = a.prompt.budget_for(&model);
+    let fitted = fit(&model, layout, &renderer, a.prompt.tokenizer, budget)?;
     a.output.write("prompt", |w| w.write_all(fitted.text.as_bytes()))?;
     let functions: HashSet<crate::prompt::FuncId> =
         model.traces.iter().flat_map(|t| t.threads.iter()).flat_map(|th| th.nodes.iter()).map(|n| n.func).collect();
@@ -96,7 +97,7 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
         functions.len(),
         nodes
     );
-    if a.prompt.budget.is_none() && fitted.tokens > LARGE_PROMPT_TOKENS {
+    if budget.is_none() && fitted.tokens > LARGE_PROMPT_TOKENS {
         eprintln!(
             "slice: warning: the prompt is {} tokens, more than most models read well; pass --budget N (e.g. --budget 32000) to keep the code closest to the question, or narrow it with --focus/--module",
             tokens
@@ -104,11 +105,15 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     }
     if let Some(r) = &fitted.report {
         if r.elided.is_empty() && r.dropped.is_empty() && r.tree_depth.is_none() && !r.collapsed_repeats {
-            eprintln!("slice: budget {}: everything fits", r.budget);
+            // A test's default budget that cut nothing is not worth a line.
+            if a.prompt.budget.is_some() {
+                eprintln!("slice: budget {}: everything fits", r.budget);
+            }
         } else {
             eprintln!(
-                "slice: budget {}: kept {} functions whole, elided {} bodies, dropped {} sources{}{}",
+                "slice: budget {}{}: kept {} functions whole, elided {} bodies, dropped {} sources{}{}",
                 r.budget,
+                if a.prompt.budget.is_none() { " (a test's prompt's default; --no-budget shows everything)" } else { "" },
                 r.kept,
                 r.elided.len(),
                 r.dropped.len(),

@@ -266,6 +266,33 @@ mod tests {
         assert_eq!(seen, 9);
     }
 
+    /// A test's prompt gets the default budget unless `--budget` or `--no-budget` says
+    /// otherwise; a prompt of a run (no test) gets none.
+    #[test]
+    fn a_tests_prompt_has_a_default_budget_that_the_options_override() {
+        let model = |tests_shown| crate::prompt::Model {
+            question: String::new(),
+            traces: Vec::new(),
+            funcs: Default::default(),
+            notes: Vec::new(),
+            tests_shown,
+            analysis_ids: Default::default(),
+        };
+        let budget = |args: &[&str], tests_shown| {
+            let argv: Vec<&str> = ["slice", "from-trace", "t.d", "-q", "why?"].iter().chain(args).copied().collect();
+            let Command::FromTrace(a) = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}")).command else {
+                panic!("from-trace")
+            };
+            a.prompt.budget_for(&model(tests_shown))
+        };
+        let default = crate::prompt::budget::DEFAULT_TEST_BUDGET;
+        assert_eq!(budget(&["--test", "failed"], true), Some(default));
+        assert_eq!(budget(&[], false), None);
+        assert_eq!(budget(&["--budget", "4000"], true), Some(4000));
+        assert_eq!(budget(&["--no-budget"], true), None);
+        assert!(Cli::try_parse_from(["slice", "from-trace", "t.d", "-q", "x", "--budget", "9", "--no-budget"]).is_err());
+    }
+
     /// `slice info DIR` (what a user who knows `trace info` types) is `slice stats DIR`.
     #[test]
     fn info_is_stats() {

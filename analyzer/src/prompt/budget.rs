@@ -30,6 +30,24 @@ use super::{FuncId, Layout, Level, Model, Plan, SourceState, NAME_ONLY_MARK};
 use crate::tokens::Tokenizer;
 use std::collections::VecDeque;
 
+/// The budget (tokens) of a test's prompt (`--test`) without `--budget`: the size the failing-test
+/// workflow aims at (issue 24: each default prompt at most 20k cl100k tokens). A test's tree
+/// holds only code under test, which is never collapsed as plumbing, so a test that drives a
+/// whole framework end to end (click's own regression tests build a command and invoke it four
+/// times, with and without `--help`) runs 140 of its functions, 28,647 tokens shown whole; the
+/// condensing (code that did not run, long docstrings) leaves that over 20k. The budget cuts
+/// the least relevant (the spectrum's, the traceback's and the question's order) first, and a
+/// prompt that fits is unchanged. `--no-budget` shows everything.
+pub const DEFAULT_TEST_BUDGET: usize = 20_000;
+
+impl Model {
+    /// The budget of a prompt given no `--budget`: [`DEFAULT_TEST_BUDGET`] for a test's prompt,
+    /// none for any other (a question about a run is answered from all the code that ran).
+    pub fn default_budget(&self) -> Option<usize> {
+        self.tests_shown.then_some(DEFAULT_TEST_BUDGET)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Step {
     CollapseRepeats,
@@ -227,7 +245,12 @@ pub(super) fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sourc
                 ));
             }
         }
-        plan.notes.push(format!("To fit the budget of {budget} tokens ({}): {}.", tok.name(), parts.join("; ")));
+        let default = if model.default_budget() == Some(budget) {
+            "; a test's prompt gets this budget by default, `--no-budget` shows every function"
+        } else {
+            ""
+        };
+        plan.notes.push(format!("To fit the budget of {budget} tokens ({}{default}): {}.", tok.name(), parts.join("; ")));
     }
     (plan, Cut { sig, name })
 }

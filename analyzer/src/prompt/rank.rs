@@ -85,13 +85,40 @@ fn is_constructor(f: &super::FuncInfo) -> bool {
         && matches!(f.qualname.rsplit('.').next(), Some("__init__" | "__new__" | "__post_init__"))
 }
 
+/// The class of a Python method, `Class` of `Class.__init__` (`Outer.Inner` of a nested class),
+/// with its file: the key under which [`used_classes`] finds its other methods.
+fn class_of(f: &super::FuncInfo) -> Option<(&str, &str)> {
+    f.qualname.rsplit_once('.').map(|(class, _)| (f.file.as_str(), class))
+}
+
+/// The classes (file, class) of which a method other than a constructor ran: their objects
+/// were used after they were built.
+fn used_classes(funcs: &Funcs) -> rustc_hash::FxHashSet<(&str, &str)> {
+    funcs
+        .values()
+        .filter(|f| f.language == crate::symbols::Language::Python && !is_constructor(f))
+        .filter_map(|f| {
+            // `Class.method` and `Class.method.<locals>.helper` both use a `Class` object.
+            let head = f.qualname.split(".<locals>.").next().unwrap_or(&f.qualname);
+            head.rsplit_once('.').map(|(class, _)| (f.file.as_str(), class))
+        })
+        .collect()
+}
+
 /// Multiply by [`CONSTRUCTION_WEIGHT`] the score of every function (outside the test files)
 /// that ran only as construction: each of its places in the trees is a constructor or lies
-/// beneath one. Call it on a test's prompt, after [`tree_boost`] and before the spectrum's and
-/// the traceback's additions.
+/// beneath one. A constructor counts as construction only when another method of its class ran
+/// too (the object was used: by its name, `Class.method` in the constructor's file): the rule
+/// ranks what was built below what it was built for, and a class none of whose other methods
+/// ran was not built for later work. Its constructor's work is what the run did with it, side
+/// effects included: reading `doc["a"]` of a tomlkit document builds an `OutOfOrderTableProxy`
+/// that is never used, and its `__init__` is where the document was changed (halved, it ranked
+/// 23rd and was name only at 4,000 tokens). Call it on a test's prompt, after [`tree_boost`]
+/// and before the spectrum's and the traceback's additions.
 pub(super) fn construction(funcs: &mut Funcs, traces: &[ModelTrace]) {
     let n = funcs.values().count();
-    let ctor: Vec<bool> = funcs.values().map(is_constructor).collect();
+    let used = used_classes(funcs);
+    let ctor: Vec<bool> = funcs.values().map(|f| is_constructor(f) && class_of(f).is_some_and(|c| used.contains(&c))).collect();
     let mut elsewhere = vec![false; n];
     let mut seen = vec![false; n];
     for th in traces.iter().flat_map(|t| t.threads.iter()) {
@@ -259,6 +286,38 @@ mod tests {
         let got: Vec<f64> =
             ["test_x", "render", "Parser.__init__", "build_rules", "Parser.feed", "helper"].map(|k| rel(&funcs, k)).to_vec();
         assert_eq!(got, [10.0, 10.0, 5.0, 5.0, 10.0, 10.0]);
+    }
+
+    #[test]
+    fn a_constructor_whose_object_no_other_method_used_keeps_its_score() {
+        // test -> lookup -> Proxy.__init__ -> copy_items; test -> render -> Parser.__init__,
+        // Parser.feed. Nothing of Proxy but its constructor ran: not construction for later
+        // work, the constructor's work is what the lookup did (a side effect).
+        let mut funcs = Funcs::default();
+        let ids: Vec<FuncId> = [
+            ("test_x", "tests/test_x.py"),
+            ("lookup", "pkg/core.py"),
+            ("Proxy.__init__", "pkg/core.py"),
+            ("copy_items", "pkg/core.py"),
+            ("render", "pkg/core.py"),
+            ("Parser.__init__", "pkg/parser.py"),
+            ("Parser.feed", "pkg/parser.py"),
+            // A method of another file's class of the same name does not use this Proxy.
+            ("Proxy.get", "pkg/other.py"),
+        ]
+        .into_iter()
+        .map(|(k, file)| {
+            let mut f = func(k, file, Origin::Program, "def f():\n    pass");
+            f.relevance = 10.0;
+            funcs.insert(f)
+        })
+        .collect();
+        let n = |i: usize, depth: u32| super::super::ModelNode::new(i as u32 + 1, depth, ids[i]);
+        let nodes = vec![n(0, 1), n(1, 2), n(2, 3), n(3, 4), n(4, 2), n(5, 3), n(6, 3), n(7, 2)];
+        let traces = [ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)];
+        construction(&mut funcs, &traces);
+        let got = ["Proxy.__init__", "copy_items", "Parser.__init__", "Parser.feed"].map(|k| rel(&funcs, k));
+        assert_eq!(got, [10.0, 10.0, 5.0, 10.0]);
     }
 
     #[test]

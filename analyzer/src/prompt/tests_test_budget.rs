@@ -72,3 +72,28 @@ fn in_a_tests_prompt_the_budget_puts_a_long_function_after_a_short_one_of_like_r
         assert_eq!(m.ranking()[1], a);
     }
 }
+
+#[test]
+fn a_tests_prompt_without_a_budget_gets_the_default_one_and_another_prompt_none() {
+    use super::budget::{fit, DEFAULT_TEST_BUDGET};
+    use super::render::{Format, Renderer};
+    for tests_shown in [true, false] {
+        let (mut m, [t, a, ..]) = model(tests_shown);
+        m.funcs[t].relevance = 600.0;
+        // a: far more than the default budget (some 60k tokens).
+        if let SourceState::Code(e) = &mut m.funcs[a].source {
+            e.code = format!("def a():\n{}", (0..12_000).map(|i| format!("    v{i} = w{i}\n")).collect::<String>());
+        }
+        assert_eq!(m.default_budget(), tests_shown.then_some(DEFAULT_TEST_BUDGET));
+        let r = Renderer::new(Format::Markdown, None).unwrap();
+        let fitted = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, m.default_budget()).unwrap();
+        assert_eq!(fitted.tokens <= DEFAULT_TEST_BUDGET, tests_shown, "{}", fitted.tokens);
+        assert_eq!(fitted.text.contains("gets this budget by default, `--no-budget` shows every function"), tests_shown);
+    }
+    // A test's prompt that fits its default budget is the prompt without one, byte for byte.
+    let (m, _) = model(true);
+    let r = Renderer::new(Format::Markdown, None).unwrap();
+    let with = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, m.default_budget()).unwrap();
+    let without = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, None).unwrap();
+    assert_eq!(with.text, without.text);
+}
