@@ -1,0 +1,229 @@
+//! `trace run --native-ext`: one process, two recorders. In a Python process the Python shim
+//! writes `p<pid>/` and the native shim, patching only the extension modules, writes its own
+//! directory for the same pid (`p<pid>.1`, kind `native`). When the run ends, `trace` merges
+//! the second into the first: the native function records are appended to the Python
+//! process's `funcs.jsonl` under ids after its own, and each thread's two streams become one,
+//! ordered by time (both shims read `CLOCK_MONOTONIC` itself in this mode), so that a native
+//! call sits under the Python function that was running when it started
+//! (docs/native-recording.md, "Python extension modules").
+//!
+//! The rule that joins them. Entry patching sees native entries, not returns (the native
+//! shim infers a return when a later call starts at or above the frame). So the native
+//! frames open when the next Python event of the thread comes (a call, a resume, a return)
+//! are closed there: control is back in Python. If the native stream later calls again while
+//! frames of its own are still open in it (the Python code ran as a callback of a native
+//! function, which then went on), those frames are written again as resumes, so the new call
+//! keeps its native caller. The Python code such a callback ran shows under the Python
+//! caller of the native function, beside it, not under it: without the native returns, a
+//! callback cannot be told from a Python call after the native function returned.
+
+use std::io::Write;
+use std::path::Path;
+use trace_format::event::{FLAG_INCOMPLETE, FLAG_NATIVE, FLAG_PYTHON};
+use trace_format::meta::FuncRecord;
+use trace_format::reader::FuncTables;
+use trace_format::writer::{stream_file_name, StreamWriter, DEFAULT_WINDOW};
+use trace_format::{Event, Process, ThreadStream, TraceDir};
+
+/// Merge every native directory recorded beside a Python process of the same image (same
+/// pid and executable) into it. Returns warnings (a pair that could not be merged is left as
+/// two processes).
+pub fn merge_extension_processes(out: &Path) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let Ok(trace) = TraceDir::open_with(out, FuncTables::Records) else { return warnings };
+    for n in trace.processes.iter().filter(|p| p.meta.kind == "native") {
+        let Some(py) = trace
+            .processes
+            .iter()
+            .find(|p| p.meta.kind == "python" && p.meta.pid == n.meta.pid && p.meta.exe == n.meta.exe && p.dir != n.dir)
+        else {
+            continue;
+        };
+        if crate::run::process_alive(n.meta.pid) {
+            continue;
+        }
+        if let Err(e) = merge_pair(py, n) {
+            warnings.push(format!(
+                "cannot merge the extension modules' calls ({}) into the Python process ({}): {e}; they show as a process of their own",
+                n.dir.display(),
+                py.dir.display()
+            ));
+        }
+    }
+    warnings
+}
+
+fn merge_pair(py: &Process, n: &Process) -> std::io::Result<()> {
+    let ids = trace_format::reader::stream_func_ids(&py.threads);
+    let offset = py.funcs.iter().map(|r| r.id).chain(ids.iter().copied()).max().map_or(0, |m| m + 1);
+    // The records first: a stream never names an id whose record is missing.
+    let funcs = py.dir.join(trace_format::FUNCS_FILE);
+    let mut text = Vec::new();
+    if std::fs::read(&funcs).map(|b| b.last().is_some_and(|&c| c != b'\n')).unwrap_or(false) {
+        // A last line cut short (the process was killed while writing it): readers ignore it.
+        text.push(b'\n');
+    }
+    for r in n.funcs.iter() {
+        let rec = FuncRecord { id: r.id + offset, kind: r.kind.clone() };
+        text.extend(serde_json::to_vec(&rec).map_err(std::io::Error::other)?);
+        text.push(b'\n');
+    }
+    std::fs::OpenOptions::new().append(true).open(&funcs)?.write_all(&text)?;
+    let mut seq = 1000u32;
+    for t in &n.threads {
+        match py.threads.iter().find(|p| p.header.tid == t.header.tid) {
+            Some(p) => {
+                let tmp = py.dir.join(format!(".merge-{}.ev", t.header.tid));
+                let _ = std::fs::remove_file(&tmp);
+                merge_streams(p, t, offset, &tmp)?;
+                std::fs::rename(&tmp, &p.path)?;
+            }
+            None => {
+                let path = loop {
+                    let path = py.dir.join(stream_file_name(t.header.tid, seq));
+                    seq += 1;
+                    if !path.exists() {
+                        break path;
+                    }
+                };
+                copy_stream(t, offset, &path)?;
+            }
+        }
+    }
+    let patch = n.dir.join(trace_format::meta::PATCH_FILE);
+    if patch.exists() {
+        std::fs::rename(&patch, py.dir.join(trace_format::meta::PATCH_FILE))?;
+    }
+    std::fs::remove_dir_all(&n.dir)
+}
+
+fn events(t: &ThreadStream) -> std::io::Result<impl Iterator<Item = Event>> {
+    // A damaged stream is read up to the damage, as the analyzer reads it.
+    Ok(t.events().map_err(std::io::Error::other)?.map_while(Result::ok))
+}
+
+fn writer_for(path: &Path, a: &ThreadStream, b: Option<&ThreadStream>) -> std::io::Result<StreamWriter> {
+    let flags = a.header.flags | b.map_or(0, |b| b.header.flags);
+    let start = b.map_or(a.header.start_ns, |b| b.header.start_ns.min(a.header.start_ns));
+    StreamWriter::create(
+        path,
+        (flags & (FLAG_PYTHON | FLAG_NATIVE | FLAG_INCOMPLETE)) | FLAG_NATIVE,
+        a.header.pid,
+        a.header.tid,
+        start,
+        DEFAULT_WINDOW,
+    )
+}
+
+/// A native thread no Python code ran on (a thread an extension started): its stream, with
+/// the ids moved past the Python ones.
+fn copy_stream(t: &ThreadStream, offset: u32, path: &Path) -> std::io::Result<()> {
+    let mut w = writer_for(path, t, None)?;
+    for ev in events(t)? {
+        match ev {
+            Event::Call { func, ts } => w.call(func + offset, ts),
+            Event::Resume { func, ts } => w.resume(func + offset, ts),
+            Event::Return { ts } => w.ret(ts),
+            Event::ThreadName(name) => w.thread_name(&name),
+            Event::Line { func, line } => w.line(func + offset, line),
+        }
+    }
+    w.finish();
+    Ok(())
+}
+
+/// The time of an event that has one.
+fn time(ev: &Event) -> Option<u64> {
+    match ev {
+        Event::Call { ts, .. } | Event::Resume { ts, .. } | Event::Return { ts } => Some(*ts),
+        Event::ThreadName(_) | Event::Line { .. } => None,
+    }
+}
+
+/// The one order of a thread's Python and native events (the module's rule), written to `out`.
+fn merge_streams(py: &ThreadStream, native: &ThreadStream, offset: u32, out: &Path) -> std::io::Result<()> {
+    let mut w = writer_for(out, py, Some(native))?;
+    let mut sink = Sink { w: &mut w, stack: Vec::new(), open: true };
+    let mut pe = events(py)?.peekable();
+    let mut ne = events(native)?.peekable();
+    loop {
+        let native_first = match (pe.peek(), ne.peek()) {
+            (None, None) => break,
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            // Events without a time stay after the Python event before them.
+            (Some(p), Some(n)) => match (time(p), time(n)) {
+                (Some(tp), Some(tn)) => tn < tp,
+                (None, _) => false,
+                (_, None) => true,
+            },
+        };
+        if native_first {
+            if let Some(ev) = ne.next() {
+                sink.native(ev, offset);
+            }
+        } else if let Some(ev) = pe.next() {
+            sink.python(ev);
+        }
+    }
+    w.finish();
+    Ok(())
+}
+
+/// The merged stream being written, and the native stream's own open frames.
+struct Sink<'a> {
+    w: &'a mut StreamWriter,
+    /// Native frames open in the native stream (merged ids).
+    stack: Vec<u32>,
+    /// Whether those frames are open in the merged stream too (a Python event closed them).
+    open: bool,
+}
+
+impl Sink<'_> {
+    fn python(&mut self, ev: Event) {
+        if let Some(ts) = time(&ev) {
+            if self.open {
+                for _ in 0..self.stack.len() {
+                    self.w.ret(ts);
+                }
+                self.open = false;
+            }
+        }
+        match ev {
+            Event::Call { func, ts } => self.w.call(func, ts),
+            Event::Resume { func, ts } => self.w.resume(func, ts),
+            Event::Return { ts } => self.w.ret(ts),
+            Event::ThreadName(name) => self.w.thread_name(&name),
+            Event::Line { func, line } => self.w.line(func, line),
+        }
+    }
+
+    fn native(&mut self, ev: Event, offset: u32) {
+        match ev {
+            Event::Call { func, ts } | Event::Resume { func, ts } => {
+                if !self.open {
+                    for &f in &self.stack {
+                        self.w.resume(f, ts);
+                    }
+                    self.open = true;
+                }
+                if matches!(ev, Event::Call { .. }) {
+                    self.w.call(func + offset, ts);
+                } else {
+                    self.w.resume(func + offset, ts);
+                }
+                self.stack.push(func + offset);
+            }
+            Event::Return { ts } => {
+                if self.stack.pop().is_some() && self.open {
+                    self.w.ret(ts);
+                }
+                if self.stack.is_empty() {
+                    self.open = true;
+                }
+            }
+            // The Python stream names the thread; native line events do not exist.
+            Event::ThreadName(_) | Event::Line { .. } => {}
+        }
+    }
+}
