@@ -101,6 +101,16 @@ mod tests {
         assert_eq!(native_origin(Some("/usr/include/c++/12/bits/stl_vector.h"), None), Origin::Stdlib);
         assert_eq!(native_origin(None, Some("/usr/lib/x86_64-linux-gnu/libc.so.6")), Origin::Stdlib);
         assert_eq!(native_origin(Some("/home/u/x.c"), Some("/home/u/x")), Origin::Program);
+        // A Python extension module: the C API's headers are the standard library, the
+        // module's own code the program's, or an installed package's in site-packages.
+        let ext = "/w/demo_ext.cpython-312-x86_64-linux-gnu.so";
+        assert_eq!(native_origin(Some("/root/.pyenv/versions/3.12.1/include/python3.12/object.h"), Some(ext)), Origin::Stdlib);
+        assert_eq!(native_origin(Some("/opt/py/include/python3.13t/cpython/listobject.h"), Some(ext)), Origin::Stdlib);
+        assert_eq!(native_origin(Some("/w/demo_ext.c"), Some(ext)), Origin::Program);
+        assert_eq!(native_origin(Some("/w/include/python3.c"), Some(ext)), Origin::Program);
+        let black = "/v/lib/python3.12/site-packages/black/linegen.cpython-312-x86_64-linux-gnu.so";
+        assert_eq!(native_origin(None, Some(black)), Origin::SitePackages);
+        assert_eq!(native_origin(None, Some("/v/lib/python3.12/site-packages/x/libhelper.so")), Origin::Program);
         // libstdc++ with its debug symbols installed: its build tree's files, a system object.
         let libstdcxx = Some("/usr/lib/x86_64-linux-gnu/libstdc++.so.6");
         assert_eq!(native_origin(Some("/build/gcc-12/libstdc++-v3/src/c++11/string-inst.cc"), libstdcxx), Origin::Stdlib);

@@ -227,3 +227,82 @@ impl Sink<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trace_format::Event::{Call, Resume, Return};
+
+    fn stream(path: &Path, flags: u16, events: &[Event]) -> ThreadStream {
+        let mut w = StreamWriter::create(path, flags, 7, 7, 0, DEFAULT_WINDOW).unwrap();
+        for ev in events {
+            match ev {
+                Call { func, ts } => w.call(*func, *ts),
+                Resume { func, ts } => w.resume(*func, *ts),
+                Return { ts } => w.ret(*ts),
+                _ => unreachable!(),
+            }
+        }
+        w.finish();
+        ThreadStream::open(path).unwrap()
+    }
+
+    /// Python `a` (0) calls native `f` (0 in the native table, 3 merged), which calls `h` and
+    /// then calls back into Python `b` (1); after it, `f` calls `g`; then `a` calls `c` (2).
+    /// The native stream has no returns of its own before the next native call (entry
+    /// patching): `h`'s return is inferred at `g`'s call.
+    #[test]
+    fn native_calls_nest_under_the_python_frame_running_and_resume_after_a_callback() {
+        let d = tempfile::tempdir().unwrap();
+        let py = stream(
+            &d.path().join("py.ev"),
+            FLAG_PYTHON,
+            &[
+                Call { func: 0, ts: 10 },
+                Call { func: 1, ts: 50 },
+                Return { ts: 60 },
+                Call { func: 2, ts: 100 },
+                Return { ts: 110 },
+                Return { ts: 200 },
+            ],
+        );
+        let native = stream(
+            &d.path().join("n.ev"),
+            FLAG_NATIVE,
+            &[
+                Call { func: 0, ts: 20 },
+                Call { func: 1, ts: 30 },
+                Return { ts: 70 },
+                Call { func: 2, ts: 70 },
+                Return { ts: 120 },
+                Return { ts: 120 },
+            ],
+        );
+        let out = d.path().join("merged.ev");
+        merge_streams(&py, &native, 3, &out).unwrap();
+        let merged = ThreadStream::open(&out).unwrap();
+        assert_eq!(merged.header.flags & (FLAG_PYTHON | FLAG_NATIVE), FLAG_PYTHON | FLAG_NATIVE);
+        let got: Vec<Event> = merged.events().unwrap().map(Result::unwrap).collect();
+        assert_eq!(
+            got,
+            [
+                Call { func: 0, ts: 10 },
+                Call { func: 3, ts: 20 },
+                Call { func: 4, ts: 30 },
+                // Back in Python: the native frames end.
+                Return { ts: 50 },
+                Return { ts: 50 },
+                Call { func: 1, ts: 50 },
+                Return { ts: 60 },
+                // `f` goes on after the callback: resumed, with `g` under it.
+                Resume { func: 3, ts: 70 },
+                Call { func: 5, ts: 70 },
+                Return { ts: 100 },
+                Return { ts: 100 },
+                Call { func: 2, ts: 100 },
+                Return { ts: 110 },
+                Return { ts: 200 },
+            ]
+        );
+    }
+}
