@@ -10,12 +10,16 @@
 //! The rule that joins them. Entry patching sees native entries, not returns (the native
 //! shim infers a return when a later call starts at or above the frame). So the native
 //! frames open when the next Python event of the thread comes (a call, a resume, a return)
-//! are closed there: control is back in Python. If the native stream later calls again while
-//! frames of its own are still open in it (the Python code ran as a callback of a native
-//! function, which then went on), those frames are written again as resumes, so the new call
-//! keeps its native caller. The Python code such a callback ran shows under the Python
-//! caller of the native function, beside it, not under it: without the native returns, a
-//! callback cannot be told from a Python call after the native function returned.
+//! are closed there: control is back in Python. A native call after that nests under the
+//! Python function running then, even when the native stream still has a frame of its own
+//! open below it: that frame may be a native function that called back into Python and then
+//! called on (`f → b (Python) → f → g`: `g` is shown under `b`'s caller, not under `f`), but as
+//! often it is one that stays on the C stack for the whole run (mypyc-compiled black's
+//! `main` calls click, which calls everything else) while the garbage collector or the
+//! interpreter calls into the module (`tp_traverse`, `tp_dealloc`) from wherever Python is.
+//! The Python code a callback runs shows under the Python caller of the native function,
+//! beside it, not under it: without the native returns, a callback cannot be told from a
+//! Python call made after the native function returned.
 
 use std::io::Write;
 use std::path::Path;
@@ -143,7 +147,7 @@ fn time(ev: &Event) -> Option<u64> {
 /// The one order of a thread's Python and native events (the module's rule), written to `out`.
 fn merge_streams(py: &ThreadStream, native: &ThreadStream, offset: u32, out: &Path) -> std::io::Result<()> {
     let mut w = writer_for(out, py, Some(native))?;
-    let mut sink = Sink { w: &mut w, stack: Vec::new(), open: true };
+    let mut sink = Sink { w: &mut w, stack: Vec::new() };
     let mut pe = events(py)?.peekable();
     let mut ne = events(native)?.peekable();
     loop {
@@ -173,20 +177,17 @@ fn merge_streams(py: &ThreadStream, native: &ThreadStream, offset: u32, out: &Pa
 /// The merged stream being written, and the native stream's own open frames.
 struct Sink<'a> {
     w: &'a mut StreamWriter,
-    /// Native frames open in the native stream (merged ids).
-    stack: Vec<u32>,
-    /// Whether those frames are open in the merged stream too (a Python event closed them).
-    open: bool,
+    /// Native frames open in the native stream: whether each is open in the merged stream too
+    /// (a Python event closed the ones before it). The open ones are the top of the stack.
+    stack: Vec<bool>,
 }
 
 impl Sink<'_> {
     fn python(&mut self, ev: Event) {
         if let Some(ts) = time(&ev) {
-            if self.open {
-                for _ in 0..self.stack.len() {
-                    self.w.ret(ts);
-                }
-                self.open = false;
+            for open in self.stack.iter_mut().rev().take_while(|o| **o) {
+                *open = false;
+                self.w.ret(ts);
             }
         }
         match ev {
@@ -200,26 +201,17 @@ impl Sink<'_> {
 
     fn native(&mut self, ev: Event, offset: u32) {
         match ev {
-            Event::Call { func, ts } | Event::Resume { func, ts } => {
-                if !self.open {
-                    for &f in &self.stack {
-                        self.w.resume(f, ts);
-                    }
-                    self.open = true;
-                }
-                if matches!(ev, Event::Call { .. }) {
-                    self.w.call(func + offset, ts);
-                } else {
-                    self.w.resume(func + offset, ts);
-                }
-                self.stack.push(func + offset);
+            Event::Call { func, ts } => {
+                self.w.call(func + offset, ts);
+                self.stack.push(true);
+            }
+            Event::Resume { func, ts } => {
+                self.w.resume(func + offset, ts);
+                self.stack.push(true);
             }
             Event::Return { ts } => {
-                if self.stack.pop().is_some() && self.open {
+                if self.stack.pop() == Some(true) {
                     self.w.ret(ts);
-                }
-                if self.stack.is_empty() {
-                    self.open = true;
                 }
             }
             // The Python stream names the thread; native line events do not exist.
@@ -252,7 +244,7 @@ mod tests {
     /// The native stream has no returns of its own before the next native call (entry
     /// patching): `h`'s return is inferred at `g`'s call.
     #[test]
-    fn native_calls_nest_under_the_python_frame_running_and_resume_after_a_callback() {
+    fn native_calls_nest_under_the_python_frame_running_and_end_at_the_next_python_event() {
         let d = tempfile::tempdir().unwrap();
         let py = stream(
             &d.path().join("py.ev"),
@@ -294,10 +286,9 @@ mod tests {
                 Return { ts: 50 },
                 Call { func: 1, ts: 50 },
                 Return { ts: 60 },
-                // `f` goes on after the callback: resumed, with `g` under it.
-                Resume { func: 3, ts: 70 },
+                // `f` goes on after the callback and calls `g`: under the Python function
+                // running (`a`), as a call of the garbage collector would be.
                 Call { func: 5, ts: 70 },
-                Return { ts: 100 },
                 Return { ts: 100 },
                 Call { func: 2, ts: 100 },
                 Return { ts: 110 },

@@ -42,6 +42,15 @@ pub fn native_origin(file: Option<&str>, object: Option<&str>) -> Origin {
     }
 }
 
+/// mypyc's runtime library (`lib-rt`, compiled into every mypyc extension module:
+/// `CPyStr_Build`, `CPy_AddTraceback`, `CPyArg_ParseStackAndKeywords`...) and the wrappers that
+/// unpack a call from Python (`CPyPy_<module>___<function>`) are the standard library's
+/// plumbing; the compiled Python functions themselves (`CPyDef_<module>___<function>`) are not.
+/// Only in a Python extension module (`object`).
+pub fn mypyc_runtime(qualname: &str, object: Option<&str>) -> bool {
+    qualname.starts_with("CPy") && !qualname.starts_with("CPyDef_") && object.is_some_and(trace_format::patching::is_extension_module)
+}
+
 /// A CPython C API header: a file under an `include/python3.N/` directory (pyenv's, a venv's
 /// base prefix, `/usr/local/include/python3.12/...`).
 fn cpython_header(f: &str) -> bool {
