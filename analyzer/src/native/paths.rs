@@ -46,9 +46,16 @@ pub fn native_origin(file: Option<&str>, object: Option<&str>) -> Origin {
 /// `CPyStr_Build`, `CPy_AddTraceback`, `CPyArg_ParseStackAndKeywords`...) and the wrappers that
 /// unpack a call from Python (`CPyPy_<module>___<function>`) are the standard library's
 /// plumbing; the compiled Python functions themselves (`CPyDef_<module>___<function>`) are not.
+/// So are the type slots the garbage collector and the interpreter call, mypyc's and Cython's
+/// (`linegen___LineGenerator_traverse`, `..._clear`, `..._dealloc`, `__pyx_tp_traverse_...`),
+/// and in mypyc's shared module (`<hash>__mypyc.cpython-...so`) everything but `CPyDef_`
+/// (attribute getters and setters, `..._new`, environment set-up, CPython's code it carries).
 /// Only in a Python extension module (`object`).
-pub fn mypyc_runtime(qualname: &str, object: Option<&str>) -> bool {
-    qualname.starts_with("CPy") && !qualname.starts_with("CPyDef_") && object.is_some_and(trace_format::patching::is_extension_module)
+pub fn extension_plumbing(qualname: &str, object: Option<&str>) -> bool {
+    let mypyc_lib = object.is_some_and(|o| o.rsplit('/').next().unwrap_or(o).split('.').next().is_some_and(|s| s.ends_with("__mypyc")));
+    let runtime = (qualname.starts_with("CPy") || mypyc_lib) && !qualname.starts_with("CPyDef_");
+    let slot = ["_traverse", "_clear", "_dealloc", "_finalize"].iter().any(|s| qualname.ends_with(s)) || qualname.starts_with("__pyx_tp_");
+    (runtime || slot) && object.is_some_and(trace_format::patching::is_extension_module)
 }
 
 /// A CPython C API header: a file under an `include/python3.N/` directory (pyenv's, a venv's
