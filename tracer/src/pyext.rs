@@ -7,19 +7,16 @@
 //! call sits under the Python function that was running when it started
 //! (docs/native-recording.md, "Python extension modules").
 //!
-//! The rule that joins them. Entry patching sees native entries, not returns (the native
-//! shim infers a return when a later call starts at or above the frame). So the native
-//! frames open when the next Python event of the thread comes (a call, a resume, a return)
-//! are closed there: control is back in Python. A native call after that nests under the
-//! Python function running then, even when the native stream still has a frame of its own
-//! open below it: that frame may be a native function that called back into Python and then
-//! called on (`f → b (Python) → f → g`: `g` is shown under `b`'s caller, not under `f`), but as
-//! often it is one that stays on the C stack for the whole run (mypyc-compiled black's
-//! `main` calls click, which calls everything else) while the garbage collector or the
-//! interpreter calls into the module (`tp_traverse`, `tp_dealloc`) from wherever Python is.
-//! The Python code a callback runs shows under the Python caller of the native function,
-//! beside it, not under it: without the native returns, a callback cannot be told from a
-//! Python call made after the native function returned.
+//! The rule that joins them. Entry patching sees native entries, not returns: the native
+//! shim writes a frame's return when a later call starts at or above it on the stack (frame
+//! repair), so a native frame's return is known only at the next native call. A Python call
+//! (or resume) is therefore placed by looking ahead in the native stream: the native frames
+//! it returns before its next call ended before the Python call (control went back to
+//! Python); those it does not return are still on the C stack, and the Python call is their
+//! callback, nested under them (mypyc-compiled black's `main` calling click, which calls
+//! black's compiled functions again). A native frame never outlives the Python frame it was
+//! called in: a Python return closes the native frames above it. After the native stream's
+//! last call, every native frame ends at the next Python event.
 
 use std::io::Write;
 use std::path::Path;
@@ -147,9 +144,9 @@ fn time(ev: &Event) -> Option<u64> {
 /// The one order of a thread's Python and native events (the module's rule), written to `out`.
 fn merge_streams(py: &ThreadStream, native: &ThreadStream, offset: u32, out: &Path) -> std::io::Result<()> {
     let mut w = writer_for(out, py, Some(native))?;
-    let mut sink = Sink { w: &mut w, stack: Vec::new() };
+    let mut sink = Sink { w: &mut w, merged: Vec::new(), native: Vec::new(), open: Vec::new(), dead: Vec::new() };
     let mut pe = events(py)?.peekable();
-    let mut ne = events(native)?.peekable();
+    let mut ne = Lookahead { it: Box::new(events(native)?), buf: std::collections::VecDeque::new() };
     loop {
         let native_first = match (pe.peek(), ne.peek()) {
             (None, None) => break,
@@ -167,33 +164,129 @@ fn merge_streams(py: &ThreadStream, native: &ThreadStream, offset: u32, out: &Pa
                 sink.native(ev, offset);
             }
         } else if let Some(ev) = pe.next() {
-            sink.python(ev);
+            let ending = match ev {
+                Event::Call { .. } | Event::Resume { .. } => ne.returns_before_next_call(),
+                _ => 0,
+            };
+            sink.python(ev, ending);
         }
     }
     w.finish();
     Ok(())
 }
 
-/// The merged stream being written, and the native stream's own open frames.
+/// The native events not merged yet, read ahead as far as the next call.
+struct Lookahead {
+    it: Box<dyn Iterator<Item = Event>>,
+    buf: std::collections::VecDeque<Event>,
+}
+
+impl Lookahead {
+    fn peek(&mut self) -> Option<&Event> {
+        if self.buf.is_empty() {
+            self.buf.extend(self.it.next());
+        }
+        self.buf.front()
+    }
+
+    fn next(&mut self) -> Option<Event> {
+        self.buf.pop_front().or_else(|| self.it.next())
+    }
+
+    /// How many returns the native stream writes before its next call or resume (all of
+    /// them when it has none): the native frames that end before the next native call. The
+    /// native shim writes a frame's return when a later call starts at or above it, so the
+    /// frames it has not returned by then are still on the C stack.
+    fn returns_before_next_call(&mut self) -> usize {
+        let mut i = 0;
+        loop {
+            if i == self.buf.len() {
+                match self.it.next() {
+                    Some(ev) => self.buf.push_back(ev),
+                    None => return usize::MAX,
+                }
+            }
+            match self.buf[i] {
+                Event::Call { .. } | Event::Resume { .. } => {
+                    return self.buf.iter().take(i).filter(|e| matches!(e, Event::Return { .. })).count()
+                }
+                _ => i += 1,
+            }
+        }
+    }
+}
+
+/// A frame of the merged stream.
+#[derive(Clone, Copy, PartialEq)]
+enum Frame {
+    Python,
+    /// The native frame with this serial (its call's number in the native stream).
+    Native(usize),
+}
+
+/// The merged stream being written, its open frames, and the native stream's own.
 struct Sink<'a> {
     w: &'a mut StreamWriter,
-    /// Native frames open in the native stream: whether each is open in the merged stream too
-    /// (a Python event closed the ones before it). The open ones are the top of the stack.
-    stack: Vec<bool>,
+    merged: Vec<Frame>,
+    /// The native stream's open frames (serials), innermost last.
+    native: Vec<usize>,
+    /// By serial: whether the native frame is open in the merged stream.
+    open: Vec<bool>,
+    /// By serial: whether the native stream says it ended (while a Python frame above it in
+    /// the merged stream was still open: it ends when that one does).
+    dead: Vec<bool>,
 }
 
 impl Sink<'_> {
-    fn python(&mut self, ev: Event) {
-        if let Some(ts) = time(&ev) {
-            for open in self.stack.iter_mut().rev().take_while(|o| **o) {
-                *open = false;
-                self.w.ret(ts);
+    /// Close the frames on top of the merged stream that have ended.
+    fn pop_dead(&mut self, ts: u64) {
+        while let Some(&Frame::Native(s)) = self.merged.last() {
+            if !self.dead[s] {
+                break;
             }
+            self.merged.pop();
+            self.open[s] = false;
+            self.w.ret(ts);
+        }
+    }
+
+    /// A Python event; `ending`: for a call or a resume, how many of the native stream's open
+    /// frames end before its next call (those end here; the others are still running, and
+    /// the Python call is theirs, a callback).
+    fn python(&mut self, ev: Event, ending: usize) {
+        if let Some(ts) = time(&ev) {
+            let from = self.native.len().saturating_sub(ending);
+            for &s in &self.native[from..] {
+                self.dead[s] = true;
+            }
+            self.pop_dead(ts);
         }
         match ev {
-            Event::Call { func, ts } => self.w.call(func, ts),
-            Event::Resume { func, ts } => self.w.resume(func, ts),
-            Event::Return { ts } => self.w.ret(ts),
+            Event::Call { func, ts } => {
+                self.w.call(func, ts);
+                self.merged.push(Frame::Python);
+            }
+            Event::Resume { func, ts } => {
+                self.w.resume(func, ts);
+                self.merged.push(Frame::Python);
+            }
+            Event::Return { ts } => {
+                // The Python frame returns, and every native frame it (or what it called)
+                // called with it.
+                if self.merged.contains(&Frame::Python) {
+                    while let Some(f) = self.merged.pop() {
+                        self.w.ret(ts);
+                        match f {
+                            Frame::Python => break,
+                            Frame::Native(s) => self.open[s] = false,
+                        }
+                    }
+                    self.pop_dead(ts);
+                } else {
+                    // A return of a frame opened before the recording started.
+                    self.w.ret(ts);
+                }
+            }
             Event::ThreadName(name) => self.w.thread_name(&name),
             Event::Line { func, line } => self.w.line(func, line),
         }
@@ -201,17 +294,24 @@ impl Sink<'_> {
 
     fn native(&mut self, ev: Event, offset: u32) {
         match ev {
-            Event::Call { func, ts } => {
-                self.w.call(func + offset, ts);
-                self.stack.push(true);
-            }
-            Event::Resume { func, ts } => {
-                self.w.resume(func + offset, ts);
-                self.stack.push(true);
+            Event::Call { func, ts } | Event::Resume { func, ts } => {
+                let s = self.open.len();
+                self.open.push(true);
+                self.dead.push(false);
+                if matches!(ev, Event::Call { .. }) {
+                    self.w.call(func + offset, ts);
+                } else {
+                    self.w.resume(func + offset, ts);
+                }
+                self.native.push(s);
+                self.merged.push(Frame::Native(s));
             }
             Event::Return { ts } => {
-                if self.stack.pop() == Some(true) {
-                    self.w.ret(ts);
+                if let Some(s) = self.native.pop() {
+                    if self.open[s] {
+                        self.dead[s] = true;
+                        self.pop_dead(ts);
+                    }
                 }
             }
             // The Python stream names the thread; native line events do not exist.
@@ -244,7 +344,7 @@ mod tests {
     /// The native stream has no returns of its own before the next native call (entry
     /// patching): `h`'s return is inferred at `g`'s call.
     #[test]
-    fn native_calls_nest_under_the_python_frame_running_and_end_at_the_next_python_event() {
+    fn native_calls_nest_under_the_python_frame_running_and_python_callbacks_under_them() {
         let d = tempfile::tempdir().unwrap();
         let py = stream(
             &d.path().join("py.ev"),
@@ -281,18 +381,59 @@ mod tests {
                 Call { func: 0, ts: 10 },
                 Call { func: 3, ts: 20 },
                 Call { func: 4, ts: 30 },
-                // Back in Python: the native frames end.
-                Return { ts: 50 },
+                // `h` ends before the native stream's next call (`g`): closed when Python
+                // code runs; `f` does not, so `b` is its callback.
                 Return { ts: 50 },
                 Call { func: 1, ts: 50 },
                 Return { ts: 60 },
-                // `f` goes on after the callback and calls `g`: under the Python function
-                // running (`a`), as a call of the garbage collector would be.
+                // `f` goes on after the callback and calls `g`.
                 Call { func: 5, ts: 70 },
+                // Both end before the native stream's next call (it has none).
+                Return { ts: 100 },
                 Return { ts: 100 },
                 Call { func: 2, ts: 100 },
                 Return { ts: 110 },
                 Return { ts: 200 },
+            ]
+        );
+    }
+
+    /// The native function returned and the Python caller calls another Python function, with
+    /// no native call after: the Python call is not under the native frames; a Python return
+    /// closes native frames left open above it.
+    #[test]
+    fn native_frames_end_at_the_next_python_call_when_no_native_call_follows() {
+        let d = tempfile::tempdir().unwrap();
+        let py = stream(
+            &d.path().join("py.ev"),
+            FLAG_PYTHON,
+            &[
+                Call { func: 0, ts: 10 },
+                Call { func: 1, ts: 20 },
+                Return { ts: 40 },
+                Call { func: 2, ts: 50 },
+                Return { ts: 60 },
+                Return { ts: 90 },
+            ],
+        );
+        let native = stream(&d.path().join("n.ev"), FLAG_NATIVE, &[Call { func: 0, ts: 25 }, Call { func: 1, ts: 30 }]);
+        let out = d.path().join("merged.ev");
+        merge_streams(&py, &native, 3, &out).unwrap();
+        let got: Vec<Event> = ThreadStream::open(&out).unwrap().events().unwrap().map(Result::unwrap).collect();
+        assert_eq!(
+            got,
+            [
+                Call { func: 0, ts: 10 },
+                Call { func: 1, ts: 20 },
+                Call { func: 3, ts: 25 },
+                Call { func: 4, ts: 30 },
+                // `b` returns: with it the native frames it called.
+                Return { ts: 40 },
+                Return { ts: 40 },
+                Return { ts: 40 },
+                Call { func: 2, ts: 50 },
+                Return { ts: 60 },
+                Return { ts: 90 },
             ]
         );
     }
