@@ -42,3 +42,47 @@ fn a_mypyc_compiled_package_is_named_with_how_to_record_its_source() {
     // Its dependencies that ran as Python (click) are not named.
     assert!(!note.contains("click"), "{note}");
 }
+
+/// With `--native-ext` the compiled functions are in the tree, by their C names, nested as they
+/// ran: black's `main` (compiled) under click's Python code that calls it, the formatting
+/// under it; and the note says so.
+#[test]
+fn with_native_ext_a_mypyc_compiled_packages_functions_are_in_the_tree() {
+    let venv = venv_with("black-24.10-venv", &python(), BLACK);
+    let d = scratch();
+    let t = d.path().join("black-ext.d");
+    let o = run(cmd("trace").args(["run", "-q", "--native-ext", "-o"]).arg(&t).arg("--").arg(venv.join("bin/black")).args([
+        "-q",
+        "-c",
+        "x  =  [1,2]",
+    ]));
+    let (out, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(out, "x = [1, 2]\n", "black's own output, untouched");
+    let o = run(cmd("slice").arg("from-trace").arg(&t).args(["-q", "How does black split long lines?"]));
+    let (prompt, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    let note = prompt.lines().find(|l| l.starts_with("> Compiled Python: ")).unwrap_or_else(|| panic!("no note:\n{prompt}"));
+    assert!(note.contains("are in the tree as native code (recorded with --native-ext)"), "{note}");
+    let tree = &prompt[prompt.find("```text\n").unwrap()..];
+    let lines: Vec<&str> = tree.lines().collect();
+    let at = |name: &str| {
+        lines
+            .iter()
+            .position(|l| l.trim_start().starts_with(&format!("{name} ")) || l.trim_start() == name)
+            .unwrap_or_else(|| panic!("no {name}:\n{tree}"))
+    };
+    let indent = |i: usize| lines[i].len() - lines[i].trim_start().len();
+    let (click, main, contents, format) = (
+        at("pass_context.<locals>.new_func"),
+        at("CPyDef_black___main"),
+        at("CPyDef_black___format_file_contents"),
+        at("CPyDef_black___format_str"),
+    );
+    assert!(click < main && main < contents && contents < format, "{tree}");
+    assert_eq!(indent(main), indent(click) + 2, "black's compiled main under click's Python caller:\n{tree}");
+    assert!(indent(contents) > indent(main), "{tree}");
+    assert_eq!(indent(format), indent(contents) + 2, "{tree}");
+    // mypyc's runtime (argument parsing, reference counting, type slots) is plumbing.
+    assert!(!tree.contains("CPyPy_") && !tree.contains("CPy_DecRef") && !tree.contains("_traverse"), "{tree}");
+}

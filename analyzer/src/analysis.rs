@@ -402,7 +402,12 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     }
     notes.extend(no_source_notes(&threads));
     let mut compiled: Vec<crate::python::compiled::CompiledPackage> = Vec::new();
+    let mut native_ext = false;
     for p in &t.processes {
+        native_ext |= p
+            .funcs
+            .iter()
+            .any(|f| f.language == Language::Native && f.object.as_deref().is_some_and(trace_format::patching::is_extension_module));
         let python_files = || p.funcs.iter().filter(|f| f.language == Language::Python).filter_map(|f| f.file.as_deref());
         for c in &p.compiled {
             if !compiled.iter().any(|k| k.name == c.name) && crate::python::compiled::mostly_compiled(c, python_files()) {
@@ -410,7 +415,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             }
         }
     }
-    notes.extend(crate::python::compiled::note(&compiled));
+    notes.extend(crate::python::compiled::note(&compiled, native_ext));
     if opts.tests.is_some() {
         // In tests' trees the runner is spliced out, not collapsed: said apart.
         let runners: Vec<String> = plumbing_packages.iter().filter(|p| crate::plumbing::is_test_runner(p)).cloned().collect();

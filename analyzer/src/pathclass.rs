@@ -37,6 +37,7 @@ pub fn origin(f: &Function) -> Origin {
         Language::Native if crate::plumbing::native_package(f).as_deref() == Some(crate::plumbing::GOOGLETEST) => Origin::SitePackages,
         Language::Native => match (&file, native_name_origin(&f.qualname)) {
             (None, Some(o)) => o,
+            (None, None) if crate::native::paths::extension_plumbing(&f.qualname, f.object.as_deref()) => Origin::Stdlib,
             // A library of the program's own (jq's libjq), installed among the system's.
             _ if f.program_library && native_origin(file.as_deref(), None) == Origin::Program => Origin::Program,
             _ => native_origin(file.as_deref(), f.object.as_deref()),
@@ -101,6 +102,25 @@ mod tests {
         assert_eq!(native_origin(Some("/usr/include/c++/12/bits/stl_vector.h"), None), Origin::Stdlib);
         assert_eq!(native_origin(None, Some("/usr/lib/x86_64-linux-gnu/libc.so.6")), Origin::Stdlib);
         assert_eq!(native_origin(Some("/home/u/x.c"), Some("/home/u/x")), Origin::Program);
+        // A Python extension module: the C API's headers are the standard library, the
+        // module's own code the program's, or an installed package's in site-packages.
+        let ext = "/w/demo_ext.cpython-312-x86_64-linux-gnu.so";
+        assert_eq!(native_origin(Some("/root/.pyenv/versions/3.12.1/include/python3.12/object.h"), Some(ext)), Origin::Stdlib);
+        assert_eq!(native_origin(Some("/opt/py/include/python3.13t/cpython/listobject.h"), Some(ext)), Origin::Stdlib);
+        assert_eq!(native_origin(Some("/w/demo_ext.c"), Some(ext)), Origin::Program);
+        assert_eq!(native_origin(Some("/w/include/python3.c"), Some(ext)), Origin::Program);
+        let black = "/v/lib/python3.12/site-packages/black/linegen.cpython-312-x86_64-linux-gnu.so";
+        assert_eq!(native_origin(None, Some(black)), Origin::SitePackages);
+        assert_eq!(native_origin(None, Some("/v/lib/python3.12/site-packages/x/libhelper.so")), Origin::Program);
+        use crate::native::paths::extension_plumbing as mypyc_runtime;
+        let rt = Some("/v/lib/python3.11/site-packages/30fcd23745efe32ce681__mypyc.cpython-311-x86_64-linux-gnu.so");
+        assert!(mypyc_runtime("CPyStr_Build", rt) && mypyc_runtime("CPyPy_linegen___LineGenerator___visit_stmt", rt));
+        assert!(!mypyc_runtime("CPyDef_linegen___LineGenerator___visit_default", rt));
+        assert!(mypyc_runtime("linegen___LineGenerator_traverse", rt) && mypyc_runtime("__pyx_tp_dealloc_5demo_Thing", rt));
+        assert!(mypyc_runtime("mode___Mode_set_preview", rt) && mypyc_runtime("list_pop_impl", rt));
+        let own = Some("/w/demo_ext.cpython-312-x86_64-linux-gnu.so");
+        assert!(!mypyc_runtime("weighted_sum", own) && !mypyc_runtime("list_pop_impl", own), "a C extension's own functions");
+        assert!(!mypyc_runtime("CPyStr_Build", Some("/home/u/app")), "only in an extension module");
         // libstdc++ with its debug symbols installed: its build tree's files, a system object.
         let libstdcxx = Some("/usr/lib/x86_64-linux-gnu/libstdc++.so.6");
         assert_eq!(native_origin(Some("/build/gcc-12/libstdc++-v3/src/c++11/string-inst.cc"), libstdcxx), Origin::Stdlib);

@@ -10,6 +10,7 @@ mod launch;
 mod line_probes;
 mod outdir;
 mod plan;
+mod pyext;
 mod run;
 mod shims;
 mod stats;
@@ -93,6 +94,15 @@ the PYTHONPATH/site mechanism the recorder is loaded through).")]
         /// whole suite (the code under test reports its lines again in every test)
         #[arg(long, conflicts_with = "no_lines")]
         lines_per_test: bool,
+        /// Python: also record the native functions of the compiled extension modules the
+        /// program imports (`*.cpython-*.so`, `*.abi3.so`: C, Cython, mypyc, pybind11; not the
+        /// standard library's, not the interpreter or system libraries), by patching their
+        /// entries as native programs are; they appear in the tree under the Python function
+        /// that called into them, named from their symbols, with their source where their
+        /// debug information allows. Off by default (docs/native-recording.md, "Python
+        /// extension modules").
+        #[arg(long)]
+        native_ext: bool,
         /// How Python calls are hooked: `auto` (default), `sys.monitoring` (PEP 669) on
         /// CPython 3.12 and later and the C-level profile hook before; `profile`, the C-level
         /// `PyEval_SetProfile` hook on every version. Both record the same Python calls.
@@ -157,14 +167,14 @@ fn open(dir: &std::path::Path) -> Result<TraceDir> {
 fn real_main() -> Result<i32> {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Run { output, c_calls, lines, no_lines, lines_per_test, python_hook, quiet, filter, notrace, command } => {
+        Cmd::Run { output, c_calls, lines, no_lines, lines_per_test, native_ext, python_hook, quiet, filter, notrace, command } => {
             let native_filter = run::NativeFilter { filter, notrace };
             let lines = match (lines || lines_per_test, no_lines) {
                 (true, _) => Some(true),
                 (_, true) => Some(false),
                 _ => None,
             };
-            run::run(run::RunOptions { output, c_calls, lines, lines_per_test, python_hook, quiet, native_filter, command })
+            run::run(run::RunOptions { output, c_calls, lines, lines_per_test, native_ext, python_hook, quiet, native_filter, command })
         }
         Cmd::Info { dir, json, verbose } => {
             // A summary counts the functions: the tables are read line by line, never kept.

@@ -21,6 +21,8 @@ use trace_format::{TraceMeta, ENV_TRACE_DIR, ENV_TRACE_OPTIONS, TRACE_FORMAT_NAM
 pub const ENV_NATIVE_FILTER: &str = "SLICE_TRACE_NATIVE_FILTER";
 /// The environment variable that turns on the native shim's entry patching (`1`).
 pub use trace_format::patching::ENV_PATCH as ENV_NATIVE_PATCH;
+/// The shims' clock switch (`trace_format::clock`): `monotonic` turns the TSC off.
+const ENV_CLOCK: &str = "SLICE_TRACE_CLOCK";
 /// Name prefix of the hidden directory a run records into over an earlier trace.
 pub const STAGING_PREFIX: &str = ".trace-run-";
 
@@ -162,7 +164,7 @@ impl Plan {
     /// Build the plan from the checked options and what was detected.
     pub fn build(opts: &RunOptions, usage: &Usage, d: &Detected) -> Result<Plan, ExitWith> {
         let output = decide_output(&d.cwd.join(&opts.output), d.output, d.pid)?;
-        let env = env_for(opts.c_calls, opts.lines, opts.lines_per_test, usage, d, &output.rec);
+        let env = env_for(opts.c_calls, opts.lines, opts.lines_per_test, opts.native_ext, usage, d, &output.rec);
         let meta = TraceMeta {
             format: TRACE_FORMAT_NAME.into(),
             version: TRACE_FORMAT_VERSION,
@@ -202,6 +204,7 @@ pub fn options_json(opts: &RunOptions, usage: &Usage) -> serde_json::Value {
             Some(true) => "on",
             Some(false) => "off",
         },
+        "native_ext": opts.native_ext,
         "native_filter": opts.native_filter.filter,
         "native_notrace": opts.native_filter.notrace,
     })
@@ -241,11 +244,16 @@ fn prepend(first: &Path, inherited: Option<&OsString>) -> OsString {
 
 /// The target's environment: where to record and how, always; `PYTHONPATH` whenever the
 /// Python shim is there (Python programs any target starts are recorded); `LD_PRELOAD` for
-/// native targets and other programs (a shell script) that may start native ones.
+/// native targets and other programs (a shell script) that may start native ones, and for
+/// Python targets with `--native-ext` (`SLICE_TRACE_PATCH=ext`: the shim patches only a CPython
+/// process's extension modules; both shims read `CLOCK_MONOTONIC` itself, so that `trace` can
+/// merge the two streams of a thread by time: docs/native-recording.md, "Python extension
+/// modules").
 pub fn env_for(
     c_calls: bool,
     lines: Option<bool>,
     per_test: bool,
+    native_ext: bool,
     usage: &Usage,
     d: &Detected,
     rec: &Path,
@@ -266,6 +274,15 @@ pub fn env_for(
             }
         }
     }
+    if native_ext && matches!(d.kind, TargetKind::Python | TargetKind::Other) {
+        if let Some(native) = &d.shims.native {
+            if d.kind == TargetKind::Python {
+                env.push(("LD_PRELOAD", EnvChange::Set(prepend(native, d.inherited.ld_preload.as_ref()))));
+            }
+            env.push((ENV_NATIVE_PATCH, EnvChange::Set("ext".into())));
+            env.push((ENV_CLOCK, EnvChange::Set("monotonic".into())));
+        }
+    }
     env
 }
 
@@ -280,6 +297,7 @@ mod tests {
             c_calls: false,
             lines: None,
             lines_per_test: false,
+            native_ext: false,
             python_hook: None,
             quiet: false,
             native_filter: NativeFilter::default(),
@@ -337,8 +355,24 @@ mod tests {
         assert_eq!((p.meta.end_unix_ms, p.meta.exit, p.meta.incomplete), (None, None, None));
         assert_eq!(
             p.meta.options,
-            serde_json::json!({"c_calls": false, "python_hook": "auto", "lines": "auto", "native_filter": [], "native_notrace": []})
+            serde_json::json!({"c_calls": false, "python_hook": "auto", "lines": "auto", "native_ext": false, "native_filter": [], "native_notrace": []})
         );
+    }
+
+    #[test]
+    fn native_ext_preloads_the_native_shim_for_extension_modules_only() {
+        let mut o = opts(&["python3", "app.py"]);
+        o.native_ext = true;
+        let mut d = detected("/usr/bin/python3", TargetKind::Python);
+        d.inherited.ld_preload = Some("/usr/lib/libfaketime.so".into());
+        let p = plan(&o, &d);
+        assert_eq!(p.env_value("LD_PRELOAD"), Some(&OsString::from("/opt/st/libslicetrace_native.so:/usr/lib/libfaketime.so")));
+        assert_eq!(p.env_value("SLICE_TRACE_PATCH"), Some(&OsString::from("ext")), "extension modules only");
+        assert_eq!(p.env_value("SLICE_TRACE_CLOCK"), Some(&OsString::from("monotonic")), "one clock for both streams");
+        assert_eq!(p.meta.options["native_ext"], true);
+        // A shell script gets the shim anyway; it is told the mode too.
+        let p = plan(&o, &detected("/work/run.sh", TargetKind::Other));
+        assert_eq!(p.env_value("SLICE_TRACE_PATCH"), Some(&OsString::from("ext")));
     }
 
     #[test]

@@ -53,6 +53,8 @@ pub struct RunOptions {
     pub lines: Option<bool>,
     /// `--lines-per-test`: Python tests report their lines inside each test.
     pub lines_per_test: bool,
+    /// `--native-ext`: a Python program's extension modules are recorded by entry patching.
+    pub native_ext: bool,
     /// `None`: `auto`.
     pub python_hook: Option<PythonHook>,
     pub quiet: bool,
@@ -358,6 +360,11 @@ fn settle(output: &Output, finished: Result<stats::Summary>, meta: &TraceMeta, o
 /// Read the trace back once: mark it incomplete if a stream ran out of space, fingerprint its
 /// sources, write `sources.json` and the final `meta.json`, and count what it holds.
 fn finish_trace(out: &Path, meta: &mut TraceMeta) -> Result<stats::Summary> {
+    if meta.options.get("native_ext").and_then(|v| v.as_bool()) == Some(true) {
+        for w in crate::pyext::merge_extension_processes(out) {
+            eprintln!("trace: {w}");
+        }
+    }
     let trace = TraceDir::open(out)?;
     let streams = trace.thread_count();
     let stopped = trace.processes.iter().flat_map(|p| &p.threads).filter(|t| t.header.flags & FLAG_INCOMPLETE != 0).count();
@@ -424,7 +431,7 @@ fn trim_streams(trace: &TraceDir, summary: &stats::Summary) {
 }
 
 /// Whether a process with this pid exists (a zombie, or one we may not signal, counts).
-fn process_alive(pid: u32) -> bool {
+pub(crate) fn process_alive(pid: u32) -> bool {
     let Ok(pid) = i32::try_from(pid) else { return false };
     if pid <= 0 {
         return false;

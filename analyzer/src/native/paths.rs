@@ -14,13 +14,17 @@ use crate::pathclass::Origin;
 ///   same under a toolchain's `lib/rustlib/src/rust/library/`, and `/rust/deps/...`, the crates
 ///   `std` vendors), and Rust functions without a source file whose crate is `std`, `core`, `alloc` or the
 ///   allocator shims rustc generates (`__rustc::__rust_alloc`).
-/// - **SitePackages**: Rust dependencies from cargo's registry or git checkouts
+///   CPython's C API headers (`<prefix>/include/python3.N/...`: their `static inline` functions,
+///   `Py_TYPE`, `Py_SIZE`, are compiled into an extension module, as functions at `-O0`) are the
+///   standard library too.
+/// - **SitePackages**: Python extension modules installed in a `site-packages` or
+///   `dist-packages` directory, whatever their source (as the Python files there are), and Rust dependencies from cargo's registry or git checkouts
 ///   (`$CARGO_HOME/registry/src/...`, `$CARGO_HOME/git/checkouts/...`) or vendored by `cargo
 ///   vendor` (`vendor/<crate>/` holding `.cargo-checksum.json`), the analogue of Python's
 ///   installed packages.
 pub fn native_origin(file: Option<&str>, object: Option<&str>) -> Origin {
     if let Some(f) = file {
-        if f.starts_with("/usr/include/") || f.starts_with("/usr/lib/gcc/") || rust_library_end(f).is_some() {
+        if f.starts_with("/usr/include/") || f.starts_with("/usr/lib/gcc/") || rust_library_end(f).is_some() || cpython_header(f) {
             return Origin::Stdlib;
         }
         if cargo_package_end(f).is_some() {
@@ -30,9 +34,38 @@ pub fn native_origin(file: Option<&str>, object: Option<&str>) -> Origin {
     // A system library is the standard library even when its debug information (a
     // distribution's -dbgsym package) names its build tree's files.
     match object {
+        Some(o) if (o.contains("/site-packages/") || o.contains("/dist-packages/")) && trace_format::patching::is_extension_module(o) => {
+            Origin::SitePackages
+        }
         Some(o) if o.starts_with("/lib") || o.starts_with("/usr/lib") => Origin::Stdlib,
         _ => Origin::Program,
     }
+}
+
+/// mypyc's runtime library (`lib-rt`, compiled into every mypyc extension module:
+/// `CPyStr_Build`, `CPy_AddTraceback`, `CPyArg_ParseStackAndKeywords`...) and the wrappers that
+/// unpack a call from Python (`CPyPy_<module>___<function>`) are the standard library's
+/// plumbing; the compiled Python functions themselves (`CPyDef_<module>___<function>`) are not.
+/// So are the type slots the garbage collector and the interpreter call, mypyc's and Cython's
+/// (`linegen___LineGenerator_traverse`, `..._clear`, `..._dealloc`, `__pyx_tp_traverse_...`),
+/// and in mypyc's shared module (`<hash>__mypyc.cpython-...so`) everything but `CPyDef_`
+/// (attribute getters and setters, `..._new`, environment set-up, CPython's code it carries).
+/// Only in a Python extension module (`object`).
+pub fn extension_plumbing(qualname: &str, object: Option<&str>) -> bool {
+    let mypyc_lib = object.is_some_and(|o| o.rsplit('/').next().unwrap_or(o).split('.').next().is_some_and(|s| s.ends_with("__mypyc")));
+    let runtime = (qualname.starts_with("CPy") || mypyc_lib) && !qualname.starts_with("CPyDef_");
+    let slot = ["_traverse", "_clear", "_dealloc", "_finalize"].iter().any(|s| qualname.ends_with(s)) || qualname.starts_with("__pyx_tp_");
+    (runtime || slot) && object.is_some_and(trace_format::patching::is_extension_module)
+}
+
+/// A CPython C API header: a file under an `include/python3.N/` directory (pyenv's, a venv's
+/// base prefix, `/usr/local/include/python3.12/...`).
+fn cpython_header(f: &str) -> bool {
+    f.match_indices("/include/python3.").any(|(i, m)| {
+        let rest = &f[i + m.len()..];
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        digits > 0 && rest[digits..].trim_start_matches(['t', 'd', 'm']).starts_with('/')
+    })
 }
 
 /// Classify a native function without a source file by its (demangled) name: the Rust

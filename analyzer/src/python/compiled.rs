@@ -143,7 +143,9 @@ fn distribution_of(install: &Path, package: &str) -> Option<String> {
 pub const NOTE_START: &str = "Compiled Python:";
 
 /// The note of a prompt (and stderr) about compiled packages, or `None` when there are none.
-pub fn note(packages: &[CompiledPackage]) -> Option<String> {
+/// `native`: their native functions were recorded (`trace run --native-ext`), so the tree
+/// has them by their C names.
+pub fn note(packages: &[CompiledPackage], native: bool) -> Option<String> {
     if packages.is_empty() {
         return None;
     }
@@ -170,12 +172,23 @@ pub fn note(packages: &[CompiledPackage]) -> Option<String> {
             names.push(n);
         }
     }
+    let what = if native {
+        format!(
+            "so the functions of {} compiled modules are in the tree as native code (recorded with --native-ext), by their C names \
+             (mypyc's `CPyDef_<module>___<function>`), without their Python source",
+            if one { "its" } else { "their" }
+        )
+    } else {
+        format!(
+            "so the functions of {} compiled modules are not in the tree or the sources here (the recorder sees Python functions only; \
+             `trace run --native-ext` records them as native code, by their C names)",
+            if one { "its" } else { "their" }
+        )
+    };
     Some(format!(
-        "{NOTE_START} {} ran as compiled extension code, not as Python, so the functions of {} compiled modules are not in the tree or the sources here \
-         (the recorder sees Python functions only). To record {} as Python, reinstall {} from source and record again: \
+        "{NOTE_START} {} ran as compiled extension code, not as Python, {what}. To record {} as Python, reinstall {} from source and record again: \
          `pip install --force-reinstall --no-binary {} {}`.",
         described.join(", "),
-        if one { "its" } else { "their" },
         if one { "it" } else { "them" },
         if names.len() == 1 { "its distribution" } else { "their distributions" },
         names.join(","),
@@ -243,10 +256,14 @@ mod tests {
                 },
             ]
         );
-        let n = note(&p).unwrap();
+        let n = note(&p, false).unwrap();
         assert!(n.starts_with("Compiled Python: black (mypyc: 3 compiled modules such as `black/__init__.cpython-311"), "{n}");
         assert!(n.ends_with("`pip install --force-reinstall --no-binary black,cyth black cyth`."), "{n}");
-        assert_eq!(note(&[]), None);
+        assert!(n.contains("are not in the tree") && n.contains("`trace run --native-ext` records them"), "{n}");
+        let n = note(&p, true).unwrap();
+        assert!(n.contains("are in the tree as native code (recorded with --native-ext), by their C names"), "{n}");
+        assert!(n.ends_with("`pip install --force-reinstall --no-binary black,cyth black cyth`."), "{n}");
+        assert_eq!(note(&[], false), None);
         let black = sp.join("black");
         let py: Vec<std::path::PathBuf> = vec![black.join("trans.py"), black.join("trans.py"), black.join("x.py")];
         assert!(mostly_compiled(&p[0], py.iter().map(|p| p.as_path())), "3 compiled, 2 Python");

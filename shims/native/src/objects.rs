@@ -37,6 +37,8 @@ pub(crate) use dlopen::{slt_dlmopen, slt_dlopen};
 const OFF: u8 = 0;
 const ON: u8 = 1;
 const ALL: u8 = 2;
+/// `--native-ext`: a CPython process's extension modules only.
+const EXT: u8 = 3;
 
 /// Patching mode of this process image (set by the constructor; OFF until then, so that a
 /// `dlopen` in another library's constructor is only passed on).
@@ -153,9 +155,12 @@ pub(crate) fn patch_at_start() {
     let mode = match trace_format::patching::PatchMode::from_env() {
         Some(trace_format::patching::PatchMode::Program) => ON,
         Some(trace_format::patching::PatchMode::All) => ALL,
+        Some(trace_format::patching::PatchMode::Ext) => EXT,
         Some(trace_format::patching::PatchMode::Off) | None => OFF,
     };
-    if mode == OFF || is_cpython() {
+    // A CPython interpreter is recorded by the Python shim, except its extension modules
+    // with `--native-ext`; that mode patches nothing in any other process.
+    if mode == OFF || (is_cpython() != (mode == EXT)) {
         return;
     }
     patch::init();
@@ -295,8 +300,12 @@ fn patch_objects(dlopened: bool, early: bool) {
             continue;
         }
         let file = path.rsplit('/').next().unwrap_or(&path).to_string();
-        let system = system_library(&path);
+        let ext = mode == EXT;
+        let system = if ext { None } else { system_library(&path) };
         let skipped = match system {
+            _ if ext && !trace_format::patching::is_extension_module(&path) => {
+                Some("not a Python extension module (--native-ext patches only those)".to_string())
+            }
             Some(why) if mode != ALL && !filter::active().is_some_and(|f| f.names_object(&file)) => {
                 Some(format!("{why}; SLICE_TRACE_PATCH=all or -F 'PATTERN@{}' patches it", regex_escape(&file)))
             }

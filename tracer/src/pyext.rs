@@ -1,0 +1,440 @@
+//! `trace run --native-ext`: one process, two recorders. In a Python process the Python shim
+//! writes `p<pid>/` and the native shim, patching only the extension modules, writes its own
+//! directory for the same pid (`p<pid>.1`, kind `native`). When the run ends, `trace` merges
+//! the second into the first: the native function records are appended to the Python
+//! process's `funcs.jsonl` under ids after its own, and each thread's two streams become one,
+//! ordered by time (both shims read `CLOCK_MONOTONIC` itself in this mode), so that a native
+//! call sits under the Python function that was running when it started
+//! (docs/native-recording.md, "Python extension modules").
+//!
+//! The rule that joins them. Entry patching sees native entries, not returns: the native
+//! shim writes a frame's return when a later call starts at or above it on the stack (frame
+//! repair), so a native frame's return is known only at the next native call. A Python call
+//! (or resume) is therefore placed by looking ahead in the native stream: the native frames
+//! it returns before its next call ended before the Python call (control went back to
+//! Python); those it does not return are still on the C stack, and the Python call is their
+//! callback, nested under them (mypyc-compiled black's `main` calling click, which calls
+//! black's compiled functions again). A native frame never outlives the Python frame it was
+//! called in: a Python return closes the native frames above it. After the native stream's
+//! last call, every native frame ends at the next Python event.
+
+use std::io::Write;
+use std::path::Path;
+use trace_format::event::{FLAG_INCOMPLETE, FLAG_NATIVE, FLAG_PYTHON};
+use trace_format::meta::FuncRecord;
+use trace_format::reader::FuncTables;
+use trace_format::writer::{stream_file_name, StreamWriter, DEFAULT_WINDOW};
+use trace_format::{Event, Process, ThreadStream, TraceDir};
+
+/// Merge every native directory recorded beside a Python process of the same image (same
+/// pid and executable) into it. Returns warnings (a pair that could not be merged is left as
+/// two processes).
+pub fn merge_extension_processes(out: &Path) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let Ok(trace) = TraceDir::open_with(out, FuncTables::Records) else { return warnings };
+    for n in trace.processes.iter().filter(|p| p.meta.kind == "native") {
+        let Some(py) = trace
+            .processes
+            .iter()
+            .find(|p| p.meta.kind == "python" && p.meta.pid == n.meta.pid && p.meta.exe == n.meta.exe && p.dir != n.dir)
+        else {
+            continue;
+        };
+        if crate::run::process_alive(n.meta.pid) {
+            continue;
+        }
+        if let Err(e) = merge_pair(py, n) {
+            warnings.push(format!(
+                "cannot merge the extension modules' calls ({}) into the Python process ({}): {e}; they show as a process of their own",
+                n.dir.display(),
+                py.dir.display()
+            ));
+        }
+    }
+    warnings
+}
+
+fn merge_pair(py: &Process, n: &Process) -> std::io::Result<()> {
+    let ids = trace_format::reader::stream_func_ids(&py.threads);
+    let offset = py.funcs.iter().map(|r| r.id).chain(ids.iter().copied()).max().map_or(0, |m| m + 1);
+    // The records first: a stream never names an id whose record is missing.
+    let funcs = py.dir.join(trace_format::FUNCS_FILE);
+    let mut text = Vec::new();
+    if std::fs::read(&funcs).map(|b| b.last().is_some_and(|&c| c != b'\n')).unwrap_or(false) {
+        // A last line cut short (the process was killed while writing it): readers ignore it.
+        text.push(b'\n');
+    }
+    for r in n.funcs.iter() {
+        let rec = FuncRecord { id: r.id + offset, kind: r.kind.clone() };
+        text.extend(serde_json::to_vec(&rec).map_err(std::io::Error::other)?);
+        text.push(b'\n');
+    }
+    std::fs::OpenOptions::new().append(true).open(&funcs)?.write_all(&text)?;
+    let mut seq = 1000u32;
+    for t in &n.threads {
+        match py.threads.iter().find(|p| p.header.tid == t.header.tid) {
+            Some(p) => {
+                let tmp = py.dir.join(format!(".merge-{}.ev", t.header.tid));
+                let _ = std::fs::remove_file(&tmp);
+                merge_streams(p, t, offset, &tmp)?;
+                std::fs::rename(&tmp, &p.path)?;
+            }
+            None => {
+                let path = loop {
+                    let path = py.dir.join(stream_file_name(t.header.tid, seq));
+                    seq += 1;
+                    if !path.exists() {
+                        break path;
+                    }
+                };
+                copy_stream(t, offset, &path)?;
+            }
+        }
+    }
+    let patch = n.dir.join(trace_format::meta::PATCH_FILE);
+    if patch.exists() {
+        std::fs::rename(&patch, py.dir.join(trace_format::meta::PATCH_FILE))?;
+    }
+    std::fs::remove_dir_all(&n.dir)
+}
+
+fn events(t: &ThreadStream) -> std::io::Result<impl Iterator<Item = Event>> {
+    // A damaged stream is read up to the damage, as the analyzer reads it.
+    Ok(t.events().map_err(std::io::Error::other)?.map_while(Result::ok))
+}
+
+fn writer_for(path: &Path, a: &ThreadStream, b: Option<&ThreadStream>) -> std::io::Result<StreamWriter> {
+    let flags = a.header.flags | b.map_or(0, |b| b.header.flags);
+    let start = b.map_or(a.header.start_ns, |b| b.header.start_ns.min(a.header.start_ns));
+    StreamWriter::create(
+        path,
+        (flags & (FLAG_PYTHON | FLAG_NATIVE | FLAG_INCOMPLETE)) | FLAG_NATIVE,
+        a.header.pid,
+        a.header.tid,
+        start,
+        DEFAULT_WINDOW,
+    )
+}
+
+/// A native thread no Python code ran on (a thread an extension started): its stream, with
+/// the ids moved past the Python ones.
+fn copy_stream(t: &ThreadStream, offset: u32, path: &Path) -> std::io::Result<()> {
+    let mut w = writer_for(path, t, None)?;
+    for ev in events(t)? {
+        match ev {
+            Event::Call { func, ts } => w.call(func + offset, ts),
+            Event::Resume { func, ts } => w.resume(func + offset, ts),
+            Event::Return { ts } => w.ret(ts),
+            Event::ThreadName(name) => w.thread_name(&name),
+            Event::Line { func, line } => w.line(func + offset, line),
+        }
+    }
+    w.finish();
+    Ok(())
+}
+
+/// The time of an event that has one.
+fn time(ev: &Event) -> Option<u64> {
+    match ev {
+        Event::Call { ts, .. } | Event::Resume { ts, .. } | Event::Return { ts } => Some(*ts),
+        Event::ThreadName(_) | Event::Line { .. } => None,
+    }
+}
+
+/// The one order of a thread's Python and native events (the module's rule), written to `out`.
+fn merge_streams(py: &ThreadStream, native: &ThreadStream, offset: u32, out: &Path) -> std::io::Result<()> {
+    let mut w = writer_for(out, py, Some(native))?;
+    let mut sink = Sink { w: &mut w, merged: Vec::new(), native: Vec::new(), open: Vec::new(), dead: Vec::new() };
+    let mut pe = events(py)?.peekable();
+    let mut ne = Lookahead { it: Box::new(events(native)?), buf: std::collections::VecDeque::new() };
+    loop {
+        let native_first = match (pe.peek(), ne.peek()) {
+            (None, None) => break,
+            (Some(_), None) => false,
+            (None, Some(_)) => true,
+            // Events without a time stay after the Python event before them.
+            (Some(p), Some(n)) => match (time(p), time(n)) {
+                (Some(tp), Some(tn)) => tn < tp,
+                (None, _) => false,
+                (_, None) => true,
+            },
+        };
+        if native_first {
+            if let Some(ev) = ne.next() {
+                sink.native(ev, offset);
+            }
+        } else if let Some(ev) = pe.next() {
+            let ending = match ev {
+                Event::Call { .. } | Event::Resume { .. } => ne.returns_before_next_call(),
+                _ => 0,
+            };
+            sink.python(ev, ending);
+        }
+    }
+    w.finish();
+    Ok(())
+}
+
+/// The native events not merged yet, read ahead as far as the next call.
+struct Lookahead {
+    it: Box<dyn Iterator<Item = Event>>,
+    buf: std::collections::VecDeque<Event>,
+}
+
+impl Lookahead {
+    fn peek(&mut self) -> Option<&Event> {
+        if self.buf.is_empty() {
+            self.buf.extend(self.it.next());
+        }
+        self.buf.front()
+    }
+
+    fn next(&mut self) -> Option<Event> {
+        self.buf.pop_front().or_else(|| self.it.next())
+    }
+
+    /// How many returns the native stream writes before its next call or resume (all of
+    /// them when it has none): the native frames that end before the next native call. The
+    /// native shim writes a frame's return when a later call starts at or above it, so the
+    /// frames it has not returned by then are still on the C stack.
+    fn returns_before_next_call(&mut self) -> usize {
+        let mut i = 0;
+        loop {
+            if i == self.buf.len() {
+                match self.it.next() {
+                    Some(ev) => self.buf.push_back(ev),
+                    None => return usize::MAX,
+                }
+            }
+            match self.buf[i] {
+                Event::Call { .. } | Event::Resume { .. } => {
+                    return self.buf.iter().take(i).filter(|e| matches!(e, Event::Return { .. })).count()
+                }
+                _ => i += 1,
+            }
+        }
+    }
+}
+
+/// A frame of the merged stream.
+#[derive(Clone, Copy, PartialEq)]
+enum Frame {
+    Python,
+    /// The native frame with this serial (its call's number in the native stream).
+    Native(usize),
+}
+
+/// The merged stream being written, its open frames, and the native stream's own.
+struct Sink<'a> {
+    w: &'a mut StreamWriter,
+    merged: Vec<Frame>,
+    /// The native stream's open frames (serials), innermost last.
+    native: Vec<usize>,
+    /// By serial: whether the native frame is open in the merged stream.
+    open: Vec<bool>,
+    /// By serial: whether the native stream says it ended (while a Python frame above it in
+    /// the merged stream was still open: it ends when that one does).
+    dead: Vec<bool>,
+}
+
+impl Sink<'_> {
+    /// Close the frames on top of the merged stream that have ended.
+    fn pop_dead(&mut self, ts: u64) {
+        while let Some(&Frame::Native(s)) = self.merged.last() {
+            if !self.dead[s] {
+                break;
+            }
+            self.merged.pop();
+            self.open[s] = false;
+            self.w.ret(ts);
+        }
+    }
+
+    /// A Python event; `ending`: for a call or a resume, how many of the native stream's open
+    /// frames end before its next call (those end here; the others are still running, and
+    /// the Python call is theirs, a callback).
+    fn python(&mut self, ev: Event, ending: usize) {
+        if let Some(ts) = time(&ev) {
+            let from = self.native.len().saturating_sub(ending);
+            for &s in &self.native[from..] {
+                self.dead[s] = true;
+            }
+            self.pop_dead(ts);
+        }
+        match ev {
+            Event::Call { func, ts } => {
+                self.w.call(func, ts);
+                self.merged.push(Frame::Python);
+            }
+            Event::Resume { func, ts } => {
+                self.w.resume(func, ts);
+                self.merged.push(Frame::Python);
+            }
+            Event::Return { ts } => {
+                // The Python frame returns, and every native frame it (or what it called)
+                // called with it.
+                if self.merged.contains(&Frame::Python) {
+                    while let Some(f) = self.merged.pop() {
+                        self.w.ret(ts);
+                        match f {
+                            Frame::Python => break,
+                            Frame::Native(s) => self.open[s] = false,
+                        }
+                    }
+                    self.pop_dead(ts);
+                } else {
+                    // A return of a frame opened before the recording started.
+                    self.w.ret(ts);
+                }
+            }
+            Event::ThreadName(name) => self.w.thread_name(&name),
+            Event::Line { func, line } => self.w.line(func, line),
+        }
+    }
+
+    fn native(&mut self, ev: Event, offset: u32) {
+        match ev {
+            Event::Call { func, ts } | Event::Resume { func, ts } => {
+                let s = self.open.len();
+                self.open.push(true);
+                self.dead.push(false);
+                if matches!(ev, Event::Call { .. }) {
+                    self.w.call(func + offset, ts);
+                } else {
+                    self.w.resume(func + offset, ts);
+                }
+                self.native.push(s);
+                self.merged.push(Frame::Native(s));
+            }
+            Event::Return { ts } => {
+                if let Some(s) = self.native.pop() {
+                    if self.open[s] {
+                        self.dead[s] = true;
+                        self.pop_dead(ts);
+                    }
+                }
+            }
+            // The Python stream names the thread; native line events do not exist.
+            Event::ThreadName(_) | Event::Line { .. } => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use trace_format::Event::{Call, Resume, Return};
+
+    fn stream(path: &Path, flags: u16, events: &[Event]) -> ThreadStream {
+        let mut w = StreamWriter::create(path, flags, 7, 7, 0, DEFAULT_WINDOW).unwrap();
+        for ev in events {
+            match ev {
+                Call { func, ts } => w.call(*func, *ts),
+                Resume { func, ts } => w.resume(*func, *ts),
+                Return { ts } => w.ret(*ts),
+                _ => unreachable!(),
+            }
+        }
+        w.finish();
+        ThreadStream::open(path).unwrap()
+    }
+
+    /// Python `a` (0) calls native `f` (0 in the native table, 3 merged), which calls `h` and
+    /// then calls back into Python `b` (1); after it, `f` calls `g`; then `a` calls `c` (2).
+    /// The native stream has no returns of its own before the next native call (entry
+    /// patching): `h`'s return is inferred at `g`'s call.
+    #[test]
+    fn native_calls_nest_under_the_python_frame_running_and_python_callbacks_under_them() {
+        let d = tempfile::tempdir().unwrap();
+        let py = stream(
+            &d.path().join("py.ev"),
+            FLAG_PYTHON,
+            &[
+                Call { func: 0, ts: 10 },
+                Call { func: 1, ts: 50 },
+                Return { ts: 60 },
+                Call { func: 2, ts: 100 },
+                Return { ts: 110 },
+                Return { ts: 200 },
+            ],
+        );
+        let native = stream(
+            &d.path().join("n.ev"),
+            FLAG_NATIVE,
+            &[
+                Call { func: 0, ts: 20 },
+                Call { func: 1, ts: 30 },
+                Return { ts: 70 },
+                Call { func: 2, ts: 70 },
+                Return { ts: 120 },
+                Return { ts: 120 },
+            ],
+        );
+        let out = d.path().join("merged.ev");
+        merge_streams(&py, &native, 3, &out).unwrap();
+        let merged = ThreadStream::open(&out).unwrap();
+        assert_eq!(merged.header.flags & (FLAG_PYTHON | FLAG_NATIVE), FLAG_PYTHON | FLAG_NATIVE);
+        let got: Vec<Event> = merged.events().unwrap().map(Result::unwrap).collect();
+        assert_eq!(
+            got,
+            [
+                Call { func: 0, ts: 10 },
+                Call { func: 3, ts: 20 },
+                Call { func: 4, ts: 30 },
+                // `h` ends before the native stream's next call (`g`): closed when Python
+                // code runs; `f` does not, so `b` is its callback.
+                Return { ts: 50 },
+                Call { func: 1, ts: 50 },
+                Return { ts: 60 },
+                // `f` goes on after the callback and calls `g`.
+                Call { func: 5, ts: 70 },
+                // Both end before the native stream's next call (it has none).
+                Return { ts: 100 },
+                Return { ts: 100 },
+                Call { func: 2, ts: 100 },
+                Return { ts: 110 },
+                Return { ts: 200 },
+            ]
+        );
+    }
+
+    /// The native function returned and the Python caller calls another Python function, with
+    /// no native call after: the Python call is not under the native frames; a Python return
+    /// closes native frames left open above it.
+    #[test]
+    fn native_frames_end_at_the_next_python_call_when_no_native_call_follows() {
+        let d = tempfile::tempdir().unwrap();
+        let py = stream(
+            &d.path().join("py.ev"),
+            FLAG_PYTHON,
+            &[
+                Call { func: 0, ts: 10 },
+                Call { func: 1, ts: 20 },
+                Return { ts: 40 },
+                Call { func: 2, ts: 50 },
+                Return { ts: 60 },
+                Return { ts: 90 },
+            ],
+        );
+        let native = stream(&d.path().join("n.ev"), FLAG_NATIVE, &[Call { func: 0, ts: 25 }, Call { func: 1, ts: 30 }]);
+        let out = d.path().join("merged.ev");
+        merge_streams(&py, &native, 3, &out).unwrap();
+        let got: Vec<Event> = ThreadStream::open(&out).unwrap().events().unwrap().map(Result::unwrap).collect();
+        assert_eq!(
+            got,
+            [
+                Call { func: 0, ts: 10 },
+                Call { func: 1, ts: 20 },
+                Call { func: 3, ts: 25 },
+                Call { func: 4, ts: 30 },
+                // `b` returns: with it the native frames it called.
+                Return { ts: 40 },
+                Return { ts: 40 },
+                Return { ts: 40 },
+                Call { func: 2, ts: 50 },
+                Return { ts: 60 },
+                Return { ts: 90 },
+            ]
+        );
+    }
+}
