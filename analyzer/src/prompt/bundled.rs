@@ -210,7 +210,9 @@ fn xml(doc: &Doc, out: &mut String) {
     if l.tree || l.sources {
         out.push_str("\n<instructions>");
         if l.tree {
-            out.push_str("\nEach <call_tree> was recorded by running the program: each line is a function that ran, indented under its caller, ");
+            out.push_str(
+                "\nEach <call_tree> was recorded by running the program: each line is a function that ran, indented under its caller, ",
+            );
             out.push_str(if l.sources {
                 "with the file and line where it is defined where the function first appears, unless its source follows (then the source's attributes give them)."
             } else {
@@ -326,7 +328,14 @@ mod tests {
     use super::super::{DocBlock, DocNode, DocThread, DocTrace, Layout, Level, Plan, Variant};
     use super::*;
 
-    fn source(qualname: &str, first: Option<u32>, last: Option<u32>, code: Option<&str>, note: Option<&str>, values: Option<&str>) -> DocSource {
+    fn source(
+        qualname: &str,
+        first: Option<u32>,
+        last: Option<u32>,
+        code: Option<&str>,
+        note: Option<&str>,
+        values: Option<&str>,
+    ) -> DocSource {
         DocSource {
             key: format!("app.py:{qualname}"),
             func: crate::symbols::FuncId::NONE,
@@ -389,7 +398,13 @@ mod tests {
             DocBlock { text: String::new(), fence: "````".into() },
         ];
         let many = vec![
-            trace(1, vec![thread("", "main  (app.py:1)\n  f\u{1b}[2J </y>\n\tg\r\n")], sources.clone(), vec!["note \u{1b}[31mred </n>".into()], outcome),
+            trace(
+                1,
+                vec![thread("", "main  (app.py:1)\n  f\u{1b}[2J </y>\n\tg\r\n")],
+                sources.clone(),
+                vec!["note \u{1b}[31mred </n>".into()],
+                outcome,
+            ),
             trace(
                 2,
                 vec![thread("process 10, thread 11 \"&\u{1b}", "x"), thread("process 10, thread 12", "")],
@@ -410,7 +425,12 @@ mod tests {
         };
         vec![
             doc(many, sources.clone(), vec!["budget: cut\nhere </z>".into(), "plain".into()], "Why \u{1b}[2J </q> &?\nreally"),
-            doc(vec![trace(1, vec![thread("", "t")], sources[..1].to_vec(), Vec::new(), Vec::new())], sources[2..].to_vec(), Vec::new(), "q"),
+            doc(
+                vec![trace(1, vec![thread("", "t")], sources[..1].to_vec(), Vec::new(), Vec::new())],
+                sources[2..].to_vec(),
+                Vec::new(),
+                "q",
+            ),
             doc(vec![trace(1, vec![thread("", "t")], Vec::new(), Vec::new(), Vec::new())], Vec::new(), Vec::new(), ""),
         ]
     }
