@@ -157,6 +157,10 @@ pub(super) fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sourc
     let mut sig: Vec<Option<FuncId>> = Vec::new();
     let mut sig_at: rustc_hash::FxHashMap<FuncId, Vec<usize>> = rustc_hash::FxHashMap::default();
     let mut name = Vec::new();
+    // Sized once: the estimate's search makes a plan per state it tries, each with up to a
+    // step per function.
+    plan.levels.reserve(steps.len());
+    sig_at.reserve(steps.len());
     for s in steps {
         match *s {
             Step::CollapseRepeats => plan.collapse_repeats = true,
