@@ -71,7 +71,9 @@ impl Tokenizer {
         let memo = MEMO.lock().ok();
         let mut known = 0usize;
         let mut new: Vec<&str> = Vec::new();
-        // New pieces met once each (a body repeated in the text is encoded once).
+        // New pieces met once each (a body repeated in the text is encoded once), until
+        // there are more than `exact_up_to` bytes of them: past that, the text is sampled
+        // whatever the rest holds.
         let mut distinct: rustc_hash::FxHashSet<PieceKey> = Default::default();
         let mut distinct_bytes = 0usize;
         for piece in pieces(text) {
@@ -79,13 +81,14 @@ impl Tokenizer {
             match memo.as_ref().and_then(|m| m.get(&key)) {
                 Some(&n) => known += n as usize,
                 None => {
-                    if distinct.insert(key) {
+                    if distinct_bytes <= exact_up_to && distinct.insert(key) {
                         distinct_bytes += piece.len();
                     }
                     new.push(piece)
                 }
             }
         }
+        drop(distinct);
         drop(memo);
         let new_bytes: usize = new.iter().map(|p| p.len()).sum();
         if distinct_bytes <= exact_up_to {
@@ -100,6 +103,14 @@ impl Tokenizer {
         }
         let scaled = tokens as f64 * new_bytes as f64 / bytes.max(1) as f64;
         Count { tokens: known + scaled.round() as usize, exact: false }
+    }
+
+    /// Load the tokenizer's tables on a thread of their own (a quarter of a second), so that
+    /// a view that will count builds its prompt meanwhile.
+    pub fn prewarm(self) {
+        std::thread::spawn(move || {
+            self.count_whole("");
+        });
     }
 
     /// [`Tokenizer::count`] in one piece.

@@ -55,6 +55,7 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     let opts = a.select.prompt_options(&question)?;
     let template = a.prompt.template()?;
     let renderer = Renderer::new(a.prompt.format, template)?;
+    a.prompt.tokenizer.prewarm();
     let (mut traces, warnings) = prepare(&a.traces, &opts)?;
     warn_all(&warnings);
     // A prompt the default hiding left nearly empty, or without the code of a package that ran

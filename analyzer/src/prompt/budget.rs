@@ -175,6 +175,10 @@ pub(super) fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sourc
     let mut sig: Vec<Option<FuncId>> = Vec::new();
     let mut sig_at: rustc_hash::FxHashMap<FuncId, Vec<usize>> = rustc_hash::FxHashMap::default();
     let mut name = Vec::new();
+    // Sized once: the estimate's search makes a plan per state it tries, each with up to a
+    // step per function.
+    plan.levels.reserve(steps.len());
+    sig_at.reserve(steps.len());
     for s in steps {
         match *s {
             Step::CollapseRepeats => plan.collapse_repeats = true,
@@ -553,12 +557,13 @@ fn fit_by_estimate(
                 }
                 b
             };
-            let (plan, cut) = plan_of(&state(&base, &steps, k));
+            let (plan, _) = plan_of(&state(&base, &steps, k));
             let text = renderer.render(model, model.doc(layout, &plan))?;
             let n = tok.count(&text);
             let guess = est.estimate(&plan).max(1.0);
             if n <= budget {
-                best = Some((k, Fitted { text, tokens: n, exact: true, report: Some(report(model, &plan, &cut, layout.sources, budget)) }));
+                // The report is made once, for the state returned.
+                best = Some((k, Fitted { text, tokens: n, exact: true, report: None }));
                 hi = k;
                 // Close enough to the budget, or nothing smaller left to try.
                 if n as f64 >= 0.95 * budget as f64 || k == lo {
@@ -578,12 +583,23 @@ fn fit_by_estimate(
             }
         }
         if let Some((k, b)) = best {
-            return refill(&prio, est, refill_tries(model), budget, state(&base, &steps, k), b, &mut |s| {
-                let (plan, cut) = plan_of(s);
+            // `refill` keeps the last state that fits: its report is the one returned (made
+            // once, not for every state tried: naming what a state cut copies the names of
+            // every function of a 200,000-function chain).
+            let start = state(&base, &steps, k);
+            let mut fitted: Option<Vec<Step>> = None;
+            let mut out = refill(&prio, est, refill_tries(model), budget, start.clone(), b, &mut |s| {
+                let (plan, _) = plan_of(s);
                 let text = renderer.render(model, model.doc(layout, &plan))?;
                 let tokens = tok.count(&text);
-                Ok(Fitted { text, tokens, exact: true, report: Some(report(model, &plan, &cut, layout.sources, budget)) })
-            });
+                if tokens <= budget {
+                    fitted = Some(s.to_vec());
+                }
+                Ok(Fitted { text, tokens, exact: true, report: None })
+            })?;
+            let (plan, cut) = plan_of(fitted.as_deref().unwrap_or(&start));
+            out.report = Some(report(model, &plan, &cut, layout.sources, budget));
+            return Ok(out);
         }
     }
     Err(BudgetError::TooSmall { budget, needed: smallest.unwrap_or(budget + 1), tokenizer: tok.name() })

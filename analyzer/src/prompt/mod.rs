@@ -14,6 +14,7 @@ pub use treetext::SAME_AS_ABOVE;
 
 pub mod budget;
 mod build;
+mod bundled;
 mod condense;
 pub mod docstring;
 mod docvalue;

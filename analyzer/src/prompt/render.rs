@@ -2,6 +2,7 @@
 //! live in `prompts/`, a user can pass their own), JSON through serde (schema in
 //! `docs/slice-json.md`).
 
+use super::bundled::{self, Bundled};
 use super::{Doc, DocSource, Model};
 use crate::pathclass::Origin;
 use crate::symbols::Language;
@@ -124,6 +125,9 @@ pub struct Renderer {
     env: Environment<'static>,
     format: Format,
     name: String,
+    /// The bundled template of the format, written in code ([`super::bundled`]), when no
+    /// user template replaces it.
+    bundled: Option<Bundled>,
 }
 
 impl Renderer {
@@ -136,21 +140,39 @@ impl Renderer {
         env.add_filter("xmltext", xmltext);
         env.add_filter("xmlattr", xmlattr);
         env.add_filter("code", code);
+        let bundled = match (&template, format) {
+            (Some(_), _) | (None, Format::Json) => None,
+            (None, Format::Markdown) => Some(Bundled::Markdown),
+            (None, Format::Xml) => Some(Bundled::Xml),
+        };
         let (name, src) = match (template, format) {
             (Some((n, s)), _) => (n, s),
             (None, Format::Xml) => ("prompts/xml.xml.j2".to_string(), XML_TEMPLATE.to_string()),
             (None, _) => ("prompts/markdown.md.j2".to_string(), MARKDOWN_TEMPLATE.to_string()),
         };
         env.add_template_owned(name.clone(), src).map_err(|e| TemplateError { name: name.clone(), msg: describe(&e) })?;
-        Ok(Renderer { env, format, name })
+        Ok(Renderer { env, format, name, bundled })
     }
 
-    /// The prompt for `doc` (laid out from `model`). The template reads the document in place
+    /// The prompt for `doc` (laid out from `model`): a bundled template written in code
+    /// ([`super::bundled`]), or a user's template, which reads the document in place
     /// ([`super::docvalue`]).
     pub fn render(&self, model: &Model, doc: Doc) -> Result<String, TemplateError> {
         if self.format == Format::Json {
             return Ok(json(model, &doc));
         }
+        if let Some(which) = self.bundled {
+            let mut s = bundled::render(which, &doc);
+            if !s.ends_with('\n') {
+                s.push('\n');
+            }
+            return Ok(s);
+        }
+        self.render_template(doc)
+    }
+
+    /// `doc` through the template engine, whatever the template.
+    fn render_template(&self, doc: Doc) -> Result<String, TemplateError> {
         let tmpl = self.env.get_template(&self.name).map_err(|e| TemplateError { name: self.name.clone(), msg: describe(&e) })?;
         let mut s = tmpl.render(super::docvalue::value(doc)).map_err(|e| TemplateError { name: self.name.clone(), msg: describe(&e) })?;
         if !s.ends_with('\n') {
@@ -162,6 +184,12 @@ impl Renderer {
 
 #[cfg(test)]
 impl Renderer {
+    /// [`Renderer::render`] through the template engine even for a bundled template, for
+    /// tests that [`super::bundled`] writes what the engine writes.
+    pub(crate) fn render_engine(&self, doc: Doc) -> Result<String, TemplateError> {
+        self.render_template(doc)
+    }
+
     /// [`Renderer::render`] as it was: the template given the document serialized into
     /// template values ([`for_display`]), for tests that the object shows the same.
     pub(crate) fn render_serialized(&self, doc: &Doc) -> Result<String, TemplateError> {

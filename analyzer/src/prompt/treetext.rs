@@ -40,19 +40,6 @@ pub(super) fn calls_shapes(nodes: &[ModelNode]) -> Vec<u64> {
 }
 
 impl Model {
-    /// Qualified names that more than one function of the prompt has: their tree lines
-    /// always give the location.
-    fn ambiguous_names(&self) -> HashSet<&str> {
-        let mut seen = HashSet::default();
-        let mut dup = HashSet::default();
-        for f in self.funcs.values() {
-            if !seen.insert(f.qualname.as_str()) {
-                dup.insert(f.qualname.as_str());
-            }
-        }
-        dup
-    }
-
     /// A thread's tree as text (`vis`: [`Plan::visible`] of its nodes). A function's `(file:line)` is given on its first line in the
     /// prompt (`located` remembers them across threads and runs); later lines name it only,
     /// unless another function of the prompt has the same qualified name. With `sources` (the
@@ -73,7 +60,6 @@ impl Model {
         sources: Option<&NativeBlocks>,
         mut shapes: Option<&mut HashMap<u64, FuncId>>,
     ) -> (String, Vec<DocNode>) {
-        let ambiguous = self.ambiguous_names();
         let mut out = String::new();
         let mut nodes = Vec::new();
         let calls = th.calls_shapes();
@@ -123,7 +109,7 @@ impl Model {
             let in_heading = sources.is_some_and(|blocks| {
                 level != Level::Name && matches!(f.source, SourceState::Code(_)) && !self.inside_shown(n.func, blocks)
             });
-            if (!in_heading && located.insert(n.func)) || ambiguous.contains(f.qualname.as_str()) {
+            if (!in_heading && located.insert(n.func)) || self.funcs.ambiguous(n.func) {
                 let file = escape::line(&f.file);
                 match f.line {
                     Some(l) if !file.is_empty() => {
