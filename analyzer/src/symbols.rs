@@ -304,6 +304,11 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
                 chains.insert(a.id, ids);
             }
         }
+        // mypyc's compiled functions (`trace run --native-ext`) as the Python functions they
+        // were compiled from, where the process's extension modules say which those are.
+        if let Ok(Some(doc)) = proc.extensions() {
+            crate::python::mypyc::map_functions(&mut out, &doc);
+        }
     }
     ResolvedProcess { funcs: out, ids, chains, warnings }
 }
