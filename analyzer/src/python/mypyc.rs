@@ -15,7 +15,7 @@
 //! methods of its top-level classes ([`definitions`]), each is given the C name mypyc gives
 //! it, and a recorded `CPyDef_` function whose name is one of these becomes that Python
 //! function (its file, span and `Class.method` name). A C name two definitions would get
-//! (a function defined twice under `if`, a property and its setter) is refused: it keeps
+//! (a function defined in both branches of an `if`) is refused: it keeps
 //! its C name. Nested functions (mypyc's callable classes `..._obj`), generators' bodies
 //! (`..._gen_____mypyc_generator_helper__`), lambdas (`__mypyc_lambda__N`) and every other
 //! `__mypyc_` helper are not mapped either.
@@ -41,6 +41,9 @@ pub struct Def {
     pub last_line: u32,
     /// Decorated with `@overload` / `@typing.overload` (a stub, not what runs).
     pub overload: bool,
+    /// Its first decorator is `@<name>.setter`: a property's setter, which mypyc names
+    /// `__mypyc_setter__<name>` (its getter keeps the name).
+    pub setter: bool,
 }
 
 impl Def {
@@ -49,6 +52,7 @@ impl Def {
     pub fn mypyc_short_name(&self) -> Option<String> {
         match self.path.as_slice() {
             [(f, false)] => Some(f.clone()),
+            [(c, true), (m, false)] if self.setter => Some(format!("{c}.__mypyc_setter__{m}")),
             [(c, true), (m, false)] => Some(format!("{c}.{m}")),
             _ => None,
         }
@@ -92,8 +96,9 @@ pub fn definitions(lines: &[String]) -> Vec<Def> {
     let mut out = Vec::new();
     // (indentation, name, is a class)
     let mut stack: Vec<(usize, String, bool)> = Vec::new();
-    // The first line of the decorators above the next header, and whether one is `overload`.
-    let mut decorated: Option<(usize, bool)> = None;
+    // The first line of the decorators above the next header, whether one is `overload`, and
+    // whether the first is `<name>.setter`.
+    let mut decorated: Option<(usize, bool, bool)> = None;
     for (i, line) in text.lines.iter().enumerate() {
         let s = line.trim_start();
         if !text.logical_start[i] || s.is_empty() || s.starts_with('#') {
@@ -106,20 +111,20 @@ pub fn definitions(lines: &[String]) -> Vec<Def> {
         if let Some(d) = s.strip_prefix('@') {
             let name = d.split(['(', ' ']).next().unwrap_or("").trim();
             let overload = name == "overload" || name.ends_with(".overload");
-            let (first, any) = decorated.unwrap_or((i, false));
-            decorated = Some((first, any || overload));
+            let (first, any, setter) = decorated.unwrap_or((i, false, name.ends_with(".setter")));
+            decorated = Some((first, any || overload, setter));
             continue;
         }
         let Some((name, class)) = header_name(s) else {
             decorated = None;
             continue;
         };
-        let (first, overload) = decorated.take().unwrap_or((i, false));
+        let (first, overload, setter) = decorated.take().unwrap_or((i, false, false));
         if !class {
             let end = block_end(&text, i, ind, i + 1);
             let mut path: Vec<(String, bool)> = stack.iter().map(|(_, n, c)| (n.clone(), *c)).collect();
             path.push((name.clone(), false));
-            out.push(Def { path, first_line: first as u32 + 1, last_line: end as u32, overload });
+            out.push(Def { path, first_line: first as u32 + 1, last_line: end as u32, overload, setter });
         }
         stack.push((ind, name, class));
     }

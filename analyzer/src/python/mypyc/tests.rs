@@ -142,7 +142,12 @@ fn c_names_map_to_python_functions_and_ambiguity_is_refused() {
     assert_eq!(got("CPyDef_linegen___has___3_dunder").map(|t| t.qualname), Some("has___dunder".into()));
     // Two definitions, one name: refused. Overload stubs do not count.
     assert_eq!(map.get("CPyDef_linegen___twice"), Some(&None));
-    assert_eq!(map.get("CPyDef_linegen___LineGenerator___width"), Some(&None));
+    // A property's getter keeps its name, its setter is mypyc's `__mypyc_setter__<name>`.
+    assert_eq!(got("CPyDef_linegen___LineGenerator___width").map(|t| t.first_line), Some(19));
+    assert_eq!(
+        got("CPyDef_linegen___LineGenerator_____mypyc_setter__width").map(|t| (t.qualname, t.first_line)),
+        Some(("LineGenerator.width".into(), 23))
+    );
     assert_eq!(got("CPyDef_linegen___over").map(|t| t.first_line), Some(58));
     // Nested functions, nested classes, generator bodies and lambdas are not mapped.
     for c in [
