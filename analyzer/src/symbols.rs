@@ -29,7 +29,9 @@ pub struct Function {
     pub first_line: Option<u32>,
     /// Last line of the function's source, when known.
     pub last_line: Option<u32>,
-    /// The native object (executable or shared library) or Python module it belongs to.
+    /// The native object (executable or shared library) or Python module it belongs to; for
+    /// a Python function that ran compiled (mypyc, shown with the source it was compiled
+    /// from: [`crate::python::mypyc`]), the extension module that ran it.
     pub object: Option<String>,
     /// Native: `object` is a library of the program's own though installed among the system's
     /// (named after the process's executable, as Debian's `jq` and `libjq.so.1`:

@@ -214,6 +214,12 @@ pub fn name_map(group: &[Module], read: &mut dyn FnMut(&Path) -> Option<Vec<Stri
     out
 }
 
+/// Whether `f` is a Python function that ran compiled (mapped by [`map_functions`]): it has a
+/// file and, unlike a Python function the interpreter ran, an object.
+pub fn ran_compiled(f: &Function) -> bool {
+    f.language == Language::Python && f.object.is_some()
+}
+
 /// The stem of an extension module's file name (`linegen` of `linegen.cpython-311-...so`).
 fn stem(file: &str) -> &str {
     let name = file.rsplit('/').next().unwrap_or(file);
@@ -298,7 +304,8 @@ pub fn groups(doc: &ExtensionsDoc) -> Vec<(String, Vec<Module>)> {
 }
 
 /// Give the recorded mypyc functions of `funcs` their Python function, where the mapping is
-/// unambiguous (see the module's documentation). Returns how many were mapped.
+/// unambiguous (see the module's documentation): a [`Language::Python`] function whose
+/// `object` is the runtime module that ran it ([`ran_compiled`]). Returns how many were mapped.
 pub fn map_functions(funcs: &mut [Function], doc: &ExtensionsDoc) -> usize {
     if !funcs.iter().any(|f| f.language == Language::Native && f.qualname.starts_with(DEF_PREFIX)) {
         return 0;
@@ -323,7 +330,8 @@ pub fn map_functions(funcs: &mut [Function], doc: &ExtensionsDoc) -> usize {
                 file: Some(t.file.clone()),
                 first_line: Some(t.first_line),
                 last_line: Some(t.last_line),
-                object: None,
+                // Still the runtime module's code: the file is what it was compiled from.
+                object: Some(runtime_file.clone()),
                 program_library: false,
                 inlined: false,
             };

@@ -216,10 +216,11 @@ fn recorded_functions_of_the_runtime_module_become_python_functions() {
             file: Some(sp.join("black/linegen.py")),
             first_line: Some(13),
             last_line: Some(17),
-            object: None,
+            object: Some(runtime.display().to_string()),
             program_library: false,
             inlined: false,
         }
     );
-    assert!(funcs[1..].iter().all(|f| f.language == Language::Native), "{funcs:#?}");
+    assert!(ran_compiled(&funcs[0]));
+    assert!(funcs[1..].iter().all(|f| f.language == Language::Native && !ran_compiled(f)), "{funcs:#?}");
 }
