@@ -513,4 +513,18 @@ mod tests {
         // Read in pieces smaller than the file, hashed the same.
         assert_eq!(fingerprint(&f, &mut [0u8; 1]).unwrap().sha256, fp.sha256);
     }
+
+    #[test]
+    fn the_python_source_beside_an_extension_module_is_found() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("black");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("linegen.py"), "").unwrap();
+        let so = |stem: &str| format!("{}/{stem}.cpython-311-x86_64-linux-gnu.so", dir.display());
+        assert_eq!(python_source_beside(&so("linegen")), Some(format!("{}/linegen.py", dir.display())));
+        assert_eq!(python_source_beside(&so("nodes")), None, "no nodes.py");
+        assert_eq!(python_source_beside("linegen.cpython-311-x86_64-linux-gnu.so"), None, "not a path");
+        std::fs::create_dir_all(dir.join("pkg.py")).unwrap();
+        assert_eq!(python_source_beside(&so("pkg")), None, "a directory is no source");
+    }
 }
