@@ -43,9 +43,11 @@ fn a_mypyc_compiled_package_is_named_with_how_to_record_its_source() {
     assert!(!note.contains("click"), "{note}");
 }
 
-/// With `--native-ext` the compiled functions are in the tree, by their C names, nested as they
-/// ran: black's `main` (compiled) under click's Python code that calls it, the formatting
-/// under it; and the note says so.
+/// With `--native-ext` the compiled functions are in the tree, nested as they ran: black's
+/// `main` (compiled) under click's Python code that calls it, the formatting under it; and the
+/// note says so. mypyc's functions are named and shown as the Python functions they were
+/// compiled from (`analyzer/src/python/mypyc.rs`), with the source the wheel ships beside the
+/// compiled module.
 #[test]
 fn with_native_ext_a_mypyc_compiled_packages_functions_are_in_the_tree() {
     let venv = venv_with("black-24.10-venv", &python(), BLACK);
@@ -73,16 +75,36 @@ fn with_native_ext_a_mypyc_compiled_packages_functions_are_in_the_tree() {
             .unwrap_or_else(|| panic!("no {name}:\n{tree}"))
     };
     let indent = |i: usize| lines[i].len() - lines[i].trim_start().len();
-    let (click, main, contents, format) = (
-        at("pass_context.<locals>.new_func"),
-        at("CPyDef_black___main"),
-        at("CPyDef_black___format_file_contents"),
-        at("CPyDef_black___format_str"),
-    );
+    let (click, main, contents, format) = (at("pass_context.<locals>.new_func"), at("main"), at("format_file_contents"), at("format_str"));
     assert!(click < main && main < contents && contents < format, "{tree}");
     assert_eq!(indent(main), indent(click) + 2, "black's compiled main under click's Python caller:\n{tree}");
     assert!(indent(contents) > indent(main), "{tree}");
     assert_eq!(indent(format), indent(contents) + 2, "{tree}");
     // mypyc's runtime (argument parsing, reference counting, type slots) is plumbing.
     assert!(!tree.contains("CPyPy_") && !tree.contains("CPy_DecRef") && !tree.contains("_traverse"), "{tree}");
+    // No C name of a function that is mapped is left; its Python source is in the prompt, as
+    // the wheel ships it beside the compiled module.
+    assert!(!tree.contains("CPyDef_black___main") && !tree.contains("CPyDef_linegen___LineGenerator___visit_default"), "{tree}");
+    assert!(tree.lines().any(|l| l.trim_start().starts_with("LineGenerator.visit_default ")), "{tree}");
+    let site = std::fs::read_dir(venv.join("lib")).unwrap().flatten().next().unwrap().path().join("site-packages");
+    let linegen = std::fs::read_to_string(site.join("black/linegen.py")).unwrap();
+    let expected = method_source(&linegen, "    def visit_default(");
+    assert!(expected.lines().count() > 5 && expected.contains("Default `visit_*()` implementation"), "{expected}");
+    assert!(prompt.contains(&expected), "no source of LineGenerator.visit_default:\n{expected}\n---\n{prompt}");
+}
+
+/// The lines of the method whose `def` line starts with `header`: to the last line before the
+/// next one indented as far as the `def` or less.
+fn method_source(file: &str, header: &str) -> String {
+    let lines: Vec<&str> = file.lines().collect();
+    let start = lines.iter().position(|l| l.starts_with(header)).unwrap_or_else(|| panic!("no {header}"));
+    let ind = header.len() - header.trim_start().len();
+    let mut end = start + 1;
+    while end < lines.len() && (lines[end].trim().is_empty() || lines[end].len() - lines[end].trim_start().len() > ind) {
+        end += 1;
+    }
+    while lines[end - 1].trim().is_empty() {
+        end -= 1;
+    }
+    lines[start..end].join("\n")
 }

@@ -404,11 +404,17 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     let mut compiled: Vec<crate::python::compiled::CompiledPackage> = Vec::new();
     let mut native_ext = false;
     for p in &t.processes {
-        native_ext |= p
-            .funcs
-            .iter()
-            .any(|f| f.language == Language::Native && f.object.as_deref().is_some_and(trace_format::patching::is_extension_module));
-        let python_files = || p.funcs.iter().filter(|f| f.language == Language::Python).filter_map(|f| f.file.as_deref());
+        native_ext |= p.funcs.iter().any(|f| {
+            (f.language == Language::Native || crate::python::mypyc::ran_compiled(f))
+                && f.object.as_deref().is_some_and(trace_format::patching::is_extension_module)
+        });
+        // The files of what ran as Python (not mypyc's functions shown with their source).
+        let python_files = || {
+            p.funcs
+                .iter()
+                .filter(|f| f.language == Language::Python && !crate::python::mypyc::ran_compiled(f))
+                .filter_map(|f| f.file.as_deref())
+        };
         for c in &p.compiled {
             if !compiled.iter().any(|k| k.name == c.name) && crate::python::compiled::mostly_compiled(c, python_files()) {
                 compiled.push(c.clone());

@@ -330,7 +330,7 @@ fn header_end(t: &FileText, j: usize) -> usize {
 
 /// End (exclusive, 0-based) of the block whose header is at `j` with indentation `ind`,
 /// not before line index `min_end` (exclusive).
-fn block_end(t: &FileText, j: usize, ind: usize, min_end: usize) -> usize {
+pub(crate) fn block_end(t: &FileText, j: usize, ind: usize, min_end: usize) -> usize {
     let mut m = header_end(t, j) + 1;
     while m < t.lines.len() {
         let l = &t.lines[m];

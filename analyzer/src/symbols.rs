@@ -29,7 +29,9 @@ pub struct Function {
     pub first_line: Option<u32>,
     /// Last line of the function's source, when known.
     pub last_line: Option<u32>,
-    /// The native object (executable or shared library) or Python module it belongs to.
+    /// The native object (executable or shared library) or Python module it belongs to; for
+    /// a Python function that ran compiled (mypyc, shown with the source it was compiled
+    /// from: [`crate::python::mypyc`]), the extension module that ran it.
     pub object: Option<String>,
     /// Native: `object` is a library of the program's own though installed among the system's
     /// (named after the process's executable, as Debian's `jq` and `libjq.so.1`:
@@ -303,6 +305,11 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
                     .collect();
                 chains.insert(a.id, ids);
             }
+        }
+        // mypyc's compiled functions (`trace run --native-ext`) as the Python functions they
+        // were compiled from, where the process's extension modules say which those are.
+        if let Ok(Some(doc)) = proc.extensions() {
+            crate::python::mypyc::map_functions(&mut out, &doc);
         }
     }
     ResolvedProcess { funcs: out, ids, chains, warnings }

@@ -360,7 +360,8 @@ fn settle(output: &Output, finished: Result<stats::Summary>, meta: &TraceMeta, o
 /// Read the trace back once: mark it incomplete if a stream ran out of space, fingerprint its
 /// sources, write `sources.json` and the final `meta.json`, and count what it holds.
 fn finish_trace(out: &Path, meta: &mut TraceMeta) -> Result<stats::Summary> {
-    if meta.options.get("native_ext").and_then(|v| v.as_bool()) == Some(true) {
+    let native_ext = meta.options.get("native_ext").and_then(|v| v.as_bool()) == Some(true);
+    if native_ext {
         for w in crate::pyext::merge_extension_processes(out) {
             eprintln!("trace: {w}");
         }
@@ -389,6 +390,17 @@ fn finish_trace(out: &Path, meta: &mut TraceMeta) -> Result<stats::Summary> {
             }
         }
     }
+    // With --native-ext, the Python source beside each compiled extension module a Python
+    // process imported (`black/linegen.py` beside `black/linegen.cpython-311-...so`): mypyc's
+    // compiled functions are shown with it (analyzer/src/python/mypyc.rs).
+    if native_ext {
+        for p in &trace.processes {
+            let Ok(Some(doc)) = p.extensions() else { continue };
+            for m in &doc.modules {
+                files.extend(python_source_beside(&m.file));
+            }
+        }
+    }
     // The native objects, and the source files they were built from as their debug
     // information names them.
     files.extend(modules.iter().cloned());
@@ -406,6 +418,15 @@ fn finish_trace(out: &Path, meta: &mut TraceMeta) -> Result<stats::Summary> {
     trim_streams(&trace, &summary);
     write_json_atomic(&out.join(META_FILE), meta)?;
     Ok(summary)
+}
+
+/// The `.py` file beside an extension module (`.../black/linegen.py` of
+/// `.../black/linegen.cpython-311-x86_64-linux-gnu.so`), if there is one.
+fn python_source_beside(module_file: &str) -> Option<String> {
+    let (dir, name) = module_file.rsplit_once('/')?;
+    let stem = name.split('.').next().filter(|s| !s.is_empty())?;
+    let py = format!("{dir}/{stem}.py");
+    (module_file.starts_with('/') && Path::new(&py).is_file()).then_some(py)
 }
 
 /// Cut every stream its process left unclosed (killed, `_exit`, a thread still running at
@@ -491,5 +512,19 @@ mod tests {
         assert!(fingerprint(&d.path().join("missing.py"), &mut buf).is_none());
         // Read in pieces smaller than the file, hashed the same.
         assert_eq!(fingerprint(&f, &mut [0u8; 1]).unwrap().sha256, fp.sha256);
+    }
+
+    #[test]
+    fn the_python_source_beside_an_extension_module_is_found() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("black");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("linegen.py"), "").unwrap();
+        let so = |stem: &str| format!("{}/{stem}.cpython-311-x86_64-linux-gnu.so", dir.display());
+        assert_eq!(python_source_beside(&so("linegen")), Some(format!("{}/linegen.py", dir.display())));
+        assert_eq!(python_source_beside(&so("nodes")), None, "no nodes.py");
+        assert_eq!(python_source_beside("linegen.cpython-311-x86_64-linux-gnu.so"), None, "not a path");
+        std::fs::create_dir_all(dir.join("pkg.py")).unwrap();
+        assert_eq!(python_source_beside(&so("pkg")), None, "a directory is no source");
     }
 }

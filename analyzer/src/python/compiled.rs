@@ -93,7 +93,7 @@ pub fn compiled_packages(doc: &ExtensionsDoc) -> Vec<CompiledPackage> {
 
 /// Whether the (small) extension module at `file` names one of `runtimes` (a mypyc shim
 /// imports its runtime module by name); a module over 1 MiB is not a shim.
-fn imports_any(file: &str, runtimes: &[&str]) -> bool {
+pub(crate) fn imports_any(file: &str, runtimes: &[&str]) -> bool {
     let Ok(bytes) = crate::source::read_regular_file(Path::new(file), 1 << 20) else { return false };
     runtimes.iter().any(|r| bytes.windows(r.len()).any(|w| w == r.as_bytes()))
 }
@@ -144,7 +144,7 @@ pub const NOTE_START: &str = "Compiled Python:";
 
 /// The note of a prompt (and stderr) about compiled packages, or `None` when there are none.
 /// `native`: their native functions were recorded (`trace run --native-ext`), so the tree
-/// has them by their C names.
+/// has them (mypyc's as Python functions where their names map to one).
 pub fn note(packages: &[CompiledPackage], native: bool) -> Option<String> {
     if packages.is_empty() {
         return None;
@@ -174,8 +174,11 @@ pub fn note(packages: &[CompiledPackage], native: bool) -> Option<String> {
     }
     let what = if native {
         format!(
-            "so the functions of {} compiled modules are in the tree as native code (recorded with --native-ext), by their C names \
-             (mypyc's `CPyDef_<module>___<function>`), without their Python source",
+            "so the functions of {} compiled modules are in the tree as native code (recorded with --native-ext): mypyc's compiled \
+             functions as the Python functions they were compiled from, with the source beside {} modules, where their C names \
+             (`CPyDef_<module>___<function>`) name one function; the rest (nested functions, generator bodies, lambdas, \
+             mypyc's helpers, other compilers' functions) by their C names, without source",
+            if one { "its" } else { "their" },
             if one { "its" } else { "their" }
         )
     } else {
@@ -261,7 +264,7 @@ mod tests {
         assert!(n.ends_with("`pip install --force-reinstall --no-binary black,cyth black cyth`."), "{n}");
         assert!(n.contains("are not in the tree") && n.contains("`trace run --native-ext` records them"), "{n}");
         let n = note(&p, true).unwrap();
-        assert!(n.contains("are in the tree as native code (recorded with --native-ext), by their C names"), "{n}");
+        assert!(n.contains("are in the tree as native code (recorded with --native-ext): mypyc's compiled functions as the Python"), "{n}");
         assert!(n.ends_with("`pip install --force-reinstall --no-binary black,cyth black cyth`."), "{n}");
         assert_eq!(note(&[], false), None);
         let black = sp.join("black");
