@@ -81,14 +81,22 @@ pub fn resolve_chains(addrs: &[NativeAddr], recorded: Option<&SourcesDoc>) -> (V
     for (i, a) in addrs.iter().enumerate() {
         by_module.entry(a.module.as_str()).or_default().push(i);
     }
+    // Python extension modules without debug information (a mypyc or Cython wheel has dozens):
+    // one line for all of them, not one per module.
+    let mut bare_extensions: Vec<(&str, usize)> = Vec::new();
     for (module, idxs) in by_module {
         let items: Vec<&NativeAddr> = idxs.iter().map(|&i| &addrs[i]).collect();
         let (funcs, warning) = resolve_module(module, &items, recorded);
-        warnings.extend(warning);
+        match warning {
+            Some(Warning::ExtensionWithoutDebug) => bare_extensions.push((module, items.len())),
+            Some(Warning::Text(w)) => warnings.push(w),
+            None => {}
+        }
         for (i, f) in idxs.into_iter().zip(funcs) {
             out[i] = Some(f);
         }
     }
+    warnings.extend(extensions_without_debug(&bare_extensions));
     let mut funcs: Vec<Resolved> =
         out.into_iter().zip(addrs).map(|(f, a)| f.unwrap_or_else(|| Resolved::plain(fallback(a, None)))).collect();
     refine_spans(&mut funcs);
@@ -139,8 +147,35 @@ fn changed_since_run(path: &Path, recorded: Option<&SourcesDoc>) -> Option<Strin
     Some(why)
 }
 
-fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&SourcesDoc>) -> (Vec<Resolved>, Option<String>) {
-    let names_only = |why: String| (items.iter().map(|a| Resolved::plain(fallback(a, None))).collect(), Some(why));
+/// Why an object's functions lost their source.
+enum Warning {
+    /// Said as it is.
+    Text(String),
+    /// A Python extension module with no debug information: said once for all of them.
+    ExtensionWithoutDebug,
+}
+
+/// The one line for every Python extension module (`(path, functions)`) without debug information.
+fn extensions_without_debug(modules: &[(&str, usize)]) -> Option<String> {
+    const NAMED: usize = 3;
+    if modules.is_empty() {
+        return None;
+    }
+    let functions: usize = modules.iter().map(|m| m.1).sum();
+    let names: Vec<&str> = modules.iter().take(NAMED).map(|m| m.0.rsplit('/').next().unwrap_or(m.0)).collect();
+    let more = modules.len().saturating_sub(NAMED);
+    let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+    Some(format!(
+        "{} Python extension module(s) have no debug information ({}{more}): their {functions} function(s) are shown by \
+         symbol name, and mypyc-compiled ones by their Python function and source where the name maps to it; an extension \
+         built with `-g` (e.g. `CFLAGS=-g pip install --no-binary <dist> <dist>`) shows its C source",
+        modules.len(),
+        names.join(", "),
+    ))
+}
+
+fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&SourcesDoc>) -> (Vec<Resolved>, Option<Warning>) {
+    let names_only = |why: String| (items.iter().map(|a| Resolved::plain(fallback(a, None))).collect(), Some(Warning::Text(why)));
     if module.is_empty() {
         return names_only(format!(
             "{} function address(es) were outside every loaded object (generated code?); they are shown by address",
@@ -172,20 +207,21 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
     let found = obj.functions_at(path, &link);
     let warning = match &found.debug {
         DebugInfo::Itself | DebugInfo::Separate(_) => None,
-        DebugInfo::Damaged(e) => {
-            Some(format!("{module}: its debug information is damaged or unsupported ({e}); functions are shown by symbol name only"))
-        }
+        DebugInfo::Damaged(e) => Some(Warning::Text(format!(
+            "{module}: its debug information is damaged or unsupported ({e}); functions are shown by symbol name only"
+        ))),
+        DebugInfo::Missing(_) if trace_format::patching::is_extension_module(module) => Some(Warning::ExtensionWithoutDebug),
         DebugInfo::Missing(looked) => {
             let looked = if looked.is_empty() {
                 String::new()
             } else {
                 format!(" (also looked for a separate debug file in {})", looked.join(", "))
             };
-            Some(format!(
+            Some(Warning::Text(format!(
                 "{module}: no debug information{looked}; {} function(s) in it are shown by symbol name only, without source. \
                  Rebuild it with `-g`, or install its debug symbols (the distribution's -dbgsym/-dbg/-debuginfo package)",
                 items.len()
-            ))
+            )))
         }
     };
     let funcs = items

@@ -68,3 +68,53 @@ fn rust_generic_instances_become_one_function_and_closures_keep_their_lines() {
     // The closure: its own lines, inside main's.
     assert_eq!((funcs[3].qualname.as_str(), funcs[3].first_line, funcs[3].last_line), ("prog::main::{closure#0}", Some(9), Some(11)));
 }
+
+#[test]
+fn extension_modules_without_debug_information_are_one_warning() {
+    assert_eq!(super::extensions_without_debug(&[]), None);
+    let modules = [
+        ("/v/site-packages/black/linegen.cpython-311-x86_64-linux-gnu.so", 1),
+        ("/v/site-packages/30fc__mypyc.cpython-311-x86_64-linux-gnu.so", 880),
+        ("/v/site-packages/black/mode.cpython-311-x86_64-linux-gnu.so", 2),
+        ("/v/site-packages/blib2to3/pytree.cpython-311-x86_64-linux-gnu.so", 1),
+        ("/v/site-packages/blib2to3/parse.cpython-311-x86_64-linux-gnu.so", 1),
+    ];
+    let w = super::extensions_without_debug(&modules).unwrap_or_default();
+    assert!(
+        w.starts_with(
+            "5 Python extension module(s) have no debug information (linegen.cpython-311-x86_64-linux-gnu.so, \
+             30fc__mypyc.cpython-311-x86_64-linux-gnu.so, mode.cpython-311-x86_64-linux-gnu.so and 2 more): their 885 \
+             function(s) are shown by symbol name"
+        ),
+        "{w}"
+    );
+    assert!(!w.contains('\n') && w.contains("`-g`"), "{w}");
+}
+
+#[test]
+fn a_python_extension_module_without_debug_information_is_said_once_for_all() {
+    // Two extension modules and a plain library, none with debug information: two warnings,
+    // the library's own and one for both extension modules.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let src = dir.path().join("m.c");
+    std::fs::write(&src, "int f(int x) { return x + 1; }\n").unwrap_or_else(|e| panic!("{e}"));
+    let mut paths = Vec::new();
+    for name in ["a.cpython-312-x86_64-linux-gnu.so", "b.abi3.so", "libplain.so"] {
+        let out = dir.path().join(name);
+        let ok = std::process::Command::new("gcc")
+            .args(["-shared", "-fPIC", "-O1", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .status()
+            .unwrap_or_else(|e| panic!("gcc: {e}"))
+            .success();
+        assert!(ok, "gcc failed");
+        paths.push(out.to_string_lossy().into_owned());
+    }
+    let addrs: Vec<NativeAddr> =
+        paths.iter().map(|p| NativeAddr { id: 0, addr: 0x1000, module: p.clone(), base: 0, symbol: None, inlined: false }).collect();
+    let (_, warnings) = resolve(&addrs, None);
+    assert_eq!(warnings.len(), 2, "{warnings:#?}");
+    assert!(warnings.iter().any(|w| w.starts_with("2 Python extension module(s) have no debug information")), "{warnings:#?}");
+    assert!(warnings.iter().any(|w| w.contains("libplain.so: no debug information")), "{warnings:#?}");
+}
