@@ -162,6 +162,9 @@ pub struct Plan {
     /// ...or, when set, only to the first node of each of them in each thread: where its
     /// source block is placed ([`Plan::visible`]).
     pub first_places: bool,
+    /// Shown tests' failures cut to about this many characters each
+    /// ([`crate::testrun::shorten_outcome`]).
+    pub outcome_chars: Option<usize>,
     /// Lines explaining what the budget removed (part of the prompt).
     pub notes: Vec<String>,
 }
@@ -474,7 +477,14 @@ impl Model {
                 threads,
                 sources,
                 notes: t.notes.clone(),
-                outcome: t.outcome.iter().map(|o| DocBlock { fence: fence_for(&[o]), text: o.clone() }).collect(),
+                outcome: t
+                    .outcome
+                    .iter()
+                    .map(|o| {
+                        let text = plan.outcome_chars.map_or_else(|| o.clone(), |max| crate::testrun::shorten_outcome(o, max));
+                        DocBlock { fence: fence_for(&[&text]), text }
+                    })
+                    .collect(),
             });
         }
         let mut sorted = Vec::new();

@@ -97,3 +97,29 @@ fn a_tests_prompt_without_a_budget_gets_the_default_one_and_another_prompt_none(
     let without = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, None).unwrap();
     assert_eq!(with.text, without.text);
 }
+
+#[test]
+fn under_a_budget_the_failure_is_cut_to_its_share_and_without_one_it_is_whole() {
+    use super::budget::fit;
+    use super::render::{Format, Renderer};
+    let (mut m, [t, a, ..]) = model(true);
+    m.funcs[t].relevance = 600.0;
+    // a: some 3,000 tokens, so that a budget of 2,000 cuts.
+    if let SourceState::Code(e) = &mut m.funcs[a].source {
+        e.code = format!("def a():\n{}", (0..600).map(|i| format!("    v{i} = w{i}\n")).collect::<String>());
+    }
+    let lines: String = (0..60).map(|i| format!("E   the test's input, line {i}\n")).collect();
+    let failure = format!("FAILED t.py::test_x, 1 ms\nat t.py:3\nE   AssertionError: Lists differ\n{lines}E   but got: 4");
+    m.traces[0].outcome = vec![failure.clone()];
+    let r = Renderer::new(Format::Markdown, None).unwrap();
+    let whole = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, None).unwrap();
+    assert!(whole.text.contains(&failure), "no budget: the failure whole");
+    let cut = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, Some(2000)).unwrap();
+    assert!(cut.tokens <= 2000);
+    for kept in ["FAILED t.py::test_x, 1 ms\nat t.py:3\nE   AssertionError: Lists differ\n", "E   but got: 4", "lines cut]"] {
+        assert!(cut.text.contains(kept), "{kept:?} missing:\n{}", cut.text);
+    }
+    assert!(!cut.text.contains("line 30\n"), "{}", cut.text);
+    assert!(cut.text.contains("the failure's text is cut to about 350 characters"), "{}", cut.text);
+}
+
