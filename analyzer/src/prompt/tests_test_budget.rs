@@ -123,3 +123,28 @@ fn under_a_budget_the_failure_is_cut_to_its_share_and_without_one_it_is_whole() 
     assert!(cut.text.contains("the failure's text is cut to about 350 characters"), "{}", cut.text);
 }
 
+#[test]
+fn a_python_function_defined_inside_a_shown_one_is_not_printed_again() {
+    use super::{Layout, SourceState};
+    let mut funcs = Funcs::default();
+    let code = "def outer():\n    def inner():\n        return 1\n    return inner()";
+    let mut outer = crate::testutil::func_info("outer", "pkg/m.py", Origin::Program, code);
+    let mut inner = crate::testutil::func_info("outer.<locals>.inner", "pkg/m.py", Origin::Program, "    def inner():\n        return 1");
+    // A function of the same lines elsewhere (not defined inside): printed.
+    let mut other = crate::testutil::func_info("other", "pkg/n.py", Origin::Program, "def other():\n    pass");
+    for (f, (a, b)) in [(&mut outer, (1, 4)), (&mut inner, (2, 3)), (&mut other, (2, 3))] {
+        if let SourceState::Code(e) = &mut f.source {
+            (e.first_line, e.last_line) = (a, b);
+        }
+    }
+    let ids = [outer, inner, other].map(|f| funcs.insert(f));
+    let nodes: Vec<ModelNode> =
+        [(ids[0], 1), (ids[1], 2), (ids[2], 2)].iter().enumerate().map(|(i, &(f, d))| ModelNode::new(i as u32 + 1, d, f)).collect();
+    let traces = vec![ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)];
+    let m = Model { question: String::new(), traces, funcs, notes: Vec::new(), tests_shown: true, analysis_ids: Default::default() };
+    let shown = |plan: &Plan| m.doc(Layout::DEFAULT, plan).traces[0].sources.iter().map(|s| s.qualname.clone()).collect::<Vec<_>>();
+    assert_eq!(shown(&Plan::default()), ["outer", "other"]);
+    // With the enclosing function's body elided, the inner one has a block of its own.
+    let plan = Plan { levels: [(ids[0], super::Level::Signature)].into_iter().collect(), ..Default::default() };
+    assert_eq!(shown(&plan), ["outer", "outer.<locals>.inner", "other"]);
+}
