@@ -10,6 +10,7 @@
 
 mod earlier;
 pub mod gtest;
+pub mod invocations;
 pub mod libtest;
 mod spectrum;
 mod table;
