@@ -199,7 +199,10 @@ where
                     if !matches!(classes.get(func as usize), Some(FoldClass::TestBegin)) {
                         // Same classes, same id check: it cannot fail where `main` did not.
                         let _ = t.call(classes, func, ts, resume);
-                        if let Some((idx, f)) = t.stack.iter().enumerate().last().filter(|(_, f)| f.func != u32::MAX) {
+                        // The frame just pushed (a transparent one is no call of its own);
+                        // the nearest visible one below it is its caller.
+                        if let Some(f) = t.stack.last().filter(|f| f.func != u32::MAX) {
+                            let idx = t.stack.len() - 1;
                             let parent = t.stack[..idx].iter().rposition(|g| g.func != u32::MAX);
                             inv.call(f.func, idx, parent);
                         }
