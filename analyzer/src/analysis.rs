@@ -108,6 +108,10 @@ pub struct PreparedTrace {
     /// The frames of the shown tests' failures (file as the runner gives it, line): where the
     /// failure was raised and the calls on its way, which the ranking puts first.
     pub failure_frames: Vec<(String, u32)>,
+    /// Function key -> score of the shown failing tests' own invocations
+    /// ([`crate::testrun::invocations::Invocations::scores`]): what ran only in the last of the
+    /// test's repeated calls, the one whose result failed.
+    pub invocation_scores: Vec<(String, f64)>,
     /// Every test the run recorded, in start order (`pid`, test).
     pub tests: Vec<(u32, trace_format::TestRun)>,
     /// Which functions ran in failing and passing tests, over all traces prepared together;
@@ -251,6 +255,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         t.processes.iter().flat_map(|p| p.tests.iter().map(|x| (p.meta.pid, x.clone()))).collect();
     // What is shown: each thread, or with `--test` each matching test's tree.
     let mut chosen: Vec<(u32, &trace_format::TestRun)> = Vec::new();
+    let mut invocation_scores: Vec<(String, f64)> = Vec::new();
     if let Some(filter) = &opts.tests {
         if all_tests.is_empty() {
             return Err(PrepareError::NoTests { path: t.dir.clone() });
@@ -287,6 +292,14 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             let kinds = crate::testrun::function_kinds(&p.funcs, &cwd);
             let mut earlier_shown: HashSet<u32> = HashSet::new();
             for &(_, test) in chosen.iter().filter(|(pid, _)| *pid == p.meta.pid) {
+                if test.outcome.is_failure() {
+                    if let Some(inv) = p.test_invocations(test) {
+                        let mut scores: Vec<(String, f64)> =
+                            inv.scores().into_iter().filter_map(|(i, s)| Some((p.funcs.get(i as usize)?.key(), s))).collect();
+                        scores.sort_by(|a, b| a.0.cmp(&b.0));
+                        invocation_scores.extend(scores);
+                    }
+                }
                 let (Some(th), Some(tree)) = (p.threads.iter().find(|th| th.tid == test.tid), p.test_tree(test)) else { continue };
                 units.push((format!("test {}", test.id), th, std::borrow::Cow::Borrowed(tree)));
                 for (seq, names, part) in crate::testrun::built_earlier(p, test, &kinds) {
@@ -493,6 +506,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     Ok(PreparedTrace {
         outcome,
         failure_frames,
+        invocation_scores,
         tests: all_tests,
         spectrum: None,
         interner: Default::default(),

@@ -108,6 +108,9 @@ pub struct FoldInfo {
     /// line events between each test's boundaries (every line the test ran where the process
     /// reported lines per test, `proc.json`'s `lines_per_test`).
     pub test_lines: Vec<Vec<(u32, u32)>>,
+    /// Per test, in the order of the tests' trees: the calls its own code made directly
+    /// ([`crate::testrun::invocations`]).
+    pub test_invocations: Vec<crate::testrun::invocations::Invocations>,
 }
 
 #[derive(Clone, Copy)]
@@ -160,6 +163,9 @@ where
     // The current test's folder: every call goes to it too, and a return closes its innermost
     // frame while it has one (its frames are the top of the thread's stack).
     let mut test: Option<Folder> = None;
+    let test_code: Vec<bool> =
+        funcs.iter().map(|f| f.language == Language::Python && f.file.as_deref().is_some_and(crate::plumbing::is_test_file)).collect();
+    let mut inv = crate::testrun::invocations::InvocationTracker::new(test_code);
     for ev in events {
         match ev {
             Ok(ev @ (Event::Call { func, ts } | Event::Resume { func, ts })) => {
@@ -173,12 +179,14 @@ where
                     Some(FoldClass::TestBegin) => {
                         if let Some(t) = test.replace(Folder::new(funcs.clone(), classes.len())) {
                             tests.push(t.finish(ts).0);
+                            info.test_invocations.push(inv.take());
                         }
                         info.test_lines.push(Vec::new());
                     }
                     Some(FoldClass::TestEnd) => {
                         if let Some(t) = test.take() {
                             tests.push(t.finish(ts).0);
+                            info.test_invocations.push(inv.take());
                         }
                     }
                     _ => {}
@@ -191,6 +199,13 @@ where
                     if !matches!(classes.get(func as usize), Some(FoldClass::TestBegin)) {
                         // Same classes, same id check: it cannot fail where `main` did not.
                         let _ = t.call(classes, func, ts, resume);
+                        // The frame just pushed (a transparent one is no call of its own);
+                        // the nearest visible one below it is its caller.
+                        if let Some(f) = t.stack.last().filter(|f| f.func != u32::MAX) {
+                            let idx = t.stack.len() - 1;
+                            let parent = t.stack[..idx].iter().rposition(|g| g.func != u32::MAX);
+                            inv.call(f.func, idx, parent);
+                        }
                     }
                 }
             }
@@ -198,6 +213,7 @@ where
                 info.events += 1;
                 if let Some(t) = &mut test {
                     if !t.stack.is_empty() {
+                        inv.ret(t.stack.len() - 1);
                         t.ret(ts);
                     }
                 }
@@ -223,6 +239,7 @@ where
     let end = main.last_ts;
     if let Some(t) = test.take() {
         tests.push(t.finish(end).0);
+        info.test_invocations.push(inv.finish());
     }
     let (tree, open) = main.finish(end);
     info.open_at_end = open;
@@ -375,6 +392,11 @@ impl ProcessTrees {
     /// The tree of a test of this process: from the stream of its thread, its `seq`-th.
     pub fn test_tree(&self, t: &trace_format::TestRun) -> Option<&CallTree> {
         self.threads.iter().find(|th| th.tid == t.tid)?.tests.get(t.seq as usize)
+    }
+
+    /// The calls a test's own code made directly ([`FoldInfo::test_invocations`]).
+    pub fn test_invocations(&self, t: &trace_format::TestRun) -> Option<&crate::testrun::invocations::Invocations> {
+        self.threads.iter().find(|th| th.tid == t.tid)?.info.test_invocations.get(t.seq as usize)
     }
 
     /// The line events between a test's boundaries ([`FoldInfo::test_lines`]).

@@ -50,6 +50,9 @@ impl Model {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Step {
+    /// Shown tests' failures are cut to a share of the budget
+    /// ([`crate::testrun::outcome_chars`]).
+    ShortenOutcome,
     CollapseRepeats,
     /// The tree shows only its first level and the paths to the functions whose source is
     /// still shown (and to the top function).
@@ -182,6 +185,7 @@ pub(super) fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sourc
     for s in steps {
         match *s {
             Step::CollapseRepeats => plan.collapse_repeats = true,
+            Step::ShortenOutcome => plan.outcome_chars = Some(crate::testrun::outcome_chars(budget)),
             Step::Signature(k) => {
                 plan.levels.insert(k, Level::Signature);
                 sig_at.entry(k).or_default().push(sig.len());
@@ -202,6 +206,15 @@ pub(super) fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sourc
     let to_sources = steps.contains(&Step::TreeToSources);
     if !steps.is_empty() {
         let mut parts = Vec::new();
+        if let Some(max) = plan.outcome_chars {
+            let cut = model.traces.iter().flat_map(|t| &t.outcome).filter(|o| o.len() > max).count();
+            if cut > 0 {
+                parts.push(format!(
+                    "{} cut to about {max} characters (the cuts marked `[…`)",
+                    if cut == 1 { "the failure's text is".to_string() } else { format!("{cut} failures' texts are") }
+                ));
+            }
+        }
         if plan.collapse_repeats {
             parts.push("repeated source blocks are shown once".to_string());
         }
@@ -270,6 +283,11 @@ const SIGNATURE_SHARE_DEN: usize = 4;
 fn segments(model: &Model, layout: Layout, prio: &[FuncId]) -> Vec<(Vec<Step>, Vec<Step>)> {
     let top = prio.first().copied();
     let mut walk = Vec::new();
+    // The failure first: past its share of the budget it is the least informative text left
+    // (a repr repeated, a diff of the test's input), and it comes before every source.
+    if model.traces.iter().any(|t| !t.outcome.is_empty()) {
+        walk.push(Step::ShortenOutcome);
+    }
     if layout.sources {
         if layout.repeat {
             walk.push(Step::CollapseRepeats);

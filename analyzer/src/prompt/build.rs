@@ -127,6 +127,8 @@ impl Model {
         let tests_shown = traces.iter().any(|t| t.tests_shown);
         if tests_shown {
             rank::construction(&mut funcs, &mtraces);
+            let scores: Vec<(String, f64)> = traces.iter().flat_map(|t| t.invocation_scores.iter().cloned()).collect();
+            rank::invocations(&mut funcs, &scores);
         }
         crate::native::work::rank(&mut funcs, &mtraces);
         if let Some(spectrum) = traces.iter().find_map(|t| t.spectrum.clone()) {

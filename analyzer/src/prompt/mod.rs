@@ -162,6 +162,9 @@ pub struct Plan {
     /// ...or, when set, only to the first node of each of them in each thread: where its
     /// source block is placed ([`Plan::visible`]).
     pub first_places: bool,
+    /// Shown tests' failures cut to about this many characters each
+    /// ([`crate::testrun::shorten_outcome`]).
+    pub outcome_chars: Option<usize>,
     /// Lines explaining what the budget removed (part of the prompt).
     pub notes: Vec<String>,
 }
@@ -474,7 +477,14 @@ impl Model {
                 threads,
                 sources,
                 notes: t.notes.clone(),
-                outcome: t.outcome.iter().map(|o| DocBlock { fence: fence_for(&[o]), text: o.clone() }).collect(),
+                outcome: t
+                    .outcome
+                    .iter()
+                    .map(|o| {
+                        let text = plan.outcome_chars.map_or_else(|| o.clone(), |max| crate::testrun::shorten_outcome(o, max));
+                        DocBlock { fence: fence_for(&[&text]), text }
+                    })
+                    .collect(),
             });
         }
         let mut sorted = Vec::new();
@@ -530,27 +540,42 @@ impl Model {
                     continue;
                 }
                 let Some(f) = self.funcs.get(n.func) else { continue };
-                if let (Language::Native, SourceState::Code(e)) = (f.language, &f.source) {
-                    out.entry(f.file.clone()).or_default().push((e.first_line, e.last_line, n.func));
+                match (f.language, &f.source) {
+                    (Language::Native, SourceState::Code(e)) => {
+                        out.entry(f.file.clone()).or_default().push((e.first_line, e.last_line, n.func));
+                    }
+                    // A Python function's block (not a module body's, whose functions' bodies are
+                    // elided) holds the functions defined inside it.
+                    (Language::Python, SourceState::Code(e)) if e.kind == CodeKind::Function => {
+                        out.entry(f.file.clone()).or_default().push((e.first_line, e.last_line, n.func));
+                    }
+                    _ => {}
                 }
             }
         }
         out
     }
 
-    /// Whether a native function's source lies inside another shown function's whole source
-    /// block (a Rust closure or C++ lambda inside the function that defines it, or code a
-    /// derive macro attributed to the same lines): its tree line points into that block, and
-    /// its code is not printed again.
+    /// Whether a function's source lies inside another shown function's whole source block of
+    /// the same language: a Rust closure or C++ lambda inside the function that defines it, or
+    /// code a derive macro attributed to the same lines; a Python function or lambda defined
+    /// inside another (`f.<locals>.g`). Its tree line points into that block, and its code is
+    /// not printed again.
     fn inside_shown(&self, id: FuncId, blocks: &NativeBlocks) -> bool {
         let Some(f) = self.funcs.get(id) else { return false };
         let SourceState::Code(e) = &f.source else { return false };
-        f.language == Language::Native
+        let nested = match f.language {
+            Language::Native => true,
+            Language::Python => f.qualname.contains(".<locals>."),
+            _ => false,
+        };
+        nested
             && blocks.get(&f.file).is_some_and(|spans| {
                 // Strictly inside; or the very same lines (code a derive macro generated is all
                 // attributed to the derive's line), where the smallest key is printed.
                 spans.iter().any(|(a, b, k)| {
                     *k != id
+                        && self.funcs[*k].language == f.language
                         && *a <= e.first_line
                         && e.last_line <= *b
                         && ((*a, *b) != (e.first_line, e.last_line) || self.funcs[*k].key < f.key)

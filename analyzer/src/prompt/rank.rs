@@ -147,6 +147,39 @@ pub(super) fn construction(funcs: &mut Funcs, traces: &[ModelTrace]) {
     }
 }
 
+/// How much of its score a function gains, at most, in a failing test's prompt from the test's
+/// own invocations ([`invocations`]): a function that ran only in the last of the test's
+/// repeated calls (the one whose result failed) has its relevance multiplied by `1 +
+/// INVOCATION_WEIGHT`.
+pub const INVOCATION_WEIGHT: f64 = 1.0;
+
+/// Multiply each function's relevance by `1 + INVOCATION_WEIGHT × s`, `s` its score over the
+/// failing test's own repeated calls ([`crate::testrun::invocations::Invocations::scores`]: 1
+/// when it ran only in the last call, 0 when it ran in every call or in none; several failing
+/// tests: the highest). A one-test run has no other test to compare with, but a test that
+/// calls the code under test several times and fails after the last call compares with
+/// itself: click's regression test invokes its command four times, and only the two `--help`
+/// invocations, the failing last one among them, ran `Option.get_help_record`, while
+/// `Option.get_default`, which shares as many of the bug report's words, ran in all four.
+/// A factor, not an addition: the lexical scores' scale differs from prompt to prompt, and
+/// what shares no word with the question stays where the tree puts it. Call it on a test's
+/// prompt, after [`construction`].
+pub(super) fn invocations(funcs: &mut Funcs, scores: &[(String, f64)]) {
+    if scores.is_empty() {
+        return;
+    }
+    let mut best: rustc_hash::FxHashMap<&str, f64> = rustc_hash::FxHashMap::default();
+    for (k, s) in scores {
+        let e = best.entry(k.as_str()).or_default();
+        *e = e.max(*s);
+    }
+    for f in funcs.values_mut() {
+        if let Some(&s) = best.get(&*f.key) {
+            f.relevance = ((f.relevance * (1.0 + INVOCATION_WEIGHT * s)) * 1e6).round() / 1e6;
+        }
+    }
+}
+
 /// Weight of a function's Ochiai score ([`crate::testrun::Spectrum::ochiai`], 0 to 1) in its
 /// relevance: large beside the lexical scores, so that with failing and passing tests in the
 /// traces the budget keeps what goes with failure first, and the question orders functions of
@@ -246,6 +279,21 @@ mod tests {
         assert_eq!((rel(&funcs, "raiser"), rel(&funcs, "other")), (TRACEBACK_WEIGHT, 0.0));
         failure_frames(&mut funcs, &[("xpkg/core.py".into(), 2), ("pkg/core.py".into(), 9)]);
         assert_eq!(rel(&funcs, "raiser"), TRACEBACK_WEIGHT, "another file, or a line outside: no boost");
+    }
+
+    #[test]
+    fn what_ran_only_in_a_failing_tests_last_invocation_gains_up_to_its_weight() {
+        let mut funcs = Funcs::default();
+        for k in ["only_last", "half", "every_call", "other"] {
+            let mut f = func(k, "pkg/core.py", Origin::Program, "def f():\n    pass");
+            f.relevance = 10.0;
+            funcs.insert(f);
+        }
+        // Two failing tests' scores: a function keeps its highest.
+        let scores: Vec<(String, f64)> = [("only_last", 1.0), ("half", 0.25), ("only_last", 0.5)].map(|(k, s)| (k.to_string(), s)).to_vec();
+        invocations(&mut funcs, &scores);
+        let got = ["only_last", "half", "every_call", "other"].map(|k| rel(&funcs, k));
+        assert_eq!(got, [10.0 * (1.0 + INVOCATION_WEIGHT), 10.0 * (1.0 + 0.25 * INVOCATION_WEIGHT), 10.0, 10.0]);
     }
 
     #[test]

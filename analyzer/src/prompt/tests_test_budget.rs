@@ -97,3 +97,54 @@ fn a_tests_prompt_without_a_budget_gets_the_default_one_and_another_prompt_none(
     let without = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, None).unwrap();
     assert_eq!(with.text, without.text);
 }
+
+#[test]
+fn under_a_budget_the_failure_is_cut_to_its_share_and_without_one_it_is_whole() {
+    use super::budget::fit;
+    use super::render::{Format, Renderer};
+    let (mut m, [t, a, ..]) = model(true);
+    m.funcs[t].relevance = 600.0;
+    // a: some 3,000 tokens, so that a budget of 2,000 cuts.
+    if let SourceState::Code(e) = &mut m.funcs[a].source {
+        e.code = format!("def a():\n{}", (0..600).map(|i| format!("    v{i} = w{i}\n")).collect::<String>());
+    }
+    let lines: String = (0..60).map(|i| format!("E   the test's input, line {i}\n")).collect();
+    let failure = format!("FAILED t.py::test_x, 1 ms\nat t.py:3\nE   AssertionError: Lists differ\n{lines}E   but got: 4");
+    m.traces[0].outcome = vec![failure.clone()];
+    let r = Renderer::new(Format::Markdown, None).unwrap();
+    let whole = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, None).unwrap();
+    assert!(whole.text.contains(&failure), "no budget: the failure whole");
+    let cut = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, Some(2000)).unwrap();
+    assert!(cut.tokens <= 2000);
+    for kept in ["FAILED t.py::test_x, 1 ms\nat t.py:3\nE   AssertionError: Lists differ\n", "E   but got: 4", "lines cut]"] {
+        assert!(cut.text.contains(kept), "{kept:?} missing:\n{}", cut.text);
+    }
+    assert!(!cut.text.contains("line 30\n"), "{}", cut.text);
+    assert!(cut.text.contains("the failure's text is cut to about 350 characters"), "{}", cut.text);
+}
+
+#[test]
+fn a_python_function_defined_inside_a_shown_one_is_not_printed_again() {
+    use super::{Layout, SourceState};
+    let mut funcs = Funcs::default();
+    let code = "def outer():\n    def inner():\n        return 1\n    return inner()";
+    let mut outer = crate::testutil::func_info("outer", "pkg/m.py", Origin::Program, code);
+    let mut inner = crate::testutil::func_info("outer.<locals>.inner", "pkg/m.py", Origin::Program, "    def inner():\n        return 1");
+    // A function of the same lines elsewhere (not defined inside): printed.
+    let mut other = crate::testutil::func_info("other", "pkg/n.py", Origin::Program, "def other():\n    pass");
+    for (f, (a, b)) in [(&mut outer, (1, 4)), (&mut inner, (2, 3)), (&mut other, (2, 3))] {
+        if let SourceState::Code(e) = &mut f.source {
+            (e.first_line, e.last_line) = (a, b);
+        }
+    }
+    let ids = [outer, inner, other].map(|f| funcs.insert(f));
+    let nodes: Vec<ModelNode> =
+        [(ids[0], 1), (ids[1], 2), (ids[2], 2)].iter().enumerate().map(|(i, &(f, d))| ModelNode::new(i as u32 + 1, d, f)).collect();
+    let traces = vec![ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)];
+    let m = Model { question: String::new(), traces, funcs, notes: Vec::new(), tests_shown: true, analysis_ids: Default::default() };
+    let shown = |plan: &Plan| m.doc(Layout::DEFAULT, plan).traces[0].sources.iter().map(|s| s.qualname.clone()).collect::<Vec<_>>();
+    assert_eq!(shown(&Plan::default()), ["outer", "other"]);
+    // With the enclosing function's body elided, the inner one has a block of its own.
+    let plan = Plan { levels: [(ids[0], super::Level::Signature)].into_iter().collect(), ..Default::default() };
+    assert_eq!(shown(&plan), ["outer", "outer.<locals>.inner", "other"]);
+}

@@ -10,6 +10,7 @@
 
 mod earlier;
 pub mod gtest;
+pub mod invocations;
 pub mod libtest;
 mod spectrum;
 mod table;
@@ -189,6 +190,148 @@ pub fn outcome_text(t: &TestRun) -> String {
     s.trim_end().to_string()
 }
 
+/// Share of a prompt's budget (tokens) that a shown test's failure may take under a budget
+/// ([`outcome_chars`]): the failure says what to look for, the code is the answer, and at
+/// 4,000 tokens a failure with a long comparison (unittest's list diff repeating the test's
+/// input, pytest's `+  where` lines repeating a repr) took 330 of them.
+pub const OUTCOME_BUDGET_SHARE: usize = 20;
+
+/// Characters per token assumed when sizing the failure ([`outcome_chars`]).
+const CHARS_PER_TOKEN: usize = 7; // halves: 3.5
+
+/// The characters a test's failure keeps in a prompt of `budget` tokens: 1/[`OUTCOME_BUDGET_SHARE`]
+/// of the budget, at 3.5 characters a token (700 at 4,000 tokens, 3,500 at 20,000).
+pub fn outcome_chars(budget: usize) -> usize {
+    budget * CHARS_PER_TOKEN / 2 / OUTCOME_BUDGET_SHARE
+}
+
+/// A failure's text ([`outcome_text`]) cut to about `max` characters, keeping what says what
+/// failed: the outcome line and its place, the exception and message, the failing statement
+/// (`>`), the comparison's first and last lines, the test's own frame and the innermost. Cut
+/// in this order, each only while the text is still over: the captured output; pytest's
+/// `+  where` lines (they repeat a value already shown); the traceback's middle frames; each
+/// report line past a width; the report's middle lines (unittest's diffs, a message quoting the
+/// test's input). Every cut is marked in place (`[… N lines cut]`). Text within `max` is
+/// returned unchanged; the outcome line, its place and the first report line are never cut, so
+/// the result can stay over `max`.
+pub fn shorten_outcome(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    // Sections: the head (outcome line, `at`, interruption note), the report, the traceback,
+    // the captured outputs.
+    let mut head: Vec<String> = Vec::new();
+    let mut report: Vec<String> = Vec::new();
+    let mut frames: Vec<String> = Vec::new();
+    let mut outputs: Vec<String> = Vec::new();
+    #[derive(PartialEq)]
+    enum Part {
+        Head,
+        Report,
+        Frames,
+        Output,
+    }
+    let mut part = Part::Head;
+    for (i, line) in text.lines().enumerate() {
+        if line.starts_with("--- ") && line.ends_with(" ---") {
+            part = Part::Output;
+        } else if part != Part::Output && line == "traceback (innermost last):" {
+            part = Part::Frames;
+            continue;
+        } else if part == Part::Head && i > 0 && !line.starts_with("at ") && !line.starts_with("The test never finished") {
+            part = Part::Report;
+        }
+        match part {
+            Part::Head => head.push(line.to_string()),
+            Part::Report => report.push(line.to_string()),
+            Part::Frames => frames.push(line.to_string()),
+            Part::Output => outputs.push(line.to_string()),
+        }
+    }
+    let join = |head: &[String], report: &[String], frames: &[String], outputs: &[String]| -> String {
+        let mut s = head.join("\n");
+        for l in report {
+            s.push('\n');
+            s.push_str(l);
+        }
+        if !frames.is_empty() {
+            s.push_str("\ntraceback (innermost last):");
+            for l in frames {
+                s.push('\n');
+                s.push_str(l);
+            }
+        }
+        for l in outputs {
+            s.push('\n');
+            s.push_str(l);
+        }
+        s
+    };
+    let fits = |r: &[String], f: &[String], o: &[String]| join(&head, r, f, o).len() <= max;
+    // 1. Captured output.
+    if !outputs.is_empty() && !fits(&report, &frames, &outputs) {
+        let n = outputs.iter().filter(|l| !(l.starts_with("--- ") && l.ends_with(" ---"))).count();
+        outputs = vec![format!("[… captured output cut: {}]", plural(n, "line"))];
+    }
+    // 2. pytest's `+  where` explanations (`E        +  where X = f()`, `E        +    where ...`).
+    if !fits(&report, &frames, &outputs) {
+        let is_where = |l: &str| {
+            l.strip_prefix('E').is_some_and(|r| r.trim_start().strip_prefix('+').is_some_and(|w| w.trim_start().starts_with("where ")))
+        };
+        let n = report.iter().filter(|l| is_where(l)).count();
+        if n > 0 {
+            report.retain(|l| !is_where(l));
+            report.push(format!("E   [… {} of pytest's `where` explanation cut]", plural(n, "line")));
+        }
+    }
+    // 3. The traceback's middle frames: the test's own (first) and the innermost stay.
+    if frames.len() > 2 && !fits(&report, &frames, &outputs) {
+        let n = frames.len() - 2;
+        let last = frames.pop().unwrap_or_default();
+        frames.truncate(1);
+        frames.push(format!("  [… {} cut]", plural(n, "frame")));
+        frames.push(last);
+    }
+    // 4. Long report lines, past a width (a long repr), cut in the middle.
+    if !fits(&report, &frames, &outputs) {
+        let width = (max / 4).max(80);
+        for l in report.iter_mut() {
+            let chars = l.chars().count();
+            if chars > width + 20 {
+                let keep_head: String = l.chars().take(width * 2 / 3).collect();
+                let keep_tail: String = l.chars().skip(chars - width / 3).collect();
+                *l = format!("{keep_head}[… {} chars cut]{keep_tail}", chars - keep_head.chars().count() - keep_tail.chars().count());
+            }
+        }
+    }
+    // 5. The report's middle lines: its first lines (the statement, the exception) and its last
+    // (where a message says what it got) stay, as many as fit.
+    if report.len() > 3 && !fits(&report, &frames, &outputs) {
+        let full = report.clone();
+        let (mut a, mut b) = (1usize, 1usize);
+        let cut = |a: usize, b: usize| -> Vec<String> {
+            let n = full.len() - a - b;
+            let mut r: Vec<String> = full[..a].to_vec();
+            r.push(format!("E   [… {} cut]", plural(n, "line")));
+            r.extend(full[full.len() - b..].iter().cloned());
+            r
+        };
+        // Grow from the head and the tail alternately while the result fits.
+        loop {
+            let grow_head = a <= b;
+            let (na, nb) = if grow_head { (a + 1, b) } else { (a, b + 1) };
+            if na + nb >= full.len() || !fits(&cut(na, nb), &frames, &outputs) {
+                break;
+            }
+            (a, b) = (na, nb);
+        }
+        if a + b < full.len() {
+            report = cut(a, b);
+        }
+    }
+    join(&head, &report, &frames, &outputs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,5 +395,51 @@ mod tests {
         assert_eq!(failed_exit(Some(&ExitStatus { code: Some(1), signal: None, core_dumped: false })).unwrap(), "exit status 1");
         assert_eq!(failed_exit(Some(&ExitStatus { code: Some(0), signal: None, core_dumped: false })), None);
         assert_eq!(outcome_counts([&t, &e, &run("a", TestOutcome::Passed)]), "1 failed, 1 error, 1 passed");
+    }
+
+    #[test]
+    fn a_failure_over_its_share_is_cut_in_order_and_marked_and_one_within_is_unchanged() {
+        let report = [
+            ">       assert \"default: name\" in result.output".to_string(),
+            format!("E       AssertionError: assert 'default: name' in '{}'", "Usage: cli foo ".repeat(20)),
+            format!("E        +  where '{}' = <Result okay>.output", "Usage: cli foo ".repeat(20)),
+        ]
+        .join("\n");
+        let text = format!(
+            "FAILED t.py::test_x, 12 ms\nat t.py:9\n{report}\ntraceback (innermost last):\n  t.py:9\n  pkg/a.py:3 (in f)\n  pkg/b.py:4 (in g)\n  pkg/c.py:5 (in h)\n--- Captured stdout call ---\n{}",
+            "out\n".repeat(30)
+        );
+        assert_eq!(shorten_outcome(&text, text.len()), text, "within its share: unchanged");
+        let short = shorten_outcome(&text, 400);
+        assert!(short.len() < 520, "{} chars:\n{short}", short.len());
+        // Kept: the outcome line, the place, the statement, the exception's head, the test's
+        // own frame and the innermost one.
+        for kept in ["FAILED t.py::test_x, 12 ms\nat t.py:9\n>       assert \"default: name\" in result.output\nE       AssertionError: assert 'default: name' in 'Usage", "  t.py:9\n", "  pkg/c.py:5 (in h)"] {
+            assert!(short.contains(kept), "{kept:?} missing:\n{short}");
+        }
+        // Cut, and marked: the output, the `where` line, the middle frames, the long repr.
+        for cut in
+            ["[… captured output cut: 30 lines]", "[… 1 line of pytest's `where` explanation cut]", "  [… 2 frames cut]", "chars cut]"]
+        {
+            assert!(short.contains(cut), "{cut:?} missing:\n{short}");
+        }
+        assert!(!short.contains("pkg/a.py") && !short.contains("+  where") && !short.contains("out\nout"), "{short}");
+        // A unittest message quoting the test's input: its first and last lines stay.
+        let msg = format!(
+            "E   AssertionError: Lists differ: [A] != []\n{}E   but got:\nE   (none):4:7: undefined name 'a'",
+            "E       a: int\n".repeat(40)
+        );
+        let t = format!("FAILED t.py::T::test_y, 1 ms\nat h.py:27\n{msg}\ntraceback (innermost last):\n  t.py:5\n  h.py:27 (in flakes)");
+        let short = shorten_outcome(&t, 300);
+        assert!(short.len() <= 300, "{} chars:\n{short}", short.len());
+        assert!(short.contains("Lists differ") && short.contains("undefined name 'a'") && short.contains("lines cut]"), "{short}");
+        assert!(short.ends_with("  t.py:5\n  h.py:27 (in flakes)"), "{short}");
+    }
+
+    #[test]
+    fn a_failures_share_follows_the_budget() {
+        assert_eq!(outcome_chars(4000), 700);
+        assert_eq!(outcome_chars(20_000), 3500);
+        assert!(outcome_chars(2000) < outcome_chars(8000));
     }
 }
