@@ -366,7 +366,7 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64,
     let ours = |l: &InlineProbeList| l.object == path && (l.size, l.mtime_ns) == file_id;
     let inline_env = std::env::var_os(ENV_INLINE);
     let inline_off = inline_env.as_ref().is_some_and(|v| v == "0");
-    let lazy = !inline_env.is_some_and(|v| v == "start") && crate::filter::active().is_none();
+    let lazy = inline_env.is_none_or(|v| v != "start") && crate::filter::active().is_none();
     let inline = (!inline_off).then(|| read_list(&root.join(INLINE_PROBES_FILE))).flatten().filter(ours);
     let line_list = read_list(&root.join(LINE_PROBES_FILE)).filter(ours).filter(|l| l.groups.len() == l.offsets.len());
     if inline.is_none() && line_list.is_none() {
