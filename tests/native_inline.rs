@@ -194,3 +194,71 @@ fn a_forked_childs_hits_are_its_own_and_not_in_its_parents_inline_bin() {
     assert_eq!(tree.matches("in_child_too [inlined]").count(), 1, "{tree}");
     assert!(tree.contains("before_fork [inlined]"), "{tree}");
 }
+
+/// The traps of the inline probes inside an entry-patched function are written at its first
+/// call (docs/native-recording.md, "Inlined functions"): a function that never runs gets none,
+/// one that runs gets them before its body does (its inlined code that did not run keeps its
+/// trap), and `SLICE_TRACE_INLINE=start` writes them all at start-up, as before. The program
+/// prints its own code bytes, which the listed probe offsets are looked up in.
+#[test]
+fn a_functions_inline_probes_are_planted_at_its_first_call_and_never_if_it_never_runs() {
+    let s = scratch();
+    let src = s.path().join("lazy.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n#include <stdlib.h>\n\nstatic inline __attribute__((always_inline)) unsigned mix(unsigned x) {\n    unsigned h = x;\n    for (unsigned i = 0; i < x % 7 + 3; i++)\n        h = h * 31 + i;\n    return h;\n}\n\nstatic volatile unsigned sink;\n\n__attribute__((noinline)) unsigned never_called(unsigned x) {\n    sink = x;\n    return mix(x + sink) ^ 0x5a5au;\n}\n\n__attribute__((noinline)) unsigned called_once(unsigned x) {\n    sink = x;\n    if (x == sink + 1)\n        return mix(x + sink);\n    return x + 1;\n}\n\nstatic void dump(const char *name, const void *f, unsigned long n) {\n    const unsigned char *p = f;\n    printf(\"%s \", name);\n    for (unsigned long i = 0; i < n; i++)\n        printf(\"%02x\", p[i]);\n    printf(\"\\n\");\n}\n\nint main(int argc, char **argv) {\n    if (argc < 3)\n        return 2;\n    unsigned r = called_once((unsigned)argc);\n    if (argc > 9)\n        r += never_called(r);\n    printf(\"%u\\n\", r);\n    dump(\"never_called\", (const void *)never_called, strtoul(argv[1], 0, 0));\n    dump(\"called_once\", (const void *)called_once, strtoul(argv[2], 0, 0));\n    return 0;\n}\n",
+    )
+    .unwrap();
+    let exe = s.path().join("lazy");
+    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-o"]).arg(&exe).arg(&src));
+    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    // Each function's offset and size (a PIE: its first page is at 0).
+    let syms = run_ok(std::process::Command::new("nm").arg("-S").arg(&exe));
+    let sym = |name: &str| {
+        let l = syms.lines().find(|l| l.ends_with(&format!(" {name}"))).unwrap_or_else(|| panic!("{name}: {syms}"));
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (u64::from_str_radix(f[0], 16).unwrap(), u64::from_str_radix(f[1], 16).unwrap())
+    };
+    let (never, called) = (sym("never_called"), sym("called_once"));
+    let sizes = [format!("{}", never.1), format!("{}", called.1)];
+    let args = [sizes[0].as_str(), sizes[1].as_str()];
+    // Per function, whether each listed probe offset inside it holds the trap (x86-64's int3).
+    let traps_at = |t: &Path, out: &str| -> Vec<Vec<bool>> {
+        let list: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(t.join("inline-probes.json")).unwrap()).unwrap();
+        let offsets: Vec<u64> = list["offsets"].as_array().unwrap().iter().map(|o| o.as_u64().unwrap()).collect();
+        [("never_called", never), ("called_once", called)]
+            .iter()
+            .map(|&(name, (at, size))| {
+                let hex = out.lines().find_map(|l| l.strip_prefix(&format!("{name} "))).unwrap_or_else(|| panic!("{out}"));
+                let bytes: Vec<u8> = (0..hex.len() / 2).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()).collect();
+                // Past the entry's patched jump (its moved bytes hold no probe).
+                offsets.iter().filter(|&&o| o >= at + 5 && o < at + size).map(|&o| bytes[(o - at) as usize] == 0xcc).collect()
+            })
+            .collect()
+    };
+    let t = s.path().join("lazy.d");
+    let out = trace_patched(&t, &exe, &args);
+    assert!(out.starts_with("4\n"), "{out}");
+    let lazy = traps_at(&t, &out);
+    assert!(!lazy[0].is_empty() && !lazy[1].is_empty(), "probes listed in both functions: {lazy:?}");
+    assert!(lazy[0].iter().all(|&b| !b), "never_called never ran: no trap in it: {lazy:?}");
+    assert!(lazy[1].iter().any(|&b| b), "called_once ran: its not-taken inlined mix keeps its trap: {lazy:?}");
+    let pdir = std::fs::read_dir(&t).unwrap().map(|e| e.unwrap().path()).find(|p| p.join("proc.json").exists()).expect("a process");
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(pdir.join("patch.json")).unwrap()).unwrap();
+    let probes = &report["objects"][0]["inline_probes"];
+    assert!(probes["deferred"].as_u64().unwrap_or(0) >= 2, "{report}");
+    let tree = run_ok(cmd("slice").arg("tree").arg(&t).arg("--color=never"));
+    assert!(tree.contains("called_once") && !tree.contains("mix") && !tree.contains("never_called"), "{tree}");
+
+    // Written at start-up (the earlier behaviour): never_called holds its traps.
+    let t = s.path().join("start.d");
+    let mut c = cmd("trace");
+    c.env_remove("SLICE_TRACE_PATCH").env("SLICE_TRACE_INLINE", "start").arg("run").arg("-o").arg(&t).arg("--").arg(&exe).args(args);
+    let out = texts(&run(&mut c)).0;
+    let eager = traps_at(&t, &out);
+    assert!(eager[0].iter().any(|&b| b), "{eager:?}");
+    assert_eq!(eager[1], lazy[1], "{eager:?}");
+    // Untraced: no trap anywhere.
+    let out = run_ok(std::process::Command::new(&exe).args(args));
+    assert!(traps_at(&t, &out).iter().flatten().all(|&b| !b), "{out}");
+}

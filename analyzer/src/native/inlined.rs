@@ -80,7 +80,7 @@ mod tests {
 
     #[test]
     fn the_note_says_per_object_whether_inlined_code_can_be_told() {
-        let probed = InlineProbes { listed: 3, planted: 2, at_entry: 0, unprobed: 1 };
+        let probed = InlineProbes { listed: 3, planted: 2, at_entry: 0, unprobed: 1, deferred: 0 };
         let r = PatchReport {
             patched: 9,
             objects: vec![obj("/w/app", 5, Some(probed)), obj("/w/libshapes.so", 4, None), obj("/usr/lib/libc.so.6", 0, None)],

@@ -319,7 +319,7 @@ fn patch_objects(dlopened: bool, early: bool) {
                     let report = patch::patch_object(base, &syms);
                     if program {
                         note_program_main(base, &syms, &report);
-                        probes = crate::probe::plant(base, &path, &report.moved);
+                        probes = crate::probe::plant(base, &path, &report.moved, &report.bodies);
                         if syms.funcs.iter().any(|f| f.2.starts_with(GTEST_RUNNER)) {
                             GTEST.store(true, Ordering::Release);
                         }

@@ -87,6 +87,9 @@ pub(crate) struct Report {
     /// (entry, end of the bytes moved to its trampoline) of each function planned: code
     /// there runs from the trampoline's copy (probe.rs plants no probe in it).
     pub moved: Vec<(u64, u64)>,
+    /// (entry, end) of each function whose entry was written: its body runs only after its
+    /// entry ran (probe.rs plants the inline probes inside it at its first call).
+    pub bodies: Vec<(u64, u64)>,
 }
 
 /// Set up once, before the first object is patched (the stub's choice of registers).
@@ -153,7 +156,7 @@ pub(crate) fn patch_object_with<I: Isa>(base: u64, syms: &crate::filter::Symbols
             I::plan(code, addr)
         };
         match planned {
-            Ok(moved) => plans.push((addr, name, moved)),
+            Ok(moved) => plans.push((addr, name, moved, addr + size)),
             Err(r) => report.refused.push((name.clone(), r)),
         }
     }
@@ -164,13 +167,13 @@ pub(crate) fn patch_object_with<I: Isa>(base: u64, syms: &crate::filter::Symbols
     let hi = plans.iter().map(|p| p.0).max().unwrap_or(base);
     let size = (plans.len() * I::SLOT).next_multiple_of(4096);
     let Some(area) = alloc_near(lo, hi, size, I::REACH) else {
-        for (_, name, _) in &plans {
+        for (_, name, _, _) in &plans {
             report.refused.push((name.to_string(), Refusal::TooLong));
         }
         return report;
     };
     let mut patches = Vec::new();
-    for (k, (addr, name, moved)) in plans.iter().enumerate() {
+    for (k, (addr, name, moved, end)) in plans.iter().enumerate() {
         let tramp = area + (k * I::SLOT) as u64;
         match I::trampoline(*addr, moved, tramp) {
             Ok((t, jmp)) => {
@@ -178,7 +181,7 @@ pub(crate) fn patch_object_with<I: Isa>(base: u64, syms: &crate::filter::Symbols
                 // SAFETY: the slot lies in the area just mapped writable, SLOT bytes each
                 // (the architecture keeps a trampoline within its slot; `min` makes sure).
                 unsafe { std::ptr::copy_nonoverlapping(t.as_ptr(), tramp as *mut u8, t.len().min(I::SLOT)) };
-                patches.push((*addr, jmp, (*name).clone()));
+                patches.push((*addr, jmp, ((*name).clone(), *end)));
             }
             Err(r) => report.refused.push(((*name).clone(), r)),
         }
@@ -186,7 +189,7 @@ pub(crate) fn patch_object_with<I: Isa>(base: u64, syms: &crate::filter::Symbols
     // SAFETY: the area was mapped by alloc_near with `size` bytes.
     if unsafe { libc::mprotect(area as *mut libc::c_void, size, libc::PROT_READ | libc::PROT_EXEC) } != 0 {
         // Trampolines that cannot run: no entry may jump to them.
-        report.refused.extend(patches.into_iter().map(|p| (p.2, Refusal::Protection)));
+        report.refused.extend(patches.into_iter().map(|p| (p.2 .0, Refusal::Protection)));
         // SAFETY: unmapping the area mapped above, which nothing refers to.
         unsafe { libc::munmap(area as *mut libc::c_void, size) };
         return report;
@@ -204,7 +207,7 @@ pub(crate) fn patch_object_with<I: Isa>(base: u64, syms: &crate::filter::Symbols
         // its first bytes are replaced (not guarded against).
         unsafe {
             if libc::mprotect(page as *mut libc::c_void, (end - page) as usize, libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC) != 0 {
-                report.refused.extend(run.iter().map(|p| (p.2.clone(), Refusal::Protection)));
+                report.refused.extend(run.iter().map(|p| (p.2 .0.clone(), Refusal::Protection)));
                 continue;
             }
             for (addr, jmp, _) in run {
@@ -215,6 +218,7 @@ pub(crate) fn patch_object_with<I: Isa>(base: u64, syms: &crate::filter::Symbols
         }
         I::code_written(page, (end - page) as usize);
         report.patched += run.len();
+        report.bodies.extend(run.iter().map(|p| (p.0, p.2 .1)));
     }
     report
 }

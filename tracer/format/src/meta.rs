@@ -376,6 +376,15 @@ pub struct InlineProbes {
     /// where an instruction starts could not be told): their inlined code is never shown.
     #[serde(default)]
     pub unprobed: u64,
+    /// Of `planted`, the probes inside entry-patched functions, whose traps are written at
+    /// the function's first call (none in a function that never ran); the others' at
+    /// start-up. Absent (0) in traces of an older shim, which wrote every trap at start-up.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub deferred: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The list of inline-probe addresses `trace run` writes into the trace directory for the
