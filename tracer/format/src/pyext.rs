@@ -506,4 +506,117 @@ mod tests {
             ]
         );
     }
+
+    /// A trace whose recorder did not merge (killed): a Python process and the native shim's
+    /// directory of the same (ended) process. Returns the trace's root.
+    fn unmerged_trace(d: &Path) -> PathBuf {
+        use crate::meta::{FuncKind, TraceMeta, TRACE_FORMAT_NAME};
+        use crate::writer::{create_process_dir, write_proc_meta, FuncTableWriter};
+        // A pid no process has: above the kernel's largest (2^22).
+        let pid = (1 << 22) + 7;
+        let meta = TraceMeta {
+            format: TRACE_FORMAT_NAME.into(),
+            version: crate::meta::TRACE_FORMAT_VERSION,
+            tool: "test".into(),
+            argv: vec!["python3".into()],
+            cwd: "/".into(),
+            target_kind: "python".into(),
+            start_unix_ms: 0,
+            end_unix_ms: None,
+            duration_ns: None,
+            exit: None,
+            options: serde_json::json!({"native_ext": true}),
+            incomplete: None,
+            stopped: None,
+            python_hooks: Vec::new(),
+        };
+        std::fs::write(d.join(crate::META_FILE), serde_json::to_string(&meta).unwrap()).unwrap();
+        for (kind, flags, events) in [
+            ("python", FLAG_PYTHON, vec![Call { func: 0, ts: 10 }, Return { ts: 90 }]),
+            ("native", FLAG_NATIVE, vec![Call { func: 0, ts: 20 }]),
+        ] {
+            let dir = create_process_dir(d, pid).unwrap();
+            let m = ProcMeta {
+                pid,
+                ppid: 1,
+                argv: vec!["python3".into()],
+                exe: "/usr/bin/python3".into(),
+                cwd: "/".into(),
+                kind: kind.into(),
+                runtime: String::new(),
+                start_ns: 5,
+                forked_from: None,
+                hook: None,
+                lines_per_test: false,
+            };
+            write_proc_meta(&dir, &m).unwrap();
+            let ft = FuncTableWriter::create(&dir.join(FUNCS_FILE)).unwrap();
+            let kind = match kind {
+                "python" => FuncKind::Builtin { module: None, qualname: "report".into() },
+                _ => FuncKind::Builtin { module: None, qualname: "weighted_sum".into() },
+            };
+            ft.append(&FuncRecord { id: 0, kind }).unwrap();
+            let mut w =
+                StreamWriter::create(&dir.join(stream_file_name(pid as u64, 0)), flags, pid, pid as u64, 0, DEFAULT_WINDOW).unwrap();
+            for ev in events {
+                match ev {
+                    Call { func, ts } => w.call(func, ts),
+                    _ => w.ret(90),
+                }
+            }
+            w.finish();
+        }
+        d.to_path_buf()
+    }
+
+    #[test]
+    fn a_reader_merges_an_unmerged_trace_once() {
+        let d = tempfile::tempdir().unwrap();
+        let root = unmerged_trace(d.path());
+        let t = crate::reader::TraceDir::open(&root).unwrap();
+        assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+        assert_eq!(t.processes.len(), 1, "merged into one process");
+        let p = &t.processes[0];
+        assert_eq!(p.funcs.iter().count(), 2);
+        let got: Vec<Event> = p.threads[0].events().unwrap().map(Result::unwrap).collect();
+        assert_eq!(got, [Call { func: 0, ts: 10 }, Call { func: 1, ts: 20 }, Return { ts: 90 }, Return { ts: 90 }]);
+        // Nothing left to merge: opening it again changes nothing.
+        let listing = |root: &Path| {
+            let mut v: Vec<String> =
+                std::fs::read_dir(root).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+            v.sort();
+            v
+        };
+        let before = listing(&root);
+        let t = crate::reader::TraceDir::open(&root).unwrap();
+        assert_eq!((t.processes.len(), t.processes[0].funcs.iter().count()), (1, 2));
+        assert_eq!(listing(&root), before);
+    }
+
+    #[test]
+    fn a_merge_given_up_is_not_repeated_and_its_leftovers_are_not_streams() {
+        let d = tempfile::tempdir().unwrap();
+        let root = unmerged_trace(d.path());
+        // A merge cut short after the point of no return: the native directory is no process,
+        // a temporary stream lies in the Python one.
+        let pid = (1u32 << 22) + 7;
+        let ndir = root.join(format!("p{pid}.1"));
+        std::fs::rename(ndir.join(PROC_META_FILE), ndir.join(MERGED_META)).unwrap();
+        let pydir = root.join(format!("p{pid}"));
+        std::fs::copy(pydir.join(stream_file_name(pid as u64, 0)), pydir.join(format!(".merge-{pid}-1.ev.tmp"))).unwrap();
+        let t = crate::reader::TraceDir::open(&root).unwrap();
+        assert_eq!(t.processes.len(), 1);
+        assert_eq!(t.processes[0].threads.len(), 1, "the temporary file is not a stream");
+        assert_eq!(t.processes[0].funcs.iter().count(), 1, "not merged again");
+    }
+
+    #[test]
+    fn a_trace_recorded_without_native_ext_is_left_alone() {
+        let d = tempfile::tempdir().unwrap();
+        let root = unmerged_trace(d.path());
+        let mut meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(root.join(crate::META_FILE)).unwrap()).unwrap();
+        meta["options"] = serde_json::json!({});
+        std::fs::write(root.join(crate::META_FILE), meta.to_string()).unwrap();
+        assert_eq!(crate::reader::TraceDir::open(&root).unwrap().processes.len(), 2);
+    }
 }
