@@ -102,7 +102,8 @@ fn only_the_hooks_are_exported() {
     // (shims/native/src/hooks.rs); sigaction and signal: the program's SIGTRAP handler kept
     // beside the inline probes', pthread_sigmask and sigprocmask: SIGTRAP never blocked while
     // probes are planted (shims/native/src/probe.rs); write: a libtest binary's output copied
-    // into the trace (shims/native/src/output.rs).
+    // into the trace (shims/native/src/output.rs); slice_trace_clock_*: the process's one clock,
+    // which the Python shim reads too with --native-ext (shims/native/src/hooks.rs).
     assert_eq!(
         funcs,
         [
@@ -116,6 +117,8 @@ fn only_the_hooks_are_exported() {
             "sigaction",
             "signal",
             "sigprocmask",
+            "slice_trace_clock_ns",
+            "slice_trace_clock_refine",
             "write"
         ],
         "{stdout}"

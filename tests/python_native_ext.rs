@@ -100,3 +100,150 @@ fn without_the_flag_the_extension_is_not_in_the_tree() {
     assert!(prompt.contains("    report\n"), "{prompt}");
     assert!(!prompt.contains("weighted_sum\n") && !prompt.contains("item_weight"), "{prompt}");
 }
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+/// `slice tree`'s lines of a trace (`TOTAL SELF CALLS FUNCTION` columns, the tree drawn in
+/// the last), and where a function is in it.
+struct Tree {
+    text: String,
+}
+
+impl Tree {
+    fn of(dir: &Path, trace: &str) -> Tree {
+        let o = run(cmd("slice").current_dir(dir).args(["tree", "--color", "never", trace]));
+        let (text, err) = texts(&o);
+        assert!(o.status.success(), "{err}");
+        Tree { text }
+    }
+
+    /// Each line of the first thread's tree: (calls column, depth in characters, name).
+    fn rows(&self) -> Vec<(String, usize, String)> {
+        let mut lines = self.text.lines().skip_while(|l| !l.trim_end().ends_with("FUNCTION"));
+        let Some(header) = lines.next() else {
+            panic!(
+                "no tree:
+{}",
+                self.text
+            )
+        };
+        let col = header.chars().count() - "FUNCTION".len();
+        lines
+            .take_while(|l| l.chars().count() > col)
+            .map(|l| {
+                let head: String = l.chars().take(col).collect();
+                let calls = head.split_whitespace().last().unwrap_or("").to_string();
+                let f: String = l.chars().skip(col).collect();
+                let name = f.trim_start_matches(|c: char| c.is_whitespace() || "│├└─".contains(c));
+                let depth = f.chars().count() - name.chars().count();
+                (calls, depth, name.split("  (").next().unwrap_or(name).to_string())
+            })
+            .collect()
+    }
+
+    /// (row, depth, calls) of the first row of `name`.
+    fn at(&self, name: &str) -> (usize, usize, String) {
+        self.rows()
+            .into_iter()
+            .enumerate()
+            .find(|(_, r)| r.2 == name)
+            .map(|(i, r)| (i, r.1, r.0))
+            .unwrap_or_else(|| panic!("no {name} in the tree:\n{}", self.text))
+    }
+
+    /// The calls of `callee` right under `caller` (its first row there), if any.
+    fn under(&self, callee: &str, caller: &str) -> Option<String> {
+        let rows = self.rows();
+        let (a, da, _) = self.at(caller);
+        rows[a + 1..].iter().take_while(|r| r.1 > da).find(|r| r.2 == callee && r.1 == da + 3).map(|r| r.0.clone())
+    }
+}
+
+/// A C function calling Python back 2,000 times, a C helper call before each: every call of
+/// `scale` nests under `apply`, and `finish` (called after `apply` returned) beside it. The
+/// Python and native events interleave a microsecond apart, so this holds only if both
+/// shims time them on one clock.
+#[test]
+fn python_callbacks_of_a_c_function_nest_under_it_and_what_follows_does_not() {
+    let d = scratch();
+    let Some(py) = build_extension(d.path()) else { return };
+    std::fs::copy(root().join("examples/python/ext/callback_ext.py"), d.path().join("callback_ext.py")).unwrap();
+    let o = run(cmd("trace")
+        .current_dir(d.path())
+        .args(["run", "-q", "-o", "cb.d", "--native-ext", "--"])
+        .arg(&py)
+        .args(["callback_ext.py", "2000"]));
+    let (out, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(out, "applied: 39973341\n", "the program's own output, untouched");
+    let tree = Tree::of(d.path(), "cb.d");
+    let t = &tree.text;
+    assert_eq!(tree.under("apply", "run").as_deref(), Some("×1"), "{t}");
+    assert_eq!(tree.under("item_weight", "apply").as_deref(), Some("×2000"), "{t}");
+    // The last callback goes beside `apply`: the native stream's next call (none here) is
+    // after `apply` returned, and the merge takes the frames it returns before then as ended
+    // (docs/native-recording.md, "Not right yet").
+    assert_eq!(tree.under("scale", "apply").as_deref(), Some("×1999"), "{t}");
+    assert_eq!(tree.under("finish", "run").as_deref(), Some("×1"), "finish beside apply, not under it:\n{t}");
+}
+
+/// `trace` killed with SIGKILL while the program is inside the extension module (the
+/// program dies with it): `trace` never merged the native shim's directory, the reader does,
+/// and the tree nests as after a finished run.
+#[test]
+fn a_killed_trace_is_merged_when_it_is_read() {
+    let d = scratch();
+    let Some(py) = build_extension(d.path()) else { return };
+    std::fs::copy(root().join("examples/python/ext/callback_ext.py"), d.path().join("callback_ext.py")).unwrap();
+    let mut child = cmd("trace")
+        .current_dir(d.path())
+        .args(["run", "-q", "-o", "k.d", "--native-ext", "--"])
+        .arg(&py)
+        .args(["callback_ext.py", "300", "forever"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    for _ in 0..2 {
+        line.clear();
+        std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    }
+    assert_eq!(line, "ready\n");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    // SAFETY: kill(2) has no memory effects.
+    unsafe { libc_kill(child.id() as i32, 9) };
+    child.wait().unwrap();
+    let procs = || -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(d.path().join("k.d"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.join("proc.json").is_file())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = procs();
+    assert_eq!(before.len(), 2, "the Python process and the native shim's directory, unmerged: {before:?}");
+    // The program dies with `trace` (PR_SET_PDEATHSIG); wait until it is gone and reaped.
+    let pid: i32 = before[0].file_name().unwrap().to_string_lossy()[1..].split('.').next().unwrap().parse().unwrap();
+    let start = std::time::Instant::now();
+    // SAFETY: signal 0 only checks that the process exists.
+    while unsafe { libc_kill(pid, 0) } == 0 {
+        assert!(start.elapsed() < std::time::Duration::from_secs(20), "the program still runs");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let tree = Tree::of(d.path(), "k.d");
+    let t = &tree.text;
+    for (callee, caller) in [("apply", "run"), ("item_weight", "apply"), ("scale", "apply"), ("finish", "run")] {
+        assert!(tree.under(callee, caller).is_some(), "{callee} not under {caller}:\n{t}");
+    }
+    assert_eq!(procs().len(), 1, "merged on disk, once: {:?}", procs());
+    // Read again: nothing left to merge, the same tree.
+    assert_eq!(Tree::of(d.path(), "k.d").text, tree.text);
+}

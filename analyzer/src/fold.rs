@@ -436,7 +436,7 @@ pub fn load_trace(dir: &Path, interner: &mut Interner) -> Result<LoadedTrace, Lo
     if td.processes.is_empty() {
         return Err(LoadError::NoProcess { path: dir.to_path_buf() });
     }
-    let mut warnings = Vec::new();
+    let mut warnings = td.warnings.clone();
     let mut processes = Vec::new();
     let mut coverage = LineCoverage::default();
     for p in &td.processes {

@@ -10,7 +10,6 @@ mod launch;
 mod line_probes;
 mod outdir;
 mod plan;
-mod pyext;
 mod run;
 mod shims;
 mod stats;
@@ -161,7 +160,16 @@ the PYTHONPATH/site mechanism the recorder is loaded through).")]
 }
 
 fn open(dir: &std::path::Path) -> Result<TraceDir> {
-    TraceDir::open(dir).map_err(anyhow::Error::from)
+    let trace = TraceDir::open(dir).map_err(anyhow::Error::from)?;
+    warn_all(&trace);
+    Ok(trace)
+}
+
+/// What opening the trace could not do (a merge of extension modules' calls that failed).
+fn warn_all(trace: &TraceDir) {
+    for w in &trace.warnings {
+        eprintln!("trace: warning: {}", trace_format::escape::line(w));
+    }
 }
 
 fn real_main() -> Result<i32> {
@@ -179,6 +187,7 @@ fn real_main() -> Result<i32> {
         Cmd::Info { dir, json, verbose } => {
             // A summary counts the functions: the tables are read line by line, never kept.
             let trace = TraceDir::open_with(&dir, trace_format::reader::FuncTables::Count)?;
+            warn_all(&trace);
             let s = stats::summarize(&trace)?;
             let text = if json {
                 let mut v = serde_json::to_value(&s)?;

@@ -22,7 +22,6 @@ pub const ENV_NATIVE_FILTER: &str = "SLICE_TRACE_NATIVE_FILTER";
 /// The environment variable that turns on the native shim's entry patching (`1`).
 pub use trace_format::patching::ENV_PATCH as ENV_NATIVE_PATCH;
 /// The shims' clock switch (`trace_format::clock`): `monotonic` turns the TSC off.
-const ENV_CLOCK: &str = "SLICE_TRACE_CLOCK";
 /// Name prefix of the hidden directory a run records into over an earlier trace.
 pub const STAGING_PREFIX: &str = ".trace-run-";
 
@@ -280,7 +279,6 @@ pub fn env_for(
                 env.push(("LD_PRELOAD", EnvChange::Set(prepend(native, d.inherited.ld_preload.as_ref()))));
             }
             env.push((ENV_NATIVE_PATCH, EnvChange::Set("ext".into())));
-            env.push((ENV_CLOCK, EnvChange::Set("monotonic".into())));
         }
     }
     env
@@ -368,7 +366,9 @@ mod tests {
         let p = plan(&o, &d);
         assert_eq!(p.env_value("LD_PRELOAD"), Some(&OsString::from("/opt/st/libslicetrace_native.so:/usr/lib/libfaketime.so")));
         assert_eq!(p.env_value("SLICE_TRACE_PATCH"), Some(&OsString::from("ext")), "extension modules only");
-        assert_eq!(p.env_value("SLICE_TRACE_CLOCK"), Some(&OsString::from("monotonic")), "one clock for both streams");
+        // One clock for both streams without slowing the Python shim down: it reads the native
+        // shim's TSC clock (trace_format::clock::share_preloaded), not `clock_gettime`.
+        assert_eq!(p.env_value("SLICE_TRACE_CLOCK"), None);
         assert_eq!(p.meta.options["native_ext"], true);
         // A shell script gets the shim anyway; it is told the mode too.
         let p = plan(&o, &detected("/work/run.sh", TargetKind::Other));

@@ -362,7 +362,7 @@ fn settle(output: &Output, finished: Result<stats::Summary>, meta: &TraceMeta, o
 fn finish_trace(out: &Path, meta: &mut TraceMeta) -> Result<stats::Summary> {
     let native_ext = meta.options.get("native_ext").and_then(|v| v.as_bool()) == Some(true);
     if native_ext {
-        for w in crate::pyext::merge_extension_processes(out) {
+        for w in trace_format::pyext::merge_extension_processes(out) {
             eprintln!("trace: {w}");
         }
     }
@@ -437,29 +437,18 @@ fn python_source_beside(module_file: &str) -> Option<String> {
 /// through its mapping, and a page past the end of the file would kill it with SIGBUS.
 fn trim_streams(trace: &TraceDir, summary: &stats::Summary) {
     for (p, ps) in trace.processes.iter().zip(&summary.procs) {
-        if process_alive(p.meta.pid) {
+        if trace_format::pyext::process_alive(p.meta.pid) {
             continue;
         }
         for (t, ts) in p.threads.iter().zip(&ps.threads) {
             let Some(end) = ts.unclosed_end else { continue };
-            if t.size > end + 1 && !process_alive(t.header.pid) {
+            if t.size > end + 1 && !trace_format::pyext::process_alive(t.header.pid) {
                 if let Ok(f) = std::fs::OpenOptions::new().write(true).open(&t.path) {
                     let _ = f.set_len(end + 1);
                 }
             }
         }
     }
-}
-
-/// Whether a process with this pid exists (a zombie, or one we may not signal, counts).
-pub(crate) fn process_alive(pid: u32) -> bool {
-    let Ok(pid) = i32::try_from(pid) else { return false };
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: signal 0 only checks that the process exists.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 /// Size, modification time and SHA-256 of a file. Hashed as it is read, in pieces of `buf`'s

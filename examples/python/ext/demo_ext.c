@@ -33,8 +33,40 @@ static PyObject *weighted_sum(PyObject *self, PyObject *args) {
     return PyLong_FromLong(total);
 }
 
+/* apply(fn, values): calls back fn(weight) for each value's weight, in order; the sum of
+ * what it returns. */
+static PyObject *apply(PyObject *self, PyObject *args) {
+    PyObject *fn, *seq;
+    if (!PyArg_ParseTuple(args, "OO", &fn, &seq)) {
+        return NULL;
+    }
+    PyObject *fast = PySequence_Fast(seq, "apply expects a sequence");
+    if (fast == NULL) {
+        return NULL;
+    }
+    long total = 0;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return NULL;
+        }
+        PyObject *r = PyObject_CallFunction(fn, "l", item_weight((long)i, v));
+        if (r == NULL) {
+            Py_DECREF(fast);
+            return NULL;
+        }
+        total += PyLong_AsLong(r);
+        Py_DECREF(r);
+    }
+    Py_DECREF(fast);
+    return PyLong_FromLong(total);
+}
+
 static PyMethodDef methods[] = {
     {"weighted_sum", weighted_sum, METH_VARARGS, "The weighted sum of a sequence of integers."},
+    {"apply", apply, METH_VARARGS, "Calls a function back with each item's weight."},
     {NULL, NULL, 0, NULL},
 };
 

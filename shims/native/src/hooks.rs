@@ -37,6 +37,23 @@ pub extern "C" fn slt_now_slow() -> u64 {
     ns
 }
 
+/// The process's clock, exported for the Python shim (`trace run --native-ext`): both streams
+/// of a thread are merged by time, so both shims read one TSC calibration, the one hot.c's
+/// events are timed with (`trace_format::clock::share_preloaded`).
+#[no_mangle]
+pub extern "C" fn slice_trace_clock_ns() -> u64 {
+    // SAFETY: reads the clock (hot.c's, or Rust's while it has no calibration); keeps errno.
+    unsafe { slt_clock_now() }
+}
+
+/// The clock's refinement, exported with [`slice_trace_clock_ns`]: hot.c moves to the refined
+/// calibration at once, so that the two streams stay on one.
+#[no_mangle]
+pub extern "C" fn slice_trace_clock_refine() {
+    trace_format::clock::refine();
+    publish_calibration();
+}
+
 /// An event of a thread that records, whose window a path holds (hot.c's marker): a signal
 /// handler's event inside that path (dropped), unless the path is gone (window.rs; then the
 /// slow path takes the window over when it switches the mode).

@@ -84,6 +84,8 @@ extern "C" {
     /// `t` is the calling thread's block, whose window the caller holds; `lim` null, or the
     /// `limit` of the window `t.cur.pos` is in.
     pub(crate) fn slt_give_limit(t: *mut SltThread, lim: *mut u8);
+    /// The clock as hot.c's fast paths read it. No precondition.
+    pub(crate) fn slt_clock_now() -> u64;
 }
 
 /// Let hot.c read the clock's TSC calibration (it asks Rust's clock while there is none).

@@ -66,6 +66,9 @@ fn start(py: Python<'_>) -> PyResult<bool> {
     }
     let Some(root) = std::env::var_os(ENV_TRACE_DIR).filter(|v| !v.is_empty()) else { return Ok(false) };
     let options = std::env::var(ENV_TRACE_OPTIONS).unwrap_or_default();
+    // With the native shim in the process (`trace run --native-ext`), one clock for both
+    // shims' streams: its TSC calibration (trace_format::clock).
+    trace_format::clock::share_preloaded();
     let has = |name: &str| options.split(',').any(|o| o.trim() == name);
     let c_calls = has("c_calls");
     let profile_only = has("profile_hook");

@@ -15,6 +15,14 @@
 //!
 //! The values are `CLOCK_MONOTONIC` nanoseconds either way, so the trace format does not
 //! change. `SLICE_TRACE_CLOCK=monotonic` in the environment turns the TSC off.
+//!
+//! One clock per process. Each shim links its own copy of this module, so two shims in one
+//! process (`trace run --native-ext`: the Python shim and the preloaded native shim) would
+//! each calibrate their own TSC conversion, a few microseconds apart, and the merge of their
+//! streams by time (`tracer`'s `pyext`) needs one order. The native shim therefore exports
+//! its clock ([`SHARED_NOW_SYMBOL`], [`SHARED_REFINE_SYMBOL`]) and the Python shim reads it
+//! through [`share_preloaded`]: one calibration for both streams, at the cost of one call per
+//! read.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
@@ -32,6 +40,17 @@ const CALIBRATING: u8 = 2;
 const COMPUTING: u8 = 3;
 /// The TSC, converted with the calibration in `ACTIVE`.
 const TSC: u8 = 4;
+/// Another copy of this clock in the process, reached through [`share_preloaded`].
+const SHARED: u8 = 5;
+
+/// The symbol by which the native shim exports its clock's `now_ns` (`extern "C" fn() -> u64`).
+pub const SHARED_NOW_SYMBOL: &std::ffi::CStr = c"slice_trace_clock_ns";
+/// The symbol by which the native shim exports its clock's [`refine`] (`extern "C" fn()`).
+pub const SHARED_REFINE_SYMBOL: &std::ffi::CStr = c"slice_trace_clock_refine";
+
+/// With [`SHARED`]: the other clock's two functions.
+static SHARED_NOW: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static SHARED_REFINE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 static MODE: AtomicU8 = AtomicU8::new(UNKNOWN);
 
@@ -158,13 +177,59 @@ fn slow_now() -> u64 {
             }
             now.1
         }
+        SHARED => {
+            let f = SHARED_NOW.load(Ordering::Relaxed);
+            // SAFETY: set by `share_with` from a function of the `extern "C" fn() -> u64` type
+            // before MODE was published as SHARED; the library holding it is never unloaded
+            // (a preloaded library).
+            unsafe { std::mem::transmute::<usize, extern "C" fn() -> u64>(f)() }
+        }
         _ => system_ns(),
     }
+}
+
+/// Read the time from another copy of this clock in the process from now on: `now` and
+/// `refine` are that copy's [`now_ns`] and [`refine`]. Whatever mode this copy was in, its
+/// values and the other's are both `CLOCK_MONOTONIC` nanoseconds, so switching keeps a stream's
+/// times in order to within the calibrations' error.
+pub fn share_with(now: extern "C" fn() -> u64, refine: extern "C" fn()) {
+    SHARED_NOW.store(now as usize, Ordering::Relaxed);
+    SHARED_REFINE.store(refine as usize, Ordering::Relaxed);
+    MODE.store(SHARED, Ordering::Release);
+}
+
+/// Use the clock the preloaded native shim exports ([`SHARED_NOW_SYMBOL`]), when it is in the
+/// process: the Python shim calls this when it starts. Returns whether it is. Never call it
+/// from the library that exports the symbols (it would find its own and call itself).
+pub fn share_preloaded() -> bool {
+    // SAFETY: dlsym with RTLD_DEFAULT and NUL-terminated names only looks symbols up.
+    let (now, refine) = unsafe {
+        (libc::dlsym(libc::RTLD_DEFAULT, SHARED_NOW_SYMBOL.as_ptr()), libc::dlsym(libc::RTLD_DEFAULT, SHARED_REFINE_SYMBOL.as_ptr()))
+    };
+    if now.is_null() || refine.is_null() {
+        return false;
+    }
+    // SAFETY: the native shim defines these two symbols with exactly these types
+    // (shims/native/src/hooks.rs).
+    let (now, refine) = unsafe {
+        (
+            std::mem::transmute::<*mut libc::c_void, extern "C" fn() -> u64>(now),
+            std::mem::transmute::<*mut libc::c_void, extern "C" fn()>(refine),
+        )
+    };
+    share_with(now, refine);
+    true
 }
 
 /// Measure the TSC rate again over a longer interval (once, after [`REFINE_NS`]). Cheap to
 /// call often: the writer calls it whenever a window fills up.
 pub fn refine() {
+    if MODE.load(Ordering::Acquire) == SHARED {
+        let f = SHARED_REFINE.load(Ordering::Relaxed);
+        // SAFETY: as in `slow_now`: an `extern "C" fn()` set before SHARED was published.
+        unsafe { std::mem::transmute::<usize, extern "C" fn()>(f)() };
+        return;
+    }
     if MODE.load(Ordering::Acquire) != TSC || REFINING.load(Ordering::Relaxed) != 0 {
         return;
     }

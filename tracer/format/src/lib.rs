@@ -20,6 +20,7 @@ pub mod event;
 pub mod meta;
 pub mod objects;
 pub mod patching;
+pub mod pyext;
 pub mod reader;
 pub mod testrun;
 pub mod writer;

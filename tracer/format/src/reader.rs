@@ -19,6 +19,9 @@ pub struct TraceDir {
     pub meta: TraceMeta,
     /// Processes in the order they started.
     pub processes: Vec<Process>,
+    /// What opening it could not do: the merge of a Python process's extension modules that
+    /// failed (`crate::pyext`), each a sentence for the user.
+    pub warnings: Vec<String>,
 }
 
 /// One traced process (one program image: an `exec` starts a new one).
@@ -77,6 +80,14 @@ impl TraceDir {
             return Err(FormatError::NotADirectory { path: root.to_path_buf() });
         }
         let meta = read_meta(root)?;
+        // A run with --native-ext whose recorder did not get to merge the native shim's
+        // directories into the Python processes' (it was killed): merged here, once the
+        // processes have ended.
+        let warnings = if meta.options.get("native_ext").and_then(|v| v.as_bool()) == Some(true) {
+            crate::pyext::merge_extension_processes(root)
+        } else {
+            Vec::new()
+        };
         let mut processes = Vec::new();
         let mut entries: Vec<PathBuf> = std::fs::read_dir(root)
             .map_err(|e| FormatError::io(root, e))?
@@ -92,7 +103,7 @@ impl TraceDir {
             processes.push(Process::open_with(&dir, tables)?);
         }
         processes.sort_by_key(|p| (p.meta.start_ns, p.meta.pid));
-        Ok(TraceDir { root: root.to_path_buf(), meta, processes })
+        Ok(TraceDir { root: root.to_path_buf(), meta, processes, warnings })
     }
 
     /// Total number of thread streams.
@@ -147,7 +158,7 @@ pub fn read_document(path: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
     Ok(v)
 }
 
-fn read_document_text(path: &Path, cap: u64) -> std::io::Result<String> {
+pub(crate) fn read_document_text(path: &Path, cap: u64) -> std::io::Result<String> {
     String::from_utf8(read_document(path, cap)?).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
