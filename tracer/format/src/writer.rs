@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 /// Default window: how much of a stream file is mapped at a time.
 pub const DEFAULT_WINDOW: usize = 4 << 20;
 
-/// Bytes of a stream's first window written before the rest of it is warmed
-/// ([`StreamWriter::warm`]).
+/// Bytes of a stream's first window written before any of it is warmed, and the first step
+/// of warming in every window ([`StreamWriter::warm`]).
 pub const WARM_AFTER: usize = 256 << 10;
 
 /// `CLOCK_MONOTONIC` in nanoseconds: the timestamps of events. Read from the CPU's
@@ -78,9 +78,13 @@ pub struct StreamWriter {
     incomplete: bool,
     /// [`FORK_GENERATION`] when the stream was created.
     generation: u32,
-    /// Events may be written up to here in the current window (at most `window`): the first
-    /// window stops at [`WARM_AFTER`] until the rest of it is warmed ([`StreamWriter::warm`]).
+    /// Events may be written up to here in the current window (at most `window`): the end of
+    /// what is warmed ([`StreamWriter::warm`]); the first window stops at [`WARM_AFTER`] before
+    /// any of it is.
     until: usize,
+    /// How far the next [`StreamWriter::warm`] of this window reaches: [`WARM_AFTER`] in a new
+    /// window, doubled by each step up to the window.
+    ahead: usize,
     /// Bytes written as zeros by [`StreamWriter::warm`] (for the tests).
     warmed: u64,
     /// A cursor lent by [`StreamWriter::cursor`] points into the current window. A new
@@ -134,6 +138,7 @@ impl StreamWriter {
             incomplete: false,
             generation: fork_generation(),
             until: 0,
+            ahead: WARM_AFTER,
             warmed: 0,
             lent: false,
         };
@@ -187,9 +192,11 @@ impl StreamWriter {
         }
         self.window_index = index;
         self.pos = 0;
-        // A thread that fills a window records a lot: the next one is warmed at once. The
-        // first is warmed only once WARM_AFTER bytes of it are written (most threads write
-        // far less, and a warmed window is page cache the thread may never use).
+        self.until = 0;
+        self.ahead = WARM_AFTER;
+        // A thread that fills a window records a lot: the next one is warmed as soon as it is
+        // mapped. The first is warmed only once WARM_AFTER bytes of it are written (most
+        // threads write far less, and a warmed window is page cache the thread may never use).
         if index == 0 && self.window > WARM_AFTER {
             self.until = WARM_AFTER;
         } else {
@@ -198,9 +205,13 @@ impl StreamWriter {
         Ok(())
     }
 
-    /// Put the pages of the current window from `from` (rounded up to a page) to its end in
-    /// the page cache, as zeros, with `pwritev` from a static buffer of zeros, and let
-    /// events be written up to the window's end.
+    /// Put the next pages of the current window, from `from` (rounded up to a page), in the
+    /// page cache as zeros, with `pwritev` from a static buffer of zeros, and let events be
+    /// written up to their end. A step reaches `ahead` bytes, which doubles with each step of a
+    /// window (256 KiB, 512 KiB, ... up to the window's end): a thread that writes a lot
+    /// makes a few calls per window, and the last window of a stream, which its thread seldom
+    /// fills, is not warmed much past what it holds (a whole 4 MiB window warmed for a few
+    /// bytes cost a stream just past 4 MiB 1.5-5.7 ms, `docs/performance.md`).
     ///
     /// Why: a page the events reach first through the mapping costs a page fault that
     /// allocates it, reads it (zeros from the unwritten extent) and makes it writable; written
@@ -212,11 +223,13 @@ impl StreamWriter {
     /// interrupted call) only leaves the rest to page faults.
     #[cold]
     fn warm(&mut self, from: usize) {
-        self.until = self.window;
         const PIECE: usize = 64 << 10;
         static ZEROS: [u8; PIECE] = [0; PIECE];
-        let mut at = from.next_multiple_of(4096).min(self.window);
-        let end = self.window;
+        // Pages before `until` are warm already (`until` is 0 in a new window).
+        let mut at = from.next_multiple_of(4096).max(self.until).min(self.window);
+        let end = at.saturating_add(self.ahead).min(self.window);
+        self.ahead = self.ahead.saturating_mul(2).min(self.window);
+        self.until = end;
         let iov: [libc::iovec; 64] = [libc::iovec { iov_base: ZEROS.as_ptr() as *mut libc::c_void, iov_len: PIECE }; 64];
         while at < end {
             let n = (end - at).div_ceil(PIECE).min(iov.len());
@@ -228,6 +241,8 @@ impl StreamWriter {
             // (reserved by posix_fallocate), at or past the position.
             let w = unsafe { libc::pwritev(self.fd, vecs.as_ptr(), n as libc::c_int, off as libc::off_t) };
             if w <= 0 {
+                // The rest of the window is left to page faults.
+                self.until = self.window;
                 return;
             }
             at += w as usize;
@@ -304,13 +319,13 @@ impl StreamWriter {
         !self.base.is_null()
     }
 
-    /// `room` past `until`: warm the rest of the first window, or move to the next.
+    /// `room` past `until`: warm the next step of the window, or move to the next window.
     #[cold]
     #[inline(never)]
     fn reach(&mut self, len: usize) -> bool {
         if self.until < self.window && !self.base.is_null() {
             self.warm(self.pos);
-            if self.pos + len <= self.window {
+            if self.pos + len <= self.until {
                 return true;
             }
         }
@@ -758,7 +773,7 @@ mod tests {
     }
 
     #[test]
-    fn the_first_window_is_warmed_after_warm_after_bytes_and_the_next_ones_at_once() {
+    fn windows_are_warmed_in_doubling_steps_the_first_only_after_warm_after_bytes() {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("t1-0.ev");
         let window = 1 << 20;
@@ -768,34 +783,40 @@ mod tests {
         assert_eq!(c.limit as usize - c.pos as usize, WARM_AFTER - MAX_EVENT_LEN + 1 - w.len() as usize);
         assert_eq!(w.warmed, 0);
         let mut n = 0u64;
-        while (w.len() as usize) < WARM_AFTER + 100 {
-            w.call((n % 300) as u32, n * 40 + 1);
-            w.ret(n * 40 + 20);
-            n += 1;
-        }
-        // Past it: the rest of the window was written as zeros, from the page boundary after
-        // the events (the position was within an event's length below WARM_AFTER, a page
-        // boundary), and the cursor reaches its end.
-        assert_eq!(w.warmed as usize, window - WARM_AFTER);
+        let mut write_to = |w: &mut StreamWriter, len: usize| {
+            while (w.len() as usize) < len {
+                w.call((n % 300) as u32, n * 40 + 1);
+                w.ret(n * 40 + 20);
+                n += 1;
+            }
+        };
+        write_to(&mut w, WARM_AFTER + 100);
+        // Past it: the next WARM_AFTER bytes were written as zeros, from the page boundary
+        // after the events (the position was within an event's length below WARM_AFTER, a
+        // page boundary), and the cursor reaches their end.
+        assert_eq!(w.warmed as usize, WARM_AFTER);
         let c = w.cursor().unwrap();
-        assert_eq!(c.limit as usize - c.pos as usize, window - MAX_EVENT_LEN + 1 - w.len() as usize);
+        assert_eq!(c.limit as usize - c.pos as usize, 2 * WARM_AFTER - MAX_EVENT_LEN + 1 - w.len() as usize);
         // SAFETY: the cursor just lent, unmoved.
         unsafe { w.set_cursor(&c) };
-        // The second window is warmed as soon as it is mapped.
-        while (w.len() as usize) < window + 100 {
-            w.call((n % 300) as u32, n * 40 + 1);
-            w.ret(n * 40 + 20);
-            n += 1;
-        }
-        assert_eq!(w.warmed as usize, window - WARM_AFTER + window);
+        // The next step is twice as long and reaches the window's end (1 MiB).
+        write_to(&mut w, 2 * WARM_AFTER + 100);
+        assert_eq!(w.warmed as usize, window - WARM_AFTER);
+        // The second window is warmed as soon as it is mapped, its first step only: a stream
+        // that ends just past a window does not warm the whole next one.
+        write_to(&mut w, window + 100);
+        assert_eq!(w.warmed as usize, window);
+        write_to(&mut w, window + WARM_AFTER + 100);
+        assert_eq!(w.warmed as usize, window + 2 * WARM_AFTER);
+        let count = n;
         w.finish();
         // Every event reads back, and the zeros past the last one are cut off.
         let s = crate::reader::ThreadStream::open(&path).unwrap();
         assert_eq!(s.size, std::fs::metadata(&path).unwrap().len());
-        assert!(s.size < window as u64 + 200, "{}", s.size);
+        assert!(s.size < (window + WARM_AFTER) as u64 + 200, "{}", s.size);
         let evs: Vec<_> = s.events().unwrap().collect::<Result<_, _>>().unwrap();
-        assert_eq!(evs.len() as u64, 2 * n);
-        assert_eq!(evs.last(), Some(&crate::event::Event::Return { ts: (n - 1) * 40 + 20 }));
+        assert_eq!(evs.len() as u64, 2 * count);
+        assert_eq!(evs.last(), Some(&crate::event::Event::Return { ts: (count - 1) * 40 + 20 }));
     }
 
     #[test]
