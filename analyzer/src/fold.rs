@@ -762,6 +762,27 @@ mod tests {
         assert_eq!(shown, ["app::main x1", "  app::parse x2", "    app::parse x1 R", "  app::parse x1"]);
     }
 
+    /// mypyc's generator body and the def that made the generator are mapped to one Python
+    /// function (`python::mypyc`): folded as one; a Python function the interpreter ran,
+    /// equal by value, is not merged.
+    #[test]
+    fn a_mypyc_generator_body_folds_with_its_def() {
+        let compiled = |object: Option<&str>| Function {
+            language: Language::Python,
+            name: "_rhs".into(),
+            qualname: "transform_line.<locals>._rhs".into(),
+            file: Some("/v/site-packages/black/linegen.py".into()),
+            first_line: Some(650),
+            last_line: Some(673),
+            object: object.map(Into::into),
+            program_library: false,
+            inlined: false,
+        };
+        let rt = Some("/v/site-packages/30fcd23745efe32ce681__mypyc.cpython-311-x86_64-linux-gnu.so");
+        let funcs = [compiled(rt), compiled(None), compiled(rt), compiled(None)];
+        assert_eq!(fold_classes(&funcs), [FoldClass::Visible, FoldClass::Visible, FoldClass::SameAs(0), FoldClass::Visible]);
+    }
+
     #[test]
     fn import_machinery_and_comprehensions_are_transparent() {
         let mut funcs = py_funcs(&["main", "_find_and_load", "<module>", "<listcomp>", "helper"]);

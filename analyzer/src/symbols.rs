@@ -327,6 +327,22 @@ mod tests {
     use super::*;
     use crate::testutil::{py, py_funcs, Ev::C, Ev::R, TraceBuilder};
 
+    /// A call of a function whose calls resume (mypyc's generator body) is folded as a
+    /// resume; other calls, returns and lines keep their kind, every id renumbered.
+    #[test]
+    fn calls_of_a_generator_body_are_resumes() {
+        use trace_format::Event;
+        let r = ResolvedProcess {
+            ids: [(7, 0), (9, 1)].into_iter().collect(),
+            resumed: [1].into_iter().collect(),
+            ..ResolvedProcess::default()
+        };
+        assert_eq!(r.renumber(Event::Call { func: 9, ts: 5 }), Event::Resume { func: 1, ts: 5 });
+        assert_eq!(r.renumber(Event::Call { func: 7, ts: 6 }), Event::Call { func: 0, ts: 6 });
+        assert_eq!(r.renumber(Event::Resume { func: 9, ts: 7 }), Event::Resume { func: 1, ts: 7 });
+        assert_eq!(r.renumber(Event::Line { func: 9, line: 3 }), Event::Line { func: 1, line: 3 });
+    }
+
     /// [`Function::key_is_bracketed`] says what the key's first character says.
     #[test]
     fn a_bracketed_key_is_told_without_formatting_it() {
