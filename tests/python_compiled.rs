@@ -47,20 +47,21 @@ fn a_mypyc_compiled_package_is_named_with_how_to_record_its_source() {
 /// `main` (compiled) under click's Python code that calls it, the formatting under it; and the
 /// note says so. mypyc's functions are named and shown as the Python functions they were
 /// compiled from (`analyzer/src/python/mypyc.rs`), with the source the wheel ships beside the
-/// compiled module.
+/// compiled module; so are its generators' bodies and nested functions: a line too long for
+/// one is split by `transform_line`'s nested generator `_rhs`, whose body runs in mypyc's
+/// `..._gen_____mypyc_generator_helper__`.
 #[test]
 fn with_native_ext_a_mypyc_compiled_packages_functions_are_in_the_tree() {
     let venv = venv_with("black-24.10-venv", &python(), BLACK);
     let d = scratch();
     let t = d.path().join("black-ext.d");
-    let o = run(cmd("trace").args(["run", "-q", "--native-ext", "-o"]).arg(&t).arg("--").arg(venv.join("bin/black")).args([
-        "-q",
-        "-c",
-        "x  =  [1,2]",
-    ]));
+    let long = "x  =  [1111111111, 2222222222, 3333333333, 4444444444, 5555555555, 6666666666, 7777777777, 88888]";
+    let o =
+        run(cmd("trace").args(["run", "-q", "--native-ext", "-o"]).arg(&t).arg("--").arg(venv.join("bin/black")).args(["-q", "-c", long]));
     let (out, err) = texts(&o);
     assert!(o.status.success(), "{err}");
-    assert_eq!(out, "x = [1, 2]\n", "black's own output, untouched");
+    let items = ["1111111111", "2222222222", "3333333333", "4444444444", "5555555555", "6666666666", "7777777777", "88888"];
+    assert_eq!(out, format!("x = [\n{}]\n", items.map(|i| format!("    {i},\n")).concat()), "black's own output, untouched");
     let o = run(cmd("slice").arg("from-trace").arg(&t).args(["-q", "How does black split long lines?"]));
     let (prompt, err) = texts(&o);
     assert!(o.status.success(), "{err}");
@@ -91,6 +92,35 @@ fn with_native_ext_a_mypyc_compiled_packages_functions_are_in_the_tree() {
     let expected = method_source(&linegen, "    def visit_default(");
     assert!(expected.lines().count() > 5 && expected.contains("Default `visit_*()` implementation"), "{expected}");
     assert!(prompt.contains(&expected), "no source of LineGenerator.visit_default:\n{expected}\n---\n{prompt}");
+
+    // Generators' bodies and nested functions are their Python functions too: no
+    // `..._gen_____mypyc_generator_helper__` (a generator's body) or `..._obj_____call__` (a
+    // nested function) is left, nor the generator classes' `__next__`/`__iter__` around them.
+    for c in ["_gen_____mypyc_generator_helper__", "_obj_____call__", "_gen_____next__", "_gen_____iter__"] {
+        assert!(!tree.contains(c), "{c}:\n{tree}");
+    }
+    // `_rhs` (nested in `transform_line`, a generator): what its body calls is under it, and
+    // its source is in the prompt.
+    let rhs = at("transform_line.<locals>._rhs");
+    let below = |name: &str| {
+        let i = (rhs + 1..lines.len())
+            .take_while(|&i| indent(i) > indent(rhs))
+            .find(|&i| lines[i].trim_start().starts_with(&format!("{name} ")) || lines[i].trim_start() == name);
+        assert!(i.is_some_and(|i| indent(i) == indent(rhs) + 2), "no {name} under _rhs:\n{tree}");
+    };
+    below("generate_trailers_to_omit");
+    below("right_hand_split");
+    // From its `def` (its signature spans lines, the last at the def's indentation) to its
+    // last line.
+    let start = linegen.find("        def _rhs(\n").expect("_rhs in linegen.py");
+    let last = "            yield from right_hand_split(line, mode, features=features)";
+    let rhs_src = &linegen[start..start + linegen[start..].find(last).expect("_rhs's last line") + last.len()];
+    assert!(rhs_src.contains("for omit in generate_trailers_to_omit(line, mode.line_length):"), "{rhs_src}");
+    assert!(prompt.contains(rhs_src), "no source of transform_line.<locals>._rhs:\n{rhs_src}\n---\n{prompt}");
+    // One source block for it (its def and its body are one function), where the tree says
+    // it was made once and resumed.
+    assert_eq!(prompt.matches("#### `transform_line.<locals>._rhs` (site-packages/black/linegen.py:").count(), 1, "{prompt}");
+    assert!(lines[rhs].contains(" resumes)"), "{}", lines[rhs]);
 }
 
 /// The lines of the method whose `def` line starts with `header`: to the last line before the

@@ -70,14 +70,16 @@ pub fn fold_class(f: &Function) -> FoldClass {
 }
 
 /// The fold-time classes of a process's function table: [`fold_class`] of each, and
-/// [`FoldClass::SameAs`] for a native function equal to an earlier one.
+/// [`FoldClass::SameAs`] for a native function equal to an earlier one (and for a mypyc
+/// function mapped to the same Python function as an earlier one: a generator's body and its
+/// def, [`crate::python::mypyc`]).
 pub fn fold_classes(funcs: &[Function]) -> Vec<FoldClass> {
     let mut first: std::collections::HashMap<&Function, u32> = std::collections::HashMap::new();
     funcs
         .iter()
         .enumerate()
         .map(|(i, f)| {
-            if f.language == Language::Native && f.file.is_some() {
+            if (f.language == Language::Native && f.file.is_some()) || crate::python::mypyc::ran_compiled(f) {
                 let canonical = *first.entry(f).or_insert(i as u32);
                 if canonical != i as u32 {
                     return FoldClass::SameAs(canonical);
@@ -290,7 +292,14 @@ impl Folder {
             self.on_path.resize(fi + 1, 0);
         }
         let earlier = if self.on_path[fi] > 0 { self.stack.iter().rev().find(|f| f.func == func).map(|f| f.node) } else { None };
-        let n = if earlier.is_some() { self.b.marker(cur, func) } else { self.b.child(cur, func) };
+        let n = match earlier {
+            // Resuming the function whose frame is the innermost open one (a mypyc generator's
+            // body run while the call that made the generator is still open): its node, not a
+            // recursion.
+            Some(e) if resume && e == cur && self.stack.last().is_some_and(|f| f.func == func) => cur,
+            Some(_) => self.b.marker(cur, func),
+            None => self.b.child(cur, func),
+        };
         let node = self.b.node_mut(n);
         node.via_import |= in_import;
         if resume {
@@ -693,6 +702,31 @@ mod tests {
         assert_eq!((g.count, g.resumes, g.time_ns), (1, 2, 3));
     }
 
+    /// A resume of the function whose frame is open (mypyc's generator body, recorded inside
+    /// the call that made the generator) is that node again, its callees under it; not a
+    /// recursion. A real recursive call still is one.
+    #[test]
+    fn a_resume_inside_the_same_functions_frame_is_its_node() {
+        let funcs = Arc::new(py_funcs(&["main", "gen", "work"]));
+        let classes = vec![FoldClass::Visible; 3];
+        let evs = vec![
+            Ok(Event::Call { func: 0, ts: 1 }),
+            Ok(Event::Call { func: 1, ts: 2 }),
+            Ok(Event::Resume { func: 1, ts: 3 }),
+            Ok(Event::Call { func: 2, ts: 4 }),
+            Ok(Event::Return { ts: 5 }),
+            Ok(Event::Return { ts: 6 }),
+            Ok(Event::Call { func: 1, ts: 7 }),
+            Ok(Event::Return { ts: 8 }),
+            Ok(Event::Return { ts: 9 }),
+            Ok(Event::Return { ts: 10 }),
+        ];
+        let (t, _) = fold_events(funcs, &classes, evs);
+        assert_eq!(show(&t), vec!["main x1", "  gen x1", "    work x1", "    gen x1 R"], "R: the recursive call");
+        let g = t.node(t.preorder()[1]);
+        assert_eq!((g.count, g.resumes), (1, 1));
+    }
+
     #[test]
     fn unmatched_returns_are_ignored_and_open_calls_closed() {
         let funcs = Arc::new(py_funcs(&["a", "b"]));
@@ -748,6 +782,27 @@ mod tests {
             })
             .collect();
         assert_eq!(shown, ["app::main x1", "  app::parse x2", "    app::parse x1 R", "  app::parse x1"]);
+    }
+
+    /// mypyc's generator body and the def that made the generator are mapped to one Python
+    /// function (`python::mypyc`): folded as one; a Python function the interpreter ran,
+    /// equal by value, is not merged.
+    #[test]
+    fn a_mypyc_generator_body_folds_with_its_def() {
+        let compiled = |object: Option<&str>| Function {
+            language: Language::Python,
+            name: "_rhs".into(),
+            qualname: "transform_line.<locals>._rhs".into(),
+            file: Some("/v/site-packages/black/linegen.py".into()),
+            first_line: Some(650),
+            last_line: Some(673),
+            object: object.map(Into::into),
+            program_library: false,
+            inlined: false,
+        };
+        let rt = Some("/v/site-packages/30fcd23745efe32ce681__mypyc.cpython-311-x86_64-linux-gnu.so");
+        let funcs = [compiled(rt), compiled(None), compiled(rt), compiled(None)];
+        assert_eq!(fold_classes(&funcs), [FoldClass::Visible, FoldClass::Visible, FoldClass::SameAs(0), FoldClass::Visible]);
     }
 
     #[test]

@@ -118,6 +118,13 @@ mod tests {
         assert!(!mypyc_runtime("CPyDef_linegen___LineGenerator___visit_default", rt));
         assert!(mypyc_runtime("linegen___LineGenerator_traverse", rt) && mypyc_runtime("__pyx_tp_dealloc_5demo_Thing", rt));
         assert!(mypyc_runtime("mode___Mode_set_preview", rt) && mypyc_runtime("list_pop_impl", rt));
+        // A generator class's methods around its body, and a callable class's `__get__`; not
+        // the body (the helper), nor a nested function's `__call__`.
+        for wrapper in ["_gen_____next__", "_gen_____iter__", "_gen___send", "_gen___throw", "_gen___close", "_obj_____get__"] {
+            assert!(mypyc_runtime(&format!("CPyDef_linegen___visit_default_LineGenerator{wrapper}"), rt), "{wrapper}");
+        }
+        assert!(!mypyc_runtime("CPyDef_linegen___visit_default_LineGenerator_gen_____mypyc_generator_helper__", rt));
+        assert!(!mypyc_runtime("CPyDef_linegen____rhs_transform_line_obj_____call__", rt));
         let own = Some("/w/demo_ext.cpython-312-x86_64-linux-gnu.so");
         assert!(!mypyc_runtime("weighted_sum", own) && !mypyc_runtime("list_pop_impl", own), "a C extension's own functions");
         assert!(!mypyc_runtime("CPyStr_Build", Some("/home/u/app")), "only in an extension module");

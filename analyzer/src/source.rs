@@ -320,7 +320,7 @@ fn is_def_header(line: &str) -> Option<CodeKind> {
 
 /// For a header line at `j` (0-based): the index of the last line of the header (where the
 /// logical line containing it ends).
-fn header_end(t: &FileText, j: usize) -> usize {
+pub(crate) fn header_end(t: &FileText, j: usize) -> usize {
     let mut k = j;
     while k + 1 < t.lines.len() && !t.logical_start[k + 1] {
         k += 1;

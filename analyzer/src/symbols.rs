@@ -197,6 +197,9 @@ pub struct ResolvedProcess {
     /// them after its return, so that `f → (inlined) run → (inlined) parse` shows every level
     /// that ran.
     pub chains: std::collections::HashMap<u32, Vec<u32>>,
+    /// Indices into `funcs` whose calls resume a frame rather than call (mypyc's generator
+    /// bodies, the same function as the def that made the generator): folded as resumes.
+    pub resumed: std::collections::HashSet<u32>,
     pub warnings: Warnings,
 }
 
@@ -213,6 +216,7 @@ impl ResolvedProcess {
     pub fn renumber(&self, ev: trace_format::Event) -> trace_format::Event {
         use trace_format::Event;
         match ev {
+            Event::Call { func, ts } if self.resumed.contains(&self.index(func)) => Event::Resume { func: self.index(func), ts },
             Event::Call { func, ts } => Event::Call { func: self.index(func), ts },
             Event::Resume { func, ts } => Event::Resume { func: self.index(func), ts },
             Event::Line { func, line } => Event::Line { func: self.index(func), line },
@@ -242,6 +246,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
     let mut out: Vec<Function> = Vec::with_capacity(ids.len());
     let mut native = Vec::new();
     let mut chains = std::collections::HashMap::new();
+    let mut resumed = std::collections::HashSet::new();
     for (&id, dense) in ids.iter_mut() {
         *dense = out.len() as u32;
         let f = match proc.funcs.get(id).map(|r| &r.kind) {
@@ -308,17 +313,35 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
         }
         // mypyc's compiled functions (`trace run --native-ext`) as the Python functions they
         // were compiled from, where the process's extension modules say which those are.
+        // A generator's body is the function its def is (folded as one: `fold_classes`), and
+        // each call of it resumes the generator the def made.
         if let Ok(Some(doc)) = proc.extensions() {
-            crate::python::mypyc::map_functions(&mut out, &doc);
+            resumed.extend(crate::python::mypyc::map_functions(&mut out, &doc).1);
         }
     }
-    ResolvedProcess { funcs: out, ids, chains, warnings }
+    ResolvedProcess { funcs: out, ids, chains, resumed, warnings }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testutil::{py, py_funcs, Ev::C, Ev::R, TraceBuilder};
+
+    /// A call of a function whose calls resume (mypyc's generator body) is folded as a
+    /// resume; other calls, returns and lines keep their kind, every id renumbered.
+    #[test]
+    fn calls_of_a_generator_body_are_resumes() {
+        use trace_format::Event;
+        let r = ResolvedProcess {
+            ids: [(7, 0), (9, 1)].into_iter().collect(),
+            resumed: [1].into_iter().collect(),
+            ..ResolvedProcess::default()
+        };
+        assert_eq!(r.renumber(Event::Call { func: 9, ts: 5 }), Event::Resume { func: 1, ts: 5 });
+        assert_eq!(r.renumber(Event::Call { func: 7, ts: 6 }), Event::Call { func: 0, ts: 6 });
+        assert_eq!(r.renumber(Event::Resume { func: 9, ts: 7 }), Event::Resume { func: 1, ts: 7 });
+        assert_eq!(r.renumber(Event::Line { func: 9, line: 3 }), Event::Line { func: 1, line: 3 });
+    }
 
     /// [`Function::key_is_bracketed`] says what the key's first character says.
     #[test]

@@ -50,10 +50,17 @@ pub fn native_origin(file: Option<&str>, object: Option<&str>) -> Origin {
 /// (`linegen___LineGenerator_traverse`, `..._clear`, `..._dealloc`, `__pyx_tp_traverse_...`),
 /// and in mypyc's shared module (`<hash>__mypyc.cpython-...so`) everything but `CPyDef_`
 /// (attribute getters and setters, `..._new`, environment set-up, CPython's code it carries).
+/// So are the methods mypyc writes for a generator's class around its body
+/// (`CPyDef_..._gen_____next__`, `__iter__`, `send`, `throw`, `close`, `__await__`: they run the
+/// `..._gen_____mypyc_generator_helper__`, which is the body) and a callable class's `__get__`
+/// (`CPyDef_..._obj_____get__`, binding a nested function or lambda).
 /// Only in a Python extension module (`object`).
 pub fn extension_plumbing(qualname: &str, object: Option<&str>) -> bool {
     let mypyc_lib = object.is_some_and(|o| o.rsplit('/').next().unwrap_or(o).split('.').next().is_some_and(|s| s.ends_with("__mypyc")));
-    let runtime = (qualname.starts_with("CPy") || mypyc_lib) && !qualname.starts_with("CPyDef_");
+    const GENERATED: [&str; 7] =
+        ["_gen_____next__", "_gen_____iter__", "_gen___send", "_gen___throw", "_gen___close", "_gen_____await__", "_obj_____get__"];
+    let generated = qualname.starts_with("CPyDef_") && GENERATED.iter().any(|s| qualname.ends_with(s));
+    let runtime = (qualname.starts_with("CPy") || mypyc_lib) && (!qualname.starts_with("CPyDef_") || generated);
     let slot = ["_traverse", "_clear", "_dealloc", "_finalize"].iter().any(|s| qualname.ends_with(s)) || qualname.starts_with("__pyx_tp_");
     (runtime || slot) && object.is_some_and(trace_format::patching::is_extension_module)
 }

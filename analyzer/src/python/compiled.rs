@@ -176,8 +176,8 @@ pub fn note(packages: &[CompiledPackage], native: bool) -> Option<String> {
         format!(
             "so the functions of {} compiled modules are in the tree as native code (recorded with --native-ext): mypyc's compiled \
              functions as the Python functions they were compiled from, with the source beside {} modules, where their C names \
-             (`CPyDef_<module>___<function>`) name one function; the rest (nested functions, generator bodies, lambdas, \
-             mypyc's helpers, other compilers' functions) by their C names, without source",
+             (`CPyDef_<module>___<function>`, a generator's body, a nested function, a lambda alone in its function) name one \
+             function; the rest (mypyc's helpers, other compilers' functions) by their C names, without source",
             if one { "its" } else { "their" },
             if one { "its" } else { "their" }
         )

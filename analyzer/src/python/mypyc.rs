@@ -11,125 +11,35 @@
 //!
 //! The mapping goes forward, so that nothing is guessed from a C name: for every compiled
 //! module of the group (the modules whose shims import the group's runtime module
-//! `<hash>__mypyc`) the `.py` file beside it is scanned for its top-level functions and the
-//! methods of its top-level classes ([`definitions`]), each is given the C name mypyc gives
-//! it, and a recorded `CPyDef_` function whose name is one of these becomes that Python
-//! function (its file, span and `Class.method` name). A C name two definitions would get
-//! (a function defined in both branches of an `if`) is refused: it keeps
-//! its C name. Nested functions (mypyc's callable classes `..._obj`), generators' bodies
-//! (`..._gen_____mypyc_generator_helper__`), lambdas (`__mypyc_lambda__N`) and every other
-//! `__mypyc_` helper are not mapped either.
+//! `<hash>__mypyc`) the `.py` file beside it is scanned for its `def`s and `lambda`s
+//! ([`scan`]), each is given the C names mypyc gives the code that runs its body
+//! ([`name_map`]: the function itself; a nested function's callable class
+//! `<name>_<outer functions>_obj.__call__`; a generator's or coroutine's
+//! `..._gen.__mypyc_generator_helper__`, where its body runs; a lambda's
+//! `__mypyc_lambda__<N>_<outer functions>_obj.__call__` where its scope has one lambda), and a
+//! recorded `CPyDef_` function whose name is one of these becomes that Python function (its
+//! file, span and qualified name; a generator's body is the same function as its def). A C
+//! name two definitions would get (a function defined in both branches of an `if`, two
+//! lambdas in one function) is refused: it keeps its C name. So are the methods of nested
+//! classes, the glue methods mypyc writes for an override with another signature
+//! (`..._glue`), class attribute defaults (`__mypyc_defaults_setup`) and constructors
+//! (`CPyDef_<module>___<Class>`); the generator classes' `__next__`/`send`/`throw` and the
+//! callable classes' `__get__` are plumbing ([`crate::native::paths::extension_plumbing`]).
 
-use crate::source::{block_end, indent, logical_starts, FileText};
 use crate::symbols::{Function, Language};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use trace_format::meta::ExtensionsDoc;
 
+mod scan;
+pub use scan::{definitions, scan, Def, Lambda, Scan};
+
+/// The end of the C name of a generator's body (its generator class's helper, which its
+/// `__next__`, `send` and `throw` call), after `exported_name`.
+pub const GENERATOR_BODY: &str = "_gen_____mypyc_generator_helper__";
+
 /// The prefix of every compiled function's C name.
 pub const DEF_PREFIX: &str = "CPyDef_";
-
-/// A `def` (or `async def`) in a Python file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Def {
-    /// The names of the classes and functions it is nested in, outermost first, then its own;
-    /// each with whether it is a class.
-    pub path: Vec<(String, bool)>,
-    /// Its first line (its first decorator's), 1-based.
-    pub first_line: u32,
-    /// Its last line, 1-based.
-    pub last_line: u32,
-    /// Decorated with `@overload` / `@typing.overload` (a stub, not what runs).
-    pub overload: bool,
-    /// Its first decorator is `@<name>.setter`: a property's setter, which mypyc names
-    /// `__mypyc_setter__<name>` (its getter keeps the name).
-    pub setter: bool,
-}
-
-impl Def {
-    /// The short name mypyc gives it (`func`, `Class.method`), if mypyc compiles it as a
-    /// function of its own: a top-level function or a method of a top-level class.
-    pub fn mypyc_short_name(&self) -> Option<String> {
-        match self.path.as_slice() {
-            [(f, false)] => Some(f.clone()),
-            [(c, true), (m, false)] if self.setter => Some(format!("{c}.__mypyc_setter__{m}")),
-            [(c, true), (m, false)] => Some(format!("{c}.{m}")),
-            _ => None,
-        }
-    }
-
-    /// Its Python qualified name (`Class.method`, `outer.<locals>.inner`).
-    pub fn qualname(&self) -> String {
-        let mut out = String::new();
-        for (i, (name, _)) in self.path.iter().enumerate() {
-            if i > 0 {
-                let outer_is_function = !self.path[i - 1].1;
-                out.push_str(if outer_is_function { ".<locals>." } else { "." });
-            }
-            out.push_str(name);
-        }
-        out
-    }
-}
-
-/// The identifier after `def `/`async def `/`class ` at the start of `s` (trimmed), with
-/// whether it is a class.
-fn header_name(s: &str) -> Option<(String, bool)> {
-    let (rest, class) = if let Some(r) = s.strip_prefix("def ") {
-        (r, false)
-    } else if let Some(r) = s.strip_prefix("async def ") {
-        (r, false)
-    } else if let Some(r) = s.strip_prefix("class ") {
-        (r, true)
-    } else {
-        return None;
-    };
-    let name: String = rest.trim_start().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-    (!name.is_empty()).then_some((name, class))
-}
-
-/// Every `def` of a Python file, with the classes and functions it is nested in, found by
-/// indentation over logical lines (a multi-line signature, a string or brackets spanning
-/// lines do not count as lines of their own), its decorators included in its span.
-pub fn definitions(lines: &[String]) -> Vec<Def> {
-    let text = FileText { lines: lines.to_vec(), logical_start: logical_starts(lines) };
-    let mut out = Vec::new();
-    // (indentation, name, is a class)
-    let mut stack: Vec<(usize, String, bool)> = Vec::new();
-    // The first line of the decorators above the next header, whether one is `overload`, and
-    // whether the first is `<name>.setter`.
-    let mut decorated: Option<(usize, bool, bool)> = None;
-    for (i, line) in text.lines.iter().enumerate() {
-        let s = line.trim_start();
-        if !text.logical_start[i] || s.is_empty() || s.starts_with('#') {
-            continue;
-        }
-        let ind = indent(line);
-        while stack.last().is_some_and(|(d, _, _)| *d >= ind) {
-            stack.pop();
-        }
-        if let Some(d) = s.strip_prefix('@') {
-            let name = d.split(['(', ' ']).next().unwrap_or("").trim();
-            let overload = name == "overload" || name.ends_with(".overload");
-            let (first, any, setter) = decorated.unwrap_or((i, false, name.ends_with(".setter")));
-            decorated = Some((first, any || overload, setter));
-            continue;
-        }
-        let Some((name, class)) = header_name(s) else {
-            decorated = None;
-            continue;
-        };
-        let (first, overload, setter) = decorated.take().unwrap_or((i, false, false));
-        if !class {
-            let end = block_end(&text, i, ind, i + 1);
-            let mut path: Vec<(String, bool)> = stack.iter().map(|(_, n, c)| (n.clone(), *c)).collect();
-            path.push((name.clone(), false));
-            out.push(Def { path, first_line: first as u32 + 1, last_line: end as u32, overload, setter });
-        }
-        stack.push((ind, name, class));
-    }
-    out
-}
 
 /// mypyc's `exported_name`: `___` to `___3_`, then `.` to `___`.
 pub fn exported_name(fullname: &str) -> String {
@@ -179,21 +89,96 @@ pub struct Target {
     pub last_line: u32,
 }
 
-/// C name to Python function for the modules of one group (`None`: two definitions would get
-/// that name; refused). `read`: the lines of a `.py` file, if it can be read.
+/// mypyc's chain of function scopes (its `FuncInfo`s) down to the `def` at `path`: per
+/// function, outermost first, its name and the class it is a method of. `None` for a `def`
+/// mypyc does not compile as a function of the module: in a nested class, or in a class
+/// inside a function.
+fn fn_chain(path: &[(String, bool)]) -> Option<Vec<(&str, Option<&str>)>> {
+    let mut out = Vec::new();
+    let mut class = None;
+    for (i, (name, is_class)) in path.iter().enumerate() {
+        if *is_class {
+            if i > 0 {
+                return None;
+            }
+            class = Some(name.as_str());
+        } else {
+            out.push((name.as_str(), class.take()));
+        }
+    }
+    (!out.is_empty() && class.is_none()).then_some(out)
+}
+
+/// mypyc's namespace of a function nested in the functions of `chain` (`gen_func_ns`):
+/// each function's name, `_` and its class for a method, joined by `_`.
+fn namespace(chain: &[(&str, Option<&str>)]) -> String {
+    let parts: Vec<String> = chain.iter().map(|(n, c)| c.map_or_else(|| n.to_string(), |c| format!("{n}_{c}"))).collect();
+    parts.join("_")
+}
+
+/// mypyc's `FuncInfo.namespaced_name` of the last function of `chain`: its name, its class
+/// and the namespace of the functions around it, the non-empty ones joined by `_`
+/// (`_rhs_transform_line` for `transform_line.<locals>._rhs`, `visit_default_LineGenerator`).
+/// Its callable class is that + `_obj` (`setup_callable_class`), its generator class that +
+/// `_gen` (`setup_generator_class`), its environment class that + `_env`.
+fn namespaced_name(chain: &[(&str, Option<&str>)]) -> String {
+    let Some(((name, class), outer)) = chain.split_last() else { return String::new() };
+    let ns = namespace(outer);
+    [*name, class.unwrap_or(""), ns.as_str()].iter().filter(|s| !s.is_empty()).copied().collect::<Vec<_>>().join("_")
+}
+
+/// The stand-in for a lambda's number in the C names [`name_map`] gives lambdas (a C name
+/// has no `#`): mypyc numbers a module's lambdas in the order it compiles them
+/// (`__mypyc_lambda__0`, ...), which the text alone does not pin; [`lookup_key`] puts it in
+/// place of a recorded name's number.
+const LAMBDA_NUMBER: &str = "#";
+const LAMBDA_NAME: &str = "__mypyc_lambda__";
+
+/// The key of a recorded C name in a [`name_map`]: the name, with a lambda's number (the
+/// digits after `__mypyc_lambda__`) as [`LAMBDA_NUMBER`]. `None` for a name with lambdas
+/// in lambdas (not mapped).
+pub fn lookup_key(cname: &str) -> Option<std::borrow::Cow<'_, str>> {
+    let Some(at) = cname.find(LAMBDA_NAME) else { return Some(cname.into()) };
+    let rest = &cname[at + LAMBDA_NAME.len()..];
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || rest[digits..].contains(LAMBDA_NAME) {
+        return None;
+    }
+    Some(format!("{}{LAMBDA_NUMBER}{}", &cname[..at + LAMBDA_NAME.len()], &rest[digits..]).into())
+}
+
+/// C name (a [`lookup_key`]) to Python function for the modules of one group (`None`: two
+/// definitions would get that name; refused). `read`: the lines of a `.py` file, if it can
+/// be read. Per `def`, the names mypyc gives the code that runs its body:
+/// - a top-level function or a method of a top-level class: `CPyDef_` + `exported_name` of
+///   its module prefix and short name;
+/// - a nested function, or a method of a class mypyc does not compile as an extension class
+///   (an `Enum`'s): its callable class's `__call__`, `<namespaced name>_obj.__call__`;
+/// - a generator or coroutine: its generator class's `__mypyc_generator_helper__` (what
+///   `__next__`, `send` and `throw` run: the body), `<namespaced name>_gen.__mypyc_generator_helper__`,
+///   besides the function above that only makes the generator;
+/// - a lambda: `__mypyc_lambda__<N>_<namespace>_obj.__call__`, where `N` numbers the
+///   module's lambdas; mapped only where its scope has one lambda (the text does not say
+///   which number mypyc gave which of several).
 pub fn name_map(group: &[Module], read: &mut dyn FnMut(&Path) -> Option<Vec<String>>) -> HashMap<String, Option<Target>> {
     let names: Vec<&str> = group.iter().map(|m| m.name.as_str()).collect();
     let prefixes = module_prefixes(&names);
     let mut out: HashMap<String, Option<Target>> = HashMap::new();
+    let mut add = |short: &str, prefix: &str, target: Target| {
+        let cname = format!("{DEF_PREFIX}{}", exported_name(&format!("{prefix}{short}")));
+        match out.get(&cname) {
+            None => out.insert(cname, Some(target)),
+            Some(_) => out.insert(cname, None),
+        };
+    };
     for m in group {
         let Some(prefix) = prefixes.get(&m.name) else { continue };
         let Some(lines) = read(&m.source) else { continue };
-        for d in definitions(&lines) {
-            let Some(short) = d.mypyc_short_name() else { continue };
+        let found = scan(&lines);
+        for d in &found.defs {
             if d.overload {
                 continue;
             }
-            let cname = format!("{DEF_PREFIX}{}", exported_name(&format!("{prefix}{short}")));
             let target = Target {
                 file: m.source.clone(),
                 name: d.path.last().map(|p| p.0.clone()).unwrap_or_default(),
@@ -201,13 +186,49 @@ pub fn name_map(group: &[Module], read: &mut dyn FnMut(&Path) -> Option<Vec<Stri
                 first_line: d.first_line,
                 last_line: d.last_line,
             };
-            match out.get(&cname) {
-                None => {
-                    out.insert(cname, Some(target));
-                }
-                Some(_) => {
-                    out.insert(cname, None);
-                }
+            if let Some(short) = d.mypyc_short_name() {
+                add(&short, prefix, target.clone());
+            }
+            let Some(chain) = fn_chain(&d.path) else { continue };
+            if d.setter {
+                continue;
+            }
+            let name = namespaced_name(&chain);
+            if chain.len() > 1 || chain[0].1.is_some() {
+                add(&format!("{name}_obj.__call__"), prefix, target.clone());
+            }
+            if d.generator {
+                add(&format!("{name}_gen.__mypyc_generator_helper__"), prefix, target);
+            }
+        }
+        // Lambdas, per scope: mapped where the scope has one.
+        let mut per_scope: HashMap<Option<usize>, Vec<&Lambda>> = HashMap::new();
+        for l in &found.lambdas {
+            per_scope.entry(l.scope).or_default().push(l);
+        }
+        for (scope, ls) in per_scope {
+            let def = scope.and_then(|i| found.defs.get(i));
+            let ns = match def {
+                Some(d) => match fn_chain(&d.path) {
+                    Some(chain) => namespace(&chain),
+                    None => continue,
+                },
+                None => String::new(),
+            };
+            let short = if ns.is_empty() {
+                format!("{LAMBDA_NAME}{LAMBDA_NUMBER}_obj.__call__")
+            } else {
+                format!("{LAMBDA_NAME}{LAMBDA_NUMBER}_{ns}_obj.__call__")
+            };
+            let target = |l: &Lambda| Target {
+                file: m.source.clone(),
+                name: "<lambda>".into(),
+                qualname: scan::lambda_qualname(def),
+                first_line: l.first_line,
+                last_line: l.last_line,
+            };
+            for l in ls {
+                add(&short, prefix, target(l));
             }
         }
     }
@@ -305,10 +326,12 @@ pub fn groups(doc: &ExtensionsDoc) -> Vec<(String, Vec<Module>)> {
 
 /// Give the recorded mypyc functions of `funcs` their Python function, where the mapping is
 /// unambiguous (see the module's documentation): a [`Language::Python`] function whose
-/// `object` is the runtime module that ran it ([`ran_compiled`]). Returns how many were mapped.
-pub fn map_functions(funcs: &mut [Function], doc: &ExtensionsDoc) -> usize {
+/// `object` is the runtime module that ran it ([`ran_compiled`]). Returns how many were mapped
+/// and the indices of those that are generators' bodies (each call of one resumes the
+/// generator its def made: [`GENERATOR_BODY`]).
+pub fn map_functions(funcs: &mut [Function], doc: &ExtensionsDoc) -> (usize, Vec<u32>) {
     if !funcs.iter().any(|f| f.language == Language::Native && f.qualname.starts_with(DEF_PREFIX)) {
-        return 0;
+        return (0, Vec::new());
     }
     let mut read = |p: &Path| {
         crate::source::read_regular_file(p, crate::source::MAX_SOURCE_BYTES)
@@ -316,13 +339,17 @@ pub fn map_functions(funcs: &mut [Function], doc: &ExtensionsDoc) -> usize {
             .map(|b| String::from_utf8_lossy(&b).lines().map(|l| l.trim_end_matches('\r').to_string()).collect())
     };
     let mut mapped = 0;
+    let mut bodies = Vec::new();
     for (runtime_file, group) in groups(doc) {
         let map = name_map(&group, &mut read);
-        for f in funcs.iter_mut() {
+        for (i, f) in funcs.iter_mut().enumerate() {
             if f.language != Language::Native || f.object.as_deref() != Some(runtime_file.as_str()) {
                 continue;
             }
-            let Some(Some(t)) = map.get(&f.qualname) else { continue };
+            let Some(Some(t)) = lookup_key(&f.qualname).and_then(|k| map.get(k.as_ref())) else { continue };
+            if f.qualname.ends_with(GENERATOR_BODY) {
+                bodies.push(i as u32);
+            }
             *f = Function {
                 language: Language::Python,
                 name: t.name.clone(),
@@ -338,7 +365,7 @@ pub fn map_functions(funcs: &mut [Function], doc: &ExtensionsDoc) -> usize {
             mapped += 1;
         }
     }
-    mapped
+    (mapped, bodies)
 }
 
 #[cfg(test)]
