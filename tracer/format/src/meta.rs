@@ -53,6 +53,30 @@ pub struct TraceMeta {
     pub python_hooks: Vec<String>,
 }
 
+#[cfg(test)]
+impl TraceMeta {
+    /// A trace's `meta.json` as the unit tests write it: a Python target `argv0`, started at
+    /// 0, not ended, with `options`.
+    pub(crate) fn for_tests(version: u32, argv0: &str, options: serde_json::Value) -> Self {
+        TraceMeta {
+            format: TRACE_FORMAT_NAME.into(),
+            version,
+            tool: "test".into(),
+            argv: vec![argv0.into()],
+            cwd: "/".into(),
+            target_kind: "python".into(),
+            start_unix_ms: 0,
+            end_unix_ms: None,
+            duration_ns: None,
+            exit: None,
+            options,
+            incomplete: None,
+            stopped: None,
+            python_hooks: Vec::new(),
+        }
+    }
+}
+
 /// How `trace` stopped a run it was asked to stop (`meta.json`'s `stopped`).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Stopped {

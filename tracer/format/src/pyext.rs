@@ -510,26 +510,11 @@ mod tests {
     /// A trace whose recorder did not merge (killed): a Python process and the native shim's
     /// directory of the same (ended) process. Returns the trace's root.
     fn unmerged_trace(d: &Path) -> PathBuf {
-        use crate::meta::{FuncKind, TraceMeta, TRACE_FORMAT_NAME};
+        use crate::meta::{FuncKind, TraceMeta};
         use crate::writer::{create_process_dir, write_proc_meta, FuncTableWriter};
         // A pid no process has: above the kernel's largest (2^22).
         let pid = (1 << 22) + 7;
-        let meta = TraceMeta {
-            format: TRACE_FORMAT_NAME.into(),
-            version: crate::meta::TRACE_FORMAT_VERSION,
-            tool: "test".into(),
-            argv: vec!["python3".into()],
-            cwd: "/".into(),
-            target_kind: "python".into(),
-            start_unix_ms: 0,
-            end_unix_ms: None,
-            duration_ns: None,
-            exit: None,
-            options: serde_json::json!({"native_ext": true}),
-            incomplete: None,
-            stopped: None,
-            python_hooks: Vec::new(),
-        };
+        let meta = TraceMeta::for_tests(crate::meta::TRACE_FORMAT_VERSION, "python3", serde_json::json!({"native_ext": true}));
         std::fs::write(d.join(crate::META_FILE), serde_json::to_string(&meta).unwrap()).unwrap();
         for (kind, flags, events) in [
             ("python", FLAG_PYTHON, vec![Call { func: 0, ts: 10 }, Return { ts: 90 }]),

@@ -897,22 +897,7 @@ mod tests {
     }
 
     fn write_meta(root: &Path, version: u32) {
-        let m = TraceMeta {
-            format: TRACE_FORMAT_NAME.into(),
-            version,
-            tool: "test".into(),
-            argv: vec!["prog".into()],
-            cwd: "/".into(),
-            target_kind: "python".into(),
-            start_unix_ms: 0,
-            end_unix_ms: None,
-            duration_ns: None,
-            exit: None,
-            options: serde_json::Value::Null,
-            incomplete: None,
-            stopped: None,
-            python_hooks: Vec::new(),
-        };
+        let m = TraceMeta::for_tests(version, "prog", serde_json::Value::Null);
         std::fs::write(root.join(META_FILE), serde_json::to_string(&m).unwrap()).unwrap();
     }
 
