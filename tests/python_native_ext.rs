@@ -183,10 +183,10 @@ fn python_callbacks_of_a_c_function_nest_under_it_and_what_follows_does_not() {
     let t = &tree.text;
     assert_eq!(tree.under("apply", "run").as_deref(), Some("×1"), "{t}");
     assert_eq!(tree.under("item_weight", "apply").as_deref(), Some("×2000"), "{t}");
-    // The last callback goes beside `apply`: the native stream's next call (none here) is
-    // after `apply` returned, and the merge takes the frames it returns before then as ended
-    // (docs/native-recording.md, "Not right yet").
-    assert_eq!(tree.under("scale", "apply").as_deref(), Some("×1999"), "{t}");
+    // Every callback, the last one too: the native shim closes `apply` at the first Python
+    // call after it returned (`finish`), not at the native stream's next call (there is none).
+    assert_eq!(tree.under("scale", "apply").as_deref(), Some("×2000"), "{t}");
+    assert_eq!(tree.under("scale", "run"), None, "no callback beside apply:\n{t}");
     assert_eq!(tree.under("finish", "run").as_deref(), Some("×1"), "finish beside apply, not under it:\n{t}");
 }
 

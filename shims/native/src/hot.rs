@@ -44,7 +44,7 @@ pub(crate) struct CacheEntry {
 ///   from changing the block under a live one;
 /// - `rust` is null or the thread's `ThreadState` (`Box::into_raw` in `start_thread`, freed
 ///   only by `thread_exit`, which turns the mode OFF and nulls these pointers first); `stack`
-///   and `cfas` then point at its `STACK_CAP` entries each and `cache` at its `CACHE_SIZE`
+///   and `cfas` then point at its `STACK_CAP` and `2 * STACK_CAP` entries and `cache` at its `CACHE_SIZE`
 ///   entries (set with `rust`, before the thread records; null with it);
 /// - a thread in mode ACTIVE or FILTERED has its state: `push` makes a thread ACTIVE only with
 ///   a stream, and FILTERED is entered only from ACTIVE.
@@ -59,7 +59,8 @@ pub(crate) struct SltThread {
     pub(crate) pad: u32,
     /// `CACHE_SIZE` entries in the `ThreadState` (null until the thread's first event).
     pub(crate) cache: *mut CacheEntry,
-    /// CFAs of the open calls in `stack` (0: unknown), for the frame repair (frames.rs).
+    /// CFAs of the open calls in `stack` (0: unknown), for the frame repair (frames.rs); then,
+    /// from `STACK_CAP` on, their return addresses (`thread::set_frame`).
     pub(crate) cfas: *mut u64,
     /// Stack pointer of the running slow path at its shallowest (0: none): `recover_busy`.
     pub(crate) busy_sp: u64,
@@ -86,6 +87,9 @@ extern "C" {
     pub(crate) fn slt_give_limit(t: *mut SltThread, lim: *mut u8);
     /// The clock as hot.c's fast paths read it. No precondition.
     pub(crate) fn slt_clock_now() -> u64;
+    /// An event of the calling thread, whose stack pointer is `sp`; `hi` is 0 or the top of
+    /// the stack `sp` is on (hot.c reads return-address slots between the two).
+    pub(crate) fn slt_python_entry(sp: u64, hi: u64) -> u64;
 }
 
 /// Let hot.c read the clock's TSC calibration (it asks Rust's clock while there is none).

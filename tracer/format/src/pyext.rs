@@ -138,7 +138,8 @@ fn merge_pair(py: &Process, n: &Process) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
         match py.threads.iter().find(|p| p.header.tid == t.header.tid) {
             Some(p) => {
-                merge_streams(p, t, offset, &tmp)?;
+                let rule = if py.meta.native_closed_at_python_calls { Closing::AtPythonCalls } else { Closing::LookAhead };
+                merge_streams(p, t, offset, rule, &tmp)?;
                 moves.push((tmp, p.path.clone()));
             }
             None => {
@@ -210,8 +211,21 @@ fn time(ev: &Event) -> Option<u64> {
     }
 }
 
+/// How the native stream tells that a native frame ended before a Python call or resume.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Closing {
+    /// The native shim wrote the returns of the frames that had ended before each Python call
+    /// or resume (proc.json's `native_closed_at_python_calls`): the frames it has not returned
+    /// by the Python event's time are running, and the Python call is their callback.
+    AtPythonCalls,
+    /// An older shim: a frame's return is known only at the native stream's next call, so the
+    /// frames returned before it are taken as ended before the Python call (which misplaces
+    /// the last callback of each native call beside its caller).
+    LookAhead,
+}
+
 /// The one order of a thread's Python and native events (the module's rule), written to `out`.
-fn merge_streams(py: &ThreadStream, native: &ThreadStream, offset: u32, out: &Path) -> std::io::Result<()> {
+fn merge_streams(py: &ThreadStream, native: &ThreadStream, offset: u32, rule: Closing, out: &Path) -> std::io::Result<()> {
     let mut w = writer_for(out, py, Some(native))?;
     let mut sink = Sink { w: &mut w, merged: Vec::new(), native: Vec::new(), open: Vec::new(), dead: Vec::new() };
     let mut pe = events(py)?.peekable();
@@ -223,7 +237,8 @@ fn merge_streams(py: &ThreadStream, native: &ThreadStream, offset: u32, out: &Pa
             (None, Some(_)) => true,
             // Events without a time stay after the Python event before them.
             (Some(p), Some(n)) => match (time(p), time(n)) {
-                (Some(tp), Some(tn)) => tn < tp,
+                // A return the native shim wrote at a Python call has that call's time.
+                (Some(tp), Some(tn)) => tn < tp || (tn == tp && rule == Closing::AtPythonCalls && matches!(n, Event::Return { .. })),
                 (None, _) => false,
                 (_, None) => true,
             },
@@ -234,7 +249,7 @@ fn merge_streams(py: &ThreadStream, native: &ThreadStream, offset: u32, out: &Pa
             }
         } else if let Some(ev) = pe.next() {
             let ending = match ev {
-                Event::Call { .. } | Event::Resume { .. } => ne.returns_before_next_call(),
+                Event::Call { .. } | Event::Resume { .. } if rule == Closing::LookAhead => ne.returns_before_next_call(),
                 _ => 0,
             };
             sink.python(ev, ending);
@@ -440,7 +455,7 @@ mod tests {
             ],
         );
         let out = d.path().join("merged.ev");
-        merge_streams(&py, &native, 3, &out).unwrap();
+        merge_streams(&py, &native, 3, Closing::LookAhead, &out).unwrap();
         let merged = ThreadStream::open(&out).unwrap();
         assert_eq!(merged.header.flags & (FLAG_PYTHON | FLAG_NATIVE), FLAG_PYTHON | FLAG_NATIVE);
         let got: Vec<Event> = merged.events().unwrap().map(Result::unwrap).collect();
@@ -487,7 +502,7 @@ mod tests {
         );
         let native = stream(&d.path().join("n.ev"), FLAG_NATIVE, &[Call { func: 0, ts: 25 }, Call { func: 1, ts: 30 }]);
         let out = d.path().join("merged.ev");
-        merge_streams(&py, &native, 3, &out).unwrap();
+        merge_streams(&py, &native, 3, Closing::LookAhead, &out).unwrap();
         let got: Vec<Event> = ThreadStream::open(&out).unwrap().events().unwrap().map(Result::unwrap).collect();
         assert_eq!(
             got,
@@ -533,6 +548,7 @@ mod tests {
                 forked_from: None,
                 hook: None,
                 lines_per_test: false,
+                native_closed_at_python_calls: false,
             };
             write_proc_meta(&dir, &m).unwrap();
             let ft = FuncTableWriter::create(&dir.join(FUNCS_FILE)).unwrap();
