@@ -327,4 +327,103 @@ mod tests {
             ]
         );
     }
+
+    fn merged(py: &[Event], native: &[Event], rule: Closing) -> Vec<Event> {
+        let d = tempfile::tempdir().unwrap();
+        let py = stream(&d.path().join("py.ev"), FLAG_PYTHON, py);
+        let native = stream(&d.path().join("n.ev"), FLAG_NATIVE, native);
+        let out = d.path().join("merged.ev");
+        merge_streams(&py, &native, 3, rule, &out).unwrap();
+        let got = ThreadStream::open(&out).unwrap().events().unwrap().map(Result::unwrap).collect();
+        got
+    }
+
+    /// Python `run` (0) calls C `apply` (3), which calls `item_weight` (4) and then Python
+    /// `scale` (1), twice; after `apply` returned, `run` calls `finish` (2). The native shim
+    /// wrote each return at the first Python call after it, with that call's time (the
+    /// Python shim's `slice_trace_python_entry_ns`): `item_weight`'s at each `scale`, `apply`'s
+    /// at `finish`. Both callbacks nest under `apply`, `finish` beside it.
+    #[test]
+    fn with_returns_written_at_python_calls_every_callback_nests_under_its_c_caller() {
+        let py = [
+            Call { func: 0, ts: 10 },
+            Call { func: 1, ts: 50 },
+            Return { ts: 60 },
+            Call { func: 1, ts: 70 },
+            Return { ts: 80 },
+            Call { func: 2, ts: 100 },
+            Return { ts: 110 },
+            Return { ts: 200 },
+        ];
+        let native = [
+            Call { func: 0, ts: 20 },
+            Call { func: 1, ts: 30 },
+            Return { ts: 50 },
+            Call { func: 1, ts: 65 },
+            Return { ts: 70 },
+            Return { ts: 100 },
+        ];
+        assert_eq!(
+            merged(&py, &native, Closing::AtPythonCalls),
+            [
+                Call { func: 0, ts: 10 },
+                Call { func: 3, ts: 20 },
+                Call { func: 4, ts: 30 },
+                // A return at a Python call's time goes before that call.
+                Return { ts: 50 },
+                Call { func: 1, ts: 50 },
+                Return { ts: 60 },
+                Call { func: 4, ts: 65 },
+                Return { ts: 70 },
+                // The last callback: `apply` has not returned yet.
+                Call { func: 1, ts: 70 },
+                Return { ts: 80 },
+                Return { ts: 100 },
+                Call { func: 2, ts: 100 },
+                Return { ts: 110 },
+                Return { ts: 200 },
+            ]
+        );
+        // The look-ahead rule (older shims) takes `apply` as ended before the last callback:
+        // it returns before the native stream's next call (there is none).
+        let old = merged(&py, &native, Closing::LookAhead);
+        assert_eq!(old[7..11], [Return { ts: 70 }, Return { ts: 70 }, Call { func: 1, ts: 70 }, Return { ts: 80 }], "{old:?}");
+    }
+
+    /// A C function `f` (3) running under Python `b` (1), which returns: `f` goes with it, and
+    /// its return, written later by the native shim (at `c`'s call), is not written twice. A
+    /// generator `g` (2) resumed from C nests under the C function, as a callback does.
+    #[test]
+    fn with_returns_written_at_python_calls_a_python_return_still_closes_the_native_frames_above_it() {
+        let py = [
+            Call { func: 0, ts: 10 },
+            Call { func: 1, ts: 20 },
+            Return { ts: 40 },
+            Call { func: 1, ts: 50 },
+            Resume { func: 2, ts: 60 },
+            Return { ts: 65 },
+            Return { ts: 70 },
+            Return { ts: 90 },
+        ];
+        let native = [Call { func: 0, ts: 25 }, Return { ts: 50 }, Call { func: 1, ts: 55 }];
+        assert_eq!(
+            merged(&py, &native, Closing::AtPythonCalls),
+            [
+                Call { func: 0, ts: 10 },
+                Call { func: 1, ts: 20 },
+                Call { func: 3, ts: 25 },
+                Return { ts: 40 },
+                Return { ts: 40 },
+                Call { func: 1, ts: 50 },
+                Call { func: 4, ts: 55 },
+                Resume { func: 2, ts: 60 },
+                Return { ts: 65 },
+                // `b` returns with the C function it called, which the native stream never
+                // returned.
+                Return { ts: 70 },
+                Return { ts: 70 },
+                Return { ts: 90 },
+            ]
+        );
+    }
 }
