@@ -8,16 +8,19 @@
 //! call sits under the Python function that was running when it started
 //! (docs/native-recording.md, "Python extension modules").
 //!
-//! The rule that joins them. Entry patching sees native entries, not returns: the native
-//! shim writes a frame's return when a later call starts at or above it on the stack (frame
-//! repair), so a native frame's return is known only at the next native call. A Python call
-//! (or resume) is therefore placed by looking ahead in the native stream: the native frames
-//! it returns before its next call ended before the Python call (control went back to
-//! Python); those it does not return are still on the C stack, and the Python call is their
-//! callback, nested under them (mypyc-compiled black's `main` calling click, which calls
-//! black's compiled functions again). A native frame never outlives the Python frame it was
-//! called in: a Python return closes the native frames above it. After the native stream's
-//! last call, every native frame ends at the next Python event.
+//! The rule that joins them ([`streams`]). Entry patching sees native entries, not returns:
+//! the native shim writes a frame's return when a later call starts at or above it on the
+//! stack (frame repair), and, before each Python call or resume, the returns of the frames
+//! that have ended by then (`trace_format::clock::python_entry_ns`: a frame at or below the
+//! stack pointer, or whose return-address slot no longer holds the address its call pushed),
+//! stamped no later than the Python event. The Python process's `proc.json` says so
+//! (`native_closed_at_python_calls`); then the native frames still open at a Python call are
+//! running, and the Python call is their callback, nested under them (mypyc-compiled black's
+//! `main` calling click, which calls black's compiled functions again), while a call after a
+//! C function returned goes beside it. A trace of an older shim is placed by looking ahead in
+//! the native stream instead: the native frames it returns before its next call are taken as
+//! ended before the Python call. A native frame never outlives the Python frame it was called
+//! in: a Python return closes the native frames above it.
 //!
 //! Who merges. `trace run` merges when the run ends. A run that ended otherwise (`trace`
 //! itself killed with SIGKILL, so that the program went on and ended unwatched) leaves the
