@@ -335,6 +335,7 @@ mod tests {
         let out = d.path().join("merged.ev");
         merge_streams(&py, &native, 3, rule, &out).unwrap();
         let got = ThreadStream::open(&out).unwrap().events().unwrap().map(Result::unwrap).collect();
+        drop(d);
         got
     }
 
