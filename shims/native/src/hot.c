@@ -313,7 +313,10 @@ static inline void record_call(struct slt_thread *t, uint64_t addr, uint64_t cod
     if (LIKELY(d < SLT_STACK_CAP)) {
         t->stack[d] = addr;
         t->cfas[d] = cfa;
-        /* The return address the call just pushed at CFA - 8 (slt_python_entry). */
+        /* The return address the call just pushed at CFA - 8 (slt_python_entry): `cfa` is 0
+         * or the entered function's CFA (its distance from the hook's sp measured from the
+         * unwind tables by frames.rs), so CFA - 8 is its return-address slot, on this
+         * thread's stack and mapped while the function runs. */
         SLT_RETS(t)[d] = cfa ? *(const uint64_t *)(cfa - 8) : 0;
     }
     uint8_t *end = encode_cached_call(p, code, delta(t, ns));
