@@ -691,6 +691,12 @@ SLT_HIDDEN uint64_t slt_test_encode(struct slt_thread *t, const uint8_t *kinds, 
     return i;
 }
 
+/* python_entry_running, for the tests in hot.rs. */
+SLT_HIDDEN int slt_test_python_entry_running(const struct slt_thread *t, uint64_t k, uint64_t sp, uint64_t hi)
+{
+    return python_entry_running(t, k, sp, hi);
+}
+
 /* The clock as the hooks read it, for the Python shim (hooks.rs, slice_trace_clock_ns). */
 SLT_HIDDEN uint64_t slt_clock_now(void)
 {

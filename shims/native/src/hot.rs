@@ -116,6 +116,55 @@ mod tests {
         fn slt_far_below() -> u64;
         fn slt_test_encode(t: *mut SltThread, kinds: *const u8, ids: *const u64, times: *const u64, n: u64) -> u64;
         fn slt_test_now() -> u64;
+        fn slt_test_python_entry_running(t: *const SltThread, k: u64, sp: u64, hi: u64) -> i32;
+    }
+
+    /// Which open calls a Python call at stack pointer `sp` still finds running (hot.c's
+    /// `python_entry_running`): a stack of 64 words stands for the thread's stack, `hi` its
+    /// top; each open call's CFA points into it and its recorded return address is 0x1000 + k.
+    #[test]
+    fn a_python_call_finds_running_the_calls_whose_frame_is_above_it_with_their_return_address_in_place() {
+        let mut mem = [0u64; 64];
+        let base = mem.as_mut_ptr() as u64;
+        let (sp, hi) = (base + 16 * 8, base + 64 * 8);
+        let mut stack = vec![0u64; STACK_CAP];
+        let mut cfas = vec![0u64; 2 * STACK_CAP];
+        // SAFETY: a zeroed block is valid (null pointers, mode 0); only `stack` and `cfas` are read.
+        let mut t: Box<SltThread> = Box::new(unsafe { std::mem::zeroed() });
+        let frames: [(u64, u64); 8] = [
+            // Above `sp`, the slot holds the address the call pushed: running.
+            (0x10, base + 40 * 8),
+            // Above `sp`, the slot was written over: returned.
+            (0x11, base + 30 * 8),
+            // At and below `sp`: returned.
+            (0x12, sp),
+            (0x13, base + 8 * 8),
+            // Unknown CFA, a `-F` root, far below (another stack), above the stack's top (not
+            // read): running.
+            (0x14, 0),
+            (0x15 | crate::filter::ROOT_BIT, base + 20 * 8),
+            (0x16, base.wrapping_sub(2 << 20)),
+            (0x17, hi + 8),
+        ];
+        for (k, &(addr, cfa)) in frames.iter().enumerate() {
+            stack[k] = addr;
+            cfas[k] = cfa;
+            cfas[STACK_CAP + k] = 0x1000 + k as u64;
+        }
+        mem[39] = 0x1000;
+        mem[29] = 0x2222;
+        mem[19] = 0x1005;
+        t.stack = stack.as_mut_ptr();
+        t.cfas = cfas.as_mut_ptr();
+        let running: Vec<bool> = (0..frames.len() as u64)
+            // SAFETY: `stack` and `cfas` hold the entries read; slots are read only within `mem`.
+            .map(|k| unsafe { slt_test_python_entry_running(&*t, k, sp, hi) } != 0)
+            .collect();
+        assert_eq!(running, [true, false, false, false, true, true, true, true]);
+        // A known return address of 0 is unknown: running.
+        cfas[STACK_CAP + 1] = 0;
+        // SAFETY: as above.
+        assert_ne!(unsafe { slt_test_python_entry_running(&*t, 1, sp, hi) }, 0);
     }
 
     #[test]
