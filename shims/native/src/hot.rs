@@ -125,7 +125,11 @@ mod tests {
     #[test]
     fn a_python_call_finds_running_the_calls_whose_frame_is_above_it_with_their_return_address_in_place() {
         let mut mem = [0u64; 64];
-        let base = mem.as_mut_ptr() as u64;
+        // The return-address slots of the first three calls below (CFA - 8).
+        mem[39] = 0x1000;
+        mem[29] = 0x2222;
+        mem[19] = 0x1005;
+        let base = mem.as_ptr() as u64;
         let (sp, hi) = (base + 16 * 8, base + 64 * 8);
         let mut stack = vec![0u64; STACK_CAP];
         let mut cfas = vec![0u64; 2 * STACK_CAP];
@@ -151,9 +155,6 @@ mod tests {
             cfas[k] = cfa;
             cfas[STACK_CAP + k] = 0x1000 + k as u64;
         }
-        mem[39] = 0x1000;
-        mem[29] = 0x2222;
-        mem[19] = 0x1005;
         t.stack = stack.as_mut_ptr();
         t.cfas = cfas.as_mut_ptr();
         let running: Vec<bool> = (0..frames.len() as u64)
