@@ -103,7 +103,9 @@ fn only_the_hooks_are_exported() {
     // beside the inline probes', pthread_sigmask and sigprocmask: SIGTRAP never blocked while
     // probes are planted (shims/native/src/probe.rs); write: a libtest binary's output copied
     // into the trace (shims/native/src/output.rs); slice_trace_clock_*: the process's one clock,
-    // which the Python shim reads too with --native-ext (shims/native/src/hooks.rs).
+    // which the Python shim reads too with --native-ext, and slice_trace_python_entry_ns, the
+    // clock of a Python call, which closes the native calls that returned first
+    // (shims/native/src/hooks.rs).
     assert_eq!(
         funcs,
         [
@@ -119,6 +121,7 @@ fn only_the_hooks_are_exported() {
             "sigprocmask",
             "slice_trace_clock_ns",
             "slice_trace_clock_refine",
+            "slice_trace_python_entry_ns",
             "write"
         ],
         "{stdout}"

@@ -154,6 +154,17 @@ impl Tree {
             .unwrap_or_else(|| panic!("no {name} in the tree:\n{}", self.text))
     }
 
+    /// The subtree of the first row of `name`, a line per row: two spaces per level below it,
+    /// the name and the calls column.
+    fn subtree(&self, name: &str) -> Vec<String> {
+        let rows = self.rows();
+        let (a, da, _) = self.at(name);
+        std::iter::once(&rows[a])
+            .chain(rows[a + 1..].iter().take_while(|r| r.1 > da))
+            .map(|r| format!("{}{} {}", "  ".repeat((r.1 - da) / 3), r.2, r.0))
+            .collect()
+    }
+
     /// The calls of `callee` right under `caller` (its first row there), if any.
     fn under(&self, callee: &str, caller: &str) -> Option<String> {
         let rows = self.rows();
@@ -183,11 +194,49 @@ fn python_callbacks_of_a_c_function_nest_under_it_and_what_follows_does_not() {
     let t = &tree.text;
     assert_eq!(tree.under("apply", "run").as_deref(), Some("×1"), "{t}");
     assert_eq!(tree.under("item_weight", "apply").as_deref(), Some("×2000"), "{t}");
-    // The last callback goes beside `apply`: the native stream's next call (none here) is
-    // after `apply` returned, and the merge takes the frames it returns before then as ended
-    // (docs/native-recording.md, "Not right yet").
-    assert_eq!(tree.under("scale", "apply").as_deref(), Some("×1999"), "{t}");
+    // Every callback, the last one too: the native shim closes `apply` at the first Python
+    // call after it returned (`finish`), not at the native stream's next call (there is none).
+    assert_eq!(tree.under("scale", "apply").as_deref(), Some("×2000"), "{t}");
+    assert_eq!(tree.under("scale", "run"), None, "no callback beside apply:\n{t}");
     assert_eq!(tree.under("finish", "run").as_deref(), Some("×1"), "finish beside apply, not under it:\n{t}");
+}
+
+/// The shapes of callbacks (`examples/python/ext/nested_ext.py`): a C function that calls two
+/// callbacks and returns, callbacks that call C that calls Python again, a callback that
+/// raises. Each callback sits under the C function that called it, and what Python calls after
+/// a C function returned (`after`) beside it, whatever the native stream does next.
+#[test]
+fn every_callback_sits_under_its_c_caller_nested_or_raising_and_what_follows_beside_it() {
+    let d = scratch();
+    let Some(py) = build_extension(d.path()) else { return };
+    std::fs::copy(root().join("examples/python/ext/nested_ext.py"), d.path().join("nested_ext.py")).unwrap();
+    let o = run(cmd("trace").current_dir(d.path()).args(["run", "-q", "-o", "n.d", "--native-ext", "--"]).arg(&py).arg("nested_ext.py"));
+    let (out, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(out, "nested: 23\n", "the program's own output, untouched");
+    let tree = Tree::of(d.path(), "n.d");
+    assert_eq!(
+        tree.subtree("main"),
+        [
+            "main ×1",
+            "  both ×1",
+            "    first ×1",
+            "    second ×1",
+            "  after ×1",
+            "  apply ×1",
+            "    item_weight ×3",
+            "    inner ×3",
+            "      both ×3",
+            "        first ×3",
+            "        second ×3",
+            "  handled ×1",
+            "    both ×1",
+            "      fails ×1",
+            "    after ×1",
+        ],
+        "{}",
+        tree.text
+    );
 }
 
 /// `trace` killed with SIGKILL while the program is inside the extension module (the

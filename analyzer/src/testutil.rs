@@ -153,6 +153,7 @@ impl TraceBuilder {
             forked_from: None,
             hook: None,
             lines_per_test: false,
+            native_closed_at_python_calls: false,
         };
         write_proc_meta(&dir, &meta)?;
         let ft = FuncTableWriter::create(&dir.join(trace_format::FUNCS_FILE))?;

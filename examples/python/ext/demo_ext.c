@@ -64,9 +64,26 @@ static PyObject *apply(PyObject *self, PyObject *args) {
     return PyLong_FromLong(total);
 }
 
+/* both(first, second): calls first() and then second(), and returns what second returned;
+ * if first raises, the exception, without calling second. */
+static PyObject *both(PyObject *self, PyObject *args) {
+    PyObject *first, *second;
+    if (!PyArg_ParseTuple(args, "OO", &first, &second)) {
+        return NULL;
+    }
+    PyObject *r = PyObject_CallNoArgs(first);
+    if (r == NULL) {
+        return NULL;
+    }
+    Py_DECREF(r);
+    r = PyObject_CallNoArgs(second);
+    return r;
+}
+
 static PyMethodDef methods[] = {
     {"weighted_sum", weighted_sum, METH_VARARGS, "The weighted sum of a sequence of integers."},
     {"apply", apply, METH_VARARGS, "Calls a function back with each item's weight."},
+    {"both", both, METH_VARARGS, "Calls two functions back, one after the other."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -152,7 +152,7 @@ thread_local! {
     static STACK: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
 }
 
-fn thread_stack() -> (u64, u64) {
+pub(crate) fn thread_stack() -> (u64, u64) {
     STACK.with(|c| {
         let v = c.get();
         if v != (0, 0) {

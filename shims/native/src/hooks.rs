@@ -46,6 +46,30 @@ pub extern "C" fn slice_trace_clock_ns() -> u64 {
     unsafe { slt_clock_now() }
 }
 
+/// The clock for a Python call or resume (the Python shim, `trace run --native-ext`): first
+/// the open native calls of this thread that have returned are closed (hot.c's
+/// `slt_python_entry`), so that the merge (`trace_format::pyext`) nests a Python call under
+/// exactly the native calls still running: a callback under its C caller, and a call after the
+/// C function returned beside it. Keeps errno.
+#[no_mangle]
+pub extern "C" fn slice_trace_python_entry_ns() -> u64 {
+    // SAFETY: the calling thread's block, read by this thread only.
+    if unsafe { (*slt_thread_state()).depth } == 0 {
+        // SAFETY: reads the clock; keeps errno.
+        return unsafe { slt_clock_now() };
+    }
+    // Finding the stack's bounds the first time may set errno.
+    let _errno = ErrnoGuard::save();
+    let sp = frames::stack_pointer();
+    // Slots are read only on the thread's own stack, between `sp` and its top.
+    let hi = match frames::thread_stack() {
+        (lo, hi) if lo <= sp && sp < hi => hi,
+        _ => 0,
+    };
+    // SAFETY: an event of the calling thread; `hi` is 0 or the top of the stack `sp` is on.
+    unsafe { slt_python_entry(sp, hi) }
+}
+
 /// The clock's refinement, exported with [`slice_trace_clock_ns`]: hot.c moves to the refined
 /// calibration at once, so that the two streams stay on one.
 #[no_mangle]
@@ -194,12 +218,9 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
             // (CACHE_SIZE entries, or null: then nothing).
             unsafe { slt_cache_put(t, addr, id as u64 | (off as u64) << 32) };
             if depth < STACK_CAP {
-                // SAFETY: the thread has its state (the contract): `stack` and `cfas` hold
-                // STACK_CAP entries each, and depth < STACK_CAP.
-                unsafe {
-                    *t.stack.add(depth) = if root { addr | filter::ROOT_BIT } else { addr };
-                    *t.cfas.add(depth) = cfa;
-                }
+                // SAFETY: the thread has its state (the contract), depth < STACK_CAP, and
+                // `cfa` is 0 or the CFA of the function being entered, which is running.
+                unsafe { crate::thread::set_frame(t, depth, if root { addr | filter::ROOT_BIT } else { addr }, cfa) };
             }
             t.depth += 1;
             if let Some(w) = t.pull() {
@@ -301,11 +322,13 @@ fn resume_segment(t: &mut SltThread, cfa: u64, now: u64) {
     for &(a, c) in resumed[..live].iter().take(room) {
         let Some(id) = id_of(a) else { break };
         w.resume(id, now);
-        // SAFETY: the shadow stacks hold STACK_CAP entries, and d < depth - above + room =
-        // STACK_CAP (`take(room)`).
+        // SAFETY: the shadow stacks hold STACK_CAP entries (`cfas` twice that: its second
+        // half the return addresses, 0 here: unknown, the frame counts as running at a Python
+        // call), and d < depth - above + room = STACK_CAP (`take(room)`).
         unsafe {
             *shadow.add(d) = a;
             *shadow_cfas.add(d) = c;
+            *shadow_cfas.add(STACK_CAP + d) = 0;
         }
         d += 1;
     }

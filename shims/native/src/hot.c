@@ -68,6 +68,8 @@
  * frames.rs decides (OTHER_STACK_SPAN there, checked by a test in hot.rs). */
 #define SLT_FAR_BELOW (1ull << 20)
 #define SLT_ROOT_BIT (1ull << 63) /* filter.rs ROOT_BIT */
+/* The return addresses of the open calls: the second half of `cfas` (thread.rs RETS). */
+#define SLT_RETS(t) ((t)->cfas + SLT_STACK_CAP)
 
 /* Keep in sync with `SltThread` in hot.rs (#[repr(C)]). */
 struct slt_cache_entry {
@@ -95,7 +97,8 @@ struct slt_thread {
     uint32_t pad;
     struct slt_cache_entry *cache; /* SLT_CACHE_SIZE entries; NULL until the thread's first event */
     /* Frame repair (frames.rs): the canonical frame address (the stack pointer before the
-     * call) of the first SLT_STACK_CAP open calls, 0 where unknown. */
+     * call) of the first SLT_STACK_CAP open calls, 0 where unknown; then (SLT_RETS) the
+     * return address each of them found at CFA - 8 when it was entered, 0 where unknown. */
     uint64_t *cfas;
     /* The stack pointer of the slow path that runs (mode BUSY) at its shallowest, 0: none;
      * thread.rs's recover_busy. */
@@ -310,6 +313,11 @@ static inline void record_call(struct slt_thread *t, uint64_t addr, uint64_t cod
     if (LIKELY(d < SLT_STACK_CAP)) {
         t->stack[d] = addr;
         t->cfas[d] = cfa;
+        /* The return address the call just pushed at CFA - 8 (slt_python_entry): `cfa` is 0
+         * or the entered function's CFA (its distance from the hook's sp measured from the
+         * unwind tables by frames.rs), so CFA - 8 is its return-address slot, on this
+         * thread's stack and mapped while the function runs. */
+        SLT_RETS(t)[d] = cfa ? *(const uint64_t *)(cfa - 8) : 0;
     }
     uint8_t *end = encode_cached_call(p, code, delta(t, ns));
     __atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -598,6 +606,66 @@ SLT_HIDDEN void slt_exit(void *this_fn, uint64_t sp)
     give_limit(t, lim);
 }
 
+/* Whether the open call `k` (k < depth <= SLT_STACK_CAP) may still be running when Python
+ * code starts a call at stack pointer `sp` (slt_python_entry). A running call's frame is above
+ * `sp` and its return address is still at its CFA - 8, where the call pushed it. A frame at or
+ * below `sp` has returned; one whose slot holds another value has returned too (the stack
+ * below its caller was reused). `hi`: the top of the stack `sp` is on (0: unknown): a slot is
+ * read only between `sp` and `hi`, memory that is this stack's. Unknown CFAs, `-F` roots and
+ * frames far from `sp` (perhaps on another stack) count as running. */
+static inline int python_entry_running(const struct slt_thread *t, uint64_t k, uint64_t sp, uint64_t hi)
+{
+    uint64_t f = t->cfas[k], r = SLT_RETS(t)[k];
+    if (f == 0 || r == 0 || (t->stack[k] & SLT_ROOT_BIT))
+        return 1;
+    if (f <= sp)
+        return sp - f >= SLT_FAR_BELOW;
+    if (f - sp >= SLT_FAR_BELOW || f > hi || f - 8 < sp)
+        return 1;
+    return *(const uint64_t *)(f - 8) == r;
+}
+
+/* A Python call or resume is about to be recorded (the Python shim, `trace run --native-ext`,
+ * through hooks.rs's slice_trace_python_entry_ns): the open calls that have returned are
+ * closed now, innermost first, up to the first one that may still run (python_entry_running),
+ * so that the merge of the two streams (trace_format::pyext) finds each native frame's return
+ * before the Python calls that follow it, and none before a callback it makes. Returns the
+ * time, which the Python event takes: the returns written here are not later than it. Without
+ * the window (a path holds it, the thread does not record, too little room), more open calls
+ * than the shadow stack holds, or on an unknown stack, nothing is closed. */
+SLT_HIDDEN uint64_t slt_python_entry(uint64_t sp, uint64_t hi)
+{
+    struct slt_thread *t = &slt_tls;
+    uint64_t ns = event_ns(calibration());
+    uint64_t d = t->depth;
+    if (LIKELY(d == 0))
+        return ns ? ns : slt_now_slow();
+    if (ns == 0)
+        ns = slt_now_slow();
+    if (d > SLT_STACK_CAP || hi == 0)
+        return ns;
+    uint8_t *lim = take_limit(t, marker(sp), 1);
+    uint8_t *p = t->pos;
+    if (!((intptr_t)p < (intptr_t)lim)) {
+        if (taken(lim))
+            give_limit(t, lim);
+        return ns;
+    }
+    uint64_t n = 0;
+    while (n < d && !python_entry_running(t, d - 1 - n, sp, hi))
+        n++;
+    if (n > 0 && (uint64_t)(lim - p) > n * SLT_EVENT_MAX) {
+        for (uint64_t i = 0; i < n; i++)
+            p = encode_return(p, delta(t, ns));
+        __atomic_signal_fence(__ATOMIC_SEQ_CST);
+        t->pos = p;
+        t->depth = d - n;
+        t->returns += n;
+    }
+    give_limit(t, lim);
+    return ns;
+}
+
 /* ---- For the tests in hot.rs: the same encoders, driven from Rust. ---- */
 
 /* Write `n` events through this file's encoders into the cursor of `t`: kinds[i] is
@@ -621,6 +689,12 @@ SLT_HIDDEN uint64_t slt_test_encode(struct slt_thread *t, const uint8_t *kinds, 
         }
     }
     return i;
+}
+
+/* python_entry_running, for the tests in hot.rs. */
+SLT_HIDDEN int slt_test_python_entry_running(const struct slt_thread *t, uint64_t k, uint64_t sp, uint64_t hi)
+{
+    return python_entry_running(t, k, sp, hi);
 }
 
 /* The clock as the hooks read it, for the Python shim (hooks.rs, slice_trace_clock_ns). */

@@ -44,7 +44,7 @@ pub(crate) struct CacheEntry {
 ///   from changing the block under a live one;
 /// - `rust` is null or the thread's `ThreadState` (`Box::into_raw` in `start_thread`, freed
 ///   only by `thread_exit`, which turns the mode OFF and nulls these pointers first); `stack`
-///   and `cfas` then point at its `STACK_CAP` entries each and `cache` at its `CACHE_SIZE`
+///   and `cfas` then point at its `STACK_CAP` and `2 * STACK_CAP` entries and `cache` at its `CACHE_SIZE`
 ///   entries (set with `rust`, before the thread records; null with it);
 /// - a thread in mode ACTIVE or FILTERED has its state: `push` makes a thread ACTIVE only with
 ///   a stream, and FILTERED is entered only from ACTIVE.
@@ -59,7 +59,8 @@ pub(crate) struct SltThread {
     pub(crate) pad: u32,
     /// `CACHE_SIZE` entries in the `ThreadState` (null until the thread's first event).
     pub(crate) cache: *mut CacheEntry,
-    /// CFAs of the open calls in `stack` (0: unknown), for the frame repair (frames.rs).
+    /// CFAs of the open calls in `stack` (0: unknown), for the frame repair (frames.rs); then,
+    /// from `STACK_CAP` on, their return addresses (`thread::set_frame`).
     pub(crate) cfas: *mut u64,
     /// Stack pointer of the running slow path at its shallowest (0: none): `recover_busy`.
     pub(crate) busy_sp: u64,
@@ -86,6 +87,9 @@ extern "C" {
     pub(crate) fn slt_give_limit(t: *mut SltThread, lim: *mut u8);
     /// The clock as hot.c's fast paths read it. No precondition.
     pub(crate) fn slt_clock_now() -> u64;
+    /// An event of the calling thread, whose stack pointer is `sp`; `hi` is 0 or the top of
+    /// the stack `sp` is on (hot.c reads return-address slots between the two).
+    pub(crate) fn slt_python_entry(sp: u64, hi: u64) -> u64;
 }
 
 /// Let hot.c read the clock's TSC calibration (it asks Rust's clock while there is none).
@@ -112,6 +116,56 @@ mod tests {
         fn slt_far_below() -> u64;
         fn slt_test_encode(t: *mut SltThread, kinds: *const u8, ids: *const u64, times: *const u64, n: u64) -> u64;
         fn slt_test_now() -> u64;
+        fn slt_test_python_entry_running(t: *const SltThread, k: u64, sp: u64, hi: u64) -> i32;
+    }
+
+    /// Which open calls a Python call at stack pointer `sp` still finds running (hot.c's
+    /// `python_entry_running`): a stack of 64 words stands for the thread's stack, `hi` its
+    /// top; each open call's CFA points into it and its recorded return address is 0x1000 + k.
+    #[test]
+    fn a_python_call_finds_running_the_calls_whose_frame_is_above_it_with_their_return_address_in_place() {
+        let mut mem = [0u64; 64];
+        // The return-address slots of the first three calls below (CFA - 8).
+        mem[39] = 0x1000;
+        mem[29] = 0x2222;
+        mem[19] = 0x1005;
+        let base = mem.as_ptr() as u64;
+        let (sp, hi) = (base + 16 * 8, base + 64 * 8);
+        let mut stack = vec![0u64; STACK_CAP];
+        let mut cfas = vec![0u64; 2 * STACK_CAP];
+        // SAFETY: a zeroed block is valid (null pointers, mode 0); only `stack` and `cfas` are read.
+        let mut t: Box<SltThread> = Box::new(unsafe { std::mem::zeroed() });
+        let frames: [(u64, u64); 8] = [
+            // Above `sp`, the slot holds the address the call pushed: running.
+            (0x10, base + 40 * 8),
+            // Above `sp`, the slot was written over: returned.
+            (0x11, base + 30 * 8),
+            // At and below `sp`: returned.
+            (0x12, sp),
+            (0x13, base + 8 * 8),
+            // Unknown CFA, a `-F` root, far below (another stack), above the stack's top (not
+            // read): running.
+            (0x14, 0),
+            (0x15 | crate::filter::ROOT_BIT, base + 20 * 8),
+            (0x16, base.wrapping_sub(2 << 20)),
+            (0x17, hi + 8),
+        ];
+        for (k, &(addr, cfa)) in frames.iter().enumerate() {
+            stack[k] = addr;
+            cfas[k] = cfa;
+            cfas[STACK_CAP + k] = 0x1000 + k as u64;
+        }
+        t.stack = stack.as_mut_ptr();
+        t.cfas = cfas.as_mut_ptr();
+        let running: Vec<bool> = (0..frames.len() as u64)
+            // SAFETY: `stack` and `cfas` hold the entries read; slots are read only within `mem`.
+            .map(|k| unsafe { slt_test_python_entry_running(&*t, k, sp, hi) } != 0)
+            .collect();
+        assert_eq!(running, [true, false, false, false, true, true, true, true]);
+        // A known return address of 0 is unknown: running.
+        cfas[STACK_CAP + 1] = 0;
+        // SAFETY: as above.
+        assert_ne!(unsafe { slt_test_python_entry_running(&*t, 1, sp, hi) }, 0);
     }
 
     #[test]

@@ -82,10 +82,31 @@ pub(crate) unsafe fn recover_busy(t: &mut SltThread, sp: u64) -> bool {
     true
 }
 
+/// Open call `depth` (< `STACK_CAP`) of the thread's shadow stacks: `addr` (with its flag
+/// bits), its CFA (0: unknown) and the return address at its CFA - 8 (hot.c's `record_call`
+/// stores the same three), which tells a frame still running from one that has returned when
+/// Python code starts a call (hot.c's `slt_python_entry`).
+///
+/// # Safety
+/// The thread has its state (`t.rust` is set), so `stack` and `cfas` hold their entries;
+/// `depth < STACK_CAP`; `cfa` is 0 or the CFA of a frame of the calling thread that is
+/// running (its return address slot is readable).
+pub(crate) unsafe fn set_frame(t: &mut SltThread, depth: usize, addr: u64, cfa: u64) {
+    // SAFETY: the contract: `stack` holds STACK_CAP entries, `cfas` twice that, depth <
+    // STACK_CAP, and a running frame's CFA - 8 holds its return address.
+    unsafe {
+        *t.stack.add(depth) = addr;
+        *t.cfas.add(depth) = cfa;
+        *t.cfas.add(STACK_CAP + depth) = if cfa == 0 { 0 } else { *((cfa - 8) as *const u64) };
+    }
+}
+
 pub(crate) struct ThreadState {
     pub(crate) writer: Option<StreamWriter>,
     pub(crate) stack: Box<[u64; STACK_CAP]>,
-    pub(crate) cfas: Box<[u64; STACK_CAP]>,
+    /// The open calls' CFAs, then (from `STACK_CAP`, hot.c's `SLT_RETS`) the return address
+    /// each found at its CFA - 8 when it was entered (0: unknown): see [`set_frame`].
+    pub(crate) cfas: Box<[u64; 2 * STACK_CAP]>,
     /// The cursor handed to hot.c last (`push`), to rebuild it if a fast path is left half-way
     /// (window.rs).
     pub(crate) handover: window::Handover,
@@ -222,7 +243,7 @@ pub(crate) fn start_thread(t: &mut SltThread) {
         let st = Box::into_raw(Box::new(ThreadState {
             writer: None,
             stack: Box::new([0u64; STACK_CAP]),
-            cfas: Box::new([0u64; STACK_CAP]),
+            cfas: Box::new([0u64; 2 * STACK_CAP]),
             handover: window::Handover::NONE,
             cache: (0..CACHE_SIZE).map(|_| CacheEntry { addr: u64::MAX, code: 0 }).collect(),
             suspended: crate::suspend::Suspended::new(),

@@ -141,9 +141,12 @@ pub fn open_process(py: Python<'_>, root: &Path, c_calls: bool, lines: LineMode,
         .and_then(|p| p.extract::<String>())
         .ok()
         .map(|prefix| format!("{}/lib/python{}.{}/", prefix.trim_end_matches('/'), v.major, v.minor));
+    let mut meta = files.meta;
+    // Written with the hook (`record_hook`): the merge of `--native-ext` relies on it.
+    meta.native_closed_at_python_calls = trace_format::clock::closes_native_at_python_entry();
     Ok(Proc {
-        pid: files.meta.pid,
-        meta: files.meta,
+        pid: meta.pid,
+        meta,
         funcs: files.funcs,
         dir: files.dir,
         cwd,
@@ -499,7 +502,8 @@ pub unsafe fn gen_start(id: u32) -> i64 {
 /// this entry resumes a frame (it may call into CPython).
 #[inline(always)]
 pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) -> bool {
-    let ts = monotonic_ns();
+    // With the native shim (`--native-ext`): its calls that have returned are closed first.
+    let ts = trace_format::clock::python_entry_ns();
     // SAFETY: GIL held (the contract).
     let Some(rec) = (unsafe { current(None) }) else { return false };
     if rec.skip.get() > 0 {
@@ -545,7 +549,8 @@ pub unsafe fn enter(code: *mut PyObject, resumed: impl FnOnce(CodeId) -> bool) -
 /// # Safety
 /// GIL held; `func` is null or a live `PyCFunction`.
 pub unsafe fn enter_c(func: *mut PyObject) {
-    let ts = monotonic_ns();
+    // As in `enter`.
+    let ts = trace_format::clock::python_entry_ns();
     // SAFETY: GIL held (the contract).
     let Some(rec) = (unsafe { current(None) }) else { return };
     if rec.skip.get() > 0 {

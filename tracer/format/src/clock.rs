@@ -48,6 +48,14 @@ pub const SHARED_NOW_SYMBOL: &std::ffi::CStr = c"slice_trace_clock_ns";
 /// The symbol by which the native shim exports its clock's [`refine`] (`extern "C" fn()`).
 pub const SHARED_REFINE_SYMBOL: &std::ffi::CStr = c"slice_trace_clock_refine";
 
+/// The symbol by which the native shim exports the clock for a Python call or resume
+/// (`extern "C" fn() -> u64`): it first closes the native calls of the thread that have
+/// returned (`trace_format::pyext`, "Returns at Python calls"), then reads the clock.
+pub const SHARED_PYTHON_ENTRY_SYMBOL: &std::ffi::CStr = c"slice_trace_python_entry_ns";
+
+/// The native shim's [`SHARED_PYTHON_ENTRY_SYMBOL`], 0 when it is not in the process.
+static SHARED_PYTHON_ENTRY: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// With [`SHARED`]: the other clock's two functions.
 static SHARED_NOW: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 static SHARED_REFINE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -218,7 +226,30 @@ pub fn share_preloaded() -> bool {
         )
     };
     share_with(now, refine);
+    // SAFETY: as above.
+    let entry = unsafe { libc::dlsym(libc::RTLD_DEFAULT, SHARED_PYTHON_ENTRY_SYMBOL.as_ptr()) };
+    SHARED_PYTHON_ENTRY.store(entry as usize, Ordering::Release);
     true
+}
+
+/// Whether [`python_entry_ns`] has the native shim close its returned calls
+/// ([`share_preloaded`] found [`SHARED_PYTHON_ENTRY_SYMBOL`]).
+pub fn closes_native_at_python_entry() -> bool {
+    SHARED_PYTHON_ENTRY.load(Ordering::Acquire) != 0
+}
+
+/// The time of a Python call or resume: [`now_ns`], read by the native shim's
+/// [`SHARED_PYTHON_ENTRY_SYMBOL`] when it is in the process, which first writes the returns of
+/// the thread's native calls that have ended (stamped no later than this time).
+#[inline]
+pub fn python_entry_ns() -> u64 {
+    let f = SHARED_PYTHON_ENTRY.load(Ordering::Relaxed);
+    if f == 0 {
+        return now_ns();
+    }
+    // SAFETY: set by `share_preloaded` from the native shim's symbol of this type
+    // (shims/native/src/hooks.rs); the library holding it is preloaded, never unloaded.
+    unsafe { std::mem::transmute::<usize, extern "C" fn() -> u64>(f)() }
 }
 
 /// Measure the TSC rate again over a longer interval (once, after [`REFINE_NS`]). Cheap to

@@ -130,6 +130,13 @@ pub struct ProcMeta {
     /// first test's start; absent (false): a line is reported once per process.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub lines_per_test: bool,
+    /// Python, `trace run --native-ext`: before each call or resume it records, the Python
+    /// shim had the native shim close the native calls that had returned (`trace_format::pyext`,
+    /// "Returns at Python calls"), so the native stream's open frames at a Python event are the
+    /// ones still running. Absent (false): an older shim; the merge then infers the returns
+    /// from the native stream's next call.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub native_closed_at_python_calls: bool,
 }
 
 /// One line of `p<pid>/funcs.jsonl`.

@@ -893,6 +893,7 @@ mod tests {
             forked_from: None,
             hook: None,
             lines_per_test: false,
+            native_closed_at_python_calls: false,
         }
     }
 

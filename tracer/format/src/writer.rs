@@ -662,6 +662,7 @@ pub fn current_proc_meta(kind: &str, runtime: &str, forked_from: Option<u32>) ->
         forked_from,
         hook: None,
         lines_per_test: false,
+        native_closed_at_python_calls: false,
     }
 }
 

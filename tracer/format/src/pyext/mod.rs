@@ -8,16 +8,19 @@
 //! call sits under the Python function that was running when it started
 //! (docs/native-recording.md, "Python extension modules").
 //!
-//! The rule that joins them. Entry patching sees native entries, not returns: the native
-//! shim writes a frame's return when a later call starts at or above it on the stack (frame
-//! repair), so a native frame's return is known only at the next native call. A Python call
-//! (or resume) is therefore placed by looking ahead in the native stream: the native frames
-//! it returns before its next call ended before the Python call (control went back to
-//! Python); those it does not return are still on the C stack, and the Python call is their
-//! callback, nested under them (mypyc-compiled black's `main` calling click, which calls
-//! black's compiled functions again). A native frame never outlives the Python frame it was
-//! called in: a Python return closes the native frames above it. After the native stream's
-//! last call, every native frame ends at the next Python event.
+//! The rule that joins them ([`streams`]). Entry patching sees native entries, not returns:
+//! the native shim writes a frame's return when a later call starts at or above it on the
+//! stack (frame repair), and, before each Python call or resume, the returns of the frames
+//! that have ended by then (`trace_format::clock::python_entry_ns`: a frame at or below the
+//! stack pointer, or whose return-address slot no longer holds the address its call pushed),
+//! stamped no later than the Python event. The Python process's `proc.json` says so
+//! (`native_closed_at_python_calls`); then the native frames still open at a Python call are
+//! running, and the Python call is their callback, nested under them (mypyc-compiled black's
+//! `main` calling click, which calls black's compiled functions again), while a call after a
+//! C function returned goes beside it. A trace of an older shim is placed by looking ahead in
+//! the native stream instead: the native frames it returns before its next call are taken as
+//! ended before the Python call. A native frame never outlives the Python frame it was called
+//! in: a Python return closes the native frames above it.
 //!
 //! Who merges. `trace run` merges when the run ends. A run that ended otherwise (`trace`
 //! itself killed with SIGKILL, so that the program went on and ended unwatched) leaves the
@@ -35,6 +38,9 @@ use crate::writer::{stream_file_name, StreamWriter, DEFAULT_WINDOW};
 use crate::{Event, Process, ThreadStream, FUNCS_FILE, PROC_META_FILE};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use streams::{merge_streams, Closing};
+
+mod streams;
 
 /// What a native directory's `proc.json` becomes once its merge has begun: the directory is
 /// no longer a process of the trace.
@@ -138,7 +144,8 @@ fn merge_pair(py: &Process, n: &Process) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&tmp);
         match py.threads.iter().find(|p| p.header.tid == t.header.tid) {
             Some(p) => {
-                merge_streams(p, t, offset, &tmp)?;
+                let rule = if py.meta.native_closed_at_python_calls { Closing::AtPythonCalls } else { Closing::LookAhead };
+                merge_streams(p, t, offset, rule, &tmp)?;
                 moves.push((tmp, p.path.clone()));
             }
             None => {
@@ -202,310 +209,10 @@ fn copy_stream(t: &ThreadStream, offset: u32, path: &Path) -> std::io::Result<()
     Ok(())
 }
 
-/// The time of an event that has one.
-fn time(ev: &Event) -> Option<u64> {
-    match ev {
-        Event::Call { ts, .. } | Event::Resume { ts, .. } | Event::Return { ts } => Some(*ts),
-        Event::ThreadName(_) | Event::Line { .. } => None,
-    }
-}
-
-/// The one order of a thread's Python and native events (the module's rule), written to `out`.
-fn merge_streams(py: &ThreadStream, native: &ThreadStream, offset: u32, out: &Path) -> std::io::Result<()> {
-    let mut w = writer_for(out, py, Some(native))?;
-    let mut sink = Sink { w: &mut w, merged: Vec::new(), native: Vec::new(), open: Vec::new(), dead: Vec::new() };
-    let mut pe = events(py)?.peekable();
-    let mut ne = Lookahead { it: Box::new(events(native)?), buf: std::collections::VecDeque::new() };
-    loop {
-        let native_first = match (pe.peek(), ne.peek()) {
-            (None, None) => break,
-            (Some(_), None) => false,
-            (None, Some(_)) => true,
-            // Events without a time stay after the Python event before them.
-            (Some(p), Some(n)) => match (time(p), time(n)) {
-                (Some(tp), Some(tn)) => tn < tp,
-                (None, _) => false,
-                (_, None) => true,
-            },
-        };
-        if native_first {
-            if let Some(ev) = ne.next() {
-                sink.native(ev, offset);
-            }
-        } else if let Some(ev) = pe.next() {
-            let ending = match ev {
-                Event::Call { .. } | Event::Resume { .. } => ne.returns_before_next_call(),
-                _ => 0,
-            };
-            sink.python(ev, ending);
-        }
-    }
-    w.finish();
-    Ok(())
-}
-
-/// The native events not merged yet, read ahead as far as the next call.
-struct Lookahead {
-    it: Box<dyn Iterator<Item = Event>>,
-    buf: std::collections::VecDeque<Event>,
-}
-
-impl Lookahead {
-    fn peek(&mut self) -> Option<&Event> {
-        if self.buf.is_empty() {
-            self.buf.extend(self.it.next());
-        }
-        self.buf.front()
-    }
-
-    fn next(&mut self) -> Option<Event> {
-        self.buf.pop_front().or_else(|| self.it.next())
-    }
-
-    /// How many returns the native stream writes before its next call or resume (all of
-    /// them when it has none): the native frames that end before the next native call. The
-    /// native shim writes a frame's return when a later call starts at or above it, so the
-    /// frames it has not returned by then are still on the C stack.
-    fn returns_before_next_call(&mut self) -> usize {
-        let mut i = 0;
-        loop {
-            if i == self.buf.len() {
-                match self.it.next() {
-                    Some(ev) => self.buf.push_back(ev),
-                    None => return usize::MAX,
-                }
-            }
-            match self.buf[i] {
-                Event::Call { .. } | Event::Resume { .. } => {
-                    return self.buf.iter().take(i).filter(|e| matches!(e, Event::Return { .. })).count()
-                }
-                _ => i += 1,
-            }
-        }
-    }
-}
-
-/// A frame of the merged stream.
-#[derive(Clone, Copy, PartialEq)]
-enum Frame {
-    Python,
-    /// The native frame with this serial (its call's number in the native stream).
-    Native(usize),
-}
-
-/// The merged stream being written, its open frames, and the native stream's own.
-struct Sink<'a> {
-    w: &'a mut StreamWriter,
-    merged: Vec<Frame>,
-    /// The native stream's open frames (serials), innermost last.
-    native: Vec<usize>,
-    /// By serial: whether the native frame is open in the merged stream.
-    open: Vec<bool>,
-    /// By serial: whether the native stream says it ended (while a Python frame above it in
-    /// the merged stream was still open: it ends when that one does).
-    dead: Vec<bool>,
-}
-
-impl Sink<'_> {
-    /// Close the frames on top of the merged stream that have ended.
-    fn pop_dead(&mut self, ts: u64) {
-        while let Some(&Frame::Native(s)) = self.merged.last() {
-            if !self.dead[s] {
-                break;
-            }
-            self.merged.pop();
-            self.open[s] = false;
-            self.w.ret(ts);
-        }
-    }
-
-    /// A Python event; `ending`: for a call or a resume, how many of the native stream's open
-    /// frames end before its next call (those end here; the others are still running, and
-    /// the Python call is theirs, a callback).
-    fn python(&mut self, ev: Event, ending: usize) {
-        if let Some(ts) = time(&ev) {
-            let from = self.native.len().saturating_sub(ending);
-            for &s in &self.native[from..] {
-                self.dead[s] = true;
-            }
-            self.pop_dead(ts);
-        }
-        match ev {
-            Event::Call { func, ts } => {
-                self.w.call(func, ts);
-                self.merged.push(Frame::Python);
-            }
-            Event::Resume { func, ts } => {
-                self.w.resume(func, ts);
-                self.merged.push(Frame::Python);
-            }
-            Event::Return { ts } => {
-                // The Python frame returns, and every native frame it (or what it called)
-                // called with it.
-                if self.merged.contains(&Frame::Python) {
-                    while let Some(f) = self.merged.pop() {
-                        self.w.ret(ts);
-                        match f {
-                            Frame::Python => break,
-                            Frame::Native(s) => self.open[s] = false,
-                        }
-                    }
-                    self.pop_dead(ts);
-                } else {
-                    // A return of a frame opened before the recording started.
-                    self.w.ret(ts);
-                }
-            }
-            Event::ThreadName(name) => self.w.thread_name(&name),
-            Event::Line { func, line } => self.w.line(func, line),
-        }
-    }
-
-    fn native(&mut self, ev: Event, offset: u32) {
-        match ev {
-            Event::Call { func, ts } | Event::Resume { func, ts } => {
-                let s = self.open.len();
-                self.open.push(true);
-                self.dead.push(false);
-                if matches!(ev, Event::Call { .. }) {
-                    self.w.call(func + offset, ts);
-                } else {
-                    self.w.resume(func + offset, ts);
-                }
-                self.native.push(s);
-                self.merged.push(Frame::Native(s));
-            }
-            Event::Return { ts } => {
-                if let Some(s) = self.native.pop() {
-                    if self.open[s] {
-                        self.dead[s] = true;
-                        self.pop_dead(ts);
-                    }
-                }
-            }
-            // The Python stream names the thread; native line events do not exist.
-            Event::ThreadName(_) | Event::Line { .. } => {}
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Event::{Call, Resume, Return};
-
-    fn stream(path: &Path, flags: u16, events: &[Event]) -> ThreadStream {
-        let mut w = StreamWriter::create(path, flags, 7, 7, 0, DEFAULT_WINDOW).unwrap();
-        for ev in events {
-            match ev {
-                Call { func, ts } => w.call(*func, *ts),
-                Resume { func, ts } => w.resume(*func, *ts),
-                Return { ts } => w.ret(*ts),
-                _ => unreachable!(),
-            }
-        }
-        w.finish();
-        ThreadStream::open(path).unwrap()
-    }
-
-    /// Python `a` (0) calls native `f` (0 in the native table, 3 merged), which calls `h` and
-    /// then calls back into Python `b` (1); after it, `f` calls `g`; then `a` calls `c` (2).
-    /// The native stream has no returns of its own before the next native call (entry
-    /// patching): `h`'s return is inferred at `g`'s call.
-    #[test]
-    fn native_calls_nest_under_the_python_frame_running_and_python_callbacks_under_them() {
-        let d = tempfile::tempdir().unwrap();
-        let py = stream(
-            &d.path().join("py.ev"),
-            FLAG_PYTHON,
-            &[
-                Call { func: 0, ts: 10 },
-                Call { func: 1, ts: 50 },
-                Return { ts: 60 },
-                Call { func: 2, ts: 100 },
-                Return { ts: 110 },
-                Return { ts: 200 },
-            ],
-        );
-        let native = stream(
-            &d.path().join("n.ev"),
-            FLAG_NATIVE,
-            &[
-                Call { func: 0, ts: 20 },
-                Call { func: 1, ts: 30 },
-                Return { ts: 70 },
-                Call { func: 2, ts: 70 },
-                Return { ts: 120 },
-                Return { ts: 120 },
-            ],
-        );
-        let out = d.path().join("merged.ev");
-        merge_streams(&py, &native, 3, &out).unwrap();
-        let merged = ThreadStream::open(&out).unwrap();
-        assert_eq!(merged.header.flags & (FLAG_PYTHON | FLAG_NATIVE), FLAG_PYTHON | FLAG_NATIVE);
-        let got: Vec<Event> = merged.events().unwrap().map(Result::unwrap).collect();
-        assert_eq!(
-            got,
-            [
-                Call { func: 0, ts: 10 },
-                Call { func: 3, ts: 20 },
-                Call { func: 4, ts: 30 },
-                // `h` ends before the native stream's next call (`g`): closed when Python
-                // code runs; `f` does not, so `b` is its callback.
-                Return { ts: 50 },
-                Call { func: 1, ts: 50 },
-                Return { ts: 60 },
-                // `f` goes on after the callback and calls `g`.
-                Call { func: 5, ts: 70 },
-                // Both end before the native stream's next call (it has none).
-                Return { ts: 100 },
-                Return { ts: 100 },
-                Call { func: 2, ts: 100 },
-                Return { ts: 110 },
-                Return { ts: 200 },
-            ]
-        );
-    }
-
-    /// The native function returned and the Python caller calls another Python function, with
-    /// no native call after: the Python call is not under the native frames; a Python return
-    /// closes native frames left open above it.
-    #[test]
-    fn native_frames_end_at_the_next_python_call_when_no_native_call_follows() {
-        let d = tempfile::tempdir().unwrap();
-        let py = stream(
-            &d.path().join("py.ev"),
-            FLAG_PYTHON,
-            &[
-                Call { func: 0, ts: 10 },
-                Call { func: 1, ts: 20 },
-                Return { ts: 40 },
-                Call { func: 2, ts: 50 },
-                Return { ts: 60 },
-                Return { ts: 90 },
-            ],
-        );
-        let native = stream(&d.path().join("n.ev"), FLAG_NATIVE, &[Call { func: 0, ts: 25 }, Call { func: 1, ts: 30 }]);
-        let out = d.path().join("merged.ev");
-        merge_streams(&py, &native, 3, &out).unwrap();
-        let got: Vec<Event> = ThreadStream::open(&out).unwrap().events().unwrap().map(Result::unwrap).collect();
-        assert_eq!(
-            got,
-            [
-                Call { func: 0, ts: 10 },
-                Call { func: 1, ts: 20 },
-                Call { func: 3, ts: 25 },
-                Call { func: 4, ts: 30 },
-                // `b` returns: with it the native frames it called.
-                Return { ts: 40 },
-                Return { ts: 40 },
-                Return { ts: 40 },
-                Call { func: 2, ts: 50 },
-                Return { ts: 60 },
-                Return { ts: 90 },
-            ]
-        );
-    }
+    use crate::Event::{Call, Return};
 
     /// A trace whose recorder did not merge (killed): a Python process and the native shim's
     /// directory of the same (ended) process. Returns the trace's root.
@@ -533,6 +240,7 @@ mod tests {
                 forked_from: None,
                 hook: None,
                 lines_per_test: false,
+                native_closed_at_python_calls: false,
             };
             write_proc_meta(&dir, &m).unwrap();
             let ft = FuncTableWriter::create(&dir.join(FUNCS_FILE)).unwrap();
