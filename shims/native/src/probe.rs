@@ -71,8 +71,6 @@ use trace_format::meta::{InlineProbeList, InlineProbes, INLINE_PROBES_FILE, LIBR
 
 /// `SLICE_TRACE_INLINE=0`: no probe (as `trace run` writes no list then).
 const ENV_INLINE: &str = "SLICE_TRACE_INLINE";
-/// The list is read whole: at most this large.
-const MAX_LIST: u64 = 64 << 20;
 
 /// A probe's roles still armed (its `state`): an inline probe's, a line probe's; none: spent
 /// (its bytes are back, or it never got a trap).
@@ -571,44 +569,6 @@ fn parents_of(list: &InlineProbeList) -> Vec<(u32, AtomicBool)> {
     list.group_parents.iter().map(|p| (p.filter(|&g| (g as usize) < n).unwrap_or(NO_GROUP), AtomicBool::new(false))).collect()
 }
 
-fn read_list(file: &std::path::Path) -> Option<InlineProbeList> {
-    serde_json::from_slice(&read_bytes(file)?).ok()
-}
-
-/// The lists of the libraries (`LIBRARY_INLINE_PROBES_FILE`).
-fn read_lists(file: &std::path::Path) -> Option<Vec<InlineProbeList>> {
-    serde_json::from_slice(&read_bytes(file)?).ok()
-}
-
-/// A list file, whole, when it is at most [`MAX_LIST`] long.
-fn read_bytes(file: &std::path::Path) -> Option<Vec<u8>> {
-    use std::io::Read;
-    let f = std::fs::File::open(file).ok()?;
-    if f.metadata().ok()?.len() > MAX_LIST {
-        return None;
-    }
-    let mut text = Vec::new();
-    f.take(MAX_LIST).read_to_end(&mut text).ok()?;
-    Some(text)
-}
-
-/// The run-time ranges of the executable `PT_LOAD` segments of the object at `base`.
-///
-/// # Safety
-/// `base` is the first page of a loaded ELF object (its headers are mapped there).
-unsafe fn executable_ranges(base: u64) -> Vec<(u64, u64)> {
-    // SAFETY: the ELF header is at `base` (the contract).
-    let eh = unsafe { &*(base as *const libc::Elf64_Ehdr) };
-    if eh.e_ident[..4] != *b"\x7fELF" || eh.e_phentsize as usize != std::mem::size_of::<libc::Elf64_Phdr>() {
-        return Vec::new();
-    }
-    // SAFETY: the program headers are mapped with the first page (the loader read them there).
-    let ph = unsafe { std::slice::from_raw_parts((base + eh.e_phoff) as *const libc::Elf64_Phdr, eh.e_phnum as usize) };
-    let loads = || ph.iter().filter(|p| p.p_type == libc::PT_LOAD);
-    let Some(bias) = loads().map(|p| p.p_vaddr & !0xfff).min() else { return Vec::new() };
-    loads().filter(|p| p.p_flags & libc::PF_X != 0).map(|p| (base + (p.p_vaddr - bias), base + (p.p_vaddr - bias) + p.p_memsz)).collect()
-}
-
 // ---------------------------------------------------------------------------------------
 // The traps, the handler, the rewind
 // ---------------------------------------------------------------------------------------
@@ -865,7 +825,9 @@ pub(crate) unsafe fn release(traps: &Traps, p: &Probe, len: usize, had_trap: boo
 }
 
 mod hits;
+mod lists;
 mod signals;
+use lists::{executable_ranges, read_list, read_lists};
 use signals::{chain, next_symbol, real_sigaction, REAL_PTHREAD_SIGMASK, REAL_SIGPROCMASK};
 #[cfg(test)]
 pub(crate) mod tests;
