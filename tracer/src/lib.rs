@@ -7,6 +7,7 @@ mod detect;
 mod dump;
 mod inline_probes;
 mod launch;
+mod libraries;
 mod line_probes;
 mod outdir;
 mod plan;

@@ -257,9 +257,19 @@ fn write_inline_probes(plan: &Plan, out: &Path) {
     if !patching || plan.meta.target_kind != TargetKind::Native.as_str() || std::env::var_os(ENV_INLINE).is_some_and(|v| v == "0") {
         return;
     }
-    let Some(list) = crate::inline_probes::cached_probe_list(&plan.program) else { return };
-    if let Err(e) = write_json_atomic(&out.join(trace_format::meta::INLINE_PROBES_FILE), &list) {
-        eprintln!("trace: cannot write the inline-probe list ({e:#}); inlined functions will not be shown");
+    if let Some(list) = crate::inline_probes::cached_probe_list(&plan.program) {
+        if let Err(e) = write_json_atomic(&out.join(trace_format::meta::INLINE_PROBES_FILE), &list) {
+            eprintln!("trace: cannot write the inline-probe list ({e:#}); inlined functions will not be shown");
+        }
+    }
+    // The libraries the shim patches at start-up (a project's own `.so`, `libjq.so.1`): their
+    // own lists, in one file (none when none of them inlines code of its own).
+    let libraries: Vec<trace_format::meta::InlineProbeList> =
+        crate::libraries::patched_libraries(&plan.program).iter().filter_map(|l| crate::inline_probes::cached_probe_list(l)).collect();
+    if !libraries.is_empty() {
+        if let Err(e) = write_json_atomic(&out.join(trace_format::meta::LIBRARY_INLINE_PROBES_FILE), &libraries) {
+            eprintln!("trace: cannot write the libraries' inline-probe lists ({e:#}); their inlined functions will not be shown");
+        }
     }
 }
 

@@ -53,7 +53,7 @@ pub fn note_from(reports: &[PatchReport]) -> String {
     }
     if !unprobed.is_empty() {
         s.push_str(&format!(
-            "in {}, no inline probe was planted (no debug information, a library, or SLICE_TRACE_INLINE=0), so whether code the \
+            "in {}, no inline probe was planted (no debug information, a library loaded by dlopen, or SLICE_TRACE_INLINE=0), so whether code the \
              compiler inlined there ran cannot be told: a function inlined into its caller runs without a call and is never in \
              the tree, even when its code ran; the caller's source shows where it is called.",
             unprobed.join(", ")

@@ -317,9 +317,15 @@ fn patch_objects(dlopened: bool, early: bool) {
             None => match examine(&path, system.is_none()) {
                 Ok(syms) => {
                     let report = patch::patch_object(base, &syms);
+                    // The libraries patched at start-up get the probes of their lists too
+                    // (`trace run` lists them); one `dlopen`ed later gets none (no list: it
+                    // was not known before the run).
+                    if !program && !dlopened {
+                        probes = crate::probe::plant(base, &path, &report.moved, &report.bodies, false);
+                    }
                     if program {
                         note_program_main(base, &syms, &report);
-                        probes = crate::probe::plant(base, &path, &report.moved, &report.bodies);
+                        probes = crate::probe::plant(base, &path, &report.moved, &report.bodies, true);
                         if syms.funcs.iter().any(|f| f.2.starts_with(GTEST_RUNNER)) {
                             GTEST.store(true, Ordering::Release);
                         }

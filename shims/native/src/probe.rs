@@ -3,7 +3,8 @@
 //!
 //! `trace run` lists where the program's inlined code starts (the address ranges of its
 //! `DW_TAG_inlined_subroutine`s, tracer/src/inline_probes.rs) in the trace directory
-//! ([`INLINE_PROBES_FILE`]). At start-up, once the program's entries are patched (objects.rs),
+//! ([`INLINE_PROBES_FILE`]), and that of the libraries patched at start-up
+//! ([`LIBRARY_INLINE_PROBES_FILE`]: one set of probes per object, the same rules in each). At start-up, once the program's entries are patched (objects.rs),
 //! [`plant`] installs a `SIGTRAP` handler and puts the architecture's trap ([`Isa::TRAP`]:
 //! x86-64's one-byte `int3`) at each listed entry of the program that lies outside the
 //! entry-patched functions; an entry inside one gets its trap at that function's first call
@@ -66,12 +67,10 @@ use crate::guards::{ErrnoGuard, SpinLock};
 use crate::lines::{LineSet, NO_PROBE};
 use hits::HitMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
-use trace_format::meta::{InlineProbeList, InlineProbes, INLINE_PROBES_FILE, LINE_PROBES_FILE};
+use trace_format::meta::{InlineProbeList, InlineProbes, INLINE_PROBES_FILE, LIBRARY_INLINE_PROBES_FILE, LINE_PROBES_FILE};
 
 /// `SLICE_TRACE_INLINE=0`: no probe (as `trace run` writes no list then).
 const ENV_INLINE: &str = "SLICE_TRACE_INLINE";
-/// The list is read whole: at most this large.
-const MAX_LIST: u64 = 64 << 20;
 
 /// A probe's roles still armed (its `state`): an inline probe's, a line probe's; none: spent
 /// (its bytes are back, or it never got a trap).
@@ -144,6 +143,10 @@ struct Probes {
     lines: Option<LineSet>,
     /// The functions whose probes get their traps at the function's first call, by entry.
     deferred: Vec<Deferred>,
+    /// The object's load address (its first page): one set of probes per object.
+    base: u64,
+    /// The set of the object probed before this one (the program's is the first), or null.
+    next: *const Probes,
 }
 
 /// An entry-patched function with probes inside it, planted at its first call ([`first_call`]):
@@ -192,7 +195,10 @@ impl Drop for Held {
     }
 }
 
-/// Set once by [`plant`] (the constructor, before any other thread), never freed.
+/// The probes of the last object [`plant`] planted (the constructor, before any other thread),
+/// each set linking to the one before ([`Probes::next`]): the program's, then its libraries',
+/// never freed or changed once published. A program without libraries of its own to probe has
+/// one set, and every walk over them is one step, as before libraries had probes.
 static PROBES: AtomicPtr<Probes> = AtomicPtr::new(std::ptr::null_mut());
 /// The probes' handler is installed: `sigaction`/`signal` keep the program's own.
 static INSTALLED: AtomicBool = AtomicBool::new(false);
@@ -200,10 +206,12 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 static CHAINED: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
 static CHAINED_FLAGS: AtomicI32 = AtomicI32::new(0);
 
-fn probes() -> Option<&'static Probes> {
-    let p = PROBES.load(Ordering::Acquire);
-    // SAFETY: set once to a leaked box, never freed or changed after.
-    (!p.is_null()).then(|| unsafe { &*p })
+/// Every object's probes, the last planted first.
+fn all() -> impl Iterator<Item = &'static Probes> {
+    let first = PROBES.load(Ordering::Acquire) as *const Probes;
+    // SAFETY: each set is a leaked box published whole (its `next` set before it was), never
+    // freed or changed after.
+    std::iter::successors((!first.is_null()).then(|| unsafe { &*first }), |p| (!p.next.is_null()).then(|| unsafe { &*p.next }))
 }
 
 /// Set in the address an inline probe's hit is recorded under (the hooks' `this_fn`, the id
@@ -213,14 +221,14 @@ pub(crate) const INLINE_BIT: u64 = 1 << 63;
 
 /// The line probes' rows, if the program was probed for lines.
 pub(crate) fn line_set() -> Option<&'static LineSet> {
-    probes()?.lines.as_ref()
+    all().find_map(|p| p.lines.as_ref())
 }
 
 /// After the constructor planted the probes: make the process directory and map the files
 /// where hits are kept there (`inline.bin`, and with line probes `lines.bin`). Nothing without
 /// probes.
 pub(crate) fn attach() {
-    if let Some(h) = probes().and_then(|p| p.hits.as_ref()) {
+    if let Some(h) = all().find_map(|p| p.hits.as_ref()) {
         if let Some(dir) = crate::process::ensure_process() {
             if let Err(e) = h.attach(&dir) {
                 let file = dir.join(trace_format::meta::INLINE_BIN_FILE);
@@ -238,7 +246,7 @@ pub(crate) fn attach() {
 pub(crate) fn after_fork_child() {
     // Only the forking thread goes on, and it held no probe lock (it was in `fork`).
     LOCK.0.store(false, Ordering::Release);
-    if let Some(h) = probes().and_then(|p| p.hits.as_ref()) {
+    if let Some(h) = all().find_map(|p| p.hits.as_ref()) {
         h.detach();
     }
 }
@@ -247,7 +255,13 @@ pub(crate) fn after_fork_child() {
 /// moved bytes not recorded yet run now; `record` gets each one's id. The line rows in its
 /// moved bytes ran (their lines' other rows are disarmed).
 pub(crate) fn entered(addr: u64, mut record: impl FnMut(u32)) {
-    let Some(p) = probes() else { return };
+    for p in all() {
+        entered_in(p, addr, &mut record);
+    }
+}
+
+/// [`entered`] in the probes of one object.
+fn entered_in(p: &Probes, addr: u64, record: &mut impl FnMut(u32)) {
     let i = p.at_entry.partition_point(|e| e.0 < addr);
     for (_, inlined, done, entry) in p.at_entry[i..].iter().take_while(|e| e.0 == addr) {
         if !done.swap(true, Ordering::AcqRel) {
@@ -281,10 +295,12 @@ pub(crate) fn entered(addr: u64, mut record: impl FnMut(u32)) {
 /// inside it ([`Probes::deferred`]) are written now, those whose roles are still armed.
 /// Functions that never run cost no trap written, no page copied and no hit.
 pub(crate) fn first_call(addr: u64) {
-    let Some(ps) = probes() else { return };
-    let i = ps.deferred.partition_point(|d| d.entry < addr);
-    if ps.deferred.get(i).is_some_and(|d| d.entry == addr && !d.planted.load(Ordering::Acquire)) {
-        plant_deferred(ps, addr, &Held::lock_blocked());
+    for ps in all() {
+        let i = ps.deferred.partition_point(|d| d.entry < addr);
+        if ps.deferred.get(i).is_some_and(|d| d.entry == addr && !d.planted.load(Ordering::Acquire)) {
+            plant_deferred(ps, addr, &Held::lock_blocked());
+            return;
+        }
     }
 }
 
@@ -342,13 +358,16 @@ pub(crate) struct Planted {
 /// pages); a probe inside an entry-patched function gets its trap at that function's first
 /// call ([`first_call`]: its body runs only after its entry), the others now. Without
 /// deferring (a `-F`/`-N` filter, whose calls outside it are never registered; or
-/// `SLICE_TRACE_INLINE=start`) every trap is written now. Called once, from the constructor,
-/// before any other thread exists. Nothing when there is no list for this program (or inline
-/// probes are off and there is no line list, or [`Isa::TRAP`] is empty: not supported on
-/// this architecture).
-pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64, u64)]) -> Planted {
+/// `SLICE_TRACE_INLINE=start`) every trap is written now. Called from the constructor, before
+/// any other thread exists, once for the program (`program`: its inline and line lists) and
+/// once per library patched at start-up (its inline list among [`LIBRARY_INLINE_PROBES_FILE`]'s;
+/// its hits get `funcs.jsonl` lines, `inline.bin` being the program's): each object's probes
+/// are a set of their own ([`PROBES`]), all under the one [`LOCK`]. Nothing when there is no
+/// list for this object (or inline probes are off and there is no line list, or [`Isa::TRAP`]
+/// is empty: not supported on this architecture).
+pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64, u64)], program: bool) -> Planted {
     // No trap: inline probes are not supported on this architecture (arch/aarch64).
-    if Native::TRAP.is_empty() || !PROBES.load(Ordering::Acquire).is_null() {
+    if Native::TRAP.is_empty() || all().any(|p| p.base == base) {
         return Planted::default();
     }
     let root = crate::process::ROOT.load(Ordering::Acquire);
@@ -367,8 +386,15 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64,
     let inline_env = std::env::var_os(ENV_INLINE);
     let inline_off = inline_env.as_ref().is_some_and(|v| v == "0");
     let lazy = inline_env.is_none_or(|v| v != "start") && crate::filter::active().is_none();
-    let inline = (!inline_off).then(|| read_list(&root.join(INLINE_PROBES_FILE))).flatten().filter(ours);
-    let line_list = read_list(&root.join(LINE_PROBES_FILE)).filter(ours).filter(|l| l.groups.len() == l.offsets.len());
+    // The program's lists, or a library's among the libraries' (no line probes there yet).
+    let inline = match program {
+        true => (!inline_off).then(|| read_list(&root.join(INLINE_PROBES_FILE))).flatten().filter(ours),
+        false => {
+            (!inline_off).then(|| read_lists(&root.join(LIBRARY_INLINE_PROBES_FILE))).flatten().and_then(|ls| ls.into_iter().find(ours))
+        }
+    };
+    let line_list =
+        program.then(|| read_list(&root.join(LINE_PROBES_FILE))).flatten().filter(ours).filter(|l| l.groups.len() == l.offsets.len());
     if inline.is_none() && line_list.is_none() {
         return Planted::default();
     }
@@ -406,7 +432,7 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64,
     wanted.sort_unstable();
     let mut addrs: Vec<u64> = wanted.iter().map(|w| w.0).collect();
     addrs.dedup();
-    if !addrs.is_empty() && !install_handler() {
+    if !addrs.is_empty() && !INSTALLED.load(Ordering::Acquire) && !install_handler() {
         addrs.clear();
     }
     // The entry-patched function whose body holds `a`, if any.
@@ -459,7 +485,8 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64,
     }
     let groups = inline.as_ref().map(|l| groups_of(&mut traps, l)).unwrap_or_default();
     let parents = inline.as_ref().map(parents_of).unwrap_or_default();
-    let hits = inline.as_ref().and_then(|l| HitMap::new(l.offsets.len(), base));
+    // `inline.bin` is the program's: a library's hits get `funcs.jsonl` lines.
+    let hits = inline.as_ref().filter(|_| program).and_then(|l| HitMap::new(l.offsets.len(), base));
     let stats = |list: &InlineProbeList, planted: u64, at_entry: usize, deferred: u64| InlineProbes {
         listed: list.offsets.len() as u64,
         planted,
@@ -480,7 +507,8 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64,
     }
     at_entry.sort_unstable_by_key(|e| (e.0, e.1));
     let entry_groups = inline.map(|l| l.groups).filter(|g| !g.is_empty()).unwrap_or_default();
-    let probes = Probes { traps, groups, parents, at_entry, hits, entry_groups, lines, deferred };
+    let next = PROBES.load(Ordering::Acquire) as *const Probes;
+    let probes = Probes { traps, groups, parents, at_entry, hits, entry_groups, lines, deferred, base, next };
     PROBES.store(Box::into_raw(Box::new(probes)), Ordering::Release);
     out
 }
@@ -539,34 +567,6 @@ fn parents_of(list: &InlineProbeList) -> Vec<(u32, AtomicBool)> {
         return Vec::new();
     }
     list.group_parents.iter().map(|p| (p.filter(|&g| (g as usize) < n).unwrap_or(NO_GROUP), AtomicBool::new(false))).collect()
-}
-
-fn read_list(file: &std::path::Path) -> Option<InlineProbeList> {
-    use std::io::Read;
-    let f = std::fs::File::open(file).ok()?;
-    if f.metadata().ok()?.len() > MAX_LIST {
-        return None;
-    }
-    let mut text = Vec::new();
-    f.take(MAX_LIST).read_to_end(&mut text).ok()?;
-    serde_json::from_slice(&text).ok()
-}
-
-/// The run-time ranges of the executable `PT_LOAD` segments of the object at `base`.
-///
-/// # Safety
-/// `base` is the first page of a loaded ELF object (its headers are mapped there).
-unsafe fn executable_ranges(base: u64) -> Vec<(u64, u64)> {
-    // SAFETY: the ELF header is at `base` (the contract).
-    let eh = unsafe { &*(base as *const libc::Elf64_Ehdr) };
-    if eh.e_ident[..4] != *b"\x7fELF" || eh.e_phentsize as usize != std::mem::size_of::<libc::Elf64_Phdr>() {
-        return Vec::new();
-    }
-    // SAFETY: the program headers are mapped with the first page (the loader read them there).
-    let ph = unsafe { std::slice::from_raw_parts((base + eh.e_phoff) as *const libc::Elf64_Phdr, eh.e_phnum as usize) };
-    let loads = || ph.iter().filter(|p| p.p_type == libc::PT_LOAD);
-    let Some(bias) = loads().map(|p| p.p_vaddr & !0xfff).min() else { return Vec::new() };
-    loads().filter(|p| p.p_flags & libc::PF_X != 0).map(|p| (base + (p.p_vaddr - bias), base + (p.p_vaddr - bias) + p.p_memsz)).collect()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -690,7 +690,7 @@ extern "C" fn on_trap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut li
     let (code, uc) = unsafe { ((*info).si_code, &mut *(ctx as *mut libc::ucontext_t)) };
     if code == Native::TRAP_SI_CODE {
         let at = Native::trap_pc(uc);
-        let found = probes().and_then(|ps| ps.traps.probes.binary_search_by_key(&at, |p| p.addr).ok().map(|i| (ps, i)));
+        let found = all().find_map(|ps| ps.traps.probes.binary_search_by_key(&at, |p| p.addr).ok().map(|i| (ps, i)));
         // The probe's roles this thread claimed (none: another thread did; its bytes are back
         // by the time the lock is ours), or `None`: no trap of ours was ever written there.
         let claimed = found.and_then(|(ps, i)| {
@@ -825,7 +825,9 @@ pub(crate) unsafe fn release(traps: &Traps, p: &Probe, len: usize, had_trap: boo
 }
 
 mod hits;
+mod lists;
 mod signals;
+use lists::{executable_ranges, read_list, read_lists};
 use signals::{chain, next_symbol, real_sigaction, REAL_PTHREAD_SIGMASK, REAL_SIGPROCMASK};
 #[cfg(test)]
 pub(crate) mod tests;

@@ -422,6 +422,14 @@ fn is_zero(n: &u64) -> bool {
 /// program (docs/native-recording.md, "Inlined functions"), read by the native shim.
 pub const INLINE_PROBES_FILE: &str = "inline-probes.json";
 
+/// The inline-probe lists `trace run` writes into the trace directory for the shared libraries
+/// of the program that the native shim patches at start-up (its `DT_NEEDED` libraries that are
+/// not the system's: a library of a project's own, Debian's `libjq.so.1`): a JSON array of
+/// [`InlineProbeList`], one per library with inlined code of its own (within version 3).
+/// The shim plants each list in the object it names; a hit there is recorded with a
+/// `funcs.jsonl` line (`"inlined": true`), not in `inline.bin`, which is the program's.
+pub const LIBRARY_INLINE_PROBES_FILE: &str = "inline-probes-libs.json";
+
 /// The list of line-probe addresses `trace run --lines` writes into the trace directory for a
 /// native program (docs/native-recording.md, "Lines that ran"): an [`InlineProbeList`] whose
 /// offsets are the starts of the program's own `is_stmt` line-table rows and whose groups are

@@ -7,7 +7,18 @@ use std::sync::atomic::AtomicBool;
 /// The probe table of `traps`, with their groups and the groups' parents (`parents`, per group).
 fn probes(traps: Traps, groups: Vec<(u32, u32)>, parents: Vec<u32>) -> Probes {
     let parents = parents.into_iter().map(|p| (p, AtomicBool::new(false))).collect();
-    Probes { traps, groups, parents, at_entry: Vec::new(), hits: None, entry_groups: Vec::new(), lines: None, deferred: Vec::new() }
+    Probes {
+        traps,
+        groups,
+        parents,
+        at_entry: Vec::new(),
+        hits: None,
+        entry_groups: Vec::new(),
+        lines: None,
+        deferred: Vec::new(),
+        base: 0,
+        next: std::ptr::null(),
+    }
 }
 
 /// Probe `p` of `traps`, armed with its trap written, fires: its roles claimed, its bytes

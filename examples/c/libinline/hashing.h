@@ -1,0 +1,1 @@
+unsigned lib_hash(const char *s);

@@ -1,0 +1,93 @@
+//! End-to-end: inline probes in a program's own shared library (docs/native-recording.md,
+//! "Inlined functions"). `examples/c/libinline/hashing.c` built `gcc -g -O1 -fPIC -shared`
+//! into `libhashing.so`, whose exported `lib_hash` has two static helpers inlined into it, and
+//! `hasher.c` linked to it: the helper that ran is in the tree under `lib_hash`, marked
+//! `[inlined]`, with its source; the one that did not run is not.
+
+mod native_support;
+
+use native_support::*;
+use slice_trace_e2e::{cmd, run, run_ok, scratch, source_block as block, texts};
+use std::path::Path;
+
+fn trace_patched(dir: &Path, exe: &Path, args: &[&str]) -> String {
+    let mut c = cmd("trace");
+    c.env_remove("SLICE_TRACE_PATCH").env_remove("SLICE_TRACE_INLINE").arg("run").arg("-o").arg(dir).arg("--").arg(exe).args(args);
+    let out = run(&mut c);
+    assert!(out.status.success(), "{:?}", texts(&out));
+    texts(&out).0
+}
+
+/// The text of a prompt's call tree.
+fn tree_text(prompt: &str) -> &str {
+    let tree = prompt.find("### Call tree").expect("a call tree");
+    let start = tree + prompt[tree..].find("```text\n").expect("its text") + "```text\n".len();
+    let len = prompt[start..].find("```").expect("the tree's end");
+    &prompt[start..start + len]
+}
+
+#[test]
+fn a_static_helper_inlined_in_a_shared_library_is_shown_when_it_ran_and_only_then() {
+    let s = scratch();
+    let dir = example("c/libinline");
+    let lib = s.path().join("libhashing.so");
+    let exe = s.path().join("hasher");
+    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-fPIC", "-shared", "-o"]).arg(&lib).arg(dir.join("hashing.c")));
+    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    let o = run(std::process::Command::new("gcc")
+        .args(["-g", "-O1", "-o"])
+        .arg(&exe)
+        .arg(dir.join("hasher.c"))
+        .arg("-L")
+        .arg(s.path())
+        .args(["-lhashing", "-Wl,-rpath,$ORIGIN"]));
+    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    // Both helpers are inlined into lib_hash: no function of their own, and two inlined
+    // instances in the library's DWARF.
+    let syms = run_ok(std::process::Command::new("nm").arg(&lib));
+    assert!(syms.contains(" T lib_hash") && !syms.contains(" mix") && !syms.contains(" complain"), "{syms}");
+    let dwarf = run_ok(std::process::Command::new("readelf").arg("--debug-dump=info").arg(&lib));
+    assert_eq!(dwarf.matches("DW_TAG_inlined_subroutine").count(), 2, "{dwarf}");
+
+    let text = std::fs::read_to_string(dir.join("hashing.c")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+
+    let t = s.path().join("ok.d");
+    assert_eq!(trace_patched(&t, &exe, &["abc"]), "193485963\n");
+    assert!(t.join("inline-probes-libs.json").is_file(), "the library's list");
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How is the hash computed?"));
+    assert_eq!(tree_text(&prompt), "main\n  lib_hash\n    mix [inlined]\n", "{prompt}");
+    assert!(prompt.contains("#### `mix` (") && prompt.contains("hashing.c:10-15)"), "{prompt}");
+    assert_eq!(block(&prompt, "mix"), Some(lines[9..15].join("\n").as_str()), "{prompt}");
+    assert!(!prompt.contains("`complain`"), "complain did not run: {prompt}");
+    assert!(prompt.contains("in libhashing.so, a function the compiler inlined into its caller is shown under that caller"), "{prompt}");
+    // The hit is a funcs.jsonl line of the library's (inline.bin is the program's).
+    let pdir = std::fs::read_dir(&t).unwrap().map(|e| e.unwrap().path()).find(|p| p.join("proc.json").exists()).expect("a process");
+    let funcs = std::fs::read_to_string(pdir.join("funcs.jsonl")).unwrap();
+    assert!(funcs.lines().any(|l| l.contains("\"inlined\":true") && l.contains("libhashing.so")), "{funcs}");
+    let patch = std::fs::read_to_string(pdir.join("patch.json")).unwrap();
+    let patch: serde_json::Value = serde_json::from_str(&patch).unwrap();
+    let obj = patch["objects"].as_array().unwrap().iter().find(|o| o["path"].as_str().is_some_and(|p| p.ends_with("/libhashing.so")));
+    let obj = obj.unwrap_or_else(|| panic!("{patch}"));
+    // Every entry probed; those inside lib_hash (an entry-patched function) planted at its
+    // first call, the one in its moved entry bytes recorded with that call.
+    let n = |k: &str| obj["inline_probes"][k].as_u64().unwrap_or_else(|| panic!("{obj}"));
+    assert!(n("listed") >= 2 && n("unprobed") == 0 && n("listed") == n("planted") + n("at_entry"), "{obj}");
+    assert_eq!(n("deferred"), n("planted"), "{obj}");
+
+    // The other way round: complain ran, mix did not.
+    let t = s.path().join("empty.d");
+    assert_eq!(trace_patched(&t, &exe, &[""]), "0\n");
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("Why is it 0?"));
+    assert_eq!(tree_text(&prompt), "main\n  lib_hash\n    complain [inlined]\n", "{prompt}");
+    assert_eq!(block(&prompt, "complain"), Some(lines[16..20].join("\n").as_str()), "{prompt}");
+    assert!(!prompt.contains("`mix`"), "{prompt}");
+
+    // Probes off: nothing inlined is shown, and the note says it cannot tell.
+    let t = s.path().join("off.d");
+    let out = run(cmd("trace").env("SLICE_TRACE_INLINE", "0").arg("run").arg("-o").arg(&t).arg("--").arg(&exe).arg("abc"));
+    assert!(out.status.success(), "{:?}", texts(&out));
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("How is the hash computed?"));
+    assert_eq!(tree_text(&prompt), "main\n  lib_hash\n", "{prompt}");
+    assert!(prompt.contains("libhashing.so, no inline probe was planted") && !prompt.contains("marked [inlined]"), "{prompt}");
+}
