@@ -491,7 +491,7 @@ fn cut_levels(steps: &[Step]) -> rustc_hash::FxHashMap<FuncId, (bool, bool)> {
 /// 4,000 tokens, raising `validate_options` (rank 12, 4,900 characters of option checks)
 /// would demote four whole functions worth 2.4 times its score, among them `group_comments`,
 /// the fix's function; on pyflakes-walrus-after-annotation raising `Checker.addBinding`
-/// (rank 10) demotes two worth 1.4 times its score.
+/// (rank 10) demotes two worth about 1.5 times its score.
 const PROMOTE_WORTH: f64 = 2.0;
 
 /// At most this many renders refill the room after each promotion.
