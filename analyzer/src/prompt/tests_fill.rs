@@ -3,7 +3,7 @@
 
 use super::budget::{fit, plan_for, Step};
 use super::render::{Format, Renderer};
-use super::{FuncId, FuncInfo, Funcs, Layout, Level, Model, ModelNode, ModelTrace, SourceState};
+use super::{FuncId, FuncInfo, Funcs, Layout, Model, ModelNode, ModelTrace, SourceState};
 use crate::pathclass::Origin;
 use crate::tokens::Tokenizer;
 
@@ -22,14 +22,15 @@ fn func(name: &str, params: usize, lines: usize, relevance: f64) -> FuncInfo {
     f
 }
 
-/// `top` calls, in rank order: eight helpers `h0..h7`, the large `big` (ranked 10th), then four
-/// small functions with long signatures `s0..s3`.
-fn model() -> (Model, FuncId, Vec<FuncId>, Vec<FuncId>) {
+/// `top` calls, in rank order: eight helpers `h0..h7`, the large `big` (ranked 10th, relevance
+/// 50), then four small functions with long signatures `s0..s3` (relevance `below_from`,
+/// then one less each).
+fn model(below_from: f64) -> (Model, FuncId, Vec<FuncId>, Vec<FuncId>) {
     let mut funcs = Funcs::default();
     let top = funcs.insert(func("top", 1, 4, 100.0));
     let above: Vec<FuncId> = (0..8).map(|i| funcs.insert(func(&format!("h{i}"), 1, 5, 90.0 - i as f64))).collect();
     let big = funcs.insert(func("big", 2, 60, 50.0));
-    let below: Vec<FuncId> = (0..4).map(|i| funcs.insert(func(&format!("s{i}"), 12, 6, 40.0 - i as f64))).collect();
+    let below: Vec<FuncId> = (0..4).map(|i| funcs.insert(func(&format!("s{i}"), 12, 6, below_from - i as f64))).collect();
     let mut nodes = vec![ModelNode::new(1, 1, top)];
     for (i, &k) in above.iter().chain([&big]).chain(&below).enumerate() {
         nodes.push(ModelNode::new(i as u32 + 2, 2, k));
@@ -40,19 +41,25 @@ fn model() -> (Model, FuncId, Vec<FuncId>, Vec<FuncId>) {
     (m, big, above, below)
 }
 
+/// The budget that fits everything above `big` and `big` whole, everything below it by name
+/// only (and the tree cut to the sources, as every fitted state of this layout has it).
+fn budget_for_big(m: &Model, r: &Renderer, below: &[FuncId]) -> usize {
+    let tok = Tokenizer::Cl100kBase;
+    let target: Vec<Step> = [Step::TreeToSources].into_iter().chain(below.iter().map(|&k| Step::Name(k))).collect();
+    let (plan, _) = plan_for(m, &target, m.priority().first().copied(), true, 0, tok);
+    // (A few tokens over it: the note names the budget, here 0.)
+    tok.count(&r.render(m, m.doc(Layout::DEFAULT, &plan)).unwrap()) + 8
+}
+
 #[test]
 fn a_function_cut_while_less_important_ones_are_whole_is_raised_by_demoting_them() {
-    let (m, big, above, below) = model();
+    // The four below are worth 34, less than twice big's 50.
+    let (m, big, above, below) = model(10.0);
     let prio = m.priority();
     assert_eq!(prio.iter().position(|&k| k == big), Some(9), "big is ranked 10th");
     let r = Renderer::new(Format::Markdown, None).unwrap();
     let tok = Tokenizer::Cl100kBase;
-    // The budget: everything above `big` and `big` whole, everything below it by name only
-    // (and the tree cut to the sources, as every fitted state of this layout has it).
-    let target: Vec<Step> = [Step::TreeToSources].into_iter().chain(below.iter().map(|&k| Step::Name(k))).collect();
-    let (plan, _) = plan_for(&m, &target, prio.first().copied(), true, 0, tok);
-    // (A few tokens over it: the note names the budget, here 0.)
-    let budget = tok.count(&r.render(&m, m.doc(Layout::DEFAULT, &plan)).unwrap()) + 8;
+    let budget = budget_for_big(&m, &r, &below);
     let f = fit(&m, Layout::DEFAULT, &r, tok, Some(budget)).unwrap();
     assert!(f.tokens <= budget, "{} > {budget}", f.tokens);
     let rep = f.report.unwrap();
@@ -63,14 +70,28 @@ fn a_function_cut_while_less_important_ones_are_whole_is_raised_by_demoting_them
     assert!(!cut(big), "big is whole: {rep:?}\n{}", f.text);
     assert!(above.iter().all(|&k| !cut(k)), "nothing above big is cut: {rep:?}");
     assert!(below.iter().all(|&k| cut(k)), "what is below big made the room: {rep:?}");
-    assert_eq!(plan.level(big), Level::Body);
+}
+
+#[test]
+fn a_promotion_demotes_no_more_than_twice_its_worth() {
+    // The four below are worth 154, more than twice big's 50: they stay whole, big stays cut.
+    let (m, big, _, below) = model(40.0);
+    let r = Renderer::new(Format::Markdown, None).unwrap();
+    let budget = budget_for_big(&m, &r, &below);
+    let f = fit(&m, Layout::DEFAULT, &r, Tokenizer::Cl100kBase, Some(budget)).unwrap();
+    let rep = f.report.unwrap();
+    assert!(rep.elided.contains(&m.funcs[big].qualname) || rep.dropped.contains(&m.funcs[big].qualname), "{rep:?}");
+    for &k in &below {
+        let n = &m.funcs[k].qualname;
+        assert!(!rep.elided.contains(n) && !rep.dropped.contains(n), "{n} kept whole: {rep:?}");
+    }
 }
 
 #[test]
 fn a_fill_that_has_room_leaves_the_walks_state_as_it_is() {
     // With room for everything but one small function, nothing above it is demoted: the
     // walk's state plus its refill already keeps the order.
-    let (m, big, above, below) = model();
+    let (m, big, above, below) = model(10.0);
     let r = Renderer::new(Format::Markdown, None).unwrap();
     let tok = Tokenizer::Cl100kBase;
     let full = tok.count(&r.render(&m, m.doc(Layout::DEFAULT, &Default::default())).unwrap());
