@@ -378,7 +378,7 @@ pub(super) fn refill(
     mut steps: Vec<Step>,
     mut best: Fitted,
     eval: &mut dyn FnMut(&[Step]) -> Result<Fitted, BudgetError>,
-) -> Result<Fitted, BudgetError> {
+) -> Result<(Vec<Step>, Fitted), BudgetError> {
     /// A raise: the function back to whole, or from name only to its signature.
     #[derive(Clone, Copy, PartialEq)]
     enum Raise {
@@ -456,7 +456,142 @@ pub(super) fn refill(
             batch.truncate(batch.len() / 2);
         }
     }
-    Ok(best)
+    Ok((steps, best))
+}
+
+/// Per function a state cut: (dropped to name only, elided to its signature), from its steps.
+fn cut_levels(steps: &[Step]) -> rustc_hash::FxHashMap<FuncId, (bool, bool)> {
+    let mut levels: rustc_hash::FxHashMap<FuncId, (bool, bool)> = rustc_hash::FxHashMap::default();
+    for st in steps {
+        match *st {
+            Step::Name(k) => levels.entry(k).or_default().0 = true,
+            Step::Signature(k) => levels.entry(k).or_default().1 = true,
+            _ => {}
+        }
+    }
+    levels
+}
+
+/// Raise a more important function to whole by demoting less important ones. The walk and
+/// [`refill`] are greedy: when the walk's last step elides a large function, the refill takes
+/// the smaller, less important functions that fit the room left, and the large one stays cut
+/// while they are whole. Here, in priority order, each function with a source block that a
+/// state cut is tried whole, with functions ranked below it demoted, least important first,
+/// until the estimate says it fits: first whole ones to their signature (name only where
+/// eliding saves nothing), then, if that is not enough, signatures to name only. A candidate
+/// that does not fit for real demotes one more and is tried again; one that still does not
+/// fit, whose demotions cannot make room by the estimate, or whose demoted whole functions
+/// are worth more than [`PROMOTE_WORTH`] times its score, is given up. Every accepted state
+/// is better in the priority order (a function whole that was cut, only functions below it
+/// lower) and is followed by a [`refill`] of the room it left. So a function is never left cut
+/// while less important ones are whole if demoting a few of them makes it fit.
+/// A promotion demotes whole functions worth at most this many times the promoted function's
+/// score (in the order of [`Model::priority`]): a more important function is worth more than
+/// any one below it, but not more than any number of them. On sqlparse-comment-space at
+/// 4,000 tokens, raising `validate_options` (rank 12, 4,900 characters of option checks)
+/// would demote four whole functions worth 2.4 times its score, among them `group_comments`,
+/// the fix's function; on pyflakes-walrus-after-annotation raising `Checker.addBinding`
+/// (rank 10) demotes two worth about 1.5 times its score.
+const PROMOTE_WORTH: f64 = 2.0;
+
+/// At most this many renders refill the room after each promotion.
+const PROMOTE_REFILL_TRIES: usize = 8;
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn promote(
+    model: &Model,
+    prio: &[FuncId],
+    est: &Estimator<'_>,
+    max_tries: usize,
+    budget: usize,
+    mut steps: Vec<Step>,
+    mut best: Fitted,
+    eval: &mut dyn FnMut(&[Step]) -> Result<Fitted, BudgetError>,
+) -> Result<(Vec<Step>, Fitted), BudgetError> {
+    let mut tries = 0;
+    for (i, &k) in prio.iter().enumerate() {
+        if tries >= max_tries {
+            break;
+        }
+        let levels = cut_levels(&steps);
+        let Some(&(named, signed)) = levels.get(&k) else { continue };
+        if !has_block(model, k) {
+            continue;
+        }
+        let (body, sig) = est.block(k);
+        let now = if named {
+            0.0
+        } else if signed {
+            sig
+        } else {
+            body
+        };
+        // The estimate leaves out the tree lines that come and go with a source, as in
+        // `refill`: only clearly hopeless promotions are left untried.
+        let room = budget.saturating_sub(best.tokens) as f64 * 1.25 + 16.0;
+        let need = body - now - room;
+        // The demotions, in the order they are made, with what each saves by the estimate.
+        let below = &prio[i + 1..];
+        // (step, tokens it saves, score it costs: the function's when it was whole).
+        let mut demotions: Vec<(Step, f64, f64)> = Vec::new();
+        let score = |d: FuncId| model.funcs.get(d).map_or(0.0, |f| model.priority_score(f).max(0.0));
+        for &d in below.iter().rev() {
+            if levels.contains_key(&d) || !has_block(model, d) {
+                continue;
+            }
+            let (db, ds) = est.block(d);
+            if elision_saves(model, d) {
+                demotions.push((Step::Signature(d), db - ds, score(d)));
+            } else {
+                demotions.push((Step::Name(d), db, score(d)));
+            }
+        }
+        for &d in below.iter().rev() {
+            let cut_to_signature = levels.get(&d).is_some_and(|&(n, s)| s && !n);
+            if cut_to_signature || demotions.iter().any(|(s, ..)| *s == Step::Signature(d)) {
+                demotions.push((Step::Name(d), est.block(d).1, 0.0));
+            }
+        }
+        let worth = score(k) * PROMOTE_WORTH;
+        let total: f64 = demotions.iter().map(|(_, s, _)| s).sum();
+        if need > 0.0 && total < need {
+            continue;
+        }
+        // The fewest demotions the estimate says make room (none when it already fits).
+        let mut n = 0;
+        let mut saved = 0.0;
+        while saved < need && n < demotions.len() {
+            saved += demotions[n].1;
+            n += 1;
+        }
+        loop {
+            let cost: f64 = demotions[..n].iter().map(|(.., c)| c).sum();
+            if tries >= max_tries || cost > worth {
+                break;
+            }
+            tries += 1;
+            let cand: Vec<Step> = steps
+                .iter()
+                .filter(|s| !matches!(s, Step::Signature(x) | Step::Name(x) if *x == k))
+                .copied()
+                .chain(demotions[..n].iter().map(|(s, ..)| *s))
+                .collect();
+            let r = eval(&cand)?;
+            if r.tokens <= budget {
+                let fill = max_tries.saturating_sub(tries).clamp(1, PROMOTE_REFILL_TRIES);
+                tries += fill;
+                let (s, b) = refill(prio, est, fill, budget, cand, r, eval)?;
+                steps = s;
+                best = b;
+                break;
+            }
+            if n >= demotions.len() {
+                break;
+            }
+            n += 1;
+        }
+    }
+    Ok((steps, best))
 }
 
 /// Render a prompt, fitted into `budget` tokens when one is given.
@@ -513,10 +648,13 @@ pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, b
             (hi, best)
         };
         let best = Fitted { text: best.0, tokens: best.1, exact: true, report: Some(best.2) };
-        return refill(&prio, &est, refill_tries(model), budget, state(&base, &steps, k), best, &mut |s| {
+        let mut eval = |s: &[Step]| {
             let (text, n, report) = eval(s)?;
             Ok(Fitted { text, tokens: n, exact: true, report: Some(report) })
-        });
+        };
+        let tries = refill_tries(model);
+        let (steps, best) = refill(&prio, &est, tries, budget, state(&base, &steps, k), best, &mut eval)?;
+        return Ok(promote(model, &prio, &est, tries, budget, steps, best, &mut eval)?.1);
     }
     Err(BudgetError::TooSmall { budget, needed: smallest.unwrap_or(tokens), tokenizer: tok.name() })
 }
@@ -605,17 +743,16 @@ fn fit_by_estimate(
             // once, not for every state tried: naming what a state cut copies the names of
             // every function of a 200,000-function chain).
             let start = state(&base, &steps, k);
-            let mut fitted: Option<Vec<Step>> = None;
-            let mut out = refill(&prio, est, refill_tries(model), budget, start.clone(), b, &mut |s| {
+            let mut eval = |s: &[Step]| {
                 let (plan, _) = plan_of(s);
                 let text = renderer.render(model, model.doc(layout, &plan))?;
                 let tokens = tok.count(&text);
-                if tokens <= budget {
-                    fitted = Some(s.to_vec());
-                }
                 Ok(Fitted { text, tokens, exact: true, report: None })
-            })?;
-            let (plan, cut) = plan_of(fitted.as_deref().unwrap_or(&start));
+            };
+            let tries = refill_tries(model);
+            let (steps, out) = refill(&prio, est, tries, budget, start, b, &mut eval)?;
+            let (steps, mut out) = promote(model, &prio, est, tries, budget, steps, out, &mut eval)?;
+            let (plan, cut) = plan_of(&steps);
             out.report = Some(report(model, &plan, &cut, layout.sources, budget));
             return Ok(out);
         }

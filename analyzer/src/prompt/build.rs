@@ -136,6 +136,9 @@ impl Model {
         }
         let frames: Vec<(String, u32)> = traces.iter().flat_map(|t| t.failure_frames.iter().cloned()).collect();
         rank::failure_frames(&mut funcs, &frames);
+        rank::frame_constructors(&mut funcs, &frames);
+        let outcomes: Vec<String> = mtraces.iter().flat_map(|t| t.outcome.iter().cloned()).collect();
+        rank::missing_attribute(&mut funcs, &outcomes);
         let notes = super::unavailable_notes(&unavailable_files);
         Model { question: question.trim().to_string(), traces: mtraces, funcs, notes, tests_shown, analysis_ids }
     }

@@ -30,6 +30,8 @@ mod termcount;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_fill;
+#[cfg(test)]
 mod tests_test_budget;
 mod treetext;
 
@@ -394,6 +396,15 @@ impl Model {
     /// Functions in priority order, most important first: closest to the question (the
     /// BM25F score of [`relevance`]), then closest to the root, then earliest in call order.
     /// Small functions come right after the function that leads to them ([`riders`]).
+    /// A function's score in the order of [`Model::priority`] (before riders move).
+    pub(crate) fn priority_score(&self, f: &FuncInfo) -> f64 {
+        if self.tests_shown {
+            rank::size_discounted(f)
+        } else {
+            f.relevance
+        }
+    }
+
     pub fn priority(&self) -> Vec<FuncId> {
         let order = if self.tests_shown { self.ranking_by(rank::size_discounted) } else { self.ranking() };
         riders::with_riders(order, &self.funcs, &self.traces)

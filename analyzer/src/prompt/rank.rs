@@ -227,6 +227,113 @@ pub(super) fn failure_frames(funcs: &mut Funcs, frames: &[(String, u32)]) {
     }
 }
 
+/// Weight added to a method that may have built the object a failure says lacks an attribute
+/// ([`missing_attribute`]): below the traceback's (the code the failure went through comes
+/// first), above any lexical score.
+pub const MISSING_ATTRIBUTE_WEIGHT: f64 = 250.0;
+
+/// Last parts of the names of methods that build an object or make one from another: an
+/// attribute missing from an object was never set by what made it.
+const BUILDERS: &[&str] =
+    &["__init__", "__new__", "__post_init__", "__copy__", "__deepcopy__", "__setstate__", "__reduce__", "copy", "_copy", "clone", "_clone"];
+
+/// The (class, attribute) pairs of CPython's `AttributeError: 'C' object has no attribute 'A'`
+/// in a failure's text.
+pub(super) fn missing_attributes(texts: &[String]) -> Vec<(String, String)> {
+    static RE: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    let Some(re) = RE.get_or_init(|| regex::Regex::new(r"'([A-Za-z_]\w*)' object has no attribute '([A-Za-z_]\w*)'").ok()) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, String)> = Vec::new();
+    for t in texts {
+        for c in re.captures_iter(t) {
+            let pair = (c[1].to_string(), c[2].to_string());
+            if !out.contains(&pair) {
+                out.push(pair);
+            }
+        }
+    }
+    out
+}
+
+/// Add [`MISSING_ATTRIBUTE_WEIGHT`] to the methods of class `C` (by the last part of the
+/// class's name, outside the test files) that ran and build or copy an object ([`BUILDERS`])
+/// or assign `.A`, for each `'C' object has no attribute 'A'` of a shown failure. The
+/// exception is raised where the attribute is read, which the traceback already ranks; the bug
+/// is where the object was made without it, often far from there and sharing no word with the
+/// report: pyparsing's `Word.copy` replaced the copy's parse method without setting the
+/// `re_match` it reads, and the failure surfaced in `Word.parseImpl_regex` under the parser's
+/// machinery, the 4-line `copy` 12th.
+pub(super) fn missing_attribute(funcs: &mut Funcs, outcomes: &[String]) {
+    for (class, attr) in missing_attributes(outcomes) {
+        let store = regex::Regex::new(&format!(r"\.{}\s*(:[^=\n]*)?=[^=]", regex::escape(&attr))).ok();
+        for f in funcs.values_mut() {
+            if f.language != crate::symbols::Language::Python || crate::plumbing::is_test_file(std::path::Path::new(&f.file)) {
+                continue;
+            }
+            let head = f.qualname.split(".<locals>.").next().unwrap_or(&f.qualname);
+            let Some((owner, method)) = head.rsplit_once('.') else { continue };
+            if owner.rsplit('.').next() != Some(class.as_str()) {
+                continue;
+            }
+            let code = match &f.source {
+                SourceState::Code(e) => e.code.as_str(),
+                _ => "",
+            };
+            let sets = store.as_ref().is_some_and(|re| re.is_match(code));
+            if (head == f.qualname && BUILDERS.contains(&method)) || sets {
+                f.relevance = ((f.relevance + MISSING_ATTRIBUTE_WEIGHT) * 1e6).round() / 1e6;
+            }
+        }
+    }
+}
+
+/// Weight added to the constructor of a class that a function of a failure's traceback
+/// instantiates ([`frame_constructors`]): as [`MISSING_ATTRIBUTE_WEIGHT`], below the
+/// traceback's own functions.
+pub const FRAME_CONSTRUCTOR_WEIGHT: f64 = 250.0;
+
+/// Add [`FRAME_CONSTRUCTOR_WEIGHT`] to the constructors (`C.__init__`, `__new__`,
+/// `__post_init__`, outside the test files) that ran, of every class `C` whose name is called
+/// (`C(`) in the source of a function holding a frame of a shown failure's traceback (outside
+/// the test files; frames found as [`failure_frames`] finds them). A failure on the way to
+/// building an object is often about what that object takes: the value the failing line
+/// checked was on its way to be stored there, and the constructor, which ran elsewhere in the
+/// run, says what it accepts. lark's `LexerThread.from_text` cast its input to a `TextSlice`
+/// (which raised for a list) to pass it to `LexerState(text)`, whose `__init__` was the code
+/// to change; it ranked 35th, as construction.
+pub(super) fn frame_constructors(funcs: &mut Funcs, frames: &[(String, u32)]) {
+    if frames.is_empty() {
+        return;
+    }
+    static RE: std::sync::OnceLock<Option<regex::Regex>> = std::sync::OnceLock::new();
+    let Some(re) = RE.get_or_init(|| regex::Regex::new(r"\b([A-Z][A-Za-z0-9_]*)\s*\(").ok()) else { return };
+    let prose = regex::Regex::new(r#"(?s)""".*?"""|'''.*?'''|#[^\n]*"#).ok();
+    let test_file = |f: &super::FuncInfo| crate::plumbing::is_test_file(std::path::Path::new(&f.file));
+    let mut called: rustc_hash::FxHashSet<String> = rustc_hash::FxHashSet::default();
+    for f in funcs.values() {
+        let SourceState::Code(e) = &f.source else { continue };
+        if f.language != crate::symbols::Language::Python || test_file(f) {
+            continue;
+        }
+        let same_file = |file: &str| file == f.file || file.strip_suffix(f.file.as_str()).is_some_and(|head| head.ends_with('/'));
+        if frames.iter().any(|(file, line)| same_file(file) && (e.first_line..=e.last_line).contains(line)) {
+            // Calls in the code, not in its docstrings' examples or its comments.
+            let code = prose.as_ref().map_or(std::borrow::Cow::Borrowed(e.code.as_str()), |p| p.replace_all(&e.code, ""));
+            called.extend(re.captures_iter(&code).map(|c| c[1].to_string()));
+        }
+    }
+    for f in funcs.values_mut() {
+        if !is_constructor(f) || test_file(f) {
+            continue;
+        }
+        let class = f.qualname.rsplit_once('.').map(|(c, _)| c.rsplit('.').next().unwrap_or(c));
+        if class.is_some_and(|c| called.contains(c)) {
+            f.relevance = ((f.relevance + FRAME_CONSTRUCTOR_WEIGHT) * 1e6).round() / 1e6;
+        }
+    }
+}
+
 /// Source length (characters) up to which a function's place in a test prompt's budget order
 /// is its relevance: about 400 tokens, some 40 lines of code.
 pub const SIZE_FREE_CHARS: usize = 1600;
@@ -279,6 +386,69 @@ mod tests {
         assert_eq!((rel(&funcs, "raiser"), rel(&funcs, "other")), (TRACEBACK_WEIGHT, 0.0));
         failure_frames(&mut funcs, &[("xpkg/core.py".into(), 2), ("pkg/core.py".into(), 9)]);
         assert_eq!(rel(&funcs, "raiser"), TRACEBACK_WEIGHT, "another file, or a line outside: no boost");
+    }
+
+    #[test]
+    fn an_objects_missing_attribute_ranks_the_methods_that_built_it_or_set_it() {
+        let mut funcs = Funcs::default();
+        for (k, file, code) in [
+            ("Word.copy", "pkg/core.py", "def copy(self):\n    ret = super().copy()\n    return ret"),
+            ("Word.__init__", "pkg/core.py", "def __init__(self):\n    self.x = 1"),
+            ("Word.compile", "pkg/core.py", "def compile(self):\n    self.re_match = self.re.match"),
+            ("Word.annotated", "pkg/core.py", "def annotated(self):\n    self.re_match: Callable = f"),
+            ("Word.parse", "pkg/core.py", "def parse(self):\n    return self.re_match == 1"),
+            ("Word.copy.<locals>.inner", "pkg/core.py", "def inner():\n    pass"),
+            ("Other.copy", "pkg/core.py", "def copy(self):\n    pass"),
+            ("Word.__copy__", "tests/test_core.py", "def __copy__(self):\n    pass"),
+        ] {
+            funcs.insert(func(k, file, Origin::Program, code));
+        }
+        let text = "E       AttributeError: 'Word' object has no attribute 're_match'".to_string();
+        assert_eq!(missing_attributes(std::slice::from_ref(&text)), [("Word".to_string(), "re_match".to_string())]);
+        missing_attribute(&mut funcs, &[text]);
+        let got = [
+            "Word.copy",
+            "Word.__init__",
+            "Word.compile",
+            "Word.annotated",
+            "Word.parse",
+            "Word.copy.<locals>.inner",
+            "Other.copy",
+            "Word.__copy__",
+        ]
+        .map(|k| rel(&funcs, k));
+        let w = MISSING_ATTRIBUTE_WEIGHT;
+        assert_eq!(got, [w, w, w, w, 0.0, 0.0, 0.0, 0.0]);
+        // Another failure: nothing.
+        missing_attribute(&mut funcs, &["E   AssertionError: 1 != 2".to_string()]);
+        assert_eq!(rel(&funcs, "Word.copy"), w);
+    }
+
+    #[test]
+    fn the_constructors_of_classes_a_failures_frames_instantiate_gain_their_weight() {
+        let mut funcs = Funcs::default();
+        for (k, file, code) in [
+            (
+                "Thread.from_text",
+                "pkg/lexer.py",
+                "def from_text(cls, text):\n    \"\"\"Like Other(text).\"\"\"\n    text = Slice.cast_from(text)  # not Other(x)\n    return cls(State(text))",
+            ),
+            ("State.__init__", "pkg/state.py", "def __init__(self, text):\n    self.text = text"),
+            ("Slice.__post_init__", "pkg/utils.py", "def __post_init__(self):\n    raise TypeError('no')"),
+            ("Other.__init__", "pkg/other.py", "def __init__(self):\n    pass"),
+            ("State.feed", "pkg/state.py", "def feed(self):\n    pass"),
+            ("test_x", "tests/test_x.py", "def test_x():\n    Other(1)"),
+        ] {
+            let mut f = func(k, file, Origin::Program, code);
+            if let SourceState::Code(e) = &mut f.source {
+                e.last_line = 3;
+            }
+            funcs.insert(f);
+        }
+        // The test's own frame instantiates `Other`: the test's input, not the code under test.
+        frame_constructors(&mut funcs, &[("tests/test_x.py".into(), 2), ("pkg/lexer.py".into(), 2)]);
+        let got = ["State.__init__", "Other.__init__", "Slice.__post_init__", "State.feed"].map(|k| rel(&funcs, k));
+        assert_eq!(got, [FRAME_CONSTRUCTOR_WEIGHT, 0.0, 0.0, 0.0]);
     }
 
     #[test]

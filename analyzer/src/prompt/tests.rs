@@ -553,7 +553,7 @@ fn the_refill_raises_what_fits_in_batches_and_halves_what_does_not() {
         Ok(Fitted { text: String::new(), tokens: size(s), exact: true, report: None })
     };
     // Room for all: one render raises them all.
-    let all = refill(&prio, &est, 48, 100_000, steps.clone(), start.clone(), &mut eval).unwrap();
+    let (_, all) = refill(&prio, &est, 48, 100_000, steps.clone(), start.clone(), &mut eval).unwrap();
     assert_eq!((all.tokens, renders), (100 + 10 * (prio.len() - 1), 1));
     // Room for two raises while the estimate fits more: the batch is halved until it fits,
     // then the rest is tried again, a single raise given up when it does not fit.
@@ -562,7 +562,7 @@ fn the_refill_raises_what_fits_in_batches_and_halves_what_does_not() {
         renders += 1;
         Ok(Fitted { text: String::new(), tokens: size(s), exact: true, report: None })
     };
-    let two = refill(&prio, &est, 48, 120, steps.clone(), start.clone(), &mut eval).unwrap();
+    let (_, two) = refill(&prio, &est, 48, 120, steps.clone(), start.clone(), &mut eval).unwrap();
     assert_eq!(two.tokens, 120);
     assert!(renders <= 8, "{renders} renders");
     // The tries are capped.

@@ -1,0 +1,106 @@
+//! The budget's fill: a function cut while less important ones are whole is raised whole
+//! by demoting them ([`super::budget::promote`]).
+
+use super::budget::{fit, plan_for, Step};
+use super::render::{Format, Renderer};
+use super::{FuncId, FuncInfo, Funcs, Layout, Model, ModelNode, ModelTrace, SourceState};
+use crate::pathclass::Origin;
+use crate::tokens::Tokenizer;
+
+/// A function of `lines` body lines and a signature of `params` parameters, with its
+/// signature recorded (so eliding its body saves something).
+fn func(name: &str, params: usize, lines: usize, relevance: f64) -> FuncInfo {
+    let args: Vec<String> = (0..params).map(|i| format!("parameter_number_{i}")).collect();
+    let sig = format!("def {name}({}):", args.join(", "));
+    let body: String = (0..lines).map(|i| format!("\n    value_{i} = compute_something({i}, value_{})", i.saturating_sub(1))).collect();
+    let mut f = crate::testutil::func_info(name, "pkg/m.py", Origin::Program, &format!("{sig}{body}"));
+    if let SourceState::Code(e) = &mut f.source {
+        e.signature = Some(sig);
+        e.last_line = lines as u32 + 1;
+    }
+    f.relevance = relevance;
+    f
+}
+
+/// `top` calls, in rank order: eight helpers `h0..h7`, the large `big` (ranked 10th, relevance
+/// 50), then four small functions with long signatures `s0..s3` (relevance `below_from`,
+/// then one less each).
+fn model(below_from: f64) -> (Model, FuncId, Vec<FuncId>, Vec<FuncId>) {
+    let mut funcs = Funcs::default();
+    let top = funcs.insert(func("top", 1, 4, 100.0));
+    let above: Vec<FuncId> = (0..8).map(|i| funcs.insert(func(&format!("h{i}"), 1, 5, 90.0 - i as f64))).collect();
+    let big = funcs.insert(func("big", 2, 60, 50.0));
+    let below: Vec<FuncId> = (0..4).map(|i| funcs.insert(func(&format!("s{i}"), 12, 6, below_from - i as f64))).collect();
+    let mut nodes = vec![ModelNode::new(1, 1, top)];
+    for (i, &k) in above.iter().chain([&big]).chain(&below).enumerate() {
+        nodes.push(ModelNode::new(i as u32 + 2, 2, k));
+    }
+    nodes[0].descendants = nodes.len() - 1;
+    let traces = vec![ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)];
+    let m = Model { question: "q".into(), traces, funcs, notes: Vec::new(), tests_shown: false, analysis_ids: Default::default() };
+    (m, big, above, below)
+}
+
+/// The budget that fits everything above `big` and `big` whole, everything below it by name
+/// only (and the tree cut to the sources, as every fitted state of this layout has it).
+fn budget_for_big(m: &Model, r: &Renderer, below: &[FuncId]) -> usize {
+    let tok = Tokenizer::Cl100kBase;
+    let target: Vec<Step> = [Step::TreeToSources].into_iter().chain(below.iter().map(|&k| Step::Name(k))).collect();
+    let (plan, _) = plan_for(m, &target, m.priority().first().copied(), true, 0, tok);
+    // (A few tokens over it: the note names the budget, here 0.)
+    tok.count(&r.render(m, m.doc(Layout::DEFAULT, &plan)).unwrap()) + 8
+}
+
+#[test]
+fn a_function_cut_while_less_important_ones_are_whole_is_raised_by_demoting_them() {
+    // The four below are worth 34, less than twice big's 50.
+    let (m, big, above, below) = model(10.0);
+    let prio = m.priority();
+    assert_eq!(prio.iter().position(|&k| k == big), Some(9), "big is ranked 10th");
+    let r = Renderer::new(Format::Markdown, None).unwrap();
+    let tok = Tokenizer::Cl100kBase;
+    let budget = budget_for_big(&m, &r, &below);
+    let f = fit(&m, Layout::DEFAULT, &r, tok, Some(budget)).unwrap();
+    assert!(f.tokens <= budget, "{} > {budget}", f.tokens);
+    let rep = f.report.unwrap();
+    let cut = |k: FuncId| {
+        let n = &m.funcs[k].qualname;
+        rep.elided.contains(n) || rep.dropped.contains(n)
+    };
+    assert!(!cut(big), "big is whole: {rep:?}\n{}", f.text);
+    assert!(above.iter().all(|&k| !cut(k)), "nothing above big is cut: {rep:?}");
+    assert!(below.iter().all(|&k| cut(k)), "what is below big made the room: {rep:?}");
+}
+
+#[test]
+fn a_promotion_demotes_no_more_than_twice_its_worth() {
+    // The four below are worth 154, more than twice big's 50: they stay whole, big stays cut.
+    let (m, big, _, below) = model(40.0);
+    let r = Renderer::new(Format::Markdown, None).unwrap();
+    let budget = budget_for_big(&m, &r, &below);
+    let f = fit(&m, Layout::DEFAULT, &r, Tokenizer::Cl100kBase, Some(budget)).unwrap();
+    let rep = f.report.unwrap();
+    assert!(rep.elided.contains(&m.funcs[big].qualname) || rep.dropped.contains(&m.funcs[big].qualname), "{rep:?}");
+    for &k in &below {
+        let n = &m.funcs[k].qualname;
+        assert!(!rep.elided.contains(n) && !rep.dropped.contains(n), "{n} kept whole: {rep:?}");
+    }
+}
+
+#[test]
+fn a_fill_that_has_room_leaves_the_walks_state_as_it_is() {
+    // With room for everything but one small function, nothing above it is demoted: the
+    // walk's state plus its refill already keeps the order.
+    let (m, big, above, below) = model(10.0);
+    let r = Renderer::new(Format::Markdown, None).unwrap();
+    let tok = Tokenizer::Cl100kBase;
+    let full = tok.count(&r.render(&m, m.doc(Layout::DEFAULT, &Default::default())).unwrap());
+    let f = fit(&m, Layout::DEFAULT, &r, tok, Some(full - 5)).unwrap();
+    let rep = f.report.unwrap();
+    let last = &m.funcs[*below.last().unwrap()].qualname;
+    for &k in above.iter().chain([&big]).chain(&below[..below.len() - 1]) {
+        let n = &m.funcs[k].qualname;
+        assert!(!rep.elided.contains(n) && !rep.dropped.contains(n), "{n} kept: {rep:?}");
+    }
+    assert!(rep.elided.contains(last) || rep.dropped.contains(last), "{rep:?}");
+}
