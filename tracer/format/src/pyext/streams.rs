@@ -229,44 +229,44 @@ mod tests {
         ThreadStream::open(path).unwrap()
     }
 
+    /// The merge of the two streams, with `rule`; the merged stream is flagged as both.
+    fn merged(py: &[Event], native: &[Event], rule: Closing) -> Vec<Event> {
+        let d = tempfile::tempdir().unwrap();
+        let py = stream(&d.path().join("py.ev"), FLAG_PYTHON, py);
+        let native = stream(&d.path().join("n.ev"), FLAG_NATIVE, native);
+        let out = d.path().join("merged.ev");
+        merge_streams(&py, &native, 3, rule, &out).unwrap();
+        let merged = ThreadStream::open(&out).unwrap();
+        assert_eq!(merged.header.flags & (FLAG_PYTHON | FLAG_NATIVE), FLAG_PYTHON | FLAG_NATIVE);
+        let got = merged.events().unwrap().map(Result::unwrap).collect();
+        drop(d);
+        got
+    }
+
     /// Python `a` (0) calls native `f` (0 in the native table, 3 merged), which calls `h` and
     /// then calls back into Python `b` (1); after it, `f` calls `g`; then `a` calls `c` (2).
     /// The native stream has no returns of its own before the next native call (entry
     /// patching): `h`'s return is inferred at `g`'s call.
     #[test]
     fn native_calls_nest_under_the_python_frame_running_and_python_callbacks_under_them() {
-        let d = tempfile::tempdir().unwrap();
-        let py = stream(
-            &d.path().join("py.ev"),
-            FLAG_PYTHON,
-            &[
-                Call { func: 0, ts: 10 },
-                Call { func: 1, ts: 50 },
-                Return { ts: 60 },
-                Call { func: 2, ts: 100 },
-                Return { ts: 110 },
-                Return { ts: 200 },
-            ],
-        );
-        let native = stream(
-            &d.path().join("n.ev"),
-            FLAG_NATIVE,
-            &[
-                Call { func: 0, ts: 20 },
-                Call { func: 1, ts: 30 },
-                Return { ts: 70 },
-                Call { func: 2, ts: 70 },
-                Return { ts: 120 },
-                Return { ts: 120 },
-            ],
-        );
-        let out = d.path().join("merged.ev");
-        merge_streams(&py, &native, 3, Closing::LookAhead, &out).unwrap();
-        let merged = ThreadStream::open(&out).unwrap();
-        assert_eq!(merged.header.flags & (FLAG_PYTHON | FLAG_NATIVE), FLAG_PYTHON | FLAG_NATIVE);
-        let got: Vec<Event> = merged.events().unwrap().map(Result::unwrap).collect();
+        let py = [
+            Call { func: 0, ts: 10 },
+            Call { func: 1, ts: 50 },
+            Return { ts: 60 },
+            Call { func: 2, ts: 100 },
+            Return { ts: 110 },
+            Return { ts: 200 },
+        ];
+        let native = [
+            Call { func: 0, ts: 20 },
+            Call { func: 1, ts: 30 },
+            Return { ts: 70 },
+            Call { func: 2, ts: 70 },
+            Return { ts: 120 },
+            Return { ts: 120 },
+        ];
         assert_eq!(
-            got,
+            merged(&py, &native, Closing::LookAhead),
             [
                 Call { func: 0, ts: 10 },
                 Call { func: 3, ts: 20 },
@@ -293,25 +293,17 @@ mod tests {
     /// closes native frames left open above it.
     #[test]
     fn native_frames_end_at_the_next_python_call_when_no_native_call_follows() {
-        let d = tempfile::tempdir().unwrap();
-        let py = stream(
-            &d.path().join("py.ev"),
-            FLAG_PYTHON,
-            &[
-                Call { func: 0, ts: 10 },
-                Call { func: 1, ts: 20 },
-                Return { ts: 40 },
-                Call { func: 2, ts: 50 },
-                Return { ts: 60 },
-                Return { ts: 90 },
-            ],
-        );
-        let native = stream(&d.path().join("n.ev"), FLAG_NATIVE, &[Call { func: 0, ts: 25 }, Call { func: 1, ts: 30 }]);
-        let out = d.path().join("merged.ev");
-        merge_streams(&py, &native, 3, Closing::LookAhead, &out).unwrap();
-        let got: Vec<Event> = ThreadStream::open(&out).unwrap().events().unwrap().map(Result::unwrap).collect();
+        let py = [
+            Call { func: 0, ts: 10 },
+            Call { func: 1, ts: 20 },
+            Return { ts: 40 },
+            Call { func: 2, ts: 50 },
+            Return { ts: 60 },
+            Return { ts: 90 },
+        ];
+        let native = [Call { func: 0, ts: 25 }, Call { func: 1, ts: 30 }];
         assert_eq!(
-            got,
+            merged(&py, &native, Closing::LookAhead),
             [
                 Call { func: 0, ts: 10 },
                 Call { func: 1, ts: 20 },
@@ -326,17 +318,6 @@ mod tests {
                 Return { ts: 90 },
             ]
         );
-    }
-
-    fn merged(py: &[Event], native: &[Event], rule: Closing) -> Vec<Event> {
-        let d = tempfile::tempdir().unwrap();
-        let py = stream(&d.path().join("py.ev"), FLAG_PYTHON, py);
-        let native = stream(&d.path().join("n.ev"), FLAG_NATIVE, native);
-        let out = d.path().join("merged.ev");
-        merge_streams(&py, &native, 3, rule, &out).unwrap();
-        let got = ThreadStream::open(&out).unwrap().events().unwrap().map(Result::unwrap).collect();
-        drop(d);
-        got
     }
 
     /// Python `run` (0) calls C `apply` (3), which calls `item_weight` (4) and then Python
