@@ -25,6 +25,7 @@
 //! budget. Every elision is marked in place and summarised in a note at the top of the prompt.
 
 use super::estimate::Estimator;
+use super::fill::{promote, refill, refill_tries};
 use super::render::{Renderer, TemplateError};
 use super::{FuncId, Layout, Level, Model, Plan, SourceState, NAME_ONLY_MARK};
 use crate::tokens::Tokenizer;
@@ -95,12 +96,12 @@ pub enum BudgetError {
     Template(#[from] TemplateError),
 }
 
-fn has_block(model: &Model, k: FuncId) -> bool {
+pub(super) fn has_block(model: &Model, k: FuncId) -> bool {
     model.funcs.get(k).is_some_and(|f| matches!(f.source, SourceState::Code(_) | SourceState::Unavailable(_)))
 }
 
 /// Whether eliding the body saves something (a short body costs less than its marker).
-fn elision_saves(model: &Model, k: FuncId) -> bool {
+pub(super) fn elision_saves(model: &Model, k: FuncId) -> bool {
     match model.funcs.get(k).map(|f| &f.source) {
         Some(SourceState::Code(e)) => e.signature.as_ref().is_some_and(|sig| sig.len() + 40 < e.code.len()),
         _ => false,
@@ -348,251 +349,6 @@ fn segments(model: &Model, layout: Layout, prio: &[FuncId]) -> Vec<(Vec<Step>, V
 /// (see [`Estimator`]): rendering and counting it whole, and every state of an exact bisection,
 /// would take minutes on a tree of millions of nodes.
 const ESTIMATE_FACTOR: f64 = 4.0;
-
-/// At most this many extra renders are spent filling the room a fitted state leaves...
-const REFILL_TRIES: usize = 48;
-/// ...and at most this many tree nodes rendered in all (each render walks the whole tree): a
-/// 2 M-node tree gets 2 tries, a 100,000-node one all 48.
-const REFILL_NODES: usize = 4_800_000;
-
-/// The renders [`refill`] may spend on `model`.
-fn refill_tries(model: &Model) -> usize {
-    let nodes: usize = model.traces.iter().flat_map(|t| t.threads.iter()).map(|th| th.nodes.len()).sum();
-    (REFILL_NODES / nodes.max(1)).clamp(2, REFILL_TRIES)
-}
-
-/// Fill the room the walk left. The walk degrades in steps of whole functions, so the state it
-/// stops at can be well under the budget (the last step may have dropped a large body). In
-/// priority order, each function the state cut is raised back, to whole if its estimated cost
-/// fits the room left, else (if it was dropped) to its signature if that fits. The raises are
-/// tried in batches: as many, in priority order, as the estimate fits into the room; a batch
-/// that does not fit for real is halved (its first half kept), and a single raise that does not
-/// fit is given up (from whole it falls back to the signature first). So a wide tree with
-/// thousands of small cut functions takes a few renders, not one per function. Every accepted
-/// state is rendered and counted for real, so the result still fits.
-pub(super) fn refill(
-    prio: &[FuncId],
-    est: &Estimator<'_>,
-    max_tries: usize,
-    budget: usize,
-    mut steps: Vec<Step>,
-    mut best: Fitted,
-    eval: &mut dyn FnMut(&[Step]) -> Result<Fitted, BudgetError>,
-) -> Result<(Vec<Step>, Fitted), BudgetError> {
-    /// A raise: the function back to whole, or from name only to its signature.
-    #[derive(Clone, Copy, PartialEq)]
-    enum Raise {
-        Whole,
-        Signature,
-    }
-    let apply = |steps: &[Step], batch: &[(FuncId, Raise)]| -> Vec<Step> {
-        // The batch by function (a map: steps and batch can both hold thousands).
-        let mut raised: rustc_hash::FxHashMap<FuncId, (bool, bool)> = rustc_hash::FxHashMap::default();
-        for &(k, r) in batch {
-            let e = raised.entry(k).or_default();
-            match r {
-                Raise::Whole => e.0 = true,
-                Raise::Signature => e.1 = true,
-            }
-        }
-        steps
-            .iter()
-            .filter(|s| match s {
-                Step::Signature(x) => !raised.get(x).is_some_and(|&(whole, _)| whole),
-                Step::Name(x) => !raised.contains_key(x),
-                _ => true,
-            })
-            .cloned()
-            .collect()
-    };
-    // Raises given up: a whole that did not fit (its signature may still), then the signature.
-    let mut failed: Vec<(FuncId, Raise)> = Vec::new();
-    let mut tries = 0;
-    while tries < max_tries {
-        let room = budget.saturating_sub(best.tokens) as f64;
-        if room < 8.0 {
-            break;
-        }
-        // The estimate is rough (tree lines come and go with a source); only clearly hopeless
-        // raises are left out of a batch.
-        let mut left = room * 1.25 + 16.0;
-        let mut batch: Vec<(FuncId, Raise)> = Vec::new();
-        // Per cut function: (dropped to name only, elided to its signature), from the steps.
-        let mut levels: rustc_hash::FxHashMap<FuncId, (bool, bool)> = rustc_hash::FxHashMap::default();
-        for st in &steps {
-            match *st {
-                Step::Name(k) => levels.entry(k).or_default().0 = true,
-                Step::Signature(k) => levels.entry(k).or_default().1 = true,
-                _ => {}
-            }
-        }
-        for &k in prio {
-            let Some(&(named, signed)) = levels.get(&k) else { continue };
-            let (body, sig) = est.block(k);
-            let now = if named { 0.0 } else { sig };
-            let options = [(Raise::Whole, body - now), (Raise::Signature, sig - now)];
-            let usable = options.into_iter().filter(|&(r, _)| r == Raise::Whole || (named && signed));
-            if let Some((r, cost)) = usable.filter(|&(r, _)| !failed.contains(&(k, r))).find(|&(_, cost)| cost <= left) {
-                batch.push((k, r));
-                left -= cost.max(0.0);
-            }
-        }
-        if batch.is_empty() {
-            break;
-        }
-        loop {
-            tries += 1;
-            let cand = apply(&steps, &batch);
-            let r = eval(&cand)?;
-            if r.tokens <= budget {
-                steps = cand;
-                best = r;
-                break;
-            }
-            if batch.len() == 1 || tries >= max_tries {
-                failed.push(batch[0]);
-                break;
-            }
-            batch.truncate(batch.len() / 2);
-        }
-    }
-    Ok((steps, best))
-}
-
-/// Per function a state cut: (dropped to name only, elided to its signature), from its steps.
-fn cut_levels(steps: &[Step]) -> rustc_hash::FxHashMap<FuncId, (bool, bool)> {
-    let mut levels: rustc_hash::FxHashMap<FuncId, (bool, bool)> = rustc_hash::FxHashMap::default();
-    for st in steps {
-        match *st {
-            Step::Name(k) => levels.entry(k).or_default().0 = true,
-            Step::Signature(k) => levels.entry(k).or_default().1 = true,
-            _ => {}
-        }
-    }
-    levels
-}
-
-/// Raise a more important function to whole by demoting less important ones. The walk and
-/// [`refill`] are greedy: when the walk's last step elides a large function, the refill takes
-/// the smaller, less important functions that fit the room left, and the large one stays cut
-/// while they are whole. Here, in priority order, each function with a source block that a
-/// state cut is tried whole, with functions ranked below it demoted, least important first,
-/// until the estimate says it fits: first whole ones to their signature (name only where
-/// eliding saves nothing), then, if that is not enough, signatures to name only. A candidate
-/// that does not fit for real demotes one more and is tried again; one that still does not
-/// fit, whose demotions cannot make room by the estimate, or whose demoted whole functions
-/// are worth more than [`PROMOTE_WORTH`] times its score, is given up. Every accepted state
-/// is better in the priority order (a function whole that was cut, only functions below it
-/// lower) and is followed by a [`refill`] of the room it left. So a function is never left cut
-/// while less important ones are whole if demoting a few of them makes it fit.
-/// A promotion demotes whole functions worth at most this many times the promoted function's
-/// score (in the order of [`Model::priority`]): a more important function is worth more than
-/// any one below it, but not more than any number of them. On sqlparse-comment-space at
-/// 4,000 tokens, raising `validate_options` (rank 12, 4,900 characters of option checks)
-/// would demote four whole functions worth 2.4 times its score, among them `group_comments`,
-/// the fix's function; on pyflakes-walrus-after-annotation raising `Checker.addBinding`
-/// (rank 10) demotes two worth about 1.5 times its score.
-const PROMOTE_WORTH: f64 = 2.0;
-
-/// At most this many renders refill the room after each promotion.
-const PROMOTE_REFILL_TRIES: usize = 8;
-
-#[allow(clippy::too_many_arguments)]
-pub(super) fn promote(
-    model: &Model,
-    prio: &[FuncId],
-    est: &Estimator<'_>,
-    max_tries: usize,
-    budget: usize,
-    mut steps: Vec<Step>,
-    mut best: Fitted,
-    eval: &mut dyn FnMut(&[Step]) -> Result<Fitted, BudgetError>,
-) -> Result<(Vec<Step>, Fitted), BudgetError> {
-    let mut tries = 0;
-    for (i, &k) in prio.iter().enumerate() {
-        if tries >= max_tries {
-            break;
-        }
-        let levels = cut_levels(&steps);
-        let Some(&(named, signed)) = levels.get(&k) else { continue };
-        if !has_block(model, k) {
-            continue;
-        }
-        let (body, sig) = est.block(k);
-        let now = if named {
-            0.0
-        } else if signed {
-            sig
-        } else {
-            body
-        };
-        // The estimate leaves out the tree lines that come and go with a source, as in
-        // `refill`: only clearly hopeless promotions are left untried.
-        let room = budget.saturating_sub(best.tokens) as f64 * 1.25 + 16.0;
-        let need = body - now - room;
-        // The demotions, in the order they are made, with what each saves by the estimate.
-        let below = &prio[i + 1..];
-        // (step, tokens it saves, score it costs: the function's when it was whole).
-        let mut demotions: Vec<(Step, f64, f64)> = Vec::new();
-        let score = |d: FuncId| model.funcs.get(d).map_or(0.0, |f| model.priority_score(f).max(0.0));
-        for &d in below.iter().rev() {
-            if levels.contains_key(&d) || !has_block(model, d) {
-                continue;
-            }
-            let (db, ds) = est.block(d);
-            if elision_saves(model, d) {
-                demotions.push((Step::Signature(d), db - ds, score(d)));
-            } else {
-                demotions.push((Step::Name(d), db, score(d)));
-            }
-        }
-        for &d in below.iter().rev() {
-            let cut_to_signature = levels.get(&d).is_some_and(|&(n, s)| s && !n);
-            if cut_to_signature || demotions.iter().any(|(s, ..)| *s == Step::Signature(d)) {
-                demotions.push((Step::Name(d), est.block(d).1, 0.0));
-            }
-        }
-        let worth = score(k) * PROMOTE_WORTH;
-        let total: f64 = demotions.iter().map(|(_, s, _)| s).sum();
-        if need > 0.0 && total < need {
-            continue;
-        }
-        // The fewest demotions the estimate says make room (none when it already fits).
-        let mut n = 0;
-        let mut saved = 0.0;
-        while saved < need && n < demotions.len() {
-            saved += demotions[n].1;
-            n += 1;
-        }
-        loop {
-            let cost: f64 = demotions[..n].iter().map(|(.., c)| c).sum();
-            if tries >= max_tries || cost > worth {
-                break;
-            }
-            tries += 1;
-            let cand: Vec<Step> = steps
-                .iter()
-                .filter(|s| !matches!(s, Step::Signature(x) | Step::Name(x) if *x == k))
-                .copied()
-                .chain(demotions[..n].iter().map(|(s, ..)| *s))
-                .collect();
-            let r = eval(&cand)?;
-            if r.tokens <= budget {
-                let fill = max_tries.saturating_sub(tries).clamp(1, PROMOTE_REFILL_TRIES);
-                tries += fill;
-                let (s, b) = refill(prio, est, fill, budget, cand, r, eval)?;
-                steps = s;
-                best = b;
-                break;
-            }
-            if n >= demotions.len() {
-                break;
-            }
-            n += 1;
-        }
-    }
-    Ok((steps, best))
-}
 
 /// Render a prompt, fitted into `budget` tokens when one is given.
 pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, budget: Option<usize>) -> Result<Fitted, BudgetError> {

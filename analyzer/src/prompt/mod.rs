@@ -19,6 +19,7 @@ mod condense;
 pub mod docstring;
 mod docvalue;
 mod estimate;
+mod fill;
 mod funcs;
 pub mod notrun;
 pub mod notrun_native;

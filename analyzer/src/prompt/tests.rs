@@ -536,8 +536,9 @@ fn the_budget_fills_the_room_the_walk_leaves() {
 
 #[test]
 fn the_refill_raises_what_fits_in_batches_and_halves_what_does_not() {
-    use super::budget::{refill, Fitted, Step};
+    use super::budget::{Fitted, Step};
     use super::estimate::Estimator;
+    use super::fill::refill;
     let fx = fixture();
     let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
     let prio = m.priority();
