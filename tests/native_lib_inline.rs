@@ -7,23 +7,13 @@
 mod native_support;
 
 use native_support::*;
-use slice_trace_e2e::{cmd, run, run_ok, scratch, source_block as block, texts};
+use slice_trace_e2e::{call_tree_text as tree_text, cmd, run, run_ok, scratch, source_block as block, texts, trace_default};
 use std::path::Path;
 
 fn trace_patched(dir: &Path, exe: &Path, args: &[&str]) -> String {
-    let mut c = cmd("trace");
-    c.env_remove("SLICE_TRACE_PATCH").env_remove("SLICE_TRACE_INLINE").arg("run").arg("-o").arg(dir).arg("--").arg(exe).args(args);
-    let out = run(&mut c);
+    let out = trace_default(dir, exe, args);
     assert!(out.status.success(), "{:?}", texts(&out));
     texts(&out).0
-}
-
-/// The text of a prompt's call tree.
-fn tree_text(prompt: &str) -> &str {
-    let tree = prompt.find("### Call tree").expect("a call tree");
-    let start = tree + prompt[tree..].find("```text\n").expect("its text") + "```text\n".len();
-    let len = prompt[start..].find("```").expect("the tree's end");
-    &prompt[start..start + len]
 }
 
 #[test]

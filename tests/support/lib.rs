@@ -235,6 +235,22 @@ pub fn rich_cli() -> PathBuf {
     venv_with("rich-cli-1.8.1-venv", &python(), RICH_CLI).join("bin/rich")
 }
 
+/// `trace run -o DIR -- EXE ARGS` with the default patching and inline probes (neither
+/// `SLICE_TRACE_PATCH` nor `SLICE_TRACE_INLINE` in the environment): the run's output.
+pub fn trace_default(dir: &Path, exe: &Path, args: &[&str]) -> Output {
+    let mut c = cmd("trace");
+    c.env_remove("SLICE_TRACE_PATCH").env_remove("SLICE_TRACE_INLINE").arg("run").arg("-o").arg(dir).arg("--").arg(exe).args(args);
+    run(&mut c)
+}
+
+/// The text of a prompt's call tree (the fenced block under `### Call tree`).
+pub fn call_tree_text(prompt: &str) -> &str {
+    let tree = prompt.find("### Call tree").expect("a call tree");
+    let start = tree + prompt[tree..].find("```text\n").expect("its text") + "```text\n".len();
+    let len = prompt[start..].find("```").expect("the tree's end");
+    &prompt[start..start + len]
+}
+
 /// The code of the source block under a prompt's heading for function `name` (`#### `name` (`),
 /// without its fences.
 pub fn source_block<'a>(prompt: &'a str, name: &str) -> Option<&'a str> {
