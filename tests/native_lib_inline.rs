@@ -51,6 +51,10 @@ fn a_static_helper_inlined_in_a_shared_library_is_shown_when_it_ran_and_only_the
     assert_eq!(block(&prompt, "mix"), Some(lines[9..15].join("\n").as_str()), "{prompt}");
     assert!(!prompt.contains("`complain`"), "complain did not run: {prompt}");
     assert!(prompt.contains("in libhashing.so, a function the compiler inlined into its caller is shown under that caller"), "{prompt}");
+    // The program has debug information and nothing of its own inlined: said so, not that it
+    // cannot be told.
+    assert!(prompt.contains("in hasher, the debug information lists none of its own code as inlined"), "{prompt}");
+    assert!(!prompt.contains("cannot be told"), "{prompt}");
     // The hit is a funcs.jsonl line of the library's (inline.bin is the program's).
     let pdir = std::fs::read_dir(&t).unwrap().map(|e| e.unwrap().path()).find(|p| p.join("proc.json").exists()).expect("a process");
     let funcs = std::fs::read_to_string(pdir.join("funcs.jsonl")).unwrap();

@@ -21,8 +21,9 @@ const MAX_PROBES: usize = 1_000_000;
 
 /// The rules by which a list is made, part of a cached list's key: changed with them (5: a
 /// declaration file's path is normalized before [`own_code`] sees it, as the analyzer's are).
-/// 6: groups have parents, [`InlineProbeList::group_parents`].)
-const LIST_RULES: u32 = 6;
+/// 6: groups have parents, [`InlineProbeList::group_parents`]. 7: an object with debug
+/// information that inlines none of its own code gets an empty list, not none.)
+const LIST_RULES: u32 = 7;
 
 /// Lists kept in the cache (the most recently used).
 const CACHE_KEEP: usize = 64;
@@ -98,10 +99,11 @@ fn prune(dir: &Path) {
     }
 }
 
-/// The list for the ELF object at `path`: `None` when it cannot be read, has no DWARF, or
-/// inlines none of its own code.
+/// The list for the ELF object at `path`: `None` when it cannot be read or has no DWARF;
+/// empty when its DWARF lists none of its own code as inlined (an `-O0` build), so that the
+/// prompt can say that, not that whether inlined code ran cannot be told.
 pub fn probe_list(path: &Path) -> Option<InlineProbeList> {
-    use object::{Object, ObjectSegment};
+    use object::{Object, ObjectSection, ObjectSegment};
     let meta = std::fs::metadata(path).ok()?;
     let mtime_ns = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos() as i128;
     let data = crate::detect::map_file(path).ok()?;
@@ -116,7 +118,7 @@ pub fn probe_list(path: &Path) -> Option<InlineProbeList> {
     starts.sort_unstable_by_key(|s| (s.addr, std::cmp::Reverse(s.depth)));
     starts.dedup_by_key(|s| s.addr);
     starts.retain(|s| s.addr >= bias);
-    if starts.is_empty() {
+    if starts.is_empty() && obj.section_by_name(".debug_info").is_none_or(|d| d.size() == 0) {
         return None;
     }
     let mut dense: HashMap<u64, u32> = HashMap::new();
@@ -172,7 +174,7 @@ mod tests {
     }
 
     #[test]
-    fn a_static_helper_inlined_at_o1_is_listed_and_an_o0_build_has_nothing() {
+    fn a_static_helper_inlined_at_o1_is_listed_an_o0_build_has_an_empty_list_and_no_dwarf_none() {
         let d = tempfile::tempdir().unwrap();
         let src = d.path().join("prog.c");
         std::fs::write(
@@ -181,12 +183,14 @@ mod tests {
         )
         .unwrap();
         let exe = d.path().join("prog");
-        for (opt, expect) in [("-O1", true), ("-O0", false)] {
-            let st = std::process::Command::new("cc").args(["-g", opt, "-o"]).arg(&exe).arg(&src).status().expect("run cc");
+        // (flags, a list, probes in it)
+        for (flags, listed, probes) in [(["-g", "-O1"], true, true), (["-g", "-O0"], true, false), (["-g0", "-O1"], false, false)] {
+            let st = std::process::Command::new("cc").args(flags).arg("-o").arg(&exe).arg(&src).status().expect("run cc");
             assert!(st.success());
             let list = probe_list(&exe);
-            assert_eq!(list.is_some(), expect, "{opt}: {list:?}");
+            assert_eq!(list.is_some(), listed, "{flags:?}: {list:?}");
             if let Some(l) = list {
+                assert_eq!(!l.offsets.is_empty(), probes, "{flags:?}: {l:?}");
                 assert_eq!(l.size, std::fs::metadata(&exe).unwrap().len());
                 assert!(l.offsets.windows(2).all(|w| w[0] < w[1]));
                 assert_eq!(l.groups.len(), l.offsets.len());

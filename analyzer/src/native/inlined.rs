@@ -21,22 +21,28 @@ fn file_name(path: &str) -> &str {
 
 /// [`note`] from the processes' reports.
 pub fn note_from(reports: &[PatchReport]) -> String {
-    // Per object (by file name): probed (entries that could not be probed), or not.
+    // Per object (by file name): probed (entries that could not be probed), with nothing of
+    // its own inlined (an empty list), or not probed.
     let mut probed: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut nothing_inlined: Vec<&str> = Vec::new();
     let mut unprobed: Vec<&str> = Vec::new();
     for o in reports.iter().flat_map(|r| &r.objects) {
         let name = file_name(&o.path);
         match &o.inline_probes {
+            Some(p) if p.listed == 0 && !nothing_inlined.contains(&name) => nothing_inlined.push(name),
+            Some(p) if p.listed == 0 => {}
             Some(p) => *probed.entry(name).or_default() += p.unprobed,
             None if o.patched > 0 && !unprobed.contains(&name) => unprobed.push(name),
             None => {}
         }
     }
-    unprobed.retain(|n| !probed.contains_key(n));
-    let mut s = String::from("Native code recorded by patching function entries (an ordinary build, not instrumented): ");
+    nothing_inlined.retain(|n| !probed.contains_key(n));
+    unprobed.retain(|n| !probed.contains_key(n) && !nothing_inlined.contains(n));
+    // One part per kind of object, joined by spaces.
+    let mut parts: Vec<String> = Vec::new();
     if !probed.is_empty() {
         let names: Vec<&str> = probed.keys().copied().collect();
-        s.push_str(&format!(
+        parts.push(format!(
             "in {}, a function the compiler inlined into its caller is shown under that caller, marked [inlined], when a one-shot \
              probe at the start of its inlined code fired (the first time it ran in the process, under the function running \
              then); inlined code whose probe did not fire did not run and is not shown. Inlined code of the standard library \
@@ -45,28 +51,33 @@ pub fn note_from(reports: &[PatchReport]) -> String {
         ));
         let lost: u64 = probed.values().sum();
         if lost > 0 {
-            s.push_str(&format!(" {lost} inlined entries could not be probed: whether their code ran is not known."));
-        }
-        if !unprobed.is_empty() {
-            s.push(' ');
+            parts.push(format!("{lost} inlined entries could not be probed: whether their code ran is not known."));
         }
     }
+    if !nothing_inlined.is_empty() {
+        parts.push(format!(
+            "in {}, the debug information lists none of its own code as inlined: every one of its functions that ran is in \
+             the tree as a call.",
+            nothing_inlined.join(", ")
+        ));
+    }
     if !unprobed.is_empty() {
-        s.push_str(&format!(
+        parts.push(format!(
             "in {}, no inline probe was planted (no debug information, a library loaded by dlopen, or SLICE_TRACE_INLINE=0), so whether code the \
              compiler inlined there ran cannot be told: a function inlined into its caller runs without a call and is never in \
              the tree, even when its code ran; the caller's source shows where it is called.",
             unprobed.join(", ")
         ));
     }
-    if probed.is_empty() && unprobed.is_empty() {
-        s.push_str(
+    if parts.is_empty() {
+        parts.push(
             "no inline probe was planted, so whether code the compiler inlined ran cannot be told: a function inlined into its \
              caller runs without a call and is never in the tree, even when its code ran; the caller's source shows where it is \
-             called.",
+             called."
+                .to_string(),
         );
     }
-    s
+    format!("Native code recorded by patching function entries (an ordinary build, not instrumented): {}", parts.join(" "))
 }
 
 #[cfg(test)]
@@ -83,7 +94,7 @@ mod tests {
         let probed = InlineProbes { listed: 3, planted: 2, at_entry: 0, unprobed: 1, deferred: 0 };
         let r = PatchReport {
             patched: 9,
-            objects: vec![obj("/w/app", 5, Some(probed)), obj("/w/libshapes.so", 4, None), obj("/usr/lib/libc.so.6", 0, None)],
+            objects: vec![obj("/w/app", 5, Some(probed.clone())), obj("/w/libshapes.so", 4, None), obj("/usr/lib/libc.so.6", 0, None)],
             ..PatchReport::default()
         };
         let n = note_from(&[r]);
@@ -94,5 +105,14 @@ mod tests {
         let none = note_from(&[PatchReport { patched: 1, objects: vec![obj("/w/app", 1, None)], ..PatchReport::default() }]);
         assert!(none.contains("in app, no inline probe was planted") && !none.contains("marked [inlined]"), "{none}");
         assert!(note_from(&[]).contains("no inline probe was planted, so whether code the compiler inlined ran cannot be told"));
+        // An -O0 program: its list is empty, nothing of it is inlined.
+        let empty = InlineProbes { listed: 0, planted: 0, at_entry: 0, unprobed: 0, deferred: 0 };
+        let o0 = note_from(&[PatchReport {
+            patched: 5,
+            objects: vec![obj("/w/app", 3, Some(empty)), obj("/w/libshapes.so", 2, Some(probed))],
+            ..PatchReport::default()
+        }]);
+        assert!(o0.contains("in app, the debug information lists none of its own code as inlined"), "{o0}");
+        assert!(o0.contains("in libshapes.so, a function the compiler inlined") && !o0.contains("cannot be told"), "{o0}");
     }
 }
