@@ -139,6 +139,28 @@ pub struct ProcMeta {
     pub native_closed_at_python_calls: bool,
 }
 
+impl ProcMeta {
+    /// A process's `proc.json` as the unit tests write it: process `pid` (parent 1) of kind
+    /// `kind` running `argv0` as `exe`, started at 5, no hook or optional fact recorded.
+    #[cfg(test)]
+    pub(crate) fn for_tests(pid: u32, kind: &str, argv0: &str, exe: &str) -> Self {
+        ProcMeta {
+            pid,
+            ppid: 1,
+            argv: vec![argv0.into()],
+            exe: exe.into(),
+            cwd: "/".into(),
+            kind: kind.into(),
+            runtime: String::new(),
+            start_ns: 5,
+            forked_from: None,
+            hook: None,
+            lines_per_test: false,
+            native_closed_at_python_calls: false,
+        }
+    }
+}
+
 /// One line of `p<pid>/funcs.jsonl`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct FuncRecord {

@@ -881,20 +881,7 @@ mod tests {
     use crate::writer::{create_process_dir, write_proc_meta, FuncTableWriter, StreamWriter};
 
     fn proc_meta(pid: u32) -> ProcMeta {
-        ProcMeta {
-            pid,
-            ppid: 1,
-            argv: vec!["x".into()],
-            exe: "/x".into(),
-            cwd: "/".into(),
-            kind: "python".into(),
-            runtime: String::new(),
-            start_ns: 5,
-            forked_from: None,
-            hook: None,
-            lines_per_test: false,
-            native_closed_at_python_calls: false,
-        }
+        ProcMeta::for_tests(pid, "python", "x", "/x")
     }
 
     fn write_meta(root: &Path, version: u32) {

@@ -228,20 +228,7 @@ mod tests {
             ("native", FLAG_NATIVE, vec![Call { func: 0, ts: 20 }]),
         ] {
             let dir = create_process_dir(d, pid).unwrap();
-            let m = ProcMeta {
-                pid,
-                ppid: 1,
-                argv: vec!["python3".into()],
-                exe: "/usr/bin/python3".into(),
-                cwd: "/".into(),
-                kind: kind.into(),
-                runtime: String::new(),
-                start_ns: 5,
-                forked_from: None,
-                hook: None,
-                lines_per_test: false,
-                native_closed_at_python_calls: false,
-            };
+            let m = ProcMeta::for_tests(pid, kind, "python3", "/usr/bin/python3");
             write_proc_meta(&dir, &m).unwrap();
             let ft = FuncTableWriter::create(&dir.join(FUNCS_FILE)).unwrap();
             let kind = match kind {
