@@ -27,6 +27,18 @@ pub enum LineState {
     NotRun,
     /// Nothing known: no code of a code object that recorded lines, or no line data.
     Unknown,
+    /// Native code only: whether it ran cannot be told, though code around it ran. The probe
+    /// that would tell was disarmed when another row of its line ran, and this line calls the
+    /// inlined code at that row or shares its address ([`crate::native::lines`]). Never
+    /// elided, like a line that ran.
+    MayHaveRun,
+}
+
+impl LineState {
+    /// Whether the line ran or may have: code the prompt never elides as not run.
+    pub fn may_have_run(self) -> bool {
+        matches!(self, LineState::Ran | LineState::MayHaveRun)
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -38,6 +50,8 @@ struct FileLines {
     /// Lines of functions whose line reporting stopped early in some process: not reported
     /// there does not mean not run.
     uncertain: HashSet<u32>,
+    /// Native lines that may have run ([`LineState::MayHaveRun`]).
+    maybe: HashSet<u32>,
 }
 
 /// Executed lines per source file (the union over the trace's processes).
@@ -98,6 +112,16 @@ impl LineCoverage {
         }
     }
 
+    /// A line of native code that may have run ([`LineState::MayHaveRun`]), unless some process
+    /// ran it.
+    pub fn add_native_maybe(&mut self, file: &Path, line: u32) {
+        let entry = match self.files.get_mut(file) {
+            Some(e) => e,
+            None => self.files.entry(file.to_path_buf()).or_default(),
+        };
+        entry.maybe.insert(line);
+    }
+
     /// Whether any process recorded lines of `file`.
     pub fn knows(&self, file: &Path) -> bool {
         self.files.get(file).is_some_and(|f| !f.code.is_empty())
@@ -107,6 +131,7 @@ impl LineCoverage {
     pub fn state(&self, file: &Path, line: u32) -> LineState {
         match self.files.get(file) {
             Some(f) if f.ran.contains(&line) => LineState::Ran,
+            Some(f) if f.maybe.contains(&line) => LineState::MayHaveRun,
             Some(f) if f.code.contains(&line) && !f.uncertain.contains(&line) => LineState::NotRun,
             _ => LineState::Unknown,
         }

@@ -6,7 +6,9 @@
 //! line with an `is_stmt` row at its address (code reaching the address reaches each of them),
 //! and the call sites of the inlined functions running there (a row of inlined code that ran
 //! ran the lines calling it). A row disarmed because another row of its line ran makes only
-//! that line (the last row at its address, the one `trace` grouped it by) ran. A row that was
+//! that line (the last row at its address, the one `trace` grouped it by) ran; the other lines
+//! at its address and the call sites of the inlined functions there may have run
+//! ([`crate::coverage::LineState::MayHaveRun`]: never elided). A row that was
 //! armed in some process and ran in none is code that did not run
 //! ([`crate::coverage::LineState::NotRun`], unless a line of it ran elsewhere); a row no
 //! process planted says nothing. Files and lines come from this analyzer's own reading of the
@@ -72,10 +74,14 @@ pub fn add_native_lines<'a>(
     for &(k, off) in &wanted {
         let Some(at) = lines.get(&off) else { continue };
         match states[k] {
-            // The last row at the address is the line it was grouped by.
+            // The last row at the address is the line it was grouped by; the other lines there
+            // may have run.
             LINE_OF_RAN => {
-                if let Some((file, line)) = at.last() {
+                if let Some(((file, line), others)) = at.split_last() {
                     coverage.add_native_line(file, *line, true);
+                    for (file, line) in others {
+                        coverage.add_native_maybe(file, *line);
+                    }
                 }
             }
             s => {
@@ -92,6 +98,15 @@ pub fn add_native_lines<'a>(
     let ran: Vec<u64> = wanted.iter().filter(|w| states[w.0] == LINE_RAN).map(|w| w.1).collect();
     for (file, line) in call_sites(object, &ran) {
         coverage.add_native_line(&file, line, true);
+    }
+    // A row of inlined code disarmed because another row of its line ran (another inlined
+    // copy of the same callee): whether this copy ran is not known, so neither is whether the
+    // lines calling it did. Without this, a statement whose only row sits on a path its
+    // inlined call skipped (ripgrep's `m_ignore = ig.inner.ignore_matcher.matched(..)`, whose
+    // inlined `matched` returns early when there is no `.ignore` file) read as not run.
+    let of_ran: Vec<u64> = wanted.iter().filter(|w| states[w.0] == LINE_OF_RAN).map(|w| w.1).collect();
+    for (file, line) in call_sites(object, &of_ran) {
+        coverage.add_native_maybe(&file, line);
     }
 }
 
@@ -217,7 +232,7 @@ mod tests {
     /// A row of inlined code that ran makes the line calling it ran (gcc -O1 inlines `helper`
     /// into `main` at line 8), though no row of that line is listed.
     #[test]
-    fn a_row_of_inlined_code_that_ran_ran_its_call_site_too() {
+    fn a_row_of_inlined_code_that_ran_ran_its_call_site_too_and_one_disarmed_by_its_line_may_have() {
         let d = tempfile::tempdir().unwrap();
         let src = d.path().join("prog.c");
         std::fs::write(
@@ -263,5 +278,13 @@ mod tests {
         add_native_lines(d.path(), [p.as_path()], &mut c, &mut warnings);
         let file = trace_format::normalize_path(&src);
         assert_eq!((c.state(&file, 4), c.state(&file, 8), c.state(&file, 9)), (LineState::Ran, LineState::Ran, LineState::Unknown));
+        // The same rows disarmed because another row of line 4 ran (another inlined copy of
+        // `helper` would do that): line 4 ran, and whether this copy's call site ran is not
+        // known, so line 8 may have run; it is never code that did not run.
+        std::fs::write(p.join(LINES_BIN_FILE), vec![LINE_OF_RAN; n]).unwrap();
+        let mut c = LineCoverage::default();
+        add_native_lines(d.path(), [p.as_path()], &mut c, &mut warnings);
+        assert_eq!((c.state(&file, 4), c.state(&file, 8), c.state(&file, 9)), (LineState::Ran, LineState::MayHaveRun, LineState::Unknown));
+        assert_eq!(warnings, Vec::<String>::new());
     }
 }

@@ -114,7 +114,7 @@ enum Holds {
 impl Lines<'_> {
     fn holds(&self, lo: usize, hi: usize) -> Holds {
         let s = &self.states[lo..hi];
-        if s.contains(&LineState::Ran) {
+        if s.iter().any(|l| l.may_have_run()) {
             Holds::Ran
         } else if s.contains(&LineState::NotRun) {
             Holds::NotRun

@@ -80,7 +80,10 @@ fn substantive(line: &str) -> bool {
 
 fn is_trivia(line: &str) -> bool {
     let t = line.trim_start();
-    t.is_empty() || t.starts_with("//") || t.starts_with("/*") || t.starts_with('*')
+    // A block comment's inner line (` * text`, ` */`), not a statement through a pointer
+    // (`*p = 0;`).
+    let comment_star = t.strip_prefix('*').is_some_and(|r| r.is_empty() || r.starts_with([' ', '\t', '/']));
+    t.is_empty() || t.starts_with("//") || t.starts_with("/*") || comment_star
 }
 
 /// Whether a line ends a statement or opens or closes a block (its code, without a trailing
@@ -111,12 +114,12 @@ pub fn elide_not_run(code: &str, states: &[LineState]) -> Option<(String, usize)
     let mut x = body.start;
     while x < body.end {
         // A run of lines none of which ran.
-        if st(x) == LineState::Ran {
+        if st(x).may_have_run() {
             x += 1;
             continue;
         }
         let mut b = x;
-        while b < body.end && st(b) != LineState::Ran {
+        while b < body.end && !st(b).may_have_run() {
             b += 1;
         }
         // The longest piece from each start that is whole statements and balanced.
@@ -132,6 +135,7 @@ pub fn elide_not_run(code: &str, states: &[LineState]) -> Option<(String, usize)
                     for y in a..b {
                         low = low.min(d[y].1);
                         let unknown_statement = st(y) == LineState::Unknown
+                            && !is_trivia(text[y])
                             && substantive(text[y])
                             && (y == a || (a..y).rev().find(|&i| !is_trivia(text[i])).is_none_or(|i| ends_statement(text[i])));
                         if low < base || unknown_statement {
@@ -174,7 +178,7 @@ pub fn elide_not_run(code: &str, states: &[LineState]) -> Option<(String, usize)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use LineState::{NotRun as N, Ran as R, Unknown as U};
+    use LineState::{MayHaveRun as M, NotRun as N, Ran as R, Unknown as U};
 
     fn states(s: &str) -> Vec<LineState> {
         s.chars()
@@ -182,6 +186,7 @@ mod tests {
             .map(|c| match c {
                 'R' => R,
                 'N' => N,
+                'M' => M,
                 _ => U,
             })
             .collect()
@@ -223,6 +228,24 @@ mod tests {
         assert_eq!(elide_not_run(CLASSIFY, &states("R R R N . N . . R . R R")), None);
         // Nothing known: nothing elided.
         assert_eq!(elide_not_run(CLASSIFY, &states("............")), None);
+        // A statement through a pointer starts a run; a block comment's inner lines stay.
+        let c = "void f(int *p, int x) {\n  if (x) {\n    *p = 1;\n    /* set\n     * twice\n     */\n    *p += x;\n  }\n}";
+        let (code, n) = elide_not_run(c, &states("R R N . . . N R R")).expect("elided");
+        assert_eq!(n, 5);
+        assert!(code.contains("  if (x) {\n    // ...  5 lines not run\n  }"), "{code}");
+    }
+
+    /// ripgrep's `m_ignore = ig.inner.ignore_matcher.matched(path, is_dir).map(..)`: the
+    /// statement's one row did not fire, and the call of the inlined `matched` on a
+    /// continuation line may have run. The statement is shown, as if it had run.
+    #[test]
+    fn a_line_that_may_have_run_is_never_elided() {
+        let rust = "fn f(mut m: Option<u8>, ig: &Ig) {\n    if m.is_none() {\n        m = ig\n            .inner\n            .matched(1)\n            .map(g);\n    }\n}";
+        assert_eq!(elide_not_run(rust, &states("R R N . M . R R")), None);
+        // With the call not known to have run, the statement is elided.
+        let (code, n) = elide_not_run(rust, &states("R R N . . . R R")).expect("elided");
+        assert_eq!(n, 4);
+        assert!(code.contains("    if m.is_none() {\n        // ...  4 lines not run\n    }"), "{code}");
     }
 
     #[test]
