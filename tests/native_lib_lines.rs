@@ -32,18 +32,7 @@ fn states(dir: &Path, src: &Path) -> Option<Vec<LineState>> {
 fn a_shared_librarys_branch_that_did_not_run_is_condensed_as_a_programs() {
     let s = scratch();
     let dir = example("c/liblines");
-    let lib = s.path().join("libfields.so");
-    let exe = s.path().join("counter");
-    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-fPIC", "-shared", "-o"]).arg(&lib).arg(dir.join("fields.c")));
-    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
-    let o = run(std::process::Command::new("gcc")
-        .args(["-g", "-O1", "-o"])
-        .arg(&exe)
-        .arg(dir.join("counter.c"))
-        .arg("-L")
-        .arg(s.path())
-        .args(["-lfields", "-Wl,-rpath,$ORIGIN"]));
-    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    let (_, exe) = build_with_library(s.path(), &dir.join("fields.c"), "fields", &dir.join("counter.c"), "counter");
     let src = dir.join("fields.c");
     let text = std::fs::read_to_string(&src).unwrap();
     let lines: Vec<&str> = text.lines().collect();
