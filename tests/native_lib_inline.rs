@@ -20,18 +20,7 @@ fn trace_patched(dir: &Path, exe: &Path, args: &[&str]) -> String {
 fn a_static_helper_inlined_in_a_shared_library_is_shown_when_it_ran_and_only_then() {
     let s = scratch();
     let dir = example("c/libinline");
-    let lib = s.path().join("libhashing.so");
-    let exe = s.path().join("hasher");
-    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-fPIC", "-shared", "-o"]).arg(&lib).arg(dir.join("hashing.c")));
-    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
-    let o = run(std::process::Command::new("gcc")
-        .args(["-g", "-O1", "-o"])
-        .arg(&exe)
-        .arg(dir.join("hasher.c"))
-        .arg("-L")
-        .arg(s.path())
-        .args(["-lhashing", "-Wl,-rpath,$ORIGIN"]));
-    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    let (lib, exe) = build_with_library(s.path(), &dir.join("hashing.c"), "hashing", &dir.join("hasher.c"), "hasher");
     // Both helpers are inlined into lib_hash: no function of their own, and two inlined
     // instances in the library's DWARF.
     let syms = run_ok(std::process::Command::new("nm").arg(&lib));

@@ -28,6 +28,25 @@ pub fn example(rel: &str) -> PathBuf {
     root().join("examples").join(rel)
 }
 
+/// A program over a shared library of its own, built `gcc -g -O1` in `dir`: `lib_src` into
+/// `dir/lib<name>.so` (`-fPIC -shared`) and `prog_src` into `dir/<exe>`, linked to it and
+/// finding it beside itself (`$ORIGIN`). The library's and the program's paths.
+pub fn build_with_library(dir: &Path, lib_src: &Path, name: &str, prog_src: &Path, exe: &str) -> (PathBuf, PathBuf) {
+    let (lib, exe) = (dir.join(format!("lib{name}.so")), dir.join(exe));
+    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-fPIC", "-shared", "-o"]).arg(&lib).arg(lib_src));
+    assert!(o.status.success(), "gcc failed: {:?}", slice_trace_e2e::texts(&o));
+    let o = run(std::process::Command::new("gcc")
+        .args(["-g", "-O1", "-o"])
+        .arg(&exe)
+        .arg(prog_src)
+        .arg("-L")
+        .arg(dir)
+        .arg(format!("-l{name}"))
+        .arg("-Wl,-rpath,$ORIGIN"));
+    assert!(o.status.success(), "gcc failed: {:?}", slice_trace_e2e::texts(&o));
+    (lib, exe)
+}
+
 /// `trace run -o <dir> -- <prog> <args>`, from the example's directory.
 pub fn trace(dir: &Path, prog: &Path, args: &[&str]) -> Output {
     let mut c = cmd("trace");

@@ -11,6 +11,7 @@ mod libraries;
 mod line_probes;
 mod outdir;
 mod plan;
+mod probe_lists;
 mod run;
 mod shims;
 mod stats;

@@ -108,7 +108,7 @@ fn now_unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
-fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+pub(crate) fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> Result<()> {
     let mut text = serde_json::to_vec_pretty(value)?;
     text.push(b'\n');
     let tmp = path.with_extension("json.tmp");
@@ -208,8 +208,7 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
     let out = output.rec.clone();
     let mut meta = plan.meta.clone();
     write_json_atomic(&out.join(META_FILE), &meta)?;
-    write_inline_probes(plan, &out);
-    write_line_probes(plan, &out);
+    crate::probe_lists::write(plan, &out);
     let reserve = outdir::reserve_space(&out);
 
     let outcome = match launch::spawn_and_wait(plan) {
@@ -246,50 +245,6 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
     }
     Ok(exit.code.unwrap_or(1))
 }
-
-/// For a program recorded by entry patching, the entries of its inlined code
-/// (`inline-probes.json`, read by the native shim: docs/native-recording.md, "Inlined
-/// functions"), unless `SLICE_TRACE_INLINE=0`. Without the file nothing is probed, and `slice`
-/// says it cannot tell which inlined functions ran.
-fn write_inline_probes(plan: &Plan, out: &Path) {
-    let patching = plan.env.iter().any(|(n, c)| *n == plan::ENV_NATIVE_PATCH && *c != plan::EnvChange::Set("0".into()))
-        || std::env::var_os(plan::ENV_NATIVE_PATCH).is_some_and(|v| v != "0");
-    if !patching || plan.meta.target_kind != TargetKind::Native.as_str() || std::env::var_os(ENV_INLINE).is_some_and(|v| v == "0") {
-        return;
-    }
-    if let Some(list) = crate::inline_probes::cached_probe_list(&plan.program) {
-        if let Err(e) = write_json_atomic(&out.join(trace_format::meta::INLINE_PROBES_FILE), &list) {
-            eprintln!("trace: cannot write the inline-probe list ({e:#}); inlined functions will not be shown");
-        }
-    }
-    // The libraries the shim patches at start-up (a project's own `.so`, `libjq.so.1`): their
-    // own lists, in one file (none when none of them inlines code of its own).
-    let libraries: Vec<trace_format::meta::InlineProbeList> =
-        crate::libraries::patched_libraries(&plan.program).iter().filter_map(|l| crate::inline_probes::cached_probe_list(l)).collect();
-    if !libraries.is_empty() {
-        if let Err(e) = write_json_atomic(&out.join(trace_format::meta::LIBRARY_INLINE_PROBES_FILE), &libraries) {
-            eprintln!("trace: cannot write the libraries' inline-probe lists ({e:#}); their inlined functions will not be shown");
-        }
-    }
-}
-
-/// With `--lines`, for a program recorded by entry patching, where each statement line of its
-/// own code starts (`line-probes.json`, read by the native shim: docs/native-recording.md,
-/// "Lines that ran"). Without the file no line is probed, and prompts show its functions whole.
-fn write_line_probes(plan: &Plan, out: &Path) {
-    let patching = plan.env.iter().any(|(n, c)| *n == plan::ENV_NATIVE_PATCH && *c != plan::EnvChange::Set("0".into()))
-        || std::env::var_os(plan::ENV_NATIVE_PATCH).is_some_and(|v| v != "0");
-    if !patching || plan.meta.target_kind != TargetKind::Native.as_str() || plan.meta.options["lines"] != "on" {
-        return;
-    }
-    let Some(list) = crate::line_probes::cached_line_list(&plan.program) else { return };
-    if let Err(e) = write_json_atomic(&out.join(trace_format::meta::LINE_PROBES_FILE), &list) {
-        eprintln!("trace: cannot write the line-probe list ({e:#}); every function will be shown whole");
-    }
-}
-
-/// `SLICE_TRACE_INLINE=0` turns inline probes off.
-pub const ENV_INLINE: &str = "SLICE_TRACE_INLINE";
 
 /// What `trace` says on stderr when the target died by `sig`: nothing for SIGPIPE (the reader
 /// of its output, such as `head`, closed the pipe: normal in a pipeline, where shells say

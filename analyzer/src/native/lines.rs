@@ -1,6 +1,8 @@
 //! Lines that ran, for native code (`trace run --lines`, docs/native-recording.md, "Lines that
-//! ran"): the trace's `line-probes.json` (where each statement line of the program starts) and
-//! each process's `lines.bin` (per row: no probe, armed, ran), made into [`LineCoverage`].
+//! ran"): per object probed (the program, `line-probes.json`, and each of its own shared
+//! libraries, `line-probes-libs.json`), where each of its statement lines starts and each
+//! process's states of those rows (`lines.bin`, `lines-lib-<k>.bin`: per row, no probe, armed,
+//! ran), made into [`LineCoverage`]; each object's the same way.
 //!
 //! A row that ran in some process makes its lines [`crate::coverage::LineState::Ran`]: every
 //! line with an `is_stmt` row at its address (code reaching the address reaches each of them),
@@ -12,32 +14,37 @@
 //! armed in some process and ran in none is code that did not run
 //! ([`crate::coverage::LineState::NotRun`], unless a line of it ran elsewhere); a row no
 //! process planted says nothing. Files and lines come from this analyzer's own reading of the
-//! program's line table (the path as [`super::symbolize`] gives a function's file, so that a
+//! object's line table (the path as [`super::symbolize`] gives a function's file, so that a
 //! function's lines are found under its `file`).
 
 use crate::coverage::LineCoverage;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use trace_format::meta::{InlineProbeList, LINES_BIN_FILE, LINE_ARMED, LINE_OF_RAN, LINE_PROBES_FILE, LINE_RAN, LINE_UNKNOWN};
+use trace_format::meta::{InlineProbeList, LINE_ARMED, LINE_OF_RAN, LINE_RAN, LINE_UNKNOWN};
 
-/// `line-probes.json` is read only up to this size (the shim's bound).
-const MAX_LIST: u64 = 64 << 20;
-
-/// Add the native lines of the trace at `root` (its process directories `procs`) to `coverage`.
-/// Nothing when the trace has no line list or no process saved its lines; a warning when the
-/// program changed since the run or the files disagree.
+/// Add the native lines of the trace at `root` (its process directories `procs`) to `coverage`:
+/// the program's and its libraries'. Nothing for an object without a line list or whose
+/// lines no process saved; a warning when the object changed since the run or the files
+/// disagree.
 pub fn add_native_lines<'a>(
     root: &Path,
     procs: impl IntoIterator<Item = &'a Path>,
     coverage: &mut LineCoverage,
     warnings: &mut Vec<String>,
 ) {
-    let Some(list) = read_list(&root.join(LINE_PROBES_FILE)) else { return };
+    let procs: Vec<&Path> = procs.into_iter().collect();
+    for (list, file) in trace_format::probes::line_lists(root) {
+        add_object_lines(&list, &file, &procs, coverage, warnings);
+    }
+}
+
+/// [`add_native_lines`] for one object's `list`, whose states each process keeps in `file`.
+fn add_object_lines(list: &InlineProbeList, file: &str, procs: &[&Path], coverage: &mut LineCoverage, warnings: &mut Vec<String>) {
     let n = list.offsets.len();
     let mut states = vec![LINE_UNKNOWN; n];
     let mut any = false;
     for dir in procs {
-        let file = dir.join(LINES_BIN_FILE);
+        let file = dir.join(file);
         let Ok(bytes) = read_capped(&file, n as u64) else { continue };
         if bytes.len() != n {
             warnings.push(format!("{}: {} bytes for {n} listed lines, ignored", file.display(), bytes.len()));
@@ -136,11 +143,6 @@ fn read_capped(file: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
     Ok(out)
 }
 
-fn read_list(file: &Path) -> Option<InlineProbeList> {
-    let bytes = read_capped(file, MAX_LIST).ok().filter(|b| b.len() as u64 <= MAX_LIST)?;
-    serde_json::from_slice::<InlineProbeList>(&bytes).ok().filter(|l| l.groups.len() == l.offsets.len())
-}
-
 /// How much a row's state says, for the union over processes: ran, its line ran, armed, nothing.
 fn rank(state: u8) -> u8 {
     match state {
@@ -172,6 +174,7 @@ fn lines_at(path: &Path, offsets: &[u64]) -> Result<HashMap<u64, Vec<(PathBuf, u
 mod tests {
     use super::*;
     use crate::coverage::LineState;
+    use trace_format::meta::{LIBRARY_LINE_PROBES_FILE, LINES_BIN_FILE, LINE_PROBES_FILE};
 
     /// A C program built here: its line list (as `trace` lists it, one row per statement
     /// line), two processes' bytes, and the coverage they give: ran in either, not run in
@@ -220,6 +223,21 @@ mod tests {
         add_native_lines(d.path(), [p1.as_path(), p2.as_path()], &mut c, &mut warnings);
         assert_eq!(warnings, Vec::<String>::new());
         let file = trace_format::normalize_path(&src);
+        assert_eq!(c.states(&file, 2, 3), Some(vec![LineState::Ran, LineState::NotRun, LineState::Unknown]));
+        // The same object as the second of the libraries' lists: its states are read from its
+        // own file (`lines-lib-1.bin`), not from the program's `lines.bin` (all armed here).
+        let d2 = tempfile::tempdir().unwrap();
+        let other = InlineProbeList { object: "/nonexistent/libother.so".into(), offsets: vec![0], groups: vec![0], ..Default::default() };
+        std::fs::write(d2.path().join(LIBRARY_LINE_PROBES_FILE), serde_json::to_vec(&[other, list.clone()]).unwrap()).unwrap();
+        let (q1, q2) = (d2.path().join("p1"), d2.path().join("p2"));
+        for (p, bytes) in [(&q1, [2u8, 1, 0]), (&q2, [1, 1, 0])] {
+            std::fs::create_dir(p).unwrap();
+            std::fs::write(p.join("lines-lib-1.bin"), bytes).unwrap();
+            std::fs::write(p.join(LINES_BIN_FILE), [1u8; 3]).unwrap();
+        }
+        let mut c = LineCoverage::default();
+        add_native_lines(d2.path(), [q1.as_path(), q2.as_path()], &mut c, &mut warnings);
+        assert_eq!(warnings, Vec::<String>::new());
         assert_eq!(c.states(&file, 2, 3), Some(vec![LineState::Ran, LineState::NotRun, LineState::Unknown]));
         // The program rebuilt since: nothing is used.
         std::fs::write(&exe, b"changed").unwrap();

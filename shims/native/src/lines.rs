@@ -1,9 +1,12 @@
 //! Line probes: which statement lines of the program's own code ran (`trace run --lines`,
-//! docs/native-recording.md, "Lines that ran").
+//! docs/native-recording.md, "Lines that ran"), in the program and in its own shared libraries.
 //!
 //! `trace run --lines` lists where each statement line of the program starts (the `is_stmt`
 //! rows of its DWARF line table, tracer/src/line_probes.rs) in the trace directory
-//! ([`LINE_PROBES_FILE`]), with one group per source line. [`crate::probe::plant`] plants a trap
+//! ([`LINE_PROBES_FILE`]), with one group per source line, and the same for each library the
+//! shim patches at start-up ([`LIBRARY_LINE_PROBES_FILE`]). Each object's rows are a [`LineSet`]
+//! of their own, in that object's probes, with a file of their own per process (the program's
+//! [`LINES_BIN_FILE`], the `k`th library list's `lines-lib-<k>.bin`). [`crate::probe::plant`] plants a trap
 //! at each row with the inline probes (one trap per address, carrying both roles when an inline
 //! probe starts there too). A line probe's hit records nothing in the event stream and writes
 //! no `funcs.jsonl` record: it sets its row's byte of the process's [`LINES_BIN_FILE`] to
@@ -17,21 +20,23 @@
 //! The bytes: [`LINE_UNKNOWN`] (no probe: not executable, a page that could not be made
 //! writable, the moved bytes of an entry), [`LINE_ARMED`] (planted, not run), [`LINE_RAN`],
 //! [`LINE_OF_RAN`] (disarmed: another row of its line ran).
-//! The mapping is made in [`LineSet::new`] (anonymous, shared), and [`attach`] puts the file's
-//! mapping at the same address once the process directory exists (the constructor, before any
-//! other thread). A forked child keeps the parent's mapping: its lines land in the parent's
-//! file (the analyzer takes the union of every process anyway).
+//! The mapping is made in [`LineSet::new`] (anonymous, shared), and [`attach`] puts each set's
+//! file's mapping at the same address once the process directory exists (the constructor,
+//! before any other thread). A forked child keeps the parent's mappings: its lines land in the
+//! parent's files (the analyzer takes the union of every process anyway).
 
 use std::sync::atomic::{AtomicU8, Ordering};
 #[cfg(doc)]
-use trace_format::meta::LINE_PROBES_FILE;
-use trace_format::meta::{LINES_BIN_FILE, LINE_ARMED, LINE_OF_RAN, LINE_RAN, LINE_UNKNOWN};
+use trace_format::meta::{LIBRARY_LINE_PROBES_FILE, LINES_BIN_FILE, LINE_PROBES_FILE};
+use trace_format::meta::{LINE_ARMED, LINE_OF_RAN, LINE_RAN, LINE_UNKNOWN};
 
 /// No probe for a row (`LineSet::rows`).
 pub(crate) const NO_PROBE: u32 = u32::MAX;
 
-/// The rows of the line list of one process image.
+/// The rows of the line list of one object.
 pub(crate) struct LineSet {
+    /// The name of its file in the process directory (`trace_format::probes::lines_bin_file`).
+    file: String,
     /// The first byte of the shared mapping ([`LINES_BIN_FILE`]), one byte per row; never
     /// unmapped.
     bytes: *mut u8,
@@ -50,9 +55,9 @@ unsafe impl Send for LineSet {}
 unsafe impl Sync for LineSet {}
 
 impl LineSet {
-    /// A set of `len` rows, all [`LINE_UNKNOWN`], in a fresh anonymous shared mapping; `None`
-    /// when it cannot be mapped.
-    pub(crate) fn new(len: usize) -> Option<LineSet> {
+    /// A set of `len` rows, all [`LINE_UNKNOWN`], in a fresh anonymous shared mapping, saved
+    /// into the process directory's `file` once attached; `None` when it cannot be mapped.
+    pub(crate) fn new(len: usize, file: String) -> Option<LineSet> {
         if len == 0 {
             return None;
         }
@@ -60,7 +65,7 @@ impl LineSet {
         let p = unsafe {
             libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0)
         };
-        (p != libc::MAP_FAILED).then(|| LineSet { bytes: p as *mut u8, len, rows: Vec::new(), at_entry: Vec::new() })
+        (p != libc::MAP_FAILED).then(|| LineSet { file, bytes: p as *mut u8, len, rows: Vec::new(), at_entry: Vec::new() })
     }
 
     fn byte(&self, row: u32) -> Option<&AtomicU8> {
@@ -102,12 +107,12 @@ impl LineSet {
         }
     }
 
-    /// Put `dir/lines.bin`'s shared mapping where the anonymous one is, with its bytes: from
-    /// now on the file holds them. Before any other thread exists (the constructor).
+    /// Put the shared mapping of its file in `dir` where the anonymous one is, with its bytes:
+    /// from now on the file holds them. Before any other thread exists (the constructor).
     fn attach(&self, dir: &std::path::Path) -> std::io::Result<()> {
         use std::io::Write;
         use std::os::fd::AsRawFd;
-        let mut f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(dir.join(LINES_BIN_FILE))?;
+        let mut f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(dir.join(&self.file))?;
         // SAFETY: `len` bytes of our mapping, read by this thread alone (no other thread yet).
         f.write_all(unsafe { std::slice::from_raw_parts(self.bytes, self.len) })?;
         // SAFETY: replaces our own mapping (same address and length) with the file's, shared;
@@ -129,26 +134,33 @@ impl LineSet {
     }
 }
 
-/// After the constructor planted the probes: make the process directory and map the line
+/// After the constructor planted the probes: make the process directory and map each line
 /// set's file there ([`LineSet::attach`]). Nothing without line probes.
 pub(crate) fn attach() {
-    let Some(set) = crate::probe::line_set() else { return };
+    let mut sets = crate::probe::line_sets().peekable();
+    if sets.peek().is_none() {
+        return;
+    }
     let Some(dir) = crate::process::ensure_process() else { return };
-    if let Err(e) = set.attach(&dir) {
-        crate::process::warn_once(&format!("cannot write {}: {e}; the lines that ran are not saved", dir.join(LINES_BIN_FILE).display()));
+    for set in sets {
+        if let Err(e) = set.attach(&dir) {
+            let file = dir.join(&set.file);
+            crate::process::warn_once(&format!("cannot write {}: {e}; the lines that ran there are not saved", file.display()));
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use trace_format::meta::LINES_BIN_FILE;
 
     /// The bytes go from unknown to armed to ran, a line's hit marks its armed rows only and
     /// disarms the probes of its other rows, and the file holds what the mapping says once
     /// attached.
     #[test]
     fn a_line_hit_marks_the_armed_rows_of_its_line_and_the_file_keeps_them() {
-        let mut set = LineSet::new(6).expect("mapped");
+        let mut set = LineSet::new(6, LINES_BIN_FILE.to_string()).expect("mapped");
         assert!((0..6).all(|r| set.state(r) == LINE_UNKNOWN));
         // Rows 0, 2, 3 are line group 7 (row 3 at an entry: no probe, unknown), rows 1, 4 group 9.
         for r in [0, 1, 2, 4] {

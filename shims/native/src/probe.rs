@@ -4,7 +4,8 @@
 //! `trace run` lists where the program's inlined code starts (the address ranges of its
 //! `DW_TAG_inlined_subroutine`s, tracer/src/inline_probes.rs) in the trace directory
 //! ([`INLINE_PROBES_FILE`]), and that of the libraries patched at start-up
-//! ([`LIBRARY_INLINE_PROBES_FILE`]: one set of probes per object, the same rules in each). At start-up, once the program's entries are patched (objects.rs),
+//! ([`LIBRARY_INLINE_PROBES_FILE`]: one set of probes per object, the same rules in each; their
+//! line probes the same way, [`LIBRARY_LINE_PROBES_FILE`]). At start-up, once the program's entries are patched (objects.rs),
 //! [`plant`] installs a `SIGTRAP` handler and puts the architecture's trap ([`Isa::TRAP`]:
 //! x86-64's one-byte `int3`) at each listed entry of the program that lies outside the
 //! entry-patched functions; an entry inside one gets its trap at that function's first call
@@ -67,7 +68,10 @@ use crate::guards::{ErrnoGuard, SpinLock};
 use crate::lines::{LineSet, NO_PROBE};
 use hits::HitMap;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU8, AtomicUsize, Ordering};
-use trace_format::meta::{InlineProbeList, InlineProbes, INLINE_PROBES_FILE, LIBRARY_INLINE_PROBES_FILE, LINE_PROBES_FILE};
+use trace_format::meta::{InlineProbeList, InlineProbes};
+#[cfg(doc)]
+use trace_format::meta::{INLINE_PROBES_FILE, LIBRARY_INLINE_PROBES_FILE, LIBRARY_LINE_PROBES_FILE};
+use trace_format::probes::{self, ProbeKind};
 
 /// `SLICE_TRACE_INLINE=0`: no probe (as `trace run` writes no list then).
 const ENV_INLINE: &str = "SLICE_TRACE_INLINE";
@@ -219,9 +223,9 @@ fn all() -> impl Iterator<Item = &'static Probes> {
 /// first instruction), which must keep its own id. No user-space address has it.
 pub(crate) const INLINE_BIT: u64 = 1 << 63;
 
-/// The line probes' rows, if the program was probed for lines.
-pub(crate) fn line_set() -> Option<&'static LineSet> {
-    all().find_map(|p| p.lines.as_ref())
+/// The line probes' rows of every object probed for lines.
+pub(crate) fn line_sets() -> impl Iterator<Item = &'static LineSet> {
+    all().filter_map(|p| p.lines.as_ref())
 }
 
 /// After the constructor planted the probes: make the process directory and map the files
@@ -360,9 +364,10 @@ pub(crate) struct Planted {
 /// deferring (a `-F`/`-N` filter, whose calls outside it are never registered; or
 /// `SLICE_TRACE_INLINE=start`) every trap is written now. Called from the constructor, before
 /// any other thread exists, once for the program (`program`: its inline and line lists) and
-/// once per library patched at start-up (its inline list among [`LIBRARY_INLINE_PROBES_FILE`]'s;
-/// its hits get `funcs.jsonl` lines, `inline.bin` being the program's): each object's probes
-/// are a set of their own ([`PROBES`]), all under the one [`LOCK`]. Nothing when there is no
+/// once per library patched at start-up (its inline list among [`LIBRARY_INLINE_PROBES_FILE`]'s,
+/// whose hits get `funcs.jsonl` lines, `inline.bin` being the program's; its line list among
+/// [`LIBRARY_LINE_PROBES_FILE`]'s, whose states go into a `lines-lib-<k>.bin` of its own):
+/// each object's probes are a set of their own ([`PROBES`]), all under the one [`LOCK`]. Nothing when there is no
 /// list for this object (or inline probes are off and there is no line list, or [`Isa::TRAP`]
 /// is empty: not supported on this architecture).
 pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64, u64)], program: bool) -> Planted {
@@ -386,20 +391,15 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64,
     let inline_env = std::env::var_os(ENV_INLINE);
     let inline_off = inline_env.as_ref().is_some_and(|v| v == "0");
     let lazy = inline_env.is_none_or(|v| v != "start") && crate::filter::active().is_none();
-    // The program's lists, or a library's among the libraries' (no line probes there yet).
-    let inline = match program {
-        true => (!inline_off).then(|| read_list(&root.join(INLINE_PROBES_FILE))).flatten().filter(ours),
-        false => {
-            (!inline_off).then(|| read_lists(&root.join(LIBRARY_INLINE_PROBES_FILE))).flatten().and_then(|ls| ls.into_iter().find(ours))
-        }
-    };
-    let line_list =
-        program.then(|| read_list(&root.join(LINE_PROBES_FILE))).flatten().filter(ours).filter(|l| l.groups.len() == l.offsets.len());
+    // The program's lists, or a library's among the libraries' (the line list's index there
+    // names its file: `lines-lib-<k>.bin`).
+    let inline = (!inline_off).then(|| probes::list_for(root, ProbeKind::Inline, program, ours)).flatten().map(|l| l.0);
+    let line_list = probes::list_for(root, ProbeKind::Lines, program, |l| ours(l) && l.groups.len() == l.offsets.len());
     if inline.is_none() && line_list.is_none() {
         return Planted::default();
     }
-    let mut lines = line_list.as_ref().and_then(|l| LineSet::new(l.offsets.len()));
-    let line_list = line_list.filter(|_| lines.is_some());
+    let mut lines = line_list.as_ref().and_then(|(l, k)| LineSet::new(l.offsets.len(), probes::lines_bin_file(*k)));
+    let line_list = line_list.filter(|_| lines.is_some()).map(|l| l.0);
     // SAFETY: `base` is the first page of the program's loaded image, whose ELF and program
     // headers the loader mapped there.
     let code = unsafe { executable_ranges(base) };
@@ -827,7 +827,7 @@ pub(crate) unsafe fn release(traps: &Traps, p: &Probe, len: usize, had_trap: boo
 mod hits;
 mod lists;
 mod signals;
-use lists::{executable_ranges, read_list, read_lists};
+use lists::executable_ranges;
 use signals::{chain, next_symbol, real_sigaction, REAL_PTHREAD_SIGMASK, REAL_SIGPROCMASK};
 #[cfg(test)]
 pub(crate) mod tests;

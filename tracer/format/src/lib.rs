@@ -10,6 +10,7 @@
 //!   letting control characters act on a terminal or a prompt's structure.
 //! - [`command`]: the check of a command line before it is run and recorded (no NUL byte).
 //! - [`patching`]: `SLICE_TRACE_PATCH`, entry patching's switch, read by `trace` and the native shim.
+//! - [`probes`]: the native shim's probe lists (inline and line probes) and their hit files.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
@@ -20,6 +21,7 @@ pub mod event;
 pub mod meta;
 pub mod objects;
 pub mod patching;
+pub mod probes;
 pub mod pyext;
 pub mod reader;
 pub mod testrun;

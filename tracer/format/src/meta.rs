@@ -458,6 +458,14 @@ pub const LIBRARY_INLINE_PROBES_FILE: &str = "inline-probes-libs.json";
 /// one per source line (file and line), read by the native shim.
 pub const LINE_PROBES_FILE: &str = "line-probes.json";
 
+/// The line-probe lists `trace run --lines` writes into the trace directory for the shared
+/// libraries of the program that the native shim patches at start-up (those of
+/// [`LIBRARY_INLINE_PROBES_FILE`]): a JSON array of [`InlineProbeList`] of
+/// [`LINE_PROBES_FILE`]'s shape, one per library with statement rows of its own (within
+/// version 3). The `k`th list's states go into `p<pid>/lines-lib-<k>.bin`
+/// ([`crate::probes::lines_bin_file`]), as the program's go into [`LINES_BIN_FILE`].
+pub const LIBRARY_LINE_PROBES_FILE: &str = "line-probes-libs.json";
+
 /// Per process (`p<pid>/lines.bin`): one byte per offset of [`LINE_PROBES_FILE`], in its order:
 /// [`LINE_UNKNOWN`], [`LINE_ARMED`], [`LINE_RAN`] or [`LINE_OF_RAN`]. Written by the shim through a shared
 /// mapping (a crash keeps what was set).

@@ -1,33 +1,5 @@
-//! Reading what `trace run` wrote for the probes: the program's lists and the libraries'
-//! (docs/trace-format.md, `inline-probes.json`, `inline-probes-libs.json`, `line-probes.json`),
-//! and where an object's executable code lies.
-
-use trace_format::meta::InlineProbeList;
-
-/// A list file is read whole: at most this large.
-const MAX_LIST: u64 = 64 << 20;
-
-/// The program's inline or line list.
-pub(super) fn read_list(file: &std::path::Path) -> Option<InlineProbeList> {
-    serde_json::from_slice(&read_bytes(file)?).ok()
-}
-
-/// The lists of the libraries (`LIBRARY_INLINE_PROBES_FILE`).
-pub(super) fn read_lists(file: &std::path::Path) -> Option<Vec<InlineProbeList>> {
-    serde_json::from_slice(&read_bytes(file)?).ok()
-}
-
-/// A list file, whole, when it is at most [`MAX_LIST`] long.
-fn read_bytes(file: &std::path::Path) -> Option<Vec<u8>> {
-    use std::io::Read;
-    let f = std::fs::File::open(file).ok()?;
-    if f.metadata().ok()?.len() > MAX_LIST {
-        return None;
-    }
-    let mut text = Vec::new();
-    f.take(MAX_LIST).read_to_end(&mut text).ok()?;
-    Some(text)
-}
+//! Where an object's executable code lies (the lists `trace run` wrote for the probes are
+//! read by `trace_format::probes`).
 
 /// The run-time ranges of the executable `PT_LOAD` segments of the object at `base`.
 ///

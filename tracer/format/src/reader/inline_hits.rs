@@ -2,11 +2,9 @@
 //! that the shim registered without a `funcs.jsonl` line, made from the trace's inline list.
 
 use crate::meta::{FuncKind, FuncRecord, InlineProbeList, INLINE_BIN_HEADER, INLINE_BIN_MAGIC, INLINE_PROBES_FILE};
+use crate::probes::MAX_LIST;
 use crate::FormatError;
 use std::path::Path;
-
-/// `inline-probes.json` is read only up to this size (the shim's bound).
-const MAX_LIST: u64 = 64 << 20;
 
 /// The records `bytes` (an `inline.bin`) holds for the entries of `list`: for each slot with an
 /// id, `{"id", "kind": "native", "addr": base + offset, "module": list.object, "base",

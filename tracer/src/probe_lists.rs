@@ -1,0 +1,68 @@
+//! The probe lists `trace run` writes into the trace directory before a native program recorded
+//! by entry patching starts, for the native shim (docs/trace-format.md, `trace_format::probes`):
+//! inline probes (inline_probes.rs; unless `SLICE_TRACE_INLINE=0`) and, with `--lines`, line
+//! probes (line_probes.rs), each for the program and for the shared libraries of its own that the
+//! shim patches at start-up (libraries.rs), found once for both. Without a list nothing of that
+//! kind is probed in that object: `slice` says it cannot tell which inlined functions ran, or
+//! shows the object's functions whole.
+
+use crate::detect::TargetKind;
+use crate::plan::{self, Plan};
+use std::cell::OnceCell;
+use std::path::{Path, PathBuf};
+use trace_format::meta::InlineProbeList;
+use trace_format::probes::ProbeKind;
+
+/// `SLICE_TRACE_INLINE=0` turns inline probes off.
+pub const ENV_INLINE: &str = "SLICE_TRACE_INLINE";
+
+/// One kind of list: how an object's is made, and what is lost when it cannot be written.
+struct Kind {
+    kind: ProbeKind,
+    list: fn(&Path) -> Option<InlineProbeList>,
+    what: &'static str,
+    lost: &'static str,
+}
+
+const INLINE: Kind = Kind {
+    kind: ProbeKind::Inline,
+    list: crate::inline_probes::cached_probe_list,
+    what: "inline-probe",
+    lost: "inlined functions will not be shown",
+};
+const LINES: Kind =
+    Kind { kind: ProbeKind::Lines, list: crate::line_probes::cached_line_list, what: "line-probe", lost: "functions will be shown whole" };
+
+/// Write the lists `plan` asks for into the trace directory `out`: nothing unless the program is
+/// native and recorded by entry patching.
+pub fn write(plan: &Plan, out: &Path) {
+    let patching = plan.env.iter().any(|(n, c)| *n == plan::ENV_NATIVE_PATCH && *c != plan::EnvChange::Set("0".into()))
+        || std::env::var_os(plan::ENV_NATIVE_PATCH).is_some_and(|v| v != "0");
+    if !patching || plan.meta.target_kind != TargetKind::Native.as_str() {
+        return;
+    }
+    let libraries = OnceCell::new();
+    if std::env::var_os(ENV_INLINE).is_none_or(|v| v != "0") {
+        write_kind(&INLINE, plan, out, &libraries);
+    }
+    if plan.meta.options["lines"] == "on" {
+        write_kind(&LINES, plan, out, &libraries);
+    }
+}
+
+/// The program's list of `k` and its libraries' (one file, none when no library has a list);
+/// the libraries are found at the first kind that needs them.
+fn write_kind(k: &Kind, plan: &Plan, out: &Path, libraries: &OnceCell<Vec<PathBuf>>) {
+    if let Some(list) = (k.list)(&plan.program) {
+        if let Err(e) = crate::run::write_json_atomic(&out.join(k.kind.program_file()), &list) {
+            eprintln!("trace: cannot write the {} list ({e:#}); {}", k.what, k.lost);
+        }
+    }
+    let lists: Vec<InlineProbeList> =
+        libraries.get_or_init(|| crate::libraries::patched_libraries(&plan.program)).iter().filter_map(|l| (k.list)(l)).collect();
+    if !lists.is_empty() {
+        if let Err(e) = crate::run::write_json_atomic(&out.join(k.kind.libraries_file()), &lists) {
+            eprintln!("trace: cannot write the libraries' {} lists ({e:#}); their {}", k.what, k.lost);
+        }
+    }
+}
