@@ -25,7 +25,7 @@
 //! budget. Every elision is marked in place and summarised in a note at the top of the prompt.
 
 use super::estimate::Estimator;
-use super::fill::{promote, refill, refill_tries};
+use super::fill::{refill_tries, Fill};
 use super::render::{Renderer, TemplateError};
 use super::{FuncId, Layout, Level, Model, Plan, SourceState, NAME_ONLY_MARK};
 use crate::tokens::Tokenizer;
@@ -408,9 +408,8 @@ pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, b
             let (text, n, report) = eval(s)?;
             Ok(Fitted { text, tokens: n, exact: true, report: Some(report) })
         };
-        let tries = refill_tries(model);
-        let (steps, best) = refill(&prio, &est, tries, budget, state(&base, &steps, k), best, &mut eval)?;
-        return Ok(promote(model, &prio, &est, tries, budget, steps, best, &mut eval)?.1);
+        let mut fill = Fill { model, prio: &prio, est: &est, budget, eval: &mut eval };
+        return Ok(fill.run(refill_tries(model), state(&base, &steps, k), best)?.1);
     }
     Err(BudgetError::TooSmall { budget, needed: smallest.unwrap_or(tokens), tokenizer: tok.name() })
 }
@@ -505,9 +504,8 @@ fn fit_by_estimate(
                 let tokens = tok.count(&text);
                 Ok(Fitted { text, tokens, exact: true, report: None })
             };
-            let tries = refill_tries(model);
-            let (steps, out) = refill(&prio, est, tries, budget, start, b, &mut eval)?;
-            let (steps, mut out) = promote(model, &prio, est, tries, budget, steps, out, &mut eval)?;
+            let mut fill = Fill { model, prio: &prio, est, budget, eval: &mut eval };
+            let (steps, mut out) = fill.run(refill_tries(model), start, b)?;
             let (plan, cut) = plan_of(&steps);
             out.report = Some(report(model, &plan, &cut, layout.sources, budget));
             return Ok(out);

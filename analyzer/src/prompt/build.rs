@@ -129,6 +129,8 @@ impl Model {
             rank::construction(&mut funcs, &mtraces);
             let scores: Vec<(String, f64)> = traces.iter().flat_map(|t| t.invocation_scores.iter().cloned()).collect();
             rank::invocations(&mut funcs, &scores);
+            let frames: Vec<(String, u32)> = traces.iter().flat_map(|t| t.failure_frames.iter().cloned()).collect();
+            super::producer::producers(&mut funcs, &mtraces, &frames);
         }
         crate::native::work::rank(&mut funcs, &mtraces);
         if let Some(spectrum) = traces.iter().find_map(|t| t.spectrum.clone()) {

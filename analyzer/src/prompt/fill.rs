@@ -1,6 +1,7 @@
-//! Filling the room a fitted state leaves ([`refill`]) and raising a more important function
-//! whole by demoting less important ones ([`promote`]): the two passes after the walk of
-//! [`super::budget`] (`docs/prompts.md`, "Budget").
+//! Filling the room a fitted state leaves ([`Fill::refill`]) and raising a more important
+//! function whole by demoting less important ones ([`Fill::promote`]): the two passes after the
+//! walk of [`super::budget`] (`docs/prompts.md`, "Budget"). Both work in one [`Fill`] context:
+//! the model, its priority order, the estimator, the budget and the real render.
 
 use super::budget::{elision_saves, has_block, BudgetError, Fitted, Step};
 use super::estimate::Estimator;
@@ -12,108 +13,20 @@ const REFILL_TRIES: usize = 48;
 /// 2 M-node tree gets 2 tries, a 100,000-node one all 48.
 const REFILL_NODES: usize = 4_800_000;
 
-/// The renders [`refill`] may spend on `model`.
+/// The renders [`Fill::refill`] may spend on `model`.
 pub(super) fn refill_tries(model: &Model) -> usize {
     let nodes: usize = model.traces.iter().flat_map(|t| t.threads.iter()).map(|th| th.nodes.len()).sum();
     (REFILL_NODES / nodes.max(1)).clamp(2, REFILL_TRIES)
 }
 
-/// Fill the room the walk left. The walk degrades in steps of whole functions, so the state it
-/// stops at can be well under the budget (the last step may have dropped a large body). In
-/// priority order, each function the state cut is raised back, to whole if its estimated cost
-/// fits the room left, else (if it was dropped) to its signature if that fits. The raises are
-/// tried in batches: as many, in priority order, as the estimate fits into the room; a batch
-/// that does not fit for real is halved (its first half kept), and a single raise that does not
-/// fit is given up (from whole it falls back to the signature first). So a wide tree with
-/// thousands of small cut functions takes a few renders, not one per function. Every accepted
-/// state is rendered and counted for real, so the result still fits.
-pub(super) fn refill(
-    prio: &[FuncId],
-    est: &Estimator<'_>,
-    max_tries: usize,
-    budget: usize,
-    mut steps: Vec<Step>,
-    mut best: Fitted,
-    eval: &mut dyn FnMut(&[Step]) -> Result<Fitted, BudgetError>,
-) -> Result<(Vec<Step>, Fitted), BudgetError> {
-    /// A raise: the function back to whole, or from name only to its signature.
-    #[derive(Clone, Copy, PartialEq)]
-    enum Raise {
-        Whole,
-        Signature,
-    }
-    let apply = |steps: &[Step], batch: &[(FuncId, Raise)]| -> Vec<Step> {
-        // The batch by function (a map: steps and batch can both hold thousands).
-        let mut raised: rustc_hash::FxHashMap<FuncId, (bool, bool)> = rustc_hash::FxHashMap::default();
-        for &(k, r) in batch {
-            let e = raised.entry(k).or_default();
-            match r {
-                Raise::Whole => e.0 = true,
-                Raise::Signature => e.1 = true,
-            }
-        }
-        steps
-            .iter()
-            .filter(|s| match s {
-                Step::Signature(x) => !raised.get(x).is_some_and(|&(whole, _)| whole),
-                Step::Name(x) => !raised.contains_key(x),
-                _ => true,
-            })
-            .cloned()
-            .collect()
-    };
-    // Raises given up: a whole that did not fit (its signature may still), then the signature.
-    let mut failed: Vec<(FuncId, Raise)> = Vec::new();
-    let mut tries = 0;
-    while tries < max_tries {
-        let room = budget.saturating_sub(best.tokens) as f64;
-        if room < 8.0 {
-            break;
-        }
-        // The estimate is rough (tree lines come and go with a source); only clearly hopeless
-        // raises are left out of a batch.
-        let mut left = room * 1.25 + 16.0;
-        let mut batch: Vec<(FuncId, Raise)> = Vec::new();
-        // Per cut function: (dropped to name only, elided to its signature), from the steps.
-        let mut levels: rustc_hash::FxHashMap<FuncId, (bool, bool)> = rustc_hash::FxHashMap::default();
-        for st in &steps {
-            match *st {
-                Step::Name(k) => levels.entry(k).or_default().0 = true,
-                Step::Signature(k) => levels.entry(k).or_default().1 = true,
-                _ => {}
-            }
-        }
-        for &k in prio {
-            let Some(&(named, signed)) = levels.get(&k) else { continue };
-            let (body, sig) = est.block(k);
-            let now = if named { 0.0 } else { sig };
-            let options = [(Raise::Whole, body - now), (Raise::Signature, sig - now)];
-            let usable = options.into_iter().filter(|&(r, _)| r == Raise::Whole || (named && signed));
-            if let Some((r, cost)) = usable.filter(|&(r, _)| !failed.contains(&(k, r))).find(|&(_, cost)| cost <= left) {
-                batch.push((k, r));
-                left -= cost.max(0.0);
-            }
-        }
-        if batch.is_empty() {
-            break;
-        }
-        loop {
-            tries += 1;
-            let cand = apply(&steps, &batch);
-            let r = eval(&cand)?;
-            if r.tokens <= budget {
-                steps = cand;
-                best = r;
-                break;
-            }
-            if batch.len() == 1 || tries >= max_tries {
-                failed.push(batch[0]);
-                break;
-            }
-            batch.truncate(batch.len() / 2);
-        }
-    }
-    Ok((steps, best))
+/// What the passes after the walk share: the model, its priority order, the estimator, the
+/// budget, and the real render and count of a state (`eval`).
+pub(super) struct Fill<'a> {
+    pub model: &'a Model,
+    pub prio: &'a [FuncId],
+    pub est: &'a Estimator<'a>,
+    pub budget: usize,
+    pub eval: &'a mut dyn FnMut(&[Step]) -> Result<Fitted, BudgetError>,
 }
 
 /// Per function a state cut: (dropped to name only, elided to its signature), from its steps.
@@ -129,19 +42,6 @@ fn cut_levels(steps: &[Step]) -> rustc_hash::FxHashMap<FuncId, (bool, bool)> {
     levels
 }
 
-/// Raise a more important function to whole by demoting less important ones. The walk and
-/// [`refill`] are greedy: when the walk's last step elides a large function, the refill takes
-/// the smaller, less important functions that fit the room left, and the large one stays cut
-/// while they are whole. Here, in priority order, each function with a source block that a
-/// state cut is tried whole, with functions ranked below it demoted, least important first,
-/// until the estimate says it fits: first whole ones to their signature (name only where
-/// eliding saves nothing), then, if that is not enough, signatures to name only. A candidate
-/// that does not fit for real demotes one more and is tried again; one that still does not
-/// fit, whose demotions cannot make room by the estimate, or whose demoted whole functions
-/// are worth more than [`PROMOTE_WORTH`] times its score, is given up. Every accepted state
-/// is better in the priority order (a function whole that was cut, only functions below it
-/// lower) and is followed by a [`refill`] of the room it left. So a function is never left cut
-/// while less important ones are whole if demoting a few of them makes it fit.
 /// A promotion demotes whole functions worth at most this many times the promoted function's
 /// score (in the order of [`Model::priority`]): a more important function is worth more than
 /// any one below it, but not more than any number of them. On sqlparse-comment-space at
@@ -154,99 +54,195 @@ const PROMOTE_WORTH: f64 = 2.0;
 /// At most this many renders refill the room after each promotion.
 const PROMOTE_REFILL_TRIES: usize = 8;
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn promote(
-    model: &Model,
-    prio: &[FuncId],
-    est: &Estimator<'_>,
-    max_tries: usize,
-    budget: usize,
-    mut steps: Vec<Step>,
-    mut best: Fitted,
-    eval: &mut dyn FnMut(&[Step]) -> Result<Fitted, BudgetError>,
-) -> Result<(Vec<Step>, Fitted), BudgetError> {
-    let mut tries = 0;
-    for (i, &k) in prio.iter().enumerate() {
-        if tries >= max_tries {
-            break;
+impl Fill<'_> {
+    /// [`Fill::refill`] then [`Fill::promote`], each with at most `max_tries` renders, from the
+    /// walk's state `steps` (rendered as `best`).
+    pub(super) fn run(&mut self, max_tries: usize, steps: Vec<Step>, best: Fitted) -> Result<(Vec<Step>, Fitted), BudgetError> {
+        let (steps, best) = self.refill(max_tries, steps, best)?;
+        self.promote(max_tries, steps, best)
+    }
+
+    /// Fill the room the walk left. The walk degrades in steps of whole functions, so the state it
+    /// stops at can be well under the budget (the last step may have dropped a large body). In
+    /// priority order, each function the state cut is raised back, to whole if its estimated cost
+    /// fits the room left, else (if it was dropped) to its signature if that fits. The raises are
+    /// tried in batches: as many, in priority order, as the estimate fits into the room; a batch
+    /// that does not fit for real is halved (its first half kept), and a single raise that does not
+    /// fit is given up (from whole it falls back to the signature first). So a wide tree with
+    /// thousands of small cut functions takes a few renders, not one per function. Every accepted
+    /// state is rendered and counted for real, so the result still fits.
+    pub(super) fn refill(&mut self, max_tries: usize, mut steps: Vec<Step>, mut best: Fitted) -> Result<(Vec<Step>, Fitted), BudgetError> {
+        let (prio, est, budget) = (self.prio, self.est, self.budget);
+        /// A raise: the function back to whole, or from name only to its signature.
+        #[derive(Clone, Copy, PartialEq)]
+        enum Raise {
+            Whole,
+            Signature,
         }
-        let levels = cut_levels(&steps);
-        let Some(&(named, signed)) = levels.get(&k) else { continue };
-        if !has_block(model, k) {
-            continue;
-        }
-        let (body, sig) = est.block(k);
-        let now = if named {
-            0.0
-        } else if signed {
-            sig
-        } else {
-            body
+        let apply = |steps: &[Step], batch: &[(FuncId, Raise)]| -> Vec<Step> {
+            // The batch by function (a map: steps and batch can both hold thousands).
+            let mut raised: rustc_hash::FxHashMap<FuncId, (bool, bool)> = rustc_hash::FxHashMap::default();
+            for &(k, r) in batch {
+                let e = raised.entry(k).or_default();
+                match r {
+                    Raise::Whole => e.0 = true,
+                    Raise::Signature => e.1 = true,
+                }
+            }
+            steps
+                .iter()
+                .filter(|s| match s {
+                    Step::Signature(x) => !raised.get(x).is_some_and(|&(whole, _)| whole),
+                    Step::Name(x) => !raised.contains_key(x),
+                    _ => true,
+                })
+                .cloned()
+                .collect()
         };
-        // The estimate leaves out the tree lines that come and go with a source, as in
-        // `refill`: only clearly hopeless promotions are left untried.
-        let room = budget.saturating_sub(best.tokens) as f64 * 1.25 + 16.0;
-        let need = body - now - room;
-        // The demotions, in the order they are made, with what each saves by the estimate.
-        let below = &prio[i + 1..];
-        // (step, tokens it saves, score it costs: the function's when it was whole).
-        let mut demotions: Vec<(Step, f64, f64)> = Vec::new();
-        let score = |d: FuncId| model.funcs.get(d).map_or(0.0, |f| model.priority_score(f).max(0.0));
-        for &d in below.iter().rev() {
-            if levels.contains_key(&d) || !has_block(model, d) {
+        // Raises given up: a whole that did not fit (its signature may still), then the signature.
+        let mut failed: Vec<(FuncId, Raise)> = Vec::new();
+        let mut tries = 0;
+        while tries < max_tries {
+            let room = budget.saturating_sub(best.tokens) as f64;
+            if room < 8.0 {
+                break;
+            }
+            // The estimate is rough (tree lines come and go with a source); only clearly hopeless
+            // raises are left out of a batch.
+            let mut left = room * 1.25 + 16.0;
+            let mut batch: Vec<(FuncId, Raise)> = Vec::new();
+            let levels = cut_levels(&steps);
+            for &k in prio {
+                let Some(&(named, signed)) = levels.get(&k) else { continue };
+                let (body, sig) = est.block(k);
+                let now = if named { 0.0 } else { sig };
+                let options = [(Raise::Whole, body - now), (Raise::Signature, sig - now)];
+                let usable = options.into_iter().filter(|&(r, _)| r == Raise::Whole || (named && signed));
+                if let Some((r, cost)) = usable.filter(|&(r, _)| !failed.contains(&(k, r))).find(|&(_, cost)| cost <= left) {
+                    batch.push((k, r));
+                    left -= cost.max(0.0);
+                }
+            }
+            if batch.is_empty() {
+                break;
+            }
+            loop {
+                tries += 1;
+                let cand = apply(&steps, &batch);
+                let r = (self.eval)(&cand)?;
+                if r.tokens <= budget {
+                    steps = cand;
+                    best = r;
+                    break;
+                }
+                if batch.len() == 1 || tries >= max_tries {
+                    failed.push(batch[0]);
+                    break;
+                }
+                batch.truncate(batch.len() / 2);
+            }
+        }
+        Ok((steps, best))
+    }
+
+    /// Raise a more important function to whole by demoting less important ones. The walk and
+    /// [`Fill::refill`] are greedy: when the walk's last step elides a large function, the refill takes
+    /// the smaller, less important functions that fit the room left, and the large one stays cut
+    /// while they are whole. Here, in priority order, each function with a source block that a
+    /// state cut is tried whole, with functions ranked below it demoted, least important first,
+    /// until the estimate says it fits: first whole ones to their signature (name only where
+    /// eliding saves nothing), then, if that is not enough, signatures to name only. A candidate
+    /// that does not fit for real demotes one more and is tried again; one that still does not
+    /// fit, whose demotions cannot make room by the estimate, or whose demoted whole functions
+    /// are worth more than [`PROMOTE_WORTH`] times its score, is given up. Every accepted state
+    /// is better in the priority order (a function whole that was cut, only functions below it
+    /// lower) and is followed by a [`Fill::refill`] of the room it left. So a function is never left cut
+    /// while less important ones are whole if demoting a few of them makes it fit.
+    pub(super) fn promote(&mut self, max_tries: usize, mut steps: Vec<Step>, mut best: Fitted) -> Result<(Vec<Step>, Fitted), BudgetError> {
+        let (model, prio, est, budget) = (self.model, self.prio, self.est, self.budget);
+        let mut tries = 0;
+        for (i, &k) in prio.iter().enumerate() {
+            if tries >= max_tries {
+                break;
+            }
+            let levels = cut_levels(&steps);
+            let Some(&(named, signed)) = levels.get(&k) else { continue };
+            if !has_block(model, k) {
                 continue;
             }
-            let (db, ds) = est.block(d);
-            if elision_saves(model, d) {
-                demotions.push((Step::Signature(d), db - ds, score(d)));
+            let (body, sig) = est.block(k);
+            let now = if named {
+                0.0
+            } else if signed {
+                sig
             } else {
-                demotions.push((Step::Name(d), db, score(d)));
+                body
+            };
+            // The estimate leaves out the tree lines that come and go with a source, as in
+            // `refill`: only clearly hopeless promotions are left untried.
+            let room = budget.saturating_sub(best.tokens) as f64 * 1.25 + 16.0;
+            let need = body - now - room;
+            // The demotions, in the order they are made, with what each saves by the estimate.
+            let below = &prio[i + 1..];
+            // (step, tokens it saves, score it costs: the function's when it was whole).
+            let mut demotions: Vec<(Step, f64, f64)> = Vec::new();
+            let score = |d: FuncId| model.funcs.get(d).map_or(0.0, |f| model.priority_score(f).max(0.0));
+            for &d in below.iter().rev() {
+                if levels.contains_key(&d) || !has_block(model, d) {
+                    continue;
+                }
+                let (db, ds) = est.block(d);
+                if elision_saves(model, d) {
+                    demotions.push((Step::Signature(d), db - ds, score(d)));
+                } else {
+                    demotions.push((Step::Name(d), db, score(d)));
+                }
+            }
+            for &d in below.iter().rev() {
+                let cut_to_signature = levels.get(&d).is_some_and(|&(n, s)| s && !n);
+                if cut_to_signature || demotions.iter().any(|(s, ..)| *s == Step::Signature(d)) {
+                    demotions.push((Step::Name(d), est.block(d).1, 0.0));
+                }
+            }
+            let worth = score(k) * PROMOTE_WORTH;
+            let total: f64 = demotions.iter().map(|(_, s, _)| s).sum();
+            if need > 0.0 && total < need {
+                continue;
+            }
+            // The fewest demotions the estimate says make room (none when it already fits).
+            let mut n = 0;
+            let mut saved = 0.0;
+            while saved < need && n < demotions.len() {
+                saved += demotions[n].1;
+                n += 1;
+            }
+            loop {
+                let cost: f64 = demotions[..n].iter().map(|(.., c)| c).sum();
+                if tries >= max_tries || cost > worth {
+                    break;
+                }
+                tries += 1;
+                let cand: Vec<Step> = steps
+                    .iter()
+                    .filter(|s| !matches!(s, Step::Signature(x) | Step::Name(x) if *x == k))
+                    .copied()
+                    .chain(demotions[..n].iter().map(|(s, ..)| *s))
+                    .collect();
+                let r = (self.eval)(&cand)?;
+                if r.tokens <= budget {
+                    let fill = max_tries.saturating_sub(tries).clamp(1, PROMOTE_REFILL_TRIES);
+                    tries += fill;
+                    let (s, b) = self.refill(fill, cand, r)?;
+                    steps = s;
+                    best = b;
+                    break;
+                }
+                if n >= demotions.len() {
+                    break;
+                }
+                n += 1;
             }
         }
-        for &d in below.iter().rev() {
-            let cut_to_signature = levels.get(&d).is_some_and(|&(n, s)| s && !n);
-            if cut_to_signature || demotions.iter().any(|(s, ..)| *s == Step::Signature(d)) {
-                demotions.push((Step::Name(d), est.block(d).1, 0.0));
-            }
-        }
-        let worth = score(k) * PROMOTE_WORTH;
-        let total: f64 = demotions.iter().map(|(_, s, _)| s).sum();
-        if need > 0.0 && total < need {
-            continue;
-        }
-        // The fewest demotions the estimate says make room (none when it already fits).
-        let mut n = 0;
-        let mut saved = 0.0;
-        while saved < need && n < demotions.len() {
-            saved += demotions[n].1;
-            n += 1;
-        }
-        loop {
-            let cost: f64 = demotions[..n].iter().map(|(.., c)| c).sum();
-            if tries >= max_tries || cost > worth {
-                break;
-            }
-            tries += 1;
-            let cand: Vec<Step> = steps
-                .iter()
-                .filter(|s| !matches!(s, Step::Signature(x) | Step::Name(x) if *x == k))
-                .copied()
-                .chain(demotions[..n].iter().map(|(s, ..)| *s))
-                .collect();
-            let r = eval(&cand)?;
-            if r.tokens <= budget {
-                let fill = max_tries.saturating_sub(tries).clamp(1, PROMOTE_REFILL_TRIES);
-                tries += fill;
-                let (s, b) = refill(prio, est, fill, budget, cand, r, eval)?;
-                steps = s;
-                best = b;
-                break;
-            }
-            if n >= demotions.len() {
-                break;
-            }
-            n += 1;
-        }
+        Ok((steps, best))
     }
-    Ok((steps, best))
 }

@@ -23,6 +23,7 @@ mod fill;
 mod funcs;
 pub mod notrun;
 pub mod notrun_native;
+mod producer;
 mod rank;
 pub mod relevance;
 pub mod render;

@@ -538,7 +538,7 @@ fn the_budget_fills_the_room_the_walk_leaves() {
 fn the_refill_raises_what_fits_in_batches_and_halves_what_does_not() {
     use super::budget::{Fitted, Step};
     use super::estimate::Estimator;
-    use super::fill::refill;
+    use super::fill::Fill;
     let fx = fixture();
     let m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
     let prio = m.priority();
@@ -554,7 +554,8 @@ fn the_refill_raises_what_fits_in_batches_and_halves_what_does_not() {
         Ok(Fitted { text: String::new(), tokens: size(s), exact: true, report: None })
     };
     // Room for all: one render raises them all.
-    let (_, all) = refill(&prio, &est, 48, 100_000, steps.clone(), start.clone(), &mut eval).unwrap();
+    let (_, all) =
+        Fill { model: &m, prio: &prio, est: &est, budget: 100_000, eval: &mut eval }.refill(48, steps.clone(), start.clone()).unwrap();
     assert_eq!((all.tokens, renders), (100 + 10 * (prio.len() - 1), 1));
     // Room for two raises while the estimate fits more: the batch is halved until it fits,
     // then the rest is tried again, a single raise given up when it does not fit.
@@ -563,7 +564,8 @@ fn the_refill_raises_what_fits_in_batches_and_halves_what_does_not() {
         renders += 1;
         Ok(Fitted { text: String::new(), tokens: size(s), exact: true, report: None })
     };
-    let (_, two) = refill(&prio, &est, 48, 120, steps.clone(), start.clone(), &mut eval).unwrap();
+    let (_, two) =
+        Fill { model: &m, prio: &prio, est: &est, budget: 120, eval: &mut eval }.refill(48, steps.clone(), start.clone()).unwrap();
     assert_eq!(two.tokens, 120);
     assert!(renders <= 8, "{renders} renders");
     // The tries are capped.
@@ -572,7 +574,7 @@ fn the_refill_raises_what_fits_in_batches_and_halves_what_does_not() {
         n += 1;
         Ok(Fitted { text: String::new(), tokens: size(s) + 1_000_000, exact: true, report: None })
     };
-    refill(&prio, &est, 3, 100_000, steps, start, &mut eval).unwrap();
+    Fill { model: &m, prio: &prio, est: &est, budget: 100_000, eval: &mut eval }.refill(3, steps, start).unwrap();
     assert_eq!(n, 3);
 }
 

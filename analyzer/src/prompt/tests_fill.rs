@@ -1,5 +1,5 @@
 //! The budget's fill: a function cut while less important ones are whole is raised whole
-//! by demoting them ([`super::fill::promote`]).
+//! by demoting them ([`super::fill::Fill::promote`]).
 
 use super::budget::{fit, plan_for, Step};
 use super::render::{Format, Renderer};
