@@ -108,7 +108,7 @@ fn now_unix_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
-fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+pub(crate) fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> Result<()> {
     let mut text = serde_json::to_vec_pretty(value)?;
     text.push(b'\n');
     let tmp = path.with_extension("json.tmp");
@@ -208,7 +208,7 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
     let out = output.rec.clone();
     let mut meta = plan.meta.clone();
     write_json_atomic(&out.join(META_FILE), &meta)?;
-    write_inline_probes(plan, &out);
+    let libraries = write_inline_probes(plan, &out);
     write_line_probes(plan, &out);
     let reserve = outdir::reserve_space(&out);
 
@@ -234,6 +234,9 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
         let _ = std::fs::remove_file(r);
     }
 
+    if inline_probes_wanted(plan) {
+        crate::dlopened::after_run(&out, &plan.program, &libraries);
+    }
     let finished = finish_trace(&out, &mut meta);
     if let Some(note) = stop_note(&opts.command[0], outcome.stopped) {
         eprintln!("{note}");
@@ -251,26 +254,35 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
 /// (`inline-probes.json`, read by the native shim: docs/native-recording.md, "Inlined
 /// functions"), unless `SLICE_TRACE_INLINE=0`. Without the file nothing is probed, and `slice`
 /// says it cannot tell which inlined functions ran.
-fn write_inline_probes(plan: &Plan, out: &Path) {
-    let patching = plan.env.iter().any(|(n, c)| *n == plan::ENV_NATIVE_PATCH && *c != plan::EnvChange::Set("0".into()))
-        || std::env::var_os(plan::ENV_NATIVE_PATCH).is_some_and(|v| v != "0");
-    if !patching || plan.meta.target_kind != TargetKind::Native.as_str() || std::env::var_os(ENV_INLINE).is_some_and(|v| v == "0") {
-        return;
+fn write_inline_probes(plan: &Plan, out: &Path) -> Vec<trace_format::meta::InlineProbeList> {
+    if !inline_probes_wanted(plan) {
+        return Vec::new();
     }
     if let Some(list) = crate::inline_probes::cached_probe_list(&plan.program) {
         if let Err(e) = write_json_atomic(&out.join(trace_format::meta::INLINE_PROBES_FILE), &list) {
             eprintln!("trace: cannot write the inline-probe list ({e:#}); inlined functions will not be shown");
         }
     }
-    // The libraries the shim patches at start-up (a project's own `.so`, `libjq.so.1`): their
-    // own lists, in one file (none when none of them inlines code of its own).
-    let libraries: Vec<trace_format::meta::InlineProbeList> =
+    // The libraries the shim patches at start-up (a project's own `.so`, `libjq.so.1`), and
+    // those earlier runs of the program loaded by `dlopen` (dlopened.rs): their own lists, in
+    // one file (none when none of them inlines code of its own).
+    let mut libraries: Vec<trace_format::meta::InlineProbeList> =
         crate::libraries::patched_libraries(&plan.program).iter().filter_map(|l| crate::inline_probes::cached_probe_list(l)).collect();
+    libraries.extend(crate::dlopened::earlier_lists(&plan.program, &libraries));
     if !libraries.is_empty() {
         if let Err(e) = write_json_atomic(&out.join(trace_format::meta::LIBRARY_INLINE_PROBES_FILE), &libraries) {
             eprintln!("trace: cannot write the libraries' inline-probe lists ({e:#}); their inlined functions will not be shown");
         }
     }
+    libraries
+}
+
+/// Whether the run gets inline probes: a native program recorded by entry patching, unless
+/// `SLICE_TRACE_INLINE=0`.
+fn inline_probes_wanted(plan: &Plan) -> bool {
+    let patching = plan.env.iter().any(|(n, c)| *n == plan::ENV_NATIVE_PATCH && *c != plan::EnvChange::Set("0".into()))
+        || std::env::var_os(plan::ENV_NATIVE_PATCH).is_some_and(|v| v != "0");
+    patching && plan.meta.target_kind == TargetKind::Native.as_str() && std::env::var_os(ENV_INLINE).is_none_or(|v| v != "0")
 }
 
 /// With `--lines`, for a program recorded by entry patching, where each statement line of its
