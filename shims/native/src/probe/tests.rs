@@ -18,6 +18,7 @@ fn probes(traps: Traps, groups: Vec<(u32, u32)>, parents: Vec<u32>) -> Probes {
         deferred: Vec::new(),
         base: 0,
         next: std::ptr::null(),
+        gone: AtomicBool::new(false),
     }
 }
 
