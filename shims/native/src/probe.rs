@@ -214,15 +214,25 @@ fn all() -> impl Iterator<Item = &'static Probes> {
     let first = PROBES.load(Ordering::Acquire) as *const Probes;
     // SAFETY: each set is a leaked box published whole (its `next` set before it was), never
     // freed or changed after (but its atomics).
-    std::iter::successors((!first.is_null()).then(|| unsafe { &*first }), |p| (!p.next.is_null()).then(|| unsafe { &*p.next }))
-        .filter(|p| !p.gone.load(Ordering::Acquire))
+    live(unsafe { first.as_ref() })
+}
+
+/// The sets of the chain starting at `first` whose object is still loaded.
+fn live(first: Option<&Probes>) -> impl Iterator<Item = &Probes> {
+    // SAFETY: `next` is null or the set published before this one, which outlives it.
+    std::iter::successors(first, |p| unsafe { p.next.as_ref() }).filter(|p| !p.gone.load(Ordering::Acquire))
 }
 
 /// The object loaded at `base` was unloaded (`dlclose`): its probes are forgotten (their code
 /// is no longer mapped; another object may be loaded there). Called under the objects' lock,
 /// as [`plant`] is.
 pub(crate) fn forget(base: u64) {
-    if let Some(p) = all().find(|p| p.base == base) {
+    forget_in(all(), base);
+}
+
+/// [`forget`] among `sets`.
+fn forget_in<'a>(mut sets: impl Iterator<Item = &'a Probes>, base: u64) {
+    if let Some(p) = sets.find(|p| p.base == base) {
         p.gone.store(true, Ordering::Release);
     }
 }
