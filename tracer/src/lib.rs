@@ -4,6 +4,7 @@
 //! builds the `trace` binary from it; [`main`] is the whole program.
 
 mod detect;
+mod dlopened;
 mod dump;
 mod inline_probes;
 mod launch;

@@ -208,7 +208,7 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
     let out = output.rec.clone();
     let mut meta = plan.meta.clone();
     write_json_atomic(&out.join(META_FILE), &meta)?;
-    crate::probe_lists::write(plan, &out);
+    let libraries = crate::probe_lists::write(plan, &out);
     let reserve = outdir::reserve_space(&out);
 
     let outcome = match launch::spawn_and_wait(plan) {
@@ -233,6 +233,9 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
         let _ = std::fs::remove_file(r);
     }
 
+    if crate::probe_lists::inline_wanted(plan) {
+        crate::dlopened::after_run(&out, &plan.program, &libraries);
+    }
     let finished = finish_trace(&out, &mut meta);
     if let Some(note) = stop_note(&opts.command[0], outcome.stopped) {
         eprintln!("{note}");

@@ -5,39 +5,76 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use trace_format::meta::PatchReport;
+use trace_format::meta::{DlopenedList, PatchReport, DLOPENED_INLINE_PROBES_FILE};
 
-/// The note of a trace with entry-patched processes, from their `patch.json`.
+/// The note of a trace with entry-patched processes, from their `patch.json` and what `trace
+/// run` found about the libraries loaded by `dlopen` (`inline-probes-dlopened.json`).
 pub fn note(dir: &Path) -> String {
     let reports: Vec<PatchReport> = trace_format::reader::TraceDir::open_with(dir, trace_format::reader::FuncTables::Count)
         .map(|td| td.processes.iter().filter_map(|p| p.patch_report().ok().flatten()).collect())
         .unwrap_or_default();
-    note_from(&reports)
+    let dlopened: Vec<DlopenedList> = std::fs::File::open(dir.join(DLOPENED_INLINE_PROBES_FILE))
+        .ok()
+        .and_then(|f| serde_json::from_reader(std::io::BufReader::new(std::io::Read::take(f, 16 << 20))).ok())
+        .unwrap_or_default();
+    note_with(&reports, &dlopened)
+}
+
+/// Why a library loaded by `dlopen` got no inline probe, from what `trace run` found after the
+/// run (`None`: it said nothing of it, as before it did; or it had no list because it has no
+/// inlined code of its own, which [`note_with`] says otherwise).
+fn dlopened_reason(d: &DlopenedList) -> Option<&'static str> {
+    match d.listed {
+        _ if d.had_list => Some(
+            "its list was there, but it was patched only after dlopen returned (with text relocations, or a loader whose hook \
+             the shim does not know), when its code may already run, so no probe was planted",
+        ),
+        Some(0) => None,
+        Some(_) => Some("no list yet: it was loaded by dlopen; the list is cached now, a second run probes it"),
+        None => Some("it was loaded by dlopen and has no debug information to list its inlined code from"),
+    }
+}
+
+/// [`note_with`] without anything known of the libraries loaded by `dlopen`.
+pub fn note_from(reports: &[PatchReport]) -> String {
+    note_with(reports, &[])
 }
 
 fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// [`note`] from the processes' reports.
-pub fn note_from(reports: &[PatchReport]) -> String {
+/// [`note`] from the processes' reports and what `trace run` found about the libraries loaded
+/// by `dlopen` that got no probe (`dlopened`).
+pub fn note_with(reports: &[PatchReport], dlopened: &[DlopenedList]) -> String {
     // Per object (by file name): probed (entries that could not be probed), with nothing of
-    // its own inlined (an empty list), or not probed.
+    // its own inlined (an empty list), not probed for a reason known (a library loaded by
+    // `dlopen`), or not probed.
     let mut probed: BTreeMap<&str, u64> = BTreeMap::new();
     let mut nothing_inlined: Vec<&str> = Vec::new();
     let mut unprobed: Vec<&str> = Vec::new();
+    let mut unprobed_why: BTreeMap<&str, &str> = BTreeMap::new();
     for o in reports.iter().flat_map(|r| &r.objects) {
         let name = file_name(&o.path);
+        let found = dlopened.iter().find(|d| o.dlopened && d.object == o.path);
         match &o.inline_probes {
             Some(p) if p.listed == 0 && !nothing_inlined.contains(&name) => nothing_inlined.push(name),
             Some(p) if p.listed == 0 => {}
             Some(p) => *probed.entry(name).or_default() += p.unprobed,
-            None if o.patched > 0 && !unprobed.contains(&name) => unprobed.push(name),
-            None => {}
+            None if o.patched == 0 => {}
+            None => match found.map(|d| (d, dlopened_reason(d))) {
+                Some((_, Some(why))) => {
+                    unprobed_why.insert(name, why);
+                }
+                Some((d, None)) if d.listed == Some(0) && !nothing_inlined.contains(&name) => nothing_inlined.push(name),
+                _ if !unprobed.contains(&name) => unprobed.push(name),
+                _ => {}
+            },
         }
     }
     nothing_inlined.retain(|n| !probed.contains_key(n));
-    unprobed.retain(|n| !probed.contains_key(n) && !nothing_inlined.contains(n));
+    unprobed_why.retain(|n, _| !probed.contains_key(n) && !nothing_inlined.contains(n));
+    unprobed.retain(|n| !probed.contains_key(n) && !nothing_inlined.contains(n) && !unprobed_why.contains_key(n));
     // One part per kind of object, joined by spaces.
     let mut parts: Vec<String> = Vec::new();
     if !probed.is_empty() {
@@ -59,6 +96,13 @@ pub fn note_from(reports: &[PatchReport]) -> String {
             "in {}, the debug information lists none of its own code as inlined: every one of its functions that ran is in \
              the tree as a call.",
             nothing_inlined.join(", ")
+        ));
+    }
+    for (name, why) in &unprobed_why {
+        parts.push(format!(
+            "in {name}, no inline probe was planted ({why}), so whether code the compiler inlined there ran cannot be told in \
+             this run: a function inlined into its caller runs without a call and is not in the tree; the caller's source shows \
+             where it is called."
         ));
     }
     if !unprobed.is_empty() {
@@ -114,5 +158,46 @@ mod tests {
         }]);
         assert!(o0.contains("in app, the debug information lists none of its own code as inlined"), "{o0}");
         assert!(o0.contains("in libshapes.so, a function the compiler inlined") && !o0.contains("cannot be told"), "{o0}");
+    }
+
+    #[test]
+    fn a_library_loaded_by_dlopen_without_probes_gets_the_reason_trace_run_found() {
+        let dl = |path: &str| PatchObject { dlopened: true, ..obj(path, 2, None) };
+        let r = PatchReport {
+            patched: 9,
+            objects: vec![
+                obj("/w/host", 3, None),
+                dl("/w/plugin.so"),
+                dl("/w/nodebug.so"),
+                dl("/w/o0.so"),
+                dl("/w/textrel.so"),
+                dl("/w/old.so"),
+            ],
+            ..PatchReport::default()
+        };
+        let found = |object: &str, listed: Option<u64>, had_list: bool| DlopenedList { object: object.into(), listed, had_list };
+        let n = note_with(
+            &[r],
+            &[
+                found("/w/plugin.so", Some(2), false),
+                found("/w/nodebug.so", None, false),
+                found("/w/o0.so", Some(0), false),
+                found("/w/textrel.so", Some(3), true),
+            ],
+        );
+        assert!(
+            n.contains(
+                "in plugin.so, no inline probe was planted (no list yet: it was loaded by dlopen; the list is cached now, a second run probes it)"
+            ),
+            "{n}"
+        );
+        assert!(n.contains("in nodebug.so, no inline probe was planted (it was loaded by dlopen and has no debug information"), "{n}");
+        assert!(n.contains("in o0.so, the debug information lists none of its own code as inlined"), "{n}");
+        assert!(
+            n.contains("in textrel.so, no inline probe was planted (its list was there, but it was patched only after dlopen returned"),
+            "{n}"
+        );
+        // Nothing found about it (an older trace): the general note, naming it with the program.
+        assert!(n.contains("in host, old.so, no inline probe was planted (no debug information, a library loaded by dlopen"), "{n}");
     }
 }

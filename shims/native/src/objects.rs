@@ -254,7 +254,14 @@ pub(crate) fn patch_from_loader() {
 /// is patched. Only with a complete listing: an object of a namespace the loader is changing
 /// is not listed, and forgetting it would patch its entries a second time.
 fn forget_unloaded(seen: &mut Seen, objects: &[Loaded]) {
-    seen.loaded.retain(|(b, n)| objects.iter().any(|o| o.base == *b && o.name == *n));
+    seen.loaded.retain(|(b, n)| {
+        let kept = objects.iter().any(|o| o.base == *b && o.name == *n);
+        if !kept {
+            // Its inline probes too (if it had any).
+            crate::probe::forget(*b);
+        }
+        kept
+    });
 }
 
 /// Patch the objects not seen yet. `dlopened`: after a `dlopen`.
@@ -318,9 +325,11 @@ fn patch_objects(dlopened: bool, early: bool) {
                 Ok(syms) => {
                     let report = patch::patch_object(base, &syms);
                     // The libraries patched at start-up get the probes of their lists too
-                    // (`trace run` lists them); one `dlopen`ed later gets none (no list: it
-                    // was not known before the run).
-                    if !program && !dlopened {
+                    // (`trace run` lists them), and so does one `dlopen`ed later when `trace
+                    // run` listed it (an earlier run of the program loaded it) and it is
+                    // patched from the loader's hook, before its code can run (after `dlopen`
+                    // returned, a thread started by its constructors may be running it).
+                    if !program && (!dlopened || early) {
                         probes = crate::probe::plant(base, &path, &report.moved, &report.bodies, false);
                     }
                     if program {

@@ -151,6 +151,9 @@ struct Probes {
     base: u64,
     /// The set of the object probed before this one (the program's is the first), or null.
     next: *const Probes,
+    /// Its object was unloaded (`dlclose`: [`forget`]): the set is skipped by every walk, so
+    /// that an object loaded later at its addresses is neither trapped nor written by it.
+    gone: AtomicBool,
 }
 
 /// An entry-patched function with probes inside it, planted at its first call ([`first_call`]):
@@ -210,12 +213,32 @@ static INSTALLED: AtomicBool = AtomicBool::new(false);
 static CHAINED: AtomicUsize = AtomicUsize::new(libc::SIG_DFL);
 static CHAINED_FLAGS: AtomicI32 = AtomicI32::new(0);
 
-/// Every object's probes, the last planted first.
+/// Every object's probes, the last planted first, but those of unloaded objects.
 fn all() -> impl Iterator<Item = &'static Probes> {
     let first = PROBES.load(Ordering::Acquire) as *const Probes;
     // SAFETY: each set is a leaked box published whole (its `next` set before it was), never
-    // freed or changed after.
-    std::iter::successors((!first.is_null()).then(|| unsafe { &*first }), |p| (!p.next.is_null()).then(|| unsafe { &*p.next }))
+    // freed or changed after (but its atomics).
+    live(unsafe { first.as_ref() })
+}
+
+/// The sets of the chain starting at `first` whose object is still loaded.
+fn live(first: Option<&Probes>) -> impl Iterator<Item = &Probes> {
+    // SAFETY: `next` is null or the set published before this one, which outlives it.
+    std::iter::successors(first, |p| unsafe { p.next.as_ref() }).filter(|p| !p.gone.load(Ordering::Acquire))
+}
+
+/// The object loaded at `base` was unloaded (`dlclose`): its probes are forgotten (their code
+/// is no longer mapped; another object may be loaded there). Called under the objects' lock,
+/// as [`plant`] is.
+pub(crate) fn forget(base: u64) {
+    forget_in(all(), base);
+}
+
+/// [`forget`] among `sets`.
+fn forget_in<'a>(mut sets: impl Iterator<Item = &'a Probes>, base: u64) {
+    if let Some(p) = sets.find(|p| p.base == base) {
+        p.gone.store(true, Ordering::Release);
+    }
 }
 
 /// Set in the address an inline probe's hit is recorded under (the hooks' `this_fn`, the id
@@ -362,14 +385,18 @@ pub(crate) struct Planted {
 /// pages); a probe inside an entry-patched function gets its trap at that function's first
 /// call ([`first_call`]: its body runs only after its entry), the others now. Without
 /// deferring (a `-F`/`-N` filter, whose calls outside it are never registered; or
-/// `SLICE_TRACE_INLINE=start`) every trap is written now. Called from the constructor, before
-/// any other thread exists, once for the program (`program`: its inline and line lists) and
-/// once per library patched at start-up (its inline list among [`LIBRARY_INLINE_PROBES_FILE`]'s,
-/// whose hits get `funcs.jsonl` lines, `inline.bin` being the program's; its line list among
-/// [`LIBRARY_LINE_PROBES_FILE`]'s, whose states go into a `lines-lib-<k>.bin` of its own):
-/// each object's probes are a set of their own ([`PROBES`]), all under the one [`LOCK`]. Nothing when there is no
-/// list for this object (or inline probes are off and there is no line list, or [`Isa::TRAP`]
-/// is empty: not supported on this architecture).
+/// `SLICE_TRACE_INLINE=start`) every trap is written now. Called once for the program
+/// (`program`: its inline and line lists) and once per library with a list (its inline list
+/// among [`LIBRARY_INLINE_PROBES_FILE`]'s, whose hits get `funcs.jsonl` lines, `inline.bin`
+/// being the program's; its line list among [`LIBRARY_LINE_PROBES_FILE`]'s, whose states go
+/// into a `lines-lib-<k>.bin` of its own): from the constructor, before any other thread
+/// exists, for the program and the libraries loaded with it; from the loader's hook inside
+/// `dlopen` for a library it loads (objects.rs), before the library is relocated and its
+/// constructors run, so that no thread can run its code yet (the loader holds its lock: no
+/// `dlsym` can reach it) and no other `plant` runs (the objects' lock is held). Each object's
+/// probes are a set of their own ([`PROBES`]), all under the one [`LOCK`]. Nothing when there is
+/// no list for this object (or inline probes are off and there is no line list, or
+/// [`Isa::TRAP`] is empty: not supported on this architecture).
 pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64, u64)], program: bool) -> Planted {
     // No trap: inline probes are not supported on this architecture (arch/aarch64).
     if Native::TRAP.is_empty() || all().any(|p| p.base == base) {
@@ -439,8 +466,8 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64,
     let mut bodies: Vec<(u64, u64)> = bodies.to_vec();
     bodies.sort_unstable();
     let mut in_body = Walk::new(&bodies);
-    // SAFETY: every address is inside an executable segment of the program (checked above),
-    // and no other thread runs yet (the contract).
+    // SAFETY: every address is inside an executable segment of the object (checked above),
+    // whose code no other thread can run yet (the contract).
     let mut traps = unsafe { write_traps::<Native>(&addrs, |a| lazy && in_body.start_of(a).is_some()) };
     // Each probe's roles: those wanted at its address (both sorted: one walk).
     let mut planted = (0u64, 0u64);
@@ -508,7 +535,7 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64,
     at_entry.sort_unstable_by_key(|e| (e.0, e.1));
     let entry_groups = inline.map(|l| l.groups).filter(|g| !g.is_empty()).unwrap_or_default();
     let next = PROBES.load(Ordering::Acquire) as *const Probes;
-    let probes = Probes { traps, groups, parents, at_entry, hits, entry_groups, lines, deferred, base, next };
+    let probes = Probes { traps, groups, parents, at_entry, hits, entry_groups, lines, deferred, base, next, gone: AtomicBool::new(false) };
     PROBES.store(Box::into_raw(Box::new(probes)), Ordering::Release);
     out
 }
@@ -582,7 +609,8 @@ fn parents_of(list: &InlineProbeList) -> Vec<(u32, AtomicBool)> {
 /// its trap is written. Nothing is written where `I` has no trap.
 ///
 /// # Safety
-/// Every address lies in the program's mapped executable code, and no other thread runs.
+/// Every address lies in the program's mapped executable code, and no other thread runs it
+/// (none exists yet, or the object is a library being loaded, whose code cannot run yet).
 pub(crate) unsafe fn write_traps<I: Isa>(addrs: &[u64], mut defer: impl FnMut(u64) -> bool) -> Traps {
     let trap = I::TRAP;
     let mut out = Traps { probes: Vec::with_capacity(addrs.len()), pages: Vec::new() };

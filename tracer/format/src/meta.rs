@@ -452,6 +452,29 @@ pub const INLINE_PROBES_FILE: &str = "inline-probes.json";
 /// `funcs.jsonl` line (`"inlined": true`), not in `inline.bin`, which is the program's.
 pub const LIBRARY_INLINE_PROBES_FILE: &str = "inline-probes-libs.json";
 
+/// What `trace run` found, after the run, about the non-system objects that a process of
+/// the run loaded by `dlopen` and that got no inline probes (docs/native-recording.md,
+/// "Inlined functions"): a JSON array of [`DlopenedList`], absent when there was none (within
+/// version 3). Their lists cannot be known before a first run; `trace run` computes them now,
+/// caches them and remembers that the program loads them, so that its next run probes them.
+pub const DLOPENED_INLINE_PROBES_FILE: &str = "inline-probes-dlopened.json";
+
+/// One object of [`DLOPENED_INLINE_PROBES_FILE`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DlopenedList {
+    /// The object, as `patch.json` names it.
+    pub object: String,
+    /// How many inlined entries its list has (0: its debug information lists none of its own
+    /// code as inlined); absent: it has no list (no debug information, or it cannot be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listed: Option<u64>,
+    /// Its list was in [`LIBRARY_INLINE_PROBES_FILE`] for this run already (an earlier run
+    /// loaded it), yet it was not probed: patched only after `dlopen` returned (the loader's
+    /// hook was not used for it), when its code may already run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub had_list: bool,
+}
+
 /// The list of line-probe addresses `trace run --lines` writes into the trace directory for a
 /// native program (docs/native-recording.md, "Lines that ran"): an [`InlineProbeList`] whose
 /// offsets are the starts of the program's own `is_stmt` line-table rows and whose groups are

@@ -1,6 +1,6 @@
 //! The probes' tests: traps written and restored, groups and roles disarmed.
 
-use super::{release, write_traps, Held, Probe, Probes, Traps, MAX_TRAP, ROLES, TRAP};
+use super::{forget_in, live, release, write_traps, Held, Probe, Probes, Traps, MAX_TRAP, ROLES, TRAP};
 use crate::arch::{Isa, Native};
 use std::sync::atomic::AtomicBool;
 
@@ -18,6 +18,7 @@ fn probes(traps: Traps, groups: Vec<(u32, u32)>, parents: Vec<u32>) -> Probes {
         deferred: Vec::new(),
         base: 0,
         next: std::ptr::null(),
+        gone: AtomicBool::new(false),
     }
 }
 
@@ -318,4 +319,20 @@ fn a_walk_over_ranges_finds_the_range_holding_each_address() {
     let asked = [0, 10, 19, 20, 24, 25, 39, 40, 49, 50, 60, 15, 45];
     let found: Vec<Option<u64>> = asked.iter().map(|&a| w.start_of(a)).collect();
     assert_eq!(found, [None, Some(10), Some(10), Some(20), Some(20), None, None, Some(40), Some(40), None, None, Some(10), Some(40)]);
+}
+
+/// A set whose object was unloaded (`dlclose`) is skipped by every walk; the others stay.
+#[test]
+fn an_unloaded_objects_probes_are_skipped_by_the_walks() {
+    let empty = || Traps { probes: Vec::new(), pages: Vec::new() };
+    let program = Probes { base: 0x1000, ..probes(empty(), Vec::new(), Vec::new()) };
+    let plugin = Probes { base: 0x7000, next: &program, ..probes(empty(), Vec::new(), Vec::new()) };
+    let later = Probes { base: 0x9000, next: &plugin, ..probes(empty(), Vec::new(), Vec::new()) };
+    let bases = || live(Some(&later)).map(|p| p.base).collect::<Vec<_>>();
+    assert_eq!(bases(), [0x9000, 0x7000, 0x1000]);
+    forget_in(live(Some(&later)), 0x7000);
+    assert_eq!(bases(), [0x9000, 0x1000]);
+    // An address no set has: nothing changes.
+    forget_in(live(Some(&later)), 0x5000);
+    assert_eq!(bases(), [0x9000, 0x1000]);
 }

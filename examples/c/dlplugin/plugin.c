@@ -1,0 +1,26 @@
+/* A plugin built `gcc -g -O1 -fPIC -shared` and loaded by `dlopen` (host.c): its static
+ * helpers, each called once, are inlined into the exported `plugin_fn`. `scale` runs for a
+ * positive argument, `refuse` only for another. Recorded twice by `trace run`, the first
+ * prompt says why the plugin was not probed (its list was not known before that run), the
+ * second shows the helper that ran under plugin_fn, marked [inlined], with its source, and
+ * not the other (tests/native_dlopen_inline.rs). The test of `n` first keeps both helpers'
+ * code out of plugin_fn's first bytes. */
+#include <stdio.h>
+
+static long scale(long n) {
+    long s = 0;
+    for (long i = 1; i <= n; i++)
+        s += i * i * 7;
+    return s;
+}
+
+static long refuse(long n) {
+    fprintf(stderr, "not positive: %ld\n", n);
+    return -1;
+}
+
+long plugin_fn(long n) {
+    if (n <= 0)
+        return refuse(n);
+    return scale(n);
+}

@@ -1,0 +1,102 @@
+//! End-to-end: inline probes in a library loaded by `dlopen` (docs/native-recording.md,
+//! "Inlined functions"; tracer/src/dlopened.rs). `examples/c/dlplugin/plugin.c` built `gcc -g
+//! -O1 -fPIC -shared`, whose exported `plugin_fn` has two static helpers inlined into it,
+//! loaded by `host.c` with `dlopen`: the first run cannot probe it (its list was not known
+//! before the run) and its prompt says so and why; the second run probes it, and the helper
+//! that ran is in the tree under `plugin_fn`, marked `[inlined]`, with its source; the one
+//! that did not run is not.
+
+mod native_support;
+
+use native_support::*;
+use slice_trace_e2e::{call_tree_text as tree_text, cmd, run, run_ok, scratch, source_block as block, texts};
+use std::path::Path;
+
+/// `trace run` with patching and probes as by default, and its cache in `cache` (a first run
+/// of this test's plugin is a first run whatever ran before).
+fn trace(cache: &Path, dir: &Path, exe: &Path, args: &[&str]) -> String {
+    let mut c = cmd("trace");
+    c.env_remove("SLICE_TRACE_PATCH").env_remove("SLICE_TRACE_INLINE").env("XDG_CACHE_HOME", cache);
+    let out = run(c.arg("run").arg("-o").arg(dir).arg("--").arg(exe).args(args));
+    assert!(out.status.success(), "{:?}", texts(&out));
+    texts(&out).0
+}
+
+fn prompt(dir: &Path) -> String {
+    run_ok(cmd("slice").arg("from-trace").arg(dir).arg("-q").arg("What does the plugin compute?"))
+}
+
+/// The plugin's object in the process's `patch.json`.
+fn plugin_report(dir: &Path) -> serde_json::Value {
+    let pdir = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).find(|p| p.join("proc.json").exists()).expect("a process");
+    let patch: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(pdir.join("patch.json")).unwrap()).unwrap();
+    let obj = patch["objects"].as_array().unwrap().iter().find(|o| o["path"].as_str().is_some_and(|p| p.ends_with("/plugin.so")));
+    obj.unwrap_or_else(|| panic!("{patch}")).clone()
+}
+
+#[test]
+fn a_plugin_loaded_by_dlopen_is_probed_from_its_second_run_and_the_first_says_why_not() {
+    let s = scratch();
+    let src = example("c/dlplugin");
+    let (plugin, host, cache) = (s.path().join("plugin.so"), s.path().join("host"), s.path().join("cache"));
+    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-fPIC", "-shared", "-o"]).arg(&plugin).arg(src.join("plugin.c")));
+    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-o"]).arg(&host).arg(src.join("host.c")).arg("-ldl"));
+    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    // Both helpers are inlined into plugin_fn: no function of their own, two inlined instances.
+    let syms = run_ok(std::process::Command::new("nm").arg(&plugin));
+    assert!(syms.contains(" T plugin_fn") && !syms.contains(" scale") && !syms.contains(" refuse"), "{syms}");
+    let dwarf = run_ok(std::process::Command::new("readelf").arg("--debug-dump=info").arg(&plugin));
+    assert_eq!(dwarf.matches("DW_TAG_inlined_subroutine").count(), 2, "{dwarf}");
+    let text = std::fs::read_to_string(src.join("plugin.c")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let plugin_arg = plugin.to_string_lossy().into_owned();
+
+    // First run: no list for the plugin before it; the prompt says why it was not probed.
+    let t = s.path().join("first.d");
+    assert_eq!(trace(&cache, &t, &host, &[&plugin_arg, "4"]), "210\n");
+    let p = prompt(&t);
+    assert_eq!(tree_text(&p), "main\n  plugin_fn\n", "{p}");
+    assert!(
+        p.contains(
+            "in plugin.so, no inline probe was planted (no list yet: it was loaded by dlopen; the list is cached now, a second run probes it)"
+        ),
+        "{p}"
+    );
+    assert!(p.contains("in host, the debug information lists none of its own code as inlined"), "{p}");
+    assert!(plugin_report(&t).get("inline_probes").is_none(), "{}", plugin_report(&t));
+
+    // Second run: probed; scale ran, refuse did not.
+    let t = s.path().join("second.d");
+    assert_eq!(trace(&cache, &t, &host, &[&plugin_arg, "4"]), "210\n");
+    let p = prompt(&t);
+    assert_eq!(tree_text(&p), "main\n  plugin_fn\n    scale [inlined]\n", "{p}");
+    assert!(p.contains("#### `scale` (") && p.contains("plugin.c:10-15)"), "{p}");
+    assert_eq!(block(&p, "scale"), Some(lines[9..15].join("\n").as_str()), "{p}");
+    assert!(!p.contains("`refuse`"), "refuse did not run: {p}");
+    assert!(p.contains("in plugin.so, a function the compiler inlined into its caller is shown under that caller"), "{p}");
+    assert!(!p.contains("no list yet") && !p.contains("cannot be told"), "{p}");
+    let obj = plugin_report(&t);
+    let n = |k: &str| obj["inline_probes"][k].as_u64().unwrap_or_else(|| panic!("{obj}"));
+    assert!(obj["dlopened"] == true && n("listed") >= 2 && n("unprobed") == 0 && n("listed") == n("planted") + n("at_entry"), "{obj}");
+    assert!(!t.join("inline-probes-dlopened.json").exists(), "nothing left unprobed");
+
+    // The other way round: refuse ran, scale did not.
+    let t = s.path().join("zero.d");
+    assert_eq!(trace(&cache, &t, &host, &[&plugin_arg, "0"]), "-1\n");
+    let p = prompt(&t);
+    assert_eq!(tree_text(&p), "main\n  plugin_fn\n    refuse [inlined]\n", "{p}");
+    assert_eq!(block(&p, "refuse"), Some(lines[16..20].join("\n").as_str()), "{p}");
+    assert!(!p.contains("`scale`"), "{p}");
+
+    // A plugin rebuilt without debug information: its old list is not used, and the note
+    // says why it has none.
+    let o = run(std::process::Command::new("gcc").args(["-g0", "-O1", "-fPIC", "-shared", "-o"]).arg(&plugin).arg(src.join("plugin.c")));
+    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    let t = s.path().join("nodebug.d");
+    assert_eq!(trace(&cache, &t, &host, &[&plugin_arg, "4"]), "210\n");
+    let p = prompt(&t);
+    // (Without DWARF the tree names the function's object.)
+    assert_eq!(tree_text(&p), "main\n  plugin_fn  (plugin.so)\n", "{p}");
+    assert!(p.contains("in plugin.so, no inline probe was planted (it was loaded by dlopen and has no debug information"), "{p}");
+}
