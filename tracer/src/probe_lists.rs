@@ -17,13 +17,16 @@ use trace_format::probes::ProbeKind;
 /// `SLICE_TRACE_INLINE=0` turns inline probes off.
 pub const ENV_INLINE: &str = "SLICE_TRACE_INLINE";
 
+/// The lists of more libraries for a program, but those already among the second argument's.
+type MoreLists = fn(&Path, &[InlineProbeList]) -> Vec<InlineProbeList>;
+
 /// One kind of list: how an object's is made, and what is lost when it cannot be written.
 struct Kind {
     kind: ProbeKind,
     list: fn(&Path) -> Option<InlineProbeList>,
     /// The lists of the libraries earlier runs of the program loaded by `dlopen` (dlopened.rs),
     /// but those already among the second argument's.
-    earlier: Option<fn(&Path, &[InlineProbeList]) -> Vec<InlineProbeList>>,
+    earlier: Option<MoreLists>,
     what: &'static str,
     lost: &'static str,
 }
