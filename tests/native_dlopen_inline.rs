@@ -44,10 +44,7 @@ fn a_plugin_loaded_by_dlopen_is_probed_from_its_second_run_and_the_first_says_wh
     let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-o"]).arg(&host).arg(src.join("host.c")).arg("-ldl"));
     assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
     // Both helpers are inlined into plugin_fn: no function of their own, two inlined instances.
-    let syms = run_ok(std::process::Command::new("nm").arg(&plugin));
-    assert!(syms.contains(" T plugin_fn") && !syms.contains(" scale") && !syms.contains(" refuse"), "{syms}");
-    let dwarf = run_ok(std::process::Command::new("readelf").arg("--debug-dump=info").arg(&plugin));
-    assert_eq!(dwarf.matches("DW_TAG_inlined_subroutine").count(), 2, "{dwarf}");
+    assert_helpers_inlined(&plugin, "plugin_fn", &["scale", "refuse"]);
     let text = std::fs::read_to_string(src.join("plugin.c")).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let plugin_arg = plugin.to_string_lossy().into_owned();

@@ -23,10 +23,7 @@ fn a_static_helper_inlined_in_a_shared_library_is_shown_when_it_ran_and_only_the
     let (lib, exe) = build_with_library(s.path(), &dir.join("hashing.c"), "hashing", &dir.join("hasher.c"), "hasher");
     // Both helpers are inlined into lib_hash: no function of their own, and two inlined
     // instances in the library's DWARF.
-    let syms = run_ok(std::process::Command::new("nm").arg(&lib));
-    assert!(syms.contains(" T lib_hash") && !syms.contains(" mix") && !syms.contains(" complain"), "{syms}");
-    let dwarf = run_ok(std::process::Command::new("readelf").arg("--debug-dump=info").arg(&lib));
-    assert_eq!(dwarf.matches("DW_TAG_inlined_subroutine").count(), 2, "{dwarf}");
+    assert_helpers_inlined(&lib, "lib_hash", &["mix", "complain"]);
 
     let text = std::fs::read_to_string(dir.join("hashing.c")).unwrap();
     let lines: Vec<&str> = text.lines().collect();

@@ -47,6 +47,18 @@ pub fn build_with_library(dir: &Path, lib_src: &Path, name: &str, prog_src: &Pat
     (lib, exe)
 }
 
+/// That `lib` exports `exported` and that `helpers`, its static functions, are all inlined into
+/// it: no symbol of their own, one `DW_TAG_inlined_subroutine` each.
+pub fn assert_helpers_inlined(lib: &Path, exported: &str, helpers: &[&str]) {
+    let syms = slice_trace_e2e::run_ok(std::process::Command::new("nm").arg(lib));
+    assert!(syms.contains(&format!(" T {exported}")), "{syms}");
+    for h in helpers {
+        assert!(!syms.contains(&format!(" {h}")), "{h} has a symbol of its own:\n{syms}");
+    }
+    let dwarf = slice_trace_e2e::run_ok(std::process::Command::new("readelf").arg("--debug-dump=info").arg(lib));
+    assert_eq!(dwarf.matches("DW_TAG_inlined_subroutine").count(), helpers.len(), "{dwarf}");
+}
+
 /// `trace run -o <dir> -- <prog> <args>`, from the example's directory.
 pub fn trace(dir: &Path, prog: &Path, args: &[&str]) -> Output {
     let mut c = cmd("trace");

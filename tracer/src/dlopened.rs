@@ -34,12 +34,11 @@ fn record_file(program: &Path) -> Option<PathBuf> {
     record_file_in(&crate::shims::cache_dir().ok()?, program)
 }
 
-/// [`record_file`] in the cache directory `cache`.
+/// [`record_file`] in the cache directory `cache` (its directories are made only by
+/// [`remember`], when there is something to write).
 fn record_file_in(cache: &Path, program: &Path) -> Option<PathBuf> {
     use sha2::{Digest, Sha256};
     let dir = cache.join("dlopened");
-    crate::shims::private_dir(cache).ok()?;
-    crate::shims::private_dir(&dir).ok()?;
     let program = program.canonicalize().unwrap_or_else(|_| program.to_path_buf());
     let key: String = Sha256::digest(program.as_os_str().as_encoded_bytes()).iter().map(|b| format!("{b:02x}")).collect();
     Some(dir.join(format!("{key}.json")))
@@ -118,6 +117,10 @@ fn remember(file: &Path, loaded: Vec<String>) {
     all.retain(|o| Path::new(o).is_file());
     all.truncate(REMEMBERED);
     let Some(dir) = file.parent() else { return };
+    let Some(cache) = dir.parent() else { return };
+    if crate::shims::private_dir(cache).is_err() || crate::shims::private_dir(dir).is_err() {
+        return;
+    }
     if let Ok(mut tmp) = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir) {
         use std::io::Write;
         if serde_json::to_vec(&all).is_ok_and(|b| tmp.write_all(&b).is_ok()) {
@@ -139,6 +142,9 @@ mod tests {
         std::fs::write(&b, b"").unwrap();
         let record = |p: &str| record_file_in(&cache, &d.path().join(p)).unwrap();
         let s = |p: &Path| p.to_string_lossy().into_owned();
+        // Looking for a record makes no directory; remembering makes them.
+        assert_eq!(remembered(Some(record("prog"))), Vec::<String>::new());
+        assert!(!cache.exists());
         remember(&record("prog"), vec![s(&a), s(&gone)]);
         assert_eq!(remembered(Some(record("prog"))), vec![s(&a)]);
         remember(&record("prog"), vec![s(&b)]);
