@@ -570,13 +570,23 @@ fn no_source_notes(threads: &[PreparedThread]) -> Vec<String> {
 /// A path for display: relative to `cwd` when inside it; installed packages as
 /// `site-packages/<path in the package directory>`; the Python standard library as
 /// `stdlib/<path>`; Rust's standard library and cargo dependencies as `rust-library/<path>`
-/// and `cargo-registry/<package>/<path>`; anything else absolute. Control characters are
+/// and `cargo-registry/<package>/<path>`; anything else absolute; `.` and `..` resolved as
+/// text (`tests/../pkg/x.py` is `pkg/x.py`). Control characters are
 /// escaped ([`escape::line`]): the result is for display only.
 pub fn display_path(file: &Path, cwd: &Path) -> String {
     escape::line(&shortened_path(file, cwd)).into_owned()
 }
 
 fn shortened_path(file: &Path, cwd: &Path) -> String {
+    // `dir/../x.py` as `x.py`: Python names a module by the `sys.path` entry it was found
+    // through (a conftest.py adding `tests/..`), which the reader does not need to see.
+    let normalized;
+    let file = if file.components().any(|c| matches!(c, std::path::Component::ParentDir | std::path::Component::CurDir)) {
+        normalized = trace_format::normalize_path(file);
+        normalized.as_path()
+    } else {
+        file
+    };
     if let Ok(r) = file.strip_prefix(cwd) {
         if !r.as_os_str().is_empty() {
             return r.display().to_string();
@@ -620,6 +630,7 @@ mod tests {
         assert_eq!(display_path(Path::new("/usr/lib/python3/dist-packages/rich/table.py"), cwd), "dist-packages/rich/table.py");
         assert_eq!(display_path(Path::new("/usr/lib/python3.11/json/decoder.py"), cwd), "stdlib/json/decoder.py");
         assert_eq!(display_path(Path::new("/opt/x.py"), cwd), "/opt/x.py");
+        assert_eq!(display_path(Path::new("/home/u/proj/tests/../pkg/./gen.py"), cwd), "pkg/gen.py");
     }
 }
 
