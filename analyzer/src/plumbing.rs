@@ -92,7 +92,24 @@ pub fn is_test_file(path: &Path) -> bool {
         || (c_like && (stem.starts_with("test_") || stem.ends_with("_test") || stem.ends_with("_unittest")))
         || name.ends_with("_test.py")
         || name == "conftest.py"
-        || path.parent().is_some_and(|d| d.components().any(|c| matches!(c.as_os_str().to_str(), Some("tests" | "test" | "testing"))))
+        || parent_dirs(path).iter().any(|c| matches!(c.as_str(), "tests" | "test" | "testing"))
+}
+
+/// The names of the directories above `path`'s file, `.` and `..` resolved as text: a module
+/// Python found through `tests/..` on `sys.path` (`tests/../pkg/gen.py`) is not in `tests`.
+fn parent_dirs(path: &Path) -> Vec<String> {
+    let mut dirs: Vec<String> = Vec::new();
+    let parent = path.parent().map(|d| d.components()).into_iter().flatten();
+    for c in parent {
+        match c {
+            std::path::Component::ParentDir => {
+                dirs.pop();
+            }
+            std::path::Component::Normal(n) => dirs.push(n.to_string_lossy().into_owned()),
+            _ => {}
+        }
+    }
+    dirs
 }
 
 /// Packages that the name of their family stands for in a question or filter: "How does clap
@@ -408,6 +425,9 @@ mod tests {
                 && is_test_file(Path::new("/p/test_x.py"))
                 && !is_test_file(Path::new("/p/app/latest.py"))
         );
+        // A package Python found through `tests/..` on `sys.path` is not test code.
+        assert!(!is_test_file(Path::new("/p/tests/../pkg/gen.py")) && !is_test_file(Path::new("tests/../pkg/gen.py")));
+        assert!(is_test_file(Path::new("/p/pkg/../tests/helpers.py")));
     }
 
     #[test]
