@@ -168,6 +168,11 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64,
     }
     at_entry.sort_unstable_by_key(|e| (e.0, e.1));
     let entry_groups = inline.map(|l| l.groups).filter(|g| !g.is_empty()).unwrap_or_default();
+    // A library planted from the loader's hook inside `dlopen`, after the constructor mapped
+    // the other sets' files: its own file now, before its code can run.
+    if let Some(set) = &lines {
+        crate::lines::attach_late(set);
+    }
     let next = PROBES.load(Ordering::Acquire) as *const Probes;
     let probes = Probes { traps, groups, parents, at_entry, hits, entry_groups, lines, deferred, base, next, gone: AtomicBool::new(false) };
     PROBES.store(Box::into_raw(Box::new(probes)), Ordering::Release);
