@@ -11,13 +11,18 @@
 //!   `inline-probes-dlopened.json`, so that the prompt's note gives the reason for each. Every
 //!   such object is remembered as one the program loads (per program, in the per-user cache:
 //!   `<cache>/slice-trace/dlopened/<sha256 of the program's path>.json`).
-//! - **Before the next run** ([`earlier_lists`]): the lists of the objects remembered for the
+//! - **Before the next run** ([`earlier_inline_lists`]): the lists of the objects remembered for the
 //!   program (cache hits; computed again for one that changed) go into
 //!   `inline-probes-libs.json` beside those of its `DT_NEEDED` libraries, and the shim plants
 //!   them when the loader's hook inside `dlopen` patches the object (shims/native/src/objects.rs).
 //!
+//! Line probes (`--lines`) the same way: after a run with `--lines`, each object loaded by
+//! `dlopen` gets its line list computed and cached too; before the next run with `--lines`,
+//! the remembered objects' line lists ([`earlier_line_lists`]) go into `line-probes-libs.json`,
+//! planted at the same point as their inline probes.
+//!
 //! A run that loads nothing by `dlopen` costs one failed `open` of the program's record before
-//! it, and a read of each process's `patch.json` after it.
+//! it (one per kind of list), and a read of each process's `patch.json` after it.
 
 use std::path::{Path, PathBuf};
 use trace_format::meta::{DlopenedList, InlineProbeList, PatchReport, PATCH_FILE};
@@ -59,19 +64,27 @@ fn remembered(record: Option<PathBuf>) -> Vec<String> {
 
 /// The inline-probe lists of the objects that earlier runs of `program` loaded by `dlopen`
 /// (see the module's description), but those whose object is among `have`'s.
-pub fn earlier_lists(program: &Path, have: &[InlineProbeList]) -> Vec<InlineProbeList> {
-    remembered(record_file(program))
-        .iter()
-        .filter(|o| !have.iter().any(|l| l.object == **o))
-        .filter_map(|o| crate::inline_probes::cached_probe_list(Path::new(o)))
-        .collect()
+pub fn earlier_inline_lists(program: &Path, have: &[InlineProbeList]) -> Vec<InlineProbeList> {
+    earlier_lists(program, have, crate::inline_probes::cached_probe_list)
+}
+
+/// The line-probe lists of the objects that earlier runs of `program` loaded by `dlopen`, but
+/// those whose object is among `have`'s.
+pub fn earlier_line_lists(program: &Path, have: &[InlineProbeList]) -> Vec<InlineProbeList> {
+    earlier_lists(program, have, crate::line_probes::cached_line_list)
+}
+
+/// The lists (`list`) of the objects remembered for `program`, but those among `have`'s.
+fn earlier_lists(program: &Path, have: &[InlineProbeList], list: fn(&Path) -> Option<InlineProbeList>) -> Vec<InlineProbeList> {
+    remembered(record_file(program)).iter().filter(|o| !have.iter().any(|l| l.object == **o)).filter_map(|o| list(Path::new(o))).collect()
 }
 
 /// After the run whose trace directory is `out` (see the module's description): the objects
-/// its processes loaded by `dlopen` are remembered for `program`; those without inline probes
-/// get their lists cached and are said in `inline-probes-dlopened.json`. `listed` are the
-/// libraries' lists `trace run` gave the run.
-pub fn after_run(out: &Path, program: &Path, listed: &[InlineProbeList]) {
+/// its processes loaded by `dlopen` are remembered for `program`; with inline probes
+/// (`inline`), those without them get their lists cached and are said in
+/// `inline-probes-dlopened.json`; with line probes (`lines`), each gets its line list cached.
+/// `listed` are the libraries' inline lists `trace run` gave the run.
+pub fn after_run(out: &Path, program: &Path, listed: &[InlineProbeList], inline: bool, lines: bool) {
     let mut loaded: Vec<String> = Vec::new();
     let mut unprobed: Vec<DlopenedList> = Vec::new();
     let Ok(entries) = std::fs::read_dir(out) else { return };
@@ -83,8 +96,12 @@ pub fn after_run(out: &Path, program: &Path, listed: &[InlineProbeList]) {
         for o in report.objects.iter().filter(|o| o.dlopened && o.patched > 0 && o.skipped.is_none()) {
             if !loaded.contains(&o.path) {
                 loaded.push(o.path.clone());
+                if lines && o.line_probes.is_none() {
+                    // Cached for the next run (its result is not needed now).
+                    let _ = crate::line_probes::cached_line_list(Path::new(&o.path));
+                }
             }
-            if o.inline_probes.is_some() || unprobed.iter().any(|u| u.object == o.path) {
+            if !inline || o.inline_probes.is_some() || unprobed.iter().any(|u| u.object == o.path) {
                 continue;
             }
             let list = crate::inline_probes::cached_probe_list(Path::new(&o.path));

@@ -2,8 +2,8 @@
 //! by entry patching starts, for the native shim (docs/trace-format.md, `trace_format::probes`):
 //! inline probes (inline_probes.rs; unless `SLICE_TRACE_INLINE=0`) and, with `--lines`, line
 //! probes (line_probes.rs), each for the program and for the shared libraries of its own that the
-//! shim patches at start-up (libraries.rs), found once for both, and for inline probes the
-//! libraries earlier runs of the program loaded by `dlopen` (dlopened.rs). Without a list nothing of that
+//! shim patches at start-up (libraries.rs), found once for both, and the libraries earlier runs
+//! of the program loaded by `dlopen` (dlopened.rs). Without a list nothing of that
 //! kind is probed in that object: `slice` says it cannot tell which inlined functions ran, or
 //! shows the object's functions whole.
 
@@ -34,14 +34,14 @@ struct Kind {
 const INLINE: Kind = Kind {
     kind: ProbeKind::Inline,
     list: crate::inline_probes::cached_probe_list,
-    earlier: Some(crate::dlopened::earlier_lists),
+    earlier: Some(crate::dlopened::earlier_inline_lists),
     what: "inline-probe",
     lost: "inlined functions will not be shown",
 };
 const LINES: Kind = Kind {
     kind: ProbeKind::Lines,
     list: crate::line_probes::cached_line_list,
-    earlier: None,
+    earlier: Some(crate::dlopened::earlier_line_lists),
     what: "line-probe",
     lost: "functions will be shown whole",
 };
@@ -58,10 +58,15 @@ pub fn write(plan: &Plan, out: &Path) -> Vec<InlineProbeList> {
     if inline_wanted(plan) {
         inline = write_kind(&INLINE, plan, out, &libraries);
     }
-    if plan.meta.options["lines"] == "on" {
+    if lines_wanted(plan) {
         write_kind(&LINES, plan, out, &libraries);
     }
     inline
+}
+
+/// Whether the run gets line probes (`--lines`, a native program recorded by entry patching).
+pub fn lines_wanted(plan: &Plan) -> bool {
+    patched_native(plan) && plan.meta.options["lines"] == "on"
 }
 
 /// Whether the program is native and recorded by entry patching.

@@ -233,8 +233,9 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
         let _ = std::fs::remove_file(r);
     }
 
-    if crate::probe_lists::inline_wanted(plan) {
-        crate::dlopened::after_run(&out, &plan.program, &libraries);
+    let (inline, lines) = (crate::probe_lists::inline_wanted(plan), crate::probe_lists::lines_wanted(plan));
+    if inline || lines {
+        crate::dlopened::after_run(&out, &plan.program, &libraries, inline, lines);
     }
     let finished = finish_trace(&out, &mut meta);
     if let Some(note) = stop_note(&opts.command[0], outcome.stopped) {

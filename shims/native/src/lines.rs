@@ -22,10 +22,12 @@
 //! [`LINE_OF_RAN`] (disarmed: another row of its line ran).
 //! The mapping is made in [`LineSet::new`] (anonymous, shared), and [`attach`] puts each set's
 //! file's mapping at the same address once the process directory exists (the constructor,
-//! before any other thread). A forked child keeps the parent's mappings: its lines land in the
+//! before any other thread). A set planted later, for a library loaded by `dlopen` that an
+//! earlier run loaded (planted from the loader's hook inside `dlopen`, with its inline probes),
+//! gets its file there and then ([`attach_late`]), before its code can run. A forked child keeps the parent's mappings: its lines land in the
 //! parent's files (the analyzer takes the union of every process anyway).
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 #[cfg(doc)]
 use trace_format::meta::{LIBRARY_LINE_PROBES_FILE, LINES_BIN_FILE, LINE_PROBES_FILE};
 use trace_format::meta::{LINE_ARMED, LINE_OF_RAN, LINE_RAN, LINE_UNKNOWN};
@@ -108,15 +110,19 @@ impl LineSet {
     }
 
     /// Put the shared mapping of its file in `dir` where the anonymous one is, with its bytes:
-    /// from now on the file holds them. Before any other thread exists (the constructor).
+    /// from now on the file holds them. Before any thread can touch its bytes: before any other
+    /// thread exists (the constructor), or before its object's code can run and before the set
+    /// is published ([`attach_late`]).
     fn attach(&self, dir: &std::path::Path) -> std::io::Result<()> {
         use std::io::Write;
         use std::os::fd::AsRawFd;
         let mut f = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(dir.join(&self.file))?;
-        // SAFETY: `len` bytes of our mapping, read by this thread alone (no other thread yet).
+        // SAFETY: `len` bytes of our mapping, read by this thread alone (no other thread can
+        // reach them yet: the contract).
         f.write_all(unsafe { std::slice::from_raw_parts(self.bytes, self.len) })?;
         // SAFETY: replaces our own mapping (same address and length) with the file's, shared;
-        // no other thread runs, and no probe fires meanwhile (the program has not started).
+        // no other thread touches it, and none of its probes fires meanwhile (the program has
+        // not started, or the object's code cannot run yet: the contract).
         let p = unsafe {
             libc::mmap(
                 self.bytes as *mut libc::c_void,
@@ -134,9 +140,14 @@ impl LineSet {
     }
 }
 
+/// The constructor's [`attach`] ran: a set planted from now on attaches its own file
+/// ([`attach_late`]).
+static ATTACHED: AtomicBool = AtomicBool::new(false);
+
 /// After the constructor planted the probes: make the process directory and map each line
 /// set's file there ([`LineSet::attach`]). Nothing without line probes.
 pub(crate) fn attach() {
+    ATTACHED.store(true, Ordering::Release);
     let mut sets = crate::probe::line_sets().peekable();
     if sets.peek().is_none() {
         return;
@@ -147,6 +158,24 @@ pub(crate) fn attach() {
             let file = dir.join(&set.file);
             crate::process::warn_once(&format!("cannot write {}: {e}; the lines that ran there are not saved", file.display()));
         }
+    }
+}
+
+/// A set planted after the constructor's [`attach`] (a library loaded by `dlopen`, from the
+/// loader's hook inside it, before its code can run and before the set is published): its
+/// file's mapping now, in the process directory if it is made (it is not made here: the
+/// objects' lock is held). Before the constructor's [`attach`], nothing: that one maps it.
+pub(crate) fn attach_late(set: &LineSet) {
+    if !ATTACHED.load(Ordering::Acquire) {
+        return;
+    }
+    let Some(dir) = crate::process::process_dir() else {
+        crate::process::warn_once(&format!("no process directory yet: the lines that ran in {} are not saved", set.file));
+        return;
+    };
+    if let Err(e) = set.attach(&dir) {
+        let file = dir.join(&set.file);
+        crate::process::warn_once(&format!("cannot write {}: {e}; the lines that ran there are not saved", file.display()));
     }
 }
 

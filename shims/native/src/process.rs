@@ -73,6 +73,17 @@ pub(crate) struct Proc {
     pub(crate) modules: Vec<(u64, String)>,
 }
 
+/// The process's trace directory if it is made already (nothing is made: for a caller that
+/// holds the objects' lock, which making it takes to write `patch.json`).
+pub(crate) fn process_dir() -> Option<PathBuf> {
+    if STATE.load(Ordering::Acquire) != READY {
+        return None;
+    }
+    let p = PROC.load(Ordering::Acquire);
+    // SAFETY: set before READY was published and never freed.
+    (!p.is_null()).then(|| unsafe { (*p).dir.clone() })
+}
+
 /// The process's trace directory, created on first use by the first thread that gets here.
 pub(crate) fn ensure_process() -> Option<PathBuf> {
     loop {
