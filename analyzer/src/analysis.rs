@@ -219,8 +219,8 @@ fn explain_empty(t: &LoadedTrace, opts: &Options, baseline: Option<&Baseline>, c
 }
 
 /// A process's command line for labels: the program by its file name, arguments under the
-/// run's directory relative to it, and at most 100 characters; control characters escaped
-/// ([`escape::line`]).
+/// run's directory relative to it, and at most 100 characters; arguments quoted as a shell
+/// needs them and control characters escaped ([`escape::command`]).
 pub fn short_argv(argv: &[String], cwd: &Path) -> String {
     let mut parts: Vec<String> = Vec::with_capacity(argv.len());
     for (i, a) in argv.iter().enumerate() {
@@ -232,7 +232,7 @@ pub fn short_argv(argv: &[String], cwd: &Path) -> String {
         };
         parts.push(shown.unwrap_or_else(|| a.clone()));
     }
-    let s = escape::line(&parts.join(" ")).into_owned();
+    let s = escape::command(&parts);
     if s.chars().count() > 100 {
         let cut: String = s.chars().take(97).collect();
         format!("{cut}...")
@@ -651,6 +651,9 @@ mod label_tests {
             short_argv(&argv, Path::new("/elsewhere")),
             "python3 /a/very/long/checkout/path/of/some/user/examples/python/checksum.py x"
         );
+        // Quoted as a shell needs it: one command, not `python3 -c import time` then `time.sleep(5)`.
+        let c: Vec<String> = ["python3", "-c", "import time; time.sleep(5)"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(short_argv(&c, Path::new("/")), "python3 -c 'import time; time.sleep(5)'");
         let long: Vec<String> = vec!["prog".into(), "a".repeat(200)];
         let l = short_argv(&long, Path::new("/"));
         assert!(l.ends_with("...") && l.chars().count() == 100);

@@ -1,6 +1,6 @@
 //! Where a program's inlined code starts, for the recorder's inline probes
 //! (docs/native-recording.md, "Inlined functions"): every `DW_TAG_inlined_subroutine`'s entry
-//! (`DW_AT_entry_pc`) and the start of each of its address ranges, with the chain of inlined
+//! (`DW_AT_entry_pc`, where it lies inside them) and the start of each of its address ranges, with the chain of inlined
 //! functions it belongs to. Which instances get a probe is the caller's rule (`keep`, by the
 //! inlined function's declaration file).
 
@@ -92,16 +92,24 @@ pub fn instance_starts(obj: &object::File, mut keep: impl FnMut(&Path) -> bool, 
             // An entry where the instance is entered (DW_AT_entry_pc) and at the start of each
             // of its ranges: code motion can run a later range without the entry's (hexyl's
             // Unit::get_multiplier is seen only by a later range).
+            // An entry outside every range of the instance is left out: the symbolizer finds no
+            // inlined code there (gcc 12 at `-O1` can put a helper's entry at its caller's first
+            // instruction, the range starting after it), so its probe would name the caller
+            // itself as inlined into itself.
             let start = |addr| InlinedStart { addr, depth: inlined, chain, parent };
-            if let Some(a) = entry.attr_value(gimli::DW_AT_entry_pc).ok().flatten().and_then(|v| unit.attr_address(v).ok().flatten()) {
-                out.push(start(a));
-            }
             let Ok(mut ranges) = unit.die_ranges(entry) else { continue };
+            let mut spans = Vec::new();
             while let Ok(Some(r)) = ranges.next() {
                 if r.end > r.begin {
-                    out.push(start(r.begin));
+                    spans.push((r.begin, r.end));
                 }
             }
+            if let Some(a) = entry.attr_value(gimli::DW_AT_entry_pc).ok().flatten().and_then(|v| unit.attr_address(v).ok().flatten()) {
+                if spans.iter().any(|&(b, e)| (b..e).contains(&a)) {
+                    out.push(start(a));
+                }
+            }
+            out.extend(spans.iter().map(|&(b, _)| start(b)));
             if out.len() >= limit {
                 return Ok(out);
             }

@@ -193,3 +193,32 @@ fn an_lto_build_is_described_through_references_into_other_units() {
     let without_helper = crate::inlined::instance_starts(&obj, |f| f != a_c, 1000).unwrap();
     assert!(without_helper.len() < all.len(), "{without_helper:?} {all:?}");
 }
+
+/// gcc 12 at `-O1` gives `digits`, inlined first thing into `process`, a `DW_AT_entry_pc` at
+/// `process`'s own first instruction, before the range that holds `digits`' code. Every start
+/// listed for a probe must be where the symbolizer finds inlined code; a probe at that entry
+/// named `process` as inlined into itself (`process [inlined]` under `process`).
+#[test]
+fn every_inline_probe_start_is_inside_inlined_code() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(
+        d.path().join("p.c"),
+        "#include <stdio.h>\nstatic int digits(unsigned v) {\n  int n = 0;\n  do { n++; v /= 10; } while (v);\n  return n;\n}\n\
+         static int never(unsigned x) {\n  int s = 0;\n  while (x) { s += x % 7; x /= 7; }\n  return s;\n}\n\
+         __attribute__((noinline)) int process(unsigned v, int flag) {\n  int r = digits(v);\n  if (flag) r += never(v);\n  return r;\n}\n\
+         int main(int argc, char **argv) {\n  (void)argv;\n  int s = 0;\n  for (unsigned i = 0; i < 5; i++) s += process(i * 12345u, argc > 5);\n  printf(\"%d\\n\", s);\n  return 0;\n}\n",
+    )
+    .unwrap();
+    sh(Command::new("cc").current_dir(d.path()).args(["-g", "-O1", "-o", "p", "p.c"]));
+    let exe = d.path().join("p");
+    let data = std::fs::read(&exe).unwrap();
+    let obj = object::File::parse(&*data).unwrap();
+    let starts = crate::inlined::instance_starts(&obj, |_| true, 1000).unwrap();
+    assert!(!starts.is_empty(), "digits is inlined into process");
+    let addrs: Vec<u64> = starts.iter().map(|s| s.addr).collect();
+    let found = ObjectFile::open(&exe).unwrap().functions_at(&exe, &addrs);
+    for (s, f) in starts.iter().zip(&found.funcs) {
+        let f = f.as_ref().expect("a start is inside a function");
+        assert!(!f.inlined_at.is_empty(), "{:#x} ({s:?}) is in {} with no inlined code there", s.addr, f.qualname);
+    }
+}

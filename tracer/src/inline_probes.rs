@@ -22,8 +22,9 @@ const MAX_PROBES: usize = 1_000_000;
 /// The rules by which a list is made, part of a cached list's key: changed with them (5: a
 /// declaration file's path is normalized before [`own_code`] sees it, as the analyzer's are).
 /// 6: groups have parents, [`InlineProbeList::group_parents`]. 7: an object with debug
-/// information that inlines none of its own code gets an empty list, not none.)
-const LIST_RULES: u32 = 7;
+/// information that inlines none of its own code gets an empty list, not none. 8: an inlined
+/// instance's entry outside its ranges gets no probe.)
+const LIST_RULES: u32 = 8;
 
 /// Lists kept in the cache (the most recently used).
 const CACHE_KEEP: usize = 64;

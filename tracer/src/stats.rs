@@ -172,7 +172,7 @@ pub fn render(trace: &TraceDir, s: &Summary, verbose: bool) -> String {
     let m = &trace.meta;
     let mut o = String::new();
     let _ = writeln!(o, "trace:      {}", line(&trace.root.display().to_string()));
-    let _ = writeln!(o, "command:    {}", line(&m.argv.join(" ")));
+    let _ = writeln!(o, "command:    {}", trace_format::escape::command(&m.argv));
     let _ = writeln!(o, "cwd:        {}", line(&m.cwd));
     let _ = writeln!(o, "target:     {}", line(&m.target_kind));
     let exit = match m.exit {
@@ -199,7 +199,7 @@ pub fn render(trace: &TraceDir, s: &Summary, verbose: bool) -> String {
         let forked = p.forked_from.map(|f| format!(", forked from {f}")).unwrap_or_default();
         let hook = p.hook.as_ref().map(|h| format!(", {} hook", line(h))).unwrap_or_default();
         let _ = writeln!(o, "{}: pid {} (parent {}{forked}), {} {}{hook}", line(&p.dir), p.pid, p.ppid, line(&p.kind), line(&p.runtime));
-        let _ = writeln!(o, "  argv:      {}", line(&p.argv.join(" ")));
+        let _ = writeln!(o, "  argv:      {}", trace_format::escape::command(&p.argv));
         let _ = writeln!(o, "  functions: {}, events: {}", p.functions, p.events);
         if let Some(r) = &p.patch {
             render_patch(&mut o, r, verbose);

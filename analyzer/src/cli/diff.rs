@@ -151,9 +151,17 @@ pub fn write_tree(
     plus: Style,
 ) -> std::io::Result<()> {
     let (only_a, only_b) = d.counts();
-    paint(w, pal.header, &trace_format::escape::line(&format!("--- A {}: {}", ta.dir.display(), ta.meta.argv.join(" "))))?;
+    paint(
+        w,
+        pal.header,
+        &trace_format::escape::line(&format!("--- A {}: {}", ta.dir.display(), trace_format::escape::command(&ta.meta.argv))),
+    )?;
     writeln!(w)?;
-    paint(w, pal.header, &trace_format::escape::line(&format!("+++ B {}: {}", tb.dir.display(), tb.meta.argv.join(" "))))?;
+    paint(
+        w,
+        pal.header,
+        &trace_format::escape::line(&format!("+++ B {}: {}", tb.dir.display(), trace_format::escape::command(&tb.meta.argv))),
+    )?;
     writeln!(w)?;
     writeln!(w, "# functions only in A ({}): {}", d.funcs_only_a.len(), list(&d.funcs_only_a))?;
     writeln!(w, "# functions only in B ({}): {}", d.funcs_only_b.len(), list(&d.funcs_only_b))?;

@@ -38,7 +38,7 @@ pub fn run(a: ExportArgs) -> anyhow::Result<()> {
             tree: &th.tree,
         })
         .collect();
-    let argv = trace_format::escape::line(&t.meta.argv.join(" ")).into_owned();
+    let argv = trace_format::escape::command(&t.meta.argv);
     let mut bars = 0;
     a.output.write("timeline", |w| {
         bars = match a.format {

@@ -33,7 +33,7 @@ pub fn run(a: FlamegraphArgs) -> anyhow::Result<()> {
     let t = &t;
     let names = FrameNames::new(vs.iter().map(|v| &v.tree), &t.cwd);
     let flame = Flame {
-        title: a.title.clone().unwrap_or_else(|| t.meta.argv.join(" ")),
+        title: a.title.clone().unwrap_or_else(|| trace_format::escape::command(&t.meta.argv)),
         subtitle: Some(format!(
             "{}: {} events; widths: {}",
             t.dir.display(),

@@ -21,7 +21,7 @@ pub fn run(a: GraphArgs) -> anyhow::Result<()> {
     let t = &t;
     let names = FrameNames::new(vs.iter().map(|v| &v.tree), &t.cwd);
     let g = graph::build(&vs, &names, &t.cwd);
-    let dot = graph::to_dot(&g, &t.meta.argv.join(" "));
+    let dot = graph::to_dot(&g, &trace_format::escape::command(&t.meta.argv));
     a.output.write("call graph", |w| w.write_all(dot.as_bytes()))?;
     eprintln!("slice: call graph: {} functions, {} caller-callee edges", g.node_count(), g.edge_count());
     Ok(())

@@ -32,7 +32,7 @@ pub fn run(a: TreeArgs) -> anyhow::Result<()> {
         None => ", exit status not recorded".to_string(),
     };
     a.output.write("tree", |w| {
-        let head = format!("# {}: {}{exit}, {} events", t.dir.display(), t.meta.argv.join(" "), t.events);
+        let head = format!("# {}: {}{exit}, {} events", t.dir.display(), trace_format::escape::command(&t.meta.argv), t.events);
         tree::paint(w, pal.header, &trace_format::escape::line(&head))?;
         writeln!(w)?;
         tree::render_all(w, &vs, &t.cwd, &pal)

@@ -409,7 +409,7 @@ pub fn record_until(p: &RecordParams, stop: &dyn Fn() -> Option<StopReason>) -> 
         std::thread::sleep(Duration::from_millis(10));
     }
     let elapsed = started.elapsed();
-    let mut s = format!("Recorded `{}` (in {}) into {}\n", p.argv.join(" "), cwd.display(), out.display());
+    let mut s = format!("Recorded `{}` (in {}) into {}\n", trace_format::escape::command(&p.argv), cwd.display(), out.display());
     let how = match (status.code(), status.signal()) {
         (Some(c), _) => format!("exit status {c}"),
         (None, Some(sig)) => format!("killed by signal {sig}{}", if sig == libc::SIGTERM { " (SIGTERM)" } else { "" }),
@@ -492,8 +492,9 @@ pub fn record_until(p: &RecordParams, stop: &dyn Fn() -> Option<StopReason>) -> 
         }
     }
     if private {
-        publish(&rec, &out)
-            .with_context(|| format!("recorded `{}`, but the trace could not be put at {}", p.argv.join(" "), out.display()))?;
+        publish(&rec, &out).with_context(|| {
+            format!("recorded `{}`, but the trace could not be put at {}", trace_format::escape::command(&p.argv), out.display())
+        })?;
     }
     s.push_str(&shown("stdout", &out_buf));
     s.push_str(&shown("stderr", &err_buf));

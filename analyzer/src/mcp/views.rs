@@ -87,7 +87,7 @@ pub fn tree(p: &TreeParams) -> anyhow::Result<String> {
     let t = traces.first().context("internal error: no prepared trace")?;
     let threads = if p.merge_threads == Some(true) { Threads::Merged } else { Threads::Separate };
     let vs = views::views(t, threads);
-    let mut head = escape::line(&format!("# {}: {}, {} events", t.dir.display(), t.meta.argv.join(" "), t.events)).into_owned();
+    let mut head = escape::line(&format!("# {}: {}, {} events", t.dir.display(), escape::command(&t.meta.argv), t.events)).into_owned();
     head.push('\n');
     for o in &t.outcome {
         head.push_str(&crate::testrun::clean_text(o));

@@ -114,7 +114,7 @@ impl Model {
             }
             mtraces.push(ModelTrace {
                 dir: t.dir.display().to_string(),
-                command: t.meta.argv.join(" "),
+                command: trace_format::escape::command(&t.meta.argv),
                 cwd: t.meta.cwd.clone(),
                 threads,
                 notes: t.notes.clone(),

@@ -155,7 +155,8 @@ impl TestTable {
     /// `3 failed, 458 passed; run failed: t.d: exit status 1`.
     pub fn summary(&self) -> String {
         let mut s = if self.tests.is_empty() {
-            "no recorded tests (record a run of pytest or unittest: `trace run -- python -m pytest ...`)".to_string()
+            "no recorded tests (record a run of pytest, unittest, `cargo test` or a GoogleTest binary: `trace run -- python -m pytest ...`)"
+                .to_string()
         } else {
             outcome_counts(self.tests.iter().map(|r| &r.test))
         };
@@ -228,5 +229,19 @@ impl TestTable {
             ));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// `slice tests` on a trace without tests names every kind of run it reads tests from, as
+    /// `--test` does (`cargo test` and GoogleTest binaries are recorded as programs).
+    #[test]
+    fn no_tests_names_every_runner_tests_are_read_from() {
+        let s = super::TestTable::default().summary();
+        assert!(s.starts_with("no recorded tests"), "{s}");
+        for runner in ["pytest", "unittest", "`cargo test`", "GoogleTest"] {
+            assert!(s.contains(runner), "{runner}: {s}");
+        }
     }
 }

@@ -335,7 +335,7 @@ pub fn prompt_within(
     traces: &mut [PreparedTrace],
     budget: Option<(usize, crate::tokens::Tokenizer)>,
 ) -> Result<String, DiffTooSmall> {
-    let cmd = |t: &PreparedTrace| t.meta.argv.join(" ");
+    let cmd = |t: &PreparedTrace| trace_format::escape::command(&t.meta.argv);
     let (cmd_a, cmd_b) = (cmd(&traces[0]), cmd(&traces[1]));
     let (dir_a, dir_b) = (traces[0].dir.display().to_string(), traces[1].dir.display().to_string());
     let model = Model::build(question.unwrap_or(""), traces);

@@ -21,6 +21,7 @@
 //! - [`block`]: multi-line text that is shown as lines (source code, a failure's message, a
 //!   tree already built from escaped names): newlines and tabs kept, a CR before a newline
 //!   dropped, every other unsafe character escaped.
+//! - [`command`]: a command line, its arguments quoted as a shell would need them, then [`line`].
 //! - [`code_span`]: a Markdown inline code span around [`line`]'s text, delimited by more
 //!   backticks than any run inside (so a backtick in a name cannot end it).
 //! - [`xml_attr`], [`xml_text`]: an XML attribute value (entities for `&<>"`) and the text of
@@ -105,6 +106,26 @@ pub fn block(s: &str) -> Cow<'_, str> {
         ('\r', Some('\n')) => Keep::Drop,
         _ => Keep::Escape,
     })
+}
+
+/// A command line (argv) as one line a POSIX shell reads back as the same words: an argument
+/// made only of letters, digits and `_@%+=:,./-` as it is, any other (empty, a space, a quote,
+/// `;`, `$`, ...) in single quotes (`'` written `'\''`); then [`line`]. `python3 -c 'import
+/// time; time.sleep(5)'`, not `python3 -c import time; time.sleep(5)` (two commands to a
+/// reader), and `pytest -k 'rect and not square'`.
+pub fn command(argv: &[String]) -> String {
+    let words: Vec<Cow<'_, str>> = argv
+        .iter()
+        .map(|a| {
+            let plain = !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "_@%+=:,./-".contains(c));
+            if plain {
+                Cow::Borrowed(a.as_str())
+            } else {
+                Cow::Owned(format!("'{}'", a.replace('\'', "'\\''")))
+            }
+        })
+        .collect();
+    line(&words.join(" ")).into_owned()
 }
 
 /// A Markdown inline code span of [`line`]'s text: delimited by one backtick more than the
@@ -218,6 +239,19 @@ pub fn json_write<W: std::io::Write, T: serde::Serialize + ?Sized>(w: W, value: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_line_quotes_the_arguments_a_shell_would_split_or_interpret() {
+        let argv = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            command(&argv(&["python3", "examples/python/shop_app.py", "--x=1,2", "a@b:c%d+e"])),
+            "python3 examples/python/shop_app.py --x=1,2 a@b:c%d+e"
+        );
+        assert_eq!(command(&argv(&["python3", "-c", "import time; time.sleep(5)"])), "python3 -c 'import time; time.sleep(5)'");
+        assert_eq!(command(&argv(&["pytest", "-k", "rect and not square", ""])), "pytest -k 'rect and not square' ''");
+        assert_eq!(command(&argv(&["echo", "it's", "$HOME"])), r"echo 'it'\''s' '$HOME'");
+        assert_eq!(command(&argv(&["printf", "a\nb\x1b"])), r"printf 'a\nb\x1b'");
+    }
 
     /// One sample of each class of unsafe character, and its escape.
     const UNSAFE: &[(char, &str)] = &[
