@@ -305,7 +305,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                 for (seq, names, part) in crate::testrun::built_earlier(p, test, &kinds) {
                     let Some(by) = p.tests.iter().find(|x| x.tid == test.tid && x.seq as usize == seq) else { continue };
                     notes.push(format!(
-                        "State that {} reused was built earlier, by {}: {} ran there and not in this test (a cache filled on first use, or a fixture computed once). That part of the earlier test's tree is shown too, with its source.",
+                        "{} may have reused state built earlier, by {}: {} ran there and not in this test (a cache filled on first use, or a fixture computed once; or only a branch this test did not take, which the calls alone cannot tell apart). That part of the earlier test's tree is shown too, with its source.",
                         test.id,
                         by.id,
                         names.join(", ")
