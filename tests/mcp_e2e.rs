@@ -146,6 +146,8 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
         {"tool": "prompt", "arguments": {"trace": [p(&arg), p(&plain)], "question": "What differs?", "variant": "T", "focus": ["decorate"], "focus_subtree": true}},
         // 24: sources over the limit.
         {"tool": "source", "arguments": {"trace": p(&shop), "function": "main", "max_tokens": 200}},
+        // 25: a command that does not exist, recorded into a fresh directory of its own.
+        {"tool": "record", "arguments": {"argv": ["no-such-command-xyz"], "cwd": p(d)}},
     ]);
     let r = session(&calls);
     // What each answer cost (`cargo test --test mcp_e2e -- --nocapture`; docs/agents.md).
@@ -222,7 +224,7 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
     // diff: what only the --emoji run reached.
     let (err, text) = result(&r, 7);
     assert!(!err, "{text}");
-    assert!(text.contains(&format!("--- A {}: {} {demo} --emoji hello :smile:\n", p(&arg), python())), "{text}");
+    assert!(text.contains(&format!("--- A {}: {} {demo} --emoji 'hello :smile:'\n", p(&arg), python())), "{text}");
     assert!(
         text.contains(
             "# functions only in A (2): emojize (examples/python/views_demo.py:31), replace_code (examples/python/views_demo.py:25)\n\
@@ -301,6 +303,15 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
     ]));
     assert_eq!(text, cli);
     assert!(text.contains("## Run 2: `") && text.contains("      emojize  (examples/python/views_demo.py:31)\n"), "{text}");
+    // `trace`'s own refusal is the reason given, and the fresh directory made for the trace
+    // does not stay behind.
+    let (err, text) = result(&r, 25);
+    let second = text.lines().nth(1).unwrap_or_default();
+    assert!(err && second.starts_with("exit status 127; trace: error: ") && second.contains("no-such-command-xyz"), "{text}");
+    let left: Vec<_> =
+        std::fs::read_dir(d.join(".slice-traces")).map(|r| r.filter_map(Result::ok).map(|e| e.file_name()).collect()).unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+
     let (err, text) = result(&r, 24);
     assert!(!err && tokens(&text) <= 200, "{} tokens: {text}", tokens(&text));
     assert!(

@@ -190,6 +190,14 @@ fn tail_reader(mut r: impl Read + Send + 'static) -> (Tail, std::thread::JoinHan
 }
 
 /// The end of a captured stream, for the answer.
+/// The last `trace: error: ...` line `trace` wrote on stderr, if any.
+fn trace_error(buf: &Mutex<(Vec<u8>, usize)>) -> Option<String> {
+    let g = buf.lock().ok()?;
+    let text = String::from_utf8_lossy(&g.0);
+    let line = text.lines().rev().find(|l| l.starts_with("trace: error: "))?;
+    Some(crate::testrun::clean_text(line.trim_end()))
+}
+
 fn shown(name: &str, buf: &Mutex<(Vec<u8>, usize)>) -> String {
     let Ok(g) = buf.lock() else { return String::new() };
     let (bytes, total) = (&g.0, g.1);
@@ -484,8 +492,15 @@ pub fn record_until(p: &RecordParams, stop: &dyn Fn() -> Option<StopReason>) -> 
         }
         Err(e) => {
             // Nothing usable was recorded (the command could not run, or ran no traced code);
-            // an earlier trace at `out` stays as it was.
-            let mut msg = format!("{}\n{how}; the trace cannot be read: {}\n", s.lines().next().unwrap_or_default(), at_out(e.to_string()));
+            // an earlier trace at `out` stays as it was, and a fresh directory this call made
+            // goes if nothing was put in it.
+            if !private {
+                let _ = std::fs::remove_dir(&rec);
+            }
+            // `trace`'s own refusal (a command not found, an interpreter it cannot record) is
+            // the reason, not the unreadable directory it leaves.
+            let why = trace_error(&err_buf).unwrap_or_else(|| format!("the trace cannot be read: {}", at_out(e.to_string())));
+            let mut msg = format!("{}\n{how}; {why}\n", s.lines().next().unwrap_or_default());
             msg.push_str(&shown("stdout", &out_buf));
             msg.push_str(&shown("stderr", &err_buf));
             return drop_rec(Err(anyhow::anyhow!(msg.trim_end().to_string())));
