@@ -222,7 +222,7 @@ fn flamegraph_is_valid_svg_with_the_frames_and_the_command() {
     let out = r.dir.join("calls.svg");
     run_ok(cmd("slice").args(["flamegraph", p(&r.arg), "--weight", "calls", "-o", p(&out)]));
     let (titles, title) = svg_titles(&std::fs::read_to_string(&out).unwrap());
-    assert!(title.contains("views_demo.py --emoji hello :smile: and :star:"), "title: {title}");
+    assert!(title.contains("views_demo.py --emoji 'hello :smile: and :star:'"), "title: {title}");
     // Call weighting: a frame's width is the calls made in its subtree (4 for replace_code, 5 with emojize).
     for want in ["<module> (", "main (", "replace_code (4 calls", "emojize (5 calls", "decorate (8 calls", "border (1 calls"] {
         assert!(titles.iter().any(|t| t.starts_with(want)), "no frame {want:?} in {titles:?}");
