@@ -38,11 +38,8 @@ fn plugin_report(dir: &Path) -> serde_json::Value {
 fn a_plugin_loaded_by_dlopen_is_probed_from_its_second_run_and_the_first_says_why_not() {
     let s = scratch();
     let src = example("c/dlplugin");
-    let (plugin, host, cache) = (s.path().join("plugin.so"), s.path().join("host"), s.path().join("cache"));
-    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-fPIC", "-shared", "-o"]).arg(&plugin).arg(src.join("plugin.c")));
-    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
-    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-o"]).arg(&host).arg(src.join("host.c")).arg("-ldl"));
-    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    let (plugin, host) = build_dlplugin(s.path());
+    let cache = s.path().join("cache");
     // Both helpers are inlined into plugin_fn: no function of their own, two inlined instances.
     assert_helpers_inlined(&plugin, "plugin_fn", &["scale", "refuse"]);
     let text = std::fs::read_to_string(src.join("plugin.c")).unwrap();

@@ -44,11 +44,8 @@ fn process_dir(dir: &Path) -> std::path::PathBuf {
 fn a_plugins_branch_that_did_not_run_is_condensed_from_its_second_run() {
     let s = scratch();
     let src = example("c/dlplugin");
-    let (plugin, host, cache) = (s.path().join("plugin.so"), s.path().join("host"), s.path().join("cache"));
-    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-fPIC", "-shared", "-o"]).arg(&plugin).arg(src.join("plugin.c")));
-    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
-    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-o"]).arg(&host).arg(src.join("host.c")).arg("-ldl"));
-    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    let (plugin, host) = build_dlplugin(s.path());
+    let cache = s.path().join("cache");
     let plugin_src = src.join("plugin.c");
     let text = std::fs::read_to_string(&plugin_src).unwrap();
     let lines: Vec<&str> = text.lines().collect();

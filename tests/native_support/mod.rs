@@ -47,6 +47,18 @@ pub fn build_with_library(dir: &Path, lib_src: &Path, name: &str, prog_src: &Pat
     (lib, exe)
 }
 
+/// `examples/c/dlplugin` built `gcc -g -O1` in `dir`: `plugin.so` (`-fPIC -shared`) and
+/// `host`, which loads it with `dlopen`. The plugin's and the host's paths.
+pub fn build_dlplugin(dir: &Path) -> (PathBuf, PathBuf) {
+    let src = example("c/dlplugin");
+    let (plugin, host) = (dir.join("plugin.so"), dir.join("host"));
+    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-fPIC", "-shared", "-o"]).arg(&plugin).arg(src.join("plugin.c")));
+    assert!(o.status.success(), "gcc failed: {:?}", slice_trace_e2e::texts(&o));
+    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-o"]).arg(&host).arg(src.join("host.c")).arg("-ldl"));
+    assert!(o.status.success(), "gcc failed: {:?}", slice_trace_e2e::texts(&o));
+    (plugin, host)
+}
+
 /// That `lib` exports `exported` and that `helpers`, its static functions, are all inlined into
 /// it: no symbol of their own, one `DW_TAG_inlined_subroutine` each.
 pub fn assert_helpers_inlined(lib: &Path, exported: &str, helpers: &[&str]) {
