@@ -265,6 +265,37 @@ fn a_failed_run_says_so_without_tests() {
 }
 
 #[test]
+fn a_traceback_names_the_function_of_every_frame_pytest_shows() {
+    // pytest's long-style entries (the test's frame, the innermost one) say no function name:
+    // the innermost says the exception. The recorder adds the function from pytest's own
+    // traceback, so the prompt's traceback names where it was raised.
+    let d = scratch();
+    let cwd = d.path().join("tb");
+    std::fs::create_dir_all(cwd.join("pkg")).unwrap();
+    std::fs::write(cwd.join("pkg/__init__.py"), "").unwrap();
+    std::fs::write(
+        cwd.join("pkg/check.py"),
+        "BANNED = {'x'}\n\n\ndef is_banned(item):\n    return item in BANNED\n\n\ndef check_all(items):\n    found = []\n    for i in items:\n        found.append(is_banned(i))\n    return found\n",
+    )
+    .unwrap();
+    std::fs::write(
+        cwd.join("test_check.py"),
+        "from pkg.check import check_all\n\n\ndef test_lists():\n    assert check_all([['a']]) == [False]\n",
+    )
+    .unwrap();
+    let py = venv_python();
+    let (t, code) = record(&cwd, "tb.d", &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_check.py"]);
+    assert_eq!(code, 1);
+    let p = slice(&["from-trace", t.to_str().unwrap(), "--test", "failed", "-q", "Why does a list fail?"]);
+    let tb = p.split_once("traceback (innermost last):\n").map(|x| x.1).unwrap_or_default();
+    let tb = tb.split("\n```").next().unwrap_or_default();
+    assert_eq!(
+        tb, "  test_check.py:5 (in test_lists)\n  pkg/check.py:11 (in check_all)\n  pkg/check.py:5 (in is_banned: TypeError)",
+        "{p}"
+    );
+}
+
+#[test]
 fn two_tests_are_diffed_by_the_code_under_test_within_a_budget() {
     let d = scratch();
     let (_, t) = suite(d.path());

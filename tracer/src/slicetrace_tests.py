@@ -132,7 +132,7 @@ def _end(record):
 # ---------------------------------------------------------------- pytest
 
 
-_pytest_state = {"config": None, "reports": {}, "items": {}}
+_pytest_state = {"config": None, "reports": {}, "items": {}, "names": {}}
 
 
 def pytest_configure(config):
@@ -175,6 +175,32 @@ def pytest_runtest_logstart(nodeid, location):
     _begin(nodeid, "pytest", path or file, line, fixtures)
 
 
+def pytest_exception_interact(node, call, report):
+    # pytest calls it for a failure or an error (not a skip or an xfail), after logreport and
+    # before logfinish: the traceback's function names, which pytest's long-style entries (the
+    # test's frame and the innermost one) leave out. Only looks.
+    if _controller():
+        return
+    try:
+        names = [(str(e.path), e.lineno + 1, e.name) for e in call.excinfo.traceback[-_FRAMES * 4 :]]
+        _pytest_state["names"][(report.nodeid, report.when)] = names
+    except Exception:
+        pass
+
+
+def _frame_function(names, file, line):
+    """The function of a traceback frame pytest shows (`file` as pytest prints it, relative to
+    the invocation directory): the innermost entry of `names` at that line of that file."""
+    try:
+        want = os.path.abspath(file)
+    except Exception:
+        return None
+    for path, lineno, name in reversed(names):
+        if lineno == line and (path == want or path.endswith(os.sep + file) or path == file):
+            return name
+    return None
+
+
 def pytest_runtest_logreport(report):
     if _controller():
         return
@@ -187,6 +213,15 @@ def pytest_runtest_logfinish(nodeid, location):
     if _controller():
         return
     reports = _pytest_state["reports"].pop(nodeid, [])
+    names = _pytest_state["names"]
+    for key in [k for k in names if k[0] == nodeid]:
+        reports_names = names.pop(key)
+        for r in reports:
+            if r.when == key[1]:
+                try:
+                    r._slicetrace_names = reports_names
+                except Exception:
+                    pass
     phases = []
     failure = None
     outcome = "passed"
@@ -239,7 +274,11 @@ def _pytest_failure(report):
     for e in entries[-_FRAMES:]:
         loc = getattr(e, "reprfileloc", None)
         if loc is not None:
-            frames.append({"file": str(loc.path), "line": loc.lineno, "message": _text(loc.message, 300)})
+            frame = {"file": str(loc.path), "line": loc.lineno, "message": _text(loc.message, 300)}
+            function = _frame_function(getattr(report, "_slicetrace_names", ()), str(loc.path), loc.lineno)
+            if function:
+                frame["function"] = function
+            frames.append(frame)
     if frames:
         f["frames"] = frames
         # Where it failed: the innermost frame pytest shows (its traceback leaves out the

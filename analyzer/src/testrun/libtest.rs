@@ -201,6 +201,7 @@ fn frame(tree: &CallTree, n: NodeId) -> Option<TestFrame> {
         file: f.file.as_deref().map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|| "??".into()),
         line: f.first_line,
         message: Some(f.qualname.clone()),
+        function: None,
     })
 }
 

@@ -166,18 +166,7 @@ pub fn outcome_text(t: &TestRun) -> String {
         if f.frames.len() > 1 || (f.frames.len() == 1 && f.report.is_none()) {
             s.push_str("traceback (innermost last):\n");
             for fr in &f.frames {
-                let _ = writeln!(
-                    s,
-                    "  {}{}{}",
-                    fr.file,
-                    fr.line.map(|l| format!(":{l}")).unwrap_or_default(),
-                    fr.message
-                        .as_deref()
-                        .and_then(|m| m.lines().next())
-                        .filter(|m| !m.trim().is_empty())
-                        .map(|m| format!(" ({m})"))
-                        .unwrap_or_default()
-                );
+                let _ = writeln!(s, "  {}{}{}", fr.file, fr.line.map(|l| format!(":{l}")).unwrap_or_default(), frame_note(fr));
             }
         }
     }
@@ -188,6 +177,20 @@ pub fn outcome_text(t: &TestRun) -> String {
         }
     }
     s.trim_end().to_string()
+}
+
+/// What a traceback line says after `file:line`: the runner's text of the frame (pytest: `in f`
+/// for most frames, the exception for the innermost), with the function named when that text
+/// leaves it out (` (in f: TypeError)`); empty when neither is known.
+fn frame_note(fr: &trace_format::testrun::TestFrame) -> String {
+    let message = fr.message.as_deref().and_then(|m| m.lines().next()).filter(|m| !m.trim().is_empty());
+    let function = fr.function.as_deref().filter(|f| !f.is_empty());
+    match (function, message) {
+        (Some(f), Some(m)) if !m.trim_start().starts_with("in ") && m.trim() != f => format!(" (in {f}: {m})"),
+        (Some(f), None) => format!(" (in {f})"),
+        (_, Some(m)) => format!(" ({m})"),
+        (None, None) => String::new(),
+    }
 }
 
 /// Share of a prompt's budget (tokens) that a shown test's failure may take under a budget
@@ -376,7 +379,12 @@ mod tests {
             message: Some("AssertionError: assert 1 == 2".into()),
             file: Some("/p/t.py".into()),
             line: Some(4),
-            frames: vec![trace_format::testrun::TestFrame { file: "t.py".into(), line: Some(4), message: Some("AssertionError".into()) }],
+            frames: vec![trace_format::testrun::TestFrame {
+                file: "t.py".into(),
+                line: Some(4),
+                message: Some("AssertionError".into()),
+                function: None,
+            }],
             report: Some(">       assert f() == 2\nE       assert 1 == 2".into()),
         });
         t.output.insert("Captured stdout call".into(), "hello\n".into());
@@ -395,6 +403,36 @@ mod tests {
         assert_eq!(failed_exit(Some(&ExitStatus { code: Some(1), signal: None, core_dumped: false })).unwrap(), "exit status 1");
         assert_eq!(failed_exit(Some(&ExitStatus { code: Some(0), signal: None, core_dumped: false })), None);
         assert_eq!(outcome_counts([&t, &e, &run("a", TestOutcome::Passed)]), "1 failed, 1 error, 1 passed");
+    }
+
+    #[test]
+    fn a_traceback_frame_names_its_function_where_the_runners_text_leaves_it_out() {
+        use trace_format::testrun::TestFrame;
+        let fr = |message: Option<&str>, function: Option<&str>| TestFrame {
+            file: "pkg/a.py".into(),
+            line: Some(3),
+            message: message.map(Into::into),
+            function: function.map(Into::into),
+        };
+        let mut t = run("t.py::test_x", TestOutcome::Failed);
+        t.failure = Some(trace_format::TestFailure {
+            phase: Some("call".into()),
+            message: Some("TypeError: unhashable type: 'list'".into()),
+            frames: vec![
+                fr(Some(""), Some("test_x")),
+                fr(Some("in f"), Some("f")),
+                fr(Some("in g"), None),
+                fr(Some("TypeError"), Some("check")),
+                fr(Some("TypeError"), None),
+            ],
+            ..Default::default()
+        });
+        let text = outcome_text(&t);
+        let tb = text.split_once("traceback (innermost last):\n").map(|x| x.1).unwrap_or_default();
+        assert_eq!(
+            tb,
+            "  pkg/a.py:3 (in test_x)\n  pkg/a.py:3 (in f)\n  pkg/a.py:3 (in g)\n  pkg/a.py:3 (in check: TypeError)\n  pkg/a.py:3 (TypeError)"
+        );
     }
 
     #[test]

@@ -89,6 +89,10 @@ pub struct TestFrame {
     /// What the runner says of the frame (pytest: the exception; unittest: the function).
     #[serde(default)]
     pub message: Option<String>,
+    /// The frame's function, when the runner's text leaves it out (pytest's long-style
+    /// entries: the test's frame and the innermost one). Added within version 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
 }
 
 /// Why a test failed (or was skipped), as the runner reported it.
