@@ -105,7 +105,7 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
         );
     }
     if let Some(r) = &fitted.report {
-        if r.elided.is_empty() && r.dropped.is_empty() && r.tree_depth.is_none() && !r.collapsed_repeats {
+        if r.elided.is_empty() && r.dropped.is_empty() && r.ran.is_empty() && r.tree_depth.is_none() && !r.collapsed_repeats {
             // A test's default budget that cut nothing is not worth a line.
             if a.prompt.budget.is_some() {
                 eprintln!("slice: budget {}: everything fits", r.budget);
@@ -121,6 +121,9 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
                 if r.collapsed_repeats { ", repeated sources shown once" } else { "" },
                 r.tree_depth.map(|d| format!(", tree cut below depth {d}")).unwrap_or_default()
             );
+            if !r.ran.is_empty() {
+                eprintln!("slice: shown as the code that ran{}", most_relevant_first(&r.ran));
+            }
             if !r.elided.is_empty() {
                 eprintln!("slice: bodies elided{}", most_relevant_first(&r.elided));
             }

@@ -60,6 +60,9 @@ pub(super) enum Step {
     TreeToSources,
     Signature(FuncId),
     Name(FuncId),
+    /// The function shows the code that ran ([`Level::Ran`]); only [`Fill`] takes this step,
+    /// raising a function the walk cut.
+    Ran(FuncId),
     TreeDepth(u32),
 }
 
@@ -71,6 +74,8 @@ pub struct BudgetReport {
     pub elided: Vec<String>,
     /// Qualified names of functions shown by name only.
     pub dropped: Vec<String>,
+    /// Qualified names of functions shown as the code that ran ([`Level::Ran`]).
+    pub ran: Vec<String>,
     pub collapsed_repeats: bool,
     pub tree_depth: Option<u32>,
     /// Functions whose whole source was kept.
@@ -150,6 +155,7 @@ fn most_relevant_of(model: &Model, ids: &[FuncId]) -> String {
 pub(super) struct Cut {
     sig: Vec<FuncId>,
     name: Vec<FuncId>,
+    ran: Vec<FuncId>,
 }
 
 /// What a plan removed, for the report.
@@ -158,6 +164,7 @@ fn report(model: &Model, plan: &Plan, cut: &Cut, sources: bool, budget: usize) -
         budget,
         elided: names(model, &cut.sig),
         dropped: names(model, &cut.name),
+        ran: names(model, &cut.ran),
         collapsed_repeats: plan.collapse_repeats,
         tree_depth: plan.tree_depth,
         kept: if sources {
@@ -179,6 +186,7 @@ pub(super) fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sourc
     let mut sig: Vec<Option<FuncId>> = Vec::new();
     let mut sig_at: rustc_hash::FxHashMap<FuncId, Vec<usize>> = rustc_hash::FxHashMap::default();
     let mut name = Vec::new();
+    let mut ran = Vec::new();
     // Sized once: the estimate's search makes a plan per state it tries, each with up to a
     // step per function.
     plan.levels.reserve(steps.len());
@@ -199,11 +207,17 @@ pub(super) fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sourc
                 }
                 name.push(k);
             }
+            Step::Ran(k) => {
+                plan.levels.insert(k, Level::Ran);
+                ran.push(k);
+            }
             Step::TreeDepth(d) => plan.tree_depth = Some(d),
             Step::TreeToSources => plan.tree_depth = Some(1),
         }
     }
-    let sig: Vec<FuncId> = sig.into_iter().flatten().collect();
+    let sig: Vec<FuncId> = sig.into_iter().flatten().filter(|&k| plan.level(k) == Level::Signature).collect();
+    // A later step of a function shown as the code that ran takes it out of that list.
+    ran.retain(|&k| plan.level(k) == Level::Ran);
     let to_sources = steps.contains(&Step::TreeToSources);
     if !steps.is_empty() {
         let mut parts = Vec::new();
@@ -224,6 +238,14 @@ pub(super) fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sourc
                 "the bodies of {} functions are elided (signature kept, marked `body elided`): {}",
                 sig.len(),
                 most_relevant_of(model, &sig)
+            ));
+        }
+        if !ran.is_empty() {
+            parts.push(format!(
+                "{} {} only the code that ran (the statements that did not run are elided, marked `...  # N lines not run`): {}",
+                ran.len(),
+                if ran.len() == 1 { "function shows" } else { "functions show" },
+                most_relevant_of(model, &ran)
             ));
         }
         if !name.is_empty() {
@@ -270,7 +292,7 @@ pub(super) fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sourc
         };
         plan.notes.push(format!("To fit the budget of {budget} tokens ({}{default}): {}.", tok.name(), parts.join("; ")));
     }
-    (plan, Cut { sig, name })
+    (plan, Cut { sig, name, ran })
 }
 
 /// While walking down, at most this share of the functions that keep some source keep only

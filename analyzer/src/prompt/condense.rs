@@ -94,16 +94,24 @@ impl Model {
     /// [`Model::elide_not_run`], and whether a native function was among those condensed.
     fn elide_not_run_native(&mut self, mode: NotRun) -> (usize, usize, bool) {
         let keep: HashSet<FuncId> = match mode {
-            NotRun::Show => return (0, 0, false),
+            NotRun::Show => {
+                // Exact source everywhere, under a budget too (no [`super::Level::Ran`]).
+                for f in self.funcs.values_mut() {
+                    f.not_run = None;
+                }
+                return (0, 0, false);
+            }
             NotRun::Hide => HashSet::default(),
             NotRun::Auto => self.kept_exact(KEPT_EXACT_TOP),
         };
         let (mut funcs, mut lines, mut native) = (0, 0, false);
         for (i, f) in self.funcs.values_mut().enumerate() {
-            let Some((code, n)) = f.not_run.take() else { continue };
+            // A function kept exact keeps its condensed form for the budget
+            // ([`super::Level::Ran`]: what it shows of a function whose whole source does not fit).
             if keep.contains(&FuncId(i as u32)) {
                 continue;
             }
+            let Some((code, n)) = f.not_run.take() else { continue };
             if let SourceState::Code(e) = &mut f.source {
                 e.code = code;
                 // A value only the elided code read is not shown either.

@@ -101,6 +101,7 @@ fn order(o: Order) -> &'static str {
 fn level(l: Level) -> &'static str {
     match l {
         Level::Body => "body",
+        Level::Ran => "ran",
         Level::Signature => "signature",
         Level::Name => "name",
     }

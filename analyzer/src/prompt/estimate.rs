@@ -107,6 +107,9 @@ pub(crate) struct Estimator<'a> {
     layout: Layout,
     /// Per function id: tokens of its block whole and as a signature.
     blocks: Vec<(f64, f64)>,
+    /// Per function id: tokens of its block with the code that did not run elided
+    /// ([`Level::Ran`]), for the functions that have that form.
+    ran: Vec<Option<f64>>,
     /// Per thread, per node (pre-order): its function's id and the tokens of its tree line.
     nodes: Vec<Vec<(u32, f32)>>,
     fixed: f64,
@@ -116,6 +119,18 @@ impl<'a> Estimator<'a> {
     pub(crate) fn new(model: &'a Model, layout: Layout, tok: Tokenizer) -> Estimator<'a> {
         let funcs: Vec<&FuncInfo> = model.funcs.values().collect();
         let blocks = block_costs(&funcs, tok);
+        // Few functions have it (those the condensing keeps exact, with lines not run).
+        let ran = funcs
+            .iter()
+            .zip(&blocks)
+            .map(|(f, &(body, _))| {
+                let (ran, _) = f.not_run.as_ref()?;
+                let SourceState::Code(e) = &f.source else { return None };
+                // By length: the estimate only guides the search, and a program's own functions
+                // (thousands, kept exact) would each be counted twice.
+                Some(body * ran.len() as f64 / e.code.len().max(1) as f64)
+            })
+            .collect();
         // Nodes of functions the model lacks cost their line only (id past the blocks).
         let missing = blocks.len() as u32;
         let nodes = model
@@ -138,12 +153,18 @@ impl<'a> Estimator<'a> {
             .collect();
         let threads = model.traces.iter().map(|t| t.threads.len()).sum::<usize>() as f64;
         let fixed = tok.count(&model.question) as f64 + 400.0 + 40.0 * threads + 60.0 * model.traces.len() as f64;
-        Estimator { model, layout, blocks, nodes, fixed }
+        Estimator { model, layout, blocks, ran, nodes, fixed }
     }
 
     /// Tokens of `f`'s block whole and as a signature.
     pub(crate) fn block(&self, f: FuncId) -> (f64, f64) {
         self.blocks.get(f.index()).copied().unwrap_or((0.0, 0.0))
+    }
+
+    /// Tokens of `f`'s block with the code that did not run elided, if it has that form
+    /// ([`Level::Ran`]).
+    pub(crate) fn ran(&self, f: FuncId) -> Option<f64> {
+        self.ran.get(f.index()).copied().flatten()
     }
 
     /// A value per function id: the given one for each function, `default` for the rest (one
@@ -180,6 +201,7 @@ impl<'a> Estimator<'a> {
                     let (body, sig) = self.blocks.get(id as usize).copied().unwrap_or_default();
                     total += match levels[id as usize] {
                         Level::Body => body,
+                        Level::Ran => self.ran.get(id as usize).copied().flatten().unwrap_or(body),
                         Level::Signature => sig,
                         Level::Name => 0.0,
                     };

@@ -29,18 +29,49 @@ pub(super) struct Fill<'a> {
     pub eval: &'a mut dyn FnMut(&[Step]) -> Result<Fitted, BudgetError>,
 }
 
-/// Per function a state cut: (dropped to name only, elided to its signature), from its steps.
-fn cut_levels(steps: &[Step]) -> rustc_hash::FxHashMap<FuncId, (bool, bool)> {
-    let mut levels: rustc_hash::FxHashMap<FuncId, (bool, bool)> = rustc_hash::FxHashMap::default();
+/// What a state's steps did to a function it cut.
+#[derive(Debug, Clone, Copy, Default)]
+struct CutTo {
+    /// Dropped to name only.
+    named: bool,
+    /// Elided to its signature (then possibly dropped).
+    signed: bool,
+    /// Shown as the code that ran, by its last step ([`Step::Ran`]).
+    ran: bool,
+}
+
+/// Per function a state cut, what its steps did to it.
+fn cut_levels(steps: &[Step]) -> rustc_hash::FxHashMap<FuncId, CutTo> {
+    let mut levels: rustc_hash::FxHashMap<FuncId, CutTo> = rustc_hash::FxHashMap::default();
     for st in steps {
         match *st {
-            Step::Name(k) => levels.entry(k).or_default().0 = true,
-            Step::Signature(k) => levels.entry(k).or_default().1 = true,
+            Step::Name(k) => {
+                let c = levels.entry(k).or_default();
+                c.named = true;
+                c.ran = false;
+            }
+            Step::Signature(k) => {
+                let c = levels.entry(k).or_default();
+                c.signed = true;
+                c.ran = false;
+            }
+            Step::Ran(k) => levels.entry(k).or_default().ran = true,
             _ => {}
         }
     }
     levels
 }
+
+/// Whether showing `k` as the code that ran is worth it: it has that form, and it is at most
+/// this share of the whole block (a form that elides a few lines is the whole body in all but
+/// name, and the walk's steps are sized by whole bodies).
+fn ran_form(est: &Estimator<'_>, k: FuncId) -> Option<f64> {
+    let (body, _) = est.block(k);
+    est.ran(k).filter(|&r| r <= RAN_SHARE * body)
+}
+
+/// See [`ran_form`].
+const RAN_SHARE: f64 = 0.8;
 
 /// A promotion demotes whole functions worth at most this many times the promoted function's
 /// score (in the order of [`Model::priority`]): a more important function is worth more than
@@ -73,31 +104,28 @@ impl Fill<'_> {
     /// state is rendered and counted for real, so the result still fits.
     pub(super) fn refill(&mut self, max_tries: usize, mut steps: Vec<Step>, mut best: Fitted) -> Result<(Vec<Step>, Fitted), BudgetError> {
         let (prio, est, budget) = (self.prio, self.est, self.budget);
-        /// A raise: the function back to whole, or from name only to its signature.
+        /// A raise: the function back to whole, to the code that ran, or from name only to its
+        /// signature.
         #[derive(Clone, Copy, PartialEq)]
         enum Raise {
             Whole,
+            Ran,
             Signature,
         }
         let apply = |steps: &[Step], batch: &[(FuncId, Raise)]| -> Vec<Step> {
             // The batch by function (a map: steps and batch can both hold thousands).
-            let mut raised: rustc_hash::FxHashMap<FuncId, (bool, bool)> = rustc_hash::FxHashMap::default();
-            for &(k, r) in batch {
-                let e = raised.entry(k).or_default();
-                match r {
-                    Raise::Whole => e.0 = true,
-                    Raise::Signature => e.1 = true,
-                }
-            }
-            steps
+            let raised: rustc_hash::FxHashMap<FuncId, Raise> = batch.iter().copied().collect();
+            let mut out: Vec<Step> = steps
                 .iter()
                 .filter(|s| match s {
-                    Step::Signature(x) => !raised.get(x).is_some_and(|&(whole, _)| whole),
+                    Step::Signature(x) | Step::Ran(x) => !raised.get(x).is_some_and(|&r| r != Raise::Signature),
                     Step::Name(x) => !raised.contains_key(x),
                     _ => true,
                 })
                 .cloned()
-                .collect()
+                .collect();
+            out.extend(batch.iter().filter(|(_, r)| *r == Raise::Ran).map(|&(k, _)| Step::Ran(k)));
+            out
         };
         // Raises given up: a whole that did not fit (its signature may still), then the signature.
         let mut failed: Vec<(FuncId, Raise)> = Vec::new();
@@ -113,11 +141,22 @@ impl Fill<'_> {
             let mut batch: Vec<(FuncId, Raise)> = Vec::new();
             let levels = cut_levels(&steps);
             for &k in prio {
-                let Some(&(named, signed)) = levels.get(&k) else { continue };
+                let Some(&c) = levels.get(&k) else { continue };
                 let (body, sig) = est.block(k);
-                let now = if named { 0.0 } else { sig };
-                let options = [(Raise::Whole, body - now), (Raise::Signature, sig - now)];
-                let usable = options.into_iter().filter(|&(r, _)| r == Raise::Whole || (named && signed));
+                let ran = ran_form(est, k);
+                let now = if c.named {
+                    0.0
+                } else if c.ran {
+                    ran.unwrap_or(body)
+                } else {
+                    sig
+                };
+                let options = [(Raise::Whole, body - now), (Raise::Ran, ran.unwrap_or(body) - now), (Raise::Signature, sig - now)];
+                let usable = options.into_iter().filter(|&(r, _)| match r {
+                    Raise::Whole => true,
+                    Raise::Ran => ran.is_some() && !c.ran,
+                    Raise::Signature => c.named && c.signed,
+                });
                 if let Some((r, cost)) = usable.filter(|&(r, _)| !failed.contains(&(k, r))).find(|&(_, cost)| cost <= left) {
                     batch.push((k, r));
                     left -= cost.max(0.0);
@@ -166,14 +205,16 @@ impl Fill<'_> {
                 break;
             }
             let levels = cut_levels(&steps);
-            let Some(&(named, signed)) = levels.get(&k) else { continue };
+            let Some(&c) = levels.get(&k) else { continue };
             if !has_block(model, k) {
                 continue;
             }
             let (body, sig) = est.block(k);
-            let now = if named {
+            let now = if c.named {
                 0.0
-            } else if signed {
+            } else if c.ran {
+                est.ran(k).unwrap_or(body)
+            } else if c.signed {
                 sig
             } else {
                 body
@@ -199,7 +240,7 @@ impl Fill<'_> {
                 }
             }
             for &d in below.iter().rev() {
-                let cut_to_signature = levels.get(&d).is_some_and(|&(n, s)| s && !n);
+                let cut_to_signature = levels.get(&d).is_some_and(|c| c.signed && !c.named && !c.ran);
                 if cut_to_signature || demotions.iter().any(|(s, ..)| *s == Step::Signature(d)) {
                     demotions.push((Step::Name(d), est.block(d).1, 0.0));
                 }
@@ -224,7 +265,7 @@ impl Fill<'_> {
                 tries += 1;
                 let cand: Vec<Step> = steps
                     .iter()
-                    .filter(|s| !matches!(s, Step::Signature(x) | Step::Name(x) if *x == k))
+                    .filter(|s| !matches!(s, Step::Signature(x) | Step::Name(x) | Step::Ran(x) if *x == k))
                     .copied()
                     .chain(demotions[..n].iter().map(|(s, ..)| *s))
                     .collect();

@@ -146,6 +146,10 @@ impl Layout {
 pub enum Level {
     /// The whole source.
     Body,
+    /// The code that ran: its statements that did not run elided, each run marked
+    /// `...  # N lines not run` ([`notrun`]). Only under a budget, for a function the default
+    /// condensing keeps exact whose whole source does not fit ([`budget`]).
+    Ran,
     /// Decorators and signature, body elided (marked).
     Signature,
     /// Only its name in the tree.
@@ -258,7 +262,8 @@ pub struct FuncInfo {
     pub values: Vec<ModuleValue>,
     /// Its code with the statements that did not run elided, and how many lines that elides
     /// ([`notrun`]); `None` without line data or when everything ran. Swapped in by
-    /// [`Model::apply_not_run`].
+    /// [`Model::apply_not_run`]; left here for a function that the condensing keeps exact, as
+    /// what a budget may show of it ([`Level::Ran`]).
     pub not_run: Option<(String, usize)>,
     /// How often it ran in failing and passing tests ([`crate::testrun::Spectrum::describe`]),
     /// when the traces hold both.
@@ -606,8 +611,9 @@ impl Model {
             SourceState::Omitted(_) => return None,
             SourceState::Unavailable(why) => (None, Some(why.clone()), f.line, None, false),
             SourceState::Code(e) => {
-                let (code, elided) = match (&e.signature, level) {
-                    (Some(sig), Level::Signature) => (sig.clone(), true),
+                let (code, elided) = match (&e.signature, level, &f.not_run) {
+                    (Some(sig), Level::Signature, _) => (sig.clone(), true),
+                    (_, Level::Ran, Some((ran, _))) => (ran.clone(), false),
                     _ => (e.code.clone(), false),
                 };
                 let note = match e.kind {

@@ -761,10 +761,16 @@ fn code_that_did_not_run_is_elided_with_the_values_only_it_read() {
     let pick = m.funcs.values().find(|f| f.qualname == "pick").unwrap();
     assert_eq!(pick.origin, Origin::SitePackages);
     assert_eq!(pick.values.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(), ["LIMIT", "SCALE"]);
-    // `show` changes nothing; in `auto` every function here is among the closest ten.
-    assert_eq!(m.elide_not_run(NotRun::Show), (0, 0));
+    // `show` changes no code, and leaves no condensed form for a budget to show
+    // (`Level::Ran`); in `auto` every function here is among the closest ten: exact, their
+    // condensed form kept for a budget.
+    let mut show = m.clone();
+    assert_eq!(show.elide_not_run(NotRun::Show), (0, 0));
+    assert!(show.funcs.values().all(|f| f.not_run.is_none()));
+    assert_eq!(code_of(&show, "pick"), code_of(&m, "pick"));
     let mut auto = m.clone();
     assert_eq!(auto.elide_not_run(NotRun::Auto), (0, 0));
+    assert!(auto.funcs.values().find(|f| f.qualname == "pick").is_some_and(|f| f.not_run.is_some()));
     assert_eq!(code_of(&auto, "pick"), "def pick(x):\n    if x > 0:\n        return x\n    y = x * SCALE\n    y += LIMIT\n    return y");
     m.apply_not_run(NotRun::Hide);
     assert_eq!(code_of(&m, "pick"), "def pick(x):\n    if x > 0:\n        return x\n    ...  # 3 lines not run");

@@ -104,3 +104,44 @@ fn a_fill_that_has_room_leaves_the_walks_state_as_it_is() {
     }
     assert!(rep.elided.contains(last) || rep.dropped.contains(last), "{rep:?}");
 }
+
+/// `big`'s code with all but its first body line elided as not run ([`super::Level::Ran`]).
+fn with_ran_form(m: &mut Model, big: FuncId) {
+    let f = &mut m.funcs[big];
+    let SourceState::Code(e) = &f.source else { panic!("big has code") };
+    let mut lines = e.code.lines();
+    let kept: Vec<&str> = lines.by_ref().take(2).collect();
+    let elided = lines.count();
+    f.not_run = Some((format!("{}\n    ...  # {elided} lines not run", kept.join("\n")), elided));
+}
+
+#[test]
+fn a_function_too_large_to_raise_whole_shows_the_code_that_ran_in_the_room_left() {
+    // As above, big stays cut (the four below are worth more than twice its score); with line
+    // data, the room left shows what of it ran instead of its signature alone.
+    let (mut m, big, _, below) = model(40.0);
+    with_ran_form(&mut m, big);
+    let r = Renderer::new(Format::Markdown, None).unwrap();
+    let budget = budget_for_big(&m, &r, &below);
+    let f = fit(&m, Layout::DEFAULT, &r, Tokenizer::Cl100kBase, Some(budget)).unwrap();
+    assert!(f.tokens <= budget, "{} > {budget}", f.tokens);
+    let rep = f.report.unwrap();
+    assert_eq!(rep.ran, ["big"], "{rep:?}");
+    assert!(!rep.elided.contains(&"big".to_string()) && !rep.dropped.contains(&"big".to_string()), "{rep:?}");
+    assert!(f.text.contains("    value_0 = compute_something(0, value_0)\n    ...  # 59 lines not run\n"), "{}", f.text);
+    assert!(f.text.contains("1 function shows only the code that ran"), "{}", f.text);
+    for &k in &below {
+        let n = &m.funcs[k].qualname;
+        assert!(!rep.elided.contains(n) && !rep.dropped.contains(n) && !rep.ran.contains(n), "{n} kept whole: {rep:?}");
+    }
+}
+
+#[test]
+fn a_function_that_fits_whole_is_never_shown_as_the_code_that_ran() {
+    let (mut m, big, _, below) = model(10.0);
+    with_ran_form(&mut m, big);
+    let r = Renderer::new(Format::Markdown, None).unwrap();
+    let budget = budget_for_big(&m, &r, &below);
+    let rep = fit(&m, Layout::DEFAULT, &r, Tokenizer::Cl100kBase, Some(budget)).unwrap().report.unwrap();
+    assert!(rep.ran.is_empty() && !rep.elided.contains(&"big".to_string()), "big is whole: {rep:?}");
+}
