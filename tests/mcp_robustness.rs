@@ -390,7 +390,7 @@ fn closing_stdin_lets_the_recording_run_to_its_timeout_then_answers_and_ends_the
     let d = scratch();
     let (prog, started, out) = endless(d.path());
     let mut s = Server::start(d.path());
-    s.call("rec", "record", json!({"argv": [python(), p(&prog)], "out": p(&out), "timeout_s": 3}));
+    s.call("rec", "record", json!({"argv": [python(), p(&prog)], "out": p(&out), "timeout_s": 6}));
     let pid = started_pid(&started);
     drop(s.stdin.take());
     // Still running after the end of the input: the call is not cut short.
@@ -398,7 +398,7 @@ fn closing_stdin_lets_the_recording_run_to_its_timeout_then_answers_and_ends_the
     assert!(alive(pid.0), "the end of the input stopped the recording");
     let (err, text) = Server::result(&s.answer("rec", Duration::from_secs(60)));
     assert!(!err, "{text}");
-    assert!(text.contains("Still running after timeout_s=3: stopped"), "{text}");
+    assert!(text.contains("Still running after timeout_s=6: stopped"), "{text}");
     assert!(s.wait_exit(Duration::from_secs(30)).is_some_and(|st| st.success()), "the server runs on after its last answer");
     ended_with_a_partial_trace(&pid, &out);
 }
@@ -444,6 +444,15 @@ fn sigterm_to_the_server_stops_the_program_keeps_its_trace_and_ends_the_server()
     let (mut s, pid, out) = recording_an_endless_program(d.path());
     let killed = Command::new("kill").args(["-TERM", &s.child.id().to_string()]).status().expect("run kill");
     assert!(killed.success());
+    // The stopped call is still answered on stdout.
+    let (err, text) = Server::result(&s.answer("rec", Duration::from_secs(40)));
+    assert!(
+        !err && text
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("The server is shutting down: stopped (killed by signal 15 (SIGTERM)) after ")),
+        "{text}"
+    );
     assert!(s.wait_exit(Duration::from_secs(30)).is_some(), "the server runs on after SIGTERM");
     ended_with_a_partial_trace(&pid, &out);
 }
@@ -695,4 +704,30 @@ fn crafted_traces_get_a_readable_error_from_every_tool_never_a_hang_or_a_read_ou
     assert!(failed.is_empty(), "{}", failed.join("\n"));
     s.send_line(&json!({"jsonrpc": "2.0", "id": "ping", "method": "ping"}).to_string());
     assert_eq!(s.answer("ping", Duration::from_secs(10))["result"], json!({}));
+}
+
+#[test]
+fn sigterm_to_the_server_still_answers_a_recording_that_takes_seconds_to_stop() {
+    let d = scratch();
+    let started = d.path().join("started");
+    let prog = d.path().join("slow_stop.py");
+    std::fs::write(
+        &prog,
+        format!(
+            "import os, signal, sys, time\n\ndef stop(*_):\n    time.sleep(2.5)\n    sys.exit(0)\n\nsignal.signal(signal.SIGTERM, stop)\nopen({:?}, 'w').write(str(os.getpid()))\nwhile True:\n    time.sleep(0.05)\n",
+            p(&started)
+        ),
+    )
+    .unwrap();
+    let mut s = Server::start(d.path());
+    s.call("rec", "record", json!({"argv": [python(), p(&prog)]}));
+    let _pid = started_pid(&started);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(Command::new("kill").args(["-TERM", &s.child.id().to_string()]).status().expect("run kill").success());
+    let (err, text) = Server::result(&s.answer("rec", Duration::from_secs(40)));
+    assert!(
+        !err && text.lines().nth(1).is_some_and(|l| l.starts_with("The server is shutting down: stopped (exit status 0) after ")),
+        "{text}"
+    );
+    assert!(s.wait_exit(Duration::from_secs(30)).is_some(), "the server runs on after SIGTERM");
 }
