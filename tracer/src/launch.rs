@@ -433,6 +433,15 @@ mod tests {
         let o = spawn_and_wait(&plan(&["/bin/sh", "-c", "kill -USR1 $$"], vec![])).unwrap_or_else(|_| panic!("sh runs"));
         assert_eq!((o.exit.code, o.exit.signal), (None, Some(libc::SIGUSR1)));
         assert!(matches!(spawn_and_wait(&plan(&["/nonexistent/program"], vec![])), Err(LaunchError::Spawn(_))));
+        // A stop signal that came before the spawn (in this same test: the flag is global):
+        // the program is not started.
+        let d = tempfile::tempdir().unwrap();
+        let ran = d.path().join("ran");
+        STOP_SIGNAL.store(libc::SIGTERM, Ordering::SeqCst);
+        let o = spawn_and_wait(&plan(&["/bin/sh", "-c", &format!("touch '{}'", ran.display())], vec![]));
+        STOP_SIGNAL.store(0, Ordering::SeqCst);
+        assert!(matches!(o, Err(LaunchError::Stopped(libc::SIGTERM))));
+        assert!(!ran.exists(), "the program was started");
         // The executor changed this test process's dispositions: give them back.
         for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP, libc::SIGALRM, libc::SIGTSTP] {
             set_handler(sig, libc::SIG_DFL);
