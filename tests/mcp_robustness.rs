@@ -329,13 +329,113 @@ fn a_cancelled_record_call_stops_the_program_and_keeps_its_trace() {
     assert_eq!(s.answer("ping", Duration::from_secs(10))["result"], json!({}));
 }
 
+/// The lines a one-shot client writes: initialize, initialized, then `calls`.
+fn session_lines(calls: &[(&str, &str, Value)]) -> String {
+    let mut lines = vec![
+        json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "oneshot", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ];
+    for (id, tool, arguments) in calls {
+        lines.push(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}));
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+/// Run `slice mcp` in `cwd` as a one-shot client does: write the whole session, close stdin at
+/// once, read stdout to its end. The answers by id, and the server's exit status.
+fn one_shot(cwd: &Path, input: &str) -> (HashMap<String, Value>, std::process::ExitStatus) {
+    let mut child = Command::new(bin("slice"))
+        .arg("mcp")
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run slice mcp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(input.as_bytes()).expect("write the session");
+    drop(stdin);
+    let mut answers = HashMap::new();
+    for line in BufReader::new(child.stdout.take().expect("stdout")).lines() {
+        let v: Value = serde_json::from_str(&line.expect("read stdout")).expect("a JSON line");
+        if let Some(id) = v["id"].as_str() {
+            answers.insert(id.to_string(), v);
+        }
+    }
+    (answers, child.wait().expect("wait for slice mcp"))
+}
+
 #[test]
-fn closing_the_connection_stops_the_program_keeps_its_trace_and_ends_the_server() {
+fn a_one_shot_client_that_closes_stdin_at_once_gets_the_whole_recording_and_its_answer() {
     let d = scratch();
-    let (mut s, pid, out) = recording_an_endless_program(d.path());
+    let prog = job_program(d.path());
+    let input = session_lines(&[("rec", "record", json!({"argv": [python(), p(&prog), "3"]}))]);
+    let (answers, status) = one_shot(d.path(), &input);
+    assert!(status.success(), "{status:?}");
+    let (err, text) = Server::result(answers.get("rec").unwrap_or_else(|| panic!("no answer to the record call: {answers:?}")));
+    assert!(!err, "{text}");
+    let dir = recorded_into(&text);
+    assert_eq!(dir, d.path().join(".slice-traces/job-1.d"), "{text}");
+    // The run went to its end, as with stdin held open: not stopped.
+    assert!(text.lines().nth(1).is_some_and(|l| l.starts_with("exit status 0, after ")), "{text}");
+    assert!(!text.contains("stopped"), "{text}");
+    let m = meta(&dir);
+    assert_eq!((m["exit"]["code"].clone(), m.get("stopped")), (json!(0), None), "{m}");
+    assert!(functions(&dir).contains("job_3"));
+}
+
+#[test]
+fn closing_stdin_lets_the_recording_run_to_its_timeout_then_answers_and_ends_the_server() {
+    let d = scratch();
+    let (prog, started, out) = endless(d.path());
+    let mut s = Server::start(d.path());
+    s.call("rec", "record", json!({"argv": [python(), p(&prog)], "out": p(&out), "timeout_s": 6}));
+    let pid = started_pid(&started);
     drop(s.stdin.take());
-    assert!(s.wait_exit(Duration::from_secs(30)).is_some(), "the server runs on after its client left");
+    // Still running after the end of the input: the call is not cut short.
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(alive(pid.0), "the end of the input stopped the recording");
+    let (err, text) = Server::result(&s.answer("rec", Duration::from_secs(60)));
+    assert!(!err, "{text}");
+    assert!(text.contains("Still running after timeout_s=6: stopped"), "{text}");
+    assert!(s.wait_exit(Duration::from_secs(30)).is_some_and(|st| st.success()), "the server runs on after its last answer");
     ended_with_a_partial_trace(&pid, &out);
+}
+
+#[test]
+fn a_client_gone_both_ways_stops_the_recording_at_once_and_ends_the_server() {
+    let d = scratch();
+    let (prog, started, out) = endless(d.path());
+    let mut child = Command::new(bin("slice"))
+        .arg("mcp")
+        .current_dir(d.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run slice mcp");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let input = session_lines(&[("rec", "record", json!({"argv": [python(), p(&prog)], "out": p(&out), "timeout_s": 600}))]);
+    stdin.write_all(input.as_bytes()).expect("write the session");
+    stdin.flush().expect("flush");
+    let pid = started_pid(&started);
+    // The client goes away: both pipes closed.
+    drop(child.stdout.take());
+    drop(stdin);
+    let t = Instant::now();
+    ended_with_a_partial_trace(&pid, &out);
+    let until = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().expect("wait").is_none() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ended = child.try_wait().expect("wait");
+    if ended.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(ended.is_some(), "the server runs on after its client left");
+    assert!(t.elapsed() < Duration::from_secs(40), "the recording was not stopped at once: {:?}", t.elapsed());
 }
 
 #[test]
@@ -344,6 +444,15 @@ fn sigterm_to_the_server_stops_the_program_keeps_its_trace_and_ends_the_server()
     let (mut s, pid, out) = recording_an_endless_program(d.path());
     let killed = Command::new("kill").args(["-TERM", &s.child.id().to_string()]).status().expect("run kill");
     assert!(killed.success());
+    // The stopped call is still answered on stdout.
+    let (err, text) = Server::result(&s.answer("rec", Duration::from_secs(40)));
+    assert!(
+        !err && text
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("The server is shutting down: stopped (killed by signal 15 (SIGTERM)) after ")),
+        "{text}"
+    );
     assert!(s.wait_exit(Duration::from_secs(30)).is_some(), "the server runs on after SIGTERM");
     ended_with_a_partial_trace(&pid, &out);
 }
@@ -382,4 +491,243 @@ fn a_line_that_is_not_json_gets_a_parse_error_and_the_server_goes_on() {
     assert_eq!((v["error"]["code"].clone(), v["id"].clone()), (json!(-32600), json!("x")), "{v}");
     s.send_line(&json!({"jsonrpc": "2.0", "id": "ping", "method": "ping"}).to_string());
     assert_eq!(s.answer("ping", Duration::from_secs(10))["result"], json!({}));
+}
+
+#[test]
+fn three_servers_in_one_directory_recording_the_same_command_at_once_never_share_a_trace() {
+    let d = scratch();
+    let prog = job_program(d.path());
+    let mut servers: Vec<Server> = (0..3).map(|_| Server::start(d.path())).collect();
+    // Two calls at once in each server, six in all, every one `python3 job.py N`: the same
+    // default directory name, `.slice-traces/job-<n>.d`.
+    for (i, s) in servers.iter_mut().enumerate() {
+        for k in 0..2 {
+            s.call(&format!("r{k}"), "record", json!({"argv": [python(), p(&prog), (i * 2 + k).to_string()]}));
+        }
+    }
+    let mut dirs = HashSet::new();
+    for (i, s) in servers.iter_mut().enumerate() {
+        for k in 0..2 {
+            let run = i * 2 + k;
+            let (err, text) = Server::result(&s.answer(&format!("r{k}"), Duration::from_secs(180)));
+            assert!(!err, "{text}");
+            let dir = recorded_into(&text);
+            assert!(dirs.insert(dir.clone()), "two calls answered {}", dir.display());
+            assert_eq!(meta(&dir)["argv"][2], run.to_string(), "the answer of run {run} names {}", dir.display());
+            let f = functions(&dir);
+            assert!(f.contains(&format!("job_{run}")) && f.iter().filter(|n| n.starts_with("job_")).count() == 1, "{f:?}");
+        }
+    }
+    let mut names: Vec<String> = std::fs::read_dir(d.path().join(".slice-traces"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["job-1.d", "job-2.d", "job-3.d", "job-4.d", "job-5.d", "job-6.d"]);
+}
+
+#[test]
+fn a_trace_still_being_recorded_is_said_to_be_so_by_every_reading_tool() {
+    let d = scratch();
+    let (prog, started, _) = endless(d.path());
+    let mut a = Server::start(d.path());
+    a.call("rec", "record", json!({"argv": [python(), p(&prog)]}));
+    let pid = started_pid(&started);
+    let dir = d.path().join(".slice-traces/endless-1.d");
+    // Another agent, in another server, finds it and asks about it while it is recorded.
+    let mut b = Server::start(d.path());
+    let expected = format!(
+        "slice: error: {}: the trace is still being recorded (a `trace run` is writing it now); ask again when that run has ended",
+        p(&dir)
+    );
+    let asks = [
+        ("tree", json!({"trace": p(&dir)})),
+        ("prompt", json!({"trace": p(&dir), "question": "what runs?"})),
+        ("tests", json!({"trace": p(&dir)})),
+        ("find_calls", json!({"trace": p(&dir), "function": "tick"})),
+        ("diff", json!({"a": p(&dir), "b": p(&dir)})),
+    ];
+    for (i, (tool, args)) in asks.iter().enumerate() {
+        b.call(&format!("q{i}"), tool, args.clone());
+        let (err, text) = Server::result(&b.answer(&format!("q{i}"), Duration::from_secs(30)));
+        assert!(err, "{tool}: {text}");
+        assert_eq!(text, expected, "{tool}");
+    }
+    // The CLI says the same.
+    let o = slice_trace_e2e::run(slice_trace_e2e::cmd("slice").args(["tree", &p(&dir)]));
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("the trace is still being recorded"), "{o:?}");
+    // Once the recording is stopped, the same call reads it.
+    a.send_line(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "rec"}}).to_string());
+    // `trace` ends a moment after the program (it finishes the trace, which takes a while).
+    let until = Instant::now() + Duration::from_secs(60);
+    for k in 0.. {
+        b.call(&format!("again{k}"), "tree", json!({"trace": p(&dir)}));
+        let (err, text) = Server::result(&b.answer(&format!("again{k}"), Duration::from_secs(30)));
+        if text == expected && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        assert!(!err && text.contains("tick  ("), "{text}");
+        break;
+    }
+    assert!(!alive(pid.0));
+}
+
+/// Copy a trace directory (regular files and directories only).
+fn copy_trace(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let t = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_trace(&e.path(), &t);
+        } else {
+            std::fs::copy(e.path(), &t).unwrap();
+        }
+    }
+}
+
+/// The process directory of a one-process trace, and its (one) stream.
+fn proc_and_stream(trace: &Path) -> (PathBuf, PathBuf) {
+    let proc_dir =
+        std::fs::read_dir(trace).unwrap().flatten().map(|e| e.path()).find(|p| p.join("proc.json").is_file()).expect("a process directory");
+    let stream = std::fs::read_dir(&proc_dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "ev"))
+        .expect("a stream");
+    (proc_dir, stream)
+}
+
+#[test]
+fn crafted_traces_get_a_readable_error_from_every_tool_never_a_hang_or_a_read_outside() {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::symlink;
+    let d = scratch();
+    let prog = job_program(d.path());
+    let good = d.path().join("good.d");
+    slice_trace_e2e::run_ok(slice_trace_e2e::cmd("trace").args(["run", "-q", "-o", &p(&good), "--", &python(), &p(&prog), "4"]));
+    let (gproc, gstream) = proc_and_stream(&good);
+    let outside = d.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let make = |name: &str, f: &dyn Fn(&Path, &Path, &Path)| {
+        let t = d.path().join(name);
+        copy_trace(&good, &t);
+        let (proc_dir, stream) = proc_and_stream(&t);
+        f(&t, &proc_dir, &stream);
+        t
+    };
+    let link = "a symbolic link, which `trace` never writes";
+    // (trace, what every tool's error must say)
+    let cases: Vec<(PathBuf, String)> = vec![
+        (
+            make("meta-link.d", &|t, _, _| {
+                std::fs::remove_file(t.join("meta.json")).unwrap();
+                symlink(good.join("meta.json"), t.join("meta.json")).unwrap();
+            }),
+            link.to_string(),
+        ),
+        (
+            make("proc-link.d", &|_, proc_dir, _| {
+                std::fs::remove_dir_all(proc_dir).unwrap();
+                symlink(&gproc, proc_dir).unwrap();
+            }),
+            link.to_string(),
+        ),
+        (
+            make("stream-link.d", &|_, _, stream| {
+                std::fs::remove_file(stream).unwrap();
+                symlink(&gstream, stream).unwrap();
+            }),
+            link.to_string(),
+        ),
+        (
+            make("stream-to-dev-zero.d", &|_, _, stream| {
+                std::fs::remove_file(stream).unwrap();
+                symlink("/dev/zero", stream).unwrap();
+            }),
+            link.to_string(),
+        ),
+        (
+            make("truncated-header.d", &|_, _, stream| {
+                std::fs::OpenOptions::new().write(true).open(stream).unwrap().set_len(30).unwrap();
+            }),
+            "the stream header is truncated (30 of 64 bytes)".to_string(),
+        ),
+        (
+            make("huge-meta.d", &|t, _, _| {
+                std::fs::OpenOptions::new().write(true).open(t.join("meta.json")).unwrap().set_len(1 << 40).unwrap();
+            }),
+            "1099511627776 bytes, more than the 16777216 bytes such a document may have".to_string(),
+        ),
+        (
+            make("huge-funcs.d", &|_, proc_dir, _| {
+                std::fs::OpenOptions::new().write(true).open(proc_dir.join("funcs.jsonl")).unwrap().set_len(1 << 40).unwrap();
+            }),
+            "longer than 16777216 bytes".to_string(),
+        ),
+        (
+            make("non-utf8-name.d", &|_, _, stream| {
+                let bad = stream.with_file_name(std::ffi::OsStr::from_bytes(b"\xff\x1b[31m.ev"));
+                std::fs::write(&bad, b"not a stream").unwrap();
+            }),
+            "\\x1b[31m.ev: the stream header is truncated (12 of 64 bytes)".to_string(),
+        ),
+    ];
+    let mut s = Server::start(d.path());
+    // Every case is asked and checked; the failures are listed together.
+    let mut failed = Vec::new();
+    for (k, (trace, expected)) in cases.iter().enumerate() {
+        for tool in ["prompt", "tree", "tests"] {
+            let mut args = json!({"trace": p(trace)});
+            if tool == "prompt" {
+                args["question"] = json!("What runs?");
+            }
+            let id = format!("{tool}{k}");
+            let t = Instant::now();
+            s.call(&id, tool, args);
+            let (err, text) = Server::result(&s.answer(&id, Duration::from_secs(60)));
+            let ok = t.elapsed() < Duration::from_secs(30)
+                && err
+                && text.starts_with("slice: error: ")
+                && text.contains(expected.as_str())
+                // No control character reaches the agent, nothing read from outside the trace.
+                && !text.contains('\u{1b}')
+                && !text.contains("job_4");
+            if !ok {
+                failed.push(format!("{tool} on {} ({:?}): {text:?}", trace.display(), t.elapsed()));
+            }
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+    s.send_line(&json!({"jsonrpc": "2.0", "id": "ping", "method": "ping"}).to_string());
+    assert_eq!(s.answer("ping", Duration::from_secs(10))["result"], json!({}));
+}
+
+#[test]
+fn sigterm_to_the_server_still_answers_a_recording_that_takes_seconds_to_stop() {
+    let d = scratch();
+    let started = d.path().join("started");
+    let prog = d.path().join("slow_stop.py");
+    std::fs::write(
+        &prog,
+        format!(
+            "import os, signal, sys, time\n\ndef stop(*_):\n    time.sleep(2.5)\n    sys.exit(0)\n\nsignal.signal(signal.SIGTERM, stop)\nopen({:?}, 'w').write(str(os.getpid()))\nwhile True:\n    time.sleep(0.05)\n",
+            p(&started)
+        ),
+    )
+    .unwrap();
+    let mut s = Server::start(d.path());
+    s.call("rec", "record", json!({"argv": [python(), p(&prog)]}));
+    let _pid = started_pid(&started);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(Command::new("kill").args(["-TERM", &s.child.id().to_string()]).status().expect("run kill").success());
+    let (err, text) = Server::result(&s.answer("rec", Duration::from_secs(40)));
+    assert!(
+        !err && text.lines().nth(1).is_some_and(|l| l.starts_with("The server is shutting down: stopped (exit status 0) after ")),
+        "{text}"
+    );
+    assert!(s.wait_exit(Duration::from_secs(30)).is_some(), "the server runs on after SIGTERM");
 }

@@ -422,3 +422,80 @@ extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: i32) -> i32;
 }
+
+/// `trace run -q -o out -- argv`, started as `slice mcp` starts it: SIGTERM, SIGINT and SIGHUP
+/// blocked (`trace` unblocks them once its handlers are in place), and, with `pending`, a
+/// SIGTERM already sent to it before its exec.
+fn trace_with_stop_signals_blocked(argv: &[&str], out: &Path, pending: bool) -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut c = cmd("trace");
+    c.args(["run", "-q", "-o"]).arg(out).arg("--").args(argv).stdin(Stdio::null());
+    // SAFETY: only async-signal-safe calls between fork and exec, on locals.
+    unsafe {
+        c.pre_exec(move || {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+                libc::sigaddset(&mut set, s);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+            if pending {
+                libc::kill(libc::getpid(), libc::SIGTERM);
+            }
+            Ok(())
+        })
+    };
+    c
+}
+
+#[test]
+fn a_sigterm_before_the_program_starts_leaves_a_readable_stopped_trace_and_starts_nothing() {
+    let d = scratch();
+    let out = d.path().join("t.d");
+    let py = python();
+    let o = trace_with_stop_signals_blocked(&[&py, "-c", "print('ran')"], &out, true).output().unwrap();
+    let (stdout, stderr) = texts(&o);
+    assert_eq!(o.status.signal(), Some(libc::SIGTERM), "{stderr}");
+    assert_eq!(stdout, "", "the program was not started");
+    assert_eq!(stderr, format!("trace: stopped by SIGTERM (15) before {py} was started; nothing was recorded\n"));
+    let m: Value = serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(m["stopped"], serde_json::json!({"signal": 15, "killed": false}), "{m}");
+    assert!(m.get("exit").is_none(), "{m}");
+    assert_eq!(std::fs::read_to_string(out.join("sources.json")).unwrap().trim(), "{\n  \"files\": []\n}");
+    let o = slice(&["tree", s(&out)]);
+    let (_, err) = texts(&o);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        err,
+        format!("slice: error: {}: the run was stopped (signal 15) before the program was started: nothing was recorded; record it again with `trace run`\n", out.display())
+    );
+}
+
+#[test]
+fn a_sigterm_at_any_moment_of_the_start_leaves_a_readable_stopped_trace() {
+    let py = python();
+    let argv = [py.as_str(), "-c", "import time\ndef wait():\n    time.sleep(30)\nwait()"];
+    let mut started = 0;
+    for i in 0..25u64 {
+        let d = scratch();
+        let out = d.path().join("t.d");
+        let mut child = trace_with_stop_signals_blocked(&argv, &out, false).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(i * 4));
+        // SAFETY: kill on a child we spawned and have not reaped.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let t = Instant::now();
+        let st = child.wait().unwrap();
+        assert_eq!(st.signal(), Some(libc::SIGTERM), "SIGTERM {} ms into the start", i * 4);
+        assert!(t.elapsed() < Duration::from_secs(3), "the program did not get the SIGTERM (blocked?): {:?}", t.elapsed());
+        let m: Value = serde_json::from_str(
+            &std::fs::read_to_string(out.join("meta.json")).unwrap_or_else(|e| panic!("SIGTERM {} ms into the start: {e}", i * 4)),
+        )
+        .unwrap();
+        assert_eq!(m["stopped"], serde_json::json!({"signal": 15, "killed": false}), "{m}");
+        if m.get("exit").is_some() {
+            started += 1;
+            assert_eq!(m["exit"]["signal"], 15, "{m}");
+        }
+    }
+    assert!(started > 0, "no SIGTERM landed after the program started");
+}

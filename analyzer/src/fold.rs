@@ -434,6 +434,8 @@ pub enum LoadError {
     Format(#[from] FormatError),
     #[error("{path}: the trace recorded no process (no p<pid>/ directory with a proc.json); the target may not have started or the shim was not loaded; record it again with `trace run`")]
     NoProcess { path: PathBuf },
+    #[error("{path}: the run was stopped (signal {signal}) before the program was started: nothing was recorded; record it again with `trace run`")]
+    StoppedBeforeStart { path: PathBuf, signal: i32 },
 }
 
 /// Open a trace directory and fold every thread stream; the functions of its trees get their
@@ -443,6 +445,11 @@ pub fn load_trace(dir: &Path, interner: &mut Interner) -> Result<LoadedTrace, Lo
     // of any size costs what ran.
     let td = TraceDir::open_with(dir, trace_format::reader::FuncTables::Used)?;
     if td.processes.is_empty() {
+        // `trace` was asked to stop before it started the program (meta.json's `stopped`
+        // without an exit status): say so, not that the shim failed.
+        if let (Some(st), None) = (&td.meta.stopped, &td.meta.exit) {
+            return Err(LoadError::StoppedBeforeStart { path: dir.to_path_buf(), signal: st.signal });
+        }
         return Err(LoadError::NoProcess { path: dir.to_path_buf() });
     }
     let mut warnings = td.warnings.clone();

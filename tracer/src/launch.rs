@@ -31,6 +31,9 @@ pub enum LaunchError {
     /// The spawn failed (`execvp`'s error).
     Spawn(std::io::Error),
     Wait(std::io::Error),
+    /// `trace` was asked to stop (this signal) before the program was started
+    /// ([`catch_stop_signals`]): it is not started.
+    Stopped(i32),
 }
 
 /// The `Command` the plan describes (the environment is `trace`'s with the plan's changes).
@@ -56,6 +59,8 @@ static STOP_SIGNAL: AtomicI32 = AtomicI32::new(0);
 static KILLED: AtomicBool = AtomicBool::new(false);
 /// `CLOCK_MONOTONIC` nanoseconds when the first stop signal was forwarded.
 static STOP_AT_NS: AtomicU64 = AtomicU64::new(0);
+/// The program has ended: a stop signal from then on is too late to matter.
+static ENDED: AtomicBool = AtomicBool::new(false);
 
 /// The signals `trace` forwards to the program; the first three also start the grace period.
 const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
@@ -78,6 +83,14 @@ fn monotonic_ns() -> u64 {
 extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
     let target = TARGET.load(Ordering::SeqCst);
     if target == 0 {
+        // Before the program is started ([`catch_stop_signals`]): remembered, and the program
+        // is then not started. After it ended: nothing left to stop.
+        if !ENDED.load(Ordering::SeqCst)
+            && STOP_SIGNALS.contains(&sig)
+            && STOP_SIGNAL.compare_exchange(0, sig, Ordering::SeqCst, Ordering::SeqCst).is_ok()
+        {
+            STOP_AT_NS.store(monotonic_ns(), Ordering::SeqCst);
+        }
         return;
     }
     // SAFETY: the kernel passes a valid siginfo with SA_SIGINFO (null checked anyway).
@@ -144,6 +157,37 @@ fn set_action(sig: libc::c_int, handler: libc::sighandler_t, siginfo: bool) {
 
 fn set_handler(sig: libc::c_int, handler: libc::sighandler_t) {
     set_action(sig, handler, false);
+}
+
+/// The first thing `trace run` does: handle the stop signals (SIGTERM, SIGINT, SIGHUP) from
+/// the start, so that one coming while `trace` prepares the run (detecting the target,
+/// writing the shims, the trace directory) is remembered and the run ends as a readable
+/// "stopped" trace with no program started ([`LaunchError::Stopped`]), instead of killing
+/// `trace` half-way. A signal `trace` inherited as ignored stays ignored (`nohup`). Then the
+/// three are unblocked: a caller that starts `trace` with them blocked (as `slice mcp` does)
+/// closes the last window, between its exec and this call; a signal sent meanwhile waits and
+/// is handled here. The program starts with them unblocked.
+pub fn catch_stop_signals() {
+    for sig in STOP_SIGNALS {
+        // SAFETY: reading the current disposition into a local.
+        let ignored = unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+        };
+        if !ignored {
+            set_action(sig, on_signal as *const () as libc::sighandler_t, true);
+        }
+    }
+    // SAFETY: sigset manipulation on a local and pthread_sigmask on this (the main) thread,
+    // before any other thread exists.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in STOP_SIGNALS {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
 }
 
 /// Block `sigs` in this thread; returns the mask to restore.
@@ -252,7 +296,12 @@ pub fn spawn_and_wait(plan: &Plan) -> Result<Outcome, LaunchError> {
             })
         };
     }
-    STOP_SIGNAL.store(0, Ordering::SeqCst);
+    // Asked to stop before the start (the signals are blocked here, so none comes in between).
+    let early = STOP_SIGNAL.load(Ordering::SeqCst);
+    if early != 0 {
+        restore_signals(&old_mask);
+        return Err(LaunchError::Stopped(early));
+    }
     KILLED.store(false, Ordering::SeqCst);
     let spawned = cmd.spawn();
     let mut pgid = 0;
@@ -277,6 +326,7 @@ pub fn spawn_and_wait(plan: &Plan) -> Result<Outcome, LaunchError> {
     let stop = STOP_SIGNAL.load(Ordering::SeqCst);
     let old_mask = block_signals(&handled);
     TARGET.store(0, Ordering::SeqCst);
+    ENDED.store(true, Ordering::SeqCst);
     // SAFETY: cancelling our own alarm.
     unsafe { libc::alarm(0) };
     restore_signals(&old_mask);
@@ -383,6 +433,15 @@ mod tests {
         let o = spawn_and_wait(&plan(&["/bin/sh", "-c", "kill -USR1 $$"], vec![])).unwrap_or_else(|_| panic!("sh runs"));
         assert_eq!((o.exit.code, o.exit.signal), (None, Some(libc::SIGUSR1)));
         assert!(matches!(spawn_and_wait(&plan(&["/nonexistent/program"], vec![])), Err(LaunchError::Spawn(_))));
+        // A stop signal that came before the spawn (in this same test: the flag is global):
+        // the program is not started.
+        let d = tempfile::tempdir().unwrap();
+        let ran = d.path().join("ran");
+        STOP_SIGNAL.store(libc::SIGTERM, Ordering::SeqCst);
+        let o = spawn_and_wait(&plan(&["/bin/sh", "-c", &format!("touch '{}'", ran.display())], vec![]));
+        STOP_SIGNAL.store(0, Ordering::SeqCst);
+        assert!(matches!(o, Err(LaunchError::Stopped(libc::SIGTERM))));
+        assert!(!ran.exists(), "the program was started");
         // The executor changed this test process's dispositions: give them back.
         for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP, libc::SIGALRM, libc::SIGTSTP] {
             set_handler(sig, libc::SIG_DFL);

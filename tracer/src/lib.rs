@@ -243,6 +243,11 @@ fn report_damage(damaged: &[String]) -> Result<i32> {
 
 /// The `trace` program: parse the command line, run it, and exit with its status.
 pub fn main() {
+    // `trace run`'s stop signals are handled before anything else (even the parsing of the
+    // command line): see `launch::catch_stop_signals`.
+    if std::env::args_os().nth(1).is_some_and(|a| a == "run") {
+        launch::catch_stop_signals();
+    }
     let code = match real_main() {
         Ok(code) => code,
         Err(e) => {

@@ -74,6 +74,9 @@ impl Output {
         if self.rec == self.out {
             return Ok(());
         }
+        // Readers of `out` meanwhile say it is being recorded, instead of reading a mix; a
+        // `trace run` recording straight into it is waited for.
+        let _replacing = trace_format::lock::lock(&self.out).with_context(|| format!("cannot open {}", self.out.display()))?;
         for e in std::fs::read_dir(&self.out).with_context(|| format!("cannot read {}", self.out.display()))? {
             let e = e.with_context(|| format!("cannot read {}", self.out.display()))?;
             let name = e.file_name().to_string_lossy().into_owned();

@@ -206,6 +206,16 @@ pub fn run(opts: RunOptions) -> Result<i32> {
 fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -> Result<i32> {
     let output = Output::prepare(&plan.output)?;
     let out = output.rec.clone();
+    // Held until `trace` ends: readers of the directory say it is still being recorded
+    // (trace_format::lock), and a second `trace run -o` into it is refused.
+    let _recording = match trace_format::lock::try_lock(&out) {
+        Ok(l) => l,
+        Err(e) if trace_format::lock::is_busy(&e) => bail!(
+            "{}: another `trace run` is recording into this directory now; wait for it to end or choose another -o",
+            plan.output.out.display()
+        ),
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("cannot open the trace directory {}", out.display()))),
+    };
     let mut meta = plan.meta.clone();
     write_json_atomic(&out.join(META_FILE), &meta)?;
     let libraries = crate::probe_lists::write(plan, &out);
@@ -221,6 +231,10 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
             return Err(spawn_failure(&plan.program, &e).into());
         }
         Err(LaunchError::Wait(e)) => return Err(anyhow::Error::new(e).context("cannot wait for the target")),
+        Err(LaunchError::Stopped(sig)) => {
+            drop(runtime);
+            return stopped_before_start(opts, &output, meta, reserve, sig);
+        }
     };
     drop(runtime);
 
@@ -248,6 +262,32 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
         launch::die_by_signal(sig);
     }
     Ok(exit.code.unwrap_or(1))
+}
+
+/// `trace` was asked to stop (`sig`) before the program started: it is not started, and the
+/// trace says so: `meta.json` with `"stopped"` and no exit status, an empty `sources.json`, no
+/// process (over an earlier trace, that one is kept). Then `trace` ends by that signal.
+fn stopped_before_start(opts: &RunOptions, output: &Output, mut meta: TraceMeta, reserve: Option<PathBuf>, sig: i32) -> Result<i32> {
+    if let Some(r) = &reserve {
+        let _ = std::fs::remove_file(r);
+    }
+    meta.end_unix_ms = Some(now_unix_ms());
+    meta.duration_ns = Some(0);
+    meta.stopped = Some(trace_format::Stopped { signal: sig, killed: false });
+    let finished = finish_trace(&output.rec, &mut meta);
+    eprintln!(
+        "trace: stopped by {} before {} was started; nothing was recorded",
+        launch::signal_name(sig),
+        opts.command[0].to_string_lossy()
+    );
+    if output.rec != output.out {
+        output.discard();
+        eprintln!("trace: the earlier trace in {} is kept", opts.output.display());
+    } else if let Err(e) = finished {
+        let _ = write_json_atomic(&output.rec.join(META_FILE), &meta);
+        eprintln!("trace: warning: the trace in {} is incomplete: {e:#}", opts.output.display());
+    }
+    launch::die_by_signal(sig)
 }
 
 /// What `trace` says on stderr when the target died by `sig`: nothing for SIGPIPE (the reader

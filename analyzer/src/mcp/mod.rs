@@ -29,9 +29,10 @@ use tokio_util::sync::CancellationToken;
 /// `trace`, then SIGKILL after its grace period).
 const SHUTDOWN_WAIT: Duration = Duration::from_secs(30);
 
-/// Serve on stdin/stdout until the client closes the connection or the server gets SIGTERM,
-/// SIGINT or SIGHUP; then stop the recordings still running (their partial traces are kept)
-/// and wait for them.
+/// Serve on stdin/stdout until the client closes its side of stdin (the calls in flight still
+/// run to their end and their answers are written: [`transport::LineTransport`]) or the server
+/// gets SIGTERM, SIGINT or SIGHUP (the recordings still running are stopped, their partial
+/// traces kept, and their answers written if stdout is open); then wait for the recordings.
 pub fn serve() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().context("starting the async runtime")?;
     let r = rt.block_on(async {
@@ -40,12 +41,13 @@ pub fn serve() -> anyhow::Result<()> {
         let mut int = signal(SignalKind::interrupt()).context("handling SIGINT")?;
         let mut hup = signal(SignalKind::hangup()).context("handling SIGHUP")?;
         let shutdown = CancellationToken::new();
-        let session = serve_on(tokio::io::stdin(), tokio::io::stdout(), shutdown.clone(), true);
+        let session = serve_with(tokio::io::stdin(), tokio::io::stdout(), shutdown.clone(), true, Some(Box::new(stdout_closed)));
+        tokio::pin!(session);
         tokio::select! {
-            r = session => r?,
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-            _ = hup.recv() => {}
+            r = &mut session => r?,
+            _ = term.recv() => stop_session(&shutdown, session).await,
+            _ = int.recv() => stop_session(&shutdown, session).await,
+            _ = hup.recv() => stop_session(&shutdown, session).await,
         }
         shutdown.cancel();
         wait_for_recordings().await;
@@ -56,14 +58,47 @@ pub fn serve() -> anyhow::Result<()> {
     r
 }
 
-/// One session over `read` and `write`: serve until the input ends (which cancels
-/// `shutdown`), then let the answers in flight out (rmcp waits up to 5 s).
+/// Told to stop: the recordings stop (`shutdown`), the transport reads no more, and the session
+/// gets [`transport::STOP_WAIT`] (and a little to write) to answer the calls in flight.
+async fn stop_session(shutdown: &CancellationToken, session: impl std::future::Future<Output = anyhow::Result<()>>) {
+    shutdown.cancel();
+    let _ = tokio::time::timeout(transport::STOP_WAIT + Duration::from_secs(2), session).await;
+}
+
+/// Whether the reader of our stdout is gone (a pipe or socket whose other end is closed:
+/// `poll` says POLLERR or POLLHUP at once). A file or a terminal never is.
+fn stdout_closed() -> bool {
+    let mut fd = libc::pollfd { fd: 1, events: libc::POLLOUT, revents: 0 };
+    // SAFETY: poll on one pollfd we own, without waiting.
+    let n = unsafe { libc::poll(&mut fd, 1, 0) };
+    n == 1 && fd.revents & (libc::POLLERR | libc::POLLHUP) != 0
+}
+
+/// One session over `read` and `write`: serve until the input ends and the calls in flight
+/// are answered, or `shutdown` is cancelled (see [`transport::LineTransport`]).
 pub async fn serve_on<R, W>(read: R, write: W, shutdown: CancellationToken, can_record: bool) -> anyhow::Result<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let transport = transport::LineTransport::new(read, write, shutdown.clone());
+    serve_with(read, write, shutdown, can_record, None).await
+}
+
+async fn serve_with<R, W>(
+    read: R,
+    write: W,
+    shutdown: CancellationToken,
+    can_record: bool,
+    peer_gone: Option<transport::PeerGone>,
+) -> anyhow::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let mut transport = transport::LineTransport::new(read, write, shutdown.clone());
+    if let Some(p) = peer_gone {
+        transport = transport.with_peer_gone(p);
+    }
     let service = server::SliceServer::with(shutdown, can_record)
         .serve(transport)
         .await

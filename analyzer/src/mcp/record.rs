@@ -225,6 +225,19 @@ fn shown(name: &str, buf: &Mutex<(Vec<u8>, usize)>) -> String {
     s
 }
 
+/// The signals that ask `trace` to stop a run.
+fn stop_signal_set() -> libc::sigset_t {
+    // SAFETY: sigemptyset/sigaddset on a local set.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
 fn signal(child: &Child, sig: i32, group: bool) {
     let Ok(pid) = i32::try_from(child.id()) else { return };
     let target = if group { -pid } else { pid };
@@ -380,6 +393,19 @@ pub fn record_until(p: &RecordParams, stop: &dyn Fn() -> Option<StopReason>) -> 
     let mut cmd = Command::new(&trace);
     cmd.arg("run").arg("-o").arg(&rec).arg("--").args(&p.argv);
     cmd.current_dir(&cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    // `trace` starts with its stop signals blocked: a SIGTERM from this server that comes
+    // before `trace` has its handlers in place waits for them (`trace` unblocks the signals
+    // then, and the program it runs starts with them unblocked), instead of killing `trace`
+    // before it wrote anything (docs/trace-format.md, "Stopping a run").
+    let blocked = stop_signal_set();
+    // SAFETY: between fork and exec only pthread_sigmask, async-signal-safe, on a copy of a
+    // signal set built before the fork.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::pthread_sigmask(libc::SIG_BLOCK, &blocked, std::ptr::null_mut());
+            Ok(())
+        });
+    }
     if let Some(env) = &p.env {
         cmd.envs(env);
     }

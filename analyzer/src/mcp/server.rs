@@ -43,7 +43,11 @@ async fn answer(traces: Vec<PathBuf>, work: impl FnOnce() -> anyhow::Result<Stri
     };
     match tokio::task::spawn_blocking(work).await {
         Ok(Ok(text)) => CallToolResult::success(vec![ContentBlock::text(text)]),
-        Ok(Err(e)) => CallToolResult::error(vec![ContentBlock::text(format!("slice: error: {e:#}"))]),
+        // As the CLI prints it: a name from the trace (a file name, say) may hold control
+        // characters, escaped here like everywhere else (`trace_format::escape`).
+        Ok(Err(e)) => {
+            CallToolResult::error(vec![ContentBlock::text(format!("slice: error: {}", trace_format::escape::block(&format!("{e:#}"))))])
+        }
         Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
             "slice: internal error: {e}; the server keeps running (please report this with the trace)"
         ))]),

@@ -18,6 +18,7 @@ pub mod clock;
 pub mod command;
 pub mod escape;
 pub mod event;
+pub mod lock;
 pub mod meta;
 pub mod objects;
 pub mod patching;
@@ -56,6 +57,8 @@ pub enum FormatError {
     NotFound { path: PathBuf },
     #[error("{path}: not a directory; a trace is the directory that `trace run` writes (default ./trace.d)")]
     NotADirectory { path: PathBuf },
+    #[error("{path}: the trace is still being recorded (a `trace run` is writing it now); ask again when that run has ended")]
+    BeingRecorded { path: PathBuf },
     #[error("{path}: not a trace directory (no valid meta.json); record one with `trace run -o {path} -- <command>`")]
     NotATrace { path: PathBuf },
     #[error("{path}: written by a newer version of the trace format ({found}; this program reads up to {supported}); upgrade `slice`/`trace` to read it")]
@@ -78,13 +81,14 @@ pub enum FormatError {
     FuncIdOutOfRange { path: PathBuf, line: usize, id: u64, max: u64 },
     #[error("{path}: {msg}; the trace is damaged, record it again")]
     Damaged { path: PathBuf, msg: String },
-    #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    /// (Not a `#[source]`: the message holds it already, and `{:#}` would repeat it.)
+    #[error("{path}: {error}")]
+    Io { path: PathBuf, error: std::io::Error },
 }
 
 impl FormatError {
     pub(crate) fn io(path: &Path, source: std::io::Error) -> FormatError {
-        FormatError::Io { path: path.to_path_buf(), source }
+        FormatError::Io { path: path.to_path_buf(), error: source }
     }
 
     /// Whether the error leaves the events read before it usable (a damaged tail).

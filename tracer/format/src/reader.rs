@@ -79,6 +79,10 @@ impl TraceDir {
         if !root.is_dir() {
             return Err(FormatError::NotADirectory { path: root.to_path_buf() });
         }
+        // Its streams are still growing: no reading them half-written (src/lock.rs).
+        if crate::lock::being_recorded(root) {
+            return Err(FormatError::BeingRecorded { path: root.to_path_buf() });
+        }
         let meta = read_meta(root)?;
         // A run with --native-ext whose recorder did not get to merge the native shim's
         // directories into the Python processes' (it was killed): merged here, once the
@@ -89,12 +93,25 @@ impl TraceDir {
             Vec::new()
         };
         let mut processes = Vec::new();
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(root)
-            .map_err(|e| FormatError::io(root, e))?
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .filter(|p| p.is_dir() && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('p')))
-            .collect();
+        let mut entries: Vec<PathBuf> = Vec::new();
+        for e in std::fs::read_dir(root).map_err(|e| FormatError::io(root, e))?.filter_map(|e| e.ok()) {
+            let path = e.path();
+            if !path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('p')) {
+                continue;
+            }
+            // A process directory (`p<pid>[.<n>]`) that is a link would be read from outside the
+            // trace (another name, `plots`, may be the user's own link).
+            let process_name = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_prefix('p')).is_some_and(|rest| {
+                let (pid, image) = rest.split_once('.').unwrap_or((rest, "0"));
+                let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+                digits(pid) && digits(image)
+            });
+            match e.file_type() {
+                Ok(t) if t.is_symlink() && process_name && path.is_dir() => return Err(FormatError::io(&path, symbolic_link())),
+                Ok(t) if t.is_dir() => entries.push(path),
+                _ => {}
+            }
+        }
         entries.sort();
         for dir in entries {
             if !dir.join(PROC_META_FILE).exists() {
@@ -122,14 +139,28 @@ pub const MAX_SOURCES_BYTES: u64 = 256 << 20;
 pub const MAX_FUNC_LINE_BYTES: usize = 16 << 20;
 
 /// Open a file of a trace for reading without blocking on a FIFO (`O_NONBLOCK`), and refuse
-/// anything but a regular file (checked with `fstat` on the descriptor).
+/// anything but a regular file (checked with `fstat` on the descriptor) and a symbolic link
+/// (`O_NOFOLLOW`: `trace` never writes one, so a link in a trace points out of it: the trace
+/// was crafted or copied with its links, and nothing outside it is read).
 pub fn open_regular(path: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
-    let f = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
+    let f = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW).open(path) {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(symbolic_link()),
+        Err(e) => return Err(e),
+    };
     if !f.metadata()?.is_file() {
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
     }
     Ok(f)
+}
+
+/// The error for a symbolic link where a trace has a file or a process directory.
+fn symbolic_link() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        "a symbolic link, which `trace` never writes: a trace's files are read only from inside it (copy the trace with `cp -rL` to read what the links point to)",
+    )
 }
 
 /// The error for a document larger than its cap.
