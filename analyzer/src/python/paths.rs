@@ -30,7 +30,7 @@ pub fn python_origin(path: &str) -> Origin {
 /// which `doctest` compiles). A trace recorded before `made_in` existed
 /// falls back to `dataclasses`' naming ([`is_dataclass_generated`]).
 pub fn made_by_stdlib(f: &Function) -> bool {
-    if f.language != Language::Python || !f.file.as_deref().is_some_and(|p| p.as_os_str() == "<string>") {
+    if f.language != Language::Python || f.file.as_deref().is_none_or(|p| p.as_os_str() != "<string>") {
         return false;
     }
     match f.made_in.as_deref() {
