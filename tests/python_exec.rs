@@ -61,6 +61,109 @@ fn exec_d_code_is_kept_and_dataclass_methods_are_hidden() {
     assert!(prompt.contains("#### `Job.__post_init__` (app.py:8-9)\n"), "{prompt}");
 }
 
+/// An installed package that compiles a validator from a schema into Python source and runs
+/// it with `exec`, as fastjsonschema does (its validators' frames read `File "<string>"`).
+const GENVAL: &str = r#"def compile_schema(required):
+    lines = ["def validate_order(data):"]
+    for key in required:
+        lines.append("    if %r not in data:" % key)
+        lines.append("        raise ValueError('missing %s')" % key)
+    lines.append("    return data")
+    ns = {}
+    exec(compile("\n".join(lines) + "\n", "<string>", "exec"), ns)
+    return ns["validate_order"]
+"#;
+
+const GENERATED: &str = r#"import collections
+import dataclasses
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "vendor/lib/python3/site-packages"))
+
+import genval
+
+Point = collections.namedtuple("Point", "x y")
+
+
+@dataclasses.dataclass
+class Order:
+    item: str
+    qty: int
+
+    def __post_init__(self):
+        self.item = self.item.strip()
+
+
+RULES = """
+def check_qty(order):
+    return order.qty > 0
+"""
+rules = {}
+exec(compile(RULES, "<string>", "exec"), rules)
+
+validate_order = genval.compile_schema(["item", "qty"])
+
+
+def total(order, at):
+    return order.qty * 3 + at.x
+
+
+def main():
+    at = Point(1, 2)
+    order = Order(" pen ", 2)
+    validate_order({"item": order.item, "qty": order.qty})
+    if rules["check_qty"](order):
+        print(total(order, at))
+
+
+main()
+"#;
+
+/// The lines of a prompt's call tree from `  main` to the end of its subtree.
+fn main_subtree(prompt: &str) -> String {
+    let mut out = Vec::new();
+    for l in prompt.lines().skip_while(|l| *l != "  main") {
+        if !out.is_empty() && !l.starts_with("    ") {
+            break;
+        }
+        out.push(l);
+    }
+    out.join("\n")
+}
+
+/// Code that the standard library compiles from a string and runs (namedtuple's `__new__`,
+/// the methods `dataclasses` generates) is the standard library's, whoever calls it: the
+/// recorder notes who ran the string (`made_in`). Code that the program or an installed
+/// package generates the same way (`File "<string>"`: fastjsonschema's validators) stays.
+#[test]
+fn code_the_standard_library_generates_is_hidden_with_it_and_code_others_generate_stays() {
+    for py in [python(), slice_trace_e2e::pyenv_python(12).expect("CPython 3.12 under $(pyenv root)/versions").display().to_string()] {
+        let s = scratch();
+        let pkg = s.path().join("vendor/lib/python3/site-packages/genval");
+        std::fs::create_dir_all(&pkg).unwrap();
+        std::fs::write(pkg.join("__init__.py"), GENVAL).unwrap();
+        std::fs::write(s.path().join("app.py"), GENERATED).unwrap();
+        let d = s.path().join("t.d");
+        let out = run_ok(cmd("trace").current_dir(s.path()).args(["run", "-q", "-o"]).arg(&d).arg("--").arg(&py).arg("app.py"));
+        assert_eq!(out, "7\n");
+        let prompt = run_ok(cmd("slice").arg("from-trace").arg(&d).args(["-q", "What does total return?"]));
+        assert_eq!(
+            main_subtree(&prompt),
+            "  main\n    Order.__post_init__\n    validate_order  (<string>:1)\n    check_qty  (<string>:2)\n    total",
+            "{py}:\n{prompt}"
+        );
+        // With the standard library shown, namedtuple's `__new__` and the dataclass's `__init__`
+        // are there, where they ran.
+        let tree = run_ok(cmd("slice").args(["tree", "--color", "never", "--stdlib"]).arg(&d));
+        for f in ["<lambda>  (<string>:1)", "__create_fn__.<locals>.__init__  (<string>:"] {
+            assert!(tree.contains(f), "{py}: {f} missing with --stdlib:\n{tree}");
+        }
+        let default = run_ok(cmd("slice").args(["tree", "--color", "never"]).arg(&d));
+        assert!(!default.contains("<lambda>") && default.contains("validate_order  (<string>:1)"), "{py}:\n{default}");
+    }
+}
+
 const PARENT: &str = r#"import os
 import subprocess
 import sys

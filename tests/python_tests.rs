@@ -422,3 +422,76 @@ fn xdist_workers_keep_their_tests_and_the_controller_records_none() {
     let p = slice(&["from-trace", t.to_str().unwrap(), "--test", "failed", "-q", "q"]);
     assert!(p.contains("E       AssertionError: assert 1000 == 900") && p.contains("#### `bulk_discount`"), "{p}");
 }
+
+const CALC: &str = "def add(a, b):\n    return a + b + (1 if a == 2 else 0)\n\n\ndef div(a, b):\n    return a / b\n";
+
+const CALC_TEST: &str = r#"import unittest
+
+from calc import add, div
+
+
+class CalcTest(unittest.TestCase):
+    def test_add(self):
+        self.assertEqual(add(2, 2), 4)
+
+    def test_div(self):
+        self.assertEqual(div(1, 0), 1)
+
+    def test_ok(self):
+        self.assertEqual(add(1, 1), 2)
+"#;
+
+/// The failure blocks of a prompt's outcome (`FAILED ...`/`ERROR ...` up to the fence), the
+/// duration replaced by `<duration>`.
+fn failure_blocks(prompt: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur: Option<Vec<String>> = None;
+    for l in prompt.lines() {
+        match &mut cur {
+            None if l.starts_with("FAILED ") || l.starts_with("ERROR ") => {
+                let head = l.rsplit_once(", ").map_or(l, |(h, _)| h);
+                cur = Some(vec![format!("{head}, <duration>")]);
+            }
+            Some(b) if l.starts_with("```") => {
+                out.push(b.join("\n"));
+                cur = None;
+            }
+            Some(b) => b.push(l.to_string()),
+            None => {}
+        }
+    }
+    out
+}
+
+/// A `python -m unittest` failure reads as pytest's does: the place relative to the run's
+/// directory, the failing statement (the test file's innermost frame), the exception and its
+/// message; an error raised in the code under test likewise, with its traceback. Module and
+/// discovery runs, CPython 3.11 and 3.12.
+#[test]
+fn a_unittest_failure_shows_the_place_the_statement_and_the_exception_as_pytests_does() {
+    let want_failed = "FAILED tests.test_calc.CalcTest.test_add, <duration>\nat tests/test_calc.py:8\n>   self.assertEqual(add(2, 2), 4)\nE   AssertionError: 5 != 4";
+    let want_error = "ERROR tests.test_calc.CalcTest.test_div, <duration>\nat tests/test_calc.py:11\n>   self.assertEqual(div(1, 0), 1)\n\
+                      E   ZeroDivisionError: division by zero\ntraceback (innermost last):\n  tests/test_calc.py:11 (test_div)\n  calc.py:6 (div)";
+    for minor in [11, 12] {
+        let py = slice_trace_e2e::pyenv_python(minor).unwrap_or_else(|| panic!("no CPython 3.{minor} under $(pyenv root)/versions"));
+        let d = scratch();
+        let proj = d.path().join("proj");
+        std::fs::create_dir_all(proj.join("tests")).unwrap();
+        std::fs::write(proj.join("calc.py"), CALC).unwrap();
+        std::fs::write(proj.join("tests/__init__.py"), "").unwrap();
+        std::fs::write(proj.join("tests/test_calc.py"), CALC_TEST).unwrap();
+        for (name, args) in [
+            ("module.d", &["-m", "unittest", "tests.test_calc"][..]),
+            ("discover.d", &["-m", "unittest", "discover", "-s", "tests", "-t", "."][..]),
+        ] {
+            let mut argv = vec![py.to_str().unwrap()];
+            argv.extend_from_slice(args);
+            let (t, code) = record(&proj, name, &argv);
+            assert_eq!(code, 1, "3.{minor} {name}");
+            let p = slice(&["from-trace", t.to_str().unwrap(), "--test", "failed", "-q", "Why do they fail?"]);
+            assert_eq!(failure_blocks(&p), [want_failed, want_error], "3.{minor} {name}:\n{p}");
+            let table = slice(&["tests", t.to_str().unwrap()]);
+            assert!(table.contains("  tests.test_calc.CalcTest.test_add: 5 != 4 at tests/test_calc.py:8\n"), "3.{minor} {name}:\n{table}");
+        }
+    }
+}

@@ -483,14 +483,14 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         );
     }
     if opts.tests.is_some() {
-        outcome.extend(chosen.iter().map(|(_, x)| crate::testrun::outcome_text(x)));
+        outcome.extend(chosen.iter().map(|(_, x)| crate::testrun::outcome_text(x, &cwd)));
         for (_, x) in &chosen {
             failure_frames.extend(crate::testrun::failure_frames(x));
         }
     } else if all_tests.iter().any(|(_, x)| x.outcome.is_failure()) {
         // The whole run's prompt says what failed too, for the first few failing tests.
         for (_, x) in all_tests.iter().filter(|(_, x)| x.outcome.is_failure()).take(WHOLE_RUN_FAILURES) {
-            outcome.push(crate::testrun::outcome_text(x));
+            outcome.push(crate::testrun::outcome_text(x, &cwd));
             failure_frames.extend(crate::testrun::failure_frames(x));
         }
         let failing: Vec<&str> = all_tests.iter().filter(|(_, x)| x.outcome.is_failure()).map(|(_, x)| x.id.as_str()).collect();
@@ -577,7 +577,7 @@ pub fn display_path(file: &Path, cwd: &Path) -> String {
     escape::line(&shortened_path(file, cwd)).into_owned()
 }
 
-fn shortened_path(file: &Path, cwd: &Path) -> String {
+pub(crate) fn shortened_path(file: &Path, cwd: &Path) -> String {
     // `dir/../x.py` as `x.py`: Python names a module by the `sys.path` entry it was found
     // through (a conftest.py adding `tests/..`), which the reader does not need to see.
     let normalized;

@@ -160,7 +160,15 @@ mod tests {
     fn record(id: u32, file: &str, code_lines: Option<Vec<u32>>) -> Option<FuncRecord> {
         Some(FuncRecord {
             id,
-            kind: FuncKind::Python { file: file.into(), qualname: "f".into(), name: "f".into(), first_line: 1, last_line: 9, code_lines },
+            kind: FuncKind::Python {
+                file: file.into(),
+                qualname: "f".into(),
+                name: "f".into(),
+                first_line: 1,
+                last_line: 9,
+                code_lines,
+                made_in: None,
+            },
         })
     }
 

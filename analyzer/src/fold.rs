@@ -768,6 +768,7 @@ mod tests {
             last_line: Some(line + 2),
             object: Some("/p/app".into()),
             program_library: false,
+            made_in: None,
             inlined: false,
         };
         let funcs = Arc::new(vec![native("app::main", 1), native("app::parse", 10), native("app::parse", 20), native("app::parse", 10)]);
@@ -805,6 +806,7 @@ mod tests {
             last_line: Some(673),
             object: object.map(Into::into),
             program_library: false,
+            made_in: None,
             inlined: false,
         };
         let rt = Some("/v/site-packages/30fcd23745efe32ce681__mypyc.cpython-311-x86_64-linux-gnu.so");

@@ -2,7 +2,7 @@
 //! third-party packages; and the module name used by `--module`.
 
 use crate::native::paths::{native_name_origin, native_origin};
-use crate::python::paths::{dotted, is_dataclass_generated, package_module, packages_dir_end, python_origin, stdlib_dir_end};
+use crate::python::paths::{dotted, made_by_stdlib, package_module, packages_dir_end, python_origin, stdlib_dir_end};
 use crate::symbols::{Function, Language};
 use std::path::Path;
 
@@ -24,7 +24,7 @@ pub enum Origin {
 pub fn origin(f: &Function) -> Origin {
     let file = f.file.as_deref().map(|p| p.to_string_lossy().into_owned());
     match f.language {
-        Language::Python if is_dataclass_generated(f) => Origin::Stdlib,
+        Language::Python if made_by_stdlib(f) => Origin::Stdlib,
         Language::Python => file.as_deref().map(python_origin).unwrap_or(Origin::Program),
         // A C function of an installed package (mypyc-compiled black's `main`, Cython, numpy)
         // is the package's code, not the standard library's.
@@ -87,6 +87,7 @@ mod tests {
             last_line: Some(2),
             object: None,
             program_library: false,
+            made_in: None,
             inlined: false,
         }
     }
@@ -145,6 +146,7 @@ mod tests {
             last_line: None,
             object: module.map(String::from),
             program_library: false,
+            made_in: None,
             inlined: false,
         };
         assert_eq!(origin(&c(Some("builtins"))), Origin::Stdlib);
@@ -161,7 +163,8 @@ mod tests {
         assert_eq!(origin(&f), Origin::Stdlib);
         f.qualname = "__create_fn__".into();
         assert_eq!(origin(&f), Origin::Stdlib);
-        // Other code compiled from a string is the program's (an `exec` the program ran).
+        // Traces without `made_in` (recorded before it): dataclasses' naming decides; other
+        // code compiled from a string is the program's (an `exec` the program ran).
         f.qualname = "<lambda>".into();
         assert_eq!(origin(&f), Origin::Program);
         f.qualname = "make.<locals>.__init__".into();
@@ -170,6 +173,31 @@ mod tests {
         let mut g = pyf("/home/u/proj/gen.py");
         g.qualname = "__create_fn__.<locals>.__init__".into();
         assert_eq!(origin(&g), Origin::Program);
+    }
+
+    #[test]
+    fn code_compiled_from_a_string_is_whose_code_ran_the_string() {
+        let made = |qualname: &str, file: &str, made_in: Option<&str>| {
+            let mut f = pyf(file);
+            f.qualname = qualname.into();
+            f.made_in = made_in.map(String::from);
+            origin(&f)
+        };
+        let collections = Some("/root/.pyenv/versions/3.12.1/lib/python3.12/collections/__init__.py");
+        // namedtuple's `__new__`, and the body `eval` ran to make it: the standard library's.
+        assert_eq!(made("<lambda>", "<string>", collections), Origin::Stdlib);
+        assert_eq!(made("<module>", "<string>", collections), Origin::Stdlib);
+        assert_eq!(made("__create_fn__.<locals>.__init__", "<string>", Some("/usr/lib/python3.11/dataclasses.py")), Origin::Stdlib);
+        // What an installed package (fastjsonschema's validators) or the program generates
+        // stays the program's, whatever its name.
+        assert_eq!(made("validate", "<string>", Some("/v/lib/python3.12/site-packages/fastjsonschema/__init__.py")), Origin::Program);
+        assert_eq!(made("<lambda>", "<string>", Some("/home/u/proj/app.py")), Origin::Program);
+        assert_eq!(made("__create_fn__.<locals>.__init__", "<string>", Some("/home/u/proj/app.py")), Origin::Program);
+        // Who ran it unknown (`python -c`): the program's.
+        assert_eq!(made("<lambda>", "<string>", None), Origin::Program);
+        // Another name than `<string>` (doctest's examples of the program's docstrings) is
+        // not generated code of the standard library's, whoever compiled it.
+        assert_eq!(made("<module>", "<doctest app.f[0]>", Some("/usr/lib/python3.11/doctest.py")), Origin::Program);
     }
 
     #[test]
@@ -197,6 +225,7 @@ mod tests {
             last_line: None,
             object: Some("/p/hexyl".into()),
             program_library: false,
+            made_in: None,
             inlined: false,
         };
         assert_eq!(origin(&f("__rustc::__rust_alloc")), Origin::Stdlib);
@@ -213,6 +242,7 @@ mod tests {
             object: Some("/usr/lib/x86_64-linux-gnu/libjq.so.1.0.4".into()),
             file: file.map(Into::into),
             program_library: own,
+            made_in: None,
             ..f(q)
         };
         assert_eq!(origin(&lib("jq_next", None, true)), Origin::Program);

@@ -291,6 +291,7 @@ mod tests {
             last_line: Some(2),
             object: None,
             program_library: false,
+            made_in: None,
             inlined: false,
         }
     }

@@ -42,6 +42,10 @@ pub struct Function {
     /// run (docs/native-recording.md, "Inlined functions"): it ran inside the function above
     /// it in the tree, without a call.
     pub inlined: bool,
+    /// Python code compiled from a string (file `<string>`): the file of the code that ran
+    /// it with `exec`/`eval`, as recorded (`funcs.jsonl`'s `made_in`): whose code it is
+    /// ([`crate::python::paths::made_by_stdlib`]).
+    pub made_in: Option<String>,
 }
 
 impl Function {
@@ -57,6 +61,7 @@ impl Function {
             last_line: None,
             object: None,
             program_library: false,
+            made_in: None,
             inlined: false,
         }
     }
@@ -250,7 +255,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
     for (&id, dense) in ids.iter_mut() {
         *dense = out.len() as u32;
         let f = match proc.funcs.get(id).map(|r| &r.kind) {
-            Some(FuncKind::Python { file, qualname, name, first_line, last_line, .. }) => Function {
+            Some(FuncKind::Python { file, qualname, name, first_line, last_line, made_in, .. }) => Function {
                 language: Language::Python,
                 name: name.clone(),
                 qualname: qualname.clone(),
@@ -259,6 +264,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
                 last_line: Some(*last_line),
                 object: None,
                 program_library: false,
+                made_in: made_in.clone(),
                 inlined: false,
             },
             Some(FuncKind::Builtin { module, qualname }) => Function {
@@ -270,6 +276,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
                 last_line: None,
                 object: module.clone(),
                 program_library: false,
+                made_in: None,
                 inlined: false,
             },
             Some(FuncKind::Native { addr, module, base, symbol, inlined }) => {

@@ -56,6 +56,7 @@ pub fn py_funcs(names: &[&str]) -> Vec<Function> {
             last_line: None,
             object: None,
             program_library: false,
+            made_in: None,
             inlined: false,
         })
         .collect()
@@ -70,6 +71,7 @@ pub fn py(file: &str, qualname: &str, first_line: u32, last_line: u32) -> FuncKi
         first_line,
         last_line,
         code_lines: None,
+        made_in: None,
     }
 }
 

@@ -345,20 +345,66 @@ def _unittest_id(test):
         return repr(test)
 
 
+def _unittest_file(test):
+    """The file the test method is defined in (None if unknown)."""
+    try:
+        import inspect
+
+        m = getattr(test, getattr(test, "_testMethodName", ""), None)
+        if m is not None:
+            return inspect.getsourcefile(m)
+    except Exception:
+        pass
+    return None
+
+
+def _same_file(a, b):
+    try:
+        return os.path.normcase(os.path.abspath(a)) == os.path.normcase(os.path.abspath(b))
+    except Exception:
+        return False
+
+
 def _unittest_failure(test, err, phase="call"):
     import traceback
 
     etype, value, tb = err
-    frames = []
+    kept = []
     for fs in traceback.extract_tb(tb)[-_FRAMES:]:
         if "/unittest/" in fs.filename.replace("\\", "/"):
             continue
-        frames.append({"file": fs.filename, "line": fs.lineno, "message": fs.name})
+        kept.append(fs)
+    frames = [{"file": fs.filename, "line": fs.lineno, "message": fs.name} for fs in kept]
     f = {"phase": phase, "exception": getattr(etype, "__qualname__", str(etype)), "message": _text(value)}
     if frames:
         f["frames"] = frames
-        f["file"] = frames[-1]["file"]
-        f["line"] = frames[-1]["line"]
+    # Where it failed, and the failing statement: the innermost frame in the test's own file
+    # (the test method, or setUp), else the innermost frame kept; its source line as the
+    # traceback read it. With the exception as unittest prints it, in pytest's layout: `>` the
+    # statement, `E` the exception and its message.
+    test_file = _unittest_file(test)
+    stated = None
+    for fs in reversed(kept):
+        if test_file is not None and _same_file(fs.filename, test_file):
+            stated = fs
+            break
+    if stated is None and kept:
+        stated = kept[-1]
+    if stated is not None:
+        f["file"] = stated.filename
+        f["line"] = stated.lineno
+    report = []
+    statement = (getattr(stated, "line", None) or "").strip() if stated is not None else ""
+    if statement:
+        report.append(">   " + statement)
+    try:
+        for chunk in traceback.format_exception_only(etype, value):
+            for l in chunk.rstrip("\n").split("\n"):
+                report.append(("E   " + l).rstrip())
+    except Exception:
+        pass
+    if report:
+        f["report"] = _text("\n".join(report))
     return f
 
 
@@ -394,13 +440,10 @@ def install_unittest(result_class):
         if opened is not None and opened.get("runner") != "unittest":
             # A unittest result used inside a test that pytest runs is not a test of its own.
             return
-        file, line = None, None
+        file, line = _unittest_file(test), None
         try:
-            import inspect
-
             m = getattr(test, getattr(test, "_testMethodName", ""), None)
             if m is not None:
-                file = inspect.getsourcefile(m)
                 line = m.__code__.co_firstlineno
         except Exception:
             pass

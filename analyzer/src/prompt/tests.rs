@@ -713,7 +713,7 @@ fn model_with_lines() -> (tempfile::TempDir, Model) {
     let m = pkg.join("mod.py").to_string_lossy().into_owned();
     let with_lines = |k: trace_format::FuncKind, lines: &[u32]| match k {
         trace_format::FuncKind::Python { file, qualname, name, first_line, last_line, .. } => {
-            trace_format::FuncKind::Python { file, qualname, name, first_line, last_line, code_lines: Some(lines.to_vec()) }
+            trace_format::FuncKind::Python { file, qualname, name, first_line, last_line, code_lines: Some(lines.to_vec()), made_in: None }
         }
         other => other,
     };

@@ -20,6 +20,25 @@ pub fn python_origin(path: &str) -> Origin {
     Origin::Program
 }
 
+/// Whether a Python function is code the standard library compiled from a string and ran
+/// (file `<string>`): the `__new__` of every `collections.namedtuple`
+/// (`<lambda>`, `<string>:1`), the methods `dataclasses` generates, the body that defined them.
+/// Decided by what the recorder saw: the file of the code that ran the string
+/// (`funcs.jsonl`'s `made_in`, [`Function::made_in`]) is the standard library's. What a
+/// program or an installed package generates (fastjsonschema's validators) stays theirs; so
+/// does code under another name (`<doctest ...>`: the examples of a program's docstrings,
+/// which `doctest` compiles). A trace recorded before `made_in` existed
+/// falls back to `dataclasses`' naming ([`is_dataclass_generated`]).
+pub fn made_by_stdlib(f: &Function) -> bool {
+    if f.language != Language::Python || f.file.as_deref().is_none_or(|p| p.as_os_str() != "<string>") {
+        return false;
+    }
+    match f.made_in.as_deref() {
+        Some(m) => python_origin(m) == Origin::Stdlib,
+        None => is_dataclass_generated(f),
+    }
+}
+
 /// Whether a Python function is one of the methods the standard library's `dataclasses`
 /// generates (`__init__`, `__eq__`, `__setattr__`... compiled from a string inside a function
 /// named `__create_fn__`, so `<string>` is their file and `__create_fn__.<locals>.__init__`

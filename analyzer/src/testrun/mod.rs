@@ -21,6 +21,7 @@ pub use table::{RankedFunction, TestRow, TestTable};
 
 use regex::Regex;
 use std::fmt::Write as _;
+use std::path::Path;
 use trace_format::{ExitStatus, TestOutcome, TestRun};
 
 /// Which tests `--test` selects.
@@ -128,10 +129,20 @@ pub fn failure_frames(t: &TestRun) -> Vec<(String, u32)> {
     }
 }
 
-/// What a prompt says first about a test: its outcome, and for a failure where it failed, the
-/// runner's report of the comparison, the traceback and the tail of its output. Plain text
-/// (the template fences it).
-pub fn outcome_text(t: &TestRun) -> String {
+/// A place a runner reported (a failure's file and line, a traceback frame's), as the rest of a
+/// prompt shows paths ([`crate::analysis::display_path`]'s rule, unescaped: the caller escapes
+/// the whole text): pytest gives paths relative to the directory it ran in, unittest absolute
+/// ones; both read `tests/test_x.py:4` for a file under the run's directory `cwd`.
+pub fn place(file: &str, line: Option<u32>, cwd: &Path) -> String {
+    let path = cwd.join(file); // (an absolute `file` stays itself)
+    format!("{}{}", crate::analysis::shortened_path(&path, cwd), line.map(|l| format!(":{l}")).unwrap_or_default())
+}
+
+/// What a prompt says first about a test: its outcome, and for a failure where it failed (its
+/// [`place`] under the run's directory `cwd`), the runner's report of the failing statement and
+/// the comparison, the traceback and the tail of its output. Plain text (the template fences
+/// it).
+pub fn outcome_text(t: &TestRun, cwd: &Path) -> String {
     let mut s = String::new();
     let _ = write!(s, "{} {}", t.outcome.name().to_uppercase(), t.id);
     let phase = t.failure.as_ref().and_then(|f| f.phase.as_deref()).filter(|p| *p != "call" && t.outcome.is_failure());
@@ -147,7 +158,7 @@ pub fn outcome_text(t: &TestRun) -> String {
     }
     if let Some(f) = &t.failure {
         if let Some(file) = &f.file {
-            let _ = writeln!(s, "at {file}{}", f.line.map(|l| format!(":{l}")).unwrap_or_default());
+            let _ = writeln!(s, "at {}", place(file, f.line, cwd));
         }
         match (&f.report, &f.message) {
             (Some(r), _) => {
@@ -166,7 +177,7 @@ pub fn outcome_text(t: &TestRun) -> String {
         if f.frames.len() > 1 || (f.frames.len() == 1 && f.report.is_none()) {
             s.push_str("traceback (innermost last):\n");
             for fr in &f.frames {
-                let _ = writeln!(s, "  {}{}{}", fr.file, fr.line.map(|l| format!(":{l}")).unwrap_or_default(), frame_note(fr));
+                let _ = writeln!(s, "  {}{}", place(&fr.file, fr.line, cwd), frame_note(fr));
             }
         }
     }
@@ -389,7 +400,7 @@ mod tests {
         });
         t.output.insert("Captured stdout call".into(), "hello\n".into());
         assert_eq!(
-            outcome_text(&t),
+            outcome_text(&t, Path::new("/q")),
             "FAILED t.py::test_x, 12 ms\nat /p/t.py:4\n>       assert f() == 2\nE       assert 1 == 2\n--- Captured stdout call ---\nhello"
         );
         let mut e = run("t.py::test_y", TestOutcome::Error);
@@ -399,7 +410,7 @@ mod tests {
             exception: Some("KeyError".into()),
             ..Default::default()
         });
-        assert_eq!(outcome_text(&e), "ERROR t.py::test_y (in setup), 12 ms\nKeyError: boom");
+        assert_eq!(outcome_text(&e, Path::new("/q")), "ERROR t.py::test_y (in setup), 12 ms\nKeyError: boom");
         assert_eq!(failed_exit(Some(&ExitStatus { code: Some(1), signal: None, core_dumped: false })).unwrap(), "exit status 1");
         assert_eq!(failed_exit(Some(&ExitStatus { code: Some(0), signal: None, core_dumped: false })), None);
         assert_eq!(outcome_counts([&t, &e, &run("a", TestOutcome::Passed)]), "1 failed, 1 error, 1 passed");
@@ -427,11 +438,48 @@ mod tests {
             ],
             ..Default::default()
         });
-        let text = outcome_text(&t);
+        let text = outcome_text(&t, Path::new("/p"));
         let tb = text.split_once("traceback (innermost last):\n").map(|x| x.1).unwrap_or_default();
         assert_eq!(
             tb,
             "  pkg/a.py:3 (in test_x)\n  pkg/a.py:3 (in f)\n  pkg/a.py:3 (in g)\n  pkg/a.py:3 (in check: TypeError)\n  pkg/a.py:3 (TypeError)"
+        );
+    }
+
+    #[test]
+    fn a_failure_place_reads_as_the_prompts_paths_whatever_the_runner_gave() {
+        let cwd = Path::new("/home/u/proj");
+        // pytest: relative to the directory it ran in; unittest: absolute.
+        assert_eq!(place("tests/test_x.py", Some(4), cwd), "tests/test_x.py:4");
+        assert_eq!(place("/home/u/proj/tests/test_x.py", Some(4), cwd), "tests/test_x.py:4");
+        assert_eq!(place("/usr/lib/python3.12/json/decoder.py", Some(355), cwd), "stdlib/json/decoder.py:355");
+        assert_eq!(place("/v/lib/python3.12/site-packages/click/core.py", None, cwd), "site-packages/click/core.py");
+        assert_eq!(place("/opt/other/x.py", Some(1), cwd), "/opt/other/x.py:1");
+        assert_eq!(place("<string>", Some(1), cwd), "<string>:1");
+        // A unittest failure: the place and every frame as the prompt shows paths.
+        let mut t = run("test_calc.CalcTest.test_add", TestOutcome::Failed);
+        t.runner = "unittest".into();
+        t.failure = Some(trace_format::TestFailure {
+            phase: Some("call".into()),
+            exception: Some("AssertionError".into()),
+            message: Some("3 != 4".into()),
+            file: Some("/home/u/proj/tests/test_calc.py".into()),
+            line: Some(8),
+            frames: vec![
+                trace_format::testrun::TestFrame {
+                    file: "/home/u/proj/tests/test_calc.py".into(),
+                    line: Some(8),
+                    message: Some("test_add".into()),
+                    function: None,
+                },
+                trace_format::testrun::TestFrame { file: "/home/u/proj/calc.py".into(), line: Some(2), message: Some("add".into()), function: None },
+            ],
+            report: Some(">   self.assertEqual(add(1, 2), 4)\nE   AssertionError: 3 != 4".into()),
+        });
+        assert_eq!(
+            outcome_text(&t, cwd),
+            "FAILED test_calc.CalcTest.test_add, 12 ms\nat tests/test_calc.py:8\n>   self.assertEqual(add(1, 2), 4)\nE   AssertionError: 3 != 4\n\
+             traceback (innermost last):\n  tests/test_calc.py:8 (test_add)\n  calc.py:2 (add)"
         );
     }
 

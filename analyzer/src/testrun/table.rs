@@ -15,6 +15,10 @@ pub struct TestRow {
     pub pid: u32,
     /// Calls in its tree (every call of the test, its fixtures and the code under test).
     pub calls: u64,
+    /// The directory the run ran in: the failure's place is shown relative to it
+    /// ([`super::place`]).
+    #[serde(skip)]
+    pub cwd: std::path::PathBuf,
     #[serde(flatten)]
     pub test: TestRun,
 }
@@ -79,7 +83,13 @@ impl TestTable {
                         continue;
                     }
                     let calls = tree.map_or(0, |t| t.nodes.iter().skip(1).map(|n| n.count).sum());
-                    table.tests.push(TestRow { trace: d.display().to_string(), pid: p.meta.pid, calls, test: test.clone() });
+                    table.tests.push(TestRow {
+                        trace: d.display().to_string(),
+                        pid: p.meta.pid,
+                        calls,
+                        cwd: cwd.clone(),
+                        test: test.clone(),
+                    });
                 }
             }
         }
@@ -196,11 +206,8 @@ impl TestTable {
                     .and_then(|f| f.message.as_deref().or(f.report.as_deref()))
                     .map(|m| m.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string())
                     .unwrap_or_else(|| "(no failure recorded: the process ended inside the test)".into());
-                let at = f
-                    .and_then(|f| {
-                        f.file.as_deref().map(|file| format!(" at {file}{}", f.line.map(|l| format!(":{l}")).unwrap_or_default()))
-                    })
-                    .unwrap_or_default();
+                let at =
+                    f.and_then(|f| f.file.as_deref().map(|file| format!(" at {}", super::place(file, f.line, &r.cwd)))).unwrap_or_default();
                 format!("  {}: {}{}", escape::line(&r.test.id), escape::line(&head), escape::line(&at))
             })
             .collect()

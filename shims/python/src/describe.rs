@@ -35,10 +35,123 @@ pub fn describe_code(code: &Bound<'_, PyAny>, cwd: &Path, lines: bool) -> CodeDe
     // 3.12+ watching its lines costs a scan of its line table for every line more than 127
     // lines below its first (all of a big module's), at import: most of what lines cost rich.
     let code_lines = if lines && flags & CO_FUNCTION == CO_FUNCTION { Some(code_lines(code, first_line)) } else { None };
+    let file = s("co_filename");
+    let made_in = if file.starts_with('<') { made_in(code, &name, cwd) } else { None };
     CodeDesc {
-        kind: FuncKind::Python { file: absolute_file(&s("co_filename"), cwd), qualname, name, first_line, last_line, code_lines },
+        kind: FuncKind::Python { file: absolute_file(&file, cwd), qualname, name, first_line, last_line, code_lines, made_in },
         resumable: flags & CO_RESUMABLE != 0,
     }
+}
+
+/// The files recorded as `made_in`, in the order met; a code object's second `co_extra` slot
+/// holds its index + 1 ([`runtime::Runtime::made_in`]). Never emptied: a forked child's code
+/// objects keep their slots and the child keeps the table.
+static MADE_IN: GilCell<Vec<String>> = GilCell::new(Vec::new());
+
+/// The number [`MADE_IN`] gives `file` (its index + 1).
+fn made_in_number(file: &str) -> u64 {
+    // SAFETY: GIL held (every describe is); no call into CPython while the table is borrowed.
+    let table = unsafe { MADE_IN.get() };
+    let i = table.iter().position(|f| f == file).unwrap_or_else(|| {
+        table.push(file.to_string());
+        table.len() - 1
+    });
+    i as u64 + 1
+}
+
+/// The file [`made_in_number`] numbered `n`.
+fn made_in_file(n: u64) -> Option<String> {
+    // SAFETY: as above.
+    let table = unsafe { MADE_IN.get() };
+    table.get(usize::try_from(n).ok()?.checked_sub(1)?).cloned()
+}
+
+/// Who ran the string a code object without a file of its own (`<string>`) was compiled from
+/// (`funcs.jsonl`'s `made_in`): for the body `exec`/`eval` runs (a `<module>`), the file of
+/// the calling frame, the code that ran it (`collections.namedtuple`'s `eval`, `dataclasses`'
+/// `exec`, a program's own `exec`); every code object that body defines (its constants, at
+/// any depth) is marked with the same file in its second `co_extra` slot, read here when it
+/// first runs (namedtuple's `__new__`, the methods `dataclasses` generates). A caller that
+/// has no file either passes on what made it. None: no calling frame (`python -c`), or a code
+/// object made some other way.
+fn made_in(code: &Bound<'_, PyAny>, name: &str, cwd: &Path) -> Option<String> {
+    let rt = runtime::get()?;
+    // SAFETY: GIL held (describing is); `code` is a live code object.
+    let marked = unsafe { rt.made_in(code.as_ptr()) };
+    if marked != 0 {
+        return made_in_file(marked);
+    }
+    if name != "<module>" {
+        return None;
+    }
+    let caller = caller_code(code)?;
+    let caller_file = caller.getattr("co_filename").and_then(|v| v.extract::<String>()).ok()?;
+    let file = if caller_file.starts_with('<') {
+        // SAFETY: GIL held; `caller` is a live code object.
+        made_in_file(unsafe { rt.made_in(caller.as_ptr()) }).unwrap_or(caller_file)
+    } else {
+        absolute_file(&caller_file, cwd)
+    };
+    let n = made_in_number(&file);
+    // The code objects the body defines, depth first (an explicit stack: no recursion on
+    // the nesting of the source).
+    let mut stack: Vec<Bound<'_, PyAny>> = vec![code.clone()];
+    while let Some(c) = stack.pop() {
+        let Ok(consts) = c.getattr("co_consts").and_then(|c| c.try_iter()) else { continue };
+        for k in consts.flatten() {
+            if k.hasattr("co_consts").unwrap_or(false) && k.hasattr("co_code").unwrap_or(false) {
+                // SAFETY: GIL held; `k` is a live code object.
+                if unsafe { rt.made_in(k.as_ptr()) } == 0 {
+                    // SAFETY: as above.
+                    unsafe { rt.set_made_in(k.as_ptr(), n) };
+                }
+                stack.push(k);
+            }
+        }
+    }
+    Some(file)
+}
+
+/// The code object of the frame that called the one running `code`: the innermost frame when
+/// the recorder describes `code` before its frame runs (the frame-evaluation hook), the
+/// innermost frame's caller when that frame is already `code`'s (`sys.monitoring`'s start
+/// event, the profile hook's call).
+fn caller_code<'py>(code: &Bound<'py, PyAny>) -> Option<Bound<'py, PyAny>> {
+    let py = code.py();
+    // SAFETY: GIL held (describing is); a borrowed reference to this thread's innermost frame,
+    // or null.
+    let frame = unsafe { runtime::PyEval_GetFrame() };
+    if frame.is_null() {
+        return None;
+    }
+    // SAFETY: `frame` is a live frame; a new reference (or null).
+    let inner = unsafe { runtime::PyFrame_GetCode(frame) };
+    if inner.is_null() {
+        // SAFETY: GIL held.
+        unsafe { ffi::PyErr_Clear() };
+        return None;
+    }
+    // SAFETY: `inner` is a new reference, owned from here.
+    let inner = unsafe { Bound::from_owned_ptr(py, inner) };
+    if inner.as_ptr() != code.as_ptr() {
+        return Some(inner);
+    }
+    // SAFETY: `frame` is live (borrowed above, nothing ran since); a new reference or null.
+    let back = unsafe { runtime::PyFrame_GetBack(frame) };
+    if back.is_null() {
+        return None;
+    }
+    // SAFETY: `back` is a new reference, owned from here.
+    let back = unsafe { Bound::from_owned_ptr(py, back) };
+    // SAFETY: `back` is a live frame; a new reference (or null).
+    let c = unsafe { runtime::PyFrame_GetCode(back.as_ptr()) };
+    if c.is_null() {
+        // SAFETY: GIL held.
+        unsafe { ffi::PyErr_Clear() };
+        return None;
+    }
+    // SAFETY: a new reference, owned from here.
+    Some(unsafe { Bound::from_owned_ptr(py, c) })
 }
 
 /// Qualified names before 3.11, keyed by code object address: computed the way the compiler

@@ -55,6 +55,9 @@ pub struct Runtime {
     set_extra: SetExtraFn,
     /// Our slot in every code object's `co_extra`, or -1.
     extra_index: Py_ssize_t,
+    /// A second slot: for a code object compiled from a string, who ran the string
+    /// (`describe::made_in`), or -1.
+    made_in_index: Py_ssize_t,
 }
 
 static RUNTIME: OnceLock<Runtime> = OnceLock::new();
@@ -130,7 +133,9 @@ pub fn init(py: Python<'_>, profile_only: bool) -> Result<&'static Runtime, Stri
     };
     // SAFETY: GIL held; the free function does nothing (the slot holds an integer).
     let extra_index = unsafe { request(Some(free_extra)) };
-    let rt = Runtime { minor, monitoring: minor >= 12 && !profile_only, resume_opcode, get_extra, set_extra, extra_index };
+    // SAFETY: as above.
+    let made_in_index = unsafe { request(Some(free_extra)) };
+    let rt = Runtime { minor, monitoring: minor >= 12 && !profile_only, resume_opcode, get_extra, set_extra, extra_index, made_in_index };
     Ok(RUNTIME.get_or_init(|| rt))
 }
 
@@ -141,10 +146,41 @@ impl Runtime {
     /// GIL held; `code` is a live code object.
     #[inline(always)]
     pub unsafe fn extra(&self, code: *mut PyObject) -> u64 {
+        // SAFETY: the contract.
+        unsafe { self.slot(code, self.extra_index) }
+    }
+
+    /// # Safety
+    /// GIL held; `code` is a live code object.
+    pub unsafe fn set_extra(&self, code: *mut PyObject, value: u64) {
+        // SAFETY: the contract.
+        unsafe { self.set_slot(code, self.extra_index, value) }
+    }
+
+    /// The value in our second slot, who ran the string `code` was compiled from (0 if none).
+    ///
+    /// # Safety
+    /// GIL held; `code` is a live code object.
+    pub unsafe fn made_in(&self, code: *mut PyObject) -> u64 {
+        // SAFETY: the contract.
+        unsafe { self.slot(code, self.made_in_index) }
+    }
+
+    /// # Safety
+    /// GIL held; `code` is a live code object.
+    pub unsafe fn set_made_in(&self, code: *mut PyObject, value: u64) {
+        // SAFETY: the contract.
+        unsafe { self.set_slot(code, self.made_in_index, value) }
+    }
+
+    /// # Safety
+    /// GIL held; `code` is a live code object; `index` is one of ours (or -1).
+    #[inline(always)]
+    unsafe fn slot(&self, code: *mut PyObject, index: Py_ssize_t) -> u64 {
         let mut v: *mut c_void = std::ptr::null_mut();
         // SAFETY: GIL held; `code` is a live code object (the contract); the index is ours
         // (requested at `init`); the value is written to our local.
-        if self.extra_index < 0 || unsafe { (self.get_extra)(code, self.extra_index, &mut v) } != 0 {
+        if index < 0 || unsafe { (self.get_extra)(code, index, &mut v) } != 0 {
             // SAFETY: GIL held.
             unsafe { ffi::PyErr_Clear() };
             return 0;
@@ -153,11 +189,11 @@ impl Runtime {
     }
 
     /// # Safety
-    /// GIL held; `code` is a live code object.
-    pub unsafe fn set_extra(&self, code: *mut PyObject, value: u64) {
+    /// GIL held; `code` is a live code object; `index` is one of ours (or -1).
+    unsafe fn set_slot(&self, code: *mut PyObject, index: Py_ssize_t, value: u64) {
         // SAFETY: GIL held; `code` is a live code object (the contract); the index is ours,
         // and its free function ignores the value (an integer, not a pointer).
-        if self.extra_index >= 0 && unsafe { (self.set_extra)(code, self.extra_index, value as usize as *mut c_void) } != 0 {
+        if index >= 0 && unsafe { (self.set_extra)(code, index, value as usize as *mut c_void) } != 0 {
             // SAFETY: GIL held.
             unsafe { ffi::PyErr_Clear() };
         }

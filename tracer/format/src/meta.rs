@@ -191,6 +191,15 @@ pub enum FuncKind {
         /// ([`crate::Event::Line`]): then the lines here that no line event names did not run.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         code_lines: Option<Vec<u32>>,
+        /// For code compiled from a string (`file` `<string>`, `<...>`: what `exec`, `eval`
+        /// and `compile` run), the file of the code that ran it: the caller of the exec'd
+        /// body (`<module>`), and for the functions that body defines, the same file (the
+        /// functions `collections.namedtuple` or `dataclasses` generate:
+        /// `.../collections/__init__.py`). When that caller has no file either, what made it.
+        /// Absent: not known (a body run from no Python frame, `python -c`; a function made
+        /// from a code object some other way; a trace written before this field).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        made_in: Option<String>,
     },
     /// A function implemented in C and called from Python (recorded with `--c-calls`).
     Builtin {
@@ -231,6 +240,7 @@ struct FlatFunc {
     first_line: Option<u32>,
     last_line: Option<u32>,
     code_lines: Option<Vec<u32>>,
+    made_in: Option<String>,
     module: Option<String>,
     addr: Option<u64>,
     base: Option<u64>,
@@ -250,6 +260,7 @@ pub fn parse_func_line(line: &[u8]) -> Result<FuncRecord, String> {
             first_line: f.first_line.ok_or_else(|| missing("first_line"))?,
             last_line: f.last_line.ok_or_else(|| missing("last_line"))?,
             code_lines: f.code_lines,
+            made_in: f.made_in,
         },
         "builtin" => FuncKind::Builtin { module: f.module, qualname: f.qualname.ok_or_else(|| missing("qualname"))? },
         "native" => FuncKind::Native {

@@ -983,6 +983,7 @@ mod tests {
                     first_line: 1,
                     last_line: 2,
                     code_lines: Some(vec![2]),
+                    made_in: None,
                 }
             } else {
                 FuncKind::Builtin { module: None, qualname: format!("f{id}") }
@@ -1313,20 +1314,25 @@ mod tests {
             r#"{"id":1,"kind":"python","file":"a.py","qualname":"g","name":"g","first_line":4,"last_line":5,"code_lines":[4,5]}"#,
             r#"{"id":2,"kind":"builtin","qualname":"len","module":"builtins"}"#,
             r#"{"id":3,"kind":"native","addr":4096,"module":"/bin/x","base":0,"symbol":"main"}"#,
+            r#"{"id":4,"kind":"python","file":"<string>","qualname":"<lambda>","name":"<lambda>","first_line":1,"last_line":1,"made_in":"/usr/lib/python3.12/collections/__init__.py"}"#,
         ];
         for l in lines {
             let derived: FuncRecord = serde_json::from_str(l).unwrap();
             assert_eq!(crate::meta::parse_func_line(l.as_bytes()).unwrap(), derived, "{l}");
+        }
+        match crate::meta::parse_func_line(lines[4].as_bytes()).unwrap().kind {
+            FuncKind::Python { made_in, .. } => assert_eq!(made_in.as_deref(), Some("/usr/lib/python3.12/collections/__init__.py")),
+            k => panic!("{k:?}"),
         }
         for bad in [r#"{"id":0,"kind":"python","file":"a.py"}"#, r#"{"id":0,"kind":"java","qualname":"x"}"#, r#"{"kind":"builtin"}"#] {
             assert!(serde_json::from_str::<FuncRecord>(bad).is_err());
             assert!(crate::meta::parse_func_line(bad.as_bytes()).is_err(), "{bad}");
         }
         std::fs::write(&p, lines.join("\n") + "\n").unwrap();
-        assert_eq!(read_funcs(&p).unwrap().iter().flatten().count(), 4);
+        assert_eq!(read_funcs(&p).unwrap().iter().flatten().count(), 5);
         let mut n = 0;
         for_each_func(&p, |_| n += 1).unwrap();
-        assert_eq!(n, 4);
+        assert_eq!(n, 5);
     }
 
     #[test]
