@@ -158,3 +158,35 @@ fn a_blocks_first_probe_marks_its_later_rows_and_a_row_after_a_branch_keeps_its_
     want.extend(src_lines[16..19].iter().map(|l| l.to_string()));
     assert_eq!(block(&prompt(&t, "hide"), "classify"), Some(want.join("\n").as_str()));
 }
+
+/// A crash inside a block: `poke`, built at -O0, is one basic block (no branch, no call), so the
+/// probe at its entry stands for its later rows. Run normally, its lines ran; with an argument it
+/// dereferences a null pointer on line 5 and the process dies by SIGSEGV: the rows after the
+/// fault never ran, and the analyzer, which cannot tell where in the block the thread stopped,
+/// says they may have run instead of ran (never shown as run, never elided).
+#[test]
+fn rows_after_a_crash_inside_their_block_may_have_run_not_ran() {
+    use analyzer::coverage::LineState::{MayHaveRun, Ran};
+    let s = scratch();
+    let src = s.path().join("poke.c");
+    std::fs::write(
+        &src,
+        "#include <stddef.h>\nstatic volatile int sink;\n__attribute__((noinline)) static int poke(volatile int *p) {\n  int r = sink;\n  r += *p;\n  r *= 3;\n  sink = r;\n  return r;\n}\nint main(int argc, char **argv) {\n  (void)argv;\n  int x = argc;\n  return poke(argc > 1 ? NULL : &x) & 1;\n}\n",
+    )
+    .unwrap();
+    let exe = s.path().join("poke");
+    let o = run(std::process::Command::new("gcc").args(["-g", "-O0", "-o"]).arg(&exe).arg(&src));
+    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    let states = |dir: &Path| {
+        let loaded = analyzer::fold::load_trace(dir, &mut analyzer::symbols::Interner::default()).expect("a trace");
+        loaded.coverage.states(&trace_format::normalize_path(&src), 6, 3)
+    };
+    let ok = s.path().join("ok.d");
+    assert_eq!(trace(&ok, &exe, true, &[]).1, Some(1));
+    let list = std::fs::read_to_string(ok.join("line-probes.json")).unwrap();
+    assert!(list.contains("\"covers\""), "poke's later rows are covered by its first: {list}");
+    assert_eq!(states(&ok), Some(vec![Ran, Ran, Ran]), "lines 6-8 ran");
+    let crash = s.path().join("crash.d");
+    assert_ne!(trace(&crash, &exe, true, &["x"]).1, Some(0), "the program crashed");
+    assert_eq!(states(&crash), Some(vec![MayHaveRun, MayHaveRun, MayHaveRun]), "lines 6-8 after the fault on line 5");
+}
