@@ -27,11 +27,10 @@
 //! any function symbol, or not at an instruction start of the linear decoding of its
 //! function, is a leader, and so is the first row of a function.
 //!
-//! Landing pads (where unwinding enters a function) are reached by no instruction; in both
-//! compilers' output they follow an instruction that does not fall through (LLVM requires a
-//! landing pad's block to be entered only by unwinding; gcc places them after the function's
-//! normal exits), so they are leaders by the rule above; any that an instruction takes by
-//! address is one anyway. Not handled: code reached by an indirect jump through a table this
+//! Landing pads (where unwinding enters a function: C++ `catch` blocks and cleanups, Rust's
+//! drops during a panic) are reached by no instruction: they are read from each function's
+//! LSDA (`.eh_frame`'s FDEs point at their call-site tables in `.gcc_except_table`,
+//! [`landing_pads`]) and are leaders too. Not handled: code reached by an indirect jump through a table this
 //! reading does not recognise (hand-written assembly computing its targets). x86-64 only:
 //! another architecture has no line probes (its shim has no trap).
 
@@ -196,7 +195,7 @@ pub(crate) fn covers(img: &Image, blocks: &Blocks, rows: &[u64]) -> Vec<u32> {
 /// them, ascending) of the ELF object at `path`; `None` when it is not an x86-64 ELF object
 /// that can be read (every row then has a probe of its own).
 pub(crate) fn covers_in_object(path: &Path, offsets: &[u64]) -> Option<Vec<u32>> {
-    use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SectionFlags, SectionKind};
+    use object::{Object, ObjectSegment, ObjectSymbol};
     let file = std::fs::File::open(path).ok()?;
     // SAFETY: a read-only mapping of the object; `trace` reads it before the program runs.
     let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
@@ -205,20 +204,7 @@ pub(crate) fn covers_in_object(path: &Path, offsets: &[u64]) -> Option<Vec<u32>>
         return None;
     }
     let bias = obj.segments().map(|s| s.address()).min().map_or(0, |v| v & !0xfff);
-    let mut code = Vec::new();
-    let mut data = Vec::new();
-    for s in obj.sections() {
-        let SectionFlags::Elf { sh_flags } = s.flags() else { continue };
-        if sh_flags & u64::from(object::elf::SHF_ALLOC) == 0 || s.kind() == SectionKind::UninitializedData {
-            continue;
-        }
-        let Ok(bytes) = s.data() else { continue };
-        if sh_flags & u64::from(object::elf::SHF_EXECINSTR) != 0 {
-            code.push((s.address(), bytes));
-        } else {
-            data.push((s.address(), bytes));
-        }
-    }
+    let (code, data) = sections(&obj);
     let mut funcs: Vec<(u64, u64)> = obj
         .symbols()
         .chain(obj.dynamic_symbols())
@@ -235,11 +221,142 @@ pub(crate) fn covers_in_object(path: &Path, offsets: &[u64]) -> Option<Vec<u32>>
             }
         }
     }
+    taken.extend(landing_pads(&obj, &data));
     let absolute = obj.kind() == object::ObjectKind::Executable;
     let img = Image { code, data, funcs, taken, absolute };
     let blocks = analyze(&img);
     let rows: Vec<u64> = offsets.iter().map(|o| o + bias).collect();
     Some(covers(&img, &blocks, &rows))
+}
+
+/// The object's allocated sections with contents: (executable ones, the others), each as
+/// (address, bytes).
+pub(crate) type Sections<'a> = (Vec<(u64, &'a [u8])>, Vec<(u64, &'a [u8])>);
+
+/// [`Sections`] of `obj`.
+pub(crate) fn sections<'a>(obj: &object::File<'a>) -> Sections<'a> {
+    use object::{Object, ObjectSection, SectionFlags, SectionKind};
+    let mut code = Vec::new();
+    let mut data = Vec::new();
+    for s in obj.sections() {
+        let SectionFlags::Elf { sh_flags } = s.flags() else { continue };
+        if sh_flags & u64::from(object::elf::SHF_ALLOC) == 0 || s.kind() == SectionKind::UninitializedData {
+            continue;
+        }
+        let Ok(bytes) = s.data() else { continue };
+        if sh_flags & u64::from(object::elf::SHF_EXECINSTR) != 0 {
+            code.push((s.address(), bytes));
+        } else {
+            data.push((s.address(), bytes));
+        }
+    }
+    (code, data)
+}
+
+/// The landing pads of the object's functions (where unwinding enters them: C++ `catch` and
+/// cleanups, Rust's drops during a panic), from each `.eh_frame` FDE's LSDA in
+/// `.gcc_except_table` (the call-site table of gcc's and LLVM's personality routines). Empty
+/// when there is no `.eh_frame` or it cannot be read.
+pub(crate) fn landing_pads(obj: &object::File, data: &[(u64, &[u8])]) -> Vec<u64> {
+    use gimli::UnwindSection;
+    use object::{Object, ObjectSection};
+    let mut out = Vec::new();
+    let Some(eh) = obj.section_by_name(".eh_frame") else { return out };
+    let Ok(bytes) = eh.data() else { return out };
+    let mut frame = gimli::EhFrame::new(bytes, gimli::LittleEndian);
+    frame.set_address_size(8);
+    let mut bases = gimli::BaseAddresses::default().set_eh_frame(eh.address());
+    if let Some(t) = obj.section_by_name(".text") {
+        bases = bases.set_text(t.address());
+    }
+    if let Some(g) = obj.section_by_name(".got") {
+        bases = bases.set_got(g.address());
+    }
+    let mut entries = frame.entries(&bases);
+    while let Ok(Some(entry)) = entries.next() {
+        let gimli::CieOrFde::Fde(partial) = entry else { continue };
+        let Ok(fde) = partial.parse(gimli::EhFrame::cie_from_offset) else { continue };
+        let Some(gimli::Pointer::Direct(lsda)) = fde.lsda() else { continue };
+        lsda_pads(data, lsda, fde.initial_address(), &mut out);
+    }
+    out
+}
+
+/// The landing pads of the LSDA at `at` of the function starting at `func` (its call-site
+/// table: start, length, landing pad relative to the LSDA's base, action).
+fn lsda_pads(data: &[(u64, &[u8])], at: u64, func: u64, out: &mut Vec<u64>) {
+    let Some(b) = data.iter().find_map(|&(a, b)| b.get(usize::try_from(at.checked_sub(a)?).ok()?..)) else { return };
+    let mut r = Reader(b);
+    let Some(lp_enc) = r.u8() else { return };
+    let base = if lp_enc == OMIT { Some(func) } else { r.encoded(lp_enc) };
+    let Some(base) = base else { return };
+    let Some(tt_enc) = r.u8() else { return };
+    if tt_enc != OMIT && r.uleb().is_none() {
+        return;
+    }
+    let (Some(cs_enc), Some(cs_len)) = (r.u8(), r.uleb()) else { return };
+    let Some(table) = usize::try_from(cs_len).ok().and_then(|n| r.0.get(..n)) else { return };
+    let mut t = Reader(table);
+    while !t.0.is_empty() {
+        let (Some(_start), Some(_len), Some(pad), Some(_action)) = (t.encoded(cs_enc), t.encoded(cs_enc), t.encoded(cs_enc), t.uleb())
+        else {
+            return;
+        };
+        if pad != 0 {
+            out.push(base.wrapping_add(pad));
+        }
+    }
+}
+
+/// `DW_EH_PE_omit`.
+const OMIT: u8 = 0xff;
+
+/// Little-endian reads of an LSDA.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let s = self.0;
+        let (h, t) = (s.get(..n)?, s.get(n..)?);
+        self.0 = t;
+        Some(h)
+    }
+
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+
+    fn uleb(&mut self) -> Option<u64> {
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.u8()?;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    /// A value in the `DW_EH_PE_*` format `enc` (its low nibble; the call-site table's values
+    /// are offsets, never relative to their own place in the compilers' output).
+    fn encoded(&mut self, enc: u8) -> Option<u64> {
+        let n = |r: &mut Self, k: usize| {
+            r.take(k).map(|b| {
+                let mut w = [0u8; 8];
+                w[..k].copy_from_slice(b);
+                u64::from_le_bytes(w)
+            })
+        };
+        match enc & 0x0f {
+            0x01 => self.uleb(),
+            0x02 => n(self, 2),
+            0x03 => n(self, 4),
+            0x0b => n(self, 4).map(|v| v as u32 as i32 as i64 as u64),
+            0x04 | 0x0c | 0x00 => n(self, 8),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]

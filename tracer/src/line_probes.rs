@@ -22,7 +22,7 @@ use trace_format::meta::InlineProbeList;
 const MAX_ROWS: usize = 4_000_000;
 
 /// The rules by which a list is made, part of a cached list's key: changed with them.
-const LIST_RULES: u32 = 3;
+const LIST_RULES: u32 = 4;
 
 /// [`line_list`], from the per-user cache, as the inline list is cached.
 pub fn cached_line_list(path: &Path) -> Option<InlineProbeList> {

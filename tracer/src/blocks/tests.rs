@@ -179,3 +179,46 @@ int main(int argc, char **argv) { return pick(argc, atoi(argc > 1 ? argv[1] : \"
     }
     assert!(covered > 0, "some rows are covered");
 }
+
+/// A C++ program built by g++ -O1: `main` catches what `risky` throws, so its LSDA names a
+/// landing pad, which is an instruction of `main` as objdump decodes it; and the line list
+/// makes that pad a leader (no row there is covered by the row before it).
+#[test]
+fn the_landing_pads_of_a_cpp_program_are_found_and_are_leaders() {
+    use object::{Object, ObjectSymbol};
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("prog.cc");
+    std::fs::write(
+        &src,
+        "#include <stdexcept>\n#include <cstdio>\n\
+__attribute__((noinline)) int risky(int x) {\n  if (x > 3) throw std::runtime_error(\"big\");\n  return x * 2;\n}\n\
+int main(int argc, char **) {\n  int r = 0;\n  try {\n    r = risky(argc);\n    r += 5;\n  } catch (const std::exception &e) {\n    std::puts(e.what());\n    r = -1;\n  }\n  return r;\n}\n",
+    )
+    .unwrap();
+    let exe = d.path().join("prog");
+    let st = std::process::Command::new("g++").args(["-g", "-O1", "-o"]).arg(&exe).arg(&src).status().expect("run g++");
+    assert!(st.success());
+    let bytes = std::fs::read(&exe).unwrap();
+    let obj = object::File::parse(&*bytes).unwrap();
+    let main = obj.symbols().find(|s| s.name() == Ok("main")).map(|s| (s.address(), s.address() + s.size())).expect("main");
+    let (_, data) = sections(&obj);
+    let pads = landing_pads(&obj, &data);
+    let in_main: Vec<u64> = pads.iter().copied().filter(|&p| p >= main.0 && p < main.1).collect();
+    assert!(!in_main.is_empty(), "main has a landing pad: {pads:x?}, main {main:x?}");
+    let out = std::process::Command::new("objdump").args(["-d", "--no-show-raw-insn"]).arg(&exe).output().expect("run objdump");
+    let starts: Vec<u64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| u64::from_str_radix(l.trim_start().split_once(":\t")?.0, 16).ok())
+        .collect();
+    for p in &in_main {
+        assert!(starts.contains(p), "the pad {p:#x} is an instruction start");
+    }
+    // No row of the list at a pad is covered by the row before it.
+    let list = crate::line_probes::line_list(&exe).expect("a list");
+    for (k, off) in list.offsets.iter().enumerate() {
+        if in_main.contains(off) && k > 0 {
+            let leader = (0..k).rev().find(|&j| j + list.covers.get(j).copied().unwrap_or(0) as usize >= k);
+            assert_eq!(leader, None, "the row at the pad {off:#x} keeps its probe");
+        }
+    }
+}
