@@ -131,7 +131,7 @@ pub fn probe_list(path: &Path) -> Option<InlineProbeList> {
     let group_parents = parents_of_groups(&dense, &parent_of);
     let offsets: Vec<u64> = starts.iter().map(|s| s.addr - bias).collect();
     let object = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).to_string_lossy().into_owned();
-    Some(InlineProbeList { object, size: meta.len(), mtime_ns, offsets, groups, group_parents })
+    Some(InlineProbeList { object, size: meta.len(), mtime_ns, offsets, groups, group_parents, covers: Vec::new() })
 }
 
 /// Per group of `dense` (chain to group), the group of its nearest enclosing chain that is

@@ -3,6 +3,7 @@
 //! A library so that the installable package at the workspace root (`slice-trace`, `src/bin/trace.rs`)
 //! builds the `trace` binary from it; [`main`] is the whole program.
 
+mod blocks;
 mod detect;
 mod dlopened;
 mod dump;

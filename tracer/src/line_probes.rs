@@ -10,7 +10,9 @@
 //! ([`crate::inline_probes::own_code`]: not the Rust standard library, not a system header). At
 //! an address with several rows, the last one (the row a lookup of the address finds). The
 //! list says nothing about lines: the analyzer resolves each offset with its own reader, so that
-//! its paths are those of the functions it names.
+//! its paths are those of the functions it names. A row that code reaches only by falling
+//! through from the row before it, in one basic block, gets no probe: the earlier row's probe
+//! stands for it (the list's `covers`, tracer/src/blocks.rs).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -20,7 +22,7 @@ use trace_format::meta::InlineProbeList;
 const MAX_ROWS: usize = 4_000_000;
 
 /// The rules by which a list is made, part of a cached list's key: changed with them.
-const LIST_RULES: u32 = 2;
+const LIST_RULES: u32 = 4;
 
 /// [`line_list`], from the per-user cache, as the inline list is cached.
 pub fn cached_line_list(path: &Path) -> Option<InlineProbeList> {
@@ -55,9 +57,11 @@ pub fn line_list(path: &Path) -> Option<InlineProbeList> {
             *dense.entry((&r.file, r.line)).or_insert(n)
         })
         .collect();
-    let offsets = kept.iter().map(|r| r.offset).collect();
+    let offsets: Vec<u64> = kept.iter().map(|r| r.offset).collect();
+    // Rows reached only by falling through from the row before them need no probe of their own.
+    let covers = crate::blocks::covers_in_object(path, &offsets).filter(|c| c.iter().any(|&n| n > 0)).unwrap_or_default();
     let object = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).to_string_lossy().into_owned();
-    Some(InlineProbeList { object, size: meta.len(), mtime_ns, offsets, groups, group_parents: Vec::new() })
+    Some(InlineProbeList { object, size: meta.len(), mtime_ns, offsets, groups, group_parents: Vec::new(), covers })
 }
 
 #[cfg(test)]

@@ -135,7 +135,7 @@ mod tests {
 
     #[test]
     fn the_note_says_per_object_whether_inlined_code_can_be_told() {
-        let probed = InlineProbes { listed: 3, planted: 2, at_entry: 0, unprobed: 1, deferred: 0 };
+        let probed = InlineProbes { listed: 3, planted: 2, at_entry: 0, unprobed: 1, deferred: 0, covered: 0 };
         let r = PatchReport {
             patched: 9,
             objects: vec![obj("/w/app", 5, Some(probed.clone())), obj("/w/libshapes.so", 4, None), obj("/usr/lib/libc.so.6", 0, None)],
@@ -150,7 +150,7 @@ mod tests {
         assert!(none.contains("in app, no inline probe was planted") && !none.contains("marked [inlined]"), "{none}");
         assert!(note_from(&[]).contains("no inline probe was planted, so whether code the compiler inlined ran cannot be told"));
         // An -O0 program: its list is empty, nothing of it is inlined.
-        let empty = InlineProbes { listed: 0, planted: 0, at_entry: 0, unprobed: 0, deferred: 0 };
+        let empty = InlineProbes { listed: 0, planted: 0, at_entry: 0, unprobed: 0, deferred: 0, covered: 0 };
         let o0 = note_from(&[PatchReport {
             patched: 5,
             objects: vec![obj("/w/app", 3, Some(empty)), obj("/w/libshapes.so", 2, Some(probed))],

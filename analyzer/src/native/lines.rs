@@ -2,7 +2,14 @@
 //! ran"): per object probed (the program, `line-probes.json`, and each of its own shared
 //! libraries, `line-probes-libs.json`), where each of its statement lines starts and each
 //! process's states of those rows (`lines.bin`, `lines-lib-<k>.bin`: per row, no probe, armed,
-//! ran), made into [`LineCoverage`]; each object's the same way.
+//! ran, its line ran, ran by its block's earlier probe), made into [`LineCoverage`]; each
+//! object's the same way.
+//!
+//! A row without a probe of its own, which an earlier row of its basic block stood for
+//! ([`LINE_BLOCK_RAN`] once that one fired), ran when the run's program exited normally (no
+//! thread can have stopped between the two rows: nothing between them branches, calls or
+//! returns); after a crash, a kill, or a run `trace` stopped it may have run
+//! ([`crate::coverage::LineState::MayHaveRun`]), as may the call sites of its inlined code.
 //!
 //! A row that ran in some process makes its lines [`crate::coverage::LineState::Ran`]: every
 //! line with an `is_stmt` row at its address (code reaching the address reaches each of them),
@@ -20,7 +27,7 @@
 use crate::coverage::LineCoverage;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use trace_format::meta::{InlineProbeList, LINE_ARMED, LINE_OF_RAN, LINE_RAN, LINE_UNKNOWN};
+use trace_format::meta::{InlineProbeList, LINE_ARMED, LINE_BLOCK_RAN, LINE_OF_RAN, LINE_RAN, LINE_UNKNOWN};
 
 /// Add the native lines of the trace at `root` (its process directories `procs`) to `coverage`:
 /// the program's and its libraries'. Nothing for an object without a line list or whose
@@ -33,13 +40,30 @@ pub fn add_native_lines<'a>(
     warnings: &mut Vec<String>,
 ) {
     let procs: Vec<&Path> = procs.into_iter().collect();
+    let ended = trace_format::reader::read_meta(root).ok().is_some_and(|m| ended_normally(&m));
     for (list, file) in trace_format::probes::line_lists(root) {
-        add_object_lines(&list, &file, &procs, coverage, warnings);
+        add_object_lines(&list, &file, &procs, ended, coverage, warnings);
     }
 }
 
-/// [`add_native_lines`] for one object's `list`, whose states each process keeps in `file`.
-fn add_object_lines(list: &InlineProbeList, file: &str, procs: &[&Path], coverage: &mut LineCoverage, warnings: &mut Vec<String>) {
+/// Whether the run's program exited on its own with an exit code (not killed by a signal,
+/// not stopped by `trace`): then a row its block's earlier probe stood for
+/// ([`LINE_BLOCK_RAN`]) ran, since no thread stopped inside a block; otherwise it may have run
+/// (a crash inside the block, before the row).
+fn ended_normally(meta: &trace_format::meta::TraceMeta) -> bool {
+    meta.stopped.is_none() && meta.exit.is_some_and(|e| e.code.is_some() && e.signal.is_none())
+}
+
+/// [`add_native_lines`] for one object's `list`, whose states each process keeps in `file`;
+/// `ended`: the run ended normally ([`ended_normally`]).
+fn add_object_lines(
+    list: &InlineProbeList,
+    file: &str,
+    procs: &[&Path],
+    ended: bool,
+    coverage: &mut LineCoverage,
+    warnings: &mut Vec<String>,
+) {
     let n = list.offsets.len();
     let mut states = vec![LINE_UNKNOWN; n];
     let mut any = false;
@@ -59,6 +83,13 @@ fn add_object_lines(list: &InlineProbeList, file: &str, procs: &[&Path], coverag
     }
     if !any {
         return;
+    }
+    // A row its block's probe stood for: ran when the run ended normally; otherwise a thread
+    // may have stopped inside the block before reaching it.
+    for s in &mut states {
+        if *s == LINE_BLOCK_RAN {
+            *s = if ended { LINE_RAN } else { LINE_BLOCK_RAN };
+        }
     }
     let object = Path::new(&list.object);
     let unchanged = std::fs::metadata(object).ok().is_some_and(|m| {
@@ -91,6 +122,11 @@ fn add_object_lines(list: &InlineProbeList, file: &str, procs: &[&Path], coverag
                     }
                 }
             }
+            LINE_BLOCK_RAN => {
+                for (file, line) in at {
+                    coverage.add_native_maybe(file, *line);
+                }
+            }
             s => {
                 for (file, line) in at {
                     coverage.add_native_line(file, *line, s == LINE_RAN);
@@ -111,7 +147,7 @@ fn add_object_lines(list: &InlineProbeList, file: &str, procs: &[&Path], coverag
     // lines calling it did. Without this, a statement whose only row sits on a path its
     // inlined call skipped (ripgrep's `m_ignore = ig.inner.ignore_matcher.matched(..)`, whose
     // inlined `matched` returns early when there is no `.ignore` file) read as not run.
-    let of_ran: Vec<u64> = wanted.iter().filter(|w| states[w.0] == LINE_OF_RAN).map(|w| w.1).collect();
+    let of_ran: Vec<u64> = wanted.iter().filter(|w| matches!(states[w.0], LINE_OF_RAN | LINE_BLOCK_RAN)).map(|w| w.1).collect();
     for (file, line) in call_sites(object, &of_ran) {
         coverage.add_native_maybe(&file, line);
     }
@@ -146,7 +182,8 @@ fn read_capped(file: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
 /// How much a row's state says, for the union over processes: ran, its line ran, armed, nothing.
 fn rank(state: u8) -> u8 {
     match state {
-        LINE_RAN => 3,
+        LINE_RAN => 4,
+        LINE_BLOCK_RAN => 3,
         LINE_OF_RAN => 2,
         LINE_ARMED => 1,
         _ => 0,
@@ -210,7 +247,7 @@ mod tests {
             mtime_ns,
             offsets,
             groups: vec![0, 1, 2],
-            group_parents: Vec::new(),
+            ..Default::default()
         };
         std::fs::write(d.path().join(LINE_PROBES_FILE), serde_json::to_vec(&list).unwrap()).unwrap();
         let (p1, p2) = (d.path().join("p1"), d.path().join("p2"));
@@ -245,6 +282,58 @@ mod tests {
         add_native_lines(d.path(), [p1.as_path()], &mut c, &mut warnings);
         assert!(c.is_empty());
         assert!(warnings[0].contains("changed since the run"), "{warnings:?}");
+    }
+
+    /// A row its block's earlier probe stood for (`LINE_BLOCK_RAN`) ran when the run's program
+    /// exited with a code; after a crash (killed by a signal) or with no recorded end it may
+    /// have run: a thread can have stopped inside the block before it.
+    #[test]
+    fn a_row_run_by_its_blocks_probe_ran_after_a_normal_exit_and_may_have_after_a_crash() {
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("prog.c");
+        std::fs::write(&src, "int f(int x) {\n  int r = x;\n  r += 2;\n  r *= 3;\n  return r;\n}\nint main(int c, char **v) {\n  (void)v;\n  return f(c);\n}\n").unwrap();
+        let exe = d.path().join("prog");
+        let st = std::process::Command::new("cc").args(["-g", "-O0", "-o"]).arg(&exe).arg(&src).status().expect("run cc");
+        assert!(st.success());
+        let offsets = symbolize::lines::statement_rows(&exe, |f| f.ends_with("prog.c"), |_| true, 100).expect("rows");
+        let at = |line: u32| offsets.iter().find(|r| r.line == line).map(|r| r.offset).expect("a row");
+        let meta = std::fs::metadata(&exe).unwrap();
+        let mtime_ns = meta.modified().unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i128;
+        // Line 2's probe stands for lines 3 and 4.
+        let list = InlineProbeList {
+            object: exe.to_string_lossy().into_owned(),
+            size: meta.len(),
+            mtime_ns,
+            offsets: vec![at(2), at(3), at(4)],
+            groups: vec![0, 1, 2],
+            covers: vec![2, 0, 0],
+            ..Default::default()
+        };
+        std::fs::write(d.path().join(LINE_PROBES_FILE), serde_json::to_vec(&list).unwrap()).unwrap();
+        let p = d.path().join("p1");
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(p.join(LINES_BIN_FILE), [LINE_RAN, LINE_BLOCK_RAN, LINE_BLOCK_RAN]).unwrap();
+        let file = trace_format::normalize_path(&src);
+        let states = |exit: &str| {
+            let meta = format!(
+                r#"{{"format":"slice-trace","version":3,"tool":"test","argv":["prog"],"cwd":"/","target_kind":"native","start_unix_ms":0{exit}}}"#
+            );
+            std::fs::write(d.path().join("meta.json"), meta).unwrap();
+            let mut c = LineCoverage::default();
+            let mut warnings = Vec::new();
+            add_native_lines(d.path(), [p.as_path()], &mut c, &mut warnings);
+            assert_eq!(warnings, Vec::<String>::new());
+            c.states(&file, 2, 3)
+        };
+        use LineState::{MayHaveRun, Ran};
+        assert_eq!(states(r#","exit":{"code":3}"#), Some(vec![Ran, Ran, Ran]), "exited with a code");
+        assert_eq!(states(r#","exit":{"signal":11,"core_dumped":true}"#), Some(vec![Ran, MayHaveRun, MayHaveRun]), "a crash");
+        assert_eq!(states(""), Some(vec![Ran, MayHaveRun, MayHaveRun]), "no recorded end");
+        assert_eq!(
+            states(r#","exit":{"code":0},"stopped":{"signal":15,"killed":false}"#),
+            Some(vec![Ran, MayHaveRun, MayHaveRun]),
+            "stopped by trace"
+        );
     }
 
     /// A row of inlined code that ran makes the line calling it ran (gcc -O1 inlines `helper`
@@ -285,7 +374,7 @@ mod tests {
             mtime_ns,
             offsets,
             groups: vec![0; n],
-            group_parents: Vec::new(),
+            ..Default::default()
         };
         std::fs::write(d.path().join(LINE_PROBES_FILE), serde_json::to_vec(&list).unwrap()).unwrap();
         let p = d.path().join("p1");

@@ -17,9 +17,16 @@
 //! (not [`LINE_ARMED`]), so that a call the slow path did not see (`-F`, a dropped event) never
 //! makes its line look as not run.
 //!
+//! A row that code reaches only by falling through from the row before it (the list's
+//! `covers`: the rest of a basic block, tracer/src/blocks.rs) gets no probe: it is armed
+//! when its block's probe is, and when that fires it says [`LINE_BLOCK_RAN`] and its line's
+//! other rows are marked as for a hit of its own. A probe standing for such rows is not
+//! disarmed when another row of its own line runs: the rows after it would stay unknown.
+//!
 //! The bytes: [`LINE_UNKNOWN`] (no probe: not executable, a page that could not be made
 //! writable, the moved bytes of an entry), [`LINE_ARMED`] (planted, not run), [`LINE_RAN`],
-//! [`LINE_OF_RAN`] (disarmed: another row of its line ran).
+//! [`LINE_OF_RAN`] (disarmed: another row of its line ran), [`LINE_BLOCK_RAN`] (an earlier
+//! row of its block fired).
 //! The mapping is made in [`LineSet::new`] (anonymous, shared), and [`attach`] puts each set's
 //! file's mapping at the same address once the process directory exists (the constructor,
 //! before any other thread). A set planted later, for a library loaded by `dlopen` that an
@@ -30,7 +37,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 #[cfg(doc)]
 use trace_format::meta::{LIBRARY_LINE_PROBES_FILE, LINES_BIN_FILE, LINE_PROBES_FILE};
-use trace_format::meta::{LINE_ARMED, LINE_OF_RAN, LINE_RAN, LINE_UNKNOWN};
+use trace_format::meta::{LINE_ARMED, LINE_BLOCK_RAN, LINE_OF_RAN, LINE_RAN, LINE_UNKNOWN};
 
 /// No probe for a row (`LineSet::rows`).
 pub(crate) const NO_PROBE: u32 = u32::MAX;
@@ -48,6 +55,15 @@ pub(crate) struct LineSet {
     pub(crate) rows: Vec<(u32, u32, u32)>,
     /// (function entry, row, group) of the rows in a patched entry's moved bytes, by entry.
     pub(crate) at_entry: Vec<(u64, u32, u32)>,
+    /// Per row, how many rows after it its probe stands for (the list's `covers`: the rest of
+    /// its basic block, which gets no probe); empty: none.
+    pub(crate) covers: Vec<u32>,
+    /// Per row, its group (its line), as the list has them.
+    pub(crate) groups: Vec<u32>,
+    /// Per row, the row whose probe stands for it ([`NO_PROBE`]: none, its own), and the
+    /// index of its own probe in the trap table ([`NO_PROBE`]: none); empty without `covers`.
+    pub(crate) leader: Vec<u32>,
+    pub(crate) probe_of: Vec<u32>,
 }
 
 // SAFETY: `bytes` points to a shared mapping that lives as long as the process and is only
@@ -67,7 +83,17 @@ impl LineSet {
         let p = unsafe {
             libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0)
         };
-        (p != libc::MAP_FAILED).then(|| LineSet { file, bytes: p as *mut u8, len, rows: Vec::new(), at_entry: Vec::new() })
+        (p != libc::MAP_FAILED).then(|| LineSet {
+            file,
+            bytes: p as *mut u8,
+            len,
+            rows: Vec::new(),
+            at_entry: Vec::new(),
+            covers: Vec::new(),
+            groups: Vec::new(),
+            leader: Vec::new(),
+            probe_of: Vec::new(),
+        })
     }
 
     fn byte(&self, row: u32) -> Option<&AtomicU8> {
@@ -95,8 +121,17 @@ impl LineSet {
         }
     }
 
+    /// The rows after `row` that its probe stands for (the rest of its basic block).
+    pub(crate) fn covered(&self, row: u32) -> std::ops::Range<u32> {
+        let n = self.covers.get(row as usize).copied().unwrap_or(0);
+        row.saturating_add(1)..row.saturating_add(1).saturating_add(n).min(self.len as u32)
+    }
+
     /// The line of `group` ran: its armed rows say so ([`LINE_OF_RAN`]); `disarm` is called with the probe
-    /// index of each of its other rows' probes. Async-signal-safe: atomic stores.
+    /// index of each of its other rows' probes, but of a probe that stands for rows after it
+    /// (the rest of its block, known to run only when it fires) only once none of its rows
+    /// is armed any more (each one's line ran: [`Self::block_spent`]). Async-signal-safe:
+    /// atomic stores.
     pub(crate) fn group_ran(&self, group: u32, mut disarm: impl FnMut(u32)) {
         let from = self.rows.partition_point(|r| r.0 < group);
         for &(_, row, probe) in self.rows[from..].iter().take_while(|r| r.0 == group) {
@@ -104,7 +139,39 @@ impl LineSet {
                 let _ = b.compare_exchange(LINE_ARMED, LINE_OF_RAN, Ordering::Relaxed, Ordering::Relaxed);
             }
             if probe != NO_PROBE {
-                disarm(probe);
+                if self.block_spent(row) {
+                    disarm(probe);
+                }
+            } else if let Some(&l) = self.leader.get(row as usize).filter(|&&l| l != NO_PROBE) {
+                // A row without a probe whose line ran: its block's probe may be spent now.
+                if let Some(&p) = self.probe_of.get(l as usize).filter(|&&p| p != NO_PROBE) {
+                    if self.block_spent(l) {
+                        disarm(p);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether the probe of row `row` has nothing left to tell: neither it nor a row it stands
+    /// for is still armed.
+    fn block_spent(&self, row: u32) -> bool {
+        std::iter::once(row).chain(self.covered(row)).all(|r| self.state(r) != LINE_ARMED)
+    }
+
+    /// Row `row` ran (its probe fired, or its function was entered with it in the moved
+    /// bytes): the rows its probe stands for ran too, falling through from it
+    /// ([`LINE_BLOCK_RAN`], unless one says [`LINE_RAN`]), and so did their lines (their
+    /// other rows are marked, their probes disarmed through `disarm`). Async-signal-safe.
+    pub(crate) fn block_ran(&self, row: u32, mut disarm: impl FnMut(u32)) {
+        for c in self.covered(row) {
+            if let Some(b) = self.byte(c) {
+                if b.load(Ordering::Relaxed) != LINE_RAN {
+                    b.store(LINE_BLOCK_RAN, Ordering::Relaxed);
+                }
+            }
+            if let Some(&g) = self.groups.get(c as usize) {
+                self.group_ran(g, &mut disarm);
             }
         }
     }
@@ -206,5 +273,59 @@ mod tests {
         assert_eq!(states, [LINE_OF_RAN, LINE_ARMED, LINE_RAN, LINE_UNKNOWN, LINE_ARMED, LINE_UNKNOWN]);
         assert_eq!(std::fs::read(d.path().join(LINES_BIN_FILE)).unwrap(), states, "the file is the mapping");
         assert_eq!(set.state(99), LINE_UNKNOWN, "a row past the end");
+    }
+
+    /// One probe per block: row 0's probe stands for rows 1 and 2 (armed with it). Its own
+    /// line running elsewhere (row 4, same group) does not disarm it while rows 1 and 2 are
+    /// armed; when it fires they say ran with their block, and their lines' other rows are
+    /// marked and disarmed (row 3, line of row 1). A probe whose rows' lines all ran is disarmed.
+    #[test]
+    fn a_blocks_probe_marks_its_rows_and_stays_armed_while_they_are() {
+        let mut set = LineSet::new(5, LINES_BIN_FILE.to_string()).expect("mapped");
+        for r in 0..5 {
+            set.armed(r);
+        }
+        // Groups (lines): rows 0 and 4 line 7, rows 1 and 3 line 8, row 2 line 9.
+        set.groups = vec![7, 8, 9, 8, 7];
+        set.covers = vec![2, 0, 0, 0, 0];
+        set.leader = vec![NO_PROBE, 0, 0, NO_PROBE, NO_PROBE];
+        // Probes: row 0 has probe 10, row 3 probe 13, row 4 probe 14; rows 1, 2 none.
+        set.probe_of = vec![10, NO_PROBE, NO_PROBE, 13, 14];
+        set.rows = vec![(7, 0, 10), (7, 4, 14), (8, 1, NO_PROBE), (8, 3, 13), (9, 2, NO_PROBE)];
+        assert_eq!(set.covered(0), 1..3);
+        assert!(set.covered(1).is_empty());
+        let mut disarmed = Vec::new();
+        // Row 4 fires: line 7 ran; row 0's probe still stands for rows 1 and 2.
+        set.ran(4);
+        set.group_ran(7, |p| disarmed.push(p));
+        assert_eq!(disarmed, [14]);
+        assert_eq!(set.state(0), LINE_OF_RAN);
+        // Row 0 fires: rows 1, 2 ran with their block, row 3 (line 8) is disarmed.
+        disarmed.clear();
+        set.ran(0);
+        set.block_ran(0, |p| disarmed.push(p));
+        let states: Vec<u8> = (0..5).map(|r| set.state(r)).collect();
+        assert_eq!(states, [LINE_RAN, LINE_BLOCK_RAN, LINE_BLOCK_RAN, LINE_OF_RAN, LINE_RAN]);
+        assert_eq!(disarmed, [13, 10], "row 3's, then row 0's own (spent by its hit already) once its block ran");
+
+        // Another set: rows 1 and 2's lines run elsewhere, then row 0's: its probe is disarmed
+        // once none of its rows is armed.
+        let mut set = LineSet::new(5, LINES_BIN_FILE.to_string()).expect("mapped");
+        for r in 0..5 {
+            set.armed(r);
+        }
+        set.groups = vec![7, 8, 9, 8, 9];
+        set.covers = vec![2, 0, 0, 0, 0];
+        set.leader = vec![NO_PROBE, 0, 0, NO_PROBE, NO_PROBE];
+        set.probe_of = vec![10, NO_PROBE, NO_PROBE, 13, 14];
+        set.rows = vec![(7, 0, 10), (8, 1, NO_PROBE), (8, 3, 13), (9, 2, NO_PROBE), (9, 4, 14)];
+        let mut disarmed = Vec::new();
+        set.ran(3);
+        set.group_ran(8, |p| disarmed.push(p));
+        set.ran(4);
+        set.group_ran(9, |p| disarmed.push(p));
+        assert_eq!(disarmed, [13, 14], "row 0 still armed itself");
+        set.group_ran(7, |p| disarmed.push(p));
+        assert_eq!(disarmed, [13, 14, 10], "nothing of row 0's block is armed now");
     }
 }

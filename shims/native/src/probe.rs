@@ -311,6 +311,7 @@ fn entered_in(p: &Probes, addr: u64, record: &mut impl FnMut(u32)) {
                 set.ran(row);
                 let held = Held::lock();
                 set.group_ran(group, |j| disarm_role(p, j, LINE, &held));
+                set.block_ran(row, |j| disarm_role(p, j, LINE, &held));
             }
         }
     }

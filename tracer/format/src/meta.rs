@@ -445,6 +445,11 @@ pub struct InlineProbes {
     /// start-up. Absent (0) in traces of an older shim, which wrote every trap at start-up.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub deferred: u64,
+    /// Line lists only: rows without a probe of their own because an earlier row's probe in
+    /// the same basic block stands for them ([`InlineProbeList::covers`]). Absent (0) in
+    /// traces of an older shim or list.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub covered: u64,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -501,7 +506,7 @@ pub const LINE_PROBES_FILE: &str = "line-probes.json";
 pub const LIBRARY_LINE_PROBES_FILE: &str = "line-probes-libs.json";
 
 /// Per process (`p<pid>/lines.bin`): one byte per offset of [`LINE_PROBES_FILE`], in its order:
-/// [`LINE_UNKNOWN`], [`LINE_ARMED`], [`LINE_RAN`] or [`LINE_OF_RAN`]. Written by the shim through a shared
+/// [`LINE_UNKNOWN`], [`LINE_ARMED`], [`LINE_RAN`], [`LINE_OF_RAN`] or [`LINE_BLOCK_RAN`]. Written by the shim through a shared
 /// mapping (a crash keeps what was set).
 pub const LINES_BIN_FILE: &str = "lines.bin";
 /// No probe was planted at the row: nothing is known.
@@ -514,6 +519,12 @@ pub const LINE_RAN: u8 = 2;
 /// row maybe not (so neither the other lines at its address nor the lines calling its inlined
 /// code are known to have run).
 pub const LINE_OF_RAN: u8 = 3;
+/// The row has no probe of its own: the probe of an earlier row of its basic block fired
+/// (the list's `covers`), and code falls through from there to this row. It ran, unless the
+/// thread stopped inside the block (a crash, a signal whose handler jumped away, the process
+/// exiting from another thread): the analyzer takes it as ran when the run's program exited
+/// normally, as may have run otherwise.
+pub const LINE_BLOCK_RAN: u8 = 4;
 
 /// Per process (`p<pid>/inline.bin`): the inline probes of [`INLINE_PROBES_FILE`] that fired
 /// and the function ids their hits were recorded under, written by the shim through a shared
@@ -550,4 +561,11 @@ pub struct InlineProbeList {
     /// parent's too (and theirs, up the chain). Inline lists only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub group_parents: Vec<Option<u32>>,
+    /// Line lists only: per offset (as many, or none: every row has a probe of its own), how
+    /// many of the rows after it its probe stands for. Those rows lie in the same basic block,
+    /// reached only by falling through from it (no branch target, no call, no jump-table or
+    /// address-taken target in between: tracer/src/blocks.rs), so they get no probe: when it
+    /// fires they ran ([`LINE_BLOCK_RAN`]); while it is armed, they did not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub covers: Vec<u32>,
 }

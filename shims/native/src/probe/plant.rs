@@ -79,12 +79,32 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64,
             None => {}
         }
     }
+    // The rows an earlier row's probe stands for (the rest of its basic block: the list's
+    // `covers`), outside the moved bytes: no probe of their own; and which rows are in the
+    // moved bytes.
+    let mut covered: Vec<u32> = Vec::new();
+    let mut moved_row: Vec<bool> = Vec::new();
     if let (Some(l), Some(set)) = (&line_list, &mut lines) {
+        if l.covers.len() == l.offsets.len() {
+            set.covers.clone_from(&l.covers);
+        }
+        set.groups.clone_from(&l.groups);
+        moved_row = vec![false; l.offsets.len()];
         let mut in_moved = Walk::new(&moved);
+        // The rows below `block_end` are covered by the last leader's probe.
+        let mut block_end = 0usize;
         for (k, &off) in l.offsets.iter().enumerate() {
             let a = base.wrapping_add(off);
+            let is_covered = k < block_end;
+            if !is_covered {
+                block_end = set.covered(k as u32).end as usize;
+            }
             match in_moved.start_of(a) {
-                Some(entry) => set.at_entry.push((entry, k as u32, l.groups[k])),
+                Some(entry) => {
+                    set.at_entry.push((entry, k as u32, l.groups[k]));
+                    moved_row[k] = true;
+                }
+                None if is_covered => covered.push(k as u32),
                 None if code.iter().any(|&(b, e)| a >= b && a < e) => wanted.push((a, LINE, k as u32)),
                 None => {}
             }
@@ -118,8 +138,14 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64,
                 if let (Some(l), Some(set)) = (&line_list, &lines) {
                     (p.line, p.line_group) = (k, l.groups[k as usize]);
                     // A row of a function not entered yet is armed too: its code runs only
-                    // after its entry, which writes its trap first.
+                    // after its entry, which writes its trap first. So are the rows its probe
+                    // stands for.
                     set.armed(k);
+                    for c in set.covered(k) {
+                        if !moved_row.get(c as usize).copied().unwrap_or(true) {
+                            set.armed(c);
+                        }
+                    }
                 }
                 planted.1 += 1;
                 deferred_roles.1 += u64::from(p.state.load(Ordering::Relaxed) & TRAP == 0);
@@ -148,21 +174,41 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64,
     let parents = inline.as_ref().map(parents_of).unwrap_or_default();
     // `inline.bin` is the program's: a library's hits get `funcs.jsonl` lines.
     let hits = inline.as_ref().filter(|_| program).and_then(|l| HitMap::new(l.offsets.len(), base));
-    let stats = |list: &InlineProbeList, planted: u64, at_entry: usize, deferred: u64| InlineProbes {
+    let stats = |list: &InlineProbeList, planted: u64, at_entry: usize, deferred: u64, covered: u64| InlineProbes {
         listed: list.offsets.len() as u64,
         planted,
         at_entry: at_entry as u64,
-        unprobed: (list.offsets.len() as u64).saturating_sub(planted + at_entry as u64),
+        unprobed: (list.offsets.len() as u64).saturating_sub(planted + at_entry as u64 + covered),
         deferred,
+        covered,
     };
     let out = Planted {
-        inline: inline.as_ref().map(|l| stats(l, planted.0, at_entry.len(), deferred_roles.0)),
-        lines: line_list.as_ref().zip(lines.as_ref()).map(|(l, set)| stats(l, planted.1, set.at_entry.len(), deferred_roles.1)),
+        inline: inline.as_ref().map(|l| stats(l, planted.0, at_entry.len(), deferred_roles.0, 0)),
+        lines: line_list
+            .as_ref()
+            .zip(lines.as_ref())
+            .map(|(l, set)| stats(l, planted.1, set.at_entry.len(), deferred_roles.1, covered.len() as u64)),
     };
     if let Some(set) = &mut lines {
         set.rows =
             traps.probes.iter().enumerate().filter(|(_, p)| p.line != NO_PROBE).map(|(i, p)| (p.line_group, p.line, i as u32)).collect();
         set.rows.extend(set.at_entry.iter().map(|e| (e.2, e.1, NO_PROBE)));
+        set.rows.extend(covered.iter().filter_map(|&c| Some((*set.groups.get(c as usize)?, c, NO_PROBE))));
+        if !set.covers.is_empty() {
+            let n = set.covers.len();
+            set.probe_of = vec![NO_PROBE; n];
+            for (i, p) in traps.probes.iter().enumerate() {
+                if let Some(slot) = set.probe_of.get_mut(p.line as usize) {
+                    *slot = i as u32;
+                }
+            }
+            set.leader = vec![NO_PROBE; n];
+            for k in 0..n as u32 {
+                for c in set.covered(k) {
+                    set.leader[c as usize] = k;
+                }
+            }
+        }
         set.rows.sort_unstable();
         set.at_entry.sort_unstable();
     }

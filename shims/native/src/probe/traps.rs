@@ -143,6 +143,7 @@ pub(super) extern "C" fn on_trap(sig: libc::c_int, info: *mut libc::siginfo_t, c
                 if let Some(set) = &ps.lines {
                     set.ran(p.line);
                     set.group_ran(p.line_group, |j| disarm_role(ps, j, LINE, &held));
+                    set.block_ran(p.line, |j| disarm_role(ps, j, LINE, &held));
                 }
             }
             if roles & INLINE != 0 {
