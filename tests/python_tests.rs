@@ -179,6 +179,16 @@ fn tests_are_chosen_by_id_name_glob_or_failure() {
         ]
     );
     assert_eq!(labels("*::FormatTest::*").len(), 2);
+    // The second failing test made the same calls as the first: the reference names the
+    // first test's tree, which this prompt shows.
+    let p = slice(&["from-trace", t, "--test", "failed", "-q", "q"]);
+    let second = p.split("#### test tests/test_unit_format.py::FormatTest::test_bulk_lamps\n\n```text\n").nth(1).unwrap_or_default();
+    assert!(
+        second.starts_with(
+            "FormatTest.setUp [same calls as `test_bulk_discount_starts_at_ten`, in `test tests/test_totals.py::test_bulk_discount_starts_at_ten`]\nFormatTest.test_bulk_lamps\n  line_total [same calls as above, in `test tests/test_totals.py::test_bulk_discount_starts_at_ten`]\n"
+        ),
+        "{p}"
+    );
     // A later instance reused the session fixture the first computed: named, and its code kept.
     let p = slice(&["from-trace", t, "--test", "test_line_total[pen-3-300]", "-q", "q"]);
     assert!(p.contains("`call_fixture_func` → `prices`"), "{p}");
