@@ -110,7 +110,11 @@ fn variants_and_their_long_options() {
     assert_eq!(default.matches("#### `bundle_price`").count(), 1, "the default shows each source once");
     // ...and a subtree the tree already showed whole is named, not repeated.
     assert!(default.contains("\n      Bundle.value_cents ×3 [same calls as above]\n"), "{default}");
-    assert!(default.contains("```text\nCategoryStats.compute [same calls as above]\n```"), "{default}");
+    // A subtree another thread's tree showed: that tree is named (by process and thread).
+    let other_thread =
+        regex::Regex::new(r"```text\nCategoryStats\.compute \[same calls as above, in `process \d+, thread stats-stationery`\]\n```")
+            .unwrap();
+    assert!(other_thread.is_match(&default), "{default}");
     assert!(!full.contains("[same calls as above]"), "the method's full variant keeps the whole tree");
     assert!(default.contains("### Call tree") && default.find("#### `main`").unwrap() < default.find("#### `bundle_price`").unwrap());
     assert_eq!(a.matches("#### `bundle_price`").count(), 1, "A: once each");

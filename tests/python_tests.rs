@@ -179,6 +179,16 @@ fn tests_are_chosen_by_id_name_glob_or_failure() {
         ]
     );
     assert_eq!(labels("*::FormatTest::*").len(), 2);
+    // The second failing test made the same calls as the first: the reference names the
+    // first test's tree, which this prompt shows.
+    let p = slice(&["from-trace", t, "--test", "failed", "-q", "q"]);
+    let second = p.split("#### test tests/test_unit_format.py::FormatTest::test_bulk_lamps\n\n```text\n").nth(1).unwrap_or_default();
+    assert!(
+        second.starts_with(
+            "FormatTest.setUp [same calls as `test_bulk_discount_starts_at_ten`, in `test tests/test_totals.py::test_bulk_discount_starts_at_ten`]\nFormatTest.test_bulk_lamps\n  line_total [same calls as above, in `test tests/test_totals.py::test_bulk_discount_starts_at_ten`]\n"
+        ),
+        "{p}"
+    );
     // A later instance reused the session fixture the first computed: named, and its code kept.
     let p = slice(&["from-trace", t, "--test", "test_line_total[pen-3-300]", "-q", "q"]);
     assert!(p.contains("`call_fixture_func` → `prices`"), "{p}");
@@ -340,6 +350,86 @@ fn two_tests_are_diffed_by_the_code_under_test_within_a_budget() {
     assert!(texts(&o).1.contains("--budget 50 is too small for this diff"), "{:?}", texts(&o));
     let o = run(cmd("slice").args(["diff", t, t, "--budget", "50"]));
     assert_eq!(o.status.code(), Some(2), "--budget needs --format prompt");
+}
+
+/// Two whole runs of the suite, the bug fixed in A (the fix calls a helper the bug did not):
+/// the diff's paths start at the tests and what only one run did is the code under test, not
+/// pytest's assertion rewriting and failure reporting; every hint names an option `slice diff`
+/// has.
+#[test]
+fn whole_runs_are_diffed_without_the_runner() {
+    let d = scratch();
+    let (_, fail) = suite(d.path());
+    let fixed = d.path().join("fixed");
+    std::fs::create_dir_all(&fixed).unwrap();
+    let proj = project(&fixed);
+    let totals = proj.join("invoice/totals.py");
+    let text = std::fs::read_to_string(&totals).unwrap();
+    let text = text.replace("    if quantity > BULK_QUANTITY:\n", "    if at_least(quantity, BULK_QUANTITY):\n")
+        + "\n\ndef at_least(quantity, minimum):\n    return quantity >= minimum\n";
+    std::fs::write(&totals, text).unwrap();
+    let py = venv_python();
+    let (pass, code) = record(&proj, "pass.d", &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]);
+    assert_eq!(code, 0, "the fix makes the suite pass");
+    let o = run(cmd("slice").args(["diff", pass.to_str().unwrap(), fail.to_str().unwrap(), "--color", "never"]));
+    let (out, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[2], "# functions only in A (1): at_least (invoice/totals.py:26)", "{out}");
+    // Only in B: nothing of the runner. (unittest's failure message builds difflib's named
+    // tuples, whose `__new__` is code generated in `<string>`, with the Pythons that do so.)
+    assert!(matches!(lines[3], "# functions only in B (0): none" | "# functions only in B (1): <lambda> (<string>:1)"), "{out}");
+    let tree: Vec<&str> = lines[5..].iter().copied().filter(|l| !l.contains("(<string>:")).collect();
+    assert_eq!(
+        tree,
+        [
+            "  FormatTest.setUp  (tests/test_unit_format.py:7)",
+            "    line_total  (invoice/totals.py:16)",
+            "      bulk_discount  (invoice/totals.py:9)",
+            "-       at_least  (invoice/totals.py:26) ×2",
+            "  FormatTest.test_bulk_lamps  (tests/test_unit_format.py:13)",
+            "    line_total  (invoice/totals.py:16)",
+            "      bulk_discount  (invoice/totals.py:9)",
+            "-       at_least  (invoice/totals.py:26)",
+            "  test_line_total  (tests/test_totals.py:6)",
+            "    line_total  (invoice/totals.py:16)",
+            "      bulk_discount  (invoice/totals.py:9)",
+            "-       at_least  (invoice/totals.py:26) ×3",
+            "  test_bulk_discount_above_ten  (tests/test_totals.py:12)",
+            "    line_total  (invoice/totals.py:16)",
+            "      bulk_discount  (invoice/totals.py:9)",
+            "-       at_least  (invoice/totals.py:26)",
+            "  test_bulk_discount_starts_at_ten  (tests/test_totals.py:16)",
+            "    line_total  (invoice/totals.py:16)",
+            "      bulk_discount  (invoice/totals.py:9)",
+            "-       at_least  (invoice/totals.py:26)",
+        ],
+        "{out}"
+    );
+    assert!(!err.contains("`--test failed`") && err.contains("`--test-a ID --test-b ID`"), "{err}");
+    assert!(err.contains("The test runner (_pytest, execnet, pluggy, pytest, xdist) is left out of the tree"), "{err}");
+    // `--show-plumbing` keeps the runner.
+    let o = run(cmd("slice").args(["diff", pass.to_str().unwrap(), fail.to_str().unwrap(), "--show-plumbing", "--color", "never"]));
+    let (out, _) = texts(&o);
+    assert!(out.contains("_call_reprcompare"), "{out}");
+    // A trace without tests: the option in the error is the one given.
+    let cwd = d.path().join("prog");
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::write(cwd.join("ok.py"), "def main():\n    return 1\n\nmain()\n").unwrap();
+    let (plain, code) = record(&cwd, "plain.d", &[&slice_trace_e2e::python(), "ok.py"]);
+    assert_eq!(code, 0);
+    let o = run(cmd("slice").args(["diff", fail.to_str().unwrap(), plain.to_str().unwrap(), "--test-a", "failed", "--test-b", "main"]));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(texts(&o).1.contains("plain.d: the trace recorded no tests (`--test-b` needs a run of pytest"), "{:?}", texts(&o));
+    // `slice tests` on it: an error, as `--test` is, and nothing on standard output.
+    let o = run(cmd("slice").args(["tests", plain.to_str().unwrap()]));
+    let (out, err) = texts(&o);
+    assert_eq!((o.status.code(), out.as_str()), (Some(1), ""), "{err}");
+    assert!(err.contains("plain.d: the trace recorded no tests (`slice tests` lists the tests of a run of pytest"), "{err}");
+    let o = run(cmd("slice").args(["tests", fail.to_str().unwrap(), "--test", "test_nothing"]));
+    let (out, err) = texts(&o);
+    assert_eq!((o.status.code(), out.as_str()), (Some(1), ""), "{err}");
+    assert!(err.contains("no recorded test matches \"test_nothing\" (11 tests); `slice tests"), "{err}");
 }
 
 /// The spectrum query of docs/views.md, run by DuckDB (its PyPI wheel) over two shards'

@@ -34,6 +34,30 @@ pub struct Options {
     pub plumbing: Plumbing,
     /// Show these tests' trees instead of the threads' (`--test`; [`crate::testrun`]).
     pub tests: Option<TestFilter>,
+    /// Which command the trees are for: the options its notes and errors name.
+    pub hints: Hints,
+}
+
+/// The command a [`prepare`] is for, so that every hint in its notes and errors names an
+/// option that command has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Hints {
+    /// `slice from-trace` and the views: `--test`.
+    #[default]
+    Prompt,
+    /// `slice diff`: `--test` (both runs), `--test-a`, `--test-b`. `option`: the one that
+    /// chose this trace's tests.
+    Diff { option: &'static str },
+}
+
+impl Hints {
+    /// The option that chooses tests.
+    pub fn test_option(self) -> &'static str {
+        match self {
+            Hints::Prompt => "--test",
+            Hints::Diff { option } => option,
+        }
+    }
 }
 
 /// One thread's tree, ready to show.
@@ -76,7 +100,7 @@ impl PreparedThread {
     }
 }
 
-fn thread_name(name: Option<&str>, is_main: bool, tid: u64) -> String {
+pub(crate) fn thread_name(name: Option<&str>, is_main: bool, tid: u64) -> String {
     match name {
         Some(n) => escape::line(n).into_owned(),
         None if is_main => "main".into(),
@@ -136,8 +160,9 @@ pub enum PrepareError {
     /// recorder may not have been active.
     #[error("{path}: the trace recorded no function calls ({why}); record it again with `trace run`")]
     NoCalls { path: PathBuf, why: String },
-    #[error("{path}: the trace recorded no tests (`--test` needs a run of pytest, unittest, `cargo test` or a GoogleTest binary: `trace run -- python -m pytest ...`)")]
-    NoTests { path: PathBuf },
+    /// `option`: the option that asked for tests (`--test`, `--test-a`, ...).
+    #[error("{path}: the trace recorded no tests (`{option}` needs a run of pytest, unittest, `cargo test` or a GoogleTest binary: `trace run -- python -m pytest ...`)")]
+    NoTests { path: PathBuf, option: &'static str },
     #[error("{path}: no recorded test matches {filter:?} ({available}); `slice tests {path}` lists them")]
     NoTestMatch { path: PathBuf, filter: String, available: String },
 }
@@ -258,7 +283,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     let mut invocation_scores: Vec<(String, f64)> = Vec::new();
     if let Some(filter) = &opts.tests {
         if all_tests.is_empty() {
-            return Err(PrepareError::NoTests { path: t.dir.clone() });
+            return Err(PrepareError::NoTests { path: t.dir.clone(), option: opts.hints.test_option() });
         }
         for p in &t.processes {
             chosen.extend(p.tests.iter().filter(|x| filter.matches(x)).map(|x| (p.meta.pid, x)));
@@ -352,18 +377,11 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             plumbing_removed += collapsed.removed;
             plumbing_packages.extend(collapsed.packages);
             let mut tree = collapsed.tree;
-            if !test_label.is_empty() && !opts.plumbing.is_off() {
+            if opts.plumbing.splices_runner(!test_label.is_empty()) {
                 // A test's tree starts at the test: the runner's lines on the way to it (its
                 // per-test protocol, the hook calls) are spliced out, what they led to stays.
-                let runner = crate::testrun::function_kinds(&tree.funcs, &cwd);
-                tree = tree.rebuild_into(|t, n| {
-                    let f = t.node(n).func;
-                    if collapsed.funcs.contains(&f) && runner.get(f as usize) == Some(&crate::testrun::FuncKind::Runner) {
-                        crate::calltree::Keep::Splice
-                    } else {
-                        crate::calltree::Keep::Keep
-                    }
-                });
+                // (A whole run's too for `slice diff`.)
+                tree = crate::plumbing::splice_runner(tree, &collapsed.funcs, &cwd);
             }
             shown += tree.len();
             if tree.is_empty() {
@@ -435,14 +453,21 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         }
     }
     notes.extend(crate::python::compiled::note(&compiled, native_ext));
-    if opts.tests.is_some() {
-        // In tests' trees the runner is spliced out, not collapsed: said apart.
+    if opts.plumbing.splices_runner(opts.tests.is_some()) {
+        // Where the runner is spliced out, not collapsed: said apart.
         let runners: Vec<String> = plumbing_packages.iter().filter(|p| crate::plumbing::is_test_runner(p)).cloned().collect();
         if !runners.is_empty() {
-            notes.push(format!(
-                "The test runner ({}) is left out of each test's tree: its calls on the way to the test and its own work (collecting, reporting) are not shown, what it called of the test and the code under test is. `--show-plumbing` shows it.",
-                runners.join(", ")
-            ));
+            notes.push(if opts.tests.is_some() {
+                format!(
+                    "The test runner ({}) is left out of each test's tree: its calls on the way to the test and its own work (collecting, reporting) are not shown, what it called of the test and the code under test is. `--show-plumbing` shows it.",
+                    runners.join(", ")
+                )
+            } else {
+                format!(
+                    "The test runner ({}) is left out of the tree: its calls on the way to the tests and its own work (collecting, reporting) are not shown, what it called of the tests and the code under test is. `--show-plumbing` shows it.",
+                    runners.join(", ")
+                )
+            });
             plumbing_packages.retain(|p| !crate::plumbing::is_test_runner(p));
             plumbing_removed = 0;
         }
@@ -495,11 +520,15 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         }
         let failing: Vec<&str> = all_tests.iter().filter(|(_, x)| x.outcome.is_failure()).map(|(_, x)| x.id.as_str()).collect();
         notes.push(format!(
-            "This run ran {} ({}); failing: {}{}. `--test failed` (or `--test ID`) gives the prompt of the failing tests: their failure first, then only the code each ran.",
+            "This run ran {} ({}); failing: {}{}. {}",
             crate::testrun::plural(all_tests.len(), "test"),
             crate::testrun::outcome_counts(all_tests.iter().map(|(_, x)| x)),
             failing.iter().take(5).copied().collect::<Vec<_>>().join(", "),
-            if failing.len() > 5 { format!(" and {} more", failing.len() - 5) } else { String::new() }
+            if failing.len() > 5 { format!(" and {} more", failing.len() - 5) } else { String::new() },
+            match opts.hints {
+                Hints::Prompt => "`--test failed` (or `--test ID`) gives the prompt of the failing tests: their failure first, then only the code each ran.",
+                Hints::Diff { .. } => "`--test-a ID --test-b ID` (each an id, its end, a glob or `failed`) diffs tests' trees instead of the whole runs; `--test ID` picks the same tests in both.",
+            }
         ));
     }
     let sources = SourceCache::new(SourceCache::read_sources_doc(&t.dir), &cwd);

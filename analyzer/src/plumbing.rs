@@ -121,6 +121,9 @@ const FAMILIES: &[(&str, &str)] = &[("clap_builder", "clap"), ("clap_lex", "clap
 pub struct Plumbing {
     /// Top-level package names, after the exemptions of the question and the filters.
     pub packages: Vec<String>,
+    /// The test runner is spliced out of whole runs' trees too, not only out of tests' trees
+    /// ([`Plumbing::test_runners`], `slice diff`): see [`Plumbing::splices_runner`].
+    pub runner_out_of_runs: bool,
 }
 
 /// What collapsing did to one tree.
@@ -158,16 +161,25 @@ impl Plumbing {
             }
             packages.push(p);
         }
-        Plumbing { packages }
+        Plumbing { packages, runner_out_of_runs: false }
     }
 
     /// Only the test runners ([`TEST_RUNNERS`], and every `pytest_*` plugin), and `extra`:
     /// for views that show whole call paths (`slice diff`), where what a failing test's
-    /// runner does to report it would otherwise lead.
+    /// runner does to report it would otherwise lead. The runner is spliced out of whole
+    /// runs' trees as out of tests' ([`Plumbing::splices_runner`]): the paths of a run of a
+    /// test suite start at the tests, and what only a failing run did starts at the code
+    /// under test, not at the runner's failure reporting.
     pub fn test_runners(extra: &[String]) -> Plumbing {
         let mut packages: Vec<String> = TEST_RUNNERS.iter().map(|s| s.to_string()).collect();
         packages.extend(extra.iter().map(|s| s.replace('-', "_")));
-        Plumbing { packages }
+        Plumbing { packages, runner_out_of_runs: true }
+    }
+
+    /// Whether [`splice_runner`] applies to a tree: to a test's tree whenever plumbing is
+    /// collapsed, to a whole run's with [`Plumbing::runner_out_of_runs`].
+    pub fn splices_runner(&self, test_tree: bool) -> bool {
+        !self.is_off() && (test_tree || self.runner_out_of_runs)
     }
 
     pub fn is_off(&self) -> bool {
@@ -272,6 +284,24 @@ impl Plumbing {
         out.tree = tree.rebuild_into(|t, id| if keep(t, id) { Keep::Keep } else { Keep::Drop });
         out
     }
+}
+
+/// The runner is plumbing: the test runner's functions that collapsing kept as tree lines
+/// (`collapsed`, [`Collapsed::funcs`]: its calls on the way to the tests, the hook calls, the
+/// assertion rewriting a failing `assert` calls) are spliced out of `tree`, and what they led to
+/// (the tests, their fixtures, the code under test) moves up to their callers. The one rule for
+/// tests' trees ([`crate::analysis::prepare`]) and, with [`Plumbing::test_runners`], for whole
+/// runs' (`slice diff`); [`Plumbing::splices_runner`] says when.
+pub fn splice_runner(tree: CallTree, collapsed: &HashSet<u32>, cwd: &Path) -> CallTree {
+    let runner: HashSet<u32> = collapsed
+        .iter()
+        .copied()
+        .filter(|&f| tree.function(f).is_some_and(|f| crate::testrun::function_kind(f, cwd) == crate::testrun::FuncKind::Runner))
+        .collect();
+    if runner.is_empty() {
+        return tree;
+    }
+    tree.rebuild_into(|t, n| if runner.contains(&t.node(n).func) { Keep::Splice } else { Keep::Keep })
 }
 
 #[cfg(test)]
@@ -382,6 +412,53 @@ mod tests {
 
     /// click's own regression test exercises click: a framework that a test file calls
     /// directly is the code under test, while the runner stays collapsed, also as the entry.
+    /// A whole run of a test suite, with `slice diff`'s rule (the runner is plumbing, spliced
+    /// out of whole runs too): the paths start at the tests; the assertion rewriting a failing
+    /// `assert` calls and the runner's failure reporting are gone, the code under test (a
+    /// framework the test calls: click) stays where it was called.
+    #[test]
+    fn the_runner_is_spliced_out_of_a_whole_run_for_diff() {
+        let funcs = Arc::new(vec![
+            f("<module>", &format!("{SP}/pytest/__main__.py")),
+            f("_multicall", &format!("{SP}/pluggy/_callers.py")),
+            f("pytest_pyfunc_call", &format!("{SP}/_pytest/python.py")),
+            f("test_option_parsing", "/p/tests/test_options.py"),
+            f("CliRunner.invoke", &format!("{SP}/click/testing.py")),
+            f("Parser.parse_args", &format!("{SP}/click/parser.py")),
+            f("_call_reprcompare", &format!("{SP}/_pytest/assertion/rewrite.py")),
+            f("pytest_runtest_makereport", &format!("{SP}/_pytest/runner.py")),
+            f("Item.repr_failure", &format!("{SP}/_pytest/python.py")),
+            f("Options.__repr__", "/p/app/options.py"),
+        ]);
+        let mut b = TreeBuilder::new(funcs);
+        let main = b.child(ROOT, 0);
+        let hook = b.child(main, 1);
+        let call = b.child(hook, 2);
+        let test = b.child(call, 3);
+        let invoke = b.child(test, 4);
+        b.child(invoke, 5);
+        b.child(test, 6);
+        let report = b.child(hook, 7);
+        let repr = b.child(report, 8);
+        b.child(repr, 9);
+        let t = b.finish();
+        let cwd = Path::new("/p");
+        let entry: HashSet<u32> = [0u32].into_iter().collect();
+        let diff = Plumbing::test_runners(&[]);
+        let c = diff.collapse(&t, cwd, &entry);
+        assert!(diff.splices_runner(false) && diff.splices_runner(true));
+        assert_eq!(
+            names(&splice_runner(c.tree, &c.funcs, cwd)),
+            ["test_option_parsing", "  CliRunner.invoke", "    Parser.parse_args", "Options.__repr__"]
+        );
+        // A prompt's rule splices the runner out of tests' trees only; without plumbing, never.
+        let prompt = Plumbing::for_prompt("Why?", &[], &Selection::default());
+        assert!(prompt.splices_runner(true) && !prompt.splices_runner(false));
+        assert!(!Plumbing::default().splices_runner(true));
+        // Nothing of the runner collapsed: the tree as it was.
+        assert_eq!(names(&splice_runner(t.clone(), &HashSet::new(), cwd)), names(&t));
+    }
+
     #[test]
     fn a_framework_called_by_a_test_is_the_code_under_test_and_the_runner_never_is() {
         let funcs = Arc::new(vec![

@@ -172,7 +172,7 @@ impl SelectArgs {
             Some(t) => Some(crate::testrun::TestFilter::parse(t).map_err(UsageError)?),
             None => None,
         };
-        Ok(Options { prune, selection, plumbing: Plumbing::default(), tests })
+        Ok(Options { prune, selection, plumbing: Plumbing::default(), tests, hints: Default::default() })
     }
 
     /// Options for a prompt about `question`: [`SelectArgs::options`] with framework plumbing

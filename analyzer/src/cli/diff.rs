@@ -4,7 +4,7 @@ use super::common::SelectArgs;
 use super::output::{ColorArgs, OutputArgs};
 use super::view_common::print_notes;
 use super::{read_question, warn_all};
-use crate::analysis::{prepare, PreparedTrace};
+use crate::analysis::{prepare, Hints, PreparedTrace};
 use crate::views::diff::{diff_traces, prompt_within, Diff, OneSided};
 use crate::views::tree::{paint, Palette};
 use anstyle::{AnsiColor, Style};
@@ -87,6 +87,7 @@ pub fn run(a: DiffArgs) -> anyhow::Result<()> {
     if !a.select.fields.show_plumbing {
         opts.plumbing = crate::plumbing::Plumbing::test_runners(&a.select.fields.plumbing);
     }
+    opts.hints = Hints::Diff { option: "--test" };
     let question = a.question.as_deref().map(read_question).transpose()?;
     if question.is_some() && a.format != DiffFormat::Prompt {
         return Err(super::common::UsageError("--question goes with --format prompt".into()).into());
@@ -96,15 +97,16 @@ pub fn run(a: DiffArgs) -> anyhow::Result<()> {
     }
     let (mut traces, warnings) = if a.test_a.is_some() || a.test_b.is_some() {
         // Each side with its own tests: prepared apart (each side's spectrum is its own).
-        let side = |dir: &PathBuf, test: &Option<String>| -> anyhow::Result<(Vec<PreparedTrace>, Vec<String>)> {
+        let side = |dir: &PathBuf, test: &Option<String>, option: &'static str| -> anyhow::Result<(Vec<PreparedTrace>, Vec<String>)> {
             let mut o = opts.clone();
             if let Some(t) = test {
                 o.tests = Some(crate::testrun::TestFilter::parse(t).map_err(super::common::UsageError)?);
+                o.hints = Hints::Diff { option };
             }
             Ok(prepare(std::slice::from_ref(dir), &o)?)
         };
-        let (mut ta, mut wa) = side(&a.a, &a.test_a)?;
-        let (tb, wb) = side(&a.b, &a.test_b)?;
+        let (mut ta, mut wa) = side(&a.a, &a.test_a, "--test-a")?;
+        let (tb, wb) = side(&a.b, &a.test_b, "--test-b")?;
         ta.extend(tb);
         wa.extend(wb);
         (ta, wa)
@@ -131,10 +133,12 @@ pub fn run(a: DiffArgs) -> anyhow::Result<()> {
             a.output.write("diff", |w| write_tree(w, &d, &traces[0], &traces[1], &pal, minus, plus))?;
         }
     }
+    let plural = crate::testrun::plural;
     eprintln!(
-        "slice: {} functions only in A, {} only in B; {only_a} tree nodes only in A, {only_b} only in B",
-        d.funcs_only_a.len(),
-        d.funcs_only_b.len()
+        "slice: {} only in A, {} only in B; {} only in A, {only_b} only in B",
+        plural(d.funcs_only_a.len(), "function"),
+        d.funcs_only_b.len(),
+        plural(only_a, "tree node"),
     );
     Ok(())
 }

@@ -39,6 +39,23 @@ pub fn run(a: TestsArgs) -> anyhow::Result<()> {
     };
     let (table, warnings) = TestTable::load(&a.traces, filter.as_ref(), a.rank)?;
     super::warn_all(&warnings);
+    // No test to list is an error, as `--test` on the same traces is (from-trace, tree, diff):
+    // a script reading the list learns it from the exit status, and nothing half-made is
+    // printed.
+    if table.tests.is_empty() {
+        let traces = a.traces.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ");
+        if table.recorded == 0 {
+            anyhow::bail!(
+                "{traces}: {} no tests (`slice tests` lists the tests of a run of pytest, unittest, `cargo test` or a GoogleTest binary: `trace run -- python -m pytest ...`)",
+                if a.traces.len() == 1 { "the trace recorded" } else { "the traces recorded" }
+            );
+        }
+        anyhow::bail!(
+            "no recorded test matches {:?} ({}); `slice tests {traces}` lists them",
+            a.test.as_deref().unwrap_or_default(),
+            crate::testrun::plural(table.recorded, "test")
+        );
+    }
     let text = match a.format {
         TestsFormat::Text => table.text(),
         TestsFormat::Json => {
@@ -48,8 +65,5 @@ pub fn run(a: TestsArgs) -> anyhow::Result<()> {
         }
     };
     a.output.write("the test list", |w| w.write_all(text.as_bytes()))?;
-    if table.tests.is_empty() && a.test.is_some() {
-        anyhow::bail!("no recorded test matches {:?}", a.test.as_deref().unwrap_or_default());
-    }
     Ok(())
 }

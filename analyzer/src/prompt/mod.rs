@@ -429,6 +429,30 @@ impl Model {
         self.ranking_by(|f| f.relevance)
     }
 
+    /// Each tree's name, in the order [`Model::doc`] lays the trees out: its heading's label
+    /// (a test's, the part of an earlier test's, a thread's; a thread of a run of several
+    /// processes by its process id and thread, without the command line its heading repeats),
+    /// with its run's number when the prompt shows several runs; `run N` for a run's only tree.
+    fn tree_names(&self) -> Vec<String> {
+        let several = self.traces.len() > 1;
+        let mut names = Vec::new();
+        for (i, t) in self.traces.iter().enumerate() {
+            for th in &t.threads {
+                let label = if th.label.starts_with("process ") {
+                    format!("process {}, thread {}", th.pid, crate::analysis::thread_name(th.name.as_deref(), th.is_main, th.tid))
+                } else {
+                    th.label.clone()
+                };
+                names.push(match (label.is_empty(), several) {
+                    (true, _) => format!("run {}", i + 1),
+                    (false, false) => label,
+                    (false, true) => format!("{label} of run {}", i + 1),
+                });
+            }
+        }
+        names
+    }
+
     /// Lay the prompt out.
     pub fn doc(&self, layout: Layout, plan: &Plan) -> Doc {
         let mut seen: HashSet<FuncId> = HashSet::default();
@@ -436,8 +460,9 @@ impl Model {
         let mut values_seen: HashSet<(String, u32)> = HashSet::default();
         // Functions whose tree line already gave their file and line.
         let mut located: HashSet<FuncId> = HashSet::default();
-        // Subtrees printed whole so far (see `tree_text`).
-        let mut shapes: HashMap<u64, FuncId> = HashMap::default();
+        // Subtrees printed whole so far, and in which tree (see `tree_text`).
+        let tree_names = self.tree_names();
+        let mut shapes = treetext::Shapes { seen: HashMap::default(), names: &tree_names, tree: 0 };
         let repeat = layout.repeat && !plan.collapse_repeats && layout.order == Order::Call;
         // Whole native source blocks the prompt shows, per file.
         // What each thread's tree shows: computed once, every part of the layout reads it.
@@ -457,6 +482,7 @@ impl Model {
                     layout.sources.then_some(&shown_spans),
                     (!repeat).then_some(&mut shapes),
                 );
+                shapes.tree += 1;
                 threads.push(DocThread {
                     label: th.label.clone(),
                     pid: th.pid,

@@ -832,3 +832,31 @@ fn past_twenty_thousand_functions_the_estimate_counts_a_sample_of_blocks() {
     // About 2,000 of the 25,000 bodies (and their signatures) are counted, not all of them.
     assert!(encoded < body_bytes / 5, "{encoded} of {body_bytes} bytes encoded");
 }
+
+/// A `[same calls as ...]` reference points at a subtree the same prompt prints, and when that
+/// subtree is in another tree of the prompt (another test's, the part of an earlier test's,
+/// another thread's or run's) it names that tree by its heading: a test's tree read alone
+/// never sends the reader to calls it does not hold without saying where they are.
+#[test]
+fn a_reference_into_another_tree_names_that_tree() {
+    let fx = fixture();
+    let mut m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
+    let mut a = m.traces[0].threads[0].clone();
+    a.label = "test t.py::test_a".into();
+    let mut b = a.clone();
+    b.label = "test t.py::test_b".into();
+    m.traces[0].threads = vec![a, b];
+    let doc = m.doc(Layout::DEFAULT, &Plan::default());
+    let (ta, tb) = (&doc.traces[0].threads[0].tree, &doc.traces[0].threads[1].tree);
+    assert!(!ta.contains(", in `"), "within one tree a reference says no tree: {ta}");
+    let first = ta.lines().next().unwrap();
+    assert_eq!(tb, &format!("{first} [same calls as above, in `test t.py::test_a`]"), "{ta}");
+    // Two runs: the tree is named with its run.
+    let mut second = m.traces[0].clone();
+    second.threads.truncate(1);
+    m.traces[0].threads.truncate(1);
+    m.traces.push(second);
+    let doc = m.doc(Layout::DEFAULT, &Plan::default());
+    let tb = &doc.traces[1].threads[0].tree;
+    assert!(tb.ends_with(" [same calls as above, in `test t.py::test_a of run 1`]"), "{tb}");
+}

@@ -39,6 +39,16 @@ pub(super) fn calls_shapes(nodes: &[ModelNode]) -> Vec<u64> {
     calls
 }
 
+/// The subtrees printed whole so far in a prompt ([`Model::tree_text`]): by what they called,
+/// the node's function and the number of the tree it is in.
+pub(super) struct Shapes<'a> {
+    pub seen: HashMap<u64, (FuncId, usize)>,
+    /// Every tree's name in the prompt, as its heading gives it ([`Model::tree_names`]).
+    pub names: &'a [String],
+    /// The number of the tree being laid out.
+    pub tree: usize,
+}
+
 impl Model {
     /// A thread's tree as text (`vis`: [`Plan::visible`] of its nodes). A function's `(file:line)` is given on its first line in the
     /// prompt (`located` remembers them across threads and runs); later lines name it only,
@@ -51,6 +61,9 @@ impl Model {
     /// a node printed whole earlier in the prompt (same functions, same nesting; counts may
     /// differ) is printed alone, marked [`SAME_AS_ABOVE`] when that node is the same function,
     /// `[same calls as `f`]` otherwise: many sibling subtrees of one shape take a line each.
+    /// [`Shapes`] knows which tree each subtree printed whole is in: a reference into another
+    /// tree (another test's, the part of an earlier test's, another thread's or run's) names
+    /// that tree, so that it says where the calls are in the prompt that shows them.
     pub(super) fn tree_text(
         &self,
         th: &ModelThread,
@@ -58,7 +71,7 @@ impl Model {
         plan: &Plan,
         located: &mut HashSet<FuncId>,
         sources: Option<&NativeBlocks>,
-        mut shapes: Option<&mut HashMap<u64, FuncId>>,
+        mut shapes: Option<&mut Shapes>,
     ) -> (String, Vec<DocNode>) {
         let mut out = String::new();
         let mut nodes = Vec::new();
@@ -75,17 +88,24 @@ impl Model {
             }
             let end = i + 1 + n.descendants;
             let mut same: Option<String> = None;
-            if let Some(seen) = shapes.as_deref_mut() {
+            if let Some(Shapes { seen, names: trees, tree }) = shapes.as_deref_mut() {
+                let tree = *tree;
                 let whole = shown_before[end.min(th.nodes.len())] - shown_before[i] == n.descendants + 1;
                 if n.descendants > 0 && whole {
                     match seen.get(&calls[i]) {
-                        Some(&k) if k == n.func => same = Some(SAME_AS_ABOVE.to_string()),
-                        Some(&k) => {
-                            let name = self.funcs.get(k).map_or("", |f| f.qualname.as_str());
-                            same = Some(format!(" [same calls as {}]", escape::code_span(name)))
+                        Some(&(k, at)) => {
+                            let what = if k == n.func {
+                                "above".to_string()
+                            } else {
+                                escape::code_span(self.funcs.get(k).map_or("", |f| f.qualname.as_str()))
+                            };
+                            same = Some(match trees.get(at).filter(|_| at != tree) {
+                                Some(name) => format!(" [same calls as {what}, in {}]", escape::code_span(name)),
+                                None => format!(" [same calls as {what}]"),
+                            });
                         }
                         None => {
-                            seen.insert(calls[i], n.func);
+                            seen.insert(calls[i], (n.func, tree));
                         }
                     }
                     if same.is_some() {

@@ -18,26 +18,28 @@ pub enum FuncKind {
 
 /// [`FuncKind`] of each function of a table.
 pub fn function_kinds(funcs: &[crate::symbols::Function], cwd: &std::path::Path) -> Vec<FuncKind> {
+    funcs.iter().map(|f| function_kind(f, cwd)).collect()
+}
+
+/// [`FuncKind`] of one function.
+pub fn function_kind(f: &crate::symbols::Function, cwd: &std::path::Path) -> FuncKind {
     use crate::pathclass::{module_name, origin, Origin};
-    funcs
-        .iter()
-        .map(|f| match origin(f) {
-            // unittest is a test runner too (its assertion helpers report failures: difflib).
-            Origin::Stdlib if module_name(f, cwd).split('.').next() == Some("unittest") => FuncKind::Runner,
-            Origin::Stdlib => FuncKind::Stdlib,
-            Origin::SitePackages if f.language == crate::symbols::Language::Native => {
-                if crate::plumbing::native_package(f).is_some_and(|p| crate::plumbing::is_test_runner(&p)) {
-                    FuncKind::Runner
-                } else {
-                    FuncKind::Other
-                }
-            }
-            Origin::SitePackages if crate::plumbing::is_test_runner(module_name(f, cwd).split('.').next().unwrap_or_default()) => {
+    match origin(f) {
+        // unittest is a test runner too (its assertion helpers report failures: difflib).
+        Origin::Stdlib if module_name(f, cwd).split('.').next() == Some("unittest") => FuncKind::Runner,
+        Origin::Stdlib => FuncKind::Stdlib,
+        Origin::SitePackages if f.language == crate::symbols::Language::Native => {
+            if crate::plumbing::native_package(f).is_some_and(|p| crate::plumbing::is_test_runner(&p)) {
                 FuncKind::Runner
+            } else {
+                FuncKind::Other
             }
-            _ => FuncKind::Other,
-        })
-        .collect()
+        }
+        Origin::SitePackages if crate::plumbing::is_test_runner(module_name(f, cwd).split('.').next().unwrap_or_default()) => {
+            FuncKind::Runner
+        }
+        _ => FuncKind::Other,
+    }
 }
 
 /// The functions of a test's tree that the spectrum counts, by [`FuncId`] (of an interned

@@ -44,6 +44,9 @@ pub struct TestTable {
     pub passed_total: u32,
     /// Most suspicious first (empty without both failing and passing tests).
     pub ranking: Vec<RankedFunction>,
+    /// Tests the traces recorded, before the filter.
+    #[serde(skip)]
+    pub recorded: usize,
 }
 
 impl TestTable {
@@ -67,6 +70,7 @@ impl TestTable {
             let cwd = std::path::PathBuf::from(&t.meta.cwd);
             for p in &t.processes {
                 let kinds = function_kinds(&p.funcs, &cwd);
+                table.recorded += p.tests.len();
                 for test in &p.tests {
                     let tree = p.test_tree(test);
                     if let Some(tree) = tree {
@@ -122,25 +126,22 @@ impl TestTable {
     /// The table for a terminal: one line per test, the failures, the counts, the ranking.
     /// Every text from the trace goes through [`escape::line`] (one line each).
     pub fn text(&self) -> String {
-        let mut s = String::new();
-        for l in self.table_lines() {
-            s.push_str(&l);
-            s.push('\n');
-        }
+        // Sections: the table, the failures, the counts, the ranking; a blank line between
+        // two, none before the first (a table without tests starts with its counts).
+        let mut sections: Vec<Vec<String>> = vec![self.table_lines()];
         let failures = self.failure_lines();
         if !failures.is_empty() {
-            s.push_str("\nfailures:\n");
-            for l in failures {
-                s.push_str(&l);
+            sections.push(std::iter::once("failures:".to_string()).chain(failures).collect());
+        }
+        sections.push(vec![self.summary()]);
+        sections.push(self.ranking_lines());
+        let mut s = String::new();
+        for section in sections.iter().filter(|l| !l.is_empty()) {
+            if !s.is_empty() {
                 s.push('\n');
             }
-        }
-        let _ = writeln!(s, "\n{}", self.summary());
-        let ranking = self.ranking_lines();
-        if !ranking.is_empty() {
-            s.push('\n');
-            for l in ranking {
-                s.push_str(&l);
+            for l in section {
+                s.push_str(l);
                 s.push('\n');
             }
         }
@@ -243,6 +244,31 @@ impl TestTable {
 mod tests {
     /// `slice tests` on a trace without tests names every kind of run it reads tests from, as
     /// `--test` does (`cargo test` and GoogleTest binaries are recorded as programs).
+    /// The text's sections are parted by one blank line, and nothing comes before the first:
+    /// without tests the text starts with its counts.
+    #[test]
+    fn no_blank_line_before_the_first_section() {
+        let empty = super::TestTable::default().text();
+        assert!(empty.starts_with("no recorded tests") && empty.ends_with(")\n") && !empty.contains("\n\n"), "{empty:?}");
+        let test = trace_format::TestRun {
+            id: "t::passed".into(),
+            runner: "pytest".into(),
+            tid: 1,
+            seq: 0,
+            file: None,
+            line: None,
+            fixtures: Vec::new(),
+            outcome: trace_format::TestOutcome::Passed,
+            phases: Vec::new(),
+            duration_ns: None,
+            failure: None,
+            output: Default::default(),
+        };
+        let t = super::TestTable { tests: vec![super::TestRow { trace: "t.d".into(), pid: 1, calls: 2, test }], ..Default::default() };
+        let text = t.text();
+        assert!(text.starts_with("outcome ") && text.contains(" t::passed\n\n1 passed\n") && !text.contains("\n\n\n"), "{text:?}");
+    }
+
     #[test]
     fn no_tests_names_every_runner_tests_are_read_from() {
         let s = super::TestTable::default().summary();
