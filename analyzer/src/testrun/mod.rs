@@ -472,7 +472,12 @@ mod tests {
                     message: Some("test_add".into()),
                     function: None,
                 },
-                trace_format::testrun::TestFrame { file: "/home/u/proj/calc.py".into(), line: Some(2), message: Some("add".into()), function: None },
+                trace_format::testrun::TestFrame {
+                    file: "/home/u/proj/calc.py".into(),
+                    line: Some(2),
+                    message: Some("add".into()),
+                    function: None,
+                },
             ],
             report: Some(">   self.assertEqual(add(1, 2), 4)\nE   AssertionError: 3 != 4".into()),
         });

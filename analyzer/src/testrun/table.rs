@@ -264,7 +264,10 @@ mod tests {
             failure: None,
             output: Default::default(),
         };
-        let t = super::TestTable { tests: vec![super::TestRow { trace: "t.d".into(), pid: 1, calls: 2, test }], ..Default::default() };
+        let t = super::TestTable {
+            tests: vec![super::TestRow { trace: "t.d".into(), pid: 1, calls: 2, test, cwd: "/p".into() }],
+            ..Default::default()
+        };
         let text = t.text();
         assert!(text.starts_with("outcome ") && text.contains(" t::passed\n\n1 passed\n") && !text.contains("\n\n\n"), "{text:?}");
     }
