@@ -132,8 +132,10 @@ pub struct TreeLine {
 /// Each line's tokens are counted at most once, and only while the lines of a depth still
 /// fit: a tree of 200,000 levels is cut in about the time its kept lines take to count.
 pub fn fit_tree(head: &str, lines: &[TreeLine], max: usize, note: impl Fn(u32) -> String) -> String {
-    let mark =
-        |l: &TreeLine| format!("{}… {} more calls below\n", " ".repeat(30 + 3 * crate::views::indent_levels(l.depth + 1)), l.descendants);
+    let mark = |l: &TreeLine| {
+        let calls = if l.descendants == 1 { "call" } else { "calls" };
+        format!("{}… {} more {calls} below\n", " ".repeat(30 + 3 * crate::views::indent_levels(l.depth + 1)), l.descendants)
+    };
     let build = |d: u32, with_note: bool| -> String {
         let mut s = String::from(head);
         for l in lines {

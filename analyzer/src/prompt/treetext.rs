@@ -162,7 +162,7 @@ impl Model {
                 for _ in 0..crate::views::indent_levels(n.depth + 1) {
                     out.push_str("  ");
                 }
-                let _ = writeln!(out, "… {hidden} more calls below (elided to fit the budget)");
+                let _ = writeln!(out, "… {hidden} more {} below (elided to fit the budget)", if hidden == 1 { "call" } else { "calls" });
             }
             nodes.push(DocNode {
                 id: n.id,
