@@ -21,17 +21,22 @@ struct Server {
     early: HashMap<String, Value>,
 }
 
+/// `slice mcp` started in `cwd`, its stdin and stdout piped, its stderr dropped.
+fn spawn_mcp(cwd: &Path) -> std::process::Child {
+    Command::new(bin("slice"))
+        .arg("mcp")
+        .current_dir(cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run slice mcp")
+}
+
 impl Server {
     /// Start `slice mcp` in `cwd` and initialize the session.
     fn start(cwd: &Path) -> Server {
-        let mut child = Command::new(bin("slice"))
-            .arg("mcp")
-            .current_dir(cwd)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("run slice mcp");
+        let mut child = spawn_mcp(cwd);
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout");
         let (tx, lines) = mpsc::channel();
@@ -345,14 +350,7 @@ fn session_lines(calls: &[(&str, &str, Value)]) -> String {
 /// Run `slice mcp` in `cwd` as a one-shot client does: write the whole session, close stdin at
 /// once, read stdout to its end. The answers by id, and the server's exit status.
 fn one_shot(cwd: &Path, input: &str) -> (HashMap<String, Value>, std::process::ExitStatus) {
-    let mut child = Command::new(bin("slice"))
-        .arg("mcp")
-        .current_dir(cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("run slice mcp");
+    let mut child = spawn_mcp(cwd);
     let mut stdin = child.stdin.take().expect("stdin");
     stdin.write_all(input.as_bytes()).expect("write the session");
     drop(stdin);

@@ -213,17 +213,24 @@ mod tests {
     use crate::coverage::LineState;
     use trace_format::meta::{LIBRARY_LINE_PROBES_FILE, LINES_BIN_FILE, LINE_PROBES_FILE};
 
+    /// `prog.c` (`f` of four statement lines, called by `main`) built `-g -O0` in `dir`.
+    fn build_prog(dir: &std::path::Path) -> std::path::PathBuf {
+        let src = dir.join("prog.c");
+        std::fs::write(&src, "int f(int x) {\n  int r = x;\n  r += 2;\n  r *= 3;\n  return r;\n}\nint main(int c, char **v) {\n  (void)v;\n  return f(c);\n}\n").unwrap();
+        let exe = dir.join("prog");
+        let st = std::process::Command::new("cc").args(["-g", "-O0", "-o"]).arg(&exe).arg(&src).status().expect("run cc");
+        assert!(st.success());
+        exe
+    }
+
     /// A C program built here: its line list (as `trace` lists it, one row per statement
     /// line), two processes' bytes, and the coverage they give: ran in either, not run in
     /// both, unknown where no probe was.
     #[test]
     fn rows_ran_in_any_process_ran_and_armed_rows_are_code_that_did_not_run() {
         let d = tempfile::tempdir().unwrap();
+        let exe = build_prog(d.path());
         let src = d.path().join("prog.c");
-        std::fs::write(&src, "int f(int x) {\n  int r = x;\n  r += 2;\n  r *= 3;\n  return r;\n}\nint main(int c, char **v) {\n  (void)v;\n  return f(c);\n}\n").unwrap();
-        let exe = d.path().join("prog");
-        let st = std::process::Command::new("cc").args(["-g", "-O0", "-o"]).arg(&exe).arg(&src).status().expect("run cc");
-        assert!(st.success());
         // The rows of lines 2, 3 and 4 (addr2line's numbering is the line table's).
         let out = std::process::Command::new("objdump").arg("--dwarf=decodedline").arg(&exe).output().expect("run objdump");
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -290,11 +297,8 @@ mod tests {
     #[test]
     fn a_row_run_by_its_blocks_probe_ran_after_a_normal_exit_and_may_have_after_a_crash() {
         let d = tempfile::tempdir().unwrap();
+        let exe = build_prog(d.path());
         let src = d.path().join("prog.c");
-        std::fs::write(&src, "int f(int x) {\n  int r = x;\n  r += 2;\n  r *= 3;\n  return r;\n}\nint main(int c, char **v) {\n  (void)v;\n  return f(c);\n}\n").unwrap();
-        let exe = d.path().join("prog");
-        let st = std::process::Command::new("cc").args(["-g", "-O0", "-o"]).arg(&exe).arg(&src).status().expect("run cc");
-        assert!(st.success());
         let offsets = symbolize::lines::statement_rows(&exe, |f| f.ends_with("prog.c"), |_| true, 100).expect("rows");
         let at = |line: u32| offsets.iter().find(|r| r.line == line).map(|r| r.offset).expect("a row");
         let meta = std::fs::metadata(&exe).unwrap();

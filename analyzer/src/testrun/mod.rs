@@ -346,25 +346,31 @@ pub fn shorten_outcome(text: &str, max: usize) -> String {
     join(&head, &report, &frames, &outputs)
 }
 
+/// A pytest test of 12 ms with `outcome` and nothing else recorded, for tests.
+#[cfg(test)]
+pub(crate) fn test_run(id: &str, outcome: TestOutcome) -> TestRun {
+    TestRun {
+        id: id.into(),
+        runner: "pytest".into(),
+        tid: 1,
+        seq: 0,
+        file: None,
+        line: None,
+        fixtures: Vec::new(),
+        outcome,
+        phases: Vec::new(),
+        duration_ns: Some(12_000_000),
+        failure: None,
+        output: Default::default(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn run(id: &str, outcome: TestOutcome) -> TestRun {
-        TestRun {
-            id: id.into(),
-            runner: "pytest".into(),
-            tid: 1,
-            seq: 0,
-            file: None,
-            line: None,
-            fixtures: Vec::new(),
-            outcome,
-            phases: Vec::new(),
-            duration_ns: Some(12_000_000),
-            failure: None,
-            output: Default::default(),
-        }
+        test_run(id, outcome)
     }
 
     #[test]

@@ -250,20 +250,8 @@ mod tests {
     fn no_blank_line_before_the_first_section() {
         let empty = super::TestTable::default().text();
         assert!(empty.starts_with("no recorded tests") && empty.ends_with(")\n") && !empty.contains("\n\n"), "{empty:?}");
-        let test = trace_format::TestRun {
-            id: "t::passed".into(),
-            runner: "pytest".into(),
-            tid: 1,
-            seq: 0,
-            file: None,
-            line: None,
-            fixtures: Vec::new(),
-            outcome: trace_format::TestOutcome::Passed,
-            phases: Vec::new(),
-            duration_ns: None,
-            failure: None,
-            output: Default::default(),
-        };
+        let mut test = crate::testrun::test_run("t::passed", trace_format::TestOutcome::Passed);
+        test.duration_ns = None;
         let t = super::TestTable {
             tests: vec![super::TestRow { trace: "t.d".into(), pid: 1, calls: 2, test, cwd: "/p".into() }],
             ..Default::default()
