@@ -213,6 +213,15 @@ mod tests {
     use crate::coverage::LineState;
     use trace_format::meta::{LIBRARY_LINE_PROBES_FILE, LINES_BIN_FILE, LINE_PROBES_FILE};
 
+    /// A line list of `exe` (its size and time, so it is taken for this build) with `offsets`,
+    /// one group (line) each.
+    fn list_of(exe: &std::path::Path, offsets: Vec<u64>) -> InlineProbeList {
+        let meta = std::fs::metadata(exe).unwrap();
+        let mtime_ns = meta.modified().unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i128;
+        let groups = (0..offsets.len() as u32).collect();
+        InlineProbeList { object: exe.to_string_lossy().into_owned(), size: meta.len(), mtime_ns, offsets, groups, ..Default::default() }
+    }
+
     /// `prog.c` (`f` of four statement lines, called by `main`) built `-g -O0` in `dir`.
     fn build_prog(dir: &std::path::Path) -> std::path::PathBuf {
         let src = dir.join("prog.c");
@@ -245,17 +254,7 @@ mod tests {
                 .next()
                 .unwrap_or_else(|| panic!("a row of line {line}: {text}"))
         };
-        let offsets = vec![row(2), row(3), row(4)];
-        let meta = std::fs::metadata(&exe).unwrap();
-        let mtime_ns = meta.modified().unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i128;
-        let list = InlineProbeList {
-            object: exe.to_string_lossy().into_owned(),
-            size: meta.len(),
-            mtime_ns,
-            offsets,
-            groups: vec![0, 1, 2],
-            ..Default::default()
-        };
+        let list = list_of(&exe, vec![row(2), row(3), row(4)]);
         std::fs::write(d.path().join(LINE_PROBES_FILE), serde_json::to_vec(&list).unwrap()).unwrap();
         let (p1, p2) = (d.path().join("p1"), d.path().join("p2"));
         for (p, bytes) in [(&p1, [2u8, 1, 0]), (&p2, [1, 1, 0])] {
@@ -301,18 +300,8 @@ mod tests {
         let src = d.path().join("prog.c");
         let offsets = symbolize::lines::statement_rows(&exe, |f| f.ends_with("prog.c"), |_| true, 100).expect("rows");
         let at = |line: u32| offsets.iter().find(|r| r.line == line).map(|r| r.offset).expect("a row");
-        let meta = std::fs::metadata(&exe).unwrap();
-        let mtime_ns = meta.modified().unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i128;
         // Line 2's probe stands for lines 3 and 4.
-        let list = InlineProbeList {
-            object: exe.to_string_lossy().into_owned(),
-            size: meta.len(),
-            mtime_ns,
-            offsets: vec![at(2), at(3), at(4)],
-            groups: vec![0, 1, 2],
-            covers: vec![2, 0, 0],
-            ..Default::default()
-        };
+        let list = InlineProbeList { covers: vec![2, 0, 0], ..list_of(&exe, vec![at(2), at(3), at(4)]) };
         std::fs::write(d.path().join(LINE_PROBES_FILE), serde_json::to_vec(&list).unwrap()).unwrap();
         let p = d.path().join("p1");
         std::fs::create_dir(&p).unwrap();
