@@ -261,6 +261,43 @@ fn sigint_to_traces_pid_alone_is_forwarded() {
 }
 
 #[test]
+fn under_nohup_a_hangup_neither_stops_nor_kills_the_program() {
+    // `nohup trace run -- prog`: SIGHUP is ignored from the start. A hangup sent to `trace`
+    // must leave the run alone, as it would leave `nohup prog` alone: the program, which
+    // ignores SIGHUP too, runs past the grace period to its own end and exit status.
+    use std::os::unix::process::CommandExt;
+    const SIGHUP: i32 = 1;
+    const SIG_IGN: usize = 1;
+    let s = scratch();
+    let tmp = s.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let marker = format!("nohup-{}", std::process::id());
+    let code = "import time\nprint('started', flush=True)\ntime.sleep(4)\nprint('done', flush=True)\n";
+    let out = s.path().join("t.d");
+    let mut c = cmd("trace");
+    with_default_sigint(&mut c);
+    // SAFETY: runs in the child between fork and exec; signal(2) is async-signal-safe.
+    unsafe {
+        c.pre_exec(|| {
+            libc_signal(SIGHUP, SIG_IGN);
+            Ok(())
+        });
+    }
+    c.args(["run", "-o"]).arg(&out).args(["--", &python(), "-c", code, &marker]).env("TMPDIR", &tmp);
+    let mut child = c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_started(&mut child, &marker);
+    kill(child.id(), SIGHUP);
+    let st = wait_within(&mut child, Duration::from_secs(15), "trace under nohup after SIGHUP", &marker);
+    let o = child.wait_with_output().unwrap();
+    let (stdout, err) = texts(&o);
+    assert_eq!((st.code(), st.signal()), (Some(0), None), "{err}");
+    assert_eq!(stdout, "done\n", "the program ran to its end");
+    assert!(!err.contains("stopped by"), "{err}");
+    let meta = assert_finished(&out, "SIGHUP under nohup");
+    assert!(meta.get("stopped").is_none(), "{meta}");
+}
+
+#[test]
 fn at_a_terminal_the_program_keeps_the_terminal_and_gets_ctrl_c_once() {
     // A pseudo-terminal made by Python's `pty` (the test needs Python anyway): `trace` runs as
     // the session's foreground job; the program reports whether it is in the terminal's

@@ -169,12 +169,7 @@ fn set_handler(sig: libc::c_int, handler: libc::sighandler_t) {
 /// is handled here. The program starts with them unblocked.
 pub fn catch_stop_signals() {
     for sig in STOP_SIGNALS {
-        // SAFETY: reading the current disposition into a local.
-        let ignored = unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
-        };
-        if !ignored {
+        if !ignored(sig) {
             set_action(sig, on_signal as *const () as libc::sighandler_t, true);
         }
     }
@@ -187,6 +182,20 @@ pub fn catch_stop_signals() {
             libc::sigaddset(&mut set, sig);
         }
         libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// Whether `sig` is ignored in this process now. `trace` never sets a signal to ignored, so
+/// one ignored here was inherited that way (`nohup` ignores SIGHUP; a shell without job
+/// control starts background commands with SIGINT and SIGQUIT ignored). The program inherits
+/// it ignored too, and `trace` keeps it so: it neither handles nor forwards such a signal,
+/// since forwarding one the program ignores would only start the grace period and then kill
+/// a program its user asked to survive it (`nohup trace run -- ...` and a hangup).
+fn ignored(sig: libc::c_int) -> bool {
+    // SAFETY: reading the current disposition into a local.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
     }
 }
 
@@ -311,10 +320,12 @@ pub fn spawn_and_wait(plan: &Plan) -> Result<Outcome, LaunchError> {
         SAME_GROUP.store(!own, Ordering::SeqCst);
         TARGET.store(if own { -pid } else { pid }, Ordering::SeqCst);
         for sig in FORWARDED {
-            set_action(sig, on_signal as *const () as libc::sighandler_t, true);
+            if !ignored(sig) {
+                set_action(sig, on_signal as *const () as libc::sighandler_t, true);
+            }
         }
         set_handler(libc::SIGALRM, on_alarm as *const () as libc::sighandler_t);
-        if own {
+        if own && !ignored(libc::SIGTSTP) {
             set_handler(libc::SIGTSTP, on_tstp as *const () as libc::sighandler_t);
         }
     }

@@ -397,11 +397,17 @@ pub fn record_until(p: &RecordParams, stop: &dyn Fn() -> Option<StopReason>) -> 
     // before `trace` has its handlers in place waits for them (`trace` unblocks the signals
     // then, and the program it runs starts with them unblocked), instead of killing `trace`
     // before it wrote anything (docs/trace-format.md, "Stopping a run").
+    // SIGTERM, the one this server stops a recording with, is also put back to its default
+    // action: `trace` leaves a signal it inherited as ignored ignored (as `nohup` asks), so a
+    // server started with SIGTERM ignored could otherwise never stop its recordings.
     let blocked = stop_signal_set();
-    // SAFETY: between fork and exec only pthread_sigmask, async-signal-safe, on a copy of a
-    // signal set built before the fork.
+    // SAFETY: between fork and exec only pthread_sigmask and sigaction, async-signal-safe, on
+    // copies of values built before the fork.
     unsafe {
         cmd.pre_exec(move || {
+            let mut default: libc::sigaction = std::mem::zeroed();
+            default.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(libc::SIGTERM, &default, std::ptr::null_mut());
             libc::pthread_sigmask(libc::SIG_BLOCK, &blocked, std::ptr::null_mut());
             Ok(())
         });
