@@ -525,3 +525,39 @@ fn a_failing_test_is_recorded_listed_and_explained() {
     assert_eq!(result(&r, 14), (true, "slice: error: docstrings \"long\": not one of \"whole\", \"auto\", \"short\"".to_string()));
     assert_eq!(r["alive"], true);
 }
+
+/// A compiled package (black, mypyc): the prompt's note names the record tool's `native_ext`,
+/// and `native_ext: true` records its native functions (`trace run --native-ext`).
+#[test]
+fn compiled_code_is_recorded_with_the_record_tools_native_ext() {
+    let venv = venv_with("black-24.10-venv", &python(), slice_trace_e2e::BLACK);
+    let dir = scratch();
+    let (ext, plain) = (p(&dir.path().join("ext.d")), p(&dir.path().join("plain.d")));
+    let argv = json!([p(&venv.join("bin/python")), "-m", "black", "-q", "-c", "x  =  [1,2]"]);
+    let question = "How does black format a list?";
+    let calls = json!([
+        {"tool": "record", "arguments": {"argv": argv, "out": plain}},
+        {"tool": "record", "arguments": {"argv": argv, "out": ext, "native_ext": true}},
+        {"tool": "prompt", "arguments": {"trace": plain, "question": question, "variant": "T"}},
+        {"tool": "prompt", "arguments": {"trace": ext, "question": question, "variant": "T"}},
+    ]);
+    let r = session(&calls);
+    let note = |i: usize| {
+        let (err, text) = result(&r, i);
+        assert!(!err, "{text}");
+        text.lines()
+            .find(|l| l.starts_with("> Compiled Python: "))
+            .unwrap_or_else(|| panic!("no note on compiled code:\n{text}"))
+            .to_string()
+    };
+    let n = note(2);
+    assert!(
+        n.contains(
+            "are not in the tree or the sources here (the recorder sees Python functions only; the `record` tool with \
+             `native_ext: true` records them as native code, by their C names)"
+        ),
+        "{n}"
+    );
+    let n = note(3);
+    assert!(n.contains("are in the tree as native code (recorded with native_ext: true): mypyc's compiled functions"), "{n}");
+}

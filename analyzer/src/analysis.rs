@@ -466,7 +466,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             }
         }
     }
-    notes.extend(crate::python::compiled::note(&compiled, native_ext));
+    notes.extend(crate::python::compiled::note(&compiled, native_ext, opts.front));
     if opts.plumbing.splices_runner(opts.tests.is_some()) {
         // Where the runner is spliced out, not collapsed: said apart.
         let runners: Vec<String> = plumbing_packages.iter().filter(|p| crate::plumbing::is_test_runner(p)).cloned().collect();

@@ -36,6 +36,8 @@ pub enum Opt {
     TestB,
     /// The token limit: `--budget` at the command line, `max_tokens` in a tool call.
     Budget,
+    /// `trace run`'s: also record compiled extension modules' native functions.
+    NativeExt,
     Docstrings,
     NotRun,
 }
@@ -65,6 +67,7 @@ impl FrontEnd {
             Budget => ("--budget", "max_tokens"),
             Docstrings => ("--docstrings", "docstrings"),
             NotRun => ("--not-run", "not_run"),
+            NativeExt => ("--native-ext", "native_ext"),
         };
         match self {
             FrontEnd::Cli => cli,
@@ -127,6 +130,15 @@ impl FrontEnd {
         }
     }
 
+    /// A recording option of `trace run` turned on: `` `trace run --native-ext` `` or
+    /// `` the `record` tool with `native_ext: true` ``.
+    pub fn record_with(self, o: Opt) -> String {
+        match self {
+            FrontEnd::Cli => format!("`trace run {}`", self.on(o)),
+            FrontEnd::Mcp => format!("the `record` tool with `{}`", self.on(o)),
+        }
+    }
+
     /// How to record a test run: `trace run -- python -m pytest ...` or the record tool's call.
     pub fn record_tests(self) -> &'static str {
         match self {
@@ -150,6 +162,8 @@ mod tests {
         assert_eq!(m.set(Opt::PruneStartup, "a \"b\""), r#"prune_startup: "a \"b\"""#);
         assert_eq!(m.join(&[m.on(Opt::Stdlib), m.on(Opt::SitePackages)]), "stdlib: true, site_packages: true");
         assert_eq!(c.list_tests(&["t.d".into()]), "slice tests t.d");
+        assert_eq!(c.record_with(Opt::NativeExt), "`trace run --native-ext`");
+        assert_eq!(m.record_with(Opt::NativeExt), "the `record` tool with `native_ext: true`");
         assert_eq!(m.list_tests(&["t.d".into()]), r#"tests {"trace": "t.d"}"#);
         assert_eq!(m.list_tests(&["a.d".into(), "b.d".into()]), r#"tests {"trace": ["a.d","b.d"]}"#);
     }
@@ -158,9 +172,14 @@ mod tests {
     /// `exclude*`, stands for three of them): no hint names a parameter that does not exist.
     #[test]
     fn every_mcp_name_is_a_tool_parameter() {
-        use crate::mcp::params::{DiffParams, PromptParams, TreeParams};
+        use crate::mcp::params::{DiffParams, PromptParams, RecordParams, TreeParams};
         let mut fields = std::collections::BTreeSet::new();
-        for schema in [schemars::schema_for!(PromptParams), schemars::schema_for!(TreeParams), schemars::schema_for!(DiffParams)] {
+        for schema in [
+            schemars::schema_for!(PromptParams),
+            schemars::schema_for!(TreeParams),
+            schemars::schema_for!(DiffParams),
+            schemars::schema_for!(RecordParams),
+        ] {
             let v = serde_json::to_value(schema).unwrap();
             fields.extend(v["properties"].as_object().unwrap().keys().cloned());
         }
@@ -185,6 +204,7 @@ mod tests {
             Budget,
             Docstrings,
             NotRun,
+            NativeExt,
         ] {
             let name = FrontEnd::Mcp.name(o);
             assert!(fields.contains(name), "{o:?}: {name} is no tool parameter ({fields:?})");

@@ -42,6 +42,9 @@ pub struct RecordParams {
     /// Stop the command after this many seconds and keep the partial trace
     /// (default 120, at most 3600).
     pub timeout_s: Option<f64>,
+    /// Python: also record the native functions of the compiled extension modules the
+    /// program imports (mypyc, Cython, C), as `trace run --native-ext` (off by default).
+    pub native_ext: Option<bool>,
 }
 
 /// Which part of the recorded tree to show: the selection options of `slice from-trace`, the
