@@ -148,6 +148,8 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
         {"tool": "source", "arguments": {"trace": p(&shop), "function": "main", "max_tokens": 200}},
         // 25: a command that does not exist, recorded into a fresh directory of its own.
         {"tool": "record", "arguments": {"argv": ["no-such-command-xyz"], "cwd": p(d)}},
+        // 26: the tests of a run that ran none.
+        {"tool": "tests", "arguments": {"trace": p(&shop)}},
     ]);
     let r = session(&calls);
     // What each answer cost (`cargo test --test mcp_e2e -- --nocapture`; docs/agents.md).
@@ -271,7 +273,8 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
     let (err, text) = result(&r, 16);
     assert!(err && text.contains("no function matching \"no_such_function\" is in the call tree of this run"), "{text}");
     let (err, text) = result(&r, 17);
-    assert!(err && text.contains("--focus \"(unclosed\": not a valid regular expression"), "{text}");
+    // The option as the agent passed it, not as the CLI spells it.
+    assert!(err && text.starts_with("slice: error: focus \"(unclosed\": not a valid regular expression"), "{text}");
     let (err, text) = result(&r, 19);
     assert!(
         err && text.starts_with("slice: error: max_tokens 250 is too small for this prompt: even with every function body dropped"),
@@ -301,7 +304,9 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
         "--budget",
         "16000",
     ]));
-    assert_eq!(text, cli);
+    // The same prompt but for its hints, which name the tool's parameters, not the CLI's options.
+    assert!(cli.contains("; `--stdlib` shows them."), "{cli}");
+    assert_eq!(text, cli.replace("; `--stdlib` shows them.", "; `stdlib: true` shows them."));
     assert!(text.contains("## Run 2: `") && text.contains("      emojize  (examples/python/views_demo.py:31)\n"), "{text}");
     // `trace`'s own refusal is the reason given, and the fresh directory made for the trace
     // does not stay behind.
@@ -312,6 +317,18 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
         std::fs::read_dir(d.join(".slice-traces")).map(|r| r.filter_map(Result::ok).map(|e| e.file_name()).collect()).unwrap_or_default();
     assert!(left.is_empty(), "{left:?}");
 
+    // No test to list: an error, with the reason `slice tests` gives, in the tools' terms.
+    assert_eq!(
+        result(&r, 26),
+        (
+            true,
+            format!(
+                "slice: error: {}: the trace recorded no tests (the `tests` tool lists the tests of a run of pytest, unittest, \
+                 `cargo test` or a GoogleTest binary: `record {{\"argv\": [\"python3\", \"-m\", \"pytest\", ...]}}`)",
+                p(&shop)
+            )
+        )
+    );
     let (err, text) = result(&r, 24);
     assert!(!err && tokens(&text) <= 200, "{} tokens: {text}", tokens(&text));
     assert!(
@@ -379,16 +396,38 @@ fn a_failing_test_is_recorded_listed_and_explained() {
     let proj = slice_trace_e2e::invoice_project(dir.path());
     let py = slice_trace_e2e::pytest_python();
     let t = p(&dir.path().join("tests.d"));
+    let totals = p(&dir.path().join("totals.d"));
+    let env = json!({"PYTHONDONTWRITEBYTECODE": "1"});
     let calls = json!([
-        {"tool": "record", "arguments": {"argv": [p(&py), "-m", "pytest", "-q", "-p", "no:cacheprovider"], "cwd": p(&proj), "out": t,
-            "env": {"PYTHONDONTWRITEBYTECODE": "1"}}},
+        {"tool": "record", "arguments": {"argv": [p(&py), "-m", "pytest", "-q", "-p", "no:cacheprovider"], "cwd": p(&proj), "out": t, "env": env}},
         {"tool": "tests", "arguments": {"trace": t}},
         {"tool": "prompt", "arguments": {"trace": t, "question": "Why is there no discount on 10 pens?", "test": "failed", "max_tokens": 4000}},
         {"tool": "tree", "arguments": {"trace": t, "test": "test_bulk_discount_starts_at_ten", "focus": "^line_total$", "focus_subtree": true}},
         {"tool": "tests", "arguments": {"trace": t, "test": "nothing_like_this"}},
         {"tool": "tree", "arguments": {"trace": t, "focus_subtree": true}},
+        // 6: the whole run's prompt says how to ask for the failing tests.
+        {"tool": "prompt", "arguments": {"trace": t, "question": "Why is there no discount on 10 pens?", "variant": "T"}},
+        // 7-8: two different tests compared, as `slice diff --test-a --test-b`; a diff prompt too small.
+        {"tool": "diff", "arguments": {"a": t, "b": t, "test_a": "test_format_cents", "test_b": "test_bulk_discount_starts_at_ten"}},
+        {"tool": "diff", "arguments": {"a": t, "b": t, "test_a": "test_format_cents", "test_b": "failed", "question": "Why?", "max_tokens": 200}},
+        // 9-11: whole runs compared, with and without the runner's own calls.
+        {"tool": "record", "arguments": {"argv": [p(&py), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_totals.py"], "cwd": p(&proj), "out": totals, "env": env}},
+        {"tool": "diff", "arguments": {"a": t, "b": totals}},
+        {"tool": "diff", "arguments": {"a": t, "b": totals, "show_plumbing": true, "max_tokens": 40000}},
+        // 12: nothing left to show: the error names the parameters that show more.
+        {"tool": "tree", "arguments": {"trace": t, "focus": "^no_such_function$"}},
+        // 13-14: the condensing options of `slice from-trace` (--not-run, --docstrings).
+        {"tool": "prompt", "arguments": {"trace": t, "question": "Why?", "test": "failed", "not_run": "sometimes"}},
+        {"tool": "prompt", "arguments": {"trace": t, "question": "Why?", "docstrings": "long"}},
     ]);
     let r = session(&calls);
+    // Through MCP no answer names a command-line option: the agent passes tool parameters.
+    for (i, x) in r["results"].as_array().unwrap().iter().enumerate() {
+        let text = x["text"].as_str().unwrap_or_default();
+        if x["tool"] != "record" {
+            assert!(!text.contains("`--"), "answer {i} names a command-line option: {text}");
+        }
+    }
     let (err, text) = result(&r, 0);
     assert!(!err, "{text}");
     assert!(text.contains("\ntests: 2 failed, 7 passed, 1 skipped, 1 xfailed\n"), "{text}");
@@ -421,9 +460,104 @@ fn a_failing_test_is_recorded_listed_and_explained() {
     let tree_lines: Vec<&str> = text.lines().filter(|l| l.contains("─ bulk_discount  (") || l.contains("─ unit_price  (")).collect();
     assert_eq!(tree_lines.len(), 2, "line_total's callees under the focus: {text}");
     assert!(!text.contains("─ test_line_total  ("), "only the chosen test's tree: {text}");
-    let (err, text) = result(&r, 4);
-    assert!(!err && text.starts_with("no recorded tests"), "{text}");
+    // No test matches: an error, as `slice tests` exits 1.
+    assert_eq!(
+        result(&r, 4),
+        (true, format!("slice: error: no recorded test matches \"nothing_like_this\" (11 tests); `tests {{\"trace\": {t:?}}}` lists them"))
+    );
     let (err, text) = result(&r, 5);
     assert!(err && text.contains("focus_subtree needs focus"), "{text}");
+    // The prompt's notes name the parameters.
+    let (err, text) = result(&r, 2);
+    assert!(!err, "{text}");
+    assert!(
+        text.contains(
+            "\n> The test runner (_pytest, pluggy) is left out of each test's tree: its calls on the way to the test and its own \
+             work (collecting, reporting) are not shown, what it called of the test and the code under test is. \
+             `show_plumbing: true` shows it.\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("ran standard-library code and are not shown (") && text.contains("; `stdlib: true` shows them.\n"), "{text}");
+    let (err, text) = result(&r, 6);
+    assert!(!err, "{text}");
+    assert!(
+        text.contains(
+            "\n> This run ran 11 tests (2 failed, 7 passed, 1 skipped, 1 xfailed); failing: \
+             tests/test_totals.py::test_bulk_discount_starts_at_ten, tests/test_unit_format.py::FormatTest::test_bulk_lamps. \
+             `test: \"failed\"` (or `test: \"ID\"`) gives the prompt of the failing tests: their failure first, then only \
+             the code each ran.\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("only carry control to the program here; ") && text.contains("`show_plumbing: true` shows them.\n"), "{text}");
+    // The diff tool takes the CLI's test options: the same tree as `slice diff --test-a --test-b`.
+    let cli = |args: &[&str]| run_ok(cmd("slice").args(["diff", "--color", "never"]).args(args));
+    let (err, text) = result(&r, 7);
+    assert!(!err, "{text}");
+    let want = cli(&[&t, &t, "--test-a", "test_format_cents", "--test-b", "test_bulk_discount_starts_at_ten"]);
+    assert!(want.contains("\n+ line_total  (invoice/totals.py:16)\n"), "{want}");
+    assert!(text.ends_with(&want), "MCP:\n{text}\nCLI:\n{want}");
+    // The limit as the agent gave it (the CLI's error named --budget, inside the tool's own).
+    let (err, text) = result(&r, 8);
+    assert!(
+        err && text.starts_with(
+            "slice: error: max_tokens 200 is too small for this diff: without any source and with one line of call paths it takes "
+        ) && text.ends_with(" tokens (o200k_base); raise max_tokens or narrow it with focus"),
+        "{text}"
+    );
+    let (err, text) = result(&r, 10);
+    assert!(!err, "{text}");
+    assert!(text.ends_with(&cli(&[&t, &totals])), "{text}");
+    assert!(text.contains("`test_a: \"ID\", test_b: \"ID\"` (each an id, its end, a glob or `failed`) diffs tests' trees"), "{text}");
+    let (err, plumbing) = result(&r, 11);
+    assert!(!err, "{plumbing}");
+    assert!(plumbing.ends_with(&cli(&[&t, &totals, "--show-plumbing"])), "{plumbing}");
+    assert_ne!(text.lines().filter(|l| l.starts_with('-')).count(), plumbing.lines().filter(|l| l.starts_with('-')).count());
+    let (err, text) = result(&r, 12);
+    assert!(
+        err && text.contains("modules (`prune_startup: \"off\"` keeps them); ")
+            && text.contains("hidden by default (`stdlib: true` shows them); ")
+            && text.ends_with("; the filters focus removed the rest; loosen focus"),
+        "{text}"
+    );
+    assert_eq!(result(&r, 13), (true, "slice: error: not_run \"sometimes\": not one of \"auto\", \"show\", \"hide\"".to_string()));
+    assert_eq!(result(&r, 14), (true, "slice: error: docstrings \"long\": not one of \"whole\", \"auto\", \"short\"".to_string()));
     assert_eq!(r["alive"], true);
+}
+
+/// A compiled package (black, mypyc): the prompt's note names the record tool's `native_ext`,
+/// and `native_ext: true` records its native functions (`trace run --native-ext`).
+#[test]
+fn compiled_code_is_recorded_with_the_record_tools_native_ext() {
+    let venv = venv_with("black-24.10-venv", &python(), slice_trace_e2e::BLACK);
+    let dir = scratch();
+    let (ext, plain) = (p(&dir.path().join("ext.d")), p(&dir.path().join("plain.d")));
+    let argv = json!([p(&venv.join("bin/python")), "-m", "black", "-q", "-c", "x  =  [1,2]"]);
+    let question = "How does black format a list?";
+    let calls = json!([
+        {"tool": "record", "arguments": {"argv": argv, "out": plain}},
+        {"tool": "record", "arguments": {"argv": argv, "out": ext, "native_ext": true}},
+        {"tool": "prompt", "arguments": {"trace": plain, "question": question, "variant": "T"}},
+        {"tool": "prompt", "arguments": {"trace": ext, "question": question, "variant": "T"}},
+    ]);
+    let r = session(&calls);
+    let note = |i: usize| {
+        let (err, text) = result(&r, i);
+        assert!(!err, "{text}");
+        text.lines()
+            .find(|l| l.starts_with("> Compiled Python: "))
+            .unwrap_or_else(|| panic!("no note on compiled code:\n{text}"))
+            .to_string()
+    };
+    let n = note(2);
+    assert!(
+        n.contains(
+            "are not in the tree or the sources here (the recorder sees Python functions only; the `record` tool with \
+             `native_ext: true` records them as native code, by their C names)"
+        ),
+        "{n}"
+    );
+    let n = note(3);
+    assert!(n.contains("are in the tree as native code (recorded with native_ext: true): mypyc's compiled functions"), "{n}");
 }

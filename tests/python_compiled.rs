@@ -4,11 +4,7 @@
 //! its Python source (`analyzer/src/compiled.rs`, from the `extensions.json` the process writes
 //! at its exit).
 
-use slice_trace_e2e::{cmd, python, run, scratch, texts, venv_with};
-
-/// black and its dependencies, pinned (the mypyc-compiled CPython 3.11 wheel).
-const BLACK: &[&str] =
-    &["black==24.10.0", "click==8.1.7", "mypy-extensions==1.0.0", "packaging==24.2", "pathspec==0.12.1", "platformdirs==4.3.6"];
+use slice_trace_e2e::{cmd, python, run, scratch, texts, venv_with, BLACK};
 
 #[test]
 fn a_mypyc_compiled_package_is_named_with_how_to_record_its_source() {

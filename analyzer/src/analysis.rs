@@ -4,6 +4,7 @@
 use crate::calltree::CallTree;
 use crate::coverage::LineCoverage;
 use crate::fold::{load_trace, LoadError, LoadedTrace};
+use crate::frontend::{FrontEnd, Opt};
 use crate::plumbing::Plumbing;
 use crate::prune::{entry_modules, prune_baseline, prune_imports, Baseline};
 use crate::select::Selection;
@@ -36,6 +37,8 @@ pub struct Options {
     pub tests: Option<TestFilter>,
     /// Which command the trees are for: the options its notes and errors name.
     pub hints: Hints,
+    /// Who reads the notes and errors: how they spell those options.
+    pub front: FrontEnd,
 }
 
 /// The command a [`prepare`] is for, so that every hint in its notes and errors names an
@@ -47,14 +50,14 @@ pub enum Hints {
     Prompt,
     /// `slice diff`: `--test` (both runs), `--test-a`, `--test-b`. `option`: the one that
     /// chose this trace's tests.
-    Diff { option: &'static str },
+    Diff { option: Opt },
 }
 
 impl Hints {
     /// The option that chooses tests.
-    pub fn test_option(self) -> &'static str {
+    pub fn test_option(self) -> Opt {
         match self {
-            Hints::Prompt => "--test",
+            Hints::Prompt => Opt::Test,
             Hints::Diff { option } => option,
         }
     }
@@ -143,6 +146,8 @@ pub struct PreparedTrace {
     pub spectrum: Option<std::sync::Arc<Spectrum>>,
     /// Its threads are tests' trees (`--test`), not whole threads.
     pub tests_shown: bool,
+    /// Who reads what is made of it: how its hints spell options ([`Options::front`]).
+    pub front: FrontEnd,
     /// The interner its trees' [`crate::symbols::FuncId`]s point into, shared by every trace
     /// prepared together ([`prepare`]).
     pub interner: std::sync::Arc<Interner>,
@@ -160,11 +165,15 @@ pub enum PrepareError {
     /// recorder may not have been active.
     #[error("{path}: the trace recorded no function calls ({why}); record it again with `trace run`")]
     NoCalls { path: PathBuf, why: String },
-    /// `option`: the option that asked for tests (`--test`, `--test-a`, ...).
-    #[error("{path}: the trace recorded no tests (`{option}` needs a run of pytest, unittest, `cargo test` or a GoogleTest binary: `trace run -- python -m pytest ...`)")]
-    NoTests { path: PathBuf, option: &'static str },
-    #[error("{path}: no recorded test matches {filter:?} ({available}); `slice tests {path}` lists them")]
-    NoTestMatch { path: PathBuf, filter: String, available: String },
+    /// `option`: the option that asked for tests (`--test`, `--test-a`, ...), `record`: how to
+    /// record a test run, both as the front end spells them ([`FrontEnd`]).
+    #[error(
+        "{path}: the trace recorded no tests (`{option}` needs a run of pytest, unittest, `cargo test` or a GoogleTest binary: `{record}`)"
+    )]
+    NoTests { path: PathBuf, option: &'static str, record: &'static str },
+    /// `list`: how to list the tests ([`FrontEnd::list_tests`]).
+    #[error("{path}: no recorded test matches {filter:?} ({available}); `{list}` lists them")]
+    NoTestMatch { path: PathBuf, filter: String, available: String, list: String },
 }
 
 /// Load, prune and select several traces. Warnings (damaged streams...) are returned for stderr.
@@ -238,9 +247,9 @@ fn explain_empty(t: &LoadedTrace, opts: &Options, baseline: Option<&Baseline>, c
     let stages: Vec<crate::empty::Stage> = trees.iter().map(|(r, p)| crate::empty::Stage { recorded: r, pruned: p }).collect();
     let prune_option = match opts.prune {
         PruneMode::Off => None,
-        _ => Some("--prune-startup off"),
+        _ => Some(opts.front.set(Opt::PruneStartup, "off")),
     };
-    crate::empty::explain(&stages, &opts.selection, cwd, pruned, prune_option)
+    crate::empty::explain(&stages, &opts.selection, cwd, pruned, prune_option.as_deref(), opts.front)
 }
 
 /// A process's command line for labels: the program by its file name, arguments under the
@@ -283,7 +292,11 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     let mut invocation_scores: Vec<(String, f64)> = Vec::new();
     if let Some(filter) = &opts.tests {
         if all_tests.is_empty() {
-            return Err(PrepareError::NoTests { path: t.dir.clone(), option: opts.hints.test_option() });
+            return Err(PrepareError::NoTests {
+                path: t.dir.clone(),
+                option: opts.front.name(opts.hints.test_option()),
+                record: opts.front.record_tests(),
+            });
         }
         for p in &t.processes {
             chosen.extend(p.tests.iter().filter(|x| filter.matches(x)).map(|x| (p.meta.pid, x)));
@@ -298,7 +311,8 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                 crate::testrun::plural(all_tests.len(), "test"),
                 crate::testrun::outcome_counts(all_tests.iter().map(|(_, x)| x))
             );
-            return Err(PrepareError::NoTestMatch { path: t.dir.clone(), filter, available });
+            let list = opts.front.list_tests(&[t.dir.display().to_string()]);
+            return Err(PrepareError::NoTestMatch { path: t.dir.clone(), filter, available, list });
         }
     }
     for p in &t.processes {
@@ -427,7 +441,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         )),
         _ => {}
     }
-    notes.extend(crate::empty::stdlib_note(stdlib_hidden, after_prune, shown));
+    notes.extend(crate::empty::stdlib_note(stdlib_hidden, after_prune, shown, opts.front));
     if threads.iter().any(|t| t.times_estimated) {
         notes.push(crate::native::inlined::note(&t.dir));
     }
@@ -452,20 +466,22 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             }
         }
     }
-    notes.extend(crate::python::compiled::note(&compiled, native_ext));
+    notes.extend(crate::python::compiled::note(&compiled, native_ext, opts.front));
     if opts.plumbing.splices_runner(opts.tests.is_some()) {
         // Where the runner is spliced out, not collapsed: said apart.
         let runners: Vec<String> = plumbing_packages.iter().filter(|p| crate::plumbing::is_test_runner(p)).cloned().collect();
         if !runners.is_empty() {
             notes.push(if opts.tests.is_some() {
                 format!(
-                    "The test runner ({}) is left out of each test's tree: its calls on the way to the test and its own work (collecting, reporting) are not shown, what it called of the test and the code under test is. `--show-plumbing` shows it.",
-                    runners.join(", ")
+                    "The test runner ({}) is left out of each test's tree: its calls on the way to the test and its own work (collecting, reporting) are not shown, what it called of the test and the code under test is. `{}` shows it.",
+                    runners.join(", "),
+                    opts.front.on(Opt::ShowPlumbing)
                 )
             } else {
                 format!(
-                    "The test runner ({}) is left out of the tree: its calls on the way to the tests and its own work (collecting, reporting) are not shown, what it called of the tests and the code under test is. `--show-plumbing` shows it.",
-                    runners.join(", ")
+                    "The test runner ({}) is left out of the tree: its calls on the way to the tests and its own work (collecting, reporting) are not shown, what it called of the tests and the code under test is. `{}` shows it.",
+                    runners.join(", "),
+                    opts.front.on(Opt::ShowPlumbing)
                 )
             });
             plumbing_packages.retain(|p| !crate::plumbing::is_test_runner(p));
@@ -476,7 +492,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         let names: Vec<String> = plumbing_packages.into_iter().collect();
         let one = names.len() == 1;
         notes.push(format!(
-            "Framework plumbing collapsed: {} only {} control to the program here; {} functions are in the tree without their source{}. `--show-plumbing` shows {}.",
+            "Framework plumbing collapsed: {} only {} control to the program here; {} functions are in the tree without their source{}. `{}` shows {}.",
             names.join(", "),
             if one { "carries" } else { "carry" },
             if one { "its" } else { "their" },
@@ -485,6 +501,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             } else {
                 String::new()
             },
+            opts.front.on(Opt::ShowPlumbing),
             if one { "it" } else { "them" }
         ));
     }
@@ -526,8 +543,16 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             failing.iter().take(5).copied().collect::<Vec<_>>().join(", "),
             if failing.len() > 5 { format!(" and {} more", failing.len() - 5) } else { String::new() },
             match opts.hints {
-                Hints::Prompt => "`--test failed` (or `--test ID`) gives the prompt of the failing tests: their failure first, then only the code each ran.",
-                Hints::Diff { .. } => "`--test-a ID --test-b ID` (each an id, its end, a glob or `failed`) diffs tests' trees instead of the whole runs; `--test ID` picks the same tests in both.",
+                Hints::Prompt => format!(
+                    "`{}` (or `{}`) gives the prompt of the failing tests: their failure first, then only the code each ran.",
+                    opts.front.set(Opt::Test, "failed"),
+                    opts.front.set(Opt::Test, "ID")
+                ),
+                Hints::Diff { .. } => format!(
+                    "`{}` (each an id, its end, a glob or `failed`) diffs tests' trees instead of the whole runs; `{}` picks the same tests in both.",
+                    opts.front.join(&[opts.front.set(Opt::TestA, "ID"), opts.front.set(Opt::TestB, "ID")]),
+                    opts.front.set(Opt::Test, "ID")
+                ),
             }
         ));
     }
@@ -540,6 +565,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         spectrum: None,
         interner: Default::default(),
         tests_shown: opts.tests.is_some(),
+        front: opts.front,
         dir: t.dir,
         meta: t.meta,
         cwd,

@@ -2,6 +2,7 @@
 //! remove every node of a run, say which rule removed what and which option shows it.
 
 use crate::calltree::CallTree;
+use crate::frontend::{FrontEnd, Opt};
 use crate::pathclass::{origin, Origin};
 use crate::select::Selection;
 use std::path::Path;
@@ -23,10 +24,11 @@ pub const STDLIB_NOTE_START: &str = "The standard library is hidden by default:"
 
 /// The note for a prompt that the default hiding of the standard library left nearly empty
 /// (it hid more than four times what is shown), or None.
-pub fn stdlib_note(hidden_stdlib: usize, after_prune: usize, shown: usize) -> Option<String> {
+pub fn stdlib_note(hidden_stdlib: usize, after_prune: usize, shown: usize, front: FrontEnd) -> Option<String> {
     (hidden_stdlib > 4 * shown).then(|| {
         format!(
-            "{STDLIB_NOTE_START} {hidden_stdlib} of the {after_prune} tree nodes left after start-up pruning ran standard-library code and are not shown ({shown} shown); `--stdlib` shows them."
+            "{STDLIB_NOTE_START} {hidden_stdlib} of the {after_prune} tree nodes left after start-up pruning ran standard-library code and are not shown ({shown} shown); `{}` shows them.",
+            front.on(Opt::Stdlib)
         )
     })
 }
@@ -37,8 +39,8 @@ fn shown(stages: &[Stage], sel: &Selection, pruned: bool, cwd: &Path) -> usize {
 
 /// The explanation: what each hiding rule removed, then the options that would show something.
 /// `prune_removed`: nodes start-up pruning removed (`prune_option`: how to turn it off, or None
-/// when pruning is off).
-pub fn explain(stages: &[Stage], sel: &Selection, cwd: &Path, prune_removed: usize, prune_option: Option<&str>) -> String {
+/// when pruning is off). Options are named as `front` spells them.
+pub fn explain(stages: &[Stage], sel: &Selection, cwd: &Path, prune_removed: usize, prune_option: Option<&str>, front: FrontEnd) -> String {
     let recorded: usize = stages.iter().map(|s| s.recorded.len()).sum();
     let after_prune: usize = stages.iter().map(|s| s.pruned.len()).sum();
     let mut why = vec![format!("the run recorded {recorded} tree nodes")];
@@ -49,23 +51,26 @@ pub fn explain(stages: &[Stage], sel: &Selection, cwd: &Path, prune_removed: usi
     }
     let stdlib: usize = stages.iter().map(|s| count_origin(s.pruned, Origin::Stdlib)).sum();
     if sel.hide_stdlib && stdlib > 0 {
-        why.push(format!("{stdlib} of the {after_prune} left are standard-library functions, hidden by default (`--stdlib` shows them)"));
+        why.push(format!(
+            "{stdlib} of the {after_prune} left are standard-library functions, hidden by default (`{}` shows them)",
+            front.on(Opt::Stdlib)
+        ));
     }
     let site: usize = stages.iter().map(|s| count_origin(s.pruned, Origin::SitePackages)).sum();
     if sel.hide_site_packages && site > 0 {
-        why.push(format!("{site} are in installed packages (site-packages), hidden by `--no-site-packages`"));
+        why.push(format!("{site} are in installed packages (site-packages), hidden by `{}`", front.off(Opt::SitePackages)));
     }
     let mut filters = Vec::new();
     for (on, name) in [
-        (!sel.include.is_empty(), "--include"),
-        (!sel.include_file.is_empty(), "--include-file"),
-        (!sel.include_module.is_empty(), "--module"),
-        (!sel.exclude.is_empty() || !sel.exclude_file.is_empty() || !sel.exclude_module.is_empty(), "--exclude*"),
-        (!sel.focus.is_empty(), "--focus"),
-        (sel.max_depth.is_some(), "--max-depth"),
+        (!sel.include.is_empty(), Opt::Include),
+        (!sel.include_file.is_empty(), Opt::IncludeFile),
+        (!sel.include_module.is_empty(), Opt::Module),
+        (!sel.exclude.is_empty() || !sel.exclude_file.is_empty() || !sel.exclude_module.is_empty(), Opt::ExcludeAny),
+        (!sel.focus.is_empty(), Opt::Focus),
+        (sel.max_depth.is_some(), Opt::MaxDepth),
     ] {
         if on {
-            filters.push(name);
+            filters.push(front.name(name));
         }
     }
     if !filters.is_empty() {
@@ -79,19 +84,20 @@ pub fn explain(stages: &[Stage], sel: &Selection, cwd: &Path, prune_removed: usi
     let mut neither = no_stdlib.clone();
     neither.hide_site_packages = false;
     let mut tries: Vec<(String, usize)> = Vec::new();
+    let both = front.join(&[front.on(Opt::Stdlib), front.on(Opt::SitePackages)]);
     if sel.hide_stdlib {
-        tries.push(("`--stdlib`".into(), shown(stages, &no_stdlib, true, cwd)));
+        tries.push((format!("`{}`", front.on(Opt::Stdlib)), shown(stages, &no_stdlib, true, cwd)));
     }
     if sel.hide_site_packages {
-        tries.push(("`--site-packages`".into(), shown(stages, &no_site, true, cwd)));
+        tries.push((format!("`{}`", front.on(Opt::SitePackages)), shown(stages, &no_site, true, cwd)));
     }
     if sel.hide_stdlib && sel.hide_site_packages {
-        tries.push(("`--stdlib --site-packages`".into(), shown(stages, &neither, true, cwd)));
+        tries.push((format!("`{both}`"), shown(stages, &neither, true, cwd)));
     }
     if let Some(opt) = prune_option.filter(|_| prune_removed > 0) {
         tries.push((format!("`{opt}`"), shown(stages, sel, false, cwd)));
         if sel.hide_stdlib || sel.hide_site_packages {
-            tries.push((format!("`{opt}` with `--stdlib --site-packages`"), shown(stages, &neither, false, cwd)));
+            tries.push((format!("`{opt}` with `{both}`"), shown(stages, &neither, false, cwd)));
         }
     }
     let fix = match tries.iter().find(|(_, n)| *n > 0) {
@@ -113,17 +119,32 @@ mod tests {
         let lib = "/usr/lib/python3.11/json/tool.py";
         let t = tree_of(&["main", "load"], &[lib, "/usr/lib/python3.11/json/__init__.py"], &[C(0), C(1), R, R]);
         let sel = Selection { hide_stdlib: true, ..Selection::default() };
-        let msg = explain(&[Stage { recorded: &t, pruned: &t }], &sel, Path::new("/w"), 0, Some("--prune-startup off"));
+        let msg = explain(&[Stage { recorded: &t, pruned: &t }], &sel, Path::new("/w"), 0, Some("--prune-startup off"), FrontEnd::Cli);
         assert_eq!(
             msg,
             "the run recorded 2 tree nodes; 2 of the 2 left are standard-library functions, hidden by default (`--stdlib` shows them); `--stdlib` shows 2 tree nodes"
         );
     }
 
+    /// Through MCP the same explanation names the tools' parameters.
+    #[test]
+    fn an_agent_is_told_the_parameters() {
+        let lib = "/usr/lib/python3.11/json/tool.py";
+        let t = tree_of(&["main", "load"], &[lib, "/usr/lib/python3.11/json/__init__.py"], &[C(0), C(1), R, R]);
+        let sel = Selection { hide_stdlib: true, hide_site_packages: true, ..Selection::default() };
+        let msg = explain(&[Stage { recorded: &t, pruned: &t }], &sel, Path::new("/w"), 3, Some("prune_startup: \"off\""), FrontEnd::Mcp);
+        assert_eq!(
+            msg,
+            "the run recorded 2 tree nodes; start-up pruning removed 3 as work done while importing modules (`prune_startup: \"off\"` keeps them); \
+             2 of the 2 left are standard-library functions, hidden by default (`stdlib: true` shows them); `stdlib: true` shows 2 tree nodes"
+        );
+        assert!(stdlib_note(291, 292, 1, FrontEnd::Mcp).unwrap().ends_with("`stdlib: true` shows them."));
+    }
+
     #[test]
     fn stdlib_note_only_when_the_stdlib_dwarfs_what_is_shown() {
-        assert_eq!(stdlib_note(40, 50, 10), None);
-        let n = stdlib_note(291, 292, 1).unwrap();
+        assert_eq!(stdlib_note(40, 50, 10, FrontEnd::Cli), None);
+        let n = stdlib_note(291, 292, 1, FrontEnd::Cli).unwrap();
         assert!(n.starts_with(STDLIB_NOTE_START) && n.contains("291 of the 292") && n.ends_with("`--stdlib` shows them."), "{n}");
     }
 
@@ -131,7 +152,7 @@ mod tests {
     fn filters_that_match_nothing_are_named() {
         let t = tree_of(&["main"], &["/w/app.py"], &[C(0), R]);
         let sel = Selection { focus: vec![regex::Regex::new("^nothing$").unwrap()], ..Selection::default() };
-        let msg = explain(&[Stage { recorded: &t, pruned: &t }], &sel, Path::new("/w"), 0, None);
+        let msg = explain(&[Stage { recorded: &t, pruned: &t }], &sel, Path::new("/w"), 0, None, FrontEnd::Cli);
         assert_eq!(msg, "the run recorded 1 tree nodes; the filters --focus removed the rest; loosen --focus");
     }
 }

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod coverage;
 pub mod empty;
 pub mod fold;
+pub mod frontend;
 pub mod mcp;
 pub mod native;
 pub mod pathclass;

@@ -182,6 +182,11 @@ pub fn venv_with(name: &str, interpreter: &str, packages: &[&str]) -> PathBuf {
 
 /// pytest as the test-recording tests use it (and its dependencies, pinned too: the golden
 /// prompt names their functions and lines).
+/// black and its dependencies, pinned (the mypyc-compiled CPython 3.11 wheel): a package that
+/// runs as compiled extension code (tests/python_compiled.rs, tests/mcp_e2e.rs).
+pub const BLACK: &[&str] =
+    &["black==24.10.0", "click==8.1.7", "mypy-extensions==1.0.0", "packaging==24.2", "pathspec==0.12.1", "platformdirs==4.3.6"];
+
 pub const PYTEST: &[&str] =
     &["pytest==9.2.0", "pluggy==1.7.0", "iniconfig==2.3.1", "packaging==26.4", "pytest-xdist==3.8.0", "execnet==2.1.2"];
 

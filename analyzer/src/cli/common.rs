@@ -1,6 +1,7 @@
 //! Options shared by the `slice` subcommands that read traces and show trees.
 
 use crate::analysis::{Options, PruneMode};
+use crate::frontend::{FrontEnd, Opt};
 use crate::plumbing::Plumbing;
 use crate::prompt::render::Format;
 use crate::prompt::{Docstrings, Layout, NotRun, Order, Variant};
@@ -141,13 +142,19 @@ impl SelectArgs {
     /// Analysis options. `hide_stdlib_default`: whether the standard library is hidden
     /// when neither --stdlib nor --no-stdlib is given.
     pub fn options(&self, hide_stdlib_default: bool) -> Result<Options, UsageError> {
+        self.options_for(FrontEnd::Cli, hide_stdlib_default)
+    }
+
+    /// [`SelectArgs::options`] for a front end: its errors, and the notes and errors of what
+    /// the options prepare, name the options as `front` spells them.
+    pub fn options_for(&self, front: FrontEnd, hide_stdlib_default: bool) -> Result<Options, UsageError> {
         let f = &self.fields;
         let prune = match f.prune_startup.as_deref().unwrap_or("auto") {
             "auto" => PruneMode::Auto,
             "off" | "none" => PruneMode::Off,
             dir => PruneMode::Baseline(vec![PathBuf::from(dir)]),
         };
-        let c = |opt: &str, v: &[String]| compile(opt, v).map_err(UsageError);
+        let c = |opt: Opt, v: &[String]| compile(front.name(opt), v).map_err(UsageError);
         let selection = Selection {
             hide_stdlib: if self.stdlib {
                 false
@@ -158,13 +165,13 @@ impl SelectArgs {
             },
             hide_site_packages: self.no_site_packages,
             program_packages: Vec::new(),
-            include: c("--include", &f.include)?,
-            include_file: c("--include-file", &f.include_file)?,
-            include_module: c("--module", &f.include_module)?,
-            exclude: c("--exclude", &f.exclude)?,
-            exclude_file: c("--exclude-file", &f.exclude_file)?,
-            exclude_module: c("--exclude-module", &f.exclude_module)?,
-            focus: c("--focus", &f.focus)?,
+            include: c(Opt::Include, &f.include)?,
+            include_file: c(Opt::IncludeFile, &f.include_file)?,
+            include_module: c(Opt::Module, &f.include_module)?,
+            exclude: c(Opt::Exclude, &f.exclude)?,
+            exclude_file: c(Opt::ExcludeFile, &f.exclude_file)?,
+            exclude_module: c(Opt::ExcludeModule, &f.exclude_module)?,
+            focus: c(Opt::Focus, &f.focus)?,
             focus_subtree: f.focus_subtree,
             max_depth: f.max_depth,
         };
@@ -172,13 +179,18 @@ impl SelectArgs {
             Some(t) => Some(crate::testrun::TestFilter::parse(t).map_err(UsageError)?),
             None => None,
         };
-        Ok(Options { prune, selection, plumbing: Plumbing::default(), tests, hints: Default::default() })
+        Ok(Options { prune, selection, plumbing: Plumbing::default(), tests, hints: Default::default(), front })
     }
 
     /// Options for a prompt about `question`: [`SelectArgs::options`] with framework plumbing
     /// collapsed unless `--show-plumbing`.
     pub fn prompt_options(&self, question: &str) -> Result<Options, UsageError> {
-        let mut o = self.options(true)?;
+        self.prompt_options_for(FrontEnd::Cli, question)
+    }
+
+    /// [`SelectArgs::prompt_options`] for a front end ([`SelectArgs::options_for`]).
+    pub fn prompt_options_for(&self, front: FrontEnd, question: &str) -> Result<Options, UsageError> {
+        let mut o = self.options_for(front, true)?;
         if !self.fields.show_plumbing {
             o.plumbing = Plumbing::for_prompt(question, &self.fields.plumbing, &o.selection);
         }

@@ -5,11 +5,12 @@ use super::output::{ColorArgs, OutputArgs};
 use super::view_common::print_notes;
 use super::{read_question, warn_all};
 use crate::analysis::{prepare, Hints, PreparedTrace};
+use crate::frontend::{FrontEnd, Opt};
 use crate::views::diff::{diff_traces, prompt_within, Diff, OneSided};
 use crate::views::tree::{paint, Palette};
 use anstyle::{AnsiColor, Style};
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Output of `slice diff`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -80,14 +81,45 @@ fn list(v: &[OneSided]) -> String {
         .join(", ")
 }
 
-pub fn run(a: DiffArgs) -> anyhow::Result<()> {
-    let mut opts = a.select.options(true)?;
+/// Runs A and B prepared for a diff, as `slice diff` and `slice mcp`'s diff tool both do:
+/// the selection's options (`--test` picks the same tests in both), `test_a` and `test_b`
+/// each side's own tests; the test runner collapsed unless `--show-plumbing`. Notes and
+/// errors name the options as `front` spells them.
+pub fn prepare_sides(
+    a: &Path,
+    b: &Path,
+    select: &SelectArgs,
+    test_a: Option<&str>,
+    test_b: Option<&str>,
+    front: FrontEnd,
+) -> anyhow::Result<(Vec<PreparedTrace>, Vec<String>)> {
+    let mut opts = select.options_for(front, true)?;
     // The test runner's own calls (reporting a failure) are not what differs between two runs
     // of the code under test.
-    if !a.select.fields.show_plumbing {
-        opts.plumbing = crate::plumbing::Plumbing::test_runners(&a.select.fields.plumbing);
+    if !select.fields.show_plumbing {
+        opts.plumbing = crate::plumbing::Plumbing::test_runners(&select.fields.plumbing);
     }
-    opts.hints = Hints::Diff { option: "--test" };
+    opts.hints = Hints::Diff { option: Opt::Test };
+    if test_a.is_none() && test_b.is_none() {
+        return Ok(prepare(&[a.to_path_buf(), b.to_path_buf()], &opts)?);
+    }
+    // Each side with its own tests: prepared apart (each side's spectrum is its own).
+    let side = |dir: &Path, test: Option<&str>, option: Opt| -> anyhow::Result<(Vec<PreparedTrace>, Vec<String>)> {
+        let mut o = opts.clone();
+        if let Some(t) = test {
+            o.tests = Some(crate::testrun::TestFilter::parse(t).map_err(super::common::UsageError)?);
+            o.hints = Hints::Diff { option };
+        }
+        Ok(prepare(&[dir.to_path_buf()], &o)?)
+    };
+    let (mut ta, mut wa) = side(a, test_a, Opt::TestA)?;
+    let (tb, wb) = side(b, test_b, Opt::TestB)?;
+    ta.extend(tb);
+    wa.extend(wb);
+    Ok((ta, wa))
+}
+
+pub fn run(a: DiffArgs) -> anyhow::Result<()> {
     let question = a.question.as_deref().map(read_question).transpose()?;
     if question.is_some() && a.format != DiffFormat::Prompt {
         return Err(super::common::UsageError("--question goes with --format prompt".into()).into());
@@ -95,24 +127,7 @@ pub fn run(a: DiffArgs) -> anyhow::Result<()> {
     if a.budget.is_some() && a.format != DiffFormat::Prompt {
         return Err(super::common::UsageError("--budget goes with --format prompt".into()).into());
     }
-    let (mut traces, warnings) = if a.test_a.is_some() || a.test_b.is_some() {
-        // Each side with its own tests: prepared apart (each side's spectrum is its own).
-        let side = |dir: &PathBuf, test: &Option<String>, option: &'static str| -> anyhow::Result<(Vec<PreparedTrace>, Vec<String>)> {
-            let mut o = opts.clone();
-            if let Some(t) = test {
-                o.tests = Some(crate::testrun::TestFilter::parse(t).map_err(super::common::UsageError)?);
-                o.hints = Hints::Diff { option };
-            }
-            Ok(prepare(std::slice::from_ref(dir), &o)?)
-        };
-        let (mut ta, mut wa) = side(&a.a, &a.test_a, "--test-a")?;
-        let (tb, wb) = side(&a.b, &a.test_b, "--test-b")?;
-        ta.extend(tb);
-        wa.extend(wb);
-        (ta, wa)
-    } else {
-        prepare(&[a.a.clone(), a.b.clone()], &opts)?
-    };
+    let (mut traces, warnings) = prepare_sides(&a.a, &a.b, &a.select, a.test_a.as_deref(), a.test_b.as_deref(), FrontEnd::Cli)?;
     warn_all(&warnings);
     for t in &traces {
         print_notes(t);

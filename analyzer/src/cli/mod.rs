@@ -276,6 +276,7 @@ mod tests {
             funcs: Default::default(),
             notes: Vec::new(),
             tests_shown,
+            front: Default::default(),
             analysis_ids: Default::default(),
         };
         let budget = |args: &[&str], tests_shown| {

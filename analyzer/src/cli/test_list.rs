@@ -42,19 +42,8 @@ pub fn run(a: TestsArgs) -> anyhow::Result<()> {
     // No test to list is an error, as `--test` on the same traces is (from-trace, tree, diff):
     // a script reading the list learns it from the exit status, and nothing half-made is
     // printed.
-    if table.tests.is_empty() {
-        let traces = a.traces.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ");
-        if table.recorded == 0 {
-            anyhow::bail!(
-                "{traces}: {} no tests (`slice tests` lists the tests of a run of pytest, unittest, `cargo test` or a GoogleTest binary: `trace run -- python -m pytest ...`)",
-                if a.traces.len() == 1 { "the trace recorded" } else { "the traces recorded" }
-            );
-        }
-        anyhow::bail!(
-            "no recorded test matches {:?} ({}); `slice tests {traces}` lists them",
-            a.test.as_deref().unwrap_or_default(),
-            crate::testrun::plural(table.recorded, "test")
-        );
+    if let Some(why) = table.nothing_to_list(&a.traces, a.test.as_deref(), crate::frontend::FrontEnd::Cli) {
+        anyhow::bail!(why);
     }
     let text = match a.format {
         TestsFormat::Text => table.text(),

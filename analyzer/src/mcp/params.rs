@@ -42,6 +42,9 @@ pub struct RecordParams {
     /// Stop the command after this many seconds and keep the partial trace
     /// (default 120, at most 3600).
     pub timeout_s: Option<f64>,
+    /// Python: also record the native functions of the compiled extension modules the
+    /// program imports (mypyc, Cython, C), as `trace run --native-ext` (off by default).
+    pub native_ext: Option<bool>,
 }
 
 /// Which part of the recorded tree to show: the selection options of `slice from-trace`, the
@@ -86,6 +89,12 @@ pub struct PromptParams {
     pub variant: Option<String>,
     /// markdown (default), xml, or json (the `slice from-trace --format json` schema).
     pub format: Option<String>,
+    /// Which long Python docstrings are cut to their first paragraph: auto (default: those of
+    /// functions outside the 25 closest to the question), whole (none), short (all).
+    pub docstrings: Option<String>,
+    /// Where statements the run never executed are elided (marked `# N lines not run`): auto
+    /// (default: outside the 25 closest functions), show (nowhere), hide (everywhere).
+    pub not_run: Option<String>,
     #[serde(flatten)]
     pub select: Selection,
 }
@@ -149,6 +158,8 @@ impl FunctionParams {
     }
 }
 
+/// The arguments of `slice diff`: the same selection as the prompt tool's (`test` picks the
+/// same tests in both runs), and each run's own tests.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct DiffParams {
     /// Run A (e.g. the one that works): a trace directory.
@@ -160,12 +171,14 @@ pub struct DiffParams {
     /// With a question: a prompt with the differing paths and the source of the functions
     /// where the runs part ways; without: the differing call paths only.
     pub question: Option<String>,
-    /// Keep only the call paths to functions whose qualified name matches this regex.
-    pub focus: Option<String>,
-    /// Show standard-library code (hidden by default).
-    pub stdlib: Option<bool>,
-    /// Start-up pruning: "auto" (default), "off", or a baseline trace directory.
-    pub prune_startup: Option<String>,
+    /// Run A's tests to compare (overrides test for A): an id, its end, a glob, or "failed".
+    /// With tests on both sides the runs are lined up by the code under test, so two
+    /// different tests (a passing and a failing one, of one run or two) can be compared.
+    pub test_a: Option<String>,
+    /// Run B's tests to compare (overrides test for B).
+    pub test_b: Option<String>,
+    #[serde(flatten)]
+    pub select: Selection,
 }
 
 #[cfg(test)]
@@ -186,6 +199,24 @@ mod tests {
             // The CLI's pairs of switches are one optional boolean here.
             .filter(|l| !l.starts_with("no-"))
             .map(|l| l.replace('-', "_"))
+            .collect();
+        assert_eq!(fields, cli);
+    }
+
+    /// The diff tool takes every option of `slice diff` that chooses what is compared or how
+    /// much is said (its tests, the selection, the plumbing, the limit), so that no hint of a
+    /// diff names an option the tool lacks. Left out: how the CLI writes (format, colour,
+    /// output file, tokenizer); `--format prompt` is the tool's `question`.
+    #[test]
+    fn the_diff_tool_takes_the_options_of_slice_diff() {
+        let schema = serde_json::to_value(schemars::schema_for!(DiffParams)).unwrap();
+        let fields: std::collections::BTreeSet<String> = schema["properties"].as_object().expect("properties").keys().cloned().collect();
+        let cli: std::collections::BTreeSet<String> = crate::cli::diff::DiffArgs::augment_args(clap::Command::new("x"))
+            .get_arguments()
+            .filter_map(|a| a.get_long())
+            .filter(|l| !l.starts_with("no-") && !["format", "color", "output", "tokenizer"].contains(l))
+            .map(|l| if l == "budget" { "max_tokens".to_string() } else { l.replace('-', "_") })
+            .chain(["a", "b"].map(String::from))
             .collect();
         assert_eq!(fields, cli);
     }

@@ -88,7 +88,7 @@ fn not_found(model: &Model, p: &FunctionParams) -> anyhow::Error {
 }
 
 fn load(p: &FunctionParams) -> anyhow::Result<(Model, String)> {
-    let opts = p.select().args().options(true)?;
+    let opts = p.select().args().options_for(crate::frontend::FrontEnd::Mcp, true)?;
     let (mut traces, warnings) = prepare(&[PathBuf::from(&p.trace)], &opts)?;
     let mut head = String::new();
     for w in &warnings {

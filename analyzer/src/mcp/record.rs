@@ -391,7 +391,11 @@ pub fn record_until(p: &RecordParams, stop: &dyn Fn() -> Option<StopReason>) -> 
     };
     let trace = trace_binary();
     let mut cmd = Command::new(&trace);
-    cmd.arg("run").arg("-o").arg(&rec).arg("--").args(&p.argv);
+    cmd.arg("run").arg("-o").arg(&rec);
+    if p.native_ext == Some(true) {
+        cmd.arg("--native-ext");
+    }
+    cmd.arg("--").args(&p.argv);
     cmd.current_dir(&cwd).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
     // `trace` starts with its stop signals blocked: a SIGTERM from this server that comes
     // before `trace` has its handlers in place waits for them (`trace` unblocks the signals

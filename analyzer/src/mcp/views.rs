@@ -6,6 +6,7 @@ use super::params::{clamp_depth, DiffParams, PromptParams, Selection, TreeParams
 use crate::analysis::{prepare, PreparedTrace};
 use crate::cli::common::{SelectFields, UsageError};
 use crate::cli::diff::write_tree;
+use crate::frontend::FrontEnd;
 use crate::prompt::budget::{fit, BudgetError};
 use crate::prompt::render::{Format, Renderer};
 use crate::prompt::{Docstrings, Layout, Model, NotRun, Variant};
@@ -13,7 +14,7 @@ use crate::views::tree::{render, Palette};
 use crate::views::{self, Threads};
 use anstyle::Style;
 use anyhow::Context;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use trace_format::escape;
 
@@ -44,13 +45,15 @@ pub fn prompt(p: &PromptParams) -> anyhow::Result<String> {
         None => Layout::DEFAULT,
     };
     let format = Format::from_str(p.format.as_deref().unwrap_or("markdown")).map_err(UsageError)?;
-    let opts = p.select.args().prompt_options(&p.question)?;
+    let docstrings: Docstrings = choice("docstrings", p.docstrings.as_deref())?;
+    let not_run: NotRun = choice("not_run", p.not_run.as_deref())?;
+    let opts = p.select.args().prompt_options_for(FrontEnd::Mcp, &p.question)?;
     let renderer = Renderer::new(format, None)?;
     let (mut traces, warnings) = prepare(&p.trace.paths(), &opts)?;
     let mut model = Model::build(&p.question, &mut traces);
-    // The CLI's default condensing: code that did not run and long docstrings, outside the
-    // closest functions.
-    model.condense(NotRun::default(), Docstrings::default());
+    // The CLI's condensing: code that did not run and long docstrings (by default outside the
+    // closest functions).
+    model.condense(not_run, docstrings);
     let fitted = fit(&model, layout, &renderer, TOKENIZER, Some(max)).map_err(|e| match e {
         // The CLI's message names --budget; here the limit is max_tokens.
         BudgetError::TooSmall { budget, needed, tokenizer } => anyhow::Error::from(UsageError(format!(
@@ -65,6 +68,17 @@ pub fn prompt(p: &PromptParams) -> anyhow::Result<String> {
         eprintln!("slice mcp: warning: {}", escape::line(w));
     }
     Ok(fitted.text)
+}
+
+/// One of the values of a CLI option's enum (`docstrings`, `not_run`), by its CLI name;
+/// the default when left out.
+fn choice<T: clap::ValueEnum + Default>(param: &str, v: Option<&str>) -> Result<T, UsageError> {
+    let Some(v) = v else { return Ok(T::default()) };
+    T::from_str(v, true).map_err(|_| {
+        let names: Vec<String> =
+            T::value_variants().iter().filter_map(|x| x.to_possible_value()).map(|p| format!("{:?}", p.get_name())).collect();
+        UsageError(format!("{param} {v:?}: not one of {}", names.join(", ")))
+    })
 }
 
 /// The tree tool: `slice tree` (plain text), cut by depth to fit.
@@ -82,7 +96,7 @@ pub fn tree(p: &TreeParams) -> anyhow::Result<String> {
     if p.focus_subtree == Some(true) && p.focus.is_none() {
         return Err(UsageError("focus_subtree needs focus: the function whose calls to show whole".into()).into());
     }
-    let opts = select.args().options(true)?;
+    let opts = select.args().options_for(FrontEnd::Mcp, true)?;
     let (traces, warnings) = prepare(&[PathBuf::from(&p.trace)], &opts)?;
     let t = traces.first().context("internal error: no prepared trace")?;
     let threads = if p.merge_threads == Some(true) { Threads::Merged } else { Threads::Separate };
@@ -135,6 +149,10 @@ pub fn tests(p: &super::params::TestsParams) -> anyhow::Result<String> {
     };
     let rank = p.rank.map_or(10, |r| usize::try_from(r).unwrap_or(usize::MAX).min(1000));
     let (table, warnings) = crate::testrun::TestTable::load(&p.trace.paths(), filter.as_ref(), rank)?;
+    // As `slice tests`: no test to list is an error, with its reason.
+    if let Some(why) = table.nothing_to_list(&p.trace.paths(), p.test.as_deref(), FrontEnd::Mcp) {
+        return Err(UsageError(why).into());
+    }
     let mut head = String::new();
     for w in &warnings {
         head.push_str(&format!("warning: {w}\n"));
@@ -148,17 +166,19 @@ pub fn tests(p: &super::params::TestsParams) -> anyhow::Result<String> {
 /// The diff tool: `slice diff` (tree), or `slice diff --format prompt` with a question.
 pub fn diff(p: &DiffParams) -> anyhow::Result<String> {
     let max = bound::limit(p.max_tokens, VIEW_DEFAULT).map_err(UsageError)?;
-    let fields =
-        SelectFields { focus: p.focus.clone().into_iter().collect(), prune_startup: p.prune_startup.clone(), ..SelectFields::default() };
-    let select = Selection { fields, stdlib: p.stdlib, ..Selection::default() };
-    let mut opts = select.args().options(true)?;
-    opts.plumbing = crate::plumbing::Plumbing::test_runners(&[]);
-    let (mut traces, warnings) = prepare(&[PathBuf::from(&p.a), PathBuf::from(&p.b)], &opts)?;
+    let (mut traces, warnings) = crate::cli::diff::prepare_sides(
+        Path::new(&p.a),
+        Path::new(&p.b),
+        &p.select.args(),
+        p.test_a.as_deref(),
+        p.test_b.as_deref(),
+        FrontEnd::Mcp,
+    )?;
     let d = crate::views::diff::diff_traces(&traces[0], &traces[1]);
     let text = match p.question.as_deref().filter(|q| !q.trim().is_empty()) {
-        // The notes below take a few lines of the limit.
+        // The notes below take a few lines of the limit; the error names the whole limit.
         Some(q) => crate::views::diff::prompt_within(Some(q), &d, &mut traces, Some((max.saturating_sub(200).max(1), TOKENIZER)))
-            .map_err(|e| UsageError(format!("max_tokens {max} is too small for this diff: {e}")))?,
+            .map_err(|e| UsageError(crate::views::diff::DiffTooSmall { budget: max, ..e }.to_string()))?,
         None => {
             let mut buf = Vec::new();
             write_tree(&mut buf, &d, &traces[0], &traces[1], &Palette::default(), Style::new(), Style::new())

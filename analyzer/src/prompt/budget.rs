@@ -285,7 +285,8 @@ pub(super) fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sourc
                 ));
             }
         }
-        let default = if model.default_budget() == Some(budget) {
+        // The default exists at the command line only (a tool call always has its max_tokens).
+        let default = if model.default_budget() == Some(budget) && model.front == crate::frontend::FrontEnd::Cli {
             "; a test's prompt gets this budget by default, `--no-budget` shows every function"
         } else {
             ""

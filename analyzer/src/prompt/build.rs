@@ -142,7 +142,8 @@ impl Model {
         let outcomes: Vec<String> = mtraces.iter().flat_map(|t| t.outcome.iter().cloned()).collect();
         rank::missing_attribute(&mut funcs, &outcomes);
         let notes = super::unavailable_notes(&unavailable_files);
-        Model { question: question.trim().to_string(), traces: mtraces, funcs, notes, tests_shown, analysis_ids }
+        let front = traces.first().map(|t| t.front).unwrap_or_default();
+        Model { question: question.trim().to_string(), traces: mtraces, funcs, notes, tests_shown, front, analysis_ids }
     }
 }
 

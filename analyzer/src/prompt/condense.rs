@@ -22,7 +22,7 @@ impl Model {
     /// it whole. Warn about [`Model::notes`] before: this note is for the prompt only.
     pub fn apply_docstrings(&mut self, mode: Docstrings) {
         let cut = self.shorten_docstrings(mode);
-        if let Some(n) = docstring::note(mode, cut, self.condensed_whose()) {
+        if let Some(n) = docstring::note(mode, cut, self.condensed_whose(), self.front) {
             self.notes.push(n);
         }
     }
@@ -75,7 +75,7 @@ impl Model {
     /// code).
     pub fn apply_not_run(&mut self, mode: NotRun) {
         let (funcs, lines, native) = self.elide_not_run_native(mode);
-        if let Some(mut n) = notrun::note(mode, funcs, lines, self.condensed_whose()) {
+        if let Some(mut n) = notrun::note(mode, funcs, lines, self.condensed_whose(), self.front) {
             if native {
                 n.push_str(" In native code (C, C++, Rust) a run is marked `// ...  N lines not run`.");
             }

@@ -9,6 +9,7 @@
 //! program's own functions and the question's strongest matches keep their exact source); with
 //! `whole` none; with `short` all.
 
+use crate::frontend::{FrontEnd, Opt};
 use crate::source::logical_starts;
 
 /// Which docstrings a prompt cuts to their summary (`--docstrings`).
@@ -25,20 +26,21 @@ pub enum Docstrings {
 
 /// The prompt's note for `cut` docstrings cut in `mode` (none when nothing was cut).
 /// `whose`: which functions `auto` condenses, as [`super::Model::condensed_whose`] says.
-pub fn note(mode: Docstrings, cut: usize, whose: &str) -> Option<String> {
+pub fn note(mode: Docstrings, cut: usize, whose: &str, front: FrontEnd) -> Option<String> {
     let s = if cut == 1 { "" } else { "s" };
+    let whole = front.set(Opt::Docstrings, "whole");
     match mode {
         _ if cut == 0 => None,
         Docstrings::Whole => None,
         Docstrings::Auto => Some(format!(
             "Docstrings cut: {cut} long docstring{s} of {whose} that are not among the \
              {} closest to the question keep their first paragraph (marked in the code); \
-             `--docstrings whole` shows them whole.",
+             `{whole}` shows them whole.",
             super::KEPT_EXACT_TOP
         )),
         Docstrings::Short => Some(format!(
             "Docstrings cut: {cut} long docstring{s} keep their first paragraph (marked in the code); \
-             `--docstrings whole` shows them whole."
+             `{whole}` shows them whole."
         )),
     }
 }
@@ -128,6 +130,15 @@ mod tests {
         column = Column(header=header, justify=justify)
         self.columns.append(column)"#
         );
+    }
+
+    /// The note names the option as its reader passes it.
+    #[test]
+    fn the_note_names_the_option_of_its_front_end() {
+        let cli = note(Docstrings::Short, 2, "", FrontEnd::Cli).unwrap();
+        assert!(cli.ends_with("`--docstrings whole` shows them whole."), "{cli}");
+        let mcp = note(Docstrings::Auto, 2, "installed packages' functions", FrontEnd::Mcp).unwrap();
+        assert!(mcp.ends_with("`docstrings: \"whole\"` shows them whole."), "{mcp}");
     }
 
     #[test]

@@ -429,6 +429,7 @@ mod tests {
             funcs: Funcs::default(),
             notes: Vec::new(),
             tests_shown: false,
+            front: Default::default(),
             analysis_ids: Default::default(),
         };
         (r.render(&model, doc).unwrap(), serialized)

@@ -370,6 +370,8 @@ pub struct Model {
     /// Built from tests' trees (`--test`): `auto` condensing then reaches the program's own
     /// functions too, outside the closest and the test files ([`Model::condense`]).
     pub tests_shown: bool,
+    /// Who reads the prompt: how its notes name options ([`crate::frontend`]).
+    pub front: crate::frontend::FrontEnd,
     /// (index of a trace given to [`Model::build`], [`FuncId`] in that trace's interner) -> the
     /// function's id here: for callers that hold ids of the analysis ([`Model::func_of_trace`]).
     pub analysis_ids: HashMap<(usize, FuncId), FuncId>,

@@ -19,6 +19,7 @@
 //! for docstrings: a branch not taken can be the answer to "how can I change this").
 
 use crate::coverage::LineState;
+use crate::frontend::{FrontEnd, Opt};
 use crate::source::{indent, logical_starts};
 
 /// Which functions show their code that did not run (`--not-run`).
@@ -38,7 +39,7 @@ pub const MIN_LINES: usize = 3;
 
 /// The prompt's note for `lines` lines elided in `funcs` functions (none when nothing was).
 /// `whose`: which functions `auto` condenses, as [`super::Model::condensed_whose`] says.
-pub fn note(mode: NotRun, funcs: usize, lines: usize, whose: &str) -> Option<String> {
+pub fn note(mode: NotRun, funcs: usize, lines: usize, whose: &str, front: FrontEnd) -> Option<String> {
     let which = match mode {
         _ if funcs == 0 => return None,
         NotRun::Show => return None,
@@ -50,7 +51,8 @@ pub fn note(mode: NotRun, funcs: usize, lines: usize, whose: &str) -> Option<Str
     Some(format!(
         "Code that did not run: {lines} lines that this run never executed (branches not taken, the rest of a \
          function after an early return) are elided {which}, each run marked `...  # N lines not run`; \
-         `--not-run show` shows them."
+         `{}` shows them.",
+        front.set(Opt::NotRun, "show")
     ))
 }
 
@@ -351,10 +353,13 @@ mod tests {
 
     #[test]
     fn the_note_says_how_many_and_how_to_see_them() {
-        assert_eq!(note(NotRun::Auto, 0, 0, "installed packages' functions"), None);
-        assert_eq!(note(NotRun::Show, 3, 40, "installed packages' functions"), None);
-        let n = note(NotRun::Auto, 3, 40, "installed packages' functions").unwrap();
+        assert_eq!(note(NotRun::Auto, 0, 0, "installed packages' functions", FrontEnd::Cli), None);
+        assert_eq!(note(NotRun::Show, 3, 40, "installed packages' functions", FrontEnd::Cli), None);
+        let n = note(NotRun::Auto, 3, 40, "installed packages' functions", FrontEnd::Cli).unwrap();
         assert!(n.starts_with("Code that did not run: 40 lines") && n.contains("in 3 installed packages' functions"), "{n}");
         assert!(n.ends_with("`--not-run show` shows them."), "{n}");
+        // Through MCP: the prompt tool's parameter.
+        let n = note(NotRun::Hide, 3, 40, "installed packages' functions", FrontEnd::Mcp).unwrap();
+        assert!(n.ends_with("`not_run: \"show\"` shows them."), "{n}");
     }
 }

@@ -635,7 +635,7 @@ fn a_tests_prompt_condenses_the_programs_functions_outside_the_test_files() {
     assert_ne!(top, "fact");
     m.shorten_docstrings_top(Docstrings::Auto, 1);
     assert!(cut_keys(&m).contains(&"fact".to_string()), "the program's own fact, not among the closest: {:?}", cut_keys(&m));
-    let n = super::docstring::note(Docstrings::Auto, 2, m.condensed_whose()).unwrap();
+    let n = super::docstring::note(Docstrings::Auto, 2, m.condensed_whose(), m.front).unwrap();
     assert!(n.contains("2 long docstrings of functions outside the test files that are not among the 25 closest"), "{n}");
     // A function of a test file (the test, a fixture) stays whole.
     let mut m = model_with_long_docstrings();

@@ -24,7 +24,18 @@ fn model(tests_shown: bool) -> (Model, [FuncId; 5]) {
         nodes[i].descendants = n;
     }
     let traces = vec![ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)];
-    (Model { question: String::new(), traces, funcs, notes: Vec::new(), tests_shown, analysis_ids: Default::default() }, ids)
+    (
+        Model {
+            question: String::new(),
+            traces,
+            funcs,
+            notes: Vec::new(),
+            tests_shown,
+            front: Default::default(),
+            analysis_ids: Default::default(),
+        },
+        ids,
+    )
 }
 
 #[test]
@@ -141,7 +152,15 @@ fn a_python_function_defined_inside_a_shown_one_is_not_printed_again() {
     let nodes: Vec<ModelNode> =
         [(ids[0], 1), (ids[1], 2), (ids[2], 2)].iter().enumerate().map(|(i, &(f, d))| ModelNode::new(i as u32 + 1, d, f)).collect();
     let traces = vec![ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)];
-    let m = Model { question: String::new(), traces, funcs, notes: Vec::new(), tests_shown: true, analysis_ids: Default::default() };
+    let m = Model {
+        question: String::new(),
+        traces,
+        funcs,
+        notes: Vec::new(),
+        tests_shown: true,
+        front: Default::default(),
+        analysis_ids: Default::default(),
+    };
     let shown = |plan: &Plan| m.doc(Layout::DEFAULT, plan).traces[0].sources.iter().map(|s| s.qualname.clone()).collect::<Vec<_>>();
     assert_eq!(shown(&Plan::default()), ["outer", "other"]);
     // With the enclosing function's body elided, the inner one has a block of its own.

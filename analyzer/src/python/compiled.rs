@@ -145,7 +145,9 @@ pub const NOTE_START: &str = "Compiled Python:";
 /// The note of a prompt (and stderr) about compiled packages, or `None` when there are none.
 /// `native`: their native functions were recorded (`trace run --native-ext`), so the tree
 /// has them (mypyc's as Python functions where their names map to one).
-pub fn note(packages: &[CompiledPackage], native: bool) -> Option<String> {
+/// The recording option is named as `front` spells it.
+pub fn note(packages: &[CompiledPackage], native: bool, front: crate::frontend::FrontEnd) -> Option<String> {
+    use crate::frontend::Opt;
     if packages.is_empty() {
         return None;
     }
@@ -174,18 +176,20 @@ pub fn note(packages: &[CompiledPackage], native: bool) -> Option<String> {
     }
     let what = if native {
         format!(
-            "so the functions of {} compiled modules are in the tree as native code (recorded with --native-ext): mypyc's compiled \
+            "so the functions of {} compiled modules are in the tree as native code (recorded with {}): mypyc's compiled \
              functions as the Python functions they were compiled from, with the source beside {} modules, where their C names \
              (`CPyDef_<module>___<function>`, a generator's body, a nested function, a lambda alone in its function) name one \
              function; the rest (mypyc's helpers, other compilers' functions) by their C names, without source",
             if one { "its" } else { "their" },
+            front.on(Opt::NativeExt),
             if one { "its" } else { "their" }
         )
     } else {
         format!(
             "so the functions of {} compiled modules are not in the tree or the sources here (the recorder sees Python functions only; \
-             `trace run --native-ext` records them as native code, by their C names)",
-            if one { "its" } else { "their" }
+             {} records them as native code, by their C names)",
+            if one { "its" } else { "their" },
+            front.record_with(Opt::NativeExt)
         )
     };
     Some(format!(
@@ -202,6 +206,7 @@ pub fn note(packages: &[CompiledPackage], native: bool) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frontend::FrontEnd;
     use trace_format::meta::ExtensionModule;
 
     #[test]
@@ -259,14 +264,19 @@ mod tests {
                 },
             ]
         );
-        let n = note(&p, false).unwrap();
+        let n = note(&p, false, FrontEnd::Cli).unwrap();
         assert!(n.starts_with("Compiled Python: black (mypyc: 3 compiled modules such as `black/__init__.cpython-311"), "{n}");
         assert!(n.ends_with("`pip install --force-reinstall --no-binary black,cyth black cyth`."), "{n}");
         assert!(n.contains("are not in the tree") && n.contains("`trace run --native-ext` records them"), "{n}");
-        let n = note(&p, true).unwrap();
+        let n = note(&p, true, FrontEnd::Cli).unwrap();
         assert!(n.contains("are in the tree as native code (recorded with --native-ext): mypyc's compiled functions as the Python"), "{n}");
         assert!(n.ends_with("`pip install --force-reinstall --no-binary black,cyth black cyth`."), "{n}");
-        assert_eq!(note(&[], false), None);
+        assert_eq!(note(&[], false, FrontEnd::Cli), None);
+        // Through MCP: the record tool's parameter.
+        let n = note(&p, false, FrontEnd::Mcp).unwrap();
+        assert!(n.contains("; the `record` tool with `native_ext: true` records them as native code"), "{n}");
+        let n = note(&p, true, FrontEnd::Mcp).unwrap();
+        assert!(n.contains("(recorded with native_ext: true)"), "{n}");
         let black = sp.join("black");
         let py: Vec<std::path::PathBuf> = vec![black.join("trans.py"), black.join("trans.py"), black.join("x.py")];
         assert!(mostly_compiled(&p[0], py.iter().map(|p| p.as_path())), "3 compiled, 2 Python");

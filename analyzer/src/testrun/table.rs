@@ -123,6 +123,32 @@ impl TestTable {
         Ok((table, warnings))
     }
 
+    /// Why there is no test to list, or None: the traces recorded none, or none matches
+    /// `test`. An error for `slice tests` (exit status 1) and the tests tool (`isError`) alike,
+    /// as `--test` on the same traces is; the options named as `front` spells them.
+    pub fn nothing_to_list(&self, traces: &[std::path::PathBuf], test: Option<&str>, front: crate::frontend::FrontEnd) -> Option<String> {
+        if !self.tests.is_empty() {
+            return None;
+        }
+        let names: Vec<String> = traces.iter().map(|d| d.display().to_string()).collect();
+        Some(if self.recorded == 0 {
+            format!(
+                "{}: {} no tests ({} lists the tests of a run of pytest, unittest, `cargo test` or a GoogleTest binary: `{}`)",
+                names.join(", "),
+                if traces.len() == 1 { "the trace recorded" } else { "the traces recorded" },
+                front.tests_command(),
+                front.record_tests()
+            )
+        } else {
+            format!(
+                "no recorded test matches {:?} ({}); `{}` lists them",
+                test.unwrap_or_default(),
+                super::plural(self.recorded, "test"),
+                front.list_tests(&names)
+            )
+        })
+    }
+
     /// The table for a terminal: one line per test, the failures, the counts, the ranking.
     /// Every text from the trace goes through [`escape::line`] (one line each).
     pub fn text(&self) -> String {

@@ -14,6 +14,7 @@
 use super::{func_of, location, merge};
 use crate::analysis::{display_path, PreparedTrace};
 use crate::calltree::{CallTree, NodeId, ROOT};
+use crate::frontend::{FrontEnd, Opt};
 use crate::prompt::{fence_for, DocSource, Layout, Model, ModelNode, ModelTrace, Order, Plan};
 use crate::symbols::{FuncId, Function};
 use std::collections::HashMap;
@@ -320,11 +321,16 @@ pub fn prompt(question: Option<&str>, d: &Diff, traces: &mut [PreparedTrace]) ->
 
 /// A diff prompt that does not fit its budget even with every source dropped and the paths cut.
 #[derive(Debug, thiserror::Error)]
-#[error("--budget {budget} is too small for this diff: without any source and with one line of call paths it takes {needed} tokens ({tokenizer}); raise --budget or narrow it with --focus")]
+#[error(
+    "{} {budget} is too small for this diff: without any source and with one line of call paths it takes {needed} tokens ({tokenizer}); raise {} or narrow it with {}",
+    .front.name(Opt::Budget), .front.name(Opt::Budget), .front.name(Opt::Focus)
+)]
 pub struct DiffTooSmall {
     pub budget: usize,
     pub needed: usize,
     pub tokenizer: &'static str,
+    /// Who reads it: how it names the options.
+    pub front: FrontEnd,
 }
 
 /// [`prompt`] within a budget: sources dropped least relevant first (by the prompt's ranking:
@@ -389,6 +395,7 @@ pub fn prompt_within(
         funcs: model.funcs.clone(),
         notes: model.notes.clone(),
         tests_shown: model.tests_shown,
+        front: model.front,
         analysis_ids: Default::default(),
     };
     let layout = Layout { tree: false, sources: true, order: Order::Call, repeat: false };
@@ -441,7 +448,7 @@ pub fn prompt_within(
     if fits(&text) {
         Ok(text)
     } else {
-        Err(DiffTooSmall { budget, needed: tok.count(&text), tokenizer: tok.name() })
+        Err(DiffTooSmall { budget, needed: tok.count(&text), tokenizer: tok.name(), front: model.front })
     }
 }
 
