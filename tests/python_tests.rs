@@ -661,10 +661,13 @@ fn outcome_blocks(prompt: &str) -> Vec<String> {
     out
 }
 
+/// A row of `slice tests`: id, outcome, parent (empty for a test).
+type Row = (String, String, String);
+
 /// (id, outcome, parent) of each row of `slice tests --format json`, sorted (3.9 and 3.10
 /// report a skipped subtest before the others, as their unittest does), and the spectrum's
 /// failing and passing totals.
-fn rows_and_totals(t: &Path) -> (Vec<(String, String, String)>, (u64, u64)) {
+fn rows_and_totals(t: &Path) -> (Vec<Row>, (u64, u64)) {
     let json: serde_json::Value = serde_json::from_str(&slice(&["tests", t.to_str().unwrap(), "--format", "json"])).unwrap();
     let mut rows: Vec<(String, String, String)> = json["tests"]
         .as_array()
