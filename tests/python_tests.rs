@@ -686,7 +686,8 @@ fn rows_and_totals(t: &Path) -> (Vec<Row>, (u64, u64)) {
 /// (their unittest hands subtests to the result differently: 3.9 and 3.10 all at the test's
 /// end, 3.11+ as each ends): each subtest is recorded under its test with its id, outcome and
 /// failure; a test with a failing subtest fails (an erroring one: errs), once in the spectrum;
-/// `--test failed` shows the test, then the failing subtest's statement and exception.
+/// `--test failed` and the whole run's prompt show the test, then the failing subtest's
+/// statement and exception.
 #[test]
 fn unittest_subtests_are_recorded_under_their_test_on_every_cpython() {
     let want_rows = {
@@ -725,6 +726,9 @@ fn unittest_subtests_are_recorded_under_their_test_on_every_cpython() {
         assert_eq!(rows_and_totals(&t), (want_rows.clone(), (2, 1)), "3.{minor}: each test counted once, a subtest's failure its test's");
         let p = slice(&["from-trace", t.to_str().unwrap(), "--test", "failed", "-q", "Why do they fail?"]);
         assert_eq!(outcome_blocks(&p), want_blocks, "3.{minor}:\n{p}");
+        // The whole run's prompt says the same of its failing tests.
+        let whole = slice(&["from-trace", t.to_str().unwrap(), "-q", "Why does the run fail?"]);
+        assert_eq!(outcome_blocks(&whole), want_blocks, "3.{minor}:\n{whole}");
         // The failing subtest's tree is its test's.
         assert!(
             p.contains("#### test tests.test_sub.EvenTest.test_evens\n") && p.contains("#### `is_even` (calc.py:1-2)"),
