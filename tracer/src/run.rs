@@ -534,8 +534,8 @@ mod tests {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    /// A test's subtests: bounded in number (the rest counted), the first failing ones whole
-    /// and later ones cut to where and a line; the test fails when a subtest failed (errs when
+    /// A test's subtests: bounded in number (the rest counted) and in the length of their ids,
+    /// the first failing ones whole and later ones cut to where and a line; the test fails when a subtest failed (errs when
     /// they only erred), unless it failed itself.
     #[test]
     fn the_test_recorder_bounds_subtests_and_a_failing_one_fails_its_test() {
@@ -558,7 +558,10 @@ mod tests {
              m._add_subtest(erred, {'id': 'v (b)', 'outcome': 'error'})\n\
              m._add_subtest(erred, {'id': 'v (c)', 'outcome': 'passed'})\n\
              m._subtests_verdict(erred)\n\
-             print(own['outcome'], own['failure']['message'], erred['outcome'], erred['failure']['message'], sorted(erred))\n",
+             print(own['outcome'], own['failure']['message'], erred['outcome'], erred['failure']['message'], sorted(erred))\n\
+             long = {'id': 'w', 'outcome': 'passed'}\n\
+             m._add_subtest(long, {'id': 'w [' + 'x' * 5000 + ']', 'outcome': 'passed'})\n\
+             print(len(long['subtests'][0]['id']))\n",
         );
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(
@@ -568,6 +571,7 @@ mod tests {
                 r#"{"failure": {"file": "f.py", "line": 3, "message": "one\ntwo", "phase": "call", "report": "E x"}, "id": "t (i=39)", "outcome": "failed", "output": {"o": "x"}}"#,
                 r#"{"failure": {"file": "f.py", "line": 3, "message": "one", "phase": "call"}, "id": "t (i=41)", "outcome": "failed"}"#,
                 "failed own error contains 1 failed subtest ['failure', 'id', 'outcome', 'subtests']",
+                "1026",
             ]
         );
     }

@@ -23,6 +23,7 @@ _TEXT = 4000  # characters of a message or a comparison
 _FRAMES = 30  # traceback frames kept (the innermost)
 _SUBTESTS = 200  # subtests kept per test (the rest counted in "subtests_dropped")
 _SUBTEST_FAILURES = 20  # failing subtests per test kept with their whole failure
+_SUBTEST_ID = 1000  # characters of a subtest's id
 
 
 def _slicetrace_test_begin():
@@ -136,10 +137,12 @@ def _end(record):
 
 def _add_subtest(record, sub):
     """Append a subtest (its id, outcome and, if any, duration, failure, output) to a test's
-    finish record, within bounds that keep the finish line far under the reader's 1 MiB: at
-    most _SUBTESTS subtests (the rest counted in "subtests_dropped"), the first
+    finish record, within bounds that keep the finish line far under the reader's 1 MiB: ids
+    of at most _SUBTEST_ID characters, at most _SUBTESTS subtests (the rest counted in
+    "subtests_dropped"), the first
     _SUBTEST_FAILURES failing ones whole, later failures with only where and the first line of
     their message."""
+    sub["id"] = _text(sub.get("id"), _SUBTEST_ID)  # (a subTest's message can be any length)
     outcome = sub.get("outcome")
     if outcome in ("failed", "error"):
         key = "_failed" if outcome == "failed" else "_errors"
