@@ -130,11 +130,12 @@ pub fn outcome_counts<'a>(tests: impl IntoIterator<Item = &'a TestRun>) -> Strin
     counts.iter().map(|(o, n)| format!("{n} {}", o.name())).collect::<Vec<_>>().join(", ")
 }
 
-/// Subtests of one test whose failure a prompt shows (each a block of its own, after its
-/// test's): past these, the test's block says how many more failed.
+/// Subtests of one test whose blocks a prompt shows (each a block of its own, after its
+/// test's): past these, the test's block says how many were picked.
 pub const SHOWN_SUBTESTS: usize = 5;
 
-/// The failing subtests of a test, for the prompt of a whole run: at most [`SHOWN_SUBTESTS`].
+/// The failing subtests of a test, for the prompt of a whole run ([`outcome_texts`] shows at
+/// most [`SHOWN_SUBTESTS`] of them).
 pub fn failing_subtests(t: &TestRun) -> Vec<&TestRun> {
     t.subtests.iter().filter(|s| s.outcome.is_failure()).collect()
 }
