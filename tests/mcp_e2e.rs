@@ -561,3 +561,48 @@ fn compiled_code_is_recorded_with_the_record_tools_native_ext() {
     let n = note(3);
     assert!(n.contains("are in the tree as native code (recorded with native_ext: true): mypyc's compiled functions"), "{n}");
 }
+
+/// A unittest run whose test failed in a subtest: `record` names the failing subtest under its
+/// test, `tests` lists the subtests under it, `prompt` of the subtest shows its failure.
+#[test]
+fn a_failing_subtest_is_named_by_record_and_listed_by_tests() {
+    let dir = scratch();
+    let proj = dir.path().join("proj");
+    std::fs::create_dir_all(proj.join("tests")).unwrap();
+    std::fs::write(proj.join("calc.py"), "def is_even(n):\n    return n % 2 == 0 or n == 3\n").unwrap();
+    std::fs::write(proj.join("tests/__init__.py"), "").unwrap();
+    std::fs::write(
+        proj.join("tests/test_sub.py"),
+        "import unittest\n\nfrom calc import is_even\n\n\nclass EvenTest(unittest.TestCase):\n    def test_evens(self):\n        \
+         for n in [2, 3]:\n            with self.subTest(n=n):\n                self.assertEqual(is_even(n), n % 2 == 0)\n",
+    )
+    .unwrap();
+    let t = p(&dir.path().join("sub.d"));
+    let sub = "tests.test_sub.EvenTest.test_evens (n=3)";
+    let calls = json!([
+        {"tool": "record", "arguments": {"argv": [python(), "-m", "unittest", "tests.test_sub"], "cwd": p(&proj), "out": t,
+            "env": {"PYTHONDONTWRITEBYTECODE": "1"}}},
+        {"tool": "tests", "arguments": {"trace": t}},
+        {"tool": "prompt", "arguments": {"trace": t, "question": "Why is 3 even?", "test": sub}},
+    ]);
+    let r = session(&calls);
+    let (err, text) = result(&r, 0);
+    assert!(!err, "{text}");
+    assert!(
+        text.contains(
+            "\ntests: 1 failed\nfailed tests.test_sub.EvenTest.test_evens: contains 1 failed subtest\n  failed tests.test_sub.EvenTest.test_evens (n=3): True != False\n"
+        ),
+        "{text}"
+    );
+    let (err, text) = result(&r, 1);
+    assert!(!err, "{text}");
+    assert!(text.starts_with("1 failed; subtests: 1 failed, 1 passed; run failed: "), "{text}");
+    assert!(text.contains("         -    tests.test_sub.EvenTest.test_evens (n=2)\n"), "{text}");
+    let (err, text) = result(&r, 2);
+    assert!(!err, "{text}");
+    assert!(
+        text.contains("FAILED tests.test_sub.EvenTest.test_evens (n=3)\nat tests/test_sub.py:10\n>   self.assertEqual(is_even(n), n % 2 == 0)\nE   AssertionError: True != False\n"),
+        "{text}"
+    );
+    assert_eq!(r["alive"], true);
+}

@@ -585,3 +585,217 @@ fn a_unittest_failure_shows_the_place_the_statement_and_the_exception_as_pytests
         }
     }
 }
+
+const EVEN: &str = "def is_even(n):\n    return n % 2 == 0 or n == 3\n";
+
+/// unittest-style tests with subtests: one failing (an assertion), one erroring, one skipped.
+const SUBTEST_TEST: &str = r#"import unittest
+
+from calc import is_even
+
+
+class EvenTest(unittest.TestCase):
+    def test_evens(self):
+        for n in [0, 2, 3, 4]:
+            with self.subTest("even", n=n):
+                self.assertEqual(is_even(n), n % 2 == 0)
+
+    def test_plain(self):
+        self.assertTrue(is_even(2))
+
+
+class KindsTest(unittest.TestCase):
+    def test_kinds(self):
+        with self.subTest(kind="error"):
+            {}["missing"]
+        with self.subTest(kind="skip"):
+            self.skipTest("not today")
+        with self.subTest():
+            self.assertTrue(is_even(4))
+"#;
+
+/// pytest's own `subtests` fixture (pytest 9).
+const SUBTEST_FIXTURE_TEST: &str = r#"from calc import is_even
+
+
+def test_odds(subtests):
+    for n in [1, 3, 5]:
+        with subtests.test(n=n):
+            assert not is_even(n)
+"#;
+
+/// A project of [`EVEN`] and `tests/test_sub.py` ([`SUBTEST_TEST`]), and with `fixture`
+/// `tests/test_fix.py` ([`SUBTEST_FIXTURE_TEST`]).
+fn subtest_project(dir: &Path, fixture: bool) -> PathBuf {
+    let proj = dir.join("proj");
+    std::fs::create_dir_all(proj.join("tests")).unwrap();
+    std::fs::write(proj.join("calc.py"), EVEN).unwrap();
+    std::fs::write(proj.join("tests/__init__.py"), "").unwrap();
+    std::fs::write(proj.join("tests/test_sub.py"), SUBTEST_TEST).unwrap();
+    if fixture {
+        std::fs::write(proj.join("tests/test_fix.py"), SUBTEST_FIXTURE_TEST).unwrap();
+    }
+    proj
+}
+
+/// The fenced blocks of a prompt's `### Outcome` section, a duration at the end of a block's
+/// first line replaced by `<duration>`.
+fn outcome_blocks(prompt: &str) -> Vec<String> {
+    let dur = regex::Regex::new(r", \d+(\.\d)? (ms|µs|s)$").unwrap();
+    let section = prompt.split_once("### Outcome\n").map_or("", |x| x.1);
+    let section = section.split_once("\n### ").map_or(section, |x| x.0);
+    let mut out = Vec::new();
+    let mut cur: Option<Vec<String>> = None;
+    for l in section.lines() {
+        match &mut cur {
+            None if l.starts_with("```") => cur = Some(Vec::new()),
+            Some(b) if l.starts_with("```") => {
+                out.push(b.join("\n"));
+                cur = None;
+            }
+            Some(b) if b.is_empty() => b.push(dur.replace(l, ", <duration>").into_owned()),
+            Some(b) => b.push(l.to_string()),
+            None => {}
+        }
+    }
+    out
+}
+
+/// A row of `slice tests`: id, outcome, parent (empty for a test).
+type Row = (String, String, String);
+
+/// (id, outcome, parent) of each row of `slice tests --format json`, sorted (3.9 and 3.10
+/// report a skipped subtest before the others, as their unittest does), and the spectrum's
+/// failing and passing totals.
+fn rows_and_totals(t: &Path) -> (Vec<Row>, (u64, u64)) {
+    let json: serde_json::Value = serde_json::from_str(&slice(&["tests", t.to_str().unwrap(), "--format", "json"])).unwrap();
+    let mut rows: Vec<(String, String, String)> = json["tests"]
+        .as_array()
+        .expect("a tests array")
+        .iter()
+        .map(|x| {
+            let s = |k: &str| x[k].as_str().unwrap_or_default().to_string();
+            (s("id"), s("outcome"), s("parent"))
+        })
+        .collect();
+    rows.sort();
+    (rows, (json["failed_total"].as_u64().unwrap_or(99), json["passed_total"].as_u64().unwrap_or(99)))
+}
+
+/// unittest's `self.subTest(...)` under `python -m unittest`, on every CPython the shim claims
+/// (their unittest hands subtests to the result differently: 3.9 and 3.10 all at the test's
+/// end, 3.11+ as each ends): each subtest is recorded under its test with its id, outcome and
+/// failure; a test with a failing subtest fails (an erroring one: errs), once in the spectrum;
+/// `--test failed` and the whole run's prompt show the test, then the failing subtest's
+/// statement and exception.
+#[test]
+fn unittest_subtests_are_recorded_under_their_test_on_every_cpython() {
+    let want_rows = {
+        let t = |s: &str| format!("tests.test_sub.{s}");
+        let mut v: Vec<(String, String, String)> = [
+            (t("EvenTest.test_evens"), "failed", String::new()),
+            (t("EvenTest.test_evens [even] (n=0)"), "passed", t("EvenTest.test_evens")),
+            (t("EvenTest.test_evens [even] (n=2)"), "passed", t("EvenTest.test_evens")),
+            (t("EvenTest.test_evens [even] (n=3)"), "failed", t("EvenTest.test_evens")),
+            (t("EvenTest.test_evens [even] (n=4)"), "passed", t("EvenTest.test_evens")),
+            (t("EvenTest.test_plain"), "passed", String::new()),
+            (t("KindsTest.test_kinds"), "error", String::new()),
+            (t("KindsTest.test_kinds (kind='error')"), "error", t("KindsTest.test_kinds")),
+            (t("KindsTest.test_kinds (kind='skip')"), "skipped", t("KindsTest.test_kinds")),
+            (t("KindsTest.test_kinds (<subtest>)"), "passed", t("KindsTest.test_kinds")),
+        ]
+        .into_iter()
+        .map(|(a, b, c)| (a, b.to_string(), c))
+        .collect();
+        v.sort();
+        v
+    };
+    let want_blocks = [
+        "The run failed: exit status 1 (3 tests: 1 failed, 1 error, 1 passed).",
+        "FAILED tests.test_sub.EvenTest.test_evens, <duration>\ncontains 1 failed subtest\n4 subtests: 1 failed, 3 passed",
+        "FAILED tests.test_sub.EvenTest.test_evens [even] (n=3)\nat tests/test_sub.py:10\n>   self.assertEqual(is_even(n), n % 2 == 0)\nE   AssertionError: True != False",
+        "ERROR tests.test_sub.KindsTest.test_kinds, <duration>\ncontains 1 failed subtest\n3 subtests: 1 error, 1 passed, 1 skipped",
+        "ERROR tests.test_sub.KindsTest.test_kinds (kind='error')\nat tests/test_sub.py:19\n>   {}[\"missing\"]\nE   KeyError: 'missing'",
+    ];
+    for minor in 9..=13 {
+        let py = slice_trace_e2e::pyenv_python(minor).unwrap_or_else(|| panic!("no CPython 3.{minor} under $(pyenv root)/versions"));
+        let d = scratch();
+        let proj = subtest_project(d.path(), false);
+        let (t, code) = record(&proj, "unit.d", &[py.to_str().unwrap(), "-m", "unittest", "tests.test_sub"]);
+        assert_eq!(code, 1, "3.{minor}");
+        assert_eq!(rows_and_totals(&t), (want_rows.clone(), (2, 1)), "3.{minor}: each test counted once, a subtest's failure its test's");
+        let p = slice(&["from-trace", t.to_str().unwrap(), "--test", "failed", "-q", "Why do they fail?"]);
+        assert_eq!(outcome_blocks(&p), want_blocks, "3.{minor}:\n{p}");
+        // The whole run's prompt says the same of its failing tests.
+        let whole = slice(&["from-trace", t.to_str().unwrap(), "-q", "Why does the run fail?"]);
+        assert_eq!(outcome_blocks(&whole), want_blocks, "3.{minor}:\n{whole}");
+        // The failing subtest's tree is its test's.
+        assert!(
+            p.contains("#### test tests.test_sub.EvenTest.test_evens\n") && p.contains("#### `is_even` (calc.py:1-2)"),
+            "3.{minor}:\n{p}"
+        );
+        // A subtest by its id: its test's tree, its own failure.
+        let one = slice(&["from-trace", t.to_str().unwrap(), "--test", "tests.test_sub.EvenTest.test_evens [even] (n=3)", "-q", "q"]);
+        assert_eq!(outcome_blocks(&one)[1..], want_blocks[1..3], "3.{minor}:\n{one}");
+        let table = slice(&["tests", t.to_str().unwrap(), "--rank", "0"]);
+        assert!(
+            table.contains("-    tests.test_sub.EvenTest.test_evens [even] (n=3)\n")
+                && table.contains("  tests.test_sub.EvenTest.test_evens [even] (n=3): True != False at tests/test_sub.py:10\n")
+                && table.contains("1 failed, 1 error, 1 passed; subtests: 1 failed, 1 error, 4 passed, 1 skipped; run failed: "),
+            "3.{minor}:\n{table}"
+        );
+    }
+}
+
+/// pytest 9 reports subtests itself, of unittest's `subTest` and of its `subtests` fixture: each
+/// is recorded under its test as pytest names it (`SUBFAILED(n=3) tests/test_fix.py::test_odds`),
+/// its test failing "contains 1 failed subtest" as pytest says, once in the spectrum.
+#[test]
+fn pytest_subtests_of_unittest_and_of_the_fixture_are_recorded_under_their_test() {
+    let d = scratch();
+    let proj = subtest_project(d.path(), true);
+    let py = venv_python();
+    let (t, code) = record(&proj, "pytest.d", &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]);
+    assert_eq!(code, 1);
+    let (rows, totals) = rows_and_totals(&t);
+    let names: Vec<(&str, &str, &str)> = rows.iter().map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str())).collect();
+    let (odds, evens, kinds) =
+        ("tests/test_fix.py::test_odds", "tests/test_sub.py::EvenTest::test_evens", "tests/test_sub.py::KindsTest::test_kinds");
+    assert_eq!(
+        names,
+        [
+            (odds, "failed", ""),
+            ("tests/test_fix.py::test_odds (n=1)", "passed", odds),
+            ("tests/test_fix.py::test_odds (n=3)", "failed", odds),
+            ("tests/test_fix.py::test_odds (n=5)", "passed", odds),
+            (evens, "failed", ""),
+            ("tests/test_sub.py::EvenTest::test_evens [even] (n=0)", "passed", evens),
+            ("tests/test_sub.py::EvenTest::test_evens [even] (n=2)", "passed", evens),
+            ("tests/test_sub.py::EvenTest::test_evens [even] (n=3)", "failed", evens),
+            ("tests/test_sub.py::EvenTest::test_evens [even] (n=4)", "passed", evens),
+            ("tests/test_sub.py::EvenTest::test_plain", "passed", ""),
+            (kinds, "failed", ""),
+            ("tests/test_sub.py::KindsTest::test_kinds (<subtest>)", "passed", kinds),
+            ("tests/test_sub.py::KindsTest::test_kinds (kind='error')", "failed", kinds),
+            ("tests/test_sub.py::KindsTest::test_kinds (kind='skip')", "skipped", kinds),
+        ]
+    );
+    assert_eq!(totals, (3, 1), "each test counted once");
+    let p = slice(&["from-trace", t.to_str().unwrap(), "--test", "test_odds", "-q", "Why?"]);
+    assert_eq!(
+        outcome_blocks(&p),
+        [
+            "The run failed: exit status 1 (4 tests: 3 failed, 1 passed).",
+            "FAILED tests/test_fix.py::test_odds, <duration>\ncontains 1 failed subtest\n3 subtests: 1 failed, 2 passed",
+            "FAILED tests/test_fix.py::test_odds (n=3), <duration>\nat tests/test_fix.py:7\n>               assert not is_even(n)\nE               assert not True\nE                +  where True = is_even(3)",
+        ],
+        "{p}"
+    );
+    assert!(p.contains("#### test tests/test_fix.py::test_odds\n") && p.contains("#### `is_even` (calc.py:1-2)"), "{p}");
+    let p = slice(&["from-trace", t.to_str().unwrap(), "--test", "tests/test_sub.py::EvenTest::test_evens [even] (n=3)", "-q", "Why?"]);
+    assert_eq!(
+        outcome_blocks(&p)[2],
+        "FAILED tests/test_sub.py::EvenTest::test_evens [even] (n=3)\nat tests/test_sub.py:10\n>               self.assertEqual(is_even(n), n % 2 == 0)\nE               AssertionError: True != False",
+        "{p}"
+    );
+}

@@ -288,7 +288,8 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     let all_tests: Vec<(u32, trace_format::TestRun)> =
         t.processes.iter().flat_map(|p| p.tests.iter().map(|x| (p.meta.pid, x.clone()))).collect();
     // What is shown: each thread, or with `--test` each matching test's tree.
-    let mut chosen: Vec<(u32, &trace_format::TestRun)> = Vec::new();
+    // (pid, test, the subtests shown with it: they ran inside it, in its tree).
+    let mut chosen: Vec<(u32, &trace_format::TestRun, Vec<&trace_format::TestRun>)> = Vec::new();
     let mut invocation_scores: Vec<(String, f64)> = Vec::new();
     if let Some(filter) = &opts.tests {
         if all_tests.is_empty() {
@@ -299,7 +300,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             });
         }
         for p in &t.processes {
-            chosen.extend(p.tests.iter().filter(|x| filter.matches(x)).map(|x| (p.meta.pid, x)));
+            chosen.extend(p.tests.iter().filter_map(|x| Some((p.meta.pid, x, filter.pick(x)?))));
         }
         if chosen.is_empty() {
             let filter = match filter {
@@ -330,7 +331,8 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         if opts.tests.is_some() {
             let kinds = crate::testrun::function_kinds(&p.funcs, &cwd);
             let mut earlier_shown: HashSet<u32> = HashSet::new();
-            for &(_, test) in chosen.iter().filter(|(pid, _)| *pid == p.meta.pid) {
+            for (_, test, _) in chosen.iter().filter(|(pid, _, _)| *pid == p.meta.pid) {
+                let test: &trace_format::TestRun = test;
                 if test.outcome.is_failure() {
                     if let Some(inv) = p.test_invocations(test) {
                         let mut scores: Vec<(String, f64)> =
@@ -525,15 +527,22 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         );
     }
     if opts.tests.is_some() {
-        outcome.extend(chosen.iter().map(|(_, x)| crate::testrun::outcome_text(x, &cwd)));
-        for (_, x) in &chosen {
+        for (_, x, subs) in &chosen {
+            outcome.extend(crate::testrun::outcome_texts(x, subs, &cwd));
             failure_frames.extend(crate::testrun::failure_frames(x));
+            for s in subs {
+                failure_frames.extend(crate::testrun::failure_frames(s));
+            }
         }
     } else if all_tests.iter().any(|(_, x)| x.outcome.is_failure()) {
         // The whole run's prompt says what failed too, for the first few failing tests.
         for (_, x) in all_tests.iter().filter(|(_, x)| x.outcome.is_failure()).take(WHOLE_RUN_FAILURES) {
-            outcome.push(crate::testrun::outcome_text(x, &cwd));
+            let subs = crate::testrun::failing_subtests(x);
+            outcome.extend(crate::testrun::outcome_texts(x, &subs, &cwd));
             failure_frames.extend(crate::testrun::failure_frames(x));
+            for s in subs.iter().take(crate::testrun::SHOWN_SUBTESTS) {
+                failure_frames.extend(crate::testrun::failure_frames(s));
+            }
         }
         let failing: Vec<&str> = all_tests.iter().filter(|(_, x)| x.outcome.is_failure()).map(|(_, x)| x.id.as_str()).collect();
         notes.push(format!(

@@ -481,6 +481,13 @@ pub fn load_trace(dir: &Path, interner: &mut Interner) -> Result<LoadedTrace, Lo
                         doc.bad_lines
                     ));
                 }
+                if doc.bad_subtests > 0 {
+                    warnings.push(format!(
+                        "{}: {} damaged subtests were skipped",
+                        p.dir.join(trace_format::testrun::TESTS_FILE).display(),
+                        doc.bad_subtests
+                    ));
+                }
                 doc.tests
             }
             Err(e) => {

@@ -525,4 +525,54 @@ mod tests {
         std::fs::create_dir_all(dir.join("pkg.py")).unwrap();
         assert_eq!(python_source_beside(&so("pkg")), None, "a directory is no source");
     }
+    /// Run `script` after loading the test recorder (the module `trace run` writes) as `m`;
+    /// its stdout.
+    fn with_recorder(script: &str) -> String {
+        let code = format!("import types\nm = types.ModuleType('_slicetrace_tests')\nexec(compile({TESTS_RECORDER:?}, 'rec', 'exec'), m.__dict__)\n{script}");
+        let out = std::process::Command::new("python3").arg("-c").arg(code).output().expect("python3 runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// A test's subtests: bounded in number (the rest counted) and in the length of their ids,
+    /// the first failing ones whole and later ones cut to where and a line; the test fails when a subtest failed (errs when
+    /// they only erred), unless it failed itself.
+    #[test]
+    fn the_test_recorder_bounds_subtests_and_a_failing_one_fails_its_test() {
+        let out = with_recorder(
+            "import json\n\
+             rec = {'id': 't', 'outcome': 'passed'}\n\
+             for i in range(m._SUBTESTS + 5):\n\
+             \x20   m._add_subtest(rec, {'id': 't (i=%d)' % i, 'outcome': 'failed' if i % 2 else 'passed', \
+             'failure': {'phase': 'call', 'message': 'one\\ntwo', 'report': 'E x', 'file': 'f.py', 'line': 3}, 'output': {'o': 'x'}})\n\
+             m._subtests_verdict(rec)\n\
+             subs = rec['subtests']\n\
+             print(len(subs), rec['subtests_dropped'], rec['outcome'], rec['failure']['message'])\n\
+             fails = [x for x in subs if x['outcome'] == 'failed']\n\
+             print(json.dumps(fails[m._SUBTEST_FAILURES - 1], sort_keys=True))\n\
+             print(json.dumps(fails[m._SUBTEST_FAILURES], sort_keys=True))\n\
+             own = {'id': 'u', 'outcome': 'failed', 'failure': {'message': 'own'}}\n\
+             m._add_subtest(own, {'id': 'u (a)', 'outcome': 'failed'})\n\
+             m._subtests_verdict(own)\n\
+             erred = {'id': 'v', 'outcome': 'passed'}\n\
+             m._add_subtest(erred, {'id': 'v (b)', 'outcome': 'error'})\n\
+             m._add_subtest(erred, {'id': 'v (c)', 'outcome': 'passed'})\n\
+             m._subtests_verdict(erred)\n\
+             print(own['outcome'], own['failure']['message'], erred['outcome'], erred['failure']['message'], sorted(erred))\n\
+             long = {'id': 'w', 'outcome': 'passed'}\n\
+             m._add_subtest(long, {'id': 'w [' + 'x' * 5000 + ']', 'outcome': 'passed'})\n\
+             print(len(long['subtests'][0]['id']))\n",
+        );
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "200 5 failed contains 102 failed subtests",
+                r#"{"failure": {"file": "f.py", "line": 3, "message": "one\ntwo", "phase": "call", "report": "E x"}, "id": "t (i=39)", "outcome": "failed", "output": {"o": "x"}}"#,
+                r#"{"failure": {"file": "f.py", "line": 3, "message": "one", "phase": "call"}, "id": "t (i=41)", "outcome": "failed"}"#,
+                "failed own error contains 1 failed subtest ['failure', 'id', 'outcome', 'subtests']",
+                "1026",
+            ]
+        );
+    }
 }

@@ -5,7 +5,10 @@
 #
 # For each test it appends JSON lines to `tests.jsonl` in the process's trace directory
 # (docs/trace-format.md, "tests.jsonl"): a "start" line when the test begins, a "finish" line with
-# its phases, outcome and failure when it ends (a test whose process died has only its start).
+# its phases, outcome and failure when it ends (a test whose process died has only its start),
+# and the test's subtests (unittest's `self.subTest(...)`, pytest's `subtests` fixture) in it:
+# each with its id (the test's id and the subtest's description), outcome and failure; they ran
+# inside the test, between its boundaries, and have no boundaries of their own.
 # It also calls _slicetrace_test_begin() and _slicetrace_test_end(), which do nothing: their calls
 # are the test's boundaries in the thread's event stream, where `slice` cuts out each test's tree.
 # Just before the begin call, _slicetrace.test_begins() re-arms the recorder's line events, so
@@ -18,6 +21,9 @@ import sys
 _OUTPUT_TAIL = 2000  # characters of captured output kept per stream
 _TEXT = 4000  # characters of a message or a comparison
 _FRAMES = 30  # traceback frames kept (the innermost)
+_SUBTESTS = 200  # subtests kept per test (the rest counted in "subtests_dropped")
+_SUBTEST_FAILURES = 20  # failing subtests per test kept with their whole failure
+_SUBTEST_ID = 1000  # characters of a subtest's id
 
 
 def _slicetrace_test_begin():
@@ -129,6 +135,46 @@ def _end(record):
     _write(record)
 
 
+def _add_subtest(record, sub):
+    """Append a subtest (its id, outcome and, if any, duration, failure, output) to a test's
+    finish record, within bounds that keep the finish line far under the reader's 1 MiB: ids
+    of at most _SUBTEST_ID characters, at most _SUBTESTS subtests (the rest counted in
+    "subtests_dropped"), the first
+    _SUBTEST_FAILURES failing ones whole, later failures with only where and the first line of
+    their message."""
+    sub["id"] = _text(sub.get("id"), _SUBTEST_ID)  # (a subTest's message can be any length)
+    outcome = sub.get("outcome")
+    if outcome in ("failed", "error"):
+        key = "_failed" if outcome == "failed" else "_errors"
+        record[key] = record.get(key, 0) + 1
+    subs = record.setdefault("subtests", [])
+    if len(subs) >= _SUBTESTS:
+        record["subtests_dropped"] = record.get("subtests_dropped", 0) + 1
+        return
+    failure = sub.get("failure")
+    if failure is not None and outcome in ("failed", "error"):
+        if record.get("_failed", 0) + record.get("_errors", 0) > _SUBTEST_FAILURES:
+            kept = dict((k, failure[k]) for k in ("phase", "exception", "file", "line") if k in failure)
+            if failure.get("message"):
+                kept["message"] = _text(str(failure["message"]).split("\n", 1)[0], 300)
+            sub["failure"] = kept
+            sub.pop("output", None)
+    subs.append(sub)
+
+
+def _subtests_verdict(record):
+    """The test's outcome as the runners report it: a test that passed itself but has failing
+    subtests failed (only erroring ones, under unittest: error), with the failure saying how
+    many (pytest's words, "contains 2 failed subtests")."""
+    failed, errors = record.pop("_failed", 0), record.pop("_errors", 0)
+    if not (failed or errors) or record.get("outcome") not in ("passed", None):
+        return
+    record["outcome"] = "failed" if failed else "error"
+    if record.get("failure") is None:
+        n = failed + errors
+        record["failure"] = {"phase": "call", "message": "contains %d failed subtest%s" % (n, "" if n == 1 else "s")}
+
+
 # ---------------------------------------------------------------- pytest
 
 
@@ -183,7 +229,11 @@ def pytest_exception_interact(node, call, report):
         return
     try:
         names = [(str(e.path), e.lineno + 1, e.name) for e in call.excinfo.traceback[-_FRAMES * 4 :]]
-        _pytest_state["names"][(report.nodeid, report.when)] = names
+        if _subtest_context(report) is not None:
+            # Several subtests of a test fail in its call phase: each report keeps its own.
+            report._slicetrace_names = names
+        else:
+            _pytest_state["names"][(report.nodeid, report.when)] = names
     except Exception:
         pass
 
@@ -199,6 +249,50 @@ def _frame_function(names, file, line):
         if lineno == line and (path == want or path.endswith(os.sep + file) or path == file):
             return name
     return None
+
+
+def _subtest_context(report):
+    """A subtest's report (pytest 9's SubtestReport, of its `subtests` fixture and of
+    unittest's subTest): its context (msg, kwargs); None for a test's own phase report."""
+    context = getattr(report, "context", None)
+    if context is None or not hasattr(context, "kwargs") or not hasattr(context, "msg"):
+        return None
+    return context
+
+
+def _subtest_description(context):
+    """`[msg] (k=v, ...)`, as pytest and unittest describe a subtest."""
+    parts = []
+    try:
+        if context.msg is not None:
+            parts.append("[%s]" % (context.msg,))
+        if context.kwargs:
+            parts.append("(%s)" % ", ".join("%s=%s" % (k, v) for k, v in context.kwargs.items()))
+    except Exception:
+        pass
+    return " ".join(parts) or "(<subtest>)"
+
+
+def _pytest_subtest(nodeid, report, context):
+    sub = {"id": "%s %s" % (nodeid, _subtest_description(context)), "outcome": report.outcome}
+    if hasattr(report, "wasxfail"):
+        sub["outcome"] = "xfailed" if report.outcome == "skipped" else "xpassed"
+    duration = int(getattr(report, "duration", 0) * 1e9)
+    if duration > 0:  # (pytest gives unittest's subtests none)
+        sub["duration_ns"] = duration
+    failure = None
+    if report.outcome == "failed":
+        failure = _pytest_failure(report)
+    elif report.outcome == "skipped" and sub["outcome"] == "skipped":
+        failure = _pytest_skip(report)
+    if failure is not None:
+        sub["failure"] = failure
+    output = {}
+    for name, text in getattr(report, "sections", []):
+        output[name] = text
+    if output and report.outcome == "failed":
+        sub["output"] = dict((k, _tail(v)) for k, v in output.items())
+    return sub
 
 
 def pytest_runtest_logreport(report):
@@ -226,7 +320,12 @@ def pytest_runtest_logfinish(nodeid, location):
     failure = None
     outcome = "passed"
     output = {}
+    subtests = []
     for r in reports:
+        context = _subtest_context(r)
+        if context is not None:
+            subtests.append(_pytest_subtest(nodeid, r, context))
+            continue
         phase = {"when": r.when, "outcome": r.outcome, "duration_ns": int(getattr(r, "duration", 0) * 1e9)}
         xfail = hasattr(r, "wasxfail")
         if xfail:
@@ -253,6 +352,9 @@ def pytest_runtest_logfinish(nodeid, location):
         record["failure"] = failure
     if output:
         record["output"] = dict((k, _tail(v)) for k, v in output.items())
+    for sub in subtests:
+        _add_subtest(record, sub)
+    _subtests_verdict(record)
     _end(record)
 
 
@@ -358,6 +460,14 @@ def _unittest_file(test):
     return None
 
 
+def _unittest_subtest(test):
+    """unittest's _SubTest (what `self.subTest(...)` reports to the result): its test case."""
+    case = getattr(test, "test_case", None)
+    if case is not None and hasattr(test, "_subDescription"):
+        return case
+    return None
+
+
 def _same_file(a, b):
     try:
         return os.path.normcase(os.path.abspath(a)) == os.path.normcase(os.path.abspath(b))
@@ -455,6 +565,16 @@ def install_unittest(result_class):
             rec = current.get(_tid())
             if rec is None:
                 return
+            case = _unittest_subtest(test)
+            if case is not None:
+                # A subtest skipped (3.9-3.13 report it with the _SubTest).
+                sub = {"id": _unittest_id(test), "outcome": kind}
+                if kind == "skipped" and rest:
+                    sub["failure"] = {"phase": "call", "message": _text(rest[0])}
+                elif kind in ("failed", "error") and rest:
+                    sub["failure"] = _unittest_failure(case, rest[0])
+                _add_subtest(rec, sub)
+                return
             if kind in ("failed", "error") and rest:
                 rec["failure"] = _unittest_failure(test, rest[0])
             elif kind == "skipped" and rest:
@@ -465,9 +585,26 @@ def install_unittest(result_class):
 
         return set_outcome
 
+    def add_subtest(self, test, subtest, err=None):
+        # Each subtest's outcome: a pass (err None; 3.11+ as the subtest ends, 3.9-3.10 all
+        # at the test's end), a failure (the test's failureException) or an error.
+        rec = current.get(_tid())
+        if rec is None:
+            return
+        if err is None:
+            kind = "passed"
+        else:
+            failure_exc = getattr(test, "failureException", AssertionError)
+            kind = "failed" if isinstance(err[0], type) and issubclass(err[0], failure_exc) else "error"
+        sub = {"id": _unittest_id(subtest), "outcome": kind}
+        if err is not None:
+            sub["failure"] = _unittest_failure(test, err)
+        _add_subtest(rec, sub)
+
     def stop(self, test):
         rec = current.pop(_tid(), None)
         if rec is not None:
+            _subtests_verdict(rec)
             _end(rec)
 
     wrap("startTest", start)
@@ -476,4 +613,5 @@ def install_unittest(result_class):
     wrap("addSkip", outcome("skipped"))
     wrap("addExpectedFailure", outcome("xfailed"))
     wrap("addUnexpectedSuccess", outcome("xpassed"))
+    wrap("addSubTest", add_subtest)
     wrap("stopTest", stop)

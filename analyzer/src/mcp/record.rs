@@ -502,14 +502,22 @@ pub fn record_until(p: &RecordParams, stop: &dyn Fn() -> Option<StopReason>) -> 
             if !tests.is_empty() {
                 s.push_str(&format!("tests: {}\n", crate::testrun::outcome_counts(tests.iter().copied())));
                 let failing: Vec<&&trace_format::TestRun> = tests.iter().filter(|x| x.outcome.is_failure()).collect();
-                for x in failing.iter().take(RECORD_FAILURES) {
-                    let first = x
-                        .failure
+                let first = |x: &trace_format::TestRun| -> String {
+                    x.failure
                         .as_ref()
                         .and_then(|f| f.message.as_deref().or(f.report.as_deref()))
                         .and_then(|m| m.lines().find(|l| !l.trim().is_empty()))
-                        .unwrap_or("(the process ended inside the test)");
-                    s.push_str(&crate::testrun::clean_text(&format!("{} {}: {}\n", x.outcome.name(), x.id, first.trim())));
+                        .unwrap_or("(the process ended inside the test)")
+                        .trim()
+                        .to_string()
+                };
+                for x in failing.iter().take(RECORD_FAILURES) {
+                    s.push_str(&crate::testrun::clean_text(&format!("{} {}: {}\n", x.outcome.name(), x.id, first(x))));
+                    // What made it fail, when a subtest did: the first failing one (the tests
+                    // tool lists them all).
+                    if let Some(sub) = x.subtests.iter().find(|s| s.outcome.is_failure()) {
+                        s.push_str(&crate::testrun::clean_text(&format!("  {} {}: {}\n", sub.outcome.name(), sub.id, first(sub))));
+                    }
                 }
                 if failing.len() > RECORD_FAILURES {
                     s.push_str(&format!("... and {} more failing tests (the tests tool lists them)\n", failing.len() - RECORD_FAILURES));

@@ -169,6 +169,9 @@ pub fn read(dir: &Path, p: &mut ProcessTrees, warnings: &mut Vec<String>) {
                         duration_ns: seconds(&c.time).filter(|&d| d > 0).or(Some(duration)),
                         failure: (!c.failures.is_empty()).then(|| failure(c)),
                         output: Default::default(),
+                        parent: None,
+                        subtests: Vec::new(),
+                        subtests_dropped: 0,
                     }
                 }
                 _ => {
@@ -200,6 +203,9 @@ pub fn read(dir: &Path, p: &mut ProcessTrees, warnings: &mut Vec<String>) {
                         duration_ns: Some(duration),
                         failure: None,
                         output: Default::default(),
+                        parent: None,
+                        subtests: Vec::new(),
+                        subtests_dropped: 0,
                     }
                 }
             };
@@ -220,6 +226,9 @@ pub fn read(dir: &Path, p: &mut ProcessTrees, warnings: &mut Vec<String>) {
         duration_ns: None,
         failure: None,
         output: Default::default(),
+        parent: None,
+        subtests: Vec::new(),
+        subtests_dropped: 0,
     }));
     p.tests = found;
 }

@@ -287,6 +287,9 @@ pub fn read_from_trees(dir: &std::path::Path, p: &mut ProcessTrees) {
             duration_ns: Some(duration),
             failure,
             output: Default::default(),
+            parent: None,
+            subtests: Vec::new(),
+            subtests_dropped: 0,
         });
     }
     found.sort_by(|a, b| a.id.cmp(&b.id));
@@ -305,6 +308,9 @@ pub fn read_from_trees(dir: &std::path::Path, p: &mut ProcessTrees) {
         duration_ns: None,
         failure: reason.map(|r| TestFailure { message: Some(r), ..TestFailure::default() }),
         output: Default::default(),
+        parent: None,
+        subtests: Vec::new(),
+        subtests_dropped: 0,
     }));
     p.tests = found;
 }

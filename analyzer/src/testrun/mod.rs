@@ -60,6 +60,16 @@ impl TestFilter {
         Ok(TestFilter::Pattern { text: s.to_string(), glob })
     }
 
+    /// What the filter picks of a test and its subtests (which run inside the test and share its
+    /// tree): `None` when neither the test nor any subtest matches; else the subtests to show
+    /// with it: those that match, and when the test itself matches, its failing ones too (what
+    /// made it fail).
+    pub fn pick<'a>(&self, t: &'a TestRun) -> Option<Vec<&'a TestRun>> {
+        let own = self.matches(t);
+        let subs: Vec<&TestRun> = t.subtests.iter().filter(|s| self.matches(s) || (own && s.outcome.is_failure())).collect();
+        (own || !subs.is_empty()).then_some(subs)
+    }
+
     pub fn matches(&self, t: &TestRun) -> bool {
         match self {
             TestFilter::Failed => t.outcome.is_failure(),
@@ -120,6 +130,32 @@ pub fn outcome_counts<'a>(tests: impl IntoIterator<Item = &'a TestRun>) -> Strin
     counts.iter().map(|(o, n)| format!("{n} {}", o.name())).collect::<Vec<_>>().join(", ")
 }
 
+/// Subtests of one test whose blocks a prompt shows (each a block of its own, after its
+/// test's): past these, the test's block says how many were picked.
+pub const SHOWN_SUBTESTS: usize = 5;
+
+/// The failing subtests of a test, for the prompt of a whole run ([`outcome_texts`] shows at
+/// most [`SHOWN_SUBTESTS`] of them).
+pub fn failing_subtests(t: &TestRun) -> Vec<&TestRun> {
+    t.subtests.iter().filter(|s| s.outcome.is_failure()).collect()
+}
+
+/// What a prompt says of a test and the subtests shown with it ([`TestFilter::pick`],
+/// [`failing_subtests`]): the test's [`outcome_text`], then each subtest's, at most
+/// [`SHOWN_SUBTESTS`] of them (the test's block counts the rest).
+pub fn outcome_texts(t: &TestRun, subs: &[&TestRun], cwd: &Path) -> Vec<String> {
+    let mut head = outcome_text(t, cwd);
+    if subs.len() > SHOWN_SUBTESTS {
+        // Before the captured output, beside the subtests' counts.
+        let note = format!("\n({SHOWN_SUBTESTS} of the {} subtests picked are shown)", subs.len());
+        let at = head.find("\n--- ").unwrap_or(head.len());
+        head.insert_str(at, &note);
+    }
+    let mut out = vec![head];
+    out.extend(subs.iter().take(SHOWN_SUBTESTS).map(|s| outcome_text(s, cwd)));
+    out
+}
+
 /// The traceback frames of a failing test (file as the runner gives it, line), for the
 /// ranking ([`crate::analysis::PreparedTrace::failure_frames`]); none for other outcomes.
 pub fn failure_frames(t: &TestRun) -> Vec<(String, u32)> {
@@ -140,8 +176,8 @@ pub fn place(file: &str, line: Option<u32>, cwd: &Path) -> String {
 
 /// What a prompt says first about a test: its outcome, and for a failure where it failed (its
 /// [`place`] under the run's directory `cwd`), the runner's report of the failing statement and
-/// the comparison, the traceback and the tail of its output. Plain text (the template fences
-/// it).
+/// the comparison, the traceback, its subtests' counts and the tail of its output. Plain text
+/// (the template fences it).
 pub fn outcome_text(t: &TestRun, cwd: &Path) -> String {
     let mut s = String::new();
     let _ = write!(s, "{} {}", t.outcome.name().to_uppercase(), t.id);
@@ -180,6 +216,14 @@ pub fn outcome_text(t: &TestRun, cwd: &Path) -> String {
                 let _ = writeln!(s, "  {}{}", place(&fr.file, fr.line, cwd), frame_note(fr));
             }
         }
+    }
+    if !t.subtests.is_empty() || t.subtests_dropped > 0 {
+        let n = t.subtests.len() + t.subtests_dropped as usize;
+        let _ = write!(s, "{}: {}", plural(n, "subtest"), outcome_counts(&t.subtests));
+        if t.subtests_dropped > 0 {
+            let _ = write!(s, ", {} not recorded", t.subtests_dropped);
+        }
+        s.push('\n');
     }
     for (name, text) in &t.output {
         let text = text.trim_end();
@@ -362,6 +406,9 @@ pub(crate) fn test_run(id: &str, outcome: TestOutcome) -> TestRun {
         duration_ns: Some(12_000_000),
         failure: None,
         output: Default::default(),
+        parent: None,
+        subtests: Vec::new(),
+        subtests_dropped: 0,
     }
 }
 
@@ -538,5 +585,76 @@ mod tests {
         assert_eq!(outcome_chars(4000), 700);
         assert_eq!(outcome_chars(20_000), 3500);
         assert!(outcome_chars(2000) < outcome_chars(8000));
+    }
+    /// A test with three subtests, the second failing (`contains 1 failed subtest`).
+    fn with_subtests() -> TestRun {
+        let mut t = run("t.py::T::test_x", TestOutcome::Failed);
+        t.failure = Some(trace_format::TestFailure {
+            phase: Some("call".into()),
+            message: Some("contains 1 failed subtest".into()),
+            ..Default::default()
+        });
+        t.output.insert("Captured stdout call".into(), "out\n".into());
+        for (i, outcome) in [TestOutcome::Passed, TestOutcome::Failed, TestOutcome::Passed].into_iter().enumerate() {
+            let mut s = run(&format!("t.py::T::test_x (i={i})"), outcome);
+            s.parent = Some(t.id.clone());
+            s.duration_ns = None;
+            if outcome == TestOutcome::Failed {
+                s.failure = Some(trace_format::TestFailure {
+                    phase: Some("call".into()),
+                    file: Some("t.py".into()),
+                    line: Some(9),
+                    report: Some(">   assert f(i)\nE   assert False".into()),
+                    ..Default::default()
+                });
+            }
+            t.subtests.push(s);
+        }
+        t
+    }
+
+    #[test]
+    fn a_filter_picks_a_test_with_the_subtests_that_match_or_made_it_fail() {
+        let t = with_subtests();
+        let ids = |f: &str| TestFilter::parse(f).unwrap().pick(&t).map(|v| v.iter().map(|s| s.id.clone()).collect::<Vec<_>>());
+        // Its failure: the failing subtest with it.
+        assert_eq!(ids("failed"), Some(vec!["t.py::T::test_x (i=1)".to_string()]));
+        assert_eq!(ids("test_x"), Some(vec!["t.py::T::test_x (i=1)".to_string()]));
+        // A subtest by its id (passing or not): the test, with that subtest only.
+        assert_eq!(ids("t.py::T::test_x (i=2)"), Some(vec!["t.py::T::test_x (i=2)".to_string()]));
+        assert_eq!(ids("*(i=?)"), Some(t.subtests.iter().map(|s| s.id.clone()).collect()));
+        assert_eq!(ids("test_y"), None);
+        // A passing test whose subtests all passed: not picked by `failed`.
+        let mut ok = with_subtests();
+        ok.outcome = TestOutcome::Passed;
+        ok.subtests[1].outcome = TestOutcome::Passed;
+        assert!(TestFilter::Failed.pick(&ok).is_none());
+    }
+
+    #[test]
+    fn a_tests_text_counts_its_subtests_before_its_output_and_each_picked_subtest_follows() {
+        let t = with_subtests();
+        let picked: Vec<&TestRun> = t.subtests.iter().filter(|s| s.outcome.is_failure()).collect();
+        assert_eq!(
+            outcome_texts(&t, &picked, Path::new("/p")),
+            [
+                "FAILED t.py::T::test_x, 12 ms\ncontains 1 failed subtest\n3 subtests: 1 failed, 2 passed\n--- Captured stdout call ---\nout",
+                "FAILED t.py::T::test_x (i=1)\nat t.py:9\n>   assert f(i)\nE   assert False",
+            ]
+        );
+        // Past SHOWN_SUBTESTS picked: the first ones, and the test's text says so.
+        let mut many = with_subtests();
+        many.subtests_dropped = 4;
+        let all: Vec<&TestRun> = std::iter::repeat_n(&t.subtests[1], SHOWN_SUBTESTS + 2).collect();
+        let texts = outcome_texts(&many, &all, Path::new("/p"));
+        assert_eq!(texts.len(), SHOWN_SUBTESTS + 1);
+        assert!(
+            texts[0].ends_with(&format!(
+                "7 subtests: 1 failed, 2 passed, 4 not recorded\n({SHOWN_SUBTESTS} of the {} subtests picked are shown)\n--- Captured stdout call ---\nout",
+                SHOWN_SUBTESTS + 2
+            )),
+            "{}",
+            texts[0]
+        );
     }
 }

@@ -13,7 +13,8 @@ pub struct TestRow {
     /// The trace directory it was recorded in.
     pub trace: String,
     pub pid: u32,
-    /// Calls in its tree (every call of the test, its fixtures and the code under test).
+    /// Calls in its tree (every call of the test, its fixtures and the code under test); 0 for
+    /// a subtest (its calls are its test's: it ran inside it).
     pub calls: u64,
     /// The directory the run ran in: the failure's place is shown relative to it
     /// ([`super::place`]).
@@ -83,17 +84,26 @@ impl TestTable {
                             }
                         }
                     }
-                    if filter.is_some_and(|f| !f.matches(test)) {
-                        continue;
-                    }
+                    // The test, then the subtests the filter picks (all without one).
+                    let subs: Vec<&TestRun> = match filter {
+                        Some(f) => match f.pick(test) {
+                            Some(subs) => subs,
+                            None => continue,
+                        },
+                        None => test.subtests.iter().collect(),
+                    };
                     let calls = tree.map_or(0, |t| t.nodes.iter().skip(1).map(|n| n.count).sum());
-                    table.tests.push(TestRow {
+                    let row = |test: TestRun, calls: u64| TestRow {
                         trace: d.display().to_string(),
                         pid: p.meta.pid,
                         calls,
                         cwd: cwd.clone(),
-                        test: test.clone(),
-                    });
+                        test,
+                    };
+                    let mut own = test.clone();
+                    own.subtests.clear();
+                    table.tests.push(row(own, calls));
+                    table.tests.extend(subs.into_iter().map(|s| row(s.clone(), 0)));
                 }
             }
         }
@@ -195,7 +205,11 @@ impl TestTable {
             "no recorded tests (record a run of pytest, unittest, `cargo test` or a GoogleTest binary: `trace run -- python -m pytest ...`)"
                 .to_string()
         } else {
-            outcome_counts(self.tests.iter().map(|r| &r.test))
+            let mut s = outcome_counts(self.tests.iter().map(|r| &r.test).filter(|t| t.parent.is_none()));
+            if self.tests.iter().any(|r| r.test.parent.is_some()) {
+                let _ = write!(s, "; subtests: {}", outcome_counts(self.tests.iter().map(|r| &r.test).filter(|t| t.parent.is_some())));
+            }
+            s
         };
         if !self.failed_runs.is_empty() {
             let _ = write!(s, "; run failed: {}", escape::line(&self.failed_runs.join(", ")));
@@ -203,7 +217,8 @@ impl TestTable {
         s
     }
 
-    /// A header, then one line per test: outcome, duration, calls, id.
+    /// A header, then one line per test: outcome, duration, calls, id; a subtest's id indented
+    /// under its test's, with no calls of its own.
     pub fn table_lines(&self) -> Vec<String> {
         if self.tests.is_empty() {
             return Vec::new();
@@ -211,11 +226,13 @@ impl TestTable {
         let mut out = vec![format!("{:<11} {:>9} {:>9}  test", "outcome", "duration", "calls")];
         for r in &self.tests {
             let t = &r.test;
+            let sub = t.parent.is_some();
             out.push(format!(
-                "{:<11} {:>9} {:>9}  {}",
+                "{:<11} {:>9} {:>9}  {}{}",
                 t.outcome.name(),
                 t.duration_ns.map(duration).unwrap_or_else(|| "-".into()),
-                r.calls,
+                if sub { "-".to_string() } else { r.calls.to_string() },
+                if sub { "  " } else { "" },
                 escape::line(&t.id)
             ));
         }
@@ -293,5 +310,31 @@ mod tests {
         for runner in ["pytest", "unittest", "`cargo test`", "GoogleTest"] {
             assert!(s.contains(runner), "{runner}: {s}");
         }
+    }
+    /// A subtest's row follows its test's, indented, with no calls of its own; the counts
+    /// keep tests and subtests apart.
+    #[test]
+    fn subtests_are_rows_under_their_test_and_counted_apart() {
+        use trace_format::TestOutcome;
+        let mut test = crate::testrun::test_run("t.py::test_x", TestOutcome::Failed);
+        let mut sub = crate::testrun::test_run("t.py::test_x (i=1)", TestOutcome::Failed);
+        sub.parent = Some(test.id.clone());
+        sub.duration_ns = None;
+        sub.failure = Some(trace_format::TestFailure { message: Some("assert 1 == 2".into()), ..Default::default() });
+        test.failure = Some(trace_format::TestFailure { message: Some("contains 1 failed subtest".into()), ..Default::default() });
+        let row = |test, calls| super::TestRow { trace: "t.d".into(), pid: 1, calls, test, cwd: "/p".into() };
+        let t = super::TestTable { tests: vec![row(test, 40), row(sub, 0)], ..Default::default() };
+        assert_eq!(
+            t.text(),
+            "outcome      duration     calls  test\n\
+             failed          12 ms        40  t.py::test_x\n\
+             failed              -         -    t.py::test_x (i=1)\n\
+             \n\
+             failures:\n\
+             \x20 t.py::test_x: contains 1 failed subtest\n\
+             \x20 t.py::test_x (i=1): assert 1 == 2\n\
+             \n\
+             1 failed; subtests: 1 failed\n"
+        );
     }
 }

@@ -2,7 +2,9 @@
 //! "tests.jsonl"). Written by the Python shim's test recorder (`tracer/src/slicetrace_tests.py`):
 //! a `start` line when a test begins and a `finish` line when it ends, each a single `write(2)`.
 //! Read here into one [`TestRun`] per test; a test with a start and no finish (its process died
-//! inside it) is [`TestOutcome::Interrupted`].
+//! inside it) is [`TestOutcome::Interrupted`]. A finish line lists the test's subtests
+//! (unittest's `subTest`, pytest's `subtests` fixture): each is a [`TestRun`] of its own in
+//! [`TestRun::subtests`], with the test's thread, `seq` (its tree) and place.
 //!
 //! The file is untrusted input: it is read line by line with a bounded line length and a
 //! bounded number of tests, lines that do not parse are counted and skipped, and every text is
@@ -124,10 +126,14 @@ pub struct TestFailure {
 /// [`TestOutcome::Ignored`]).
 pub const NO_TREE: u32 = u32::MAX;
 
+/// Most subtests read from one test.
+pub const MAX_SUBTESTS: usize = 1000;
+
 /// One test as recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TestRun {
-    /// The runner's id: pytest's node id (with its parametrization), unittest's `id()`.
+    /// The runner's id: pytest's node id (with its parametrization), unittest's `id()`; a
+    /// subtest's is its test's id, a space and its description (`[msg] (i=3)`).
     pub id: String,
     /// `pytest` or `unittest`.
     pub runner: String,
@@ -147,6 +153,33 @@ pub struct TestRun {
     pub failure: Option<TestFailure>,
     /// Captured output (section name, its last part).
     pub output: BTreeMap<String, String>,
+    /// For a subtest: the id of the test it ran in (whose tree, `tid` and `seq` it shares).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// The test's subtests, in the order the runner reported them (added within version 3).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subtests: Vec<TestRun>,
+    /// Subtests the recorder left out past its bound (200 per test).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub subtests_dropped: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// A subtest of a finish line.
+#[derive(Deserialize)]
+struct SubLine {
+    id: String,
+    #[serde(default)]
+    outcome: Option<TestOutcome>,
+    #[serde(default)]
+    duration_ns: Option<u64>,
+    #[serde(default)]
+    failure: Option<TestFailure>,
+    #[serde(default)]
+    output: BTreeMap<String, Option<String>>,
 }
 
 #[derive(Deserialize)]
@@ -174,6 +207,11 @@ struct Line {
     failure: Option<TestFailure>,
     #[serde(default)]
     output: BTreeMap<String, Option<String>>,
+    /// Each read on its own: one that does not parse is skipped, not the whole line.
+    #[serde(default)]
+    subtests: Vec<serde_json::Value>,
+    #[serde(default)]
+    subtests_dropped: u32,
 }
 
 /// What [`read_tests`] found.
@@ -183,6 +221,8 @@ pub struct TestsDoc {
     pub tests: Vec<TestRun>,
     /// Lines that could not be read (damaged, too long, not the expected JSON).
     pub bad_lines: usize,
+    /// Subtests of finish lines that could not be read (the rest of the line was).
+    pub bad_subtests: usize,
 }
 
 fn cut(s: &mut String) {
@@ -200,6 +240,34 @@ fn cut_opt(s: &mut Option<String>) {
     if let Some(s) = s {
         cut(s);
     }
+}
+
+fn cut_failure(f: &mut TestFailure) {
+    cut_opt(&mut f.message);
+    cut_opt(&mut f.report);
+    cut_opt(&mut f.exception);
+    cut_opt(&mut f.file);
+    cut_opt(&mut f.phase);
+    let skip = f.frames.len().saturating_sub(64);
+    f.frames.drain(..skip);
+    for fr in &mut f.frames {
+        cut(&mut fr.file);
+        cut_opt(&mut fr.message);
+        cut_opt(&mut fr.function);
+    }
+}
+
+fn read_output(output: BTreeMap<String, Option<String>>) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (k, v) in output.into_iter().take(16) {
+        if let Some(mut v) = v {
+            let mut k = k;
+            cut(&mut k);
+            cut(&mut v);
+            out.insert(k, v);
+        }
+    }
+    out
 }
 
 /// Read a process directory's `tests.jsonl` (missing: no tests).
@@ -272,6 +340,9 @@ pub fn read_tests(dir: &Path) -> std::io::Result<TestsDoc> {
                     duration_ns: None,
                     failure: None,
                     output: BTreeMap::new(),
+                    parent: None,
+                    subtests: Vec::new(),
+                    subtests_dropped: 0,
                 });
             }
             "finish" => {
@@ -289,26 +360,43 @@ pub fn read_tests(dir: &Path) -> std::io::Result<TestsDoc> {
                 t.phases = l.phases;
                 t.duration_ns = l.duration_ns;
                 if let Some(mut f) = l.failure {
-                    cut_opt(&mut f.message);
-                    cut_opt(&mut f.report);
-                    cut_opt(&mut f.exception);
-                    cut_opt(&mut f.file);
-                    cut_opt(&mut f.phase);
-                    let skip = f.frames.len().saturating_sub(64);
-                    f.frames.drain(..skip);
-                    for fr in &mut f.frames {
-                        cut(&mut fr.file);
-                        cut_opt(&mut fr.message);
-                    }
+                    cut_failure(&mut f);
                     t.failure = Some(f);
                 }
-                for (k, v) in l.output.into_iter().take(16) {
-                    if let Some(mut v) = v {
-                        let mut k = k;
-                        cut(&mut k);
-                        cut(&mut v);
-                        t.output.insert(k, v);
+                t.output = read_output(l.output);
+                t.subtests_dropped = l.subtests_dropped;
+                for v in l.subtests {
+                    if t.subtests.len() >= MAX_SUBTESTS {
+                        t.subtests_dropped = t.subtests_dropped.saturating_add(1);
+                        continue;
                     }
+                    let Ok(sub) = serde_json::from_value::<SubLine>(v) else {
+                        doc.bad_subtests += 1;
+                        continue;
+                    };
+                    let mut id = sub.id;
+                    cut(&mut id);
+                    let failure = sub.failure.map(|mut f| {
+                        cut_failure(&mut f);
+                        f
+                    });
+                    t.subtests.push(TestRun {
+                        id,
+                        runner: t.runner.clone(),
+                        tid: t.tid,
+                        seq: t.seq,
+                        file: t.file.clone(),
+                        line: t.line,
+                        fixtures: Vec::new(),
+                        outcome: sub.outcome.unwrap_or(TestOutcome::Interrupted),
+                        phases: Vec::new(),
+                        duration_ns: sub.duration_ns,
+                        failure,
+                        output: read_output(sub.output),
+                        parent: Some(t.id.clone()),
+                        subtests: Vec::new(),
+                        subtests_dropped: 0,
+                    });
                 }
             }
             _ => doc.bad_lines += 1,
@@ -357,5 +445,36 @@ mod tests {
         std::fs::write(d.path().join(TESTS_FILE), text).unwrap();
         let doc = read_tests(d.path()).unwrap();
         assert_eq!((doc.bad_lines, doc.tests.len(), doc.tests[0].id.as_str()), (1, 1, "ok"));
+    }
+    #[test]
+    fn subtests_are_tests_of_their_own_in_their_tests_tree_and_a_damaged_one_is_skipped_alone() {
+        let d = tempfile::tempdir().unwrap();
+        let text = concat!(
+            r#"{"event":"start","id":"m.T.test_x","runner":"unittest","tid":7,"seq":3,"file":"/p/t.py","line":5}"#,
+            "\n",
+            r#"{"event":"finish","id":"m.T.test_x","tid":7,"seq":3,"outcome":"failed","failure":{"message":"contains 1 failed subtest"},"#,
+            r#""subtests":[{"id":"m.T.test_x (i=0)","outcome":"passed"},{"id":"m.T.test_x (i=1)","outcome":"failed","duration_ns":4,"#,
+            r#""failure":{"exception":"AssertionError","message":"1 != 2","file":"/p/t.py","line":7},"output":{"Captured stdout call":"hi"}},"#,
+            r#"{"id":"m.T.test_x (i=2)","outcome":"exploded"},{"outcome":"passed"}],"subtests_dropped":3}"#,
+            "\n",
+        );
+        std::fs::write(d.path().join(TESTS_FILE), text).unwrap();
+        let doc = read_tests(d.path()).unwrap();
+        assert_eq!((doc.bad_lines, doc.bad_subtests, doc.tests.len()), (0, 2, 1));
+        let t = &doc.tests[0];
+        assert_eq!((t.outcome, t.subtests.len(), t.subtests_dropped, t.parent.as_deref()), (TestOutcome::Failed, 2, 3, None));
+        let s = &t.subtests[1];
+        assert_eq!(
+            (s.id.as_str(), s.outcome, s.tid, s.seq, s.parent.as_deref(), s.runner.as_str(), s.file.as_deref(), s.duration_ns),
+            ("m.T.test_x (i=1)", TestOutcome::Failed, 7, 3, Some("m.T.test_x"), "unittest", Some("/p/t.py"), Some(4))
+        );
+        let f = s.failure.as_ref().unwrap();
+        assert_eq!((f.message.as_deref(), f.line), (Some("1 != 2"), Some(7)));
+        assert_eq!(s.output.get("Captured stdout call").map(|s| s.as_str()), Some("hi"));
+        assert_eq!((t.subtests[0].outcome, t.subtests[0].failure.is_none()), (TestOutcome::Passed, true));
+        // Written with its subtests, as `slice tests --format json` does: the nesting kept.
+        let json = serde_json::to_value(t).unwrap();
+        assert_eq!(json["subtests"][1]["parent"], "m.T.test_x");
+        assert!(serde_json::to_value(&t.subtests[0]).unwrap().get("subtests").is_none());
     }
 }
