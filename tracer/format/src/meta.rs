@@ -422,6 +422,29 @@ pub struct PatchObject {
     /// entry's moved bytes, marked ran when the function's first call is recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line_probes: Option<InlineProbes>,
+    /// Loaded by `dlopen` and not probed for want of its lists: why the shim has none
+    /// (within version 3; absent: it got them, or was not asked for them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unlisted: Option<Unlisted>,
+}
+
+/// Why an object loaded by `dlopen` got no probe lists during the run ([`PatchObject::unlisted`]):
+/// the shim asks `trace run` for them from the loader's hook inside `dlopen`
+/// (`trace_format::probes::ListRequest`; docs/native-recording.md, "Inlined functions").
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Unlisted {
+    /// Patched only after `dlopen` returned (text relocations, or a loader hook the shim does
+    /// not know): its code may run by then, so no probe is planted and no list asked for.
+    Late,
+    /// `trace run` did not answer within the time the shim waits
+    /// (`trace_format::probes::LISTS_TIMEOUT_MS`).
+    TimedOut,
+    /// `trace run` could not be reached (it ended, or its socket is not visible here).
+    Unreachable,
+    /// A reason a newer shim gives.
+    #[serde(other)]
+    Other,
 }
 
 /// One object's inline probes: one-shot breakpoints at the entries of the code its compiler
@@ -489,6 +512,9 @@ pub struct DlopenedList {
     /// hook was not used for it), when its code may already run.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub had_list: bool,
+    /// Why the shim had no list for it during the run (`patch.json`'s `unlisted`), if it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unlisted: Option<Unlisted>,
 }
 
 /// The list of line-probe addresses `trace run --lines` writes into the trace directory for a
