@@ -334,9 +334,9 @@ fn patch_objects(dlopened: bool, early: bool) {
                     let report = patch::patch_object(base, &syms);
                     // The libraries patched at start-up get the probes of their lists too
                     // (`trace run` lists them), and so does one `dlopen`ed later when `trace
-                    // run` listed it (an earlier run of the program loaded it) and it is
-                    // patched from the loader's hook, before its code can run (after `dlopen`
-                    // returned, a thread started by its constructors may be running it).
+                    // run` listed it (asked just now: `ask_lists`) and it is patched from the
+                    // loader's hook, before its code can run (after `dlopen` returned, a
+                    // thread started by its constructors may be running it).
                     if !program && (!dlopened || early) {
                         probes = crate::probe::plant(base, &path, &report.moved, &report.bodies, false);
                     }
