@@ -77,6 +77,8 @@ pub fn serve(out: &Path, inline: bool, lines: bool) -> std::io::Result<Server> {
     let dir = tempfile::Builder::new().prefix("slice-trace-").tempdir()?;
     let socket = dir.path().join("lists.sock");
     let listener = UnixListener::bind(&socket)?;
+    // Taken only when `poll` says a connection waits; one that went away meanwhile is not waited for.
+    listener.set_nonblocking(true)?;
     let stop = Arc::new(AtomicBool::new(false));
     let lists = Arc::new(Lists { out: out.to_path_buf(), inline, lines, files: Mutex::new(()) });
     let stopped = stop.clone();
@@ -133,17 +135,23 @@ fn with_signals_blocked<T>(f: impl FnOnce() -> T) -> T {
 }
 
 /// Take connections until `stop`; each is answered by a thread of its own, all joined before
-/// this returns.
+/// this returns. [`Server::stop`] wakes it with a connection of its own; should that fail (the
+/// socket's file removed meanwhile), it sees `stop` within [`POLL_MS`].
 fn accept(listener: &UnixListener, stop: &AtomicBool, lists: &Lists) {
+    use std::os::fd::AsRawFd;
     std::thread::scope(|s| {
-        for conn in listener.incoming() {
-            if stop.load(Ordering::Acquire) {
-                break;
+        while !stop.load(Ordering::Acquire) {
+            let mut p = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one pollfd we own, for the listener's descriptor, open while it lives.
+            if unsafe { libc::poll(&mut p, 1, POLL_MS) } <= 0 {
+                continue;
             }
-            match conn {
-                Ok(c) => {
+            match listener.accept() {
+                Ok(_) if stop.load(Ordering::Acquire) => break,
+                Ok((c, _)) => {
                     s.spawn(move || answer(lists, c));
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 // Out of descriptors or memory: try again shortly.
                 Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
             }
@@ -151,8 +159,12 @@ fn accept(listener: &UnixListener, stop: &AtomicBool, lists: &Lists) {
     });
 }
 
+/// How often the listener looks at whether it is to stop, in milliseconds, when nothing wakes it.
+const POLL_MS: libc::c_int = 500;
+
 /// Read one request from `c`, make its lists and answer.
 fn answer(lists: &Lists, c: UnixStream) {
+    let _ = c.set_nonblocking(false);
     let _ = c.set_read_timeout(Some(IO_TIMEOUT));
     let _ = c.set_write_timeout(Some(IO_TIMEOUT));
     let mut line = String::new();
@@ -327,5 +339,17 @@ mod tests {
         server.stop();
         assert!(!socket.exists());
         assert!(UnixStream::connect(&socket).is_err());
+    }
+
+    /// A listener whose socket's file was removed (its wake-up connection fails) still stops,
+    /// within its poll.
+    #[test]
+    fn a_listener_stops_though_its_socket_file_is_gone() {
+        let d = tempfile::tempdir().unwrap();
+        let server = serve(d.path(), true, false).unwrap();
+        std::fs::remove_file(server.socket()).unwrap();
+        let start = std::time::Instant::now();
+        server.stop();
+        assert!(start.elapsed() < std::time::Duration::from_secs(3), "{:?}", start.elapsed());
     }
 }
