@@ -102,10 +102,17 @@ fn ready(fd: &Fd, events: libc::c_short, deadline: u64) -> bool {
     }
 }
 
+/// When the answers to the requests made now must have come (one wait for all the objects
+/// one `dlopen` loads): [`now_ms`] plus the timeout.
+pub(crate) fn deadline() -> u64 {
+    now_ms() + u64::from(TIMEOUT_MS.load(Ordering::Relaxed))
+}
+
 /// Ask `trace run` for the lists of the object at `path` (absolute, canonical: as the lists
-/// and `patch.json` name it). `None`: nothing to say (it answered, listed or not, or the
-/// object cannot be asked about); otherwise why there is no list.
-pub(crate) fn ask(path: &str) -> Option<Unlisted> {
+/// and `patch.json` name it), waiting until `deadline` ([`deadline`]) at most. `None`: nothing
+/// to say (it answered, listed or not, or the object cannot be asked about); otherwise why
+/// there is no list.
+pub(crate) fn ask(path: &str, deadline: u64) -> Option<Unlisted> {
     let addr = SOCKET.load(Ordering::Acquire);
     if addr.is_null() {
         return None;
@@ -114,7 +121,6 @@ pub(crate) fn ask(path: &str) -> Option<Unlisted> {
     let m = std::fs::metadata(path).ok()?;
     let mtime_ns = m.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos() as i128;
     let line = ListRequest { dev: m.dev(), ino: m.ino(), size: m.len(), mtime_ns, path: path.to_string() }.line()?;
-    let deadline = now_ms() + u64::from(TIMEOUT_MS.load(Ordering::Relaxed));
     // SAFETY: socket(2) with constant arguments; the descriptor is owned by `Fd`.
     let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK, 0) };
     if fd < 0 {

@@ -377,7 +377,8 @@ fn patch_objects(dlopened: bool, early: bool) {
 }
 
 /// Ask `trace run` for the lists of the objects among `objects` that are new (not seen), have a
-/// file and are the program's own (ask.rs): (path, why there is none, if it said).
+/// file and are the program's own (ask.rs): (path, why there is none, if it said). One wait
+/// for them all: a `trace run` that does not answer holds one `dlopen` for one timeout.
 fn ask_lists(objects: &[Loaded]) -> Vec<(String, Option<trace_format::meta::Unlisted>)> {
     let new: Vec<&str> = {
         let mut l = Locked::take();
@@ -388,11 +389,12 @@ fn ask_lists(objects: &[Loaded]) -> Vec<(String, Option<trace_format::meta::Unli
             .map(|o| o.name.as_str())
             .collect()
     };
+    let deadline = crate::ask::deadline();
     new.into_iter()
         .map(|name| std::fs::canonicalize(name).map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| name.to_string()))
         .filter(|path| system_library(path).is_none())
         .map(|path| {
-            let why = crate::ask::ask(&path);
+            let why = crate::ask::ask(&path, deadline);
             (path, why)
         })
         .collect()
