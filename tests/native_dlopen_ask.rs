@@ -19,10 +19,12 @@ use trace_format::probes::{ListRequest, ENV_LISTS_SOCKET, ENV_LISTS_TIMEOUT_MS};
 
 /// `exe args` with the shim preloaded, patching, recording into `dir` and asking at `socket`
 /// with a wait of `timeout_ms`: its output and how long it took.
+/// (Run from `exe`'s directory.)
 fn shimmed(dir: &Path, socket: &Path, timeout_ms: u32, exe: &Path, args: &[&str]) -> (Output, Duration) {
     std::fs::create_dir_all(dir).unwrap();
     let mut c = std::process::Command::new(exe);
     c.args(args)
+        .current_dir(exe.parent().unwrap())
         .env("LD_PRELOAD", target_dir().join("libslicetrace_native.so"))
         .env("SLICE_TRACE_DIR", dir)
         .env("SLICE_TRACE_PATCH", "1")
@@ -106,8 +108,9 @@ fn a_system_library_loaded_by_dlopen_asks_nothing_and_a_plugin_asks_once() {
         asked
     });
     let t = s.path().join("plugin.d");
-    let plugin_arg = plugin.to_string_lossy().into_owned();
-    let (out, _) = shimmed(&t, &socket, 20_000, &host, &[&plugin_arg, "4"]);
+    let plugin_arg = plugin.canonicalize().unwrap().to_string_lossy().into_owned();
+    // Named relative to the program's directory (the loader keeps the name as given).
+    let (out, _) = shimmed(&t, &socket, 20_000, &host, &["./plugin.so", "4"]);
     assert_eq!(texts(&out).0, "210\n", "{:?}", texts(&out));
     done.store(true, std::sync::atomic::Ordering::Release);
     let asked = answering.join().unwrap();

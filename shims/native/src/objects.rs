@@ -385,7 +385,9 @@ fn ask_lists(objects: &[Loaded]) -> Vec<(String, Option<trace_format::meta::Unli
         let seen = l.seen();
         objects
             .iter()
-            .filter(|o| !o.textrel && o.name.starts_with('/') && !seen.loaded.iter().any(|(b, n)| *b == o.base && *n == o.name))
+            // A file's name has a slash (`dlopen("./plugin.so")` keeps it relative); the vDSO's
+            // has none.
+            .filter(|o| !o.textrel && o.name.contains('/') && !seen.loaded.iter().any(|(b, n)| *b == o.base && *n == o.name))
             .map(|o| o.name.as_str())
             .collect()
     };
