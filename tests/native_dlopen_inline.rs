@@ -93,3 +93,34 @@ fn a_plugin_loaded_by_dlopen_is_probed_from_its_first_run() {
     assert_eq!(tree_text(&p), "main\n  plugin_fn  (plugin.so)\n", "{p}");
     assert!(p.contains("in plugin.so, no inline probe was planted (it was loaded by dlopen and has no debug information"), "{p}");
 }
+
+/// The plugin loaded by a program the recorded program starts (here by `exec`): not the
+/// program `trace run` listed anything for, yet its first run probes the plugin too (the
+/// shim of every process of the run asks).
+#[test]
+fn a_plugin_loaded_by_a_program_the_recorded_one_starts_is_probed_in_the_first_run() {
+    let s = scratch();
+    let (plugin, host) = build_dlplugin(s.path());
+    let src = s.path().join("launch.c");
+    std::fs::write(
+        &src,
+        "#include <unistd.h>\nint main(int argc, char **argv) {\n  (void)argc;\n  execv(argv[1], argv + 1);\n  return 127;\n}\n",
+    )
+    .unwrap();
+    let launcher = s.path().join("launch");
+    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-o"]).arg(&launcher).arg(&src));
+    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    let cache = s.path().join("cache");
+    let t = s.path().join("t.d");
+    let (host_arg, plugin_arg) = (host.to_string_lossy().into_owned(), plugin.to_string_lossy().into_owned());
+    assert_eq!(trace(&cache, &t, &launcher, &[&host_arg, &plugin_arg, "4"]), "210\n");
+    let objs: Vec<serde_json::Value> = std::fs::read_dir(&t)
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path().join("patch.json")).ok())
+        .flat_map(|p| serde_json::from_str::<serde_json::Value>(&p).unwrap()["objects"].as_array().cloned().unwrap_or_default())
+        .filter(|o| o["path"].as_str() == Some(plugin_arg.as_str()))
+        .collect();
+    assert!(objs.len() == 1 && objs[0]["inline_probes"]["listed"].as_u64() >= Some(2), "{objs:?}");
+    let p = prompt(&t);
+    assert!(p.contains("scale [inlined]") && !p.contains("`refuse`"), "{p}");
+}
