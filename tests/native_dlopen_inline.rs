@@ -1,10 +1,11 @@
 //! End-to-end: inline probes in a library loaded by `dlopen` (docs/native-recording.md,
 //! "Inlined functions"; tracer/src/dlopened.rs). `examples/c/dlplugin/plugin.c` built `gcc -g
 //! -O1 -fPIC -shared`, whose exported `plugin_fn` has two static helpers inlined into it,
-//! loaded by `host.c` with `dlopen`: the first run cannot probe it (its list was not known
-//! before the run) and its prompt says so and why; the second run probes it, and the helper
-//! that ran is in the tree under `plugin_fn`, marked `[inlined]`, with its source; the one
-//! that did not run is not.
+//! loaded by `host.c` with `dlopen`: its list cannot be known before the run, so the shim asks
+//! `trace run` for it from inside `dlopen` (shims/native/src/ask.rs) and plants it before the
+//! plugin's code runs. The first run, with an empty cache, probes it: the helper that ran is in
+//! the tree under `plugin_fn`, marked `[inlined]`, with its source; the one that did not run
+//! is not.
 
 mod native_support;
 
@@ -35,7 +36,7 @@ fn plugin_report(dir: &Path) -> serde_json::Value {
 }
 
 #[test]
-fn a_plugin_loaded_by_dlopen_is_probed_from_its_second_run_and_the_first_says_why_not() {
+fn a_plugin_loaded_by_dlopen_is_probed_from_its_first_run() {
     let s = scratch();
     let src = example("c/dlplugin");
     let (plugin, host) = build_dlplugin(s.path());
@@ -46,34 +47,32 @@ fn a_plugin_loaded_by_dlopen_is_probed_from_its_second_run_and_the_first_says_wh
     let lines: Vec<&str> = text.lines().collect();
     let plugin_arg = plugin.to_string_lossy().into_owned();
 
-    // First run: no list for the plugin before it; the prompt says why it was not probed.
+    // First run, with nothing cached: no list for the plugin before it; asked for inside
+    // `dlopen`, listed during the run and probed. scale ran, refuse did not.
     let t = s.path().join("first.d");
+    assert!(!cache.exists());
+    assert!(!t.join("inline-probes-libs.json").exists());
     assert_eq!(trace(&cache, &t, &host, &[&plugin_arg, "4"]), "210\n");
-    let p = prompt(&t);
-    assert_eq!(tree_text(&p), "main\n  plugin_fn\n", "{p}");
-    assert!(
-        p.contains(
-            "in plugin.so, no inline probe was planted (no list yet: it was loaded by dlopen; the list is cached now, a second run probes it)"
-        ),
-        "{p}"
-    );
-    assert!(p.contains("in host, the debug information lists none of its own code as inlined"), "{p}");
-    assert!(plugin_report(&t).get("inline_probes").is_none(), "{}", plugin_report(&t));
-
-    // Second run: probed; scale ran, refuse did not.
-    let t = s.path().join("second.d");
-    assert_eq!(trace(&cache, &t, &host, &[&plugin_arg, "4"]), "210\n");
+    let libs: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(t.join("inline-probes-libs.json")).unwrap()).unwrap();
+    assert!(libs[0]["object"].as_str() == Some(plugin_arg.as_str()) && libs.as_array().map(Vec::len) == Some(1), "{libs}");
     let p = prompt(&t);
     assert_eq!(tree_text(&p), "main\n  plugin_fn\n    scale [inlined]\n", "{p}");
     assert!(p.contains("#### `scale` (") && p.contains("plugin.c:10-15)"), "{p}");
     assert_eq!(block(&p, "scale"), Some(lines[9..15].join("\n").as_str()), "{p}");
     assert!(!p.contains("`refuse`"), "refuse did not run: {p}");
     assert!(p.contains("in plugin.so, a function the compiler inlined into its caller is shown under that caller"), "{p}");
-    assert!(!p.contains("no list yet") && !p.contains("cannot be told"), "{p}");
+    assert!(p.contains("in host, the debug information lists none of its own code as inlined"), "{p}");
+    assert!(!p.contains("no inline probe was planted") && !p.contains("cannot be told"), "{p}");
     let obj = plugin_report(&t);
     let n = |k: &str| obj["inline_probes"][k].as_u64().unwrap_or_else(|| panic!("{obj}"));
     assert!(obj["dlopened"] == true && n("listed") >= 2 && n("unprobed") == 0 && n("listed") == n("planted") + n("at_entry"), "{obj}");
+    assert!(obj.get("unlisted").is_none(), "{obj}");
     assert!(!t.join("inline-probes-dlopened.json").exists(), "nothing left unprobed");
+
+    // A second run, with the list cached: the same.
+    let t = s.path().join("second.d");
+    assert_eq!(trace(&cache, &t, &host, &[&plugin_arg, "4"]), "210\n");
+    assert_eq!(tree_text(&prompt(&t)), "main\n  plugin_fn\n    scale [inlined]\n");
 
     // The other way round: refuse ran, scale did not.
     let t = s.path().join("zero.d");
@@ -93,4 +92,35 @@ fn a_plugin_loaded_by_dlopen_is_probed_from_its_second_run_and_the_first_says_wh
     // (Without DWARF the tree names the function's object.)
     assert_eq!(tree_text(&p), "main\n  plugin_fn  (plugin.so)\n", "{p}");
     assert!(p.contains("in plugin.so, no inline probe was planted (it was loaded by dlopen and has no debug information"), "{p}");
+}
+
+/// The plugin loaded by a program the recorded program starts (here by `exec`): not the
+/// program `trace run` listed anything for, yet its first run probes the plugin too (the
+/// shim of every process of the run asks).
+#[test]
+fn a_plugin_loaded_by_a_program_the_recorded_one_starts_is_probed_in_the_first_run() {
+    let s = scratch();
+    let (plugin, host) = build_dlplugin(s.path());
+    let src = s.path().join("launch.c");
+    std::fs::write(
+        &src,
+        "#include <unistd.h>\nint main(int argc, char **argv) {\n  (void)argc;\n  execv(argv[1], argv + 1);\n  return 127;\n}\n",
+    )
+    .unwrap();
+    let launcher = s.path().join("launch");
+    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-o"]).arg(&launcher).arg(&src));
+    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    let cache = s.path().join("cache");
+    let t = s.path().join("t.d");
+    let (host_arg, plugin_arg) = (host.to_string_lossy().into_owned(), plugin.to_string_lossy().into_owned());
+    assert_eq!(trace(&cache, &t, &launcher, &[&host_arg, &plugin_arg, "4"]), "210\n");
+    let objs: Vec<serde_json::Value> = std::fs::read_dir(&t)
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path().join("patch.json")).ok())
+        .flat_map(|p| serde_json::from_str::<serde_json::Value>(&p).unwrap()["objects"].as_array().cloned().unwrap_or_default())
+        .filter(|o| o["path"].as_str() == Some(plugin_arg.as_str()))
+        .collect();
+    assert!(objs.len() == 1 && objs[0]["inline_probes"]["listed"].as_u64() >= Some(2), "{objs:?}");
+    let p = prompt(&t);
+    assert!(p.contains("scale [inlined]") && !p.contains("`refuse`"), "{p}");
 }

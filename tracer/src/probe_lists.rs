@@ -2,8 +2,8 @@
 //! by entry patching starts, for the native shim (docs/trace-format.md, `trace_format::probes`):
 //! inline probes (inline_probes.rs; unless `SLICE_TRACE_INLINE=0`) and, with `--lines`, line
 //! probes (line_probes.rs), each for the program and for the shared libraries of its own that the
-//! shim patches at start-up (libraries.rs), found once for both, and the libraries earlier runs
-//! of the program loaded by `dlopen` (dlopened.rs). Without a list nothing of that
+//! shim patches at start-up (libraries.rs), found once for both. The libraries loaded by `dlopen`
+//! get theirs during the run, when the shim asks (dlopened.rs). Without a list nothing of that
 //! kind is probed in that object: `slice` says it cannot tell which inlined functions ran, or
 //! shows the object's functions whole.
 
@@ -17,16 +17,10 @@ use trace_format::probes::ProbeKind;
 /// `SLICE_TRACE_INLINE=0` turns inline probes off.
 pub const ENV_INLINE: &str = "SLICE_TRACE_INLINE";
 
-/// The lists of more libraries for a program, but those already among the second argument's.
-type MoreLists = fn(&Path, &[InlineProbeList]) -> Vec<InlineProbeList>;
-
 /// One kind of list: how an object's is made, and what is lost when it cannot be written.
 struct Kind {
     kind: ProbeKind,
     list: fn(&Path) -> Option<InlineProbeList>,
-    /// The lists of the libraries earlier runs of the program loaded by `dlopen` (dlopened.rs),
-    /// but those already among the second argument's.
-    earlier: Option<MoreLists>,
     what: &'static str,
     lost: &'static str,
 }
@@ -34,34 +28,25 @@ struct Kind {
 const INLINE: Kind = Kind {
     kind: ProbeKind::Inline,
     list: crate::inline_probes::cached_probe_list,
-    earlier: Some(crate::dlopened::earlier_inline_lists),
     what: "inline-probe",
     lost: "inlined functions will not be shown",
 };
-const LINES: Kind = Kind {
-    kind: ProbeKind::Lines,
-    list: crate::line_probes::cached_line_list,
-    earlier: Some(crate::dlopened::earlier_line_lists),
-    what: "line-probe",
-    lost: "functions will be shown whole",
-};
+const LINES: Kind =
+    Kind { kind: ProbeKind::Lines, list: crate::line_probes::cached_line_list, what: "line-probe", lost: "functions will be shown whole" };
 
 /// Write the lists `plan` asks for into the trace directory `out`: nothing unless the program is
-/// native and recorded by entry patching. Returns the libraries' inline-probe lists written
-/// (those of its `DT_NEEDED` libraries and of the libraries earlier runs loaded by `dlopen`).
-pub fn write(plan: &Plan, out: &Path) -> Vec<InlineProbeList> {
+/// native and recorded by entry patching.
+pub fn write(plan: &Plan, out: &Path) {
     if !patched_native(plan) {
-        return Vec::new();
+        return;
     }
     let libraries = OnceCell::new();
-    let mut inline = Vec::new();
     if inline_wanted(plan) {
-        inline = write_kind(&INLINE, plan, out, &libraries);
+        write_kind(&INLINE, plan, out, &libraries);
     }
     if lines_wanted(plan) {
         write_kind(&LINES, plan, out, &libraries);
     }
-    inline
 }
 
 /// Whether the run gets line probes (`--lines`, a native program recorded by entry patching).
@@ -84,22 +69,17 @@ pub fn inline_wanted(plan: &Plan) -> bool {
 
 /// The program's list of `k` and its libraries' (one file, none when no library has a list);
 /// the libraries are found at the first kind that needs them.
-fn write_kind(k: &Kind, plan: &Plan, out: &Path, libraries: &OnceCell<Vec<PathBuf>>) -> Vec<InlineProbeList> {
+fn write_kind(k: &Kind, plan: &Plan, out: &Path, libraries: &OnceCell<Vec<PathBuf>>) {
     if let Some(list) = (k.list)(&plan.program) {
         if let Err(e) = crate::run::write_json_atomic(&out.join(k.kind.program_file()), &list) {
             eprintln!("trace: cannot write the {} list ({e:#}); {}", k.what, k.lost);
         }
     }
-    let mut lists: Vec<InlineProbeList> =
+    let lists: Vec<InlineProbeList> =
         libraries.get_or_init(|| crate::libraries::patched_libraries(&plan.program)).iter().filter_map(|l| (k.list)(l)).collect();
-    if let Some(earlier) = k.earlier {
-        let more = earlier(&plan.program, &lists);
-        lists.extend(more);
-    }
     if !lists.is_empty() {
         if let Err(e) = crate::run::write_json_atomic(&out.join(k.kind.libraries_file()), &lists) {
             eprintln!("trace: cannot write the libraries' {} lists ({e:#}); their {}", k.what, k.lost);
         }
     }
-    lists
 }

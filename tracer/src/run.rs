@@ -8,7 +8,7 @@ use crate::detect::{self, TargetKind};
 pub use crate::launch::signal_name;
 use crate::launch::{self, LaunchError};
 use crate::outdir::{self, Output};
-use crate::plan::{self, Detected, Inherited, Plan, Shims};
+use crate::plan::{self, Detected, EnvChange, Inherited, Plan, Shims};
 use crate::stats;
 use anyhow::{bail, Context, Result};
 use sha2::{Digest, Sha256};
@@ -218,7 +218,16 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
     };
     let mut meta = plan.meta.clone();
     write_json_atomic(&out.join(META_FILE), &meta)?;
-    let libraries = crate::probe_lists::write(plan, &out);
+    crate::probe_lists::write(plan, &out);
+    let (inline, lines) = (crate::probe_lists::inline_wanted(plan), crate::probe_lists::lines_wanted(plan));
+    // The lists of the libraries the run loads by `dlopen` are asked for during the run.
+    let lists = (inline || lines)
+        .then(|| crate::dlopened::serve(&out, inline, lines))
+        .and_then(|s| s.map_err(|e| eprintln!("trace: cannot listen for the libraries loaded by dlopen ({e}); they get no probes")).ok());
+    let mut plan = plan.clone();
+    let socket = lists.as_ref().map_or(EnvChange::Remove, |s| EnvChange::Set(s.socket().into()));
+    plan.env.push((trace_format::probes::ENV_LISTS_SOCKET, socket));
+    let plan = &plan;
     let reserve = outdir::reserve_space(&out);
 
     let outcome = match launch::spawn_and_wait(plan) {
@@ -247,9 +256,12 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
         let _ = std::fs::remove_file(r);
     }
 
-    let (inline, lines) = (crate::probe_lists::inline_wanted(plan), crate::probe_lists::lines_wanted(plan));
-    if inline || lines {
-        crate::dlopened::after_run(&out, &plan.program, &libraries, inline, lines);
+    // Every request taken is answered first: the list files are final.
+    if let Some(s) = lists {
+        s.stop();
+    }
+    if inline {
+        crate::dlopened::after_run(&out);
     }
     let finished = finish_trace(&out, &mut meta);
     if let Some(note) = stop_note(&opts.command[0], outcome.stopped) {

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use trace_format::meta::{DlopenedList, PatchReport, DLOPENED_INLINE_PROBES_FILE};
+use trace_format::meta::{DlopenedList, PatchReport, Unlisted, DLOPENED_INLINE_PROBES_FILE};
 
 /// The note of a trace with entry-patched processes, from their `patch.json` and what `trace
 /// run` found about the libraries loaded by `dlopen` (`inline-probes-dlopened.json`).
@@ -24,14 +24,28 @@ pub fn note(dir: &Path) -> String {
 /// run (`None`: it said nothing of it, as before it did; or it had no list because it has no
 /// inlined code of its own, which [`note_with`] says otherwise).
 fn dlopened_reason(d: &DlopenedList) -> Option<&'static str> {
-    match d.listed {
+    match (d.listed, d.unlisted) {
         _ if d.had_list => Some(
             "its list was there, but it was patched only after dlopen returned (with text relocations, or a loader whose hook \
              the shim does not know), when its code may already run, so no probe was planted",
         ),
-        Some(0) => None,
-        Some(_) => Some("no list yet: it was loaded by dlopen; the list is cached now, a second run probes it"),
-        None => Some("it was loaded by dlopen and has no debug information to list its inlined code from"),
+        (Some(0), _) => None,
+        (None, _) => Some("it was loaded by dlopen and has no debug information to list its inlined code from"),
+        (Some(_), Some(Unlisted::Late)) => Some(
+            "it was patched only after dlopen returned (with text relocations, or a loader whose hook the shim does not know), \
+             when its code may already run, so no probe was planted",
+        ),
+        (Some(_), Some(Unlisted::TimedOut)) => Some(
+            "trace run did not list it within the time the program waits, SLICE_TRACE_LISTS_TIMEOUT_MS (5000 ms by default); \
+             the list is cached now, a second run probes it",
+        ),
+        (Some(_), Some(Unlisted::Unreachable)) => {
+            Some("trace run could not be reached to list it: the process outlived the run, or its socket was not visible there")
+        }
+        (Some(_), _) => Some(
+            "it was loaded by dlopen and no list was asked for during the run (an older recorder, or a process whose environment \
+             left out SLICE_TRACE_LISTS_SOCKET)",
+        ),
     }
 }
 
@@ -171,11 +185,16 @@ mod tests {
                 dl("/w/nodebug.so"),
                 dl("/w/o0.so"),
                 dl("/w/textrel.so"),
+                dl("/w/late.so"),
+                dl("/w/slow.so"),
+                dl("/w/gone.so"),
                 dl("/w/old.so"),
             ],
             ..PatchReport::default()
         };
-        let found = |object: &str, listed: Option<u64>, had_list: bool| DlopenedList { object: object.into(), listed, had_list };
+        let found =
+            |object: &str, listed: Option<u64>, had_list: bool| DlopenedList { object: object.into(), listed, had_list, unlisted: None };
+        let why = |object: &str, unlisted: Unlisted| DlopenedList { unlisted: Some(unlisted), ..found(object, Some(2), false) };
         let n = note_with(
             &[r],
             &[
@@ -183,14 +202,18 @@ mod tests {
                 found("/w/nodebug.so", None, false),
                 found("/w/o0.so", Some(0), false),
                 found("/w/textrel.so", Some(3), true),
+                why("/w/late.so", Unlisted::Late),
+                why("/w/slow.so", Unlisted::TimedOut),
+                why("/w/gone.so", Unlisted::Unreachable),
             ],
         );
         assert!(
-            n.contains(
-                "in plugin.so, no inline probe was planted (no list yet: it was loaded by dlopen; the list is cached now, a second run probes it)"
-            ),
+            n.contains("in plugin.so, no inline probe was planted (it was loaded by dlopen and no list was asked for during the run"),
             "{n}"
         );
+        assert!(n.contains("in late.so, no inline probe was planted (it was patched only after dlopen returned"), "{n}");
+        assert!(n.contains("in slow.so, no inline probe was planted (trace run did not list it within the time"), "{n}");
+        assert!(n.contains("in gone.so, no inline probe was planted (trace run could not be reached to list it"), "{n}");
         assert!(n.contains("in nodebug.so, no inline probe was planted (it was loaded by dlopen and has no debug information"), "{n}");
         assert!(n.contains("in o0.so, the debug information lists none of its own code as inlined"), "{n}");
         assert!(

@@ -36,6 +36,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod arch;
+mod ask;
 mod filter;
 mod frames;
 #[cfg(test)]

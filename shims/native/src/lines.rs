@@ -29,8 +29,8 @@
 //! row of its block fired).
 //! The mapping is made in [`LineSet::new`] (anonymous, shared), and [`attach`] puts each set's
 //! file's mapping at the same address once the process directory exists (the constructor,
-//! before any other thread). A set planted later, for a library loaded by `dlopen` that an
-//! earlier run loaded (planted from the loader's hook inside `dlopen`, with its inline probes),
+//! before any other thread). A set planted later, for a library loaded by `dlopen` (listed when
+//! the shim asked `trace run`, planted from the loader's hook inside `dlopen`, with its inline probes),
 //! gets its file there and then ([`attach_late`]), before its code can run. A forked child keeps the parent's mappings: its lines land in the
 //! parent's files (the analyzer takes the union of every process anyway).
 

@@ -30,6 +30,7 @@ use crate::guards::SpinLock;
 use crate::loaded::{loaded_objects, Loaded};
 use crate::{filter, patch};
 use std::sync::atomic::{AtomicU8, Ordering};
+use trace_format::meta::Unlisted::Late;
 
 mod dlopen;
 pub(crate) use dlopen::{slt_dlmopen, slt_dlopen};
@@ -60,6 +61,8 @@ struct ObjectReport {
     probes: Option<trace_format::meta::InlineProbes>,
     /// Its line probes (lines.rs), if it was probed for lines.
     line_probes: Option<trace_format::meta::InlineProbes>,
+    /// Loaded by `dlopen` and left without lists: why (ask.rs).
+    unlisted: Option<trace_format::meta::Unlisted>,
 }
 
 static LOCK: SpinLock = SpinLock::new();
@@ -164,6 +167,7 @@ pub(crate) fn patch_at_start() {
         return;
     }
     patch::init();
+    crate::ask::init();
     MODE.store(mode, Ordering::Release);
     patch_new(false);
     // The probes' hit files (`inline.bin`, `lines.bin`) go into the process directory, made now
@@ -280,6 +284,9 @@ fn patch_objects(dlopened: bool, early: bool) {
     let _guard = patch::Guard::set();
     let listing = loaded_objects();
     let own = own_base();
+    // From the loader's hook inside `dlopen`: the lists of the new objects of the program's own
+    // are asked for first (ask.rs), with no lock of the shim held while `trace run` answers.
+    let asked = if early && dlopened && mode != EXT && crate::ask::wanted() { ask_lists(&listing.objects) } else { Vec::new() };
     let mut l = Locked::take();
     let seen = l.seen();
     if early && listing.complete {
@@ -319,6 +326,7 @@ fn patch_objects(dlopened: bool, early: bool) {
             _ => None,
         };
         let mut probes = crate::probe::Planted::default();
+        let mut unlisted = None;
         let (report, skipped) = match skipped {
             Some(s) => (patch::Report::default(), Some(s)),
             None => match examine(&path, system.is_none()) {
@@ -326,11 +334,15 @@ fn patch_objects(dlopened: bool, early: bool) {
                     let report = patch::patch_object(base, &syms);
                     // The libraries patched at start-up get the probes of their lists too
                     // (`trace run` lists them), and so does one `dlopen`ed later when `trace
-                    // run` listed it (an earlier run of the program loaded it) and it is
-                    // patched from the loader's hook, before its code can run (after `dlopen`
-                    // returned, a thread started by its constructors may be running it).
+                    // run` listed it (asked just now: `ask_lists`) and it is patched from the
+                    // loader's hook, before its code can run (after `dlopen` returned, a
+                    // thread started by its constructors may be running it).
                     if !program && (!dlopened || early) {
                         probes = crate::probe::plant(base, &path, &report.moved, &report.bodies, false);
+                    }
+                    if dlopened && probes.inline.is_none() && probes.lines.is_none() {
+                        unlisted =
+                            if early { asked.iter().find(|a| a.0 == path).and_then(|a| a.1) } else { system.is_none().then_some(Late) };
                     }
                     if program {
                         note_program_main(base, &syms, &report);
@@ -347,7 +359,7 @@ fn patch_objects(dlopened: bool, early: bool) {
                 Err(why) => (patch::Report::default(), Some(why.to_string())),
             },
         };
-        seen.reports.push(ObjectReport { path, report, skipped, dlopened, probes: probes.inline, line_probes: probes.lines });
+        seen.reports.push(ObjectReport { path, report, skipped, dlopened, probes: probes.inline, line_probes: probes.lines, unlisted });
         added = true;
     }
     drop(l);
@@ -362,6 +374,32 @@ fn patch_objects(dlopened: bool, early: bool) {
             let _ = write_report(&dir);
         }
     }
+}
+
+/// Ask `trace run` for the lists of the objects among `objects` that are new (not seen), have a
+/// file and are the program's own (ask.rs): (path, why there is none, if it said). One wait
+/// for them all: a `trace run` that does not answer holds one `dlopen` for one timeout.
+fn ask_lists(objects: &[Loaded]) -> Vec<(String, Option<trace_format::meta::Unlisted>)> {
+    let new: Vec<&str> = {
+        let mut l = Locked::take();
+        let seen = l.seen();
+        objects
+            .iter()
+            // A file's name has a slash (`dlopen("./plugin.so")` keeps it relative); the vDSO's
+            // has none.
+            .filter(|o| !o.textrel && o.name.contains('/') && !seen.loaded.iter().any(|(b, n)| *b == o.base && *n == o.name))
+            .map(|o| o.name.as_str())
+            .collect()
+    };
+    let deadline = crate::ask::deadline();
+    new.into_iter()
+        .map(|name| std::fs::canonicalize(name).map(|p| p.to_string_lossy().into_owned()).unwrap_or_else(|_| name.to_string()))
+        .filter(|path| system_library(path).is_none())
+        .map(|path| {
+            let why = crate::ask::ask(&path, deadline);
+            (path, why)
+        })
+        .collect()
 }
 
 /// The program's `main`, if its entry was patched (frames.rs: its first call closes the
@@ -456,6 +494,7 @@ pub(crate) fn write_report(dir: &std::path::Path) -> std::io::Result<()> {
             dlopened: o.dlopened,
             inline_probes: o.probes.clone(),
             line_probes: o.line_probes.clone(),
+            unlisted: o.unlisted,
         });
     }
     drop(l);

@@ -422,6 +422,29 @@ pub struct PatchObject {
     /// entry's moved bytes, marked ran when the function's first call is recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line_probes: Option<InlineProbes>,
+    /// Loaded by `dlopen` and not probed for want of its lists: why the shim has none
+    /// (within version 3; absent: it got them, or was not asked for them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unlisted: Option<Unlisted>,
+}
+
+/// Why an object loaded by `dlopen` got no probe lists during the run ([`PatchObject::unlisted`]):
+/// the shim asks `trace run` for them from the loader's hook inside `dlopen`
+/// (`trace_format::probes::ListRequest`; docs/native-recording.md, "Inlined functions").
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Unlisted {
+    /// Patched only after `dlopen` returned (text relocations, or a loader hook the shim does
+    /// not know): its code may run by then, so no probe is planted and no list asked for.
+    Late,
+    /// `trace run` did not answer within the time the shim waits
+    /// (`trace_format::probes::LISTS_TIMEOUT_MS`).
+    TimedOut,
+    /// `trace run` could not be reached (it ended, or its socket is not visible here).
+    Unreachable,
+    /// A reason a newer shim gives.
+    #[serde(other)]
+    Other,
 }
 
 /// One object's inline probes: one-shot breakpoints at the entries of the code its compiler
@@ -463,7 +486,10 @@ pub const INLINE_PROBES_FILE: &str = "inline-probes.json";
 /// The inline-probe lists `trace run` writes into the trace directory for the shared libraries
 /// of the program that the native shim patches at start-up (its `DT_NEEDED` libraries that are
 /// not the system's: a library of a project's own, Debian's `libjq.so.1`): a JSON array of
-/// [`InlineProbeList`], one per library with inlined code of its own (within version 3).
+/// [`InlineProbeList`], one per library with inlined code of its own (within version 3), to
+/// which `trace run` appends, during the run, the list of a library a process loads by
+/// `dlopen` when its shim asks (`crate::probes::ListRequest`; never reordered: a line list's
+/// index names its `lines-lib-<k>.bin`).
 /// The shim plants each list in the object it names; a hit there is recorded with a
 /// `funcs.jsonl` line (`"inlined": true`), not in `inline.bin`, which is the program's.
 pub const LIBRARY_INLINE_PROBES_FILE: &str = "inline-probes-libs.json";
@@ -471,8 +497,8 @@ pub const LIBRARY_INLINE_PROBES_FILE: &str = "inline-probes-libs.json";
 /// What `trace run` found, after the run, about the non-system objects that a process of
 /// the run loaded by `dlopen` and that got no inline probes (docs/native-recording.md,
 /// "Inlined functions"): a JSON array of [`DlopenedList`], absent when there was none (within
-/// version 3). Their lists cannot be known before a first run; `trace run` computes them now,
-/// caches them and remembers that the program loads them, so that its next run probes them.
+/// version 3). Their lists are given during the run when the shim asks for them; this says
+/// why one got none (no debug information, `trace run` too slow or gone, patched too late).
 pub const DLOPENED_INLINE_PROBES_FILE: &str = "inline-probes-dlopened.json";
 
 /// One object of [`DLOPENED_INLINE_PROBES_FILE`].
@@ -484,11 +510,14 @@ pub struct DlopenedList {
     /// code as inlined); absent: it has no list (no debug information, or it cannot be read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listed: Option<u64>,
-    /// Its list was in [`LIBRARY_INLINE_PROBES_FILE`] for this run already (an earlier run
-    /// loaded it), yet it was not probed: patched only after `dlopen` returned (the loader's
-    /// hook was not used for it), when its code may already run.
+    /// Its list was in [`LIBRARY_INLINE_PROBES_FILE`] by the end of the run, yet it was not
+    /// probed: patched only after `dlopen` returned (the loader's hook was not used for it),
+    /// when its code may already run, or listed for another process.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub had_list: bool,
+    /// Why the shim had no list for it during the run (`patch.json`'s `unlisted`), if it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unlisted: Option<Unlisted>,
 }
 
 /// The list of line-probe addresses `trace run --lines` writes into the trace directory for a

@@ -83,9 +83,78 @@ pub fn line_lists(root: &Path) -> Vec<(InlineProbeList, String)> {
     program.into_iter().chain(libraries).filter(|(l, _)| l.groups.len() == l.offsets.len()).map(|(l, k)| (l, lines_bin_file(k))).collect()
 }
 
+/// The environment variable naming the unix socket on which `trace run` answers the native
+/// shim's requests for the lists of an object loaded by `dlopen` (docs/native-recording.md,
+/// "Inlined functions"): set by `trace run` for a native program recorded with probes, and
+/// inherited by every process of the run.
+pub const ENV_LISTS_SOCKET: &str = "SLICE_TRACE_LISTS_SOCKET";
+
+/// The environment variable that sets how long the shim waits for `trace run`'s answer, in
+/// milliseconds ([`LISTS_TIMEOUT_MS`] unless set).
+pub const ENV_LISTS_TIMEOUT_MS: &str = "SLICE_TRACE_LISTS_TIMEOUT_MS";
+
+/// How long the shim waits for an answer by default: listing a large library's inlined code
+/// from its DWARF the first time takes a second or two; after that it is a cache hit.
+pub const LISTS_TIMEOUT_MS: u32 = 5000;
+
+/// `trace run`'s answer when the object's lists are now in the libraries' list files
+/// ([`LIBRARY_INLINE_PROBES_FILE`], [`LIBRARY_LINE_PROBES_FILE`]).
+pub const LISTED: &str = "listed";
+
+/// `trace run`'s answer when there is no list for the object (no debug information, the file
+/// changed since the shim looked at it, or it cannot be read).
+pub const NOT_LISTED: &str = "none";
+
+/// A request for the lists of the object at `path` (absolute, as the shim names it in
+/// `patch.json`), with what identifies its file, so that `trace run` lists the same file: one
+/// line `<dev> <ino> <size> <mtime_ns> <path>\n` on a connection of its own; the answer is one
+/// line too, [`LISTED`] or [`NOT_LISTED`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListRequest {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub path: String,
+}
+
+impl ListRequest {
+    /// The request's line, newline included; `None` for a path with a newline (which no line
+    /// can carry) or not absolute.
+    pub fn line(&self) -> Option<String> {
+        (self.path.starts_with('/') && !self.path.contains('\n'))
+            .then(|| format!("{} {} {} {} {}\n", self.dev, self.ino, self.size, self.mtime_ns, self.path))
+    }
+
+    /// The request in `line` (with or without its newline), if it is one.
+    pub fn parse(line: &str) -> Option<ListRequest> {
+        let mut parts = line.strip_suffix('\n').unwrap_or(line).splitn(5, ' ');
+        let mut num = || parts.next()?.parse::<u64>().ok();
+        let (dev, ino, size) = (num()?, num()?, num()?);
+        let mtime_ns = parts.next()?.parse::<i128>().ok()?;
+        let path = parts.next()?.to_string();
+        (path.starts_with('/') && !path.contains('\n')).then_some(ListRequest { dev, ino, size, mtime_ns, path })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request goes through its line whole, a path with spaces included; a path that no
+    /// line can carry, or a line that is not a request, is none.
+    #[test]
+    fn list_requests_go_through_one_line() {
+        let r = ListRequest { dev: 2049, ino: 77, size: 16384, mtime_ns: 1_700_000_000_123_456_789, path: "/a dir/lib x.so".into() };
+        let line = r.line().unwrap();
+        assert_eq!(line, "2049 77 16384 1700000000123456789 /a dir/lib x.so\n");
+        assert_eq!(ListRequest::parse(&line), Some(r.clone()));
+        assert_eq!(ListRequest { path: "/a\nb.so".into(), ..r.clone() }.line(), None);
+        assert_eq!(ListRequest { path: "lib.so".into(), ..r }.line(), None);
+        for bad in ["", "1 2 3 4", "1 2 3 x /p", "1 2 3 4 p", "-1 2 3 4 /p"] {
+            assert_eq!(ListRequest::parse(bad), None, "{bad:?}");
+        }
+    }
 
     fn list(object: &str, n: usize) -> InlineProbeList {
         InlineProbeList { object: object.into(), offsets: (0..n as u64).collect(), groups: vec![0; n], ..Default::default() }
