@@ -129,9 +129,10 @@ pub struct PreparedTrace {
     /// What a prompt says first: how the run ended when it failed, and each shown test's
     /// outcome and failure ([`crate::testrun::outcome_text`]). Plain text blocks.
     pub outcome: Vec<String>,
-    /// The frames of the shown tests' failures (file as the runner gives it, line): where the
-    /// failure was raised and the calls on its way, which the ranking puts first.
-    pub failure_frames: Vec<(String, u32)>,
+    /// The frames of each shown test's failure (file as the runner gives it, line), outermost
+    /// first: where the failure was raised (the last) and the calls on its way, which the
+    /// ranking puts first.
+    pub failure_frames: Vec<Vec<(String, u32)>>,
     /// Function key -> score of the shown failing tests' own invocations
     /// ([`crate::testrun::invocations::Invocations::scores`]): what ran only in the last of the
     /// test's repeated calls, the one whose result failed.
@@ -510,13 +511,13 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     if opts.tests.is_some() {
         outcome.extend(chosen.iter().map(|(_, x)| crate::testrun::outcome_text(x, &cwd)));
         for (_, x) in &chosen {
-            failure_frames.extend(crate::testrun::failure_frames(x));
+            failure_frames.push(crate::testrun::failure_frames(x));
         }
     } else if all_tests.iter().any(|(_, x)| x.outcome.is_failure()) {
         // The whole run's prompt says what failed too, for the first few failing tests.
         for (_, x) in all_tests.iter().filter(|(_, x)| x.outcome.is_failure()).take(WHOLE_RUN_FAILURES) {
             outcome.push(crate::testrun::outcome_text(x, &cwd));
-            failure_frames.extend(crate::testrun::failure_frames(x));
+            failure_frames.push(crate::testrun::failure_frames(x));
         }
         let failing: Vec<&str> = all_tests.iter().filter(|(_, x)| x.outcome.is_failure()).map(|(_, x)| x.id.as_str()).collect();
         notes.push(format!(
