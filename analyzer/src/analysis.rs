@@ -132,9 +132,10 @@ pub struct PreparedTrace {
     /// What a prompt says first: how the run ended when it failed, and each shown test's
     /// outcome and failure ([`crate::testrun::outcome_text`]). Plain text blocks.
     pub outcome: Vec<String>,
-    /// The frames of the shown tests' failures (file as the runner gives it, line): where the
-    /// failure was raised and the calls on its way, which the ranking puts first.
-    pub failure_frames: Vec<(String, u32)>,
+    /// The frames of each shown test's failure (file as the runner gives it, line), outermost
+    /// first: where the failure was raised (the last) and the calls on its way, which the
+    /// ranking puts first.
+    pub failure_frames: Vec<Vec<(String, u32)>>,
     /// Function key -> score of the shown failing tests' own invocations
     /// ([`crate::testrun::invocations::Invocations::scores`]): what ran only in the last of the
     /// test's repeated calls, the one whose result failed.
@@ -529,9 +530,9 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     if opts.tests.is_some() {
         for (_, x, subs) in &chosen {
             outcome.extend(crate::testrun::outcome_texts(x, subs, &cwd));
-            failure_frames.extend(crate::testrun::failure_frames(x));
+            failure_frames.push(crate::testrun::failure_frames(x));
             for s in subs {
-                failure_frames.extend(crate::testrun::failure_frames(s));
+                failure_frames.push(crate::testrun::failure_frames(s));
             }
         }
     } else if all_tests.iter().any(|(_, x)| x.outcome.is_failure()) {
@@ -539,9 +540,9 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         for (_, x) in all_tests.iter().filter(|(_, x)| x.outcome.is_failure()).take(WHOLE_RUN_FAILURES) {
             let subs = crate::testrun::failing_subtests(x);
             outcome.extend(crate::testrun::outcome_texts(x, &subs, &cwd));
-            failure_frames.extend(crate::testrun::failure_frames(x));
+            failure_frames.push(crate::testrun::failure_frames(x));
             for s in subs.iter().take(crate::testrun::SHOWN_SUBTESTS) {
-                failure_frames.extend(crate::testrun::failure_frames(s));
+                failure_frames.push(crate::testrun::failure_frames(s));
             }
         }
         let failing: Vec<&str> = all_tests.iter().filter(|(_, x)| x.outcome.is_failure()).map(|(_, x)| x.id.as_str()).collect();

@@ -73,12 +73,8 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     warn_all(&model.notes);
     model.condense(a.prompt.not_run(), a.prompt.docstrings());
     if let Some(n) = a.prompt.show_ranking {
-        let prio = model.priority();
-        let n = if n == 0 { prio.len() } else { n.min(prio.len()) };
-        for (i, &k) in prio.iter().take(n).enumerate() {
-            if let Some(f) = model.funcs.get(k) {
-                eprintln!("slice: rank {:>4}  {:>9.3}  {}  ({})", i + 1, f.relevance, escape::line(&f.qualname), escape::line(&f.file));
-            }
+        for line in model.ranking_lines(n) {
+            eprintln!("{line}");
         }
     }
     let budget = a.prompt.budget_for(&model);

@@ -129,15 +129,17 @@ impl Model {
             rank::construction(&mut funcs, &mtraces);
             let scores: Vec<(String, f64)> = traces.iter().flat_map(|t| t.invocation_scores.iter().cloned()).collect();
             rank::invocations(&mut funcs, &scores);
-            let frames: Vec<(String, u32)> = traces.iter().flat_map(|t| t.failure_frames.iter().cloned()).collect();
+            let frames: Vec<(String, u32)> = traces.iter().flat_map(|t| t.failure_frames.iter().flatten().cloned()).collect();
             super::producer::producers(&mut funcs, &mtraces, &frames);
         }
         crate::native::work::rank(&mut funcs, &mtraces);
         if let Some(spectrum) = traces.iter().find_map(|t| t.spectrum.clone()) {
             rank::spectrum(&mut funcs, &spectrum);
         }
-        let frames: Vec<(String, u32)> = traces.iter().flat_map(|t| t.failure_frames.iter().cloned()).collect();
+        let frames: Vec<(String, u32)> = traces.iter().flat_map(|t| t.failure_frames.iter().flatten().cloned()).collect();
         rank::failure_frames(&mut funcs, &frames);
+        let tracebacks: Vec<&[(String, u32)]> = traces.iter().flat_map(|t| t.failure_frames.iter().map(Vec::as_slice)).collect();
+        rank::raisers(&mut funcs, &tracebacks);
         rank::frame_constructors(&mut funcs, &frames);
         let outcomes: Vec<String> = mtraces.iter().flat_map(|t| t.outcome.iter().cloned()).collect();
         rank::missing_attribute(&mut funcs, &outcomes);

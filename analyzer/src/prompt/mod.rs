@@ -9,7 +9,7 @@ pub use condense::KEPT_EXACT_TOP;
 pub use docstring::Docstrings;
 pub use funcs::{FuncId, Funcs};
 pub use notrun::NotRun;
-pub use rank::{PROGRAM_WEIGHT, TREE_BOOST};
+pub use rank::{PROGRAM_WEIGHT, SIZE_FREE_CHARS, TREE_BOOST};
 pub use treetext::SAME_AS_ABOVE;
 
 pub mod budget;
@@ -389,6 +389,10 @@ impl Model {
 /// running by an inline probe (docs/native-recording.md, "Inlined functions").
 pub const INLINED_MARK: &str = " [inlined]";
 
+/// Marks, in `--show-ranking`'s lines ([`Model::ranking_lines`]), the score of a small function
+/// that rides with the function above it ([`riders`]).
+pub const RIDER_MARK: &str = "\u{21b3}";
+
 /// Appended in the tree to a function whose source the budget dropped.
 pub const NAME_ONLY_MARK: &str = " [name only]";
 
@@ -415,8 +419,46 @@ impl Model {
     }
 
     pub fn priority(&self) -> Vec<FuncId> {
+        self.priority_with_anchors().into_iter().map(|(k, _)| k).collect()
+    }
+
+    /// [`Model::priority`], each function with the function it rides with ([`riders`]): `None`
+    /// for one in its own place by its score ([`Model::priority_score`]).
+    pub fn priority_with_anchors(&self) -> Vec<(FuncId, Option<FuncId>)> {
         let order = if self.tests_shown { self.ranking_by(rank::size_discounted) } else { self.ranking() };
-        riders::with_riders(order, &self.funcs, &self.traces)
+        riders::with_anchors(order, &self.funcs, &self.traces)
+    }
+
+    /// `--show-ranking N`'s lines (all with `N` 0): a line on how the order is made, then per
+    /// function `slice: rank N  SCORE  NAME  (FILE)` in the budget's order ([`Model::priority`]),
+    /// SCORE the score that order sorts by ([`Model::priority_score`]), so that the scores
+    /// never rise down the list but where a small function rides right after the function that
+    /// leads to it ([`riders`]), whatever its own score: its score is marked with
+    /// [`RIDER_MARK`]. (Scripts read `rank N`, the name and the file: `eval/run_bugs`.)
+    pub fn ranking_lines(&self, n: usize) -> Vec<String> {
+        let prio = self.priority_with_anchors();
+        let n = if n == 0 { prio.len() } else { n.min(prio.len()) };
+        let score = if self.tests_shown {
+            format!("its relevance, divided past {SIZE_FREE_CHARS} characters of source by the square root of its length in those units")
+        } else {
+            "its relevance".to_string()
+        };
+        let mut out = vec![format!(
+            "slice: the budget keeps functions in this order, most important first; score: {score}; {RIDER_MARK}: a small function placed right after the unmarked function above it, which calls it or calls beside it a method of its class, whatever its own score"
+        )];
+        for (i, &(k, anchor)) in prio.iter().take(n).enumerate() {
+            if let Some(f) = self.funcs.get(k) {
+                let score = format!("{}{:.3}", if anchor.is_some() { RIDER_MARK } else { "" }, self.priority_score(f));
+                out.push(format!(
+                    "slice: rank {:>4}  {:>9}  {}  ({})",
+                    i + 1,
+                    score,
+                    trace_format::escape::line(&f.qualname),
+                    trace_format::escape::line(&f.file)
+                ));
+            }
+        }
+        out
     }
 
     /// Functions by `score(f)` (then closest to the root, then earliest call).

@@ -219,11 +219,57 @@ pub(super) fn failure_frames(funcs: &mut Funcs, frames: &[(String, u32)]) {
         return;
     }
     for f in funcs.values_mut() {
-        let SourceState::Code(e) = &f.source else { continue };
-        let same_file = |file: &str| file == f.file || file.strip_suffix(f.file.as_str()).is_some_and(|head| head.ends_with('/'));
-        if frames.iter().any(|(file, line)| same_file(file) && (e.first_line..=e.last_line).contains(line)) {
+        if frames.iter().any(|fr| holds_frame(f, fr)) {
             f.relevance = ((f.relevance + TRACEBACK_WEIGHT) * 1e6).round() / 1e6;
         }
+    }
+}
+
+/// Weight added, on top of [`TRACEBACK_WEIGHT`], to the function that raised a failure
+/// ([`raisers`]): the innermost frame of the traceback is where the code under test gave up,
+/// and every frame on the way there scores alike without it.
+pub const RAISER_WEIGHT: f64 = 100.0;
+
+/// Whether a traceback frame (file as the runner gives it, line) lies in `f`'s source: the
+/// frame's file is the function's display path, or ends with it after a `/` (runners give
+/// paths relative to their root directory, or absolute), and its line is inside the function.
+fn holds_frame(f: &super::FuncInfo, (file, line): &(String, u32)) -> bool {
+    let SourceState::Code(e) = &f.source else { return false };
+    let same_file = file == &f.file || file.strip_suffix(f.file.as_str()).is_some_and(|head| head.ends_with('/'));
+    same_file && (e.first_line..=e.last_line).contains(line)
+}
+
+/// Add [`RAISER_WEIGHT`] to the function that raised each shown failure: of its traceback
+/// (`tracebacks`, one per failure, outermost frame first), the innermost frame that lies in a
+/// function of the prompt, when that function is outside the test files. A failure the test's
+/// own code raised (an `assert`, a helper's comparison) names no function: the comparison is
+/// the test's, the code that made its values is elsewhere. An exception raised in the code under
+/// test is where that code stopped: simpleeval's `_check_disallowed_items` raised for a list
+/// argument, the line the fix changed, and ranked 7th among the traceback's six other frames
+/// (every one 500 and a few lexical points), behind the dispatchers above it. Call it after
+/// [`failure_frames`].
+pub(super) fn raisers(funcs: &mut Funcs, tracebacks: &[&[(String, u32)]]) {
+    let mut raised: Vec<FuncId> = Vec::new();
+    for tb in tracebacks {
+        // The innermost frame in a function of the prompt, and of the functions whose lines
+        // hold it the narrowest (a nested function's frame lies in its outer function too).
+        let span = |f: &super::FuncInfo| match &f.source {
+            SourceState::Code(e) => e.last_line.saturating_sub(e.first_line),
+            _ => u32::MAX,
+        };
+        let innermost = tb
+            .iter()
+            .rev()
+            .find_map(|fr| funcs.iter().filter(|(_, f)| holds_frame(f, fr)).min_by_key(|&(id, f)| (span(f), id.index())).map(|(id, _)| id));
+        if let Some(id) = innermost {
+            if !crate::plumbing::is_test_file(std::path::Path::new(&funcs[id].file)) && !raised.contains(&id) {
+                raised.push(id);
+            }
+        }
+    }
+    for id in raised {
+        let f = &mut funcs[id];
+        f.relevance = ((f.relevance + RAISER_WEIGHT) * 1e6).round() / 1e6;
     }
 }
 
@@ -386,6 +432,42 @@ mod tests {
         assert_eq!((rel(&funcs, "raiser"), rel(&funcs, "other")), (TRACEBACK_WEIGHT, 0.0));
         failure_frames(&mut funcs, &[("xpkg/core.py".into(), 2), ("pkg/core.py".into(), 9)]);
         assert_eq!(rel(&funcs, "raiser"), TRACEBACK_WEIGHT, "another file, or a line outside: no boost");
+    }
+
+    #[test]
+    fn the_function_that_raised_gains_its_weight_over_the_other_frames() {
+        let mut funcs = Funcs::default();
+        for (k, file, code) in [
+            ("test_x", "tests/test_x.py", "def test_x():\n    run()\n    assert 1 == 2"),
+            ("run", "pkg/core.py", "def run():\n    check()"),
+            ("check", "pkg/check.py", "def check():\n    def inner():\n        raise ValueError\n    inner()"),
+            ("check.<locals>.inner", "pkg/check.py", "def inner():\n        raise ValueError"),
+        ] {
+            let mut f = func(k, file, Origin::Program, code);
+            if let SourceState::Code(e) = &mut f.source {
+                e.last_line = code.lines().count() as u32;
+                if k == "check.<locals>.inner" {
+                    (e.first_line, e.last_line) = (2, 3);
+                }
+            }
+            funcs.insert(f);
+        }
+        // test_x -> run -> check -> inner (raised), then a frame the prompt does not have (the
+        // standard library's): the innermost frame in a function of the prompt, the nested one.
+        let raised = [
+            ("tests/test_x.py".to_string(), 2),
+            ("pkg/core.py".into(), 2),
+            ("pkg/check.py".into(), 4),
+            ("pkg/check.py".into(), 3),
+            ("stdlib/re.py".into(), 9),
+        ];
+        // The test's own assertion: no function raised.
+        let asserted = [("tests/test_x.py".to_string(), 3)];
+        failure_frames(&mut funcs, &[raised.to_vec(), asserted.to_vec()].concat());
+        raisers(&mut funcs, &[&raised, &asserted, &raised]);
+        let got = ["test_x", "run", "check", "check.<locals>.inner"].map(|k| rel(&funcs, k));
+        let t = TRACEBACK_WEIGHT;
+        assert_eq!(got, [t, t, t, t + RAISER_WEIGHT], "once per function, however many failures it raised");
     }
 
     #[test]

@@ -34,8 +34,9 @@ fn class_of(qualname: &str) -> Option<&str> {
 
 /// `ranking` (most important first) with each small function moved to just after its
 /// best-ranked anchor when that anchor is ranked above it: a function that calls it, or one
-/// of the same class (and file) that the same caller calls. Riders never anchor others.
-pub(super) fn with_riders(ranking: Vec<FuncId>, funcs: &Funcs, traces: &[ModelTrace]) -> Vec<FuncId> {
+/// of the same class (and file) that the same caller calls. Riders never anchor others. Each
+/// function comes with the anchor it rides with (`None` for a function in its own place).
+pub(super) fn with_anchors(ranking: Vec<FuncId>, funcs: &Funcs, traces: &[ModelTrace]) -> Vec<(FuncId, Option<FuncId>)> {
     // Ranking position per function id.
     let mut pos: Vec<Option<usize>> = vec![None; funcs.len()];
     for (i, k) in ranking.iter().enumerate() {
@@ -45,7 +46,7 @@ pub(super) fn with_riders(ranking: Vec<FuncId>, funcs: &Funcs, traces: &[ModelTr
     }
     let is_small: Vec<bool> = ranking.iter().map(|&k| funcs.get(k).is_some_and(small)).collect();
     if !is_small.iter().any(|&s| s) {
-        return ranking;
+        return ranking.into_iter().map(|k| (k, None)).collect();
     }
     let class: Vec<Option<(&str, &str)>> =
         ranking.iter().map(|&k| funcs.get(k).and_then(|f| Some((f.file.as_str(), class_of(&f.qualname)?)))).collect();
@@ -103,8 +104,8 @@ pub(super) fn with_riders(ranking: Vec<FuncId>, funcs: &Funcs, traces: &[ModelTr
         if moved[i] {
             continue;
         }
-        out.push(ranking[i]);
-        out.extend(riders[i].iter().map(|&r| ranking[r]));
+        out.push((ranking[i], None));
+        out.extend(riders[i].iter().map(|&r| (ranking[r], Some(ranking[i]))));
     }
     out
 }
@@ -148,8 +149,8 @@ mod tests {
         let id = |k: &str| funcs.id(k).expect("a function of the test");
         let nodes = nodes.iter().enumerate().map(|(i, &(depth, key))| ModelNode::new(i as u32, depth, id(key))).collect();
         let t = ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes);
-        let out = with_riders(ranking.iter().map(|&k| id(k)).collect(), &funcs, std::slice::from_ref(&t));
-        out.into_iter().map(|k| funcs[k].key.to_string()).collect()
+        let out = with_anchors(ranking.iter().map(|&k| id(k)).collect(), &funcs, std::slice::from_ref(&t));
+        out.into_iter().map(|(k, _)| funcs[k].key.to_string()).collect()
     }
 
     /// A dispatcher calls `test` then `run` of each processor: the small `test` of the

@@ -2,7 +2,7 @@
 //! call), and long functions go after short ones of like relevance.
 
 use super::budget::{plan_for, Step};
-use super::{FuncId, FuncInfo, Funcs, Model, ModelNode, ModelTrace, Plan, SourceState};
+use super::{FuncId, FuncInfo, Funcs, Model, ModelNode, ModelTrace, Plan, SourceState, RIDER_MARK};
 use crate::pathclass::Origin;
 use crate::tokens::Tokenizer;
 
@@ -166,4 +166,51 @@ fn a_python_function_defined_inside_a_shown_one_is_not_printed_again() {
     // With the enclosing function's body elided, the inner one has a block of its own.
     let plan = Plan { levels: [(ids[0], super::Level::Signature)].into_iter().collect(), ..Default::default() };
     assert_eq!(shown(&plan), ["outer", "outer.<locals>.inner", "other"]);
+}
+
+/// `--show-ranking`'s lines are in the budget's order with the score that order sorts by (a
+/// long function's discounted), and a small function riding after its caller, whatever its own
+/// score, is marked: unmarked scores never rise down the list.
+#[test]
+fn the_ranking_shows_the_budgets_order_its_scores_and_the_riders() {
+    let mut funcs = Funcs::default();
+    let long = format!("def long():\n{}", "    x = 1\n".repeat(640));
+    let infos = [
+        ("test_x", "tests/test_x.py", "def test_x():\n    pass".to_string(), 600.0),
+        ("long", "pkg/m.py", long, 100.0),
+        ("Cls.big", "pkg/m.py", format!("def big(self):\n{}    self.small()", "    x = 1\n".repeat(5)), 80.0),
+        ("Cls.small", "pkg/m.py", "def small(self):\n    pass".to_string(), 1.0),
+        ("other", "pkg/m.py", "def other():\n    pass".to_string(), 20.0),
+    ];
+    let ids: Vec<FuncId> = infos
+        .iter()
+        .map(|(k, file, code, r)| {
+            let mut f = crate::testutil::func_info(k, file, Origin::Program, code);
+            (f.relevance, f.lexical) = (*r, *r);
+            funcs.insert(f)
+        })
+        .collect();
+    // test_x -> long, Cls.big -> Cls.small, other.
+    let nodes: Vec<ModelNode> =
+        [(0, 1), (1, 2), (2, 2), (3, 3), (4, 2)].iter().enumerate().map(|(i, &(f, d))| ModelNode::new(i as u32 + 1, d, ids[f])).collect();
+    let traces = vec![ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)];
+    let m = Model { question: String::new(), traces, funcs, notes: Vec::new(), tests_shown: true, analysis_ids: Default::default() };
+    let lines = m.ranking_lines(0);
+    assert!(lines[0].starts_with("slice: the budget keeps functions in this order"), "{}", lines[0]);
+    // (rank, score, name, file) as scripts split them.
+    let rows: Vec<Vec<&str>> = lines[1..].iter().map(|l| l.split_whitespace().skip(2).collect()).collect();
+    let got: Vec<String> = rows.iter().map(|r| r.join(" ")).collect();
+    // `long` has 6,400+ characters: its 100 counts half.
+    assert_eq!(
+        got,
+        [
+            "1 600.000 test_x (tests/test_x.py)",
+            "2 80.000 Cls.big (pkg/m.py)",
+            &format!("3 {RIDER_MARK}1.000 Cls.small (pkg/m.py)"),
+            "4 49.953 long (pkg/m.py)",
+            "5 20.000 other (pkg/m.py)"
+        ]
+    );
+    let unmarked: Vec<f64> = rows.iter().filter_map(|r| r[1].parse().ok()).collect();
+    assert!(unmarked.windows(2).all(|w| w[0] >= w[1]), "{lines:?}");
 }
