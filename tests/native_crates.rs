@@ -83,3 +83,54 @@ fn dependencies_are_found_by_their_directory_shape() {
         assert!(prompt.contains(&format!("#### `{shown}`")), "{shown} shown by default:\n{prompt}");
     }
 }
+
+/// A program built from cargo's registry, as `cargo install` builds it, has its own source
+/// there beside its dependencies': the package that holds the program's `main` is the
+/// program (kept by `--no-site-packages`, ranked as the program's), its dependency from the
+/// same registry stays a dependency.
+#[test]
+fn a_program_built_from_cargos_registry_is_the_program() {
+    let d = scratch();
+    let index = d.path().join("home/registry/src/index.crates.io-1949cf8c6b5b557f");
+    let dep = index.join("regdep-1.0.0");
+    let app = index.join("tool-2.1.0");
+    library(&dep, "regdep", 1);
+    write(
+        &app.join("Cargo.toml"),
+        &format!(
+            "[package]\nname = \"tool\"\nversion = \"2.1.0\"\nedition = \"2021\"\n\n[dependencies]\nregdep = {{ path = \"{}\" }}\n",
+            dep.display()
+        ),
+    );
+    write(&app.join("src/lib.rs"), "#[inline(never)]\npub fn double_it(x: u32) -> u32 {\n    std::hint::black_box(x) * 2\n}\n");
+    write(&app.join("src/main.rs"), "fn main() {\n    let x = tool::double_it(regdep::step_regdep(1));\n    println!(\"{x}\");\n}\n");
+    let target = d.path().join("target");
+    let out = run(std::process::Command::new("cargo")
+        .args(["build", "--offline", "--quiet"])
+        .current_dir(&app)
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUSTFLAGS"));
+    assert!(out.status.success(), "cargo build: {:?}", texts(&out));
+    let trace = d.path().join("t.d");
+    let mut c = cmd("trace");
+    c.env("SLICE_TRACE_PATCH", "1").arg("run").arg("-o").arg(&trace).arg("--").arg(target.join("debug/tool"));
+    assert_eq!(run_ok(&mut c).trim(), "4");
+
+    let q = ["-q", "what does the tool compute?"];
+    let mine = run_ok(cmd("slice").arg("from-trace").arg(&trace).arg("--no-site-packages").args(q));
+    for kept in ["tool::main", "tool::double_it"] {
+        assert!(mine.contains(&format!("#### `{kept}`")), "{kept}, the program's own, kept:\n{mine}");
+    }
+    assert!(mine.contains("cargo-registry/tool-2.1.0/src/lib.rs"), "its short path:\n{mine}");
+    assert!(!mine.contains("#### `regdep::step_regdep`"), "the dependency hidden:\n{mine}");
+    // The prompt's JSON model says whose code each function is.
+    let json = run_ok(cmd("slice").arg("from-trace").arg(&trace).args(["--format", "json"]).args(q));
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let origin_of = |name: &str| -> String {
+        let funcs = v["functions"].as_object().expect("functions");
+        let f = funcs.values().find(|f| f["qualname"] == name).unwrap_or_else(|| panic!("{name} in the JSON:\n{json}"));
+        f["origin"].as_str().unwrap_or_default().to_string()
+    };
+    assert_eq!(origin_of("tool::double_it"), "program");
+    assert_eq!(origin_of("regdep::step_regdep"), "site-packages");
+}

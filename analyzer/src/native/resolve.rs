@@ -116,6 +116,7 @@ fn fallback(a: &NativeAddr, symbol: Option<String>) -> Function {
         last_line: None,
         object: (!a.module.is_empty()).then(|| a.module.clone()),
         program_library: false,
+        program_crate: false,
         made_in: None,
         inlined: false,
     }
@@ -243,6 +244,7 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
                             last_line: i.first_line,
                             object: Some(module.to_string()),
                             program_library: false,
+                            program_crate: false,
                             made_in: None,
                             inlined: true,
                         })
@@ -261,6 +263,7 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
                         last_line: f.last_line,
                         object: None,
                         program_library: false,
+                        program_crate: false,
                         made_in: None,
                         inlined: a.inlined,
                     },
