@@ -86,24 +86,34 @@ fn dependencies_are_found_by_their_directory_shape() {
 
 /// A program built from cargo's registry, as `cargo install` builds it, has its own source
 /// there beside its dependencies': the package that holds the program's `main` is the
-/// program (kept by `--no-site-packages`, ranked as the program's), its dependency from the
-/// same registry stays a dependency.
+/// program (kept by `--no-site-packages`, ranked as the program's), and so is a package
+/// published from the same repository (its manifest's `repository` inside the program's, as
+/// ripgrep's `ignore`); a dependency from elsewhere stays a dependency.
 #[test]
 fn a_program_built_from_cargos_registry_is_the_program() {
     let d = scratch();
     let index = d.path().join("home/registry/src/index.crates.io-1949cf8c6b5b557f");
     let dep = index.join("regdep-1.0.0");
     let app = index.join("tool-2.1.0");
+    let core = index.join("tool-core-1.0.0");
     library(&dep, "regdep", 1);
+    library(&core, "tool_core", 1);
+    let manifest = core.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).expect("manifest");
+    write(&manifest, &text.replace("edition", "repository = \"https://git.example.org/u/tool/tree/main/core\"\nedition"));
     write(
         &app.join("Cargo.toml"),
         &format!(
-            "[package]\nname = \"tool\"\nversion = \"2.1.0\"\nedition = \"2021\"\n\n[dependencies]\nregdep = {{ path = \"{}\" }}\n",
-            dep.display()
+            "[package]\nname = \"tool\"\nversion = \"2.1.0\"\nedition = \"2021\"\nrepository = \"https://git.example.org/u/tool\"\n\n[dependencies]\nregdep = {{ path = \"{}\" }}\ntool_core = {{ path = \"{}\" }}\n",
+            dep.display(),
+            core.display()
         ),
     );
     write(&app.join("src/lib.rs"), "#[inline(never)]\npub fn double_it(x: u32) -> u32 {\n    std::hint::black_box(x) * 2\n}\n");
-    write(&app.join("src/main.rs"), "fn main() {\n    let x = tool::double_it(regdep::step_regdep(1));\n    println!(\"{x}\");\n}\n");
+    write(
+        &app.join("src/main.rs"),
+        "fn main() {\n    let x = tool_core::step_tool_core(tool::double_it(regdep::step_regdep(1)));\n    println!(\"{x}\");\n}\n",
+    );
     let target = d.path().join("target");
     let out = run(std::process::Command::new("cargo")
         .args(["build", "--offline", "--quiet"])
@@ -114,11 +124,11 @@ fn a_program_built_from_cargos_registry_is_the_program() {
     let trace = d.path().join("t.d");
     let mut c = cmd("trace");
     c.env("SLICE_TRACE_PATCH", "1").arg("run").arg("-o").arg(&trace).arg("--").arg(target.join("debug/tool"));
-    assert_eq!(run_ok(&mut c).trim(), "4");
+    assert_eq!(run_ok(&mut c).trim(), "5");
 
     let q = ["-q", "what does the tool compute?"];
     let mine = run_ok(cmd("slice").arg("from-trace").arg(&trace).arg("--no-site-packages").args(q));
-    for kept in ["tool::main", "tool::double_it"] {
+    for kept in ["tool::main", "tool::double_it", "tool_core::step_tool_core"] {
         assert!(mine.contains(&format!("#### `{kept}`")), "{kept}, the program's own, kept:\n{mine}");
     }
     assert!(mine.contains("cargo-registry/tool-2.1.0/src/lib.rs"), "its short path:\n{mine}");
@@ -132,5 +142,6 @@ fn a_program_built_from_cargos_registry_is_the_program() {
         f["origin"].as_str().unwrap_or_default().to_string()
     };
     assert_eq!(origin_of("tool::double_it"), "program");
+    assert_eq!(origin_of("tool_core::step_tool_core"), "program");
     assert_eq!(origin_of("regdep::step_regdep"), "site-packages");
 }

@@ -336,6 +336,30 @@ mod tests {
         assert_eq!(origin(&f(false)), Origin::SitePackages);
     }
 
+    /// A package's repository, from its manifest's `[package]` table; a package is the
+    /// program's repository's when its repository is that one or a directory inside it.
+    #[test]
+    fn packages_of_the_programs_repository() {
+        use crate::native::paths::{package_repository, same_repository};
+        let m = "[package]\nedition = \"2021\"\nname = \"ignore\"\nrepository = \"https://github.com/BurntSushi/ripgrep/tree/master/crates/ignore\"\n\n[dependencies.log]\nversion = \"0.4\"\n";
+        assert_eq!(package_repository(m).as_deref(), Some("https://github.com/BurntSushi/ripgrep/tree/master/crates/ignore"));
+        assert_eq!(
+            package_repository("[package]\nrepository = \"https://github.com/sharkdp/hexyl.git/\"\n").as_deref(),
+            Some("https://github.com/sharkdp/hexyl")
+        );
+        // Not in `[package]`, or none.
+        assert_eq!(package_repository("[package]\nname = \"x\"\n[badges]\nrepository = \"https://h/a/b\"\n"), None);
+        assert_eq!(package_repository("[package]\nname = \"x\"\nrepository_url = \"https://h/a/b\"\n"), None);
+        let rg = "https://github.com/BurntSushi/ripgrep";
+        assert!(same_repository(rg, "https://github.com/BurntSushi/ripgrep/tree/master/crates/ignore"));
+        assert!(same_repository(rg, "https://github.com/burntsushi/ripgrep"));
+        assert!(!same_repository(rg, "https://github.com/BurntSushi/ripgrep-extra"));
+        assert!(!same_repository(rg, "https://github.com/clap-rs/clap"));
+        // A repository that names only a host or an owner takes in nothing.
+        assert!(!same_repository("https://github.com/BurntSushi", "https://github.com/BurntSushi/memchr"));
+        assert!(!same_repository("https://github.com", "https://github.com/clap-rs/clap"));
+    }
+
     /// `cargo vendor`'s directories are dependencies, by the checksum file it writes; a
     /// project's own `vendor/` folder without it is the program.
     #[test]

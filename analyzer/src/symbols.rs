@@ -2,7 +2,8 @@
 //! analyzer works with: Python code objects directly, native addresses through DWARF
 //! ([`crate::native::resolve`]).
 
-use std::path::PathBuf;
+use crate::native::paths::{package_repository, registry_package_dir, same_repository};
+use std::path::{Path, PathBuf};
 use trace_format::{FuncKind, Process};
 
 /// What kind of code a function is.
@@ -339,9 +340,10 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
 }
 
 /// Mark the native functions whose source is in the cargo package of the program's own
-/// `main` ([`Function::program_crate`]): a program built by `cargo install` lives in cargo's
-/// registry beside its dependencies, and only its `main` tells them apart. `exe`: the
-/// process's executable.
+/// `main` ([`Function::program_crate`]), or in a registry package published from the same
+/// repository ([`same_repository`], by the packages' `Cargo.toml`): a program built by
+/// `cargo install` lives in cargo's registry beside its dependencies, and only its `main` tells
+/// them apart. `exe`: the process's executable.
 fn mark_program_crate(funcs: &mut [Function], exe: &str) {
     let exe_name = exe.rsplit('/').next().unwrap_or(exe);
     let mut roots: Vec<String> = Vec::new();
@@ -357,10 +359,21 @@ fn mark_program_crate(funcs: &mut [Function], exe: &str) {
     if roots.is_empty() {
         return;
     }
+    // The program's repository, from its package's manifest: registry packages published from
+    // the same repository (ripgrep's `ignore`, `grep-printer`) are the program's too.
+    let manifest_repo = |dir: &str| std::fs::read_to_string(Path::new(dir).join("Cargo.toml")).ok().and_then(|m| package_repository(&m));
+    let repos: Vec<String> = roots.iter().filter_map(|r| manifest_repo(r)).collect();
+    let mut same: rustc_hash::FxHashMap<String, bool> = Default::default();
     for f in funcs.iter_mut().filter(|f| f.language == Language::Native) {
         let Some(file) = f.file.as_deref() else { continue };
         let file = file.to_string_lossy();
-        f.program_crate = roots.iter().any(|r| file.starts_with(r.as_str()));
+        f.program_crate = roots.iter().any(|r| file.starts_with(r.as_str()))
+            || (!repos.is_empty()
+                && registry_package_dir(&file).is_some_and(|dir| {
+                    *same
+                        .entry(dir.to_string())
+                        .or_insert_with(|| manifest_repo(dir).is_some_and(|repo| repos.iter().any(|p| same_repository(p, &repo))))
+                }));
     }
 }
 
@@ -472,5 +485,45 @@ mod tests {
         rest.iter_mut().for_each(|f| f.program_crate = false);
         mark_program_crate(&mut rest, "/i/bin/hexyl");
         assert!(rest.iter().all(|f| !f.program_crate));
+    }
+
+    /// Registry packages published from the program's repository (by their manifests'
+    /// `repository`) are the program's; others, and any without a manifest, are not.
+    #[test]
+    fn packages_from_the_programs_repository_are_marked() {
+        let d = tempfile::tempdir().unwrap();
+        let reg = d.path().join("h/registry/src/index.crates.io-1949cf8c6b5b557f");
+        let pkg = |dir: &str, repo: Option<&str>| {
+            let p = reg.join(dir);
+            std::fs::create_dir_all(p.join("src")).unwrap();
+            let repo = repo.map(|r| format!("repository = \"{r}\"\n")).unwrap_or_default();
+            std::fs::write(p.join("Cargo.toml"), format!("[package]\nname = \"x\"\n{repo}")).unwrap();
+            p.join("src/lib.rs").to_string_lossy().into_owned()
+        };
+        let main = pkg("ripgrep-15.2.0", Some("https://github.com/BurntSushi/ripgrep"));
+        let ignore = pkg("ignore-0.4.29", Some("https://github.com/BurntSushi/ripgrep/tree/master/crates/ignore"));
+        let clap = pkg("clap-4.5.20", Some("https://github.com/clap-rs/clap"));
+        let bare = pkg("bare-1.0.0", None);
+        let native = |q: &str, file: &str| Function {
+            language: Language::Native,
+            name: q.rsplit("::").next().unwrap_or(q).into(),
+            qualname: q.into(),
+            file: Some(PathBuf::from(file)),
+            first_line: Some(1),
+            last_line: Some(2),
+            object: Some("/i/bin/rg".into()),
+            program_library: false,
+            program_crate: false,
+            made_in: None,
+            inlined: false,
+        };
+        let mut funcs = vec![
+            native("rg::main", &main),
+            native("ignore::dir::Ignore::matched", &ignore),
+            native("clap::parse", &clap),
+            native("bare::f", &bare),
+        ];
+        mark_program_crate(&mut funcs, "/i/bin/rg");
+        assert_eq!(funcs.iter().map(|f| f.program_crate).collect::<Vec<_>>(), [true, true, false, false]);
     }
 }

@@ -133,7 +133,8 @@ pub struct SelectArgs {
     pub site_packages: bool,
     /// Hide installed packages (program code they call back stays visible; a Python program
     /// that is itself installed keeps its own package: the one its entry script calls; a Rust
-    /// program built in cargo's registry by `cargo install`, the package of its `main`).
+    /// program built in cargo's registry by `cargo install`, the package of its `main` and those
+    /// of its repository).
     #[arg(long, overrides_with = "site_packages", help_heading = "Selection")]
     pub no_site_packages: bool,
 }

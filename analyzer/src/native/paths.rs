@@ -241,6 +241,21 @@ pub fn cargo_crate(s: &str) -> Option<String> {
     crate_name_of(dir)
 }
 
+/// The directory of the registry package a file is in (`.../registry/src/<index>/ignore-0.4.29/`,
+/// with its `/`); `None` outside cargo's registry (a git checkout names a repository, a vendored
+/// directory is read as any other).
+pub(crate) fn registry_package_dir(file: &str) -> Option<&str> {
+    if file.contains("/git/checkouts/") {
+        return None;
+    }
+    let i = cargo_package_end(file)?;
+    if vendored_package_end(file) == Some(i) {
+        return None;
+    }
+    let dir = file[i..].split('/').next()?;
+    (!dir.is_empty() && file.len() > i + dir.len()).then(|| &file[..i + dir.len() + 1])
+}
+
 /// The directory of the cargo package that holds a Rust program's own code, read off the
 /// program's `main` function: a program that `cargo install` builds from cargo's registry (or
 /// from a git checkout, `cargo install --git`; or vendored) has its source there beside its
@@ -277,6 +292,44 @@ pub fn program_crate_root<'a>(qualname: &str, file: &'a str, exe_name: &str) -> 
     // so that a library's root-level `pub fn main` is not taken for the program's.
     let binary_file = rel == "src/main.rs" || rel.starts_with("src/bin/");
     (krate == exe_name.replace('-', "_") || (binary_file && package.as_deref() == Some(krate))).then_some(root)
+}
+
+/// The `repository` of a cargo package's manifest (the text of its `Cargo.toml`): the
+/// `[package]` table's `repository = "..."` line, as a published package's normalized manifest
+/// writes it; without a trailing `/` or `.git`.
+pub fn package_repository(manifest: &str) -> Option<String> {
+    let mut in_package = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+            continue;
+        }
+        let Some(rest) = line.strip_prefix("repository").map(str::trim_start) else { continue };
+        let Some(value) = rest.strip_prefix('=').map(str::trim) else { continue };
+        if !in_package {
+            continue;
+        }
+        let url = value.strip_prefix('"')?.split('"').next()?;
+        let url = url.trim_end_matches('/');
+        let url = url.strip_suffix(".git").unwrap_or(url);
+        return (!url.is_empty()).then(|| url.to_string());
+    }
+    None
+}
+
+/// Whether a package whose repository is `repo` is part of the program whose own package's
+/// repository is `program`: the same repository, or a directory inside it (ripgrep's
+/// `https://github.com/BurntSushi/ripgrep/tree/master/crates/ignore` inside
+/// `https://github.com/BurntSushi/ripgrep`: a project that publishes its workspace's crates
+/// one by one). The program's repository must name one (a host and two path segments at
+/// least), not just a host or an owner.
+pub fn same_repository(program: &str, repo: &str) -> bool {
+    let after_host = program.split_once("://").map_or(program, |(_, r)| r);
+    if after_host.split('/').filter(|s| !s.is_empty()).count() < 3 {
+        return false;
+    }
+    let (p, r) = (program.to_ascii_lowercase(), repo.to_ascii_lowercase());
+    r == p || r.strip_prefix(&p).is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// A short display form of a Rust library or dependency path: `rust-library/std/src/path.rs`,
