@@ -145,3 +145,35 @@ fn a_program_built_from_cargos_registry_is_the_program() {
     assert_eq!(origin_of("tool_core::step_tool_core"), "program");
     assert_eq!(origin_of("regdep::step_regdep"), "site-packages");
 }
+
+/// A Rust program built without debug information (as `cargo install` builds one by default):
+/// the prompt and stderr say that it is a Rust program and how cargo builds it with debug
+/// information, not to install a distribution's debug symbols.
+#[test]
+fn a_rust_program_without_debug_information_is_told_how_cargo_shows_its_source() {
+    let d = scratch();
+    let proj = d.path().join("nodebug");
+    write(
+        &proj.join("Cargo.toml"),
+        "[package]\nname = \"no-debug\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[profile.dev]\ndebug = 0\n",
+    );
+    write(&proj.join("src/main.rs"), "#[inline(never)]\nfn triple(x: u32) -> u32 {\n    std::hint::black_box(x) * 3\n}\n\nfn main() {\n    println!(\"{}\", triple(2));\n}\n");
+    let out = run(std::process::Command::new("cargo")
+        .args(["build", "--offline", "--quiet"])
+        .current_dir(&proj)
+        .env("CARGO_TARGET_DIR", proj.join("target"))
+        .env_remove("RUSTFLAGS"));
+    assert!(out.status.success(), "cargo build: {:?}", texts(&out));
+    let trace = d.path().join("t.d");
+    let mut c = cmd("trace");
+    c.env("SLICE_TRACE_PATCH", "1").arg("run").arg("-o").arg(&trace).arg("--").arg(proj.join("target/debug/no-debug"));
+    assert_eq!(run_ok(&mut c).trim(), "6");
+    let out = run(cmd("slice").arg("from-trace").arg(&trace).args(["-q", "what does it print?"]));
+    let (prompt, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    let note = prompt.lines().find(|l| l.starts_with("> No source for ")).unwrap_or_else(|| panic!("a note:\n{prompt}"));
+    assert!(note.contains("of `no-debug`") && note.contains("It is a Rust program"), "{note}");
+    assert!(note.contains("CARGO_PROFILE_RELEASE_DEBUG=1 cargo install --force"), "{note}");
+    assert!(!note.contains("-dbgsym"), "{note}");
+    assert!(stderr.contains("no debug information") && stderr.contains("CARGO_PROFILE_RELEASE_DEBUG=1 cargo install --force"), "{stderr}");
+}

@@ -219,9 +219,19 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
             } else {
                 format!(" (also looked for a separate debug file in {})", looked.join(", "))
             };
+            // A Rust program (its `main` is `<crate>::main`, the crate named as the
+            // executable) is told how cargo builds it with debug information.
+            let file = module.rsplit('/').next().unwrap_or(module);
+            let rust_main = format!("{}::main", file.replace('-', "_"));
+            let rust = found.funcs.iter().flatten().any(|f| f.qualname == rust_main);
+            let fix = if rust {
+                "It is a Rust program: build it with debug information, for one installed by `cargo install` with \
+                 `CARGO_PROFILE_RELEASE_DEBUG=1 cargo install --force <its crate>`"
+            } else {
+                "Rebuild it with `-g`, or install its debug symbols (the distribution's -dbgsym/-dbg/-debuginfo package)"
+            };
             Some(Warning::Text(format!(
-                "{module}: no debug information{looked}; {} function(s) in it are shown by symbol name only, without source. \
-                 Rebuild it with `-g`, or install its debug symbols (the distribution's -dbgsym/-dbg/-debuginfo package)",
+                "{module}: no debug information{looked}; {} function(s) in it are shown by symbol name only, without source. {fix}",
                 items.len()
             )))
         }
