@@ -83,3 +83,97 @@ fn dependencies_are_found_by_their_directory_shape() {
         assert!(prompt.contains(&format!("#### `{shown}`")), "{shown} shown by default:\n{prompt}");
     }
 }
+
+/// A program built from cargo's registry, as `cargo install` builds it, has its own source
+/// there beside its dependencies': the package that holds the program's `main` is the
+/// program (kept by `--no-site-packages`, ranked as the program's), and so is a package
+/// published from the same repository (its manifest's `repository` inside the program's, as
+/// ripgrep's `ignore`); a dependency from elsewhere stays a dependency.
+#[test]
+fn a_program_built_from_cargos_registry_is_the_program() {
+    let d = scratch();
+    let index = d.path().join("home/registry/src/index.crates.io-1949cf8c6b5b557f");
+    let dep = index.join("regdep-1.0.0");
+    let app = index.join("tool-2.1.0");
+    let core = index.join("tool-core-1.0.0");
+    library(&dep, "regdep", 1);
+    library(&core, "tool_core", 1);
+    let manifest = core.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).expect("manifest");
+    write(&manifest, &text.replace("edition", "repository = \"https://git.example.org/u/tool/tree/main/core\"\nedition"));
+    write(
+        &app.join("Cargo.toml"),
+        &format!(
+            "[package]\nname = \"tool\"\nversion = \"2.1.0\"\nedition = \"2021\"\nrepository = \"https://git.example.org/u/tool\"\n\n[dependencies]\nregdep = {{ path = \"{}\" }}\ntool_core = {{ path = \"{}\" }}\n",
+            dep.display(),
+            core.display()
+        ),
+    );
+    write(&app.join("src/lib.rs"), "#[inline(never)]\npub fn double_it(x: u32) -> u32 {\n    std::hint::black_box(x) * 2\n}\n");
+    write(
+        &app.join("src/main.rs"),
+        "fn main() {\n    let x = tool_core::step_tool_core(tool::double_it(regdep::step_regdep(1)));\n    println!(\"{x}\");\n}\n",
+    );
+    let target = d.path().join("target");
+    let out = run(std::process::Command::new("cargo")
+        .args(["build", "--offline", "--quiet"])
+        .current_dir(&app)
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUSTFLAGS"));
+    assert!(out.status.success(), "cargo build: {:?}", texts(&out));
+    let trace = d.path().join("t.d");
+    let mut c = cmd("trace");
+    c.env("SLICE_TRACE_PATCH", "1").arg("run").arg("-o").arg(&trace).arg("--").arg(target.join("debug/tool"));
+    assert_eq!(run_ok(&mut c).trim(), "5");
+
+    let q = ["-q", "what does the tool compute?"];
+    let mine = run_ok(cmd("slice").arg("from-trace").arg(&trace).arg("--no-site-packages").args(q));
+    for kept in ["tool::main", "tool::double_it", "tool_core::step_tool_core"] {
+        assert!(mine.contains(&format!("#### `{kept}`")), "{kept}, the program's own, kept:\n{mine}");
+    }
+    assert!(mine.contains("cargo-registry/tool-2.1.0/src/lib.rs"), "its short path:\n{mine}");
+    assert!(!mine.contains("#### `regdep::step_regdep`"), "the dependency hidden:\n{mine}");
+    // The prompt's JSON model says whose code each function is.
+    let json = run_ok(cmd("slice").arg("from-trace").arg(&trace).args(["--format", "json"]).args(q));
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let origin_of = |name: &str| -> String {
+        let funcs = v["functions"].as_object().expect("functions");
+        let f = funcs.values().find(|f| f["qualname"] == name).unwrap_or_else(|| panic!("{name} in the JSON:\n{json}"));
+        f["origin"].as_str().unwrap_or_default().to_string()
+    };
+    assert_eq!(origin_of("tool::double_it"), "program");
+    assert_eq!(origin_of("tool_core::step_tool_core"), "program");
+    assert_eq!(origin_of("regdep::step_regdep"), "site-packages");
+}
+
+/// A Rust program built without debug information (as `cargo install` builds one by default):
+/// the prompt and stderr say that it is a Rust program and how cargo builds it with debug
+/// information, not to install a distribution's debug symbols.
+#[test]
+fn a_rust_program_without_debug_information_is_told_how_cargo_shows_its_source() {
+    let d = scratch();
+    let proj = d.path().join("nodebug");
+    write(
+        &proj.join("Cargo.toml"),
+        "[package]\nname = \"no-debug\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[profile.dev]\ndebug = 0\n",
+    );
+    write(&proj.join("src/main.rs"), "#[inline(never)]\nfn triple(x: u32) -> u32 {\n    std::hint::black_box(x) * 3\n}\n\nfn main() {\n    println!(\"{}\", triple(2));\n}\n");
+    let out = run(std::process::Command::new("cargo")
+        .args(["build", "--offline", "--quiet"])
+        .current_dir(&proj)
+        .env("CARGO_TARGET_DIR", proj.join("target"))
+        .env_remove("RUSTFLAGS"));
+    assert!(out.status.success(), "cargo build: {:?}", texts(&out));
+    let trace = d.path().join("t.d");
+    let mut c = cmd("trace");
+    c.env("SLICE_TRACE_PATCH", "1").arg("run").arg("-o").arg(&trace).arg("--").arg(proj.join("target/debug/no-debug"));
+    assert_eq!(run_ok(&mut c).trim(), "6");
+    let out = run(cmd("slice").arg("from-trace").arg(&trace).args(["-q", "what does it print?"]));
+    let (prompt, stderr) = texts(&out);
+    assert!(out.status.success(), "{stderr}");
+    let note = prompt.lines().find(|l| l.starts_with("> No source for ")).unwrap_or_else(|| panic!("a note:\n{prompt}"));
+    assert!(note.contains("of `no-debug`") && note.contains("It is a Rust program"), "{note}");
+    assert!(note.contains("CARGO_PROFILE_RELEASE_DEBUG=1 cargo install --force"), "{note}");
+    assert!(!note.contains("-dbgsym"), "{note}");
+    assert!(stderr.contains("no debug information") && stderr.contains("CARGO_PROFILE_RELEASE_DEBUG=1 cargo install --force"), "{stderr}");
+}

@@ -618,18 +618,27 @@ fn no_source_notes(threads: &[PreparedThread]) -> Vec<String> {
             }
         }
     }
-    objects
-        .into_iter()
-        .map(|(object, names)| {
-            let file = object.rsplit('/').next().unwrap_or(&object);
-            format!(
-                "No source for {} of `{file}` ({object}): the debug information that maps its code to source lines is missing or could not be read (stderr says which), so {} named from its symbol table only. \
-                 Its debug symbols (a distribution's -dbgsym or -dbg package, found under /usr/lib/debug/.build-id/), or a build with `-g`, would show the source.",
-                crate::testrun::plural(names.len(), "function"),
-                if names.len() == 1 { "it is" } else { "they are" }
-            )
-        })
-        .collect()
+    objects.into_iter().map(|(object, names)| no_source_note(&object, &names)).collect()
+}
+
+/// The note of [`no_source_notes`] for one object and the names of its functions shown
+/// without source. A Rust program (its `main` is `<crate>::main`, the crate named as the
+/// executable: cargo's convention) is told how cargo builds it with debug information, as
+/// `cargo install` does not by default.
+fn no_source_note(object: &str, names: &HashSet<String>) -> String {
+    let file = object.rsplit('/').next().unwrap_or(object);
+    let rust = names.contains(&format!("{}::main", file.replace('-', "_")));
+    let fix = if rust {
+        "It is a Rust program: built with debug information it would show the source, for one installed by `cargo install` with \
+         `CARGO_PROFILE_RELEASE_DEBUG=1 cargo install --force <its crate>` (or `debug = 1` under `[profile.release]` of the project that builds it)."
+    } else {
+        "Its debug symbols (a distribution's -dbgsym or -dbg package, found under /usr/lib/debug/.build-id/), or a build with `-g`, would show the source."
+    };
+    format!(
+        "No source for {} of `{file}` ({object}): the debug information that maps its code to source lines is missing or could not be read (stderr says which), so {} named from its symbol table only. {fix}",
+        crate::testrun::plural(names.len(), "function"),
+        if names.len() == 1 { "it is" } else { "they are" }
+    )
 }
 
 /// A path for display: relative to `cwd` when inside it; installed packages as
@@ -686,6 +695,24 @@ fn no_calls_reason(dir: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A Rust program without debug information is told how cargo builds it with some;
+    /// another program, of debug symbols and `-g`.
+    #[test]
+    fn no_source_notes_say_what_shows_the_source() {
+        let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<HashSet<String>>();
+        let rust = no_source_note("/root/.cargo/bin/hexyl", &names(&["hexyl::main", "clap_builder::derive::Parser::parse"]));
+        assert!(rust.starts_with("No source for 2 functions of `hexyl` (/root/.cargo/bin/hexyl)"), "{rust}");
+        assert!(rust.contains("CARGO_PROFILE_RELEASE_DEBUG=1 cargo install --force"), "{rust}");
+        assert!(!rust.contains("-dbgsym"), "{rust}");
+        let dashed = no_source_note("/x/bin/git-absorb", &names(&["git_absorb::main"]));
+        assert!(dashed.contains("Rust program"), "{dashed}");
+        let c = no_source_note("/usr/bin/jq", &names(&["main", "jv_parse"]));
+        assert!(c.contains("-dbgsym") && !c.contains("cargo"), "{c}");
+        // A `main` of another crate does not make it the program's.
+        let other = no_source_note("/x/bin/tool", &names(&["clap::main"]));
+        assert!(!other.contains("cargo"), "{other}");
+    }
 
     #[test]
     fn display_paths() {

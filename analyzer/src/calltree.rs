@@ -376,6 +376,7 @@ mod tests {
                     last_line: None,
                     object: None,
                     program_library: false,
+                    program_crate: false,
                     made_in: None,
                     inlined: false,
                 })

@@ -775,6 +775,7 @@ mod tests {
             last_line: Some(line + 2),
             object: Some("/p/app".into()),
             program_library: false,
+            program_crate: false,
             made_in: None,
             inlined: false,
         };
@@ -813,6 +814,7 @@ mod tests {
             last_line: Some(673),
             object: object.map(Into::into),
             program_library: false,
+            program_crate: false,
             made_in: None,
             inlined: false,
         };

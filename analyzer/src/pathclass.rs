@@ -35,6 +35,8 @@ pub fn origin(f: &Function) -> Origin {
         // GoogleTest (linked into the test binary, built with the program or from Debian's
         // libgtest.a) is an installed test runner, wherever its source is.
         Language::Native if crate::plumbing::native_package(f).as_deref() == Some(crate::plumbing::GOOGLETEST) => Origin::SitePackages,
+        // The program's own crate, built from cargo's registry (`cargo install`).
+        Language::Native if f.program_crate => Origin::Program,
         Language::Native => match (&file, native_name_origin(&f.qualname)) {
             (None, Some(o)) => o,
             (None, None) if crate::native::paths::extension_plumbing(&f.qualname, f.object.as_deref()) => Origin::Stdlib,
@@ -87,6 +89,7 @@ mod tests {
             last_line: Some(2),
             object: None,
             program_library: false,
+            program_crate: false,
             made_in: None,
             inlined: false,
         }
@@ -146,6 +149,7 @@ mod tests {
             last_line: None,
             object: module.map(String::from),
             program_library: false,
+            program_crate: false,
             made_in: None,
             inlined: false,
         };
@@ -225,6 +229,7 @@ mod tests {
             last_line: None,
             object: Some("/p/hexyl".into()),
             program_library: false,
+            program_crate: false,
             made_in: None,
             inlined: false,
         };
@@ -242,6 +247,7 @@ mod tests {
             object: Some("/usr/lib/x86_64-linux-gnu/libjq.so.1.0.4".into()),
             file: file.map(Into::into),
             program_library: own,
+            program_crate: false,
             made_in: None,
             ..f(q)
         };
@@ -279,6 +285,79 @@ mod tests {
         // The user's own folders named `registry/src` are not cargo's.
         assert_eq!(cargo_crate("/home/u/app/registry/src/server/handler.rs"), None);
         assert_eq!(cargo_crate("/home/u/app/registry/src/v1-aaaa/x-1.0/lib.rs"), None);
+    }
+
+    /// A program `cargo install` built from cargo's registry is told from its dependencies
+    /// by its `main`: `<crate>::main`, the crate named as the executable (ripgrep's binary crate
+    /// is `rg`) or as its package; its package directory is the program's.
+    #[test]
+    fn the_package_of_a_programs_main_is_the_program() {
+        use crate::native::paths::program_crate_root;
+        let reg = "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f";
+        let main = format!("{reg}/hexyl-0.16.0/src/main.rs");
+        let root = format!("{reg}/hexyl-0.16.0/");
+        assert_eq!(program_crate_root("hexyl::main", &main, "hexyl"), Some(root.as_str()));
+        // A renamed executable: the package's crate.
+        assert_eq!(program_crate_root("hexyl::main", &main, "hx"), Some(root.as_str()));
+        let rg = format!("{reg}/ripgrep-15.2.0/crates/core/main.rs");
+        assert_eq!(program_crate_root("rg::main", &rg, "rg"), Some(format!("{reg}/ripgrep-15.2.0/").as_str()));
+        let fd = format!("{reg}/fd-find-10.2.0/src/main.rs");
+        assert_eq!(program_crate_root("fd::main", &fd, "fd"), Some(format!("{reg}/fd-find-10.2.0/").as_str()));
+        assert_eq!(program_crate_root("fd_find::main", &fd, "other"), Some(format!("{reg}/fd-find-10.2.0/").as_str()));
+        // A dependency's `main`, any other function, a nested `main`, a program outside cargo's
+        // directories: none.
+        let dep = format!("{reg}/clap_builder-4.5.20/src/lib.rs");
+        assert_eq!(program_crate_root("clap_builder::main", &dep, "hexyl"), None);
+        assert_eq!(program_crate_root("hexyl::run", &main, "hexyl"), None);
+        assert_eq!(program_crate_root("hexyl::cli::main", &main, "hexyl"), None);
+        assert_eq!(program_crate_root("<hexyl::X as hexyl::T>::main", &main, "hexyl"), None);
+        assert_eq!(program_crate_root("app::main", "/home/u/app/src/main.rs", "app"), None);
+        // A git checkout (`cargo install --git`): the checked-out repository, its workspace's
+        // crates included.
+        let git = "/root/.cargo/git/checkouts/ripgrep-0d2c1b8f3a5e7d91/4f1e2d3/crates/core/main.rs";
+        assert_eq!(program_crate_root("rg::main", git, "rg"), Some("/root/.cargo/git/checkouts/ripgrep-0d2c1b8f3a5e7d91/4f1e2d3/"));
+        assert_eq!(program_crate_root("ripgrep::main", git, "other"), None);
+
+        // The mark makes its functions the program's; the same path unmarked is a dependency.
+        let f = |own: bool| Function {
+            language: Language::Native,
+            name: "print_all".into(),
+            qualname: "hexyl::Printer<Writer>::print_all".into(),
+            file: Some(format!("{reg}/hexyl-0.16.0/src/lib.rs").into()),
+            first_line: Some(615),
+            last_line: Some(759),
+            object: Some("/root/.cargo/bin/hexyl".into()),
+            program_library: false,
+            program_crate: own,
+            made_in: None,
+            inlined: false,
+        };
+        assert_eq!(origin(&f(true)), Origin::Program);
+        assert_eq!(origin(&f(false)), Origin::SitePackages);
+    }
+
+    /// A package's repository, from its manifest's `[package]` table; a package is the
+    /// program's repository's when its repository is that one or a directory inside it.
+    #[test]
+    fn packages_of_the_programs_repository() {
+        use crate::native::paths::{package_repository, same_repository};
+        let m = "[package]\nedition = \"2021\"\nname = \"ignore\"\nrepository = \"https://github.com/BurntSushi/ripgrep/tree/master/crates/ignore\"\n\n[dependencies.log]\nversion = \"0.4\"\n";
+        assert_eq!(package_repository(m).as_deref(), Some("https://github.com/BurntSushi/ripgrep/tree/master/crates/ignore"));
+        assert_eq!(
+            package_repository("[package]\nrepository = \"https://github.com/sharkdp/hexyl.git/\"\n").as_deref(),
+            Some("https://github.com/sharkdp/hexyl")
+        );
+        // Not in `[package]`, or none.
+        assert_eq!(package_repository("[package]\nname = \"x\"\n[badges]\nrepository = \"https://h/a/b\"\n"), None);
+        assert_eq!(package_repository("[package]\nname = \"x\"\nrepository_url = \"https://h/a/b\"\n"), None);
+        let rg = "https://github.com/BurntSushi/ripgrep";
+        assert!(same_repository(rg, "https://github.com/BurntSushi/ripgrep/tree/master/crates/ignore"));
+        assert!(same_repository(rg, "https://github.com/burntsushi/ripgrep"));
+        assert!(!same_repository(rg, "https://github.com/BurntSushi/ripgrep-extra"));
+        assert!(!same_repository(rg, "https://github.com/clap-rs/clap"));
+        // A repository that names only a host or an owner takes in nothing.
+        assert!(!same_repository("https://github.com/BurntSushi", "https://github.com/BurntSushi/memchr"));
+        assert!(!same_repository("https://github.com", "https://github.com/clap-rs/clap"));
     }
 
     /// `cargo vendor`'s directories are dependencies, by the checksum file it writes; a

@@ -321,6 +321,7 @@ mod tests {
             last_line: Some(2),
             object: None,
             program_library: false,
+            program_crate: false,
             made_in: None,
             inlined: false,
         }

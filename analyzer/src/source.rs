@@ -535,6 +535,7 @@ f = lambda x: x + 1
             last_line: Some(2),
             object: None,
             program_library: false,
+            program_crate: false,
             made_in: None,
             inlined: false,
         };

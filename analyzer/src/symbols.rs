@@ -2,7 +2,8 @@
 //! analyzer works with: Python code objects directly, native addresses through DWARF
 //! ([`crate::native::resolve`]).
 
-use std::path::PathBuf;
+use crate::native::paths::{package_repository, registry_package_dir, same_repository};
+use std::path::{Path, PathBuf};
 use trace_format::{FuncKind, Process};
 
 /// What kind of code a function is.
@@ -38,6 +39,11 @@ pub struct Function {
     /// `trace_format::objects`, the rule the shim patched it by), so its functions are the
     /// program's code.
     pub program_library: bool,
+    /// Native: its source is in the cargo package (registry, git checkout or vendored
+    /// directory) that holds the program's own `main`, as when `cargo install` builds a
+    /// program from cargo's registry: the program's code, not a dependency's
+    /// ([`crate::native::paths::program_crate_root`]).
+    pub program_crate: bool,
     /// Native code the compiler inlined into its caller, shown where an inline probe saw it
     /// run (docs/native-recording.md, "Inlined functions"): it ran inside the function above
     /// it in the tree, without a call.
@@ -61,6 +67,7 @@ impl Function {
             last_line: None,
             object: None,
             program_library: false,
+            program_crate: false,
             made_in: None,
             inlined: false,
         }
@@ -264,6 +271,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
                 last_line: Some(*last_line),
                 object: None,
                 program_library: false,
+                program_crate: false,
                 made_in: made_in.clone(),
                 inlined: false,
             },
@@ -276,6 +284,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
                 last_line: None,
                 object: module.clone(),
                 program_library: false,
+                program_crate: false,
                 made_in: None,
                 inlined: false,
             },
@@ -318,6 +327,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
                 chains.insert(a.id, ids);
             }
         }
+        mark_program_crate(&mut out, exe);
         // mypyc's compiled functions (`trace run --native-ext`) as the Python functions they
         // were compiled from, where the process's extension modules say which those are.
         // A generator's body is the function its def is (folded as one: `fold_classes`), and
@@ -327,6 +337,44 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
         }
     }
     ResolvedProcess { funcs: out, ids, chains, resumed, warnings }
+}
+
+/// Mark the native functions whose source is in the cargo package of the program's own
+/// `main` ([`Function::program_crate`]), or in a registry package published from the same
+/// repository ([`same_repository`], by the packages' `Cargo.toml`): a program built by
+/// `cargo install` lives in cargo's registry beside its dependencies, and only its `main` tells
+/// them apart. `exe`: the process's executable.
+fn mark_program_crate(funcs: &mut [Function], exe: &str) {
+    let exe_name = exe.rsplit('/').next().unwrap_or(exe);
+    let mut roots: Vec<String> = Vec::new();
+    for f in funcs.iter().filter(|f| f.language == Language::Native) {
+        let Some(file) = f.file.as_deref() else { continue };
+        let file = file.to_string_lossy();
+        if let Some(root) = crate::native::paths::program_crate_root(&f.qualname, &file, exe_name) {
+            if !roots.iter().any(|r| r == root) {
+                roots.push(root.to_string());
+            }
+        }
+    }
+    if roots.is_empty() {
+        return;
+    }
+    // The program's repository, from its package's manifest: registry packages published from
+    // the same repository (ripgrep's `ignore`, `grep-printer`) are the program's too.
+    let manifest_repo = |dir: &str| std::fs::read_to_string(Path::new(dir).join("Cargo.toml")).ok().and_then(|m| package_repository(&m));
+    let repos: Vec<String> = roots.iter().filter_map(|r| manifest_repo(r)).collect();
+    let mut same: rustc_hash::FxHashMap<String, bool> = Default::default();
+    for f in funcs.iter_mut().filter(|f| f.language == Language::Native) {
+        let Some(file) = f.file.as_deref() else { continue };
+        let file = file.to_string_lossy();
+        f.program_crate = roots.iter().any(|r| file.starts_with(r.as_str()))
+            || (!repos.is_empty()
+                && registry_package_dir(&file).is_some_and(|dir| {
+                    *same
+                        .entry(dir.to_string())
+                        .or_insert_with(|| manifest_repo(dir).is_some_and(|repo| repos.iter().any(|p| same_repository(p, &repo))))
+                }));
+    }
 }
 
 #[cfg(test)]
@@ -404,5 +452,78 @@ mod tests {
         std::fs::remove_file(dir.join(trace_format::FUNCS_FILE)).unwrap();
         let w = resolve_process(&Process::open(&dir).unwrap()).1;
         assert!(w.len() == 1 && w[0].contains("is missing"), "{w:?}");
+    }
+
+    /// The functions of the package holding the program's `main` are marked, in whatever
+    /// file of the package; other packages' and functions without a file are not.
+    #[test]
+    fn the_programs_own_cargo_package_is_marked() {
+        let reg = "/h/registry/src/index.crates.io-1949cf8c6b5b557f";
+        let native = |q: &str, file: Option<String>| Function {
+            language: Language::Native,
+            name: q.rsplit("::").next().unwrap_or(q).into(),
+            qualname: q.into(),
+            file: file.map(PathBuf::from),
+            first_line: Some(1),
+            last_line: Some(2),
+            object: Some("/i/bin/hexyl".into()),
+            program_library: false,
+            program_crate: false,
+            made_in: None,
+            inlined: false,
+        };
+        let mut funcs = vec![
+            native("hexyl::main", Some(format!("{reg}/hexyl-0.16.0/src/main.rs"))),
+            native("hexyl::Printer::print_all", Some(format!("{reg}/hexyl-0.16.0/src/lib.rs"))),
+            native("clap_builder::derive::Parser::parse", Some(format!("{reg}/clap_builder-4.5.20/src/derive.rs"))),
+            native("hexyl::helper", None),
+        ];
+        mark_program_crate(&mut funcs, "/i/bin/hexyl");
+        assert_eq!(funcs.iter().map(|f| f.program_crate).collect::<Vec<_>>(), [true, true, false, false]);
+        // Without the program's `main` among them, nothing is marked.
+        let mut rest = funcs.split_off(1);
+        rest.iter_mut().for_each(|f| f.program_crate = false);
+        mark_program_crate(&mut rest, "/i/bin/hexyl");
+        assert!(rest.iter().all(|f| !f.program_crate));
+    }
+
+    /// Registry packages published from the program's repository (by their manifests'
+    /// `repository`) are the program's; others, and any without a manifest, are not.
+    #[test]
+    fn packages_from_the_programs_repository_are_marked() {
+        let d = tempfile::tempdir().unwrap();
+        let reg = d.path().join("h/registry/src/index.crates.io-1949cf8c6b5b557f");
+        let pkg = |dir: &str, repo: Option<&str>| {
+            let p = reg.join(dir);
+            std::fs::create_dir_all(p.join("src")).unwrap();
+            let repo = repo.map(|r| format!("repository = \"{r}\"\n")).unwrap_or_default();
+            std::fs::write(p.join("Cargo.toml"), format!("[package]\nname = \"x\"\n{repo}")).unwrap();
+            p.join("src/lib.rs").to_string_lossy().into_owned()
+        };
+        let main = pkg("ripgrep-15.2.0", Some("https://github.com/BurntSushi/ripgrep"));
+        let ignore = pkg("ignore-0.4.29", Some("https://github.com/BurntSushi/ripgrep/tree/master/crates/ignore"));
+        let clap = pkg("clap-4.5.20", Some("https://github.com/clap-rs/clap"));
+        let bare = pkg("bare-1.0.0", None);
+        let native = |q: &str, file: &str| Function {
+            language: Language::Native,
+            name: q.rsplit("::").next().unwrap_or(q).into(),
+            qualname: q.into(),
+            file: Some(PathBuf::from(file)),
+            first_line: Some(1),
+            last_line: Some(2),
+            object: Some("/i/bin/rg".into()),
+            program_library: false,
+            program_crate: false,
+            made_in: None,
+            inlined: false,
+        };
+        let mut funcs = vec![
+            native("rg::main", &main),
+            native("ignore::dir::Ignore::matched", &ignore),
+            native("clap::parse", &clap),
+            native("bare::f", &bare),
+        ];
+        mark_program_crate(&mut funcs, "/i/bin/rg");
+        assert_eq!(funcs.iter().map(|f| f.program_crate).collect::<Vec<_>>(), [true, true, false, false]);
     }
 }

@@ -56,6 +56,7 @@ pub fn py_funcs(names: &[&str]) -> Vec<Function> {
             last_line: None,
             object: None,
             program_library: false,
+            program_crate: false,
             made_in: None,
             inlined: false,
         })

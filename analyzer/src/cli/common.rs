@@ -133,7 +133,9 @@ pub struct SelectArgs {
     #[arg(long, overrides_with = "no_site_packages", help_heading = "Selection")]
     pub site_packages: bool,
     /// Hide installed packages (program code they call back stays visible; a Python program
-    /// that is itself installed keeps its own package: the one its entry script calls).
+    /// that is itself installed keeps its own package: the one its entry script calls; a Rust
+    /// program built in cargo's registry by `cargo install`, the package of its `main` and those
+    /// of its repository).
     #[arg(long, overrides_with = "site_packages", help_heading = "Selection")]
     pub no_site_packages: bool,
 }

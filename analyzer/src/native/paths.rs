@@ -241,6 +241,97 @@ pub fn cargo_crate(s: &str) -> Option<String> {
     crate_name_of(dir)
 }
 
+/// The directory of the registry package a file is in (`.../registry/src/<index>/ignore-0.4.29/`,
+/// with its `/`); `None` outside cargo's registry (a git checkout names a repository, a vendored
+/// directory is read as any other).
+pub(crate) fn registry_package_dir(file: &str) -> Option<&str> {
+    if file.contains("/git/checkouts/") {
+        return None;
+    }
+    let i = cargo_package_end(file)?;
+    if vendored_package_end(file) == Some(i) {
+        return None;
+    }
+    let dir = file[i..].split('/').next()?;
+    (!dir.is_empty() && file.len() > i + dir.len()).then(|| &file[..i + dir.len() + 1])
+}
+
+/// The directory of the cargo package that holds a Rust program's own code, read off the
+/// program's `main` function: a program that `cargo install` builds from cargo's registry (or
+/// from a git checkout, `cargo install --git`; or vendored) has its source there beside its
+/// dependencies', and is told apart from them by its `main`. `qualname` and `file`: a function's
+/// demangled name and source file; `exe_name`: the file name of the process's executable. The
+/// function is the program's `main` when its name is `<crate>::main` with `<crate>` the
+/// executable's name (cargo names a binary's crate after its target, `-` as `_`: ripgrep's `rg`)
+/// or, in the package's `src/main.rs` or `src/bin/`, its package's crate (a renamed
+/// executable); then the package directory
+/// (`.../registry/src/<index>/hexyl-0.16.0/`, a checkout's `.../git/checkouts/<repo>/<rev>/`: the
+/// whole repository, a workspace's crates included; `vendor/<crate>/`) is returned. `None` for
+/// any other function, and for a `main` that is not in a cargo package (the program's own
+/// source tree is the program anyway).
+pub fn program_crate_root<'a>(qualname: &str, file: &'a str, exe_name: &str) -> Option<&'a str> {
+    let krate = qualname.strip_suffix("::main")?;
+    if krate.is_empty() || !krate.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return None;
+    }
+    let i = cargo_package_end(file)?;
+    let dir = file[i..].split('/').next()?;
+    if dir.is_empty() || file.len() == i + dir.len() {
+        return None;
+    }
+    let package = if file.contains("/git/checkouts/") {
+        None
+    } else if vendored_package_end(file) == Some(i) {
+        Some(crate_name_of(dir).unwrap_or_else(|| dir.replace('-', "_")))
+    } else {
+        crate_name_of(dir)
+    };
+    let root = &file[..i + dir.len() + 1];
+    let rel = &file[root.len()..];
+    // A renamed executable is matched by the package's crate only in a binary's source file,
+    // so that a library's root-level `pub fn main` is not taken for the program's.
+    let binary_file = rel == "src/main.rs" || rel.starts_with("src/bin/");
+    (krate == exe_name.replace('-', "_") || (binary_file && package.as_deref() == Some(krate))).then_some(root)
+}
+
+/// The `repository` of a cargo package's manifest (the text of its `Cargo.toml`): the
+/// `[package]` table's `repository = "..."` line, as a published package's normalized manifest
+/// writes it; without a trailing `/` or `.git`.
+pub fn package_repository(manifest: &str) -> Option<String> {
+    let mut in_package = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_package = line == "[package]";
+            continue;
+        }
+        let Some(rest) = line.strip_prefix("repository").map(str::trim_start) else { continue };
+        let Some(value) = rest.strip_prefix('=').map(str::trim) else { continue };
+        if !in_package {
+            continue;
+        }
+        let url = value.strip_prefix('"')?.split('"').next()?;
+        let url = url.trim_end_matches('/');
+        let url = url.strip_suffix(".git").unwrap_or(url);
+        return (!url.is_empty()).then(|| url.to_string());
+    }
+    None
+}
+
+/// Whether a package whose repository is `repo` is part of the program whose own package's
+/// repository is `program`: the same repository, or a directory inside it (ripgrep's
+/// `https://github.com/BurntSushi/ripgrep/tree/master/crates/ignore` inside
+/// `https://github.com/BurntSushi/ripgrep`: a project that publishes its workspace's crates
+/// one by one). The program's repository must name one (a host and two path segments at
+/// least), not just a host or an owner.
+pub fn same_repository(program: &str, repo: &str) -> bool {
+    let after_host = program.split_once("://").map_or(program, |(_, r)| r);
+    if after_host.split('/').filter(|s| !s.is_empty()).count() < 3 {
+        return false;
+    }
+    let (p, r) = (program.to_ascii_lowercase(), repo.to_ascii_lowercase());
+    r == p || r.strip_prefix(&p).is_some_and(|rest| rest.starts_with('/'))
+}
+
 /// A short display form of a Rust library or dependency path: `rust-library/std/src/path.rs`,
 /// `cargo-registry/clap_builder-4.5.20/src/derive.rs` (the full paths repeat a long prefix on
 /// every tree line).

@@ -116,6 +116,7 @@ fn fallback(a: &NativeAddr, symbol: Option<String>) -> Function {
         last_line: None,
         object: (!a.module.is_empty()).then(|| a.module.clone()),
         program_library: false,
+        program_crate: false,
         made_in: None,
         inlined: false,
     }
@@ -218,9 +219,19 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
             } else {
                 format!(" (also looked for a separate debug file in {})", looked.join(", "))
             };
+            // A Rust program (its `main` is `<crate>::main`, the crate named as the
+            // executable) is told how cargo builds it with debug information.
+            let file = module.rsplit('/').next().unwrap_or(module);
+            let rust_main = format!("{}::main", file.replace('-', "_"));
+            let rust = found.funcs.iter().flatten().any(|f| f.qualname == rust_main);
+            let fix = if rust {
+                "It is a Rust program: build it with debug information, for one installed by `cargo install` with \
+                 `CARGO_PROFILE_RELEASE_DEBUG=1 cargo install --force <its crate>`"
+            } else {
+                "Rebuild it with `-g`, or install its debug symbols (the distribution's -dbgsym/-dbg/-debuginfo package)"
+            };
             Some(Warning::Text(format!(
-                "{module}: no debug information{looked}; {} function(s) in it are shown by symbol name only, without source. \
-                 Rebuild it with `-g`, or install its debug symbols (the distribution's -dbgsym/-dbg/-debuginfo package)",
+                "{module}: no debug information{looked}; {} function(s) in it are shown by symbol name only, without source. {fix}",
                 items.len()
             )))
         }
@@ -243,6 +254,7 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
                             last_line: i.first_line,
                             object: Some(module.to_string()),
                             program_library: false,
+                            program_crate: false,
                             made_in: None,
                             inlined: true,
                         })
@@ -261,6 +273,7 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
                         last_line: f.last_line,
                         object: None,
                         program_library: false,
+                        program_crate: false,
                         made_in: None,
                         inlined: a.inlined,
                     },

@@ -360,6 +360,7 @@ pub fn map_functions(funcs: &mut [Function], doc: &ExtensionsDoc) -> (usize, Vec
                 // Still the runtime module's code: the file is what it was compiled from.
                 object: Some(runtime_file.clone()),
                 program_library: false,
+                program_crate: false,
                 made_in: None,
                 inlined: false,
             };

@@ -353,6 +353,7 @@ fn recorded_functions_of_the_runtime_module_become_python_functions() {
             last_line: Some(17),
             object: Some(runtime.display().to_string()),
             program_library: false,
+            program_crate: false,
             made_in: None,
             inlined: false,
         }
