@@ -97,7 +97,8 @@ pub fn note_with(reports: &[PatchReport], dlopened: &[DlopenedList]) -> String {
             "in {}, a function the compiler inlined into its caller is shown under that caller, marked [inlined], when a one-shot \
              probe at the start of its inlined code fired (the first time it ran in the process, under the function running \
              then); inlined code whose probe did not fire did not run and is not shown. Inlined code of the standard library \
-             and of dependencies has no probe and is never shown; the caller's source shows where it is called.",
+             and of system headers has no probe and is never shown (a dependency's, from cargo's registry or a \
+             vendored directory, has probes like the program's); the caller's source shows where it is called.",
             names.join(", ")
         ));
         let lost: u64 = probed.values().sum();
@@ -158,6 +159,10 @@ mod tests {
         let n = note_from(&[r]);
         assert!(n.contains("in app, a function the compiler inlined into its caller is shown under that caller, marked [inlined]"), "{n}");
         assert!(n.contains(" 1 inlined entries could not be probed"), "{n}");
+        // What gets no probe is the standard library's and the system headers' inlined code, not
+        // a dependency's: `trace run` lists those (`tracer::inline_probes::own_code`).
+        assert!(n.contains("Inlined code of the standard library and of system headers has no probe"), "{n}");
+        assert!(!n.contains("of dependencies has no probe"), "{n}");
         assert!(n.contains("in libshapes.so, no inline probe was planted"), "{n}");
         assert!(!n.contains("libc"), "{n}");
         let none = note_from(&[PatchReport { patched: 1, objects: vec![obj("/w/app", 1, None)], ..PatchReport::default() }]);
