@@ -23,19 +23,7 @@ fn model(tests_shown: bool) -> (Model, [FuncId; 5]) {
     for (i, n) in [5, 1, 0, 1, 0, 0].into_iter().enumerate() {
         nodes[i].descendants = n;
     }
-    let traces = vec![ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)];
-    (
-        Model {
-            question: String::new(),
-            traces,
-            funcs,
-            notes: Vec::new(),
-            tests_shown,
-            front: Default::default(),
-            analysis_ids: Default::default(),
-        },
-        ids,
-    )
+    (test_model(funcs, nodes, tests_shown), ids)
 }
 
 #[test]
@@ -151,7 +139,7 @@ fn a_python_function_defined_inside_a_shown_one_is_not_printed_again() {
     let ids = [outer, inner, other].map(|f| funcs.insert(f));
     let nodes: Vec<ModelNode> =
         [(ids[0], 1), (ids[1], 2), (ids[2], 2)].iter().enumerate().map(|(i, &(f, d))| ModelNode::new(i as u32 + 1, d, f)).collect();
-    let m = test_model(funcs, nodes);
+    let m = test_model(funcs, nodes, true);
     let shown = |plan: &Plan| m.doc(Layout::DEFAULT, plan).traces[0].sources.iter().map(|s| s.qualname.clone()).collect::<Vec<_>>();
     assert_eq!(shown(&Plan::default()), ["outer", "other"]);
     // With the enclosing function's body elided, the inner one has a block of its own.
@@ -184,7 +172,7 @@ fn the_ranking_shows_the_budgets_order_its_scores_and_the_riders() {
     // test_x -> long, Cls.big -> Cls.small, other.
     let nodes: Vec<ModelNode> =
         [(0, 1), (1, 2), (2, 2), (3, 3), (4, 2)].iter().enumerate().map(|(i, &(f, d))| ModelNode::new(i as u32 + 1, d, ids[f])).collect();
-    let m = test_model(funcs, nodes);
+    let m = test_model(funcs, nodes, true);
     let lines = m.ranking_lines(0);
     assert!(lines[0].starts_with("slice: the budget keeps functions in this order"), "{}", lines[0]);
     // (rank, score, name, file) as scripts split them.
@@ -205,15 +193,16 @@ fn the_ranking_shows_the_budgets_order_its_scores_and_the_riders() {
     assert!(unmarked.windows(2).all(|w| w[0] >= w[1]), "{lines:?}");
 }
 
-/// A test prompt's model of one thread's `nodes` over `funcs`, with no question or notes.
-fn test_model(funcs: Funcs, nodes: Vec<ModelNode>) -> Model {
+/// A model of one thread's `nodes` over `funcs`, with no question or notes; `tests_shown`: a
+/// test's prompt.
+fn test_model(funcs: Funcs, nodes: Vec<ModelNode>, tests_shown: bool) -> Model {
     let traces = vec![ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)];
     Model {
         question: String::new(),
         traces,
         funcs,
         notes: Vec::new(),
-        tests_shown: true,
+        tests_shown,
         front: Default::default(),
         analysis_ids: Default::default(),
     }
