@@ -72,6 +72,54 @@ fn a_stripped_library_is_patched_and_shown_through_its_separate_debug_file() {
     assert!(!prompt.contains("> No source for"), "{prompt}");
 }
 
+/// The same library with no `.gnu_debuglink`: its debug file found by its build-id in the
+/// debuginfod client's cache (`$DEBUGINFOD_CACHE_PATH/<build-id>/debuginfo`), where gdb and
+/// `debuginfod-find` leave what they downloaded.
+#[test]
+fn a_stripped_library_is_shown_through_the_debuginfod_cache_by_its_build_id() {
+    let d = scratch();
+    let dir = d.path();
+    let cc = |args: &[&str]| {
+        sh(Command::new("cc").current_dir(dir).args(args));
+    };
+    let lib_src = example("c/stripped/libwc.c");
+    let main_src = example("c/stripped/wcount.c");
+    cc(&["-g", "-O1", "-fno-inline", "-fPIC", "-shared", "-Wl,--build-id", "-o", "libwcount.so", lib_src.to_str().unwrap()]);
+    cc(&["-g", "-O1", "-o", "wcount", main_src.to_str().unwrap(), "-L.", "-lwcount", "-Wl,-rpath,$ORIGIN"]);
+    let notes = run_ok(Command::new("readelf").current_dir(dir).args(["-n", "libwcount.so"]));
+    let id = notes.lines().find_map(|l| l.trim().strip_prefix("Build ID: ")).unwrap_or_else(|| panic!("no build-id:\n{notes}")).trim();
+    let cache = dir.join("debuginfod");
+    std::fs::create_dir_all(cache.join(id)).unwrap();
+    sh(Command::new("objcopy").current_dir(dir).arg("--only-keep-debug").arg("libwcount.so").arg(cache.join(id).join("debuginfo")));
+    sh(Command::new("strip").current_dir(dir).args(["--strip-all", "libwcount.so", "wcount"]));
+    let t = dir.join("w.d");
+    let o = run(cmd("trace")
+        .current_dir(dir)
+        .env("DEBUGINFOD_CACHE_PATH", &cache)
+        .args(["run", "-o"])
+        .arg(&t)
+        .args(["--", "./wcount", "a b c", "d e"]));
+    let (out, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(out, "5\n");
+    let lib_shown = lib_src.display().to_string();
+    let slice = |args: &[&str]| run_ok(cmd("slice").env("DEBUGINFOD_CACHE_PATH", &cache).args(args).arg(&t));
+    let tree = slice(&["tree"]);
+    assert!(tree.contains(&format!("wc_count_words  ({lib_shown}:12)")), "{tree}");
+    assert!(
+        tree.contains(&format!("└─ is_word_start  ({lib_shown}:8)")),
+        "a static function, patched through the cached file's symbol table:\n{tree}"
+    );
+    let prompt = run_ok(cmd("slice").env("DEBUGINFOD_CACHE_PATH", &cache).arg("from-trace").arg(&t).args(["-q", "How are words counted?"]));
+    assert!(prompt.contains("static int is_word_start(const char *s, size_t i) {"), "{prompt}");
+    assert!(!prompt.contains("> No source for"), "{prompt}");
+    // Without the cache the library has no source, and the prompt says so.
+    let bare = run_ok(
+        cmd("slice").env("DEBUGINFOD_CACHE_PATH", dir.join("empty")).arg("from-trace").arg(&t).args(["-q", "How are words counted?"]),
+    );
+    assert!(bare.contains("> No source for"), "{bare}");
+}
+
 #[test]
 fn a_system_program_that_started_nothing_says_so() {
     let d = scratch();

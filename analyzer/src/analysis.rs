@@ -627,13 +627,7 @@ fn no_source_notes(threads: &[PreparedThread]) -> Vec<String> {
 /// `cargo install` does not by default.
 fn no_source_note(object: &str, names: &HashSet<String>) -> String {
     let file = object.rsplit('/').next().unwrap_or(object);
-    let rust = names.contains(&format!("{}::main", file.replace('-', "_")));
-    let fix = if rust {
-        "It is a Rust program: built with debug information it would show the source, for one installed by `cargo install` with \
-         `CARGO_PROFILE_RELEASE_DEBUG=1 cargo install --force <its crate>` (or `debug = 1` under `[profile.release]` of the project that builds it)."
-    } else {
-        "Its debug symbols (a distribution's -dbgsym or -dbg package, found under /usr/lib/debug/.build-id/), or a build with `-g`, would show the source."
-    };
+    let fix = crate::native::resolve::no_debug_fix(file, |name| names.contains(name));
     format!(
         "No source for {} of `{file}` ({object}): the debug information that maps its code to source lines is missing or could not be read (stderr says which), so {} named from its symbol table only. {fix}",
         crate::testrun::plural(names.len(), "function"),

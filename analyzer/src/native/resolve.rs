@@ -222,14 +222,7 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
             // A Rust program (its `main` is `<crate>::main`, the crate named as the
             // executable) is told how cargo builds it with debug information.
             let file = module.rsplit('/').next().unwrap_or(module);
-            let rust_main = format!("{}::main", file.replace('-', "_"));
-            let rust = found.funcs.iter().flatten().any(|f| f.qualname == rust_main);
-            let fix = if rust {
-                "It is a Rust program: build it with debug information, for one installed by `cargo install` with \
-                 `CARGO_PROFILE_RELEASE_DEBUG=1 cargo install --force <its crate>`"
-            } else {
-                "Rebuild it with `-g`, or install its debug symbols (the distribution's -dbgsym/-dbg/-debuginfo package)"
-            };
+            let fix = no_debug_fix(file, |name| found.funcs.iter().flatten().any(|f| f.qualname == name));
             Some(Warning::Text(format!(
                 "{module}: no debug information{looked}; {} function(s) in it are shown by symbol name only, without source. {fix}",
                 items.len()
@@ -360,6 +353,22 @@ fn group_instances(funcs: &mut [Resolved]) {
             f.name = short_name(&name);
             f.qualname = name.clone();
         }
+    }
+}
+
+/// What would show the source of an object without debug information, in one place for the
+/// stderr warning and the prompt's note: a Rust program (its `main` is `<crate>::main`, the
+/// crate named as the executable: cargo's convention; `has` tells whether a function of that
+/// name is in the object) is told how cargo builds it with debug information, as `cargo
+/// install` does not by default; any other object, its distribution's debug symbols (installed,
+/// or fetched into the debuginfod cache) or a build with `-g`.
+pub(crate) fn no_debug_fix(file: &str, has: impl Fn(&str) -> bool) -> &'static str {
+    if has(&format!("{}::main", file.replace('-', "_"))) {
+        "It is a Rust program: built with debug information it would show the source, for one installed by `cargo install` with \
+         `CARGO_PROFILE_RELEASE_DEBUG=1 cargo install --force <its crate>` (or `debug = 1` under `[profile.release]` of the project that builds it)."
+    } else {
+        "Its debug symbols (a distribution's -dbgsym, -dbg or -debuginfo package, found under /usr/lib/debug/.build-id/, or fetched into the debuginfod cache with \
+         `debuginfod-find debuginfo <the object>`), or a build with `-g`, would show the source."
     }
 }
 

@@ -7,7 +7,8 @@
 //! `main` over `libjq.so.1`, `sqlite3` a shell over `libsqlite3.so.0`): a library named after
 //! the program (`lib<program>.so...`) is the program's own code wherever it is installed.
 
-use std::path::Path;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
 
 /// Libraries of the C runtime, by file name, wherever they are installed.
 const RUNTIME: [&str; 10] =
@@ -107,16 +108,36 @@ pub fn own_libraries<'a>(program: &Path, needed: impl IntoIterator<Item = &'a st
 
 /// Where the separate debug file of the object at `path` may be, in the order gdb looks: by
 /// its build-id (`/usr/lib/debug/.build-id/ab/cdef....debug`, where Debian's `-dbgsym` and
-/// Fedora's `-debuginfo` packages put them), then by its `.gnu_debuglink` name beside the object,
-/// in a `.debug/` directory beside it, and under `/usr/lib/debug/` + the object's directory.
+/// Fedora's `-debuginfo` packages put them, then the debuginfod client's cache, where gdb,
+/// `debuginfod-find` and other elfutils clients keep what they downloaded:
+/// [`debuginfod_cache`]), then by its `.gnu_debuglink` name beside the object, in a `.debug/`
+/// directory beside it, and under `/usr/lib/debug/` + the object's directory.
 /// Read by the native shim (the symbol table of a stripped library: its static functions can
 /// then be patched) and by `slice` (the DWARF: names, files and lines).
-pub fn debug_file_candidates(path: &Path, build_id: Option<&[u8]>, debuglink: Option<&[u8]>) -> Vec<std::path::PathBuf> {
-    use std::path::PathBuf;
+pub fn debug_file_candidates(path: &Path, build_id: Option<&[u8]>, debuglink: Option<&[u8]>) -> Vec<PathBuf> {
+    debug_file_candidates_in(path, build_id, debuglink, debuginfod_cache(|k| std::env::var_os(k)))
+}
+
+/// The debuginfod client's cache directory, as elfutils' `debuginfod-client.c` finds it:
+/// `$DEBUGINFOD_CACHE_PATH`, else `$XDG_CACHE_HOME/debuginfod_client`, else
+/// `$HOME/.cache/debuginfod_client` (each only when absolute). A debug file is
+/// `<cache>/<build-id in hex>/debuginfo` there.
+pub fn debuginfod_cache(var: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
+    let abs = |k: &str| var(k).map(PathBuf::from).filter(|p| p.is_absolute());
+    abs("DEBUGINFOD_CACHE_PATH")
+        .or_else(|| abs("XDG_CACHE_HOME").map(|x| x.join("debuginfod_client")))
+        .or_else(|| abs("HOME").map(|h| h.join(".cache/debuginfod_client")))
+}
+
+/// [`debug_file_candidates`] with the debuginfod cache given.
+fn debug_file_candidates_in(path: &Path, build_id: Option<&[u8]>, debuglink: Option<&[u8]>, debuginfod: Option<PathBuf>) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Some(id) = build_id.filter(|id| id.len() >= 2) {
         let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
         out.push(PathBuf::from(format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..])));
+        if let Some(cache) = debuginfod {
+            out.push(cache.join(&hex).join("debuginfo"));
+        }
     }
     if let Some(name) = debuglink.filter(|n| !n.is_empty() && !n.contains(&b'/')) {
         let name = String::from_utf8_lossy(name).into_owned();
@@ -170,12 +191,14 @@ mod tests {
 
     #[test]
     fn debug_files_are_looked_for_where_gdb_looks() {
-        let c = debug_file_candidates(Path::new("/nonexistent/lib/libx.so.1"), Some(&[0xab, 0xcd, 0xef]), Some(b"libx.debug"));
+        let cache = Some(PathBuf::from("/home/u/.cache/debuginfod_client"));
+        let c = debug_file_candidates_in(Path::new("/nonexistent/lib/libx.so.1"), Some(&[0xab, 0xcd, 0xef]), Some(b"libx.debug"), cache);
         let c: Vec<String> = c.iter().map(|p| p.display().to_string()).collect();
         assert_eq!(
             c,
             [
                 "/usr/lib/debug/.build-id/ab/cdef.debug",
+                "/home/u/.cache/debuginfod_client/abcdef/debuginfo",
                 "/nonexistent/lib/libx.debug",
                 "/nonexistent/lib/.debug/libx.debug",
                 "/usr/lib/debug/nonexistent/lib/libx.debug"
@@ -183,5 +206,21 @@ mod tests {
         );
         assert!(debug_file_candidates(Path::new("/l/x"), None, Some(b"../../etc/passwd")).is_empty(), "a link is a file name");
         assert!(debug_file_candidates(Path::new("/l/x"), Some(&[1]), None).is_empty());
+    }
+
+    #[test]
+    fn the_debuginfod_cache_is_found_as_elfutils_finds_it() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| vars.iter().find(|(n, _)| *n == k).map(|(_, v)| OsString::from(v))
+        };
+        const ALL: &[(&str, &str)] = &[("DEBUGINFOD_CACHE_PATH", "/c"), ("XDG_CACHE_HOME", "/x"), ("HOME", "/h")];
+        assert_eq!(debuginfod_cache(env(ALL)), Some(PathBuf::from("/c")));
+        assert_eq!(debuginfod_cache(env(&ALL[1..])), Some(PathBuf::from("/x/debuginfod_client")));
+        assert_eq!(debuginfod_cache(env(&ALL[2..])), Some(PathBuf::from("/h/.cache/debuginfod_client")));
+        assert_eq!(
+            debuginfod_cache(env(&[("DEBUGINFOD_CACHE_PATH", "rel"), ("HOME", "/h")])),
+            Some(PathBuf::from("/h/.cache/debuginfod_client"))
+        );
+        assert_eq!(debuginfod_cache(env(&[])), None);
     }
 }
