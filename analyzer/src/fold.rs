@@ -776,6 +776,7 @@ mod tests {
             object: Some("/p/app".into()),
             program_library: false,
             program_crate: false,
+            dependency_crate: false,
             made_in: None,
             inlined: false,
         };
@@ -815,6 +816,7 @@ mod tests {
             object: object.map(Into::into),
             program_library: false,
             program_crate: false,
+            dependency_crate: false,
             made_in: None,
             inlined: false,
         };
