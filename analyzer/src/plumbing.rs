@@ -432,7 +432,8 @@ mod tests {
         b.child(parse, 2);
         b.child(parse, 3);
         b.child(main, 4);
-        let c = Plumbing::for_prompt("How does app run?", &[], &Selection::default()).collapse(&b.finish(), Path::new("/w/app"), &HashSet::new());
+        let t = b.finish();
+        let c = Plumbing::for_prompt("How does app run?", &[], &Selection::default()).collapse(&t, Path::new("/w/app"), &HashSet::new());
         assert_eq!(c.packages.iter().collect::<Vec<_>>(), vec!["clap_builder", "clap_lex"]);
         assert_eq!(c.removed, 1);
     }
