@@ -146,18 +146,34 @@ fn a_program_built_from_cargos_registry_is_the_program() {
     assert_eq!(origin_of("regdep::step_regdep"), "site-packages");
 }
 
-/// A Rust program built without debug information (as `cargo install` builds one by default):
-/// the prompt and stderr say that it is a Rust program and how cargo builds it with debug
-/// information, not to install a distribution's debug symbols.
+/// A Rust program built without debug information (as `cargo install` builds one by default,
+/// `debug = 0` and `strip = "debuginfo"`): the prompt and stderr say that it is a Rust program
+/// and how cargo builds it with debug information, not to install a distribution's debug
+/// symbols. Its functions, named from the symbol table only, are classed by their names'
+/// crates: the program's crate (named as `main`'s, its impl of a dependency's trait included)
+/// is the program, a dependency's crate (a path dependency named like a registry crate,
+/// its closures included) an installed package, hidden by `--no-site-packages`.
 #[test]
 fn a_rust_program_without_debug_information_is_told_how_cargo_shows_its_source() {
     let d = scratch();
     let proj = d.path().join("nodebug");
+    let dep = d.path().join("tinyparse");
+    write(&dep.join("Cargo.toml"), "[package]\nname = \"tinyparse\"\nversion = \"1.0.0\"\nedition = \"2021\"\n");
+    write(
+        &dep.join("src/lib.rs"),
+        "pub trait Scale {\n    fn scale(&self, by: u32) -> u32;\n}\n\n#[inline(never)]\npub fn parse_num(s: &str) -> u32 {\n    s.chars().filter(|c| c.is_ascii_digit()).fold(0, |a, c| a * 10 + (c as u32 - 48))\n}\n",
+    );
     write(
         &proj.join("Cargo.toml"),
-        "[package]\nname = \"no-debug\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[profile.dev]\ndebug = 0\n",
+        &format!(
+            "[package]\nname = \"no-debug\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\ntinyparse = {{ path = \"{}\" }}\n\n[profile.dev]\ndebug = 0\nstrip = \"debuginfo\"\n",
+            dep.display()
+        ),
     );
-    write(&proj.join("src/main.rs"), "#[inline(never)]\nfn triple(x: u32) -> u32 {\n    std::hint::black_box(x) * 3\n}\n\nfn main() {\n    println!(\"{}\", triple(2));\n}\n");
+    write(
+        &proj.join("src/main.rs"),
+        "use tinyparse::Scale;\n\nstruct Meters(u32);\n\nimpl Scale for Meters {\n    #[inline(never)]\n    fn scale(&self, by: u32) -> u32 {\n        std::hint::black_box(self.0) * by\n    }\n}\n\n#[inline(never)]\nfn triple(x: u32) -> u32 {\n    std::hint::black_box(x) * 3\n}\n\nfn main() {\n    println!(\"{}\", Meters(triple(tinyparse::parse_num(\" 2 \"))).scale(1));\n}\n",
+    );
     let out = run(std::process::Command::new("cargo")
         .args(["build", "--offline", "--quiet"])
         .current_dir(&proj)
@@ -168,7 +184,8 @@ fn a_rust_program_without_debug_information_is_told_how_cargo_shows_its_source()
     let mut c = cmd("trace");
     c.env("SLICE_TRACE_PATCH", "1").arg("run").arg("-o").arg(&trace).arg("--").arg(proj.join("target/debug/no-debug"));
     assert_eq!(run_ok(&mut c).trim(), "6");
-    let out = run(cmd("slice").arg("from-trace").arg(&trace).args(["-q", "what does it print?"]));
+    let q = ["-q", "what does it print?"];
+    let out = run(cmd("slice").arg("from-trace").arg(&trace).args(q));
     let (prompt, stderr) = texts(&out);
     assert!(out.status.success(), "{stderr}");
     let note = prompt.lines().find(|l| l.starts_with("> No source for ")).unwrap_or_else(|| panic!("a note:\n{prompt}"));
@@ -176,4 +193,23 @@ fn a_rust_program_without_debug_information_is_told_how_cargo_shows_its_source()
     assert!(note.contains("CARGO_PROFILE_RELEASE_DEBUG=1 cargo install --force"), "{note}");
     assert!(!note.contains("-dbgsym"), "{note}");
     assert!(stderr.contains("no debug information") && stderr.contains("CARGO_PROFILE_RELEASE_DEBUG=1 cargo install --force"), "{stderr}");
+
+    // Whose code each function is, by its name's crate.
+    let json = run_ok(cmd("slice").arg("from-trace").arg(&trace).args(["--format", "json"]).args(q));
+    let v: serde_json::Value = serde_json::from_str(&json).expect("json");
+    let origin_of = |name: &str| -> String {
+        let funcs = v["functions"].as_object().expect("functions");
+        let f = funcs.values().find(|f| f["qualname"] == name).unwrap_or_else(|| panic!("{name} in the JSON:\n{json}"));
+        assert!(!f["file"].as_str().is_some_and(|p| p.ends_with(".rs")), "{name} has no source file: {f}");
+        f["origin"].as_str().unwrap_or_default().to_string()
+    };
+    assert_eq!(origin_of("no_debug::main"), "program");
+    assert_eq!(origin_of("no_debug::triple"), "program");
+    assert_eq!(origin_of("<no_debug::Meters as tinyparse::Scale>::scale"), "program");
+    assert_eq!(origin_of("tinyparse::parse_num"), "site-packages");
+    assert_eq!(origin_of("tinyparse::parse_num::{{closure}}"), "site-packages");
+    // Without installed packages, the dependency goes and the program stays.
+    let tree = run_ok(cmd("slice").arg("tree").arg(&trace).arg("--no-site-packages"));
+    assert!(tree.contains("no_debug::triple") && tree.contains("<no_debug::Meters as tinyparse::Scale>::scale"), "{tree}");
+    assert!(!tree.contains("tinyparse::parse_num"), "the dependency hidden:\n{tree}");
 }

@@ -607,7 +607,9 @@ fn no_source_notes(threads: &[PreparedThread]) -> Vec<String> {
         for n in tree.nodes.iter().skip(1) {
             let Some(f) = tree.function(n.func) else { continue };
             let (Language::Native, None, Some(object)) = (f.language, &f.file, &f.object) else { continue };
-            if crate::pathclass::origin(f) != crate::pathclass::Origin::Program {
+            // The program's code, and a Rust program's dependencies (their crates told by name:
+            // the same fix shows their source).
+            if !f.dependency_crate && crate::pathclass::origin(f) != crate::pathclass::Origin::Program {
                 continue;
             }
             match objects.iter_mut().find(|(o, _)| o == object) {

@@ -377,6 +377,7 @@ mod tests {
                     object: None,
                     program_library: false,
                     program_crate: false,
+                    dependency_crate: false,
                     made_in: None,
                     inlined: false,
                 })

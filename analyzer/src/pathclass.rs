@@ -35,8 +35,10 @@ pub fn origin(f: &Function) -> Origin {
         // GoogleTest (linked into the test binary, built with the program or from Debian's
         // libgtest.a) is an installed test runner, wherever its source is.
         Language::Native if crate::plumbing::native_package(f).as_deref() == Some(crate::plumbing::GOOGLETEST) => Origin::SitePackages,
-        // The program's own crate, built from cargo's registry (`cargo install`).
+        // The program's own crate, built from cargo's registry (`cargo install`), or named as
+        // the program's `main` is without debug information; a dependency's crate named so.
         Language::Native if f.program_crate => Origin::Program,
+        Language::Native if f.dependency_crate => Origin::SitePackages,
         Language::Native => match (&file, native_name_origin(&f.qualname)) {
             (None, Some(o)) => o,
             (None, None) if crate::native::paths::extension_plumbing(&f.qualname, f.object.as_deref()) => Origin::Stdlib,
@@ -90,6 +92,7 @@ mod tests {
             object: None,
             program_library: false,
             program_crate: false,
+            dependency_crate: false,
             made_in: None,
             inlined: false,
         }
@@ -150,6 +153,7 @@ mod tests {
             object: module.map(String::from),
             program_library: false,
             program_crate: false,
+            dependency_crate: false,
             made_in: None,
             inlined: false,
         };
@@ -230,6 +234,7 @@ mod tests {
             object: Some("/p/hexyl".into()),
             program_library: false,
             program_crate: false,
+            dependency_crate: false,
             made_in: None,
             inlined: false,
         };
@@ -248,6 +253,7 @@ mod tests {
             file: file.map(Into::into),
             program_library: own,
             program_crate: false,
+            dependency_crate: false,
             made_in: None,
             ..f(q)
         };
@@ -285,6 +291,58 @@ mod tests {
         // The user's own folders named `registry/src` are not cargo's.
         assert_eq!(cargo_crate("/home/u/app/registry/src/server/handler.rs"), None);
         assert_eq!(cargo_crate("/home/u/app/registry/src/v1-aaaa/x-1.0/lib.rs"), None);
+    }
+
+    /// A Rust program without debug information: a function is classed by the crates of its
+    /// demangled name (names as a release build of a program using clap and regex has them,
+    /// `nm -C`, hashes dropped as the analyzer shows them).
+    #[test]
+    fn rust_crates_by_name() {
+        use crate::native::paths::rust_name_origin;
+        let o = |q: &str| rust_name_origin(q, &["greprs"]);
+        let (p, s, d) = (Some(Origin::Program), Some(Origin::Stdlib), Some(Origin::SitePackages));
+        // The program's crate, closures included.
+        assert_eq!(o("greprs::main"), p);
+        assert_eq!(o("greprs::count_matches::{{closure}}"), p);
+        assert_eq!(o("greprs::_<impl serde::ser::Serialize for greprs::Opts>::serialize"), p);
+        // An impl of the program's for a dependency's or the standard library's trait, and of
+        // a dependency's trait for the program's type.
+        assert_eq!(o("<greprs::Mode as core::fmt::Debug>::fmt"), p);
+        assert_eq!(o("<greprs::Mode as clap_builder::derive::ValueEnum>::value_variants"), p);
+        assert_eq!(o("<alloc::vec::Vec<greprs::Hit> as greprs::Render>::render"), p);
+        // Dependencies: paths, generic instances, closures, impl blocks, trait impls either way.
+        assert_eq!(o("clap_builder::parser::parser::Parser::react"), d);
+        assert_eq!(o("clap_builder::util::flat_map::FlatMap<K,V>::remove"), d);
+        assert_eq!(o("regex_automata::meta::regex::Builder::build_many_from_hir::{{closure}}"), d);
+        assert_eq!(o("regex_automata::dfa::remapper::onepass::<impl regex_automata::dfa::remapper::Remappable for regex_automata::dfa::onepass::DFA>::remap"), d);
+        assert_eq!(o("<clap_builder::util::id::Id as core::fmt::Debug>::fmt"), d);
+        assert_eq!(o("<hashbrown::raw::RawTable<T,A> as core::ops::drop::Drop>::drop"), d);
+        assert_eq!(o("<P as clap_builder::builder::value_parser::AnyValueParser>::parse_ref_"), d);
+        assert_eq!(o("<regex_automata::meta::strategy::Core as regex_automata::meta::strategy::Strategy>::search_half"), d);
+        assert_eq!(o("<std::ffi::os_str::OsStr as clap_lex::ext::OsStrExt>::find"), d);
+        assert_eq!(o("<&[u8] as object::read::read_ref::ReadRef>::read_bytes_at_until"), d);
+        assert_eq!(o("<dyn clap_builder::builder::value_parser::AnyValueParser>::downcast_ref"), d);
+        // The standard library: its crates, blanket impls over a generic parameter, primitives'
+        // methods, references and trait objects of its types.
+        assert_eq!(o("std::rt::lang_start_internal"), s);
+        assert_eq!(o("core::ops::function::impls::<impl core::ops::function::FnMut<A> for &mut F>::call_mut"), s);
+        assert_eq!(o("<T as core::any::Any>::type_id"), s);
+        assert_eq!(o("<&str as core::any::Any>::type_id"), s);
+        assert_eq!(o("<&dyn core::fmt::Debug as core::fmt::Debug>::fmt"), s);
+        assert_eq!(o("<[u8]>::copy_within::<core::ops::range::RangeInclusive<usize>>"), s);
+        assert_eq!(o("<&'a alloc::string::String as core::fmt::Display>::fmt"), s);
+        assert_eq!(o("__rustc::__rust_alloc"), s);
+        assert_eq!(o("proc_macro::bridge::client::run_client"), s);
+        // Not Rust paths.
+        assert_eq!(o("main"), None);
+        assert_eq!(o("_start"), None);
+        assert_eq!(o("<unknown #3>"), None);
+        assert_eq!(o("anon.056682babd8b50a4376c172afdb56b34.7.llvm.6934348850192648175"), None);
+        // Without the program's crate (not known to be a Rust program): only the standard
+        // library is told by name, as before.
+        assert_eq!(native_name_origin("clap_builder::parser::parser::Parser::react"), None);
+        assert_eq!(native_name_origin("<std::ffi::os_str::OsStr as clap_lex::ext::OsStrExt>::find"), None);
+        assert_eq!(native_name_origin("<T as core::any::Any>::type_id"), s);
     }
 
     /// A program `cargo install` built from cargo's registry is told from its dependencies
@@ -329,6 +387,7 @@ mod tests {
             object: Some("/root/.cargo/bin/hexyl".into()),
             program_library: false,
             program_crate: own,
+            dependency_crate: false,
             made_in: None,
             inlined: false,
         };

@@ -72,7 +72,12 @@ pub fn native_package(f: &crate::symbols::Function) -> Option<String> {
     if q.starts_with("testing::") {
         return Some(GOOGLETEST.to_string());
     }
-    cargo_crate(&f.file.as_deref()?.to_string_lossy())
+    match f.file.as_deref() {
+        Some(file) => cargo_crate(&file.to_string_lossy()),
+        // Without debug information, a dependency's crate by its name.
+        None if f.dependency_crate => crate::native::paths::rust_name_crate(&f.qualname),
+        None => None,
+    }
 }
 
 /// Whether a top-level package is a test runner or one of its plugins ([`TEST_RUNNERS`]).
@@ -322,6 +327,7 @@ mod tests {
             object: None,
             program_library: false,
             program_crate: false,
+            dependency_crate: false,
             made_in: None,
             inlined: false,
         }
@@ -409,6 +415,27 @@ mod tests {
         assert_eq!(c.removed, 1);
         let p = Plumbing::for_prompt("How does clap parse the options?", &[], &Selection::default());
         assert_eq!(p.collapse(&t, Path::new("/w/app"), &HashSet::new()).removed, 0, "{:?}", p.packages);
+
+        // The same program without debug information: clap's crates are told by their names
+        // (marked as dependencies by `symbols`), and collapsed the same.
+        let nameonly = |name: &str, dep: bool| Function { file: None, dependency_crate: dep, program_crate: !dep, ..native(name, "") };
+        let funcs = Arc::new(vec![
+            nameonly("app::main", false),
+            nameonly("clap_builder::derive::Parser::parse", true),
+            nameonly("<P as clap_lex::ext::OsStrExt>::find", true),
+            nameonly("<app::Opt as clap_builder::derive::Args>::augment_args", false),
+            nameonly("app::run", false),
+        ]);
+        let mut b = TreeBuilder::new(funcs);
+        let main = b.child(ROOT, 0);
+        let parse = b.child(main, 1);
+        b.child(parse, 2);
+        b.child(parse, 3);
+        b.child(main, 4);
+        let t = b.finish();
+        let c = Plumbing::for_prompt("How does app run?", &[], &Selection::default()).collapse(&t, Path::new("/w/app"), &HashSet::new());
+        assert_eq!(c.packages.iter().collect::<Vec<_>>(), vec!["clap_builder", "clap_lex"]);
+        assert_eq!(c.removed, 1);
     }
 
     /// click's own regression test exercises click: a framework that a test file calls

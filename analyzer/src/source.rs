@@ -536,6 +536,7 @@ f = lambda x: x + 1
             object: None,
             program_library: false,
             program_crate: false,
+            dependency_crate: false,
             made_in: None,
             inlined: false,
         };

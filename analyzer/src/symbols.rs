@@ -42,8 +42,14 @@ pub struct Function {
     /// Native: its source is in the cargo package (registry, git checkout or vendored
     /// directory) that holds the program's own `main`, as when `cargo install` builds a
     /// program from cargo's registry: the program's code, not a dependency's
-    /// ([`crate::native::paths::program_crate_root`]).
+    /// ([`crate::native::paths::program_crate_root`]); or, without a source file, in the
+    /// program's executable, its demangled name is of the crate of the program's `main`
+    /// ([`crate::native::paths::rust_name_origin`]).
     pub program_crate: bool,
+    /// Native, without a source file, in a Rust program's executable: its demangled name is of
+    /// a crate neither the program's nor the standard library's, a dependency's
+    /// ([`crate::native::paths::rust_name_origin`]): shown as installed packages are.
+    pub dependency_crate: bool,
     /// Native code the compiler inlined into its caller, shown where an inline probe saw it
     /// run (docs/native-recording.md, "Inlined functions"): it ran inside the function above
     /// it in the tree, without a call.
@@ -68,6 +74,7 @@ impl Function {
             object: None,
             program_library: false,
             program_crate: false,
+            dependency_crate: false,
             made_in: None,
             inlined: false,
         }
@@ -272,6 +279,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
                 object: None,
                 program_library: false,
                 program_crate: false,
+                dependency_crate: false,
                 made_in: made_in.clone(),
                 inlined: false,
             },
@@ -285,6 +293,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
                 object: module.clone(),
                 program_library: false,
                 program_crate: false,
+                dependency_crate: false,
                 made_in: None,
                 inlined: false,
             },
@@ -343,8 +352,11 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
 /// `main` ([`Function::program_crate`]), or in a registry package published from the same
 /// repository ([`same_repository`], by the packages' `Cargo.toml`): a program built by
 /// `cargo install` lives in cargo's registry beside its dependencies, and only its `main` tells
-/// them apart. `exe`: the process's executable.
+/// them apart. Then, for the executable's functions without a source file (no debug
+/// information), by the crate of their names ([`mark_crates_by_name`]). `exe`: the process's
+/// executable.
 fn mark_program_crate(funcs: &mut [Function], exe: &str) {
+    mark_crates_by_name(funcs, exe);
     let exe_name = exe.rsplit('/').next().unwrap_or(exe);
     let mut roots: Vec<String> = Vec::new();
     for f in funcs.iter().filter(|f| f.language == Language::Native) {
@@ -374,6 +386,40 @@ fn mark_program_crate(funcs: &mut [Function], exe: &str) {
                         .entry(dir.to_string())
                         .or_insert_with(|| manifest_repo(dir).is_some_and(|repo| repos.iter().any(|p| same_repository(p, &repo))))
                 }));
+    }
+}
+
+/// The executable's native functions without a source file, when it is a Rust program (one
+/// of them is its crate's `main`, `<crate>::main`): each marked the program's or a
+/// dependency's by the crates of its name ([`crate::native::paths::rust_name_origin`]). The
+/// program's crate is the crate of `main` named as the executable (cargo names a binary's
+/// crate after it, `-` as `_`), or, for a renamed executable, the one `<crate>::main` that ran.
+fn mark_crates_by_name(funcs: &mut [Function], exe: &str) {
+    let exe_name = exe.rsplit('/').next().unwrap_or(exe).replace('-', "_");
+    let nameonly = |f: &Function| f.language == Language::Native && f.file.is_none() && f.object.as_deref() == Some(exe);
+    let mut mains: Vec<&str> = Vec::new();
+    for f in funcs.iter().filter(|f| nameonly(f)) {
+        let Some(krate) = f.qualname.strip_suffix("::main") else { continue };
+        let ident = !krate.is_empty() && krate.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if ident
+            && crate::native::paths::rust_name_origin(&f.qualname, &[]) == Some(crate::pathclass::Origin::SitePackages)
+            && !mains.contains(&krate)
+        {
+            mains.push(krate);
+        }
+    }
+    let program: Vec<String> = match mains.iter().find(|k| **k == exe_name) {
+        Some(k) => vec![k.to_string()],
+        None if mains.len() == 1 => vec![mains[0].to_string()],
+        None => return,
+    };
+    let program: Vec<&str> = program.iter().map(String::as_str).collect();
+    for f in funcs.iter_mut().filter(|f| nameonly(f)) {
+        match crate::native::paths::rust_name_origin(&f.qualname, &program) {
+            Some(crate::pathclass::Origin::Program) => f.program_crate = true,
+            Some(crate::pathclass::Origin::SitePackages) => f.dependency_crate = true,
+            _ => {}
+        }
     }
 }
 
@@ -469,6 +515,7 @@ mod tests {
             object: Some("/i/bin/hexyl".into()),
             program_library: false,
             program_crate: false,
+            dependency_crate: false,
             made_in: None,
             inlined: false,
         };
@@ -485,6 +532,64 @@ mod tests {
         rest.iter_mut().for_each(|f| f.program_crate = false);
         mark_program_crate(&mut rest, "/i/bin/hexyl");
         assert!(rest.iter().all(|f| !f.program_crate));
+    }
+
+    /// Without debug information, the executable's functions are marked by the crates of
+    /// their names once the program's `main` is among them: the crate named as the executable
+    /// (`-` as `_`), or the only `<crate>::main` of a renamed one; a library's functions,
+    /// functions with a file, and a program without a Rust `main` are not marked.
+    #[test]
+    fn crates_are_marked_by_name_without_debug_information() {
+        let native = |q: &str, object: &str| Function {
+            language: Language::Native,
+            name: q.rsplit("::").next().unwrap_or(q).into(),
+            qualname: q.into(),
+            file: None,
+            first_line: None,
+            last_line: None,
+            object: Some(object.into()),
+            program_library: false,
+            program_crate: false,
+            dependency_crate: false,
+            made_in: None,
+            inlined: false,
+        };
+        let exe = "/i/bin/no-debug";
+        let names = [
+            "main",
+            "no_debug::main",
+            "no_debug::count::{{closure}}",
+            "<no_debug::Mode as core::fmt::Debug>::fmt",
+            "clap_builder::parser::parser::Parser::react",
+            "<P as clap_builder::builder::value_parser::AnyValueParser>::parse_ref_",
+            "std::rt::lang_start_internal",
+        ];
+        let marks = |funcs: &[Function]| funcs.iter().map(|f| (f.program_crate, f.dependency_crate)).collect::<Vec<_>>();
+        let (no, program, dep) = ((false, false), (true, false), (false, true));
+        let mut funcs: Vec<Function> = names.iter().map(|q| native(q, exe)).collect();
+        funcs.push(native("clap_lex::ParsedArg::to_long", "/usr/lib/libother.so"));
+        let mut with_file = native("regex::Regex::new", exe);
+        with_file.file = Some(PathBuf::from("/h/registry/src/index.crates.io-1949cf8c6b5b557f/regex-1.13.2/src/lib.rs"));
+        funcs.push(with_file);
+        mark_program_crate(&mut funcs, exe);
+        assert_eq!(marks(&funcs), [no, program, program, program, dep, dep, no, no, no]);
+        assert_eq!(crate::pathclass::origin(&funcs[4]), crate::pathclass::Origin::SitePackages);
+        assert_eq!(crate::pathclass::origin(&funcs[2]), crate::pathclass::Origin::Program);
+
+        // A renamed executable: its one `<crate>::main`.
+        let mut renamed: Vec<Function> = names.iter().map(|q| native(q, "/i/bin/nd")).collect();
+        mark_program_crate(&mut renamed, "/i/bin/nd");
+        assert_eq!(marks(&renamed)[..5], [no, program, program, program, dep]);
+
+        // Two candidates and none named as the executable, or no Rust `main`: nothing marked.
+        let mut two: Vec<Function> = names.iter().map(|q| native(q, "/i/bin/nd")).collect();
+        two.push(native("other_tool::main", "/i/bin/nd"));
+        mark_program_crate(&mut two, "/i/bin/nd");
+        assert!(marks(&two).iter().all(|m| *m == no), "{:?}", marks(&two));
+        let mut c: Vec<Function> =
+            ["main", "app::Widget::draw(int)", "std::vector<int>::push_back"].iter().map(|q| native(q, "/i/bin/app")).collect();
+        mark_program_crate(&mut c, "/i/bin/app");
+        assert!(marks(&c).iter().all(|m| *m == no));
     }
 
     /// Registry packages published from the program's repository (by their manifests'
@@ -514,6 +619,7 @@ mod tests {
             object: Some("/i/bin/rg".into()),
             program_library: false,
             program_crate: false,
+            dependency_crate: false,
             made_in: None,
             inlined: false,
         };

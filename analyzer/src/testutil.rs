@@ -57,6 +57,7 @@ pub fn py_funcs(names: &[&str]) -> Vec<Function> {
             object: None,
             program_library: false,
             program_crate: false,
+            dependency_crate: false,
             made_in: None,
             inlined: false,
         })

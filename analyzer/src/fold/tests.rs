@@ -183,6 +183,7 @@ fn equal_native_functions_fold_as_one() {
         object: Some("/p/app".into()),
         program_library: false,
         program_crate: false,
+        dependency_crate: false,
         made_in: None,
         inlined: false,
     };
@@ -222,6 +223,7 @@ fn a_mypyc_generator_body_folds_with_its_def() {
         object: object.map(Into::into),
         program_library: false,
         program_crate: false,
+        dependency_crate: false,
         made_in: None,
         inlined: false,
     };

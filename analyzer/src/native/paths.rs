@@ -78,22 +78,67 @@ fn cpython_header(f: &str) -> bool {
 /// Classify a native function without a source file by its (demangled) name: the Rust
 /// standard library's crates and rustc's generated allocator shims are the standard library,
 /// and so are methods of primitive types (`<[u8]>::starts_with`, `<str>::find`) and trait
-/// impls whose trait and self type are both the standard library's or primitive
-/// (`<u8 as core::fmt::Display>::fmt`, not `<std::ffi::OsStr as clap_lex::ext::OsStrExt>::find`).
+/// impls whose trait and self type are both the standard library's, primitive or generic
+/// (`<u8 as core::fmt::Display>::fmt`, `<T as core::any::Any>::type_id`, not
+/// `<std::ffi::OsStr as clap_lex::ext::OsStrExt>::find`). Any other name: `None` (the
+/// crates of a Rust program without debug information are told apart by [`rust_name_origin`]
+/// once the program's crate is known).
 pub fn native_name_origin(qualname: &str) -> Option<Origin> {
-    let std_path = |p: &str| {
-        const STD_CRATES: [&str; 6] = ["std::", "core::", "alloc::", "__rustc::", "std_detect::", "panic_unwind::"];
-        let p = p.trim_start_matches(['&', '*']).trim_start_matches("mut ").trim_start_matches("const ");
-        STD_CRATES.iter().any(|c| p.starts_with(c))
-    };
-    let primitive = |p: &str| {
-        let p = p.trim_start_matches(['&', '*']).trim_start_matches("mut ").trim_start_matches("const ");
-        const PRIMS: [&str; 17] =
-            ["u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize", "f32", "f64", "bool", "char", "str"];
-        p.starts_with('[') || p.starts_with('(') || PRIMS.contains(&p)
-    };
+    rust_name_origin(qualname, &[]).filter(|o| *o == Origin::Stdlib)
+}
+
+/// The crates of the Rust standard library (and rustc's generated shims) as the first segment
+/// of a demangled name.
+const STD_CRATES: [&str; 8] = ["std", "core", "alloc", "__rustc", "std_detect", "panic_unwind", "panic_abort", "proc_macro"];
+
+/// The origin of a Rust function by the crate(s) of its demangled name, for code without a
+/// source file (a binary built without debug information, as `cargo install` builds by
+/// default): the rule that stands in for the path shapes of [`native_origin`].
+///
+/// The crates of a name: its first path segment (`clap_builder::parser::Parser::react`,
+/// `regex_automata::meta::regex::Builder::build::{{closure}}`, legacy impl paths such as
+/// `hexyl::_<impl serde::Serialize for hexyl::Cfg>::serialize` and
+/// `core::fmt::num::imp::<impl core::fmt::Display for u32>::fmt` are their first segment's);
+/// for a qualified path `<SELF>::m` or `<SELF as TRAIT>::m` both the self type's crate and the
+/// trait's, because the orphan rule puts the impl in one of the two (a generic parameter `T`,
+/// a primitive, a slice or a tuple has no crate: `<P as clap_builder::...::AnyValueParser>::parse_ref_`
+/// is clap_builder's). A reference, pointer, `dyn` or `impl` counts as the type it names.
+///
+/// Then: a crate of the program's (`program_crates`, the crate of the program's `main`) makes
+/// it the program's (`<hexyl::Squeezer as core::iter::Iterator>::next`, an impl the program
+/// wrote for a dependency's trait); else a crate neither the program's nor the standard
+/// library's makes it a dependency's, shown as installed packages are
+/// (`<hashbrown::raw::RawTable<T,A> as core::ops::drop::Drop>::drop`); else a standard library
+/// crate makes it the standard library's, and so does a method of a primitive type
+/// (`<[u8]>::starts_with`, `<str>::find`: no crate at all). `None`: not a Rust path (a C
+/// function, `main`, `<unknown #3>`).
+///
+/// Limits: a workspace's other crates (ripgrep's `ignore`, `grep_searcher`) cannot be told
+/// from dependencies by name and are dependencies here; crates the standard library itself
+/// links (`hashbrown`, `rustc_demangle`) are dependencies when their code is instantiated
+/// without a source file.
+pub fn rust_name_origin(qualname: &str, program_crates: &[&str]) -> Option<Origin> {
+    let crates = name_crates(qualname)?;
+    if crates.iter().any(|c| program_crates.contains(c)) {
+        return Some(Origin::Program);
+    }
+    if crates.iter().any(|c| !STD_CRATES.contains(c)) {
+        return Some(Origin::SitePackages);
+    }
+    Some(Origin::Stdlib)
+}
+
+/// The dependency a function without a source file belongs to by its name
+/// ([`rust_name_origin`]): the first of its name's crates that is not the standard library's
+/// (`clap_builder` for `<P as clap_builder::builder::value_parser::AnyValueParser>::parse_ref_`).
+pub fn rust_name_crate(qualname: &str) -> Option<String> {
+    name_crates(qualname)?.into_iter().find(|c| !STD_CRATES.contains(c)).map(str::to_string)
+}
+
+/// The crates of a demangled Rust name ([`rust_name_origin`]); `None` when it is no Rust path.
+fn name_crates(qualname: &str) -> Option<Vec<&str>> {
     let Some(inner) = qualname.strip_prefix('<') else {
-        return std_path(qualname).then_some(Origin::Stdlib);
+        return Some(vec![path_crate(qualname)?]);
     };
     // `<SELF>::m` or `<SELF as TRAIT>::m`: find the closing `>` of the qualified path.
     let mut depth = 1i32;
@@ -111,17 +156,49 @@ pub fn native_name_origin(qualname: &str) -> Option<Origin> {
             _ => {}
         }
     }
-    let qpath = &inner[..end?];
+    let end = end?;
+    if !inner[end + 1..].starts_with("::") {
+        return None;
+    }
+    let qpath = &inner[..end];
     let (self_ty, trait_path) = match split_as(qpath) {
         Some((s, t)) => (s, Some(t)),
         None => (qpath, None),
     };
-    let self_std = std_path(self_ty) || primitive(self_ty);
-    let std = match trait_path {
-        None => self_std,
-        Some(t) => self_std && std_path(t),
-    };
-    std.then_some(Origin::Stdlib)
+    Some([Some(self_ty), trait_path].into_iter().flatten().filter_map(type_crate).collect())
+}
+
+/// The crate of a type or trait inside a qualified path: its path's first segment, through
+/// `&`, `*const`, `*mut`, `dyn`, `impl`; `None` for a primitive, a generic parameter, a slice,
+/// an array or a tuple.
+fn type_crate(ty: &str) -> Option<&str> {
+    let mut t = ty.trim();
+    loop {
+        let before = t;
+        t = t.trim_start_matches(['&', '*']).trim_start();
+        for p in ["mut ", "const ", "dyn ", "impl "] {
+            t = t.strip_prefix(p).unwrap_or(t).trim_start();
+        }
+        // A lifetime (`&'a T`).
+        if t.starts_with('\'') {
+            t = t.split_once(' ').map_or("", |(_, r)| r);
+        }
+        if t == before {
+            break;
+        }
+    }
+    if t.starts_with(['[', '(', '<']) {
+        // `<X as Y>::Assoc` as a type: its crates are X's and Y's; the first is enough here.
+        return t.strip_prefix('<').and_then(type_crate);
+    }
+    path_crate(t)
+}
+
+/// The first segment of a path `krate::a::b`, when it is an identifier followed by `::`.
+fn path_crate(p: &str) -> Option<&str> {
+    let (first, _) = p.split_once("::")?;
+    (!first.is_empty() && first.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') && !first.starts_with(|c: char| c.is_ascii_digit()))
+        .then_some(first)
 }
 
 /// Split a qualified path's inside at its top-level ` as `.

@@ -117,6 +117,7 @@ fn fallback(a: &NativeAddr, symbol: Option<String>) -> Function {
         object: (!a.module.is_empty()).then(|| a.module.clone()),
         program_library: false,
         program_crate: false,
+        dependency_crate: false,
         made_in: None,
         inlined: false,
     }
@@ -248,6 +249,7 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
                             object: Some(module.to_string()),
                             program_library: false,
                             program_crate: false,
+                            dependency_crate: false,
                             made_in: None,
                             inlined: true,
                         })
@@ -267,6 +269,7 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
                         object: None,
                         program_library: false,
                         program_crate: false,
+                        dependency_crate: false,
                         made_in: None,
                         inlined: a.inlined,
                     },

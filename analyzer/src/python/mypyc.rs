@@ -361,6 +361,7 @@ pub fn map_functions(funcs: &mut [Function], doc: &ExtensionsDoc) -> (usize, Vec
                 object: Some(runtime_file.clone()),
                 program_library: false,
                 program_crate: false,
+                dependency_crate: false,
                 made_in: None,
                 inlined: false,
             };

@@ -354,6 +354,7 @@ fn recorded_functions_of_the_runtime_module_become_python_functions() {
             object: Some(runtime.display().to_string()),
             program_library: false,
             program_crate: false,
+            dependency_crate: false,
             made_in: None,
             inlined: false,
         }
