@@ -103,8 +103,10 @@ fn same_file_state(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
 /// Both times of the file at least [`SETTLED`] in the past (a time in the future is not).
 fn settled(m: &std::fs::Metadata) -> bool {
     let Ok(now) = SystemTime::now().duration_since(UNIX_EPOCH) else { return false };
-    let limit = now.saturating_sub(SETTLED).as_secs() as i64;
-    m.mtime() < limit && m.ctime() < limit
+    let Some(limit) = now.checked_sub(SETTLED) else { return false };
+    // To the nanosecond: whole seconds would ask up to a second more.
+    let at = |secs: i64, nsec: i64| Duration::new(secs.max(0) as u64, nsec.clamp(0, 999_999_999) as u32);
+    at(m.mtime(), m.mtime_nsec()) <= limit && at(m.ctime(), m.ctime_nsec()) <= limit
 }
 
 /// Write `hash` as the entry (a temporary file renamed into place), then prune.
