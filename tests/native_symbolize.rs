@@ -118,3 +118,57 @@ fn rebuilt_object_keeps_the_recorded_names_with_a_warning() {
     assert_eq!(p.func("main").name, "main");
     assert!(p.funcs.iter().all(|f| f.file.is_none() && f.name != "padding"), "{:?}", p.funcs);
 }
+
+/// A large object's fingerprint in sources.json comes from the per-user cache while the file is
+/// unchanged (the cache's entry is what answers: a wrong hash planted there comes back), and
+/// from the file itself once it is rewritten, even with its old size and modification time;
+/// and an unchanged object recorded again still gets its true hash.
+#[test]
+fn a_large_object_s_fingerprint_is_cached_while_it_is_unchanged() {
+    let s = scratch();
+    let d = s.path();
+    let cache = d.join("cache");
+    // 200 kB of initialized data: past the size from which hashes are cached.
+    let src = SRC.replace("int main(void)\n{\n", "static volatile char big[200000] = {1};\n\nint main(void)\n{\n    big[1] = big[0];\n");
+    std::fs::write(d.join("prog.c"), &src).unwrap();
+    sh(Command::new("cc").current_dir(d).args(["-finstrument-functions", "-O0", "-g", "-o", "prog", "prog.c"]));
+    let prog = d.join("prog");
+    let sha = |p: &Path| slice_trace_e2e::run_ok(Command::new("sha256sum").arg(p)).split_whitespace().next().unwrap().to_string();
+    let recorded = |t: &Path| -> String {
+        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(t.join("sources.json")).unwrap()).unwrap();
+        let files = doc["files"].as_array().unwrap();
+        let f = files.iter().find(|f| f["path"].as_str() == Some(prog.to_str().unwrap())).expect("the program's fingerprint");
+        f["sha256"].as_str().unwrap().to_string()
+    };
+    let run = |t: &Path| {
+        let mut c = slice_trace_e2e::cmd("trace");
+        c.env("XDG_CACHE_HOME", &cache).arg("run").arg("-q").arg("-o").arg(t).arg("--").arg(&prog);
+        let out = slice_trace_e2e::run(&mut c);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    // A file changed less than 2 s ago is hashed but not cached (it could change again
+    // within its timestamps' granularity).
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    run(&d.join("t1.d"));
+    assert_eq!(recorded(&d.join("t1.d")), sha(&prog));
+    let entries: Vec<_> = std::fs::read_dir(cache.join("slice-trace/fingerprints")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(std::fs::read_to_string(&entries[0]).unwrap(), sha(&prog));
+    run(&d.join("t2.d"));
+    assert_eq!(recorded(&d.join("t2.d")), sha(&prog));
+    // The entry answers while the file is unchanged.
+    let planted = "0".repeat(64);
+    std::fs::write(&entries[0], &planted).unwrap();
+    run(&d.join("t3.d"));
+    assert_eq!(recorded(&d.join("t3.d")), planted);
+    // Rewritten with the same size and its modification time put back: hashed again.
+    let old = std::fs::metadata(&prog).unwrap().modified().unwrap();
+    let mut bytes = std::fs::read(&prog).unwrap();
+    let at = bytes.len() - 1;
+    bytes[at] ^= 0x55;
+    std::fs::write(&prog, &bytes).unwrap();
+    std::fs::File::options().write(true).open(&prog).unwrap().set_modified(old).unwrap();
+    run(&d.join("t4.d"));
+    assert_eq!(recorded(&d.join("t4.d")), sha(&prog));
+    assert_ne!(recorded(&d.join("t4.d")), planted);
+}

@@ -217,7 +217,7 @@ fn list(lists: &Lists, req: &ListRequest) -> bool {
         let mut all = listed();
         if !all.iter().any(|o| is_for(o, req)) {
             all.push(l);
-            if let Err(e) = crate::run::write_json_atomic(&file, &all) {
+            if let Err(e) = crate::run::write_json_compact_atomic(&file, &all) {
                 eprintln!("trace: cannot list {} for its probes ({e:#})", req.path);
                 continue;
             }

@@ -37,6 +37,11 @@ pub fn cached_probe_list(path: &Path) -> Option<InlineProbeList> {
     cached_list(path, "inline-probes", LIST_RULES, probe_list)
 }
 
+/// [`cached_probe_list`] as JSON ([`cached_list_json`]).
+pub fn cached_probe_list_json(path: &Path) -> Option<Vec<u8>> {
+    cached_list_json(path, "inline-probes", LIST_RULES, probe_list)
+}
+
 /// A list computed by `compute` for the object at `path`, from the cache directory `sub` of
 /// `trace`'s private cache (one per kind of list, `rules` its [`LIST_RULES`]), as
 /// [`cached_probe_list`] does it (the line-probe list uses it too).
@@ -46,41 +51,71 @@ pub(crate) fn cached_list(
     rules: u32,
     compute: impl FnOnce(&Path) -> Option<InlineProbeList>,
 ) -> Option<InlineProbeList> {
+    cached_list_json(path, sub, rules, compute).and_then(|bytes| serde_json::from_slice(&bytes).ok())
+}
+
+/// [`cached_list`]'s list as its compact JSON, the cache's bytes as they are when the list is
+/// cached: the trace directory gets them without a parse and a new serialization (hexyl's two
+/// lists: about 1 ms of `trace run` per run; docs/performance.md, "Fingerprints of large
+/// objects from a cache"). A cached list is taken when it starts with the object's path, size
+/// and modification time as the list serializes them (its key's hash says so too; the shim
+/// checks them again, and parses the rest).
+pub(crate) fn cached_list_json(
+    path: &Path,
+    sub: &str,
+    rules: u32,
+    compute: impl FnOnce(&Path) -> Option<InlineProbeList>,
+) -> Option<Vec<u8>> {
+    let dir = crate::shims::cache_dir().ok().map(|d| d.join(sub));
+    let dir = dir.filter(|d| crate::shims::private_dir(d.parent().unwrap_or(d)).is_ok() && crate::shims::private_dir(d).is_ok());
+    list_json_cached_in(dir, path, rules, compute)
+}
+
+/// [`cached_list_json`] with the cache's directory `dir` (none: computed every time).
+fn list_json_cached_in(
+    dir: Option<std::path::PathBuf>,
+    path: &Path,
+    rules: u32,
+    compute: impl FnOnce(&Path) -> Option<InlineProbeList>,
+) -> Option<Vec<u8>> {
     use sha2::{Digest, Sha256};
     let meta = std::fs::metadata(path).ok()?;
     let mtime_ns = meta.modified().ok()?.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos() as i128;
     let object = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).to_string_lossy().into_owned();
-    let dir = crate::shims::cache_dir().ok().map(|d| d.join(sub));
-    let dir = dir.filter(|d| crate::shims::private_dir(d.parent().unwrap_or(d)).is_ok() && crate::shims::private_dir(d).is_ok());
     let key: String = Sha256::digest(format!("{}\0{rules}\0{object}\0{}\0{mtime_ns}", env!("CARGO_PKG_VERSION"), meta.len()).as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
     let file = dir.as_ref().map(|d| d.join(format!("{key}.json")));
     if let Some(f) = &file {
-        // Read whole, then parsed from the bytes (several times faster than through a reader).
         let cached = std::fs::File::open(f).ok().filter(|h| h.metadata().is_ok_and(|m| m.len() <= CACHE_MAX)).and_then(|mut h| {
             let mut bytes = Vec::new();
             std::io::Read::read_to_end(&mut std::io::Read::take(&mut h, CACHE_MAX), &mut bytes).ok()?;
-            serde_json::from_slice::<Option<InlineProbeList>>(&bytes).ok()
+            Some(bytes)
         });
-        if let Some(list) = cached {
-            if list.as_ref().is_none_or(|l| l.object == object && l.size == meta.len() && l.mtime_ns == mtime_ns) {
-                let _ = std::fs::File::open(f).and_then(|h| h.set_modified(std::time::SystemTime::now()));
-                return list;
-            }
+        let head =
+            serde_json::to_string(&object).ok().map(|o| format!("{{\"object\":{o},\"size\":{},\"mtime_ns\":{mtime_ns},", meta.len()));
+        let found = cached.and_then(|bytes| match &bytes[..] {
+            b"null" => Some(None),
+            b if head.as_ref().is_some_and(|h| b.starts_with(h.as_bytes())) && b.ends_with(b"}") => Some(Some(bytes)),
+            _ => None,
+        });
+        if let Some(list) = found {
+            let _ = std::fs::File::open(f).and_then(|h| h.set_modified(std::time::SystemTime::now()));
+            return list;
         }
     }
     let list = compute(path);
+    let bytes = serde_json::to_vec(&list).ok()?;
     if let (Some(d), Some(f)) = (&dir, &file) {
         if let Ok(mut tmp) = tempfile::Builder::new().prefix(".tmp-").tempfile_in(d) {
             use std::io::Write;
-            if serde_json::to_vec(&list).is_ok_and(|b| tmp.write_all(&b).is_ok()) && tmp.persist(f).is_ok() {
+            if tmp.write_all(&bytes).is_ok() && tmp.persist(f).is_ok() {
                 prune(d);
             }
         }
     }
-    list
+    list.is_some().then_some(bytes)
 }
 
 /// A cached list is read only up to this size.
@@ -164,6 +199,48 @@ pub(crate) fn own_code(file: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A list is computed once and then given from the cache as the bytes written there, equal
+    /// to its serialization; an object with no list is cached as none; a cached list whose head
+    /// names another object, size or time is not used (computed again).
+    #[test]
+    fn a_cached_list_is_given_as_its_json_and_checked_against_the_object() {
+        let d = tempfile::tempdir().unwrap();
+        let cache = d.path().join("cache");
+        std::fs::create_dir(&cache).unwrap();
+        let obj = d.path().join("prog");
+        std::fs::write(&obj, "an object").unwrap();
+        let made = |p: &Path| {
+            let m = std::fs::metadata(p).unwrap();
+            let mtime_ns = m.modified().unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as i128;
+            let object = std::fs::canonicalize(p).unwrap().to_string_lossy().into_owned();
+            Some(InlineProbeList { object, size: m.len(), mtime_ns, offsets: vec![4, 9], groups: vec![0, 1], ..Default::default() })
+        };
+        let want = serde_json::to_vec(&made(&obj).unwrap()).unwrap();
+        let first = list_json_cached_in(Some(cache.clone()), &obj, 1, made).unwrap();
+        assert_eq!(first, want);
+        let again = list_json_cached_in(Some(cache.clone()), &obj, 1, |_| panic!("computed again")).unwrap();
+        assert_eq!(again, want);
+        let parsed: InlineProbeList = serde_json::from_slice(&again).unwrap();
+        assert_eq!(parsed, made(&obj).unwrap());
+        // Another rule's version has its own entry: computed, here as none, and cached as none.
+        assert!(list_json_cached_in(Some(cache.clone()), &obj, 2, |_| None).is_none());
+        assert!(list_json_cached_in(Some(cache.clone()), &obj, 2, |_| panic!("computed again")).is_none());
+        // An entry naming another object (a damaged or colliding entry) is not used.
+        let entries: Vec<_> = std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().path()).collect();
+        let listed = entries.iter().find(|e| std::fs::read(e).unwrap() == want).unwrap();
+        let other = String::from_utf8(want.clone()).unwrap().replace("\"size\":9", "\"size\":10");
+        std::fs::write(listed, other).unwrap();
+        let mut computed = false;
+        let fixed = list_json_cached_in(Some(cache.clone()), &obj, 1, |p| {
+            computed = true;
+            made(p)
+        });
+        assert!(computed);
+        assert_eq!(fixed.unwrap(), want);
+        // Without a cache, computed every time.
+        assert_eq!(list_json_cached_in(None, &obj, 1, made).unwrap(), want);
+    }
 
     #[test]
     fn the_standard_library_and_system_headers_are_not_the_programs_own() {

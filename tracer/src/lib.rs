@@ -7,6 +7,7 @@ mod blocks;
 mod detect;
 mod dlopened;
 mod dump;
+mod fingerprint;
 mod inline_probes;
 mod launch;
 mod libraries;

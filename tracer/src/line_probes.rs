@@ -29,6 +29,11 @@ pub fn cached_line_list(path: &Path) -> Option<InlineProbeList> {
     crate::inline_probes::cached_list(path, "line-probes", LIST_RULES, line_list)
 }
 
+/// [`cached_line_list`] as JSON (`inline_probes::cached_list_json`).
+pub fn cached_line_list_json(path: &Path) -> Option<Vec<u8>> {
+    crate::inline_probes::cached_list_json(path, "line-probes", LIST_RULES, line_list)
+}
+
 /// The list for the ELF object at `path`: `None` when it cannot be read, has no DWARF, or no
 /// line-table row of its own code.
 pub fn line_list(path: &Path) -> Option<InlineProbeList> {

@@ -21,6 +21,8 @@ pub const ENV_INLINE: &str = "SLICE_TRACE_INLINE";
 struct Kind {
     kind: ProbeKind,
     list: fn(&Path) -> Option<InlineProbeList>,
+    /// The program's list as JSON, written as it is (no parse, no new serialization).
+    json: fn(&Path) -> Option<Vec<u8>>,
     what: &'static str,
     lost: &'static str,
 }
@@ -28,11 +30,17 @@ struct Kind {
 const INLINE: Kind = Kind {
     kind: ProbeKind::Inline,
     list: crate::inline_probes::cached_probe_list,
+    json: crate::inline_probes::cached_probe_list_json,
     what: "inline-probe",
     lost: "inlined functions will not be shown",
 };
-const LINES: Kind =
-    Kind { kind: ProbeKind::Lines, list: crate::line_probes::cached_line_list, what: "line-probe", lost: "functions will be shown whole" };
+const LINES: Kind = Kind {
+    kind: ProbeKind::Lines,
+    list: crate::line_probes::cached_line_list,
+    json: crate::line_probes::cached_line_list_json,
+    what: "line-probe",
+    lost: "functions will be shown whole",
+};
 
 /// Write the lists `plan` asks for into the trace directory `out`: nothing unless the program is
 /// native and recorded by entry patching.
@@ -70,15 +78,16 @@ pub fn inline_wanted(plan: &Plan) -> bool {
 /// The program's list of `k` and its libraries' (one file, none when no library has a list);
 /// the libraries are found at the first kind that needs them.
 fn write_kind(k: &Kind, plan: &Plan, out: &Path, libraries: &OnceCell<Vec<PathBuf>>) {
-    if let Some(list) = (k.list)(&plan.program) {
-        if let Err(e) = crate::run::write_json_atomic(&out.join(k.kind.program_file()), &list) {
+    if let Some(mut list) = (k.json)(&plan.program) {
+        list.push(b'\n');
+        if let Err(e) = crate::run::write_bytes_atomic(&out.join(k.kind.program_file()), &list) {
             eprintln!("trace: cannot write the {} list ({e:#}); {}", k.what, k.lost);
         }
     }
     let lists: Vec<InlineProbeList> =
         libraries.get_or_init(|| crate::libraries::patched_libraries(&plan.program)).iter().filter_map(|l| (k.list)(l)).collect();
     if !lists.is_empty() {
-        if let Err(e) = crate::run::write_json_atomic(&out.join(k.kind.libraries_file()), &lists) {
+        if let Err(e) = crate::run::write_json_compact_atomic(&out.join(k.kind.libraries_file()), &lists) {
             eprintln!("trace: cannot write the libraries' {} lists ({e:#}); their {}", k.what, k.lost);
         }
     }

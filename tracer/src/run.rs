@@ -11,13 +11,11 @@ use crate::outdir::{self, Output};
 use crate::plan::{self, Detected, EnvChange, Inherited, Plan, Shims};
 use crate::stats;
 use anyhow::{bail, Context, Result};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
-use trace_format::{event::FLAG_INCOMPLETE, FileFingerprint, FuncKind, SourcesDoc, TraceDir, TraceMeta, META_FILE, SOURCES_FILE};
+use trace_format::{event::FLAG_INCOMPLETE, FuncKind, SourcesDoc, TraceDir, TraceMeta, META_FILE, SOURCES_FILE};
 
 /// The `sitecustomize.py` that loads the Python shim (see the file for what it does).
 const SITECUSTOMIZE: &str = include_str!("sitecustomize.py");
@@ -111,8 +109,22 @@ fn now_unix_ms() -> u64 {
 pub(crate) fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> Result<()> {
     let mut text = serde_json::to_vec_pretty(value)?;
     text.push(b'\n');
+    write_bytes_atomic(path, &text)
+}
+
+/// [`write_json_atomic`] without the indentation, for the probe lists: thousands of numbers,
+/// which the shim parses at start-up in every process (hexyl's line list: 125 kB instead of
+/// 264 kB; docs/performance.md, "Fingerprints of large objects from a cache").
+pub(crate) fn write_json_compact_atomic(path: &Path, value: &impl serde::Serialize) -> Result<()> {
+    let mut text = serde_json::to_vec(value)?;
+    text.push(b'\n');
+    write_bytes_atomic(path, &text)
+}
+
+/// `text` into `path`, through a temporary file renamed into place.
+pub(crate) fn write_bytes_atomic(path: &Path, text: &[u8]) -> Result<()> {
     let tmp = path.with_extension("json.tmp");
-    std::fs::write(&tmp, &text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
@@ -431,7 +443,10 @@ fn finish_trace(out: &Path, meta: &mut TraceMeta) -> Result<stats::Summary> {
         }
     }
     let mut buf = vec![0u8; 256 << 10];
-    let doc = SourcesDoc { files: files.iter().filter_map(|f| fingerprint(Path::new(f), &mut buf)).collect() };
+    let cache = crate::fingerprint::cache_dir();
+    let doc = SourcesDoc {
+        files: files.iter().filter_map(|f| crate::fingerprint::fingerprint(Path::new(f), &mut buf, cache.as_deref())).collect(),
+    };
     write_json_atomic(&out.join(SOURCES_FILE), &doc)?;
     let hooks: BTreeSet<&str> = trace.processes.iter().filter_map(|p| p.meta.hook.as_deref()).collect();
     meta.python_hooks = hooks.into_iter().map(String::from).collect();
@@ -472,33 +487,6 @@ fn trim_streams(trace: &TraceDir, summary: &stats::Summary) {
     }
 }
 
-/// Size, modification time and SHA-256 of a file. Hashed as it is read, in pieces of `buf`'s
-/// size (one buffer for every file of the trace): a large program read whole cost `trace run`
-/// a fresh buffer of its size to fault in and free, half of its time after recording
-/// (`docs/performance.md`, "Figures behind the code's choices").
-fn fingerprint(path: &Path, buf: &mut [u8]) -> Option<FileFingerprint> {
-    use std::io::Read;
-    let meta = std::fs::metadata(path).ok().filter(|m| m.is_file())?;
-    let mut file = std::fs::File::open(path).ok()?;
-    let mut hasher = Sha256::new();
-    loop {
-        match file.read(buf) {
-            Ok(0) => break,
-            Ok(n) => hasher.update(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return None,
-        }
-    }
-    let hash = hasher.finalize();
-    let sha256 = hash.iter().map(|b| format!("{b:02x}")).collect();
-    Some(FileFingerprint {
-        path: path.to_string_lossy().into_owned(),
-        size: meta.len(),
-        mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
-        sha256,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -508,20 +496,6 @@ mod tests {
         let p = std::ffi::OsStr::new("csvcut");
         assert_eq!(death_note(p, libc::SIGPIPE), None);
         assert_eq!(death_note(p, libc::SIGTERM).as_deref(), Some("trace: csvcut was killed by SIGTERM (15)"));
-    }
-
-    #[test]
-    fn fingerprints() {
-        let d = tempfile::tempdir().unwrap();
-        let f = d.path().join("a.py");
-        std::fs::write(&f, "abc").unwrap();
-        let mut buf = [0u8; 2];
-        let fp = fingerprint(&f, &mut buf).unwrap();
-        assert_eq!(fp.size, 3);
-        assert_eq!(fp.sha256, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-        assert!(fingerprint(&d.path().join("missing.py"), &mut buf).is_none());
-        // Read in pieces smaller than the file, hashed the same.
-        assert_eq!(fingerprint(&f, &mut [0u8; 1]).unwrap().sha256, fp.sha256);
     }
 
     #[test]

@@ -153,9 +153,9 @@ fn verified(dir: &Path, name: &str, path: &Path, bytes: &[u8], settled: std::tim
 }
 
 /// How long ago a file must have last changed for its comparison to be noted ([`verified`]).
-const SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
+pub(crate) const SETTLED: std::time::Duration = std::time::Duration::from_secs(2);
 
-fn stat_key(md: &std::fs::Metadata) -> String {
+pub(crate) fn stat_key(md: &std::fs::Metadata) -> String {
     format!("{} {} {} {}.{:09} {}.{:09}", md.dev(), md.ino(), md.len(), md.mtime(), md.mtime_nsec(), md.ctime(), md.ctime_nsec())
 }
 

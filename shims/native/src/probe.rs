@@ -378,7 +378,7 @@ mod signals;
 mod traps;
 use lists::executable_ranges;
 #[cfg(test)]
-use plant::{groups_of, parents_of, Walk};
+use plant::{groups_of, parents_of, sort_by_group, Walk};
 pub(crate) use plant::{plant, Planted};
 use signals::{chain, next_symbol, real_sigaction, REAL_PTHREAD_SIGMASK, REAL_SIGPROCMASK};
 #[cfg(any(test, doc))]

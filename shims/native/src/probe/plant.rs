@@ -110,7 +110,9 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64,
             }
         }
     }
-    wanted.sort_unstable();
+    // Two ascending runs (the inline list's, then the line list's): the stable sort merges
+    // them in one pass, where an unstable one sorted 15,000 entries from scratch on hexyl.
+    wanted.sort();
     let mut addrs: Vec<u64> = wanted.iter().map(|w| w.0).collect();
     addrs.dedup();
     if !addrs.is_empty() && !INSTALLED.load(Ordering::Acquire) && !install_handler() {
@@ -209,7 +211,7 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64,
                 }
             }
         }
-        set.rows.sort_unstable();
+        sort_by_group(&mut set.rows);
         set.at_entry.sort_unstable();
     }
     at_entry.sort_unstable_by_key(|e| (e.0, e.1));
@@ -223,6 +225,37 @@ pub(crate) fn plant(base: u64, path: &str, moved: &[(u64, u64)], bodies: &[(u64,
     let probes = Probes { traps, groups, parents, at_entry, hits, entry_groups, lines, deferred, base, next, gone: AtomicBool::new(false) };
     PROBES.store(Box::into_raw(Box::new(probes)), Ordering::Release);
     out
+}
+
+/// Sort `rows` ((group, row, probe)) as `sort_unstable` would, by counting the rows of each
+/// group first: the groups are dense (one per source line), with a few rows each, so this is
+/// linear, where a comparison sort of hexyl's 9,239 rows was about 0.7 ms of start-up (most of
+/// `plant`'s time with line probes). Groups far sparser than the rows are sorted by comparison.
+pub(super) fn sort_by_group(rows: &mut Vec<(u32, u32, u32)>) {
+    let groups = rows.iter().map(|r| r.0 as usize + 1).max().unwrap_or(0);
+    if groups > 4 * rows.len() + 1024 {
+        rows.sort_unstable();
+        return;
+    }
+    // start[g]: where group g's rows begin in the sorted order.
+    let mut start = vec![0usize; groups + 1];
+    for r in rows.iter() {
+        start[r.0 as usize + 1] += 1;
+    }
+    for g in 0..groups {
+        start[g + 1] += start[g];
+    }
+    let mut next = start.clone();
+    let mut out = vec![(0u32, 0u32, 0u32); rows.len()];
+    for &r in rows.iter() {
+        let slot = &mut next[r.0 as usize];
+        out[*slot] = r;
+        *slot += 1;
+    }
+    for g in 0..groups {
+        out[start[g]..start[g + 1]].sort_unstable();
+    }
+    *rows = out;
 }
 
 /// Sorted ranges ((start, end), not overlapping), asked which one holds each of a series of
@@ -267,7 +300,8 @@ pub(super) fn groups_of(traps: &mut Traps, list: &InlineProbeList) -> Vec<(u32, 
             out.push((g, i as u32));
         }
     }
-    out.sort_unstable();
+    // Groups are numbered in address order: long ascending runs, which a stable sort merges.
+    out.sort();
     out
 }
 

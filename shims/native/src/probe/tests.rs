@@ -336,3 +336,24 @@ fn an_unloaded_objects_probes_are_skipped_by_the_walks() {
     forget_in(live(Some(&later)), 0x5000);
     assert_eq!(bases(), [0x9000, 0x1000]);
 }
+
+/// Rows sorted by group through the groups' counts come out as a comparison sort puts them,
+/// for dense groups (the counting sort) and sparse ones (the fallback), duplicates and all.
+#[test]
+fn rows_sorted_by_group_match_a_comparison_sort() {
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = |m: u32| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % u64::from(m)) as u32
+    };
+    for (n, groups) in [(0, 1), (1, 1), (9_239, 3_529), (500, 3), (50, 1_000_000)] {
+        let rows: Vec<(u32, u32, u32)> = (0..n).map(|_| (next(groups), next(10_000), next(7))).collect();
+        let mut want = rows.clone();
+        want.sort_unstable();
+        let mut got = rows;
+        super::sort_by_group(&mut got);
+        assert_eq!(got, want, "{n} rows in {groups} groups");
+    }
+}
