@@ -145,8 +145,10 @@ fn every_view_of_a_deep_chain_stays_linear() {
         ("graph", vec!["graph", t, "-o", &dot]),
         ("diff", vec!["diff", t, t]),
         ("export", vec!["export", t, "-o", &html]),
-        ("from-trace", vec!["from-trace", t, "-q", q, "-o", &prompt]),
+        ("from-trace", vec!["from-trace", t, "-q", q, "--no-budget", "-o", &prompt]),
         ("from-trace --budget", vec!["from-trace", t, "-q", q, "--budget", "4000"]),
+        // Without --budget the prompt is held to the default budget, and says so.
+        ("from-trace (default budget)", vec!["from-trace", t, "-q", q]),
     ];
     let last = format!("f{}", DEPTH - 1);
     for (what, args) in views {
@@ -180,6 +182,11 @@ fn every_view_of_a_deep_chain_stays_linear() {
                 let text = std::fs::read_to_string(&prompt).unwrap();
                 assert!(text.contains(&format!("[depth {DEPTH}] {last}")), "the prompt's tree reaches the deepest call");
                 assert!(text.contains("def f7():"), "with the source");
+            }
+            "from-trace (default budget)" => {
+                assert!(out.contains("To fit the budget of 100000 tokens (o200k_base; a prompt gets this budget by default, `--no-budget` shows every function)"), "{}", &out[..out.len().min(3000)]);
+                assert!(err.contains("budget 100000 (the default; --no-budget shows everything)"), "{err}");
+                assert!(out.contains("def f7():"), "the question's function keeps its source");
             }
             _ => {}
         }

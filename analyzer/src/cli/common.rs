@@ -268,23 +268,24 @@ pub struct PromptArgs {
     pub tokenizer: Tokenizer,
     /// Guarantee a prompt of at most N tokens: bodies are elided, then sources dropped, least
     /// relevant first, then the tree is cut (all marked and listed); see docs/prompts.md.
-    /// A test's prompt (--test) gets a budget of 20000 tokens by default.
+    /// Without it a prompt is held to 100000 tokens, a test's prompt (--test) to 20000
+    /// (--no-budget: no limit); a prompt that fits is unchanged.
     #[arg(long, value_name = "N", help_heading = "Output")]
     pub budget: Option<usize>,
-    /// No budget, also for a test's prompt: every function that ran, whole (or condensed as
+    /// No budget, not even the default one: every function that ran, whole (or condensed as
     /// --docstrings and --not-run say).
     #[arg(long, conflicts_with = "budget", help_heading = "Output")]
     pub no_budget: bool,
 }
 
 impl PromptArgs {
-    /// The budget of the prompt: `--budget`, else the model's default (a test's prompt has
-    /// one), none with `--no-budget`.
+    /// The budget of the prompt: `--budget`, else the model's default
+    /// ([`crate::prompt::Model::default_budget`]), none with `--no-budget`.
     pub fn budget_for(&self, model: &crate::prompt::Model) -> Option<usize> {
         if self.no_budget {
             None
         } else {
-            self.budget.or_else(|| model.default_budget())
+            Some(self.budget.unwrap_or_else(|| model.default_budget()))
         }
     }
 }

@@ -29,7 +29,8 @@ pub struct FromTraceArgs {
     pub output: OutputArgs,
 }
 
-/// A prompt larger than this (tokens) gets a warning suggesting `--budget`.
+/// A prompt larger than this (tokens), which only `--no-budget` gives (the default budget is
+/// smaller), gets a warning suggesting `--budget`.
 pub const LARGE_PROMPT_TOKENS: usize = 200_000;
 
 /// At most this many names per stderr list of what the budget cut.
@@ -102,7 +103,7 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     }
     if let Some(r) = &fitted.report {
         if r.elided.is_empty() && r.dropped.is_empty() && r.ran.is_empty() && r.tree_depth.is_none() && !r.collapsed_repeats {
-            // A test's default budget that cut nothing is not worth a line.
+            // A default budget that cut nothing is not worth a line.
             if a.prompt.budget.is_some() {
                 eprintln!("slice: budget {}: everything fits", r.budget);
             }
@@ -110,7 +111,11 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
             eprintln!(
                 "slice: budget {}{}: kept {} functions whole, elided {} bodies, dropped {} sources{}{}",
                 r.budget,
-                if a.prompt.budget.is_none() { " (a test's prompt's default; --no-budget shows everything)" } else { "" },
+                match (a.prompt.budget, model.tests_shown) {
+                    (Some(_), _) => "",
+                    (None, true) => " (a test's prompt's default; --no-budget shows everything)",
+                    (None, false) => " (the default; --no-budget shows everything)",
+                },
                 r.kept,
                 r.elided.len(),
                 r.dropped.len(),

@@ -266,8 +266,8 @@ mod tests {
         assert_eq!(seen, 9);
     }
 
-    /// A test's prompt gets the default budget unless `--budget` or `--no-budget` says
-    /// otherwise; a prompt of a run (no test) gets none.
+    /// A test's prompt gets its default budget, a run's prompt its own, unless `--budget` or
+    /// `--no-budget` says otherwise.
     #[test]
     fn a_tests_prompt_has_a_default_budget_that_the_options_override() {
         let model = |tests_shown| crate::prompt::Model {
@@ -288,7 +288,8 @@ mod tests {
         };
         let default = crate::prompt::budget::DEFAULT_TEST_BUDGET;
         assert_eq!(budget(&["--test", "failed"], true), Some(default));
-        assert_eq!(budget(&[], false), None);
+        assert_eq!(budget(&[], false), Some(crate::prompt::budget::DEFAULT_RUN_BUDGET));
+        assert_eq!(budget(&["--no-budget"], false), None);
         assert_eq!(budget(&["--budget", "4000"], true), Some(4000));
         assert_eq!(budget(&["--no-budget"], true), None);
         assert!(Cli::try_parse_from(["slice", "from-trace", "t.d", "-q", "x", "--budget", "9", "--no-budget"]).is_err());

@@ -41,11 +41,27 @@ use std::collections::VecDeque;
 /// prompt that fits is unchanged. `--no-budget` shows everything.
 pub const DEFAULT_TEST_BUDGET: usize = 20_000;
 
+/// The budget (tokens) of a run's prompt (no `--test`) without `--budget`. A question about a
+/// run is answered from the code that ran, and most runs' whole prompts are well under it (the
+/// eval's Python CLIs: 3k to 62k cl100k tokens, unchanged byte for byte); but a 0.01 s run of a
+/// compiled program can be hundreds of thousands (`rg -c fn .` in a ten-file tree: 374k with
+/// its dependencies' code), more than any model's context, which a user cannot paste anywhere.
+/// At 100k the prompt fits a 128k-token context with room for the answer, and the budget cuts
+/// the least relevant first (`rg-skipped`'s two answers are whole at 100k, not at 64k).
+/// `--no-budget` shows everything.
+pub const DEFAULT_RUN_BUDGET: usize = 100_000;
+
 impl Model {
     /// The budget of a prompt given no `--budget`: [`DEFAULT_TEST_BUDGET`] for a test's prompt,
-    /// none for any other (a question about a run is answered from all the code that ran).
-    pub fn default_budget(&self) -> Option<usize> {
-        self.tests_shown.then_some(DEFAULT_TEST_BUDGET)
+    /// [`DEFAULT_RUN_BUDGET`] for any other. A prompt that fits its default is unchanged. The
+    /// one rule for every front end: the command line's default; an MCP tool call always has
+    /// its `max_tokens` (`mcp::bound`), which is smaller.
+    pub fn default_budget(&self) -> usize {
+        if self.tests_shown {
+            DEFAULT_TEST_BUDGET
+        } else {
+            DEFAULT_RUN_BUDGET
+        }
     }
 }
 
@@ -286,10 +302,10 @@ pub(super) fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sourc
             }
         }
         // The default exists at the command line only (a tool call always has its max_tokens).
-        let default = if model.default_budget() == Some(budget) && model.front == crate::frontend::FrontEnd::Cli {
-            "; a test's prompt gets this budget by default, `--no-budget` shows every function"
-        } else {
-            ""
+        let default = match (model.default_budget() == budget && model.front == crate::frontend::FrontEnd::Cli, model.tests_shown) {
+            (true, true) => "; a test's prompt gets this budget by default, `--no-budget` shows every function",
+            (true, false) => "; a prompt gets this budget by default, `--no-budget` shows every function",
+            (false, _) => "",
         };
         plan.notes.push(format!("To fit the budget of {budget} tokens ({}{default}): {}.", tok.name(), parts.join("; ")));
     }

@@ -72,29 +72,39 @@ fn in_a_tests_prompt_the_budget_puts_a_long_function_after_a_short_one_of_like_r
     }
 }
 
+/// Without `--budget` a test's prompt is held to 20,000 tokens and any other to 100,000 (a
+/// compiled program's 0.01 s run gave 374k, more than any model reads), each saying so and how
+/// to see everything; a prompt that fits its default is the prompt without one, byte for byte.
 #[test]
-fn a_tests_prompt_without_a_budget_gets_the_default_one_and_another_prompt_none() {
-    use super::budget::{fit, DEFAULT_TEST_BUDGET};
+fn a_prompt_without_a_budget_gets_the_default_one() {
+    use super::budget::{fit, DEFAULT_RUN_BUDGET, DEFAULT_TEST_BUDGET};
     use super::render::{Format, Renderer};
     for tests_shown in [true, false] {
         let (mut m, [t, a, ..]) = model(tests_shown);
         m.funcs[t].relevance = 600.0;
-        // a: far more than the default budget (some 60k tokens).
+        // a: far more than either default budget (some 150k tokens).
         if let SourceState::Code(e) = &mut m.funcs[a].source {
-            e.code = format!("def a():\n{}", (0..12_000).map(|i| format!("    v{i} = w{i}\n")).collect::<String>());
+            e.code = format!("def a():\n{}", (0..24_000).map(|i| format!("    v{i} = w{i}\n")).collect::<String>());
         }
-        assert_eq!(m.default_budget(), tests_shown.then_some(DEFAULT_TEST_BUDGET));
+        let default = if tests_shown { DEFAULT_TEST_BUDGET } else { DEFAULT_RUN_BUDGET };
+        assert_eq!(m.default_budget(), default);
         let r = Renderer::new(Format::Markdown, None).unwrap();
-        let fitted = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, m.default_budget()).unwrap();
-        assert_eq!(fitted.tokens <= DEFAULT_TEST_BUDGET, tests_shown, "{}", fitted.tokens);
-        assert_eq!(fitted.text.contains("gets this budget by default, `--no-budget` shows every function"), tests_shown);
+        let whole = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, None).unwrap();
+        assert!(whole.tokens > DEFAULT_RUN_BUDGET, "{}", whole.tokens);
+        let fitted = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, Some(m.default_budget())).unwrap();
+        assert!(fitted.tokens <= default, "{}", fitted.tokens);
+        let note = if tests_shown {
+            "; a test's prompt gets this budget by default, `--no-budget` shows every function"
+        } else {
+            "; a prompt gets this budget by default, `--no-budget` shows every function"
+        };
+        assert!(fitted.text.contains(&format!("To fit the budget of {default} tokens (cl100k_base{note})")), "{}", &fitted.text[..2000]);
+        // A prompt that fits its default budget is the prompt without one, byte for byte.
+        let (m, _) = model(tests_shown);
+        let with = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, Some(m.default_budget())).unwrap();
+        let without = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, None).unwrap();
+        assert_eq!(with.text, without.text);
     }
-    // A test's prompt that fits its default budget is the prompt without one, byte for byte.
-    let (m, _) = model(true);
-    let r = Renderer::new(Format::Markdown, None).unwrap();
-    let with = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, m.default_budget()).unwrap();
-    let without = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, None).unwrap();
-    assert_eq!(with.text, without.text);
 }
 
 #[test]
