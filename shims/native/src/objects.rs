@@ -166,7 +166,6 @@ pub(crate) fn patch_at_start() {
     if mode == OFF || (is_cpython() != (mode == EXT)) {
         return;
     }
-    patch::init();
     crate::ask::init();
     MODE.store(mode, Ordering::Release);
     patch_new(false);
