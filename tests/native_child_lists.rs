@@ -73,12 +73,33 @@ fn a_program_started_by_sh_c_shows_its_inlined_code_from_the_first_run() {
     let mut want =
         vec![hasher.canonicalize().unwrap().to_string_lossy().into_owned(), lib.canonicalize().unwrap().to_string_lossy().into_owned()];
     let mut got = listed(&t);
-    (want.sort(), got.sort());
+    want.sort();
+    got.sort();
     assert_eq!(got, want);
     let p = prompt(&t, "How is the hash computed?");
     assert_eq!(tree_text(&p), "main\n  lib_hash\n    mix [inlined]\n", "{p}");
     assert!(p.contains("#### `mix` (") && p.contains("hashing.c:10-15)"), "{p}");
     assert!(!p.contains("`complain`"), "complain did not run: {p}");
+}
+
+/// A shell script running a Python script that starts the program with `subprocess.run`: the
+/// Python process is recorded by the Python shim, the program by entry patching, with its
+/// inlined code from its list asked for at its start.
+#[test]
+fn a_program_a_python_script_starts_through_a_shell_script_shows_its_inlined_code() {
+    let s = scratch();
+    build_inlined(s.path());
+    std::fs::write(s.path().join("sub.py"), "import subprocess\nsubprocess.run([\"./inlined\", \"abc\"], check=True)\n").unwrap();
+    let script = s.path().join("run.sh");
+    std::fs::write(&script, format!("#!/bin/sh\nexec {} sub.py\n", slice_trace_e2e::python())).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let t = s.path().join("py.d");
+    assert_eq!(trace_in(s.path(), &s.path().join("cache"), &t, &[script.to_str().unwrap()]), "193485963\n");
+    let p = prompt(&t, "How is the checksum computed?");
+    assert!(p.contains("(python3 sub.py), thread MainThread") || p.contains(" sub.py), thread MainThread"), "{p}");
+    // The program's own tree (its main's source follows: no file in the tree line).
+    assert!(p.contains("(./inlined abc), thread main\n\n```text\nmain\n  checksum [inlined]\n```"), "{p}");
+    assert!(p.contains("#### `checksum` (") && p.contains("inlined.c:8-13)"), "{p}");
 }
 
 /// A native program that starts another by `fork` and `execv`, and waits for it.

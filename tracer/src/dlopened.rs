@@ -70,8 +70,11 @@ struct Lists {
     /// program started a hundred times by a script, or a library every process of a run loads,
     /// is listed (or found to have no list) once, and asked about again at the cost of a
     /// look-up, without reading the list files.
-    answered: Mutex<std::collections::HashMap<(u64, u64, u64, i128, String), bool>>,
+    answered: Mutex<std::collections::HashMap<FileKey, bool>>,
 }
+
+/// A file asked about: its device, inode, size, time (ns) and path, as a request names it.
+type FileKey = (u64, u64, u64, i128, String);
 
 /// `trace run`'s listener for the lists of objects loaded by `dlopen` (see the module's
 /// description), stopped by [`Server::stop`] (or when dropped).
@@ -198,7 +201,7 @@ fn answer(lists: &Lists, c: UnixStream) {
 /// already (the file's identity is checked again by the shim when it plants: a list is only
 /// ever planted in the file it was made from).
 fn remembered(lists: &Lists, req: &ListRequest) -> bool {
-    let key = (req.dev, req.ino, req.size, req.mtime_ns, req.path.clone());
+    let key: FileKey = (req.dev, req.ino, req.size, req.mtime_ns, req.path.clone());
     let known = lists.answered.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied();
     if let Some(known) = known {
         return known;
