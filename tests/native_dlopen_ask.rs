@@ -20,8 +20,15 @@ use trace_format::probes::{ListRequest, ENV_LISTS_SOCKET, ENV_LISTS_TIMEOUT_MS};
 /// `exe args` with the shim preloaded, patching, recording into `dir` and asking at `socket`
 /// with a wait of `timeout_ms`: its output and how long it took.
 /// (Run from `exe`'s directory.)
+/// The program's own (empty) inline list is in `dir`, as `trace run` writes it before the run:
+/// only the `dlopen`ed objects are asked about (a program without a list asks for its own at
+/// start-up: tests/native_child_lists.rs).
 fn shimmed(dir: &Path, socket: &Path, timeout_ms: u32, exe: &Path, args: &[&str]) -> (Output, Duration) {
     std::fs::create_dir_all(dir).unwrap();
+    let m = std::fs::metadata(exe).unwrap();
+    let mtime_ns = m.modified().unwrap().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let list = serde_json::json!({"object": exe.canonicalize().unwrap(), "size": m.len(), "mtime_ns": mtime_ns, "offsets": []});
+    std::fs::write(dir.join("inline-probes.json"), list.to_string()).unwrap();
     let mut c = std::process::Command::new(exe);
     c.args(args)
         .current_dir(exe.parent().unwrap())

@@ -29,8 +29,17 @@
 //! their lists to the next run only: the first run of a program, and any run of another program
 //! loading the same plugin, had no probes there. Answering during the run supersedes that record.
 //!
-//! A process that loads nothing by `dlopen`, or only system libraries, never connects; the
-//! listener costs `trace run` one thread blocked in `accept`.
+//! The same request comes from the shim's constructor in a program the recorded one started
+//! (`sh -c ./prog`, a launcher that forks and execs, `make run`): for its executable and its
+//! libraries of its own, which no list named before the run (shims/native/src/objects.rs,
+//! `list_at_start`). Each answer is remembered per file (device, inode, size, time and path),
+//! so a program a script starts a hundred times is listed once and then answered from memory.
+//!
+//! A process that loads nothing by `dlopen`, or only system libraries, and whose own objects
+//! are listed never connects; neither does a system program (never patched). The listener
+//! costs `trace run` one thread blocked in `accept`. It listens whenever the run's native
+//! programs are patched: the recorded program's, or those a script or a system launcher
+//! starts.
 
 use std::io::{BufRead, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -57,7 +66,15 @@ struct Lists {
     lines: bool,
     /// Held while a list file is read and rewritten (every writer during the run is here).
     files: Mutex<()>,
+    /// The answers given so far, by the file asked about (device, inode, size, time, path): a
+    /// program started a hundred times by a script, or a library every process of a run loads,
+    /// is listed (or found to have no list) once, and asked about again at the cost of a
+    /// look-up, without reading the list files.
+    answered: Mutex<std::collections::HashMap<FileKey, bool>>,
 }
+
+/// A file asked about: its device, inode, size, time (ns) and path, as a request names it.
+type FileKey = (u64, u64, u64, i128, String);
 
 /// `trace run`'s listener for the lists of objects loaded by `dlopen` (see the module's
 /// description), stopped by [`Server::stop`] (or when dropped).
@@ -80,7 +97,7 @@ pub fn serve(out: &Path, inline: bool, lines: bool) -> std::io::Result<Server> {
     // Taken only when `poll` says a connection waits; one that went away meanwhile is not waited for.
     listener.set_nonblocking(true)?;
     let stop = Arc::new(AtomicBool::new(false));
-    let lists = Arc::new(Lists { out: out.to_path_buf(), inline, lines, files: Mutex::new(()) });
+    let lists = Arc::new(Lists { out: out.to_path_buf(), inline, lines, files: Mutex::new(()), answered: Mutex::default() });
     let stopped = stop.clone();
     // Every signal blocked in the threads (they inherit the mask they are created with): the
     // signals `trace` forwards to the program are handled by the thread that waits for it.
@@ -173,11 +190,25 @@ fn answer(lists: &Lists, c: UnixStream) {
         return;
     }
     let reply = match ListRequest::parse(&line) {
-        Some(req) if list(lists, &req) => LISTED,
+        Some(req) if remembered(lists, &req) => LISTED,
         _ => NOT_LISTED,
     };
     // The shim may have stopped waiting (its process went on without probes).
     let _ = (&c).write_all(format!("{reply}\n").as_bytes());
+}
+
+/// [`list`], answered from what was answered before for the same file when it was asked about
+/// already (the file's identity is checked again by the shim when it plants: a list is only
+/// ever planted in the file it was made from).
+fn remembered(lists: &Lists, req: &ListRequest) -> bool {
+    let key: FileKey = (req.dev, req.ino, req.size, req.mtime_ns, req.path.clone());
+    let known = lists.answered.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied();
+    if let Some(known) = known {
+        return known;
+    }
+    let listed = list(lists, req);
+    lists.answered.lock().unwrap_or_else(|e| e.into_inner()).insert(key, listed);
+    listed
 }
 
 /// Whether `l` is the list of the file `req` names.
@@ -336,6 +367,12 @@ mod tests {
         let inline = probes::read_lists(&out.join(ProbeKind::Inline.libraries_file())).unwrap();
         assert_eq!(inline.iter().map(|l| l.object.as_str()).collect::<Vec<_>>(), [name]);
         assert!(!inline[0].offsets.is_empty(), "sq is inlined into f");
+        // Asked again (a program a script starts once more), it is answered from memory: the
+        // list files are not read or written again.
+        std::fs::remove_file(out.join(ProbeKind::Inline.libraries_file())).unwrap();
+        assert_eq!(ask(&server, &lib, 0), "listed\n");
+        assert_eq!(ask(&server, &lib, 1), "none\n");
+        assert!(!out.join(ProbeKind::Inline.libraries_file()).exists(), "answered from memory");
         server.stop();
         assert!(!socket.exists());
         assert!(UnixStream::connect(&socket).is_err());

@@ -43,9 +43,10 @@ const LINES: Kind = Kind {
 };
 
 /// Write the lists `plan` asks for into the trace directory `out`: nothing unless the program is
-/// native and recorded by entry patching.
+/// native and recorded by entry patching (a script's or a system launcher's children are
+/// listed when they start: dlopened.rs).
 pub fn write(plan: &Plan, out: &Path) {
-    if !patched_native(plan) {
+    if !patched_native(plan) || plan.meta.target_kind != TargetKind::Native.as_str() {
         return;
     }
     let libraries = OnceCell::new();
@@ -62,14 +63,19 @@ pub fn lines_wanted(plan: &Plan) -> bool {
     patched_native(plan) && plan.meta.options["lines"] == "on"
 }
 
-/// Whether the program is native and recorded by entry patching.
+/// Whether the run's native programs are recorded by entry patching: the program, native, or
+/// those a script or a system launcher starts (`sh -c ./prog`, `make run`).
 fn patched_native(plan: &Plan) -> bool {
-    let patching = plan.env.iter().any(|(n, c)| *n == plan::ENV_NATIVE_PATCH && *c != plan::EnvChange::Set("0".into()))
-        || std::env::var_os(plan::ENV_NATIVE_PATCH).is_some_and(|v| v != "0");
-    patching && plan.meta.target_kind == TargetKind::Native.as_str()
+    // The last value the plan sets wins (`--native-ext` sets `ext`, which patches only a
+    // Python process's extension modules: no list is asked for then).
+    let patching = match plan.env.iter().rev().find(|(n, _)| *n == plan::ENV_NATIVE_PATCH) {
+        Some((_, c)) => ![plan::EnvChange::Set("0".into()), plan::EnvChange::Set("ext".into())].contains(c),
+        None => std::env::var_os(plan::ENV_NATIVE_PATCH).is_some_and(|v| v != "0" && v != "ext"),
+    };
+    patching && [TargetKind::Native.as_str(), TargetKind::Other.as_str()].contains(&plan.meta.target_kind.as_str())
 }
 
-/// Whether the run gets inline probes: a native program recorded by entry patching, unless
+/// Whether the run gets inline probes: native programs recorded by entry patching, unless
 /// `SLICE_TRACE_INLINE=0`.
 pub fn inline_wanted(plan: &Plan) -> bool {
     patched_native(plan) && std::env::var_os(ENV_INLINE).is_none_or(|v| v != "0")
@@ -90,5 +96,63 @@ fn write_kind(k: &Kind, plan: &Plan, out: &Path, libraries: &OnceCell<Vec<PathBu
         if let Err(e) = crate::run::write_json_compact_atomic(&out.join(k.kind.libraries_file()), &lists) {
             eprintln!("trace: cannot write the libraries' {} lists ({e:#}); their {}", k.what, k.lost);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{check_usage, Detected, Inherited, OutputState, Shims};
+    use crate::run::{NativeFilter, RunOptions};
+
+    fn plan(kind: TargetKind, patch: bool, native_ext: bool) -> Plan {
+        let o = RunOptions {
+            output: PathBuf::from("trace.d"),
+            c_calls: false,
+            lines: Some(true),
+            lines_per_test: false,
+            native_ext,
+            python_hook: None,
+            quiet: false,
+            native_filter: NativeFilter::default(),
+            command: vec!["prog".into()],
+        };
+        let d = Detected {
+            program: PathBuf::from("/work/prog"),
+            kind,
+            patch,
+            cwd: PathBuf::from("/work"),
+            pid: 42,
+            output: OutputState::Missing,
+            shims: Shims { python_runtime: Some("/tmp/rt".into()), native: Some("/opt/st/libslicetrace_native.so".into()) },
+            inherited: Inherited::default(),
+            start_unix_ms: 1_700_000_000_000,
+        };
+        Plan::build(&o, &check_usage(&o).unwrap(), &d).unwrap()
+    }
+
+    /// Lists are asked for during the run wherever native programs are patched: a native
+    /// program's run, and a script's or a system launcher's (`sh -c ./prog`), whose children
+    /// are patched; not with `--native-ext` alone (extension modules only), nor for Python. The
+    /// lists written before the run are a native program's only.
+    #[test]
+    fn lists_are_served_wherever_native_programs_are_patched_and_written_for_a_native_program() {
+        if std::env::var_os(plan::ENV_NATIVE_PATCH).is_some() || std::env::var_os(ENV_INLINE).is_some() {
+            return; // the environment decides instead
+        }
+        for (kind, patch, native_ext, wanted) in [
+            (TargetKind::Native, true, false, true),
+            (TargetKind::Other, true, false, true),
+            (TargetKind::Other, true, true, false),
+            (TargetKind::Other, false, false, false),
+            (TargetKind::Python, false, true, false),
+        ] {
+            let p = plan(kind.clone(), patch, native_ext);
+            assert_eq!((inline_wanted(&p), lines_wanted(&p)), (wanted, wanted), "{kind:?} patch={patch} native_ext={native_ext}");
+        }
+        // A script's plan writes no list before the run (its program, `sh`, has none to give).
+        let d = tempfile::tempdir().unwrap();
+        write(&plan(TargetKind::Other, true, false), d.path());
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
     }
 }

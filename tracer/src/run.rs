@@ -195,8 +195,15 @@ pub fn run(opts: RunOptions) -> Result<i32> {
         None => None,
     };
     // An ordinary native build is recorded by entry patching, on by default (a value the user
-    // set is inherited as it is).
-    let patch = matches!(kind, TargetKind::Native | TargetKind::Other) && detect::patch_env(&resolved).is_some();
+    // set is inherited as it is). A shell script or a system launcher (`sh -c`, `env`, `make`)
+    // has nothing of its own to patch, but passes patching on to the programs it starts: the
+    // shim patches those of the user's own and leaves system programs and Python interpreters
+    // alone.
+    let patch = match kind {
+        TargetKind::Native => detect::patch_env(&resolved).is_some(),
+        TargetKind::Other => std::env::var_os(plan::ENV_NATIVE_PATCH).is_none(),
+        _ => false,
+    };
     let detected = Detected {
         program: resolved,
         kind,
@@ -232,7 +239,8 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
     write_json_atomic(&out.join(META_FILE), &meta)?;
     crate::probe_lists::write(plan, &out);
     let (inline, lines) = (crate::probe_lists::inline_wanted(plan), crate::probe_lists::lines_wanted(plan));
-    // The lists of the libraries the run loads by `dlopen` are asked for during the run.
+    // The lists of the libraries the run loads by `dlopen`, and of the programs it starts (their
+    // executables and libraries), are asked for during the run.
     let lists = (inline || lines)
         .then(|| crate::dlopened::serve(&out, inline, lines))
         .and_then(|s| s.map_err(|e| eprintln!("trace: cannot listen for the libraries loaded by dlopen ({e}); they get no probes")).ok());

@@ -49,6 +49,22 @@ fn dlopened_reason(d: &DlopenedList) -> Option<&'static str> {
     }
 }
 
+/// Why an object patched at start-up (the executable or a library of a program the recorded one
+/// started, asked for by its shim then) got no inline probe, when its `patch.json` says
+/// (`unlisted`); `None`: it said nothing (it was answered with no list: no debug information).
+fn started_reason(unlisted: Option<Unlisted>) -> Option<&'static str> {
+    match unlisted? {
+        Unlisted::TimedOut => Some(
+            "trace run did not list it within the time the program waits at its start, SLICE_TRACE_LISTS_TIMEOUT_MS (5000 ms by \
+             default); the list is cached now, a second run probes it",
+        ),
+        Unlisted::Unreachable => {
+            Some("trace run could not be reached to list it: the process outlived the run, or its socket was not visible there")
+        }
+        Unlisted::Late | Unlisted::Other => None,
+    }
+}
+
 /// [`note_with`] without anything known of the libraries loaded by `dlopen`.
 pub fn note_from(reports: &[PatchReport]) -> String {
     note_with(reports, &[])
@@ -81,6 +97,9 @@ pub fn note_with(reports: &[PatchReport], dlopened: &[DlopenedList]) -> String {
                     unprobed_why.insert(name, why);
                 }
                 Some((d, None)) if d.listed == Some(0) && !nothing_inlined.contains(&name) => nothing_inlined.push(name),
+                None if !o.dlopened && started_reason(o.unlisted).is_some() => {
+                    unprobed_why.insert(name, started_reason(o.unlisted).unwrap_or_default());
+                }
                 _ if !unprobed.contains(&name) => unprobed.push(name),
                 _ => {}
             },
@@ -227,5 +246,28 @@ mod tests {
         );
         // Nothing found about it (an older trace): the general note, naming it with the program.
         assert!(n.contains("in host, old.so, no inline probe was planted (no debug information, a library loaded by dlopen"), "{n}");
+    }
+
+    /// The executable of a program the recorded one started, asked for at its start: why it got
+    /// no probe when its shim says (`unlisted`), the general note when it was answered with none.
+    #[test]
+    fn a_started_program_without_probes_gets_the_reason_its_shim_gave() {
+        let started = |path: &str, unlisted: Option<Unlisted>| PatchObject { unlisted, ..obj(path, 2, None) };
+        let r = PatchReport {
+            patched: 6,
+            objects: vec![
+                started("/w/slow", Some(Unlisted::TimedOut)),
+                started("/w/orphan", Some(Unlisted::Unreachable)),
+                started("/w/nodebug", None),
+            ],
+            ..PatchReport::default()
+        };
+        let n = note_from(&[r]);
+        assert!(
+            n.contains("in slow, no inline probe was planted (trace run did not list it within the time the program waits at its start"),
+            "{n}"
+        );
+        assert!(n.contains("in orphan, no inline probe was planted (trace run could not be reached to list it"), "{n}");
+        assert!(n.contains("in nodebug, no inline probe was planted (no debug information"), "{n}");
     }
 }

@@ -16,8 +16,16 @@
 //! the wait: the object is then patched without probes and `patch.json` says why
 //! ([`Unlisted`]).
 //!
-//! Cost: nothing in a process that loads nothing by `dlopen`, nothing for a system library (the
-//! socket's address is read once, by the constructor). The wait happens inside `dlopen`, with
+//! The same request is made at start-up, from the constructor, for the objects of the
+//! program's own patched there that found no list in the trace directory: the executable and
+//! libraries of a program the recorded one started (`sh -c ./prog`; objects.rs,
+//! `list_at_start`).
+//!
+//! Cost: nothing in a process that loads nothing by `dlopen` and whose objects of its own are
+//! listed (the recorded program), nothing for a system library or a system program (never
+//! patched, never asked about; the socket's address is read once, by the constructor); one
+//! round trip per start of an unlisted program of the user's own (`trace run` remembers its
+//! answer per file). The wait happens inside `dlopen`, with
 //! the loader's lock held (as the patching does), but with no lock of the shim held and no
 //! signal blocked; `errno` is kept by the caller's guard.
 

@@ -166,7 +166,6 @@ pub(crate) fn patch_at_start() {
     if mode == OFF || (is_cpython() != (mode == EXT)) {
         return;
     }
-    patch::init();
     crate::ask::init();
     MODE.store(mode, Ordering::Release);
     patch_new(false);
@@ -293,6 +292,11 @@ fn patch_objects(dlopened: bool, early: bool) {
         forget_unloaded(seen, &listing.objects);
     }
     let mut added = false;
+    // At start-up: the objects of the program's own patched without a list (the executable of
+    // a program the recorded one started, and its libraries), asked for once the lock is
+    // dropped (`ask_at_start`).
+    let mut unlisted_at_start: Vec<AtStart> = Vec::new();
+    let ask_at_start = !dlopened && mode != EXT && crate::ask::wanted();
     for (i, Loaded { base, name, textrel }) in listing.objects.into_iter().enumerate() {
         if seen.loaded.iter().any(|(b, n)| *b == base && *n == name) || (early && textrel) {
             continue;
@@ -354,6 +358,15 @@ fn patch_objects(dlopened: bool, early: bool) {
                             LIBTEST.store(true, Ordering::Release);
                         }
                     }
+                    if ask_at_start && system.is_none() && probes.inline.is_none() && probes.lines.is_none() && report.patched > 0 {
+                        unlisted_at_start.push(AtStart {
+                            report: seen.reports.len(),
+                            base,
+                            path: path.clone(),
+                            moved: report.moved.clone(),
+                            bodies: report.bodies.clone(),
+                        });
+                    }
                     (report, None)
                 }
                 Err(why) => (patch::Report::default(), Some(why.to_string())),
@@ -363,6 +376,9 @@ fn patch_objects(dlopened: bool, early: bool) {
         added = true;
     }
     drop(l);
+    if !unlisted_at_start.is_empty() {
+        list_at_start(unlisted_at_start);
+    }
     // `patch.json` is rewritten only when an object was added (a `dlopen` of a loaded
     // library, or one the loader's hook already saw, changes nothing).
     if added && crate::process::STATE.load(Ordering::Acquire) == crate::process::READY {
@@ -373,6 +389,42 @@ fn patch_objects(dlopened: bool, early: bool) {
             let dir = unsafe { (*p).dir.clone() };
             let _ = write_report(&dir);
         }
+    }
+}
+
+/// An object patched at start-up that had no list ([`list_at_start`]).
+struct AtStart {
+    /// Its index in [`Seen::reports`].
+    report: usize,
+    base: u64,
+    path: String,
+    moved: Vec<(u64, u64)>,
+    bodies: Vec<(u64, u64)>,
+}
+
+/// At start-up (the constructor, before any other thread exists and before the program's code
+/// runs), the objects of the program's own that were patched and found no list in the trace
+/// directory: the executable of a program the recorded one started (`sh -c ./prog`, `make run`,
+/// a test runner spawning the binary) and its libraries, none of which `trace run` listed
+/// before the run. `trace run` is asked for their lists (ask.rs, as for a `dlopen`ed library:
+/// one wait for them all, no lock of the shim held, no signal blocked), which it appends to the
+/// libraries' list files; each is then planted from there as a library's (its hits get
+/// `funcs.jsonl` lines, its line states a `lines-lib-<k>.bin`; `inline.bin` is the listed
+/// program's). A forked child keeps its parent's probes and asks nothing (no constructor runs);
+/// a system program is never patched, so never asked about.
+fn list_at_start(objects: Vec<AtStart>) {
+    let deadline = crate::ask::deadline();
+    let answers: Vec<Option<trace_format::meta::Unlisted>> = objects.iter().map(|o| crate::ask::ask(&o.path, deadline)).collect();
+    let mut l = Locked::take();
+    for (o, why) in objects.into_iter().zip(answers) {
+        let planted =
+            if why.is_none() { crate::probe::plant(o.base, &o.path, &o.moved, &o.bodies, false) } else { crate::probe::Planted::default() };
+        let Some(r) = l.seen().reports.get_mut(o.report) else { continue };
+        if planted.inline.is_none() && planted.lines.is_none() {
+            r.unlisted = why;
+        }
+        r.probes = planted.inline;
+        r.line_probes = planted.lines;
     }
 }
 

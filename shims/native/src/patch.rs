@@ -92,9 +92,13 @@ pub(crate) struct Report {
     pub bodies: Vec<(u64, u64)>,
 }
 
-/// Set up once, before the first object is patched (the stub's choice of registers).
-pub(crate) fn init() {
-    Native::init();
+/// Set up once, before the first object is patched (the stub's choice of registers, which
+/// reads the CPU's features: slow under a hypervisor). Called by [`patch_object`], so that a
+/// process that patches nothing (a system program a script starts) never pays for it; the
+/// stub runs only from an entry written after it.
+fn init() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(Native::init);
 }
 
 /// How far past a function a short function's plan looks for padding: at most the largest
@@ -121,6 +125,7 @@ fn is_runtime<I: Isa>(name: &str) -> bool {
 /// objects.rs calls this from the constructor (one thread) and right after `dlopen` loaded
 /// the object (its code ran only in its constructors, on this thread, which returned).
 pub(crate) fn patch_object(base: u64, syms: &crate::filter::Symbols) -> Report {
+    init();
     patch_object_with::<Native>(base, syms)
 }
 

@@ -422,14 +422,16 @@ pub struct PatchObject {
     /// entry's moved bytes, marked ran when the function's first call is recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line_probes: Option<InlineProbes>,
-    /// Loaded by `dlopen` and not probed for want of its lists: why the shim has none
-    /// (within version 3; absent: it got them, or was not asked for them).
+    /// Loaded by `dlopen`, or patched at start-up in a program the recorded one started, and
+    /// not probed for want of its lists: why the shim has none (within version 3; absent: it
+    /// got them, or was not asked for them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unlisted: Option<Unlisted>,
 }
 
-/// Why an object loaded by `dlopen` got no probe lists during the run ([`PatchObject::unlisted`]):
-/// the shim asks `trace run` for them from the loader's hook inside `dlopen`
+/// Why an object loaded by `dlopen`, or patched at start-up in a program the recorded one
+/// started, got no probe lists during the run ([`PatchObject::unlisted`]): the shim asks `trace
+/// run` for them from the loader's hook inside `dlopen`, or from its constructor
 /// (`trace_format::probes::ListRequest`; docs/native-recording.md, "Inlined functions").
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
