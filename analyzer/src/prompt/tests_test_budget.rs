@@ -194,7 +194,15 @@ fn the_ranking_shows_the_budgets_order_its_scores_and_the_riders() {
     let nodes: Vec<ModelNode> =
         [(0, 1), (1, 2), (2, 2), (3, 3), (4, 2)].iter().enumerate().map(|(i, &(f, d))| ModelNode::new(i as u32 + 1, d, ids[f])).collect();
     let traces = vec![ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)];
-    let m = Model { question: String::new(), traces, funcs, notes: Vec::new(), tests_shown: true, analysis_ids: Default::default() };
+    let m = Model {
+        question: String::new(),
+        traces,
+        funcs,
+        notes: Vec::new(),
+        tests_shown: true,
+        front: Default::default(),
+        analysis_ids: Default::default(),
+    };
     let lines = m.ranking_lines(0);
     assert!(lines[0].starts_with("slice: the budget keeps functions in this order"), "{}", lines[0]);
     // (rank, score, name, file) as scripts split them.
