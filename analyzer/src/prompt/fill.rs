@@ -215,6 +215,9 @@ impl Fill<'_> {
             if batch.is_empty() {
                 break;
             }
+            // Whole raises first: a batch that does not fit is halved from its end, and a raise
+            // short of whole must not keep its place while a whole one below it is given up.
+            batch.sort_by_key(|&(_, r)| r != Raise::Whole);
             loop {
                 tries += 1;
                 let cand = apply(&steps, &batch);

@@ -180,13 +180,13 @@ fn keeps_order(before: &[usize], after: &[usize]) -> bool {
 
 #[test]
 fn more_room_never_trades_whole_functions_for_the_code_that_ran() {
-    // big's code that ran is 40 of its 60 lines: more than the four below it whole (worth 154,
-    // more than twice big's 50, so no promotion raises big whole). Over a range of budgets
-    // around the one that keeps them whole beside big's signature, a larger budget never loses
-    // a whole function unless it gains one ranked above it: the code that ran takes only the
-    // room the four leave, and shows once that room holds it.
+    // big's code that ran is 20 of its 60 lines, about as much as raising the four below it
+    // whole (worth 154, more than twice big's 50, so no promotion raises big whole). Over a
+    // range of budgets around the one that keeps them whole beside big's signature, a larger
+    // budget never loses a whole function unless it gains one ranked above it: the code that
+    // ran takes only the room the four leave, and shows once that room holds it.
     let (mut m, big, _, below) = model(40.0);
-    with_long_ran_form(&mut m, big, 20);
+    with_long_ran_form(&mut m, big, 40);
     let r = Renderer::new(Format::Markdown, None).unwrap();
     let tok = Tokenizer::Cl100kBase;
     let from = budget_for_big(&m, &r, &below) - 400;
