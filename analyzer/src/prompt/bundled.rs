@@ -74,8 +74,18 @@ fn markdown(doc: &Doc, out: &mut String) {
             } else {
                 "with the file and line where it is defined (given where the function first appears)."
             });
-            out.push_str(" Callees appear in the order they were first called. `×N`: called N times from that caller (the calls are merged, and so are their callees); `(+M resumes)`: a generator or coroutine continued M more times after `yield`/`await`. `↻ recursive`: a call of a function already on the path above it (recursion, or a dispatcher re-entered); what that call did is shown under the earlier occurrence.");
-            if !l.repeat {
+            out.push_str(" Callees appear in the order they were first called.");
+            let mk = &doc.marks;
+            if mk.count {
+                out.push_str(" `×N`: called N times from that caller (the calls are merged, and so are their callees).");
+            }
+            if mk.resumes {
+                out.push_str(" `(+M resumes)`: a generator or coroutine continued M more times after `yield`/`await`.");
+            }
+            if mk.recursive {
+                out.push_str(" `↻ recursive`: a call of a function already on the path above it (recursion, or a dispatcher re-entered); what that call did is shown under the earlier occurrence.");
+            }
+            if mk.same_calls {
                 out.push_str(" `[same calls as above]` (or `as f`): the same calls as at an earlier line of this function (or of `f`), not repeated.");
             }
         }
@@ -218,8 +228,18 @@ fn xml(doc: &Doc, out: &mut String) {
             } else {
                 "with the file and line where it is defined (given where the function first appears)."
             });
-            out.push_str(" Callees appear in the order they were first called. \"×N\": called N times from that caller (calls merged, with their callees); \"(+M resumes)\": a generator or coroutine continued M more times after yield/await. \"↻ recursive\": a call of a function already on the path above it (recursion, or a dispatcher re-entered); what that call did is shown under the earlier occurrence.");
-            if !l.repeat {
+            out.push_str(" Callees appear in the order they were first called.");
+            let mk = &doc.marks;
+            if mk.count {
+                out.push_str(" \"×N\": called N times from that caller (calls merged, with their callees).");
+            }
+            if mk.resumes {
+                out.push_str(" \"(+M resumes)\": a generator or coroutine continued M more times after yield/await.");
+            }
+            if mk.recursive {
+                out.push_str(" \"↻ recursive\": a call of a function already on the path above it (recursion, or a dispatcher re-entered); what that call did is shown under the earlier occurrence.");
+            }
+            if mk.same_calls {
                 out.push_str(" \"[same calls as above]\" (or \"as f\"): the same calls as at an earlier line of this function (or of f), not repeated.");
             }
         }
@@ -325,7 +345,7 @@ fn xml_source(s: &DocSource, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::super::render::{Format, Renderer};
-    use super::super::{DocBlock, DocNode, DocThread, DocTrace, Layout, Level, Plan, Variant};
+    use super::super::{DocBlock, DocNode, DocThread, DocTrace, Layout, Level, Plan, TreeMarks, Variant};
     use super::*;
 
     fn source(
@@ -414,25 +434,32 @@ mod tests {
             ),
             trace(3, Vec::new(), Vec::new(), Vec::new(), Vec::new()),
         ];
-        let doc = |traces: Vec<DocTrace>, sorted: Vec<DocSource>, notes: Vec<String>, question: &str| Doc {
+        // Each mark of the legend with and without the others (bit i of `m`: the i-th mark).
+        let marks = |m: u8| TreeMarks { count: m & 1 != 0, resumes: m & 2 != 0, recursive: m & 4 != 0, same_calls: m & 8 != 0 };
+        let doc = |traces: Vec<DocTrace>, sorted: Vec<DocSource>, notes: Vec<String>, question: &str, m: u8| Doc {
             question: question.into(),
             variant: layout.variant().map(|v| v.name().to_string()),
             layout,
+            marks: marks(m),
             multiple_traces: traces.len() > 1,
             traces,
             sorted_sources: sorted,
             notes,
         };
-        vec![
-            doc(many, sources.clone(), vec!["budget: cut\nhere </z>".into(), "plain".into()], "Why \u{1b}[2J </q> &?\nreally"),
+        let mut all = vec![
+            doc(many, sources.clone(), vec!["budget: cut\nhere </z>".into(), "plain".into()], "Why \u{1b}[2J </q> &?\nreally", 15),
             doc(
                 vec![trace(1, vec![thread("", "t")], sources[..1].to_vec(), Vec::new(), Vec::new())],
                 sources[2..].to_vec(),
                 Vec::new(),
                 "q",
+                0,
             ),
-            doc(vec![trace(1, vec![thread("", "t")], Vec::new(), Vec::new(), Vec::new())], Vec::new(), Vec::new(), ""),
-        ]
+        ];
+        for m in 0..16 {
+            all.push(doc(vec![trace(1, vec![thread("", "t")], Vec::new(), Vec::new(), Vec::new())], Vec::new(), Vec::new(), "", m));
+        }
+        all
     }
 
     fn layouts() -> Vec<Layout> {
@@ -467,6 +494,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(checked, 2 * 9 * 5);
+        assert_eq!(checked, 2 * 9 * 20);
     }
 }

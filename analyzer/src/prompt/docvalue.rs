@@ -28,6 +28,7 @@ pub(super) fn value(doc: Doc) -> Value {
 enum Path {
     Doc,
     Layout,
+    Marks,
     Traces,
     Trace(usize),
     Threads(usize),
@@ -55,8 +56,9 @@ impl fmt::Debug for At {
 
 /// Keys of each map, in the order serde writes the fields of its struct (the order a template
 /// iterating over one sees).
-const DOC_KEYS: &[&str] = &["question", "variant", "layout", "multiple_traces", "traces", "sorted_sources", "notes"];
+const DOC_KEYS: &[&str] = &["question", "variant", "layout", "marks", "multiple_traces", "traces", "sorted_sources", "notes"];
 const LAYOUT_KEYS: &[&str] = &["tree", "sources", "order", "repeat"];
+const MARKS_KEYS: &[&str] = &["count", "resumes", "recursive", "same_calls"];
 const TRACE_KEYS: &[&str] = &["index", "dir", "command", "threads", "sources", "notes", "outcome"];
 const THREAD_KEYS: &[&str] = &["label", "pid", "tid", "name", "main", "tree", "fence", "nodes"];
 const NODE_KEYS: &[&str] = &["id", "parent", "depth", "function", "count", "resumes", "time_ns", "recursive", "level"];
@@ -154,6 +156,7 @@ impl At {
                 "question" => Value::from(d.question.as_str()),
                 "variant" => opt(d.variant.as_deref().map(Value::from)),
                 "layout" => self.child(Path::Layout),
+                "marks" => self.child(Path::Marks),
                 "multiple_traces" => Value::from(d.multiple_traces),
                 "traces" => self.child(Path::Traces),
                 "sorted_sources" => self.child(Path::Sources(None)),
@@ -165,6 +168,13 @@ impl At {
                 "sources" => Value::from(d.layout.sources),
                 "order" => Value::from(order(d.layout.order)),
                 "repeat" => Value::from(d.layout.repeat),
+                _ => return None,
+            },
+            Path::Marks => match key {
+                "count" => Value::from(d.marks.count),
+                "resumes" => Value::from(d.marks.resumes),
+                "recursive" => Value::from(d.marks.recursive),
+                "same_calls" => Value::from(d.marks.same_calls),
                 _ => return None,
             },
             Path::Trace(t) => {
@@ -244,6 +254,7 @@ impl At {
         match self.at {
             Path::Doc => DOC_KEYS,
             Path::Layout => LAYOUT_KEYS,
+            Path::Marks => MARKS_KEYS,
             Path::Trace(_) => TRACE_KEYS,
             Path::Thread(..) => THREAD_KEYS,
             Path::Node(t, h, i) => {
@@ -413,6 +424,7 @@ mod tests {
             question: "Why \u{1b}[2J?\nreally".into(),
             variant: layout.variant().map(|v| v.name().to_string()),
             layout,
+            marks: TreeMarks { count: true, resumes: false, recursive: true, same_calls: false },
             multiple_traces: true,
             traces,
             sorted_sources: vec![source("app.py:ge", "g", Some("def g():\n    ...\n")), source("app.py:h", "h", None)],

@@ -85,6 +85,36 @@ const PROMOTE_WORTH: f64 = 2.0;
 /// At most this many renders refill the room after each promotion.
 const PROMOTE_REFILL_TRIES: usize = 8;
 
+/// At most this many of the cut functions after a raise are looked at by [`displaces`]: a
+/// wide tree has thousands of cut functions, and each raise of a batch looks ahead.
+const LOOK_AHEAD: usize = 256;
+
+/// Whether a raise costing `cost` of the room `left` keeps a function after it from being raised
+/// whole: `rest` holds each one's cost to raise whole, in priority order, and the refill's own
+/// greedy pass is run over the first [`LOOK_AHEAD`] of them in `left` and in `left - cost`.
+fn displaces(rest: &[f64], left: f64, cost: f64) -> bool {
+    if cost <= 0.0 {
+        return false;
+    }
+    let (mut with, mut without) = (left - cost, left);
+    for &c in rest.iter().take(LOOK_AHEAD) {
+        let c = c.max(0.0);
+        match (c <= without, c <= with) {
+            (true, false) => return true,
+            (true, true) => {
+                without -= c;
+                with -= c;
+            }
+            (false, true) => with -= c,
+            (false, false) => {}
+        }
+        if without < 8.0 {
+            break;
+        }
+    }
+    false
+}
+
 impl Fill<'_> {
     /// [`Fill::refill`] then [`Fill::promote`], each with at most `max_tries` renders, from the
     /// walk's state `steps` (rendered as `best`).
@@ -99,7 +129,10 @@ impl Fill<'_> {
     /// fits the room left, else (if it was dropped) to its signature if that fits. The raises are
     /// tried in batches: as many, in priority order, as the estimate fits into the room; a batch
     /// that does not fit for real is halved (its first half kept), and a single raise that does not
-    /// fit is given up (from whole it falls back to the signature first). So a wide tree with
+    /// fit is given up (from whole it falls back to the signature first). A raise short of whole
+    /// (the code that ran, a signature) goes in only where it keeps no function below it from
+    /// being raised whole ([`displaces`]): so more room never trades whole functions for a
+    /// partial form (`docs/prompts.md`). So a wide tree with
     /// thousands of small cut functions takes a few renders, not one per function. Every accepted
     /// state is rendered and counted for real, so the result still fits.
     pub(super) fn refill(&mut self, max_tries: usize, mut steps: Vec<Step>, mut best: Fitted) -> Result<(Vec<Step>, Fitted), BudgetError> {
@@ -140,24 +173,41 @@ impl Fill<'_> {
             let mut left = room * 1.25 + 16.0;
             let mut batch: Vec<(FuncId, Raise)> = Vec::new();
             let levels = cut_levels(&steps);
-            for &k in prio {
-                let Some(&c) = levels.get(&k) else { continue };
-                let (body, sig) = est.block(k);
+            // The cut functions in priority order, each with what it shows now and whole, and the
+            // cost to raise it whole (for the look-ahead of `displaces`; a whole raise given up
+            // counts as never fitting).
+            let cut: Vec<(FuncId, CutTo, f64, f64)> = prio
+                .iter()
+                .filter_map(|&k| levels.get(&k).map(|&c| (k, c)))
+                .map(|(k, c)| {
+                    let (body, sig) = est.block(k);
+                    let now = if c.named {
+                        0.0
+                    } else if c.ran {
+                        ran_form(est, k).unwrap_or(body)
+                    } else {
+                        sig
+                    };
+                    (k, c, now, body)
+                })
+                .collect();
+            let wholes: Vec<f64> =
+                cut.iter().map(|&(k, _, now, body)| if failed.contains(&(k, Raise::Whole)) { f64::INFINITY } else { body - now }).collect();
+            for (i, &(k, c, now, body)) in cut.iter().enumerate() {
                 let ran = ran_form(est, k);
-                let now = if c.named {
-                    0.0
-                } else if c.ran {
-                    ran.unwrap_or(body)
-                } else {
-                    sig
-                };
+                let sig = est.block(k).1;
                 let options = [(Raise::Whole, body - now), (Raise::Ran, ran.unwrap_or(body) - now), (Raise::Signature, sig - now)];
                 let usable = options.into_iter().filter(|&(r, _)| match r {
                     Raise::Whole => true,
                     Raise::Ran => ran.is_some() && !c.ran,
                     Raise::Signature => c.named && c.signed,
                 });
-                if let Some((r, cost)) = usable.filter(|&(r, _)| !failed.contains(&(k, r))).find(|&(_, cost)| cost <= left) {
+                // A raise to whole goes in priority order; one short of whole (the code that
+                // ran, a signature) only into room that no whole raise below it would take.
+                if let Some((r, cost)) = usable
+                    .filter(|&(r, _)| !failed.contains(&(k, r)))
+                    .find(|&(r, cost)| cost <= left && (r == Raise::Whole || !displaces(&wholes[i + 1..], left, cost)))
+                {
                     batch.push((k, r));
                     left -= cost.max(0.0);
                 }
@@ -165,6 +215,9 @@ impl Fill<'_> {
             if batch.is_empty() {
                 break;
             }
+            // Whole raises first: a batch that does not fit is halved from its end, and a raise
+            // short of whole must not keep its place while a whole one below it is given up.
+            batch.sort_by_key(|&(_, r)| r != Raise::Whole);
             loop {
                 tries += 1;
                 let cand = apply(&steps, &batch);

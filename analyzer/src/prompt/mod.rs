@@ -506,7 +506,8 @@ impl Model {
         let mut located: HashSet<FuncId> = HashSet::default();
         // Subtrees printed whole so far, and in which tree (see `tree_text`).
         let tree_names = self.tree_names();
-        let mut shapes = treetext::Shapes { seen: HashMap::default(), names: &tree_names, tree: 0 };
+        let mut shapes = treetext::Shapes { seen: HashMap::default(), names: &tree_names, tree: 0, same: false };
+        let mut marks = TreeMarks::default();
         let repeat = layout.repeat && !plan.collapse_repeats && layout.order == Order::Call;
         // Whole native source blocks the prompt shows, per file.
         // What each thread's tree shows: computed once, every part of the layout reads it.
@@ -527,6 +528,9 @@ impl Model {
                     (!repeat).then_some(&mut shapes),
                 );
                 shapes.tree += 1;
+                if layout.tree {
+                    marks.add_nodes(&nodes);
+                }
                 threads.push(DocThread {
                     label: th.label.clone(),
                     pid: th.pid,
@@ -605,10 +609,12 @@ impl Model {
         }
         let mut notes = self.notes.clone();
         notes.extend(plan.notes.iter().cloned());
+        marks.same_calls = layout.tree && shapes.same;
         Doc {
             question: self.question.clone(),
             variant: layout.variant().map(|v| v.name().to_string()),
             layout,
+            marks,
             multiple_traces: self.traces.len() > 1,
             traces,
             sorted_sources: sorted,
@@ -740,11 +746,39 @@ pub struct Doc {
     /// The variant name when the layout is one of the method's variants.
     pub variant: Option<String>,
     pub layout: Layout,
+    /// Which marks the shown trees use: the context explains only these.
+    pub marks: TreeMarks,
     pub multiple_traces: bool,
     pub traces: Vec<DocTrace>,
     /// With `order: sorted`: the one deduplicated source list of all traces.
     pub sorted_sources: Vec<DocSource>,
     pub notes: Vec<String>,
+}
+
+/// The marks that some line of the prompt's trees carries ([`Model::tree_text`]). The
+/// context's legend explains a mark only when a tree shows it: a legend line for a mark that
+/// is nowhere in the prompt costs tokens a budget needs for code.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TreeMarks {
+    /// `×N`: a node of several calls.
+    pub count: bool,
+    /// `(+M resumes)`: a generator or coroutine resumed.
+    pub resumes: bool,
+    /// `↻ recursive`.
+    pub recursive: bool,
+    /// `[same calls as …]`: a node whose calls are printed at an earlier line.
+    pub same_calls: bool,
+}
+
+impl TreeMarks {
+    /// The marks of shown nodes (`nodes`: the tree's [`DocNode`]s, as printed).
+    fn add_nodes(&mut self, nodes: &[DocNode]) {
+        for n in nodes {
+            self.count |= n.count > 1 && !n.inlined;
+            self.resumes |= n.resumes > 0;
+            self.recursive |= n.recursive;
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]

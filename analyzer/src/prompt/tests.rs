@@ -860,3 +860,47 @@ fn a_reference_into_another_tree_names_that_tree() {
     let tb = &doc.traces[1].threads[0].tree;
     assert!(tb.ends_with(" [same calls as above, in `test t.py::test_a of run 1`]"), "{tb}");
 }
+
+/// The context explains a tree mark only when a shown tree carries it: each legend line with
+/// its mark, in both bundled templates, and none of them for a tree without marks.
+#[test]
+fn the_legend_explains_only_the_marks_the_tree_shows() {
+    let (_dir, mut m) = fixture_model();
+    let legend = [
+        ("×", "`×N`: called N times", "\"×N\": called N times"),
+        ("resume", "`(+M resumes)`:", "\"(+M resumes)\":"),
+        ("↻ recursive", "`↻ recursive`:", "\"↻ recursive\":"),
+    ];
+    let tree_of = |p: &str| {
+        let start = pos(p, "### Call tree");
+        p[start..p[start..].find("### Source code").map_or(p.len(), |e| start + e)].to_string()
+    };
+    for n in m.traces.iter_mut().flat_map(|t| &mut t.threads).flat_map(|th| &mut th.nodes) {
+        (n.count, n.resumes, n.recursive) = (1, 0, false);
+    }
+    let plain = render(&m, Variant::Full, Format::Markdown);
+    let tree = tree_of(&plain);
+    for (mark, md, _) in legend {
+        assert!(!tree.contains(mark), "{mark} in\n{tree}");
+        assert!(!plain.contains(md), "{md} explained, though no line shows it:\n{plain}");
+    }
+    assert!(plain.contains("Callees appear in the order they were first called."), "{plain}");
+    assert_eq!(plain.contains("`[same calls as above]` (or `as f`)"), tree.contains("[same calls as "), "{plain}");
+    // One mark at a time: its line alone.
+    for (i, (mark, md, xml)) in legend.into_iter().enumerate() {
+        let mut one = m.clone();
+        let n = &mut one.traces[0].threads[0].nodes[1];
+        match i {
+            0 => n.count = 3,
+            1 => n.resumes = 2,
+            _ => n.recursive = true,
+        }
+        let p = render(&one, Variant::Full, Format::Markdown);
+        assert!(tree_of(&p).contains(mark), "{mark}:\n{p}");
+        assert!(p.contains(md), "{md} missing:\n{p}");
+        assert!(render(&one, Variant::Full, Format::Xml).contains(xml), "{xml}");
+        for (_, other, _) in legend.iter().filter(|(_, o, _)| *o != md) {
+            assert!(!p.contains(other), "{other} explained with only {mark} shown:\n{p}");
+        }
+    }
+}

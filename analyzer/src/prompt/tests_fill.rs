@@ -153,3 +153,55 @@ fn a_function_that_fits_whole_is_never_shown_as_the_code_that_ran() {
     let rep = fit(&m, Layout::DEFAULT, &r, Tokenizer::Cl100kBase, Some(budget)).unwrap().report.unwrap();
     assert!(rep.ran.is_empty() && !rep.elided.contains(&"big".to_string()), "big is whole: {rep:?}");
 }
+
+/// `big`'s code with its last `elided` body lines elided as not run.
+fn with_long_ran_form(m: &mut Model, big: FuncId, elided: usize) {
+    let f = &mut m.funcs[big];
+    let SourceState::Code(e) = &f.source else { panic!("big has code") };
+    let lines: Vec<&str> = e.code.lines().collect();
+    let kept = lines[..lines.len() - elided].join("\n");
+    f.not_run = Some((format!("{kept}\n    ...  # {elided} lines not run"), elided));
+}
+
+/// The functions a fitted prompt shows whole (neither elided, dropped nor as the code that ran),
+/// as their places in the budget's order.
+fn whole_ranks(m: &Model, rep: &super::budget::BudgetReport) -> Vec<usize> {
+    let cut = |n: &String| rep.elided.contains(n) || rep.dropped.contains(n) || rep.ran.contains(n);
+    m.priority().iter().enumerate().filter(|(_, &k)| !cut(&m.funcs[k].qualname)).map(|(i, _)| i).collect()
+}
+
+/// Whether the whole functions `after` (a larger budget's) keep every one of `before` (a
+/// smaller budget's) that ranks above the best function `after` gained: more room may trade
+/// functions for one ranked above them, never for less.
+fn keeps_order(before: &[usize], after: &[usize]) -> bool {
+    let best_gain = after.iter().filter(|r| !before.contains(r)).min().copied().unwrap_or(usize::MAX);
+    before.iter().filter(|&&r| r < best_gain).all(|r| after.contains(r))
+}
+
+#[test]
+fn more_room_never_trades_whole_functions_for_the_code_that_ran() {
+    // big's code that ran is 20 of its 60 lines, about as much as raising the four below it
+    // whole (worth 154, more than twice big's 50, so no promotion raises big whole). Over a
+    // range of budgets around the one that keeps them whole beside big's signature, a larger
+    // budget never loses a whole function unless it gains one ranked above it: the code that
+    // ran takes only the room the four leave, and shows once that room holds it.
+    let (mut m, big, _, below) = model(40.0);
+    with_long_ran_form(&mut m, big, 40);
+    let r = Renderer::new(Format::Markdown, None).unwrap();
+    let tok = Tokenizer::Cl100kBase;
+    let from = budget_for_big(&m, &r, &below) - 400;
+    let mut last: Option<(usize, Vec<usize>)> = None;
+    let mut ran_seen = false;
+    for budget in (from..from + 1400).step_by(25) {
+        let Ok(f) = fit(&m, Layout::DEFAULT, &r, tok, Some(budget)) else { continue };
+        assert!(f.tokens <= budget, "{} > {budget}", f.tokens);
+        let rep = f.report.unwrap();
+        ran_seen |= rep.ran.contains(&"big".to_string());
+        let whole = whole_ranks(&m, &rep);
+        if let Some((b0, w0)) = &last {
+            assert!(keeps_order(w0, &whole), "budget {b0} keeps ranks {w0:?} whole, budget {budget} {whole:?}: {rep:?}");
+        }
+        last = Some((budget, whole));
+    }
+    assert!(ran_seen, "with room left beside the four below, big shows the code that ran");
+}

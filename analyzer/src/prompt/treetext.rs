@@ -47,6 +47,8 @@ pub(super) struct Shapes<'a> {
     pub names: &'a [String],
     /// The number of the tree being laid out.
     pub tree: usize,
+    /// Whether a node was printed as the same calls as an earlier one.
+    pub same: bool,
 }
 
 impl Model {
@@ -88,7 +90,7 @@ impl Model {
             }
             let end = i + 1 + n.descendants;
             let mut same: Option<String> = None;
-            if let Some(Shapes { seen, names: trees, tree }) = shapes.as_deref_mut() {
+            if let Some(Shapes { seen, names: trees, tree, same: any_same }) = shapes.as_deref_mut() {
                 let tree = *tree;
                 let whole = shown_before[end.min(th.nodes.len())] - shown_before[i] == n.descendants + 1;
                 if n.descendants > 0 && whole {
@@ -110,6 +112,7 @@ impl Model {
                     }
                     if same.is_some() {
                         skip_to = end;
+                        *any_same = true;
                     }
                 }
             }
