@@ -51,11 +51,13 @@ pub struct TestTable {
 }
 
 impl TestTable {
-    /// Load the tests of `dirs`; `filter` keeps some; `rank` functions ranked (0: none).
+    /// Load the tests of `dirs`; `filter` keeps some; `rank` functions ranked (0: none); `front`
+    /// reads the errors.
     pub fn load(
         dirs: &[std::path::PathBuf],
         filter: Option<&TestFilter>,
         rank: usize,
+        front: crate::frontend::FrontEnd,
     ) -> Result<(TestTable, Vec<String>), crate::fold::LoadError> {
         let mut table = TestTable::default();
         let mut warnings = Vec::new();
@@ -63,7 +65,7 @@ impl TestTable {
         let mut where_: HashMap<crate::symbols::FuncId, (String, Option<String>, Option<u32>)> = HashMap::default();
         let mut interner = crate::symbols::Interner::default();
         for d in dirs {
-            let t = crate::fold::load_trace(d, &mut interner)?;
+            let t = crate::fold::load_trace(d, &mut interner, front)?;
             warnings.extend(t.warnings.iter().cloned());
             if let Some(how) = failed_exit(t.meta.exit.as_ref()) {
                 table.failed_runs.push(format!("{}: {how}", d.display()));
