@@ -155,6 +155,8 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
     // What each answer cost (`cargo test --test mcp_e2e -- --nocapture`; docs/agents.md).
     let tools_json = serde_json::to_string(&r["tools"]).unwrap();
     println!("tools/list: {} tokens (o200k_base) for the 7 tool descriptions and schemas", tokens(&tools_json));
+    // As the client sees it (the bound and its reason: analyzer/src/mcp/server.rs).
+    assert!(tokens(&tools_json) <= 2500, "tools/list is {} tokens", tokens(&tools_json));
     for (i, (c, x)) in calls.as_array().unwrap().iter().zip(r["results"].as_array().unwrap()).enumerate() {
         let text = x["text"].as_str().unwrap_or("");
         let err = if x["is_error"] == true { " (tool error)" } else { "" };
