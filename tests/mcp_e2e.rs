@@ -155,6 +155,8 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
     // What each answer cost (`cargo test --test mcp_e2e -- --nocapture`; docs/agents.md).
     let tools_json = serde_json::to_string(&r["tools"]).unwrap();
     println!("tools/list: {} tokens (o200k_base) for the 7 tool descriptions and schemas", tokens(&tools_json));
+    // As the client sees it (the bound and its reason: analyzer/src/mcp/server.rs).
+    assert!(tokens(&tools_json) <= 2500, "tools/list is {} tokens", tokens(&tools_json));
     for (i, (c, x)) in calls.as_array().unwrap().iter().zip(r["results"].as_array().unwrap()).enumerate() {
         let text = x["text"].as_str().unwrap_or("");
         let err = if x["is_error"] == true { " (tool error)" } else { "" };
@@ -254,7 +256,11 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
         result(&r, 10),
         (
             true,
-            format!("slice: error: {}: no such trace directory (record one with `trace run -o {} -- <command>`)", p(&missing), p(&missing))
+            format!(
+                "slice: error: {}: no such trace directory (record one with `record {{\"argv\": [...], \"out\": {}}}`)",
+                p(&missing),
+                json!(p(&missing))
+            )
         )
     );
     let (err, text) = result(&r, 11);
@@ -390,6 +396,78 @@ fn worked_session() {
 
 /// The failing-test workflow of docs/agents.md: record a pytest run, list its tests, ask about
 /// the failing one, look at its tree around the buggy function.
+/// A trace directory that is missing, not a directory, not a trace, or holds no process or no
+/// call: each error says to record one with the `record` tool and its parameters (the same
+/// facts as the CLI's `record one with `trace run -o x.d -- <command>``), never with a command
+/// the agent cannot pass.
+#[test]
+fn errors_about_the_trace_directory_name_the_record_tool() {
+    let dir = scratch();
+    let d = dir.path();
+    let (missing, file, empty, no_process, stopped, no_calls) =
+        (d.join("missing.d"), d.join("file.d"), d.join("empty.d"), d.join("no-process.d"), d.join("stopped.d"), d.join("no-calls.d"));
+    std::fs::write(&file, "").unwrap();
+    std::fs::create_dir(&empty).unwrap();
+    let meta = |argv: &[&str], kind: &str, end: Value| {
+        let mut m = json!({
+            "format": "slice-trace", "version": 3, "tool": "trace 0.1.0", "argv": argv, "cwd": p(d),
+            "target_kind": kind, "start_unix_ms": 1, "options": {},
+        });
+        m.as_object_mut().unwrap().extend(end.as_object().unwrap().clone());
+        m.to_string()
+    };
+    let exited = json!({"end_unix_ms": 2, "duration_ns": 1, "exit": {"code": 0, "core_dumped": false}});
+    std::fs::create_dir(&no_process).unwrap();
+    std::fs::write(no_process.join("meta.json"), meta(&["python3", "app.py"], "python", exited.clone())).unwrap();
+    std::fs::create_dir(&stopped).unwrap();
+    std::fs::write(stopped.join("meta.json"), meta(&["python3", "app.py"], "python", json!({"stopped": {"signal": 15, "killed": false}})))
+        .unwrap();
+    // A process of a system program that recorded no call.
+    std::fs::create_dir_all(no_calls.join("p7")).unwrap();
+    std::fs::write(no_calls.join("meta.json"), meta(&["sh", "-c", "true"], "other", exited)).unwrap();
+    let proc = json!({"pid": 7, "ppid": 1, "argv": ["sh"], "exe": "/bin/sh", "cwd": p(d), "kind": "native", "start_ns": 1});
+    std::fs::write(no_calls.join("p7/proc.json"), proc.to_string()).unwrap();
+    let calls = json!([
+        {"tool": "tree", "arguments": {"trace": p(&missing)}},
+        {"tool": "prompt", "arguments": {"trace": p(&file), "question": "why?"}},
+        {"tool": "source", "arguments": {"trace": p(&empty), "function": "main"}},
+        {"tool": "find_calls", "arguments": {"trace": p(&no_process), "function": "main"}},
+        {"tool": "tests", "arguments": {"trace": p(&stopped)}},
+        {"tool": "diff", "arguments": {"a": p(&no_calls), "b": p(&no_calls)}},
+    ]);
+    let r = session(&calls);
+    let record = |x: &Path| format!("`record {{\"argv\": [...], \"out\": {}}}`", json!(p(x)));
+    let expected = [
+        format!("{}: no such trace directory (record one with {})", p(&missing), record(&missing)),
+        format!("{}: not a directory; a trace is the directory that the `record` tool writes (its answer names it)", p(&file)),
+        format!("{}: not a trace directory (no valid meta.json); record one with {}", p(&empty), record(&empty)),
+        format!(
+            "{}: the trace recorded no process (no p<pid>/ directory with a proc.json); the target may not have started or the shim \
+             was not loaded; record it again with the `record` tool",
+            p(&no_process)
+        ),
+        format!(
+            "{}: the run was stopped (signal 15) before the program was started: nothing was recorded; record it again with the `record` tool",
+            p(&stopped)
+        ),
+        format!(
+            "{}: the trace recorded no function calls (`sh` is a script or a system program (such as `env` or `sh`), which `trace` \
+             does not record itself (the `record` tool with `env: {{\"SLICE_TRACE_PATCH\": \"all\"}}` patches system programs): it \
+             records the Python and native programs started from it, and none of them ran); record it again with the `record` tool",
+            p(&no_calls)
+        ),
+    ];
+    for (i, want) in expected.iter().enumerate() {
+        assert_eq!(result(&r, i), (true, format!("slice: error: {want}")), "call {i}: {}", calls[i]);
+    }
+    // The CLI says the same facts in its own words.
+    let o = cmd("slice").args(["tree", &p(&missing)]).output().unwrap();
+    assert_eq!(
+        texts(&o).1,
+        format!("slice: error: {}: no such trace directory (record one with `trace run -o {} -- <command>`)\n", p(&missing), p(&missing))
+    );
+}
+
 #[test]
 fn a_failing_test_is_recorded_listed_and_explained() {
     let dir = scratch();

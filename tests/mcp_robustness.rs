@@ -468,8 +468,11 @@ fn timeout_s_is_capped() {
         s.answer("list", Duration::from_secs(10))
     };
     let record = v["result"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == "record").unwrap().clone();
-    assert!(record["description"].as_str().unwrap().contains("default 120, at most 3600"), "{record}");
-    assert!(record["inputSchema"]["properties"]["timeout_s"]["description"].as_str().unwrap().contains("at most 3600"), "{record}");
+    // Said once, where the agent sets it (the tool's description does not repeat its parameters).
+    assert!(
+        record["inputSchema"]["properties"]["timeout_s"]["description"].as_str().unwrap().contains("default 120, at most 3600"),
+        "{record}"
+    );
 }
 
 #[test]

@@ -28,7 +28,7 @@ fn trace_lines(cache: &Path, dir: &Path, exe: &Path, args: &[&str]) -> String {
 
 /// The states of lines 10-30 (`scale`, `refuse`, `plugin_fn`) of `src` in the trace at `dir`.
 fn states(dir: &Path, src: &Path) -> Option<Vec<LineState>> {
-    let loaded = analyzer::fold::load_trace(dir, &mut analyzer::symbols::Interner::default()).expect("a trace");
+    let loaded = analyzer::fold::load_trace(dir, &mut analyzer::symbols::Interner::default(), Default::default()).expect("a trace");
     loaded.coverage.states(&trace_format::normalize_path(src), 10, 21)
 }
 

@@ -24,7 +24,7 @@ fn trace_lines(dir: &Path, exe: &Path, arg: &str) -> (String, String, Option<i32
 
 /// The states of lines 9-21 (`lib_fields`) of `src` in the trace at `dir`, as `slice` reads them.
 fn states(dir: &Path, src: &Path) -> Option<Vec<LineState>> {
-    let loaded = analyzer::fold::load_trace(dir, &mut analyzer::symbols::Interner::default()).expect("a trace");
+    let loaded = analyzer::fold::load_trace(dir, &mut analyzer::symbols::Interner::default(), Default::default()).expect("a trace");
     loaded.coverage.states(&trace_format::normalize_path(src), 9, 13)
 }
 

@@ -178,7 +178,7 @@ fn rows_after_a_crash_inside_their_block_may_have_run_not_ran() {
     let o = run(std::process::Command::new("gcc").args(["-g", "-O0", "-o"]).arg(&exe).arg(&src));
     assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
     let states = |dir: &Path| {
-        let loaded = analyzer::fold::load_trace(dir, &mut analyzer::symbols::Interner::default()).expect("a trace");
+        let loaded = analyzer::fold::load_trace(dir, &mut analyzer::symbols::Interner::default(), Default::default()).expect("a trace");
         loaded.coverage.states(&trace_format::normalize_path(&src), 6, 3)
     };
     let ok = s.path().join("ok.d");

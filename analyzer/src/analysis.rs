@@ -163,9 +163,9 @@ pub enum PrepareError {
     #[error("{path}: nothing left to show: {why}")]
     Empty { path: PathBuf, recorded: usize, pruned: usize, why: String },
     /// `why`: what the trace says of it (entry patching that patched nothing), or that the
-    /// recorder may not have been active.
-    #[error("{path}: the trace recorded no function calls ({why}); record it again with `trace run`")]
-    NoCalls { path: PathBuf, why: String },
+    /// recorder may not have been active; `front`: who reads it ([`FrontEnd::recorder`]).
+    #[error("{path}: the trace recorded no function calls ({why}); record it again with {}", .front.recorder())]
+    NoCalls { path: PathBuf, why: String, front: FrontEnd },
     /// `option`: the option that asked for tests (`--test`, `--test-a`, ...), `record`: how to
     /// record a test run, both as the front end spells them ([`FrontEnd`]).
     #[error(
@@ -187,7 +187,7 @@ pub fn prepare(dirs: &[PathBuf], opts: &Options) -> Result<(Vec<PreparedTrace>, 
         PruneMode::Baseline(b) => {
             let mut base = Baseline::new();
             for d in b {
-                let t = load_trace(d, &mut interner)?;
+                let t = load_trace(d, &mut interner, opts.front)?;
                 warnings.extend(t.warnings.iter().map(|w| format!("baseline: {w}")));
                 for p in &t.processes {
                     for th in &p.threads {
@@ -202,7 +202,7 @@ pub fn prepare(dirs: &[PathBuf], opts: &Options) -> Result<(Vec<PreparedTrace>, 
     let mut loaded = Vec::new();
     let mut spectrum = Spectrum::default();
     for d in dirs {
-        let t = load_trace(d, &mut interner)?;
+        let t = load_trace(d, &mut interner, opts.front)?;
         warnings.extend(t.warnings.iter().cloned());
         for p in t.processes.iter().filter(|p| !p.tests.is_empty()) {
             let kinds = crate::testrun::function_kinds(&p.funcs, Path::new(&t.meta.cwd));
@@ -428,7 +428,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         }
     }
     if recorded == 0 {
-        return Err(PrepareError::NoCalls { path: t.dir.clone(), why: no_calls_reason(&t.dir) });
+        return Err(PrepareError::NoCalls { path: t.dir.clone(), why: no_calls_reason(&t.dir, opts.front), front: opts.front });
     }
     if threads.is_empty() {
         let why = explain_empty(&t, opts, baseline, &cwd, pruned);
@@ -679,13 +679,13 @@ pub(crate) fn shortened_path(file: &Path, cwd: &Path) -> String {
 
 /// Why a trace holds no call: what its processes' `patch.json` say when entry patching
 /// patched nothing (a W^X policy refusing `mprotect`), else that the recorder may not have
-/// been active.
-fn no_calls_reason(dir: &Path) -> String {
+/// been active; its remedies worded for `front`.
+fn no_calls_reason(dir: &Path, front: FrontEnd) -> String {
     let td = trace_format::reader::TraceDir::open_with(dir, trace_format::reader::FuncTables::Count).ok();
     let reports: Vec<trace_format::meta::PatchReport> =
         td.as_ref().map(|td| td.processes.iter().filter_map(|p| p.patch_report().ok().flatten()).collect()).unwrap_or_default();
     let refs: Vec<&trace_format::meta::PatchReport> = reports.iter().collect();
-    trace_format::meta::why_nothing(td.as_ref().map(|td| &td.meta), &refs)
+    trace_format::meta::why_nothing(td.as_ref().map(|td| &td.meta), &refs, &front)
 }
 
 #[cfg(test)]

@@ -139,11 +139,57 @@ impl FrontEnd {
         }
     }
 
+    /// What records a trace, as "record it again with ..." names it: `` `trace run` `` or
+    /// `` the `record` tool ``.
+    pub fn recorder(self) -> &'static str {
+        match self {
+            FrontEnd::Cli => "`trace run`",
+            FrontEnd::Mcp => "the `record` tool",
+        }
+    }
+
     /// How to record a test run: `trace run -- python -m pytest ...` or the record tool's call.
     pub fn record_tests(self) -> &'static str {
         match self {
             FrontEnd::Cli => "trace run -- python -m pytest ...",
             FrontEnd::Mcp => "record {\"argv\": [\"python3\", \"-m\", \"pytest\", ...]}",
+        }
+    }
+}
+
+/// The remedies of the trace format's errors (a missing or unreadable trace directory, a run
+/// that recorded nothing): `trace`'s own words at the command line ([`trace_format::TraceRun`]),
+/// the `record` tool's parameters through MCP.
+impl trace_format::RecordHint for FrontEnd {
+    fn record_into(&self, path: &std::path::Path) -> String {
+        match self {
+            FrontEnd::Cli => trace_format::TraceRun.record_into(path),
+            FrontEnd::Mcp => {
+                format!("`record {{\"argv\": [...], \"out\": {}}}`", serde_json::Value::from(path.display().to_string()))
+            }
+        }
+    }
+
+    fn writes_traces(&self) -> String {
+        match self {
+            FrontEnd::Cli => trace_format::TraceRun.writes_traces(),
+            FrontEnd::Mcp => "the `record` tool writes (its answer names it)".into(),
+        }
+    }
+
+    fn patch_details(&self) -> String {
+        match self {
+            FrontEnd::Cli => trace_format::TraceRun.patch_details(),
+            FrontEnd::Mcp => "each process's `p<pid>/patch.json` in the trace".into(),
+        }
+    }
+
+    fn with_env(&self, name: &str, value: &str) -> String {
+        match self {
+            FrontEnd::Cli => trace_format::TraceRun.with_env(name, value),
+            FrontEnd::Mcp => {
+                format!("the `record` tool with `env: {{{}: {}}}`", serde_json::Value::from(name), serde_json::Value::from(value))
+            }
         }
     }
 }
@@ -166,6 +212,31 @@ mod tests {
         assert_eq!(m.record_with(Opt::NativeExt), "the `record` tool with `native_ext: true`");
         assert_eq!(m.list_tests(&["t.d".into()]), r#"tests {"trace": "t.d"}"#);
         assert_eq!(m.list_tests(&["a.d".into(), "b.d".into()]), r#"tests {"trace": ["a.d","b.d"]}"#);
+        assert_eq!((c.recorder(), m.recorder()), ("`trace run`", "the `record` tool"));
+    }
+
+    /// The trace format's errors: at the command line in `trace`'s words, byte for byte (its
+    /// `Display`); through MCP naming the `record` tool and its parameters, never `trace run`.
+    #[test]
+    fn trace_format_remedies_are_worded_for_the_front_end() {
+        use trace_format::{FormatError, RecordHint};
+        let path = std::path::PathBuf::from("x \"y\".d");
+        for e in [
+            FormatError::NotFound { path: path.clone() },
+            FormatError::NotADirectory { path: path.clone() },
+            FormatError::NotATrace { path: path.clone() },
+        ] {
+            assert_eq!(e.message(&FrontEnd::Cli), e.to_string());
+            let m = e.message(&FrontEnd::Mcp);
+            assert!(!m.contains("trace run") && m.contains("`record"), "{m}");
+        }
+        let m = FrontEnd::Mcp;
+        assert_eq!(
+            FormatError::NotFound { path: path.clone() }.message(&m),
+            r#"x "y".d: no such trace directory (record one with `record {"argv": [...], "out": "x \"y\".d"}`)"#
+        );
+        assert_eq!(m.with_env("SLICE_TRACE_PATCH", "all"), r#"the `record` tool with `env: {"SLICE_TRACE_PATCH": "all"}`"#);
+        assert_eq!(FrontEnd::Cli.with_env("SLICE_TRACE_PATCH", "all"), "SLICE_TRACE_PATCH=all");
     }
 
     /// The MCP spelling of every option a tool takes is a field of a tool's schema (or, for

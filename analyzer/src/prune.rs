@@ -179,8 +179,8 @@ mod tests {
         let r = TraceBuilder::new(&d.path().join("run.d"), &["app.py"], d.path()).unwrap();
         r.process(9, &[main, feature, setup], &[(9, "MainThread", &[C(0), C(2), R, C(1), R, R])]).unwrap();
         let mut interner = crate::symbols::Interner::default();
-        let base_trace = crate::fold::load_trace(&d.path().join("base.d"), &mut interner).unwrap();
-        let run = crate::fold::load_trace(&d.path().join("run.d"), &mut interner).unwrap();
+        let base_trace = crate::fold::load_trace(&d.path().join("base.d"), &mut interner, Default::default()).unwrap();
+        let run = crate::fold::load_trace(&d.path().join("run.d"), &mut interner, Default::default()).unwrap();
         let mut base = Baseline::new();
         base.add(&base_trace.processes[0].threads[0].tree);
         let (p, removed) = prune_baseline(&run.processes[0].threads[0].tree, &base);

@@ -108,7 +108,7 @@ impl Summary {
     /// which `slice` says too): `meta` is the run's.
     pub fn why_nothing(&self, meta: &trace_format::meta::TraceMeta) -> String {
         let reports: Vec<&trace_format::meta::PatchReport> = self.procs.iter().filter_map(|p| p.patch.as_ref()).collect();
-        trace_format::meta::why_nothing(Some(meta), &reports)
+        trace_format::meta::why_nothing(Some(meta), &reports, &trace_format::TraceRun)
     }
 }
 

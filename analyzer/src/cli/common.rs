@@ -20,8 +20,9 @@ pub struct UsageError(pub String);
 /// The selection options that read the same on the command line and in an MCP call, defined
 /// once: flattened into [`SelectArgs`] (clap) and into the MCP tools' `Selection` (serde, with
 /// the JSON schema an agent reads), so neither can gain or lose one alone. Each doc comment is
-/// both the option's `--help` and its schema description. In JSON every field may be left out
-/// or null (its default).
+/// the option's `--help`; its schema description (`#[schemars(description)]`) says the same in
+/// fewer words, since every agent session pays for the tool list in tokens before its first
+/// call (`mcp::params::input_schema`). In JSON every field may be left out or null (its default).
 #[derive(Debug, Clone, Default, Args, Deserialize, JsonSchema)]
 #[command(next_help_heading = "Selection")]
 #[serde(default)]
@@ -30,53 +31,63 @@ pub struct SelectFields {
     /// default), "off", or a baseline trace directory (a run that only starts and exits):
     /// leaves that the baseline also reached at the same path are removed, repeatedly.
     #[arg(long, value_name = "auto|off|BASELINE.d", default_value = "auto")]
+    #[schemars(description = "\"auto\" (default: drop Python import-time work), \"off\", or a baseline run\'s trace directory.")]
     pub prune_startup: Option<String>,
     /// Show only functions whose qualified name matches one of these regexes (others are
     /// hidden, their callees move up).
     #[arg(long, value_name = "REGEX")]
     #[serde(deserialize_with = "null_as_default")]
     #[schemars(with = "Option<Vec<String>>")]
+    #[schemars(description = "Regexes over qualified names: show only matches.")]
     pub include: Vec<String>,
     /// Drop functions whose qualified name matches, with everything they called.
     #[arg(long, value_name = "REGEX")]
     #[serde(deserialize_with = "null_as_default")]
     #[schemars(with = "Option<Vec<String>>")]
+    #[schemars(description = "Regexes over qualified names: drop matches and their calls.")]
     pub exclude: Vec<String>,
     /// Show only functions whose source path matches (hidden ones' callees move up).
     #[arg(long, value_name = "REGEX")]
     #[serde(deserialize_with = "null_as_default")]
     #[schemars(with = "Option<Vec<String>>")]
+    #[schemars(description = "Regexes over source paths: show only matches.")]
     pub include_file: Vec<String>,
     /// Drop functions whose source path matches, with everything they called.
     #[arg(long, value_name = "REGEX")]
     #[serde(deserialize_with = "null_as_default")]
     #[schemars(with = "Option<Vec<String>>")]
+    #[schemars(description = "Regexes over source paths: drop matches and their calls.")]
     pub exclude_file: Vec<String>,
     /// Show only functions whose module matches: the dotted Python module (`rich.table`) or
     /// the native object's file name (`libfoo.so`).
     #[arg(long = "module", value_name = "REGEX")]
     #[serde(rename = "module", deserialize_with = "null_as_default")]
     #[schemars(rename = "module", with = "Option<Vec<String>>")]
+    #[schemars(description = "Regexes over modules (`rich.table`, `libfoo.so`): show only matches.")]
     pub include_module: Vec<String>,
     /// Drop functions whose module matches, with everything they called.
     #[arg(long, value_name = "REGEX")]
     #[serde(deserialize_with = "null_as_default")]
     #[schemars(with = "Option<Vec<String>>")]
+    #[schemars(description = "Regexes over modules: drop matches and their calls.")]
     pub exclude_module: Vec<String>,
     /// Keep only the call paths from the root to functions whose qualified name matches.
     #[arg(long, value_name = "REGEX")]
     #[serde(deserialize_with = "null_as_default")]
     #[schemars(with = "Option<Vec<String>>")]
+    #[schemars(description = "Regexes over qualified names: keep only the call paths to matches.")]
     pub focus: Vec<String>,
     /// With focus: also keep everything the matching functions called.
     #[arg(long, requires = "focus")]
     #[serde(deserialize_with = "null_as_default")]
     #[schemars(with = "Option<bool>")]
+    #[schemars(description = "With focus: also keep what the matches called.")]
     pub focus_subtree: bool,
     /// Drop calls deeper than this many levels (the first function is level 1).
     #[arg(long, value_name = "N")]
     #[serde(deserialize_with = "depth")]
     #[schemars(with = "Option<u64>")]
+    #[schemars(description = "Drop calls below this depth (1: the first function).")]
     pub max_depth: Option<u32>,
     /// Prompts: show command-line frameworks and plugin managers (click, typer, docopt,
     /// pluggy, ...) whole. By default their internals are collapsed: tree lines on the path to
@@ -84,11 +95,13 @@ pub struct SelectFields {
     #[arg(long)]
     #[serde(deserialize_with = "null_as_default")]
     #[schemars(with = "Option<bool>")]
+    #[schemars(description = "Show frameworks (click, pluggy, test runners, ...) whole instead of collapsed.")]
     pub show_plumbing: bool,
     /// Prompts: also collapse these installed packages as framework plumbing.
     #[arg(long, value_name = "PACKAGE")]
     #[serde(deserialize_with = "null_as_default")]
     #[schemars(with = "Option<Vec<String>>")]
+    #[schemars(description = "More installed packages to collapse as plumbing.")]
     pub plumbing: Vec<String>,
     /// Show recorded tests instead of the whole run (a run of pytest or unittest): a test id
     /// (pytest's node id, unittest's id), its end ("TestClass::test_name", a parametrized
@@ -96,6 +109,9 @@ pub struct SelectFields {
     /// every failing test. Each test's tree starts at the test, through its fixtures; a prompt
     /// starts with its failure. `slice tests TRACE` (the tests tool) lists them.
     #[arg(long, value_name = "ID|GLOB|failed")]
+    #[schemars(
+        description = "Only these recorded tests (an id, its end, a glob, or \"failed\"): each from the test through its fixtures, its failure first."
+    )]
     pub test: Option<String>,
 }
 

@@ -59,7 +59,7 @@ fn parquet(a: &ExportArgs) -> anyhow::Result<()> {
     if a.output.file().is_none() && std::io::stdout().is_terminal() {
         return Err(super::common::UsageError("Parquet is binary: write it to a file with -o FILE.parquet".into()).into());
     }
-    let t = crate::fold::load_trace(&a.input.trace, &mut Default::default())?;
+    let t = crate::fold::load_trace(&a.input.trace, &mut Default::default(), crate::frontend::FrontEnd::Cli)?;
     super::warn_all(&t.warnings);
     let name = a.input.trace.display().to_string();
     let rows = crate::views::test_rows::rows(&t, &name);

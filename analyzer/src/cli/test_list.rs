@@ -37,7 +37,7 @@ pub fn run(a: TestsArgs) -> anyhow::Result<()> {
         Some(t) => Some(TestFilter::parse(t).map_err(super::common::UsageError)?),
         None => None,
     };
-    let (table, warnings) = TestTable::load(&a.traces, filter.as_ref(), a.rank)?;
+    let (table, warnings) = TestTable::load(&a.traces, filter.as_ref(), a.rank, crate::frontend::FrontEnd::Cli)?;
     super::warn_all(&warnings);
     // No test to list is an error, as `--test` on the same traces is (from-trace, tree, diff):
     // a script reading the list learns it from the exit status, and nothing half-made is

@@ -3,6 +3,7 @@
 
 use crate::calltree::{CallTree, NodeId, TreeBuilder, NO_FUNC, ROOT};
 use crate::coverage::LineCoverage;
+use crate::frontend::FrontEnd;
 use crate::symbols::{resolve_process_with_inlined, Function, Interner, Language, ResolvedProcess};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -427,30 +428,32 @@ pub struct LoadedTrace {
     pub coverage: LineCoverage,
 }
 
-/// Errors loading a trace.
+/// Errors loading a trace. `front`: who reads it, which names how to record a trace
+/// ([`FrontEnd::recorder`], the trace format's remedies through [`trace_format::RecordHint`]).
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error(transparent)]
-    Format(#[from] FormatError),
-    #[error("{path}: the trace recorded no process (no p<pid>/ directory with a proc.json); the target may not have started or the shim was not loaded; record it again with `trace run`")]
-    NoProcess { path: PathBuf },
-    #[error("{path}: the run was stopped (signal {signal}) before the program was started: nothing was recorded; record it again with `trace run`")]
-    StoppedBeforeStart { path: PathBuf, signal: i32 },
+    #[error("{}", .error.message(.front))]
+    Format { error: FormatError, front: FrontEnd },
+    #[error("{path}: the trace recorded no process (no p<pid>/ directory with a proc.json); the target may not have started or the shim was not loaded; record it again with {}", .front.recorder())]
+    NoProcess { path: PathBuf, front: FrontEnd },
+    #[error("{path}: the run was stopped (signal {signal}) before the program was started: nothing was recorded; record it again with {}", .front.recorder())]
+    StoppedBeforeStart { path: PathBuf, signal: i32, front: FrontEnd },
 }
 
 /// Open a trace directory and fold every thread stream; the functions of its trees get their
-/// [`crate::symbols::FuncId`]s in `interner` (one for all the traces a command reads).
-pub fn load_trace(dir: &Path, interner: &mut Interner) -> Result<LoadedTrace, LoadError> {
+/// [`crate::symbols::FuncId`]s in `interner` (one for all the traces a command reads). `front`:
+/// who reads the errors ([`LoadError`]).
+pub fn load_trace(dir: &Path, interner: &mut Interner, front: FrontEnd) -> Result<LoadedTrace, LoadError> {
     // Only the records the streams use are kept (and resolved, renumbered densely): a table
     // of any size costs what ran.
-    let td = TraceDir::open_with(dir, trace_format::reader::FuncTables::Used)?;
+    let td = TraceDir::open_with(dir, trace_format::reader::FuncTables::Used).map_err(|error| LoadError::Format { error, front })?;
     if td.processes.is_empty() {
         // `trace` was asked to stop before it started the program (meta.json's `stopped`
         // without an exit status): say so, not that the shim failed.
         if let (Some(st), None) = (&td.meta.stopped, &td.meta.exit) {
-            return Err(LoadError::StoppedBeforeStart { path: dir.to_path_buf(), signal: st.signal });
+            return Err(LoadError::StoppedBeforeStart { path: dir.to_path_buf(), signal: st.signal, front });
         }
-        return Err(LoadError::NoProcess { path: dir.to_path_buf() });
+        return Err(LoadError::NoProcess { path: dir.to_path_buf(), front });
     }
     let mut warnings = td.warnings.clone();
     let mut processes = Vec::new();
@@ -463,7 +466,7 @@ pub fn load_trace(dir: &Path, interner: &mut Interner) -> Result<LoadedTrace, Lo
         let mut threads = Vec::new();
         let mut lines = Vec::new();
         for s in &p.threads {
-            let mut t = fold_stream(&funcs, &classes, &resolved, s)?;
+            let mut t = fold_stream(&funcs, &classes, &resolved, s).map_err(|error| LoadError::Format { error, front })?;
             if let Some(d) = &t.info.damaged {
                 warnings.push(format!("{d} (damaged stream tail)"));
             }

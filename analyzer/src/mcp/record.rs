@@ -475,7 +475,7 @@ pub fn record_until(p: &RecordParams, stop: &dyn Fn() -> Option<StopReason>) -> 
     }
     // The answer reads the trace this call recorded, before anyone else can replace it.
     let mut interner = crate::symbols::Interner::default();
-    let loaded = load_trace(&rec, &mut interner);
+    let loaded = load_trace(&rec, &mut interner, crate::frontend::FrontEnd::Mcp);
     // Messages name the trace's place after publishing.
     let at_out = |m: String| if private { m.replace(&rec.display().to_string(), &out.display().to_string()) } else { m };
     match loaded {

@@ -2,7 +2,7 @@
 //! Tokio's blocking pool; its error, or a panic, comes back as a tool error (`isError`) with
 //! the CLI's message, never as the end of the server.
 
-use super::params::{DiffParams, FunctionParams, PromptParams, RecordParams, TestsParams, TreeParams};
+use super::params::{input_schema, DiffParams, FunctionParams, PromptParams, RecordParams, TestsParams, TreeParams};
 use super::{query, record, views};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::wrapper::Parameters;
@@ -66,12 +66,9 @@ impl SliceServer {
         Self { tool_router: Self::tool_router(), shutdown, can_record }
     }
 
-    #[tool(description = "Record which functions run when I run this command. Runs argv under `trace run` (Python \
-programs and test suites, where pytest's and unittest's tests are recorded as tests; native C, C++ and Rust \
-programs as they are built, with a symbol table) and returns the trace directory (a new one per call unless out is \
-given), the exit status or signal, and the counts (processes, threads, events, functions), with the end of its \
-stdout and stderr; for a test command, the test outcomes and the failing tests. A command still running at \
-timeout_s (default 120, at most 3600) is stopped and its partial trace kept; so is one whose call is cancelled.")]
+    #[tool(description = "Record which functions run when I run this command (under `trace run`): Python programs and \
+test suites (tests recorded as tests), native C, C++ and Rust programs. Returns the trace directory, exit status, \
+counts, the end of stdout and stderr, and test outcomes.", input_schema = input_schema::<RecordParams>())]
     async fn record(&self, Parameters(p): Parameters<RecordParams>, call: CancellationToken) -> CallToolResult {
         if !self.can_record {
             return CallToolResult::error(vec![ContentBlock::text("slice: error: this server does not run commands (record is off)")]);
@@ -92,46 +89,38 @@ timeout_s (default 120, at most 3600) is stopped and its partial trace kept; so 
     }
 
     #[tool(description = "Which tests ran in this recorded test run, which failed and why, and which functions go with \
-the failures? Returns the counts, each failing test with its failure's first line and place, the functions ranked \
-by how strongly they go with failure (Ochiai over failing and passing tests), then every test with its outcome, \
-duration and calls. Several traces (the shards of one suite) are ranked together.")]
+the failures (Ochiai over failing and passing tests)? Then every test with its outcome, duration and calls.", input_schema = input_schema::<TestsParams>())]
     async fn tests(&self, Parameters(p): Parameters<TestsParams>) -> CallToolResult {
         answer(p.trace.paths(), move || views::tests(&p)).await
     }
 
     #[tool(description = "Which code runs when this program does X, and how does it work? Returns an LLM-ready prompt \
-for the question: the call tree of the recorded run and the exact source of every function that ran, in call order \
-(start-up work pruned, standard library hidden), never over max_tokens (default 16000): least relevant bodies are \
-elided first, every cut is marked and listed. Pass several traces to compare runs in one prompt. For a test run, \
-test: \"failed\" (or a test id) gives each test's failure first, then only the code that test ran.")]
+for the question: the call tree of the recorded run and the exact source of the functions that ran, in call order, \
+fitted to max_tokens.", input_schema = input_schema::<PromptParams>())]
     async fn prompt(&self, Parameters(p): Parameters<PromptParams>) -> CallToolResult {
         answer(p.trace.paths(), move || views::prompt(&p)).await
     }
 
-    #[tool(description = "What did this run call, in which order, how often and for how long? Returns the call tree of \
-a recorded run (one node per callee under each caller, with call counts, inclusive and self time, file:line), \
-per thread; focus on the paths to a function, limit the depth; deeper levels are cut first to fit max_tokens.")]
+    #[tool(description = "What did this run call, in which order, how often and for how long? Returns the call tree per \
+thread (call counts, inclusive and self time, file:line), deeper levels cut first to fit max_tokens.", input_schema = input_schema::<TreeParams>())]
     async fn tree(&self, Parameters(p): Parameters<TreeParams>) -> CallToolResult {
         answer(vec![PathBuf::from(&p.trace)], move || views::tree(&p)).await
     }
 
     #[tool(description = "Who calls this function in this run, through which path, how often, and what does it call? \
-Finds a function by name, regex or file:line and returns every call path from the root to it with call counts, \
-its callers and its callees.")]
+Returns every call path from the root to it with call counts, its callers and its callees.", input_schema = input_schema::<FunctionParams>())]
     async fn find_calls(&self, Parameters(p): Parameters<FunctionParams>) -> CallToolResult {
         answer(vec![PathBuf::from(&p.trace)], move || query::find_calls(&p)).await
     }
 
-    #[tool(description = "Show me the exact code of this function as it ran. Returns its source with file and line \
-range, from the very file the run executed (a file changed since the run is not shown: the answer says why), found \
-by name, regex or file:line.")]
+    #[tool(description = "Show me the exact code of this function as it ran: its source with file and line range, from \
+the file the run executed (a file changed since the run is not shown; the answer says why).", input_schema = input_schema::<FunctionParams>())]
     async fn source(&self, Parameters(p): Parameters<FunctionParams>) -> CallToolResult {
         answer(vec![PathBuf::from(&p.trace)], move || query::source(&p)).await
     }
 
-    #[tool(description = "Why does this run behave differently from that one? Compares two recorded runs (e.g. one \
-that works and one that fails) and returns the call paths and functions only one of them reached (- only in A, + \
-only in B); with a question, also the source of the functions where the runs part ways.")]
+    #[tool(description = "Why does this run behave differently from that one? Compares two recorded runs and returns the \
+call paths and functions only one of them reached (- only in A, + only in B).", input_schema = input_schema::<DiffParams>())]
     async fn diff(&self, Parameters(p): Parameters<DiffParams>) -> CallToolResult {
         answer(vec![PathBuf::from(&p.a), PathBuf::from(&p.b)], move || views::diff(&p)).await
     }
@@ -143,5 +132,51 @@ impl ServerHandler for SliceServer {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("slice", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `tools/list` answers: every tool's name, description and input schema.
+    fn tool_list() -> serde_json::Value {
+        serde_json::to_value(SliceServer::new().tool_router.list_all()).expect("the tools serialize")
+    }
+
+    /// The tool list goes into the model's context at the start of every agent session, before
+    /// its first call, whether or not a tool is used. It was 3,992 o200k tokens, most of it
+    /// the selection options' descriptions repeated in `prompt` and `diff` and the schemas'
+    /// boilerplate; cut to 2,465 (docs/agents.md, "What each tool costs in tokens"). The bound
+    /// is the 2,500 set then: a new parameter or a longer description pays for itself with a
+    /// shorter one elsewhere, or raises this bound with its reason.
+    #[test]
+    fn the_tool_list_stays_within_its_token_bound() {
+        let tools = tool_list();
+        let text = serde_json::to_string(&tools).expect("json");
+        let n = crate::tokens::Tokenizer::O200kBase.count(&text);
+        assert!(n <= 2500, "tools/list is {n} o200k tokens, over its bound of 2500:\n{text}");
+        // The text is what an agent reads: one line each, no schema boilerplate.
+        assert!(!text.contains("$schema") && !text.contains("\\n") && !text.contains("uint64"), "{text}");
+    }
+
+    /// Every tool says what it answers, and every parameter of every tool what it takes: no
+    /// parameter is left for the agent to guess from its name.
+    #[test]
+    fn every_tool_documents_each_parameter() {
+        let tools = tool_list();
+        let tools = tools.as_array().expect("a list of tools");
+        assert_eq!(tools.len(), 7);
+        for t in tools {
+            let name = t["name"].as_str().expect("a name");
+            assert!(t["description"].as_str().is_some_and(|d| d.len() > 40), "{name}: no description");
+            let props = t["inputSchema"]["properties"].as_object().expect("properties");
+            assert!(!props.is_empty(), "{name}");
+            for (p, s) in props {
+                let d = s["description"].as_str().unwrap_or_default();
+                assert!(d.len() >= 10, "{name}.{p}: no description ({s})");
+                assert!(s.get("type").is_some(), "{name}.{p}: no type ({s})");
+            }
+        }
     }
 }

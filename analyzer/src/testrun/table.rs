@@ -51,11 +51,13 @@ pub struct TestTable {
 }
 
 impl TestTable {
-    /// Load the tests of `dirs`; `filter` keeps some; `rank` functions ranked (0: none).
+    /// Load the tests of `dirs`; `filter` keeps some; `rank` functions ranked (0: none); `front`
+    /// reads the errors.
     pub fn load(
         dirs: &[std::path::PathBuf],
         filter: Option<&TestFilter>,
         rank: usize,
+        front: crate::frontend::FrontEnd,
     ) -> Result<(TestTable, Vec<String>), crate::fold::LoadError> {
         let mut table = TestTable::default();
         let mut warnings = Vec::new();
@@ -63,7 +65,7 @@ impl TestTable {
         let mut where_: HashMap<crate::symbols::FuncId, (String, Option<String>, Option<u32>)> = HashMap::default();
         let mut interner = crate::symbols::Interner::default();
         for d in dirs {
-            let t = crate::fold::load_trace(d, &mut interner)?;
+            let t = crate::fold::load_trace(d, &mut interner, front)?;
             warnings.extend(t.warnings.iter().cloned());
             if let Some(how) = failed_exit(t.meta.exit.as_ref()) {
                 table.failed_runs.push(format!("{}: {how}", d.display()));
@@ -163,7 +165,7 @@ impl TestTable {
     /// Every text from the trace goes through [`escape::line`] (one line each).
     pub fn text(&self) -> String {
         // Sections: the table, the failures, the counts, the ranking; a blank line between
-        // two, none before the first (a table without tests starts with its counts).
+        // two, none before the first.
         let mut sections: Vec<Vec<String>> = vec![self.table_lines()];
         let failures = self.failure_lines();
         if !failures.is_empty() {
@@ -199,18 +201,14 @@ impl TestTable {
         out
     }
 
-    /// `3 failed, 458 passed; run failed: t.d: exit status 1`.
+    /// `3 failed, 458 passed; run failed: t.d: exit status 1`. Only a table with tests is
+    /// shown: both front ends answer one without tests with [`TestTable::nothing_to_list`]'s
+    /// error first.
     pub fn summary(&self) -> String {
-        let mut s = if self.tests.is_empty() {
-            "no recorded tests (record a run of pytest, unittest, `cargo test` or a GoogleTest binary: `trace run -- python -m pytest ...`)"
-                .to_string()
-        } else {
-            let mut s = outcome_counts(self.tests.iter().map(|r| &r.test).filter(|t| t.parent.is_none()));
-            if self.tests.iter().any(|r| r.test.parent.is_some()) {
-                let _ = write!(s, "; subtests: {}", outcome_counts(self.tests.iter().map(|r| &r.test).filter(|t| t.parent.is_some())));
-            }
-            s
-        };
+        let mut s = outcome_counts(self.tests.iter().map(|r| &r.test).filter(|t| t.parent.is_none()));
+        if self.tests.iter().any(|r| r.test.parent.is_some()) {
+            let _ = write!(s, "; subtests: {}", outcome_counts(self.tests.iter().map(|r| &r.test).filter(|t| t.parent.is_some())));
+        }
         if !self.failed_runs.is_empty() {
             let _ = write!(s, "; run failed: {}", escape::line(&self.failed_runs.join(", ")));
         }
@@ -285,14 +283,9 @@ impl TestTable {
 
 #[cfg(test)]
 mod tests {
-    /// `slice tests` on a trace without tests names every kind of run it reads tests from, as
-    /// `--test` does (`cargo test` and GoogleTest binaries are recorded as programs).
-    /// The text's sections are parted by one blank line, and nothing comes before the first:
-    /// without tests the text starts with its counts.
+    /// The text's sections are parted by one blank line, and nothing comes before the first.
     #[test]
     fn no_blank_line_before_the_first_section() {
-        let empty = super::TestTable::default().text();
-        assert!(empty.starts_with("no recorded tests") && empty.ends_with(")\n") && !empty.contains("\n\n"), "{empty:?}");
         let mut test = crate::testrun::test_run("t::passed", trace_format::TestOutcome::Passed);
         test.duration_ns = None;
         let t = super::TestTable {
@@ -303,12 +296,19 @@ mod tests {
         assert!(text.starts_with("outcome ") && text.contains(" t::passed\n\n1 passed\n") && !text.contains("\n\n\n"), "{text:?}");
     }
 
+    /// `slice tests` and the tests tool on a trace without tests name every kind of run they
+    /// read tests from, as `--test` does (`cargo test` and GoogleTest binaries are recorded as
+    /// programs), and how to record one as the front end spells it.
     #[test]
     fn no_tests_names_every_runner_tests_are_read_from() {
-        let s = super::TestTable::default().summary();
-        assert!(s.starts_with("no recorded tests"), "{s}");
-        for runner in ["pytest", "unittest", "`cargo test`", "GoogleTest"] {
-            assert!(s.contains(runner), "{runner}: {s}");
+        use crate::frontend::FrontEnd;
+        let traces = [std::path::PathBuf::from("t.d")];
+        for front in [FrontEnd::Cli, FrontEnd::Mcp] {
+            let s = super::TestTable::default().nothing_to_list(&traces, None, front).expect("nothing to list");
+            assert!(s.starts_with("t.d: the trace recorded no tests"), "{s}");
+            for runner in ["pytest", "unittest", "`cargo test`", "GoogleTest", front.record_tests()] {
+                assert!(s.contains(runner), "{runner}: {s}");
+            }
         }
     }
     /// A subtest's row follows its test's, indented, with no calls of its own; the counts

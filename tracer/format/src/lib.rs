@@ -49,17 +49,51 @@ pub const ENV_TRACE_DIR: &str = "SLICE_TRACE_DIR";
 /// Environment variable carrying recording options to the shims (comma-separated).
 pub const ENV_TRACE_OPTIONS: &str = "SLICE_TRACE_OPTIONS";
 
+/// How a reader of an error records a trace, for the errors that tell it to record one
+/// ([`FormatError::message`]): with the `trace` command line ([`TraceRun`], the wording of these
+/// errors' `Display`), or with a front end's own means (`slice mcp`'s `record` tool). The error
+/// carries the facts (which directory, what is wrong with it); this words the remedy.
+pub trait RecordHint {
+    /// How to record a trace into `path`: `` `trace run -o x.d -- <command>` ``.
+    fn record_into(&self, path: &Path) -> String;
+    /// What writes trace directories, and where by default: `` `trace run` writes (default ./trace.d) ``.
+    fn writes_traces(&self) -> String;
+    /// Where the functions entry patching refused are named: `` `trace info --verbose` ``.
+    fn patch_details(&self) -> String;
+    /// How to record with an environment variable set: `SLICE_TRACE_PATCH=all`.
+    fn with_env(&self, name: &str, value: &str) -> String;
+}
+
+/// The remedies as the `trace` command line says them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TraceRun;
+
+impl RecordHint for TraceRun {
+    fn record_into(&self, path: &Path) -> String {
+        format!("`trace run -o {} -- <command>`", path.display())
+    }
+    fn writes_traces(&self) -> String {
+        "`trace run` writes (default ./trace.d)".into()
+    }
+    fn patch_details(&self) -> String {
+        "`trace info --verbose`".into()
+    }
+    fn with_env(&self, name: &str, value: &str) -> String {
+        format!("{name}={value}")
+    }
+}
+
 /// Errors reading a trace directory (and, as `Io`, creating a process's files in one). Each names
-/// the file, the problem and what to do.
+/// the file, the problem and what to do (how to record a trace: [`FormatError::message`]).
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
-    #[error("{path}: no such trace directory (record one with `trace run -o {path} -- <command>`)")]
+    #[error("{}", self.message(&TraceRun))]
     NotFound { path: PathBuf },
-    #[error("{path}: not a directory; a trace is the directory that `trace run` writes (default ./trace.d)")]
+    #[error("{}", self.message(&TraceRun))]
     NotADirectory { path: PathBuf },
     #[error("{path}: the trace is still being recorded (a `trace run` is writing it now); ask again when that run has ended")]
     BeingRecorded { path: PathBuf },
-    #[error("{path}: not a trace directory (no valid meta.json); record one with `trace run -o {path} -- <command>`")]
+    #[error("{}", self.message(&TraceRun))]
     NotATrace { path: PathBuf },
     #[error("{path}: written by a newer version of the trace format ({found}; this program reads up to {supported}); upgrade `slice`/`trace` to read it")]
     NewerVersion { path: PathBuf, found: u64, supported: u64 },
@@ -87,6 +121,24 @@ pub enum FormatError {
 }
 
 impl FormatError {
+    /// The message with its remedy worded by `hint` (how its reader records a trace); the
+    /// `Display` of an error is its message for [`TraceRun`].
+    pub fn message(&self, hint: &dyn RecordHint) -> String {
+        match self {
+            FormatError::NotFound { path } => {
+                format!("{}: no such trace directory (record one with {})", path.display(), hint.record_into(path))
+            }
+            FormatError::NotADirectory { path } => {
+                format!("{}: not a directory; a trace is the directory that {}", path.display(), hint.writes_traces())
+            }
+            FormatError::NotATrace { path } => {
+                format!("{}: not a trace directory (no valid meta.json); record one with {}", path.display(), hint.record_into(path))
+            }
+            // (No variant above may word itself with `message`: this would not end.)
+            other => other.to_string(),
+        }
+    }
+
     pub(crate) fn io(path: &Path, source: std::io::Error) -> FormatError {
         FormatError::Io { path: path.to_path_buf(), error: source }
     }
@@ -114,4 +166,43 @@ pub fn normalize_path(p: &Path) -> PathBuf {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Tool;
+    impl RecordHint for Tool {
+        fn record_into(&self, path: &Path) -> String {
+            format!("the tool, out {}", path.display())
+        }
+        fn writes_traces(&self) -> String {
+            "the tool writes".into()
+        }
+        fn patch_details(&self) -> String {
+            "its report".into()
+        }
+        fn with_env(&self, name: &str, value: &str) -> String {
+            format!("env {name}: {value}")
+        }
+    }
+
+    /// The `trace` command line's wording is the errors' `Display`; another front end words
+    /// the same facts its own way, and errors without a remedy to record are the same for both.
+    #[test]
+    fn an_error_that_says_to_record_a_trace_words_it_for_its_reader() {
+        let path = PathBuf::from("x.d");
+        let e = FormatError::NotFound { path: path.clone() };
+        assert_eq!(e.to_string(), "x.d: no such trace directory (record one with `trace run -o x.d -- <command>`)");
+        assert_eq!(e.message(&Tool), "x.d: no such trace directory (record one with the tool, out x.d)");
+        let e = FormatError::NotADirectory { path: path.clone() };
+        assert_eq!(e.to_string(), "x.d: not a directory; a trace is the directory that `trace run` writes (default ./trace.d)");
+        assert_eq!(e.message(&Tool), "x.d: not a directory; a trace is the directory that the tool writes");
+        let e = FormatError::NotATrace { path: path.clone() };
+        assert_eq!(e.to_string(), "x.d: not a trace directory (no valid meta.json); record one with `trace run -o x.d -- <command>`");
+        assert_eq!(e.message(&Tool), "x.d: not a trace directory (no valid meta.json); record one with the tool, out x.d");
+        let e = FormatError::BadMagic { path };
+        assert_eq!(e.message(&Tool), e.to_string());
+    }
 }

@@ -348,7 +348,7 @@ impl PatchRefusal {
 /// Why a run recorded no call although entry patching was on, from its processes' reports:
 /// when none of their functions could be patched, how many were refused and the most common
 /// reason; `None` when something was patched (or nothing refused).
-pub fn nothing_patched(reports: &[&PatchReport]) -> Option<String> {
+pub fn nothing_patched(reports: &[&PatchReport], hint: &dyn crate::RecordHint) -> Option<String> {
     let refused: Vec<&PatchRefusal> =
         reports.iter().filter(|r| r.patched == 0).flat_map(|r| r.refused.iter().filter(|f| !f.not_an_entry())).collect();
     if refused.is_empty() {
@@ -360,8 +360,9 @@ pub fn nothing_patched(reports: &[&PatchReport]) -> Option<String> {
     }
     let (top, n) = reasons.iter().max_by_key(|(r, n)| (**n, std::cmp::Reverse(**r))).map(|(r, n)| (*r, *n))?;
     Some(format!(
-        "entry patching could patch none of the program's {} functions: {n} not patched because {top}; `trace info --verbose` names them",
-        refused.len()
+        "entry patching could patch none of the program's {} functions: {n} not patched because {top}; {} names them",
+        refused.len(),
+        hint.patch_details()
     ))
 }
 
@@ -369,8 +370,9 @@ pub fn nothing_patched(reports: &[&PatchReport]) -> Option<String> {
 /// patch none of a process's functions ([`nothing_patched`]), else what the target was
 /// (`meta`'s `target_kind`, `argv`): a shell script or a system program that only starts
 /// others, which started nothing that is recorded; else that the recorder was not active.
-pub fn why_nothing(meta: Option<&TraceMeta>, reports: &[&PatchReport]) -> String {
-    if let Some(why) = nothing_patched(reports) {
+/// `hint` words the remedies for the reader ([`crate::TraceRun`]: `trace`'s own).
+pub fn why_nothing(meta: Option<&TraceMeta>, reports: &[&PatchReport], hint: &dyn crate::RecordHint) -> String {
+    if let Some(why) = nothing_patched(reports, hint) {
         return why;
     }
     let program = meta.and_then(|m| m.argv.first()).map(|a| crate::escape::line(a).into_owned()).unwrap_or_default();
@@ -380,7 +382,8 @@ pub fn why_nothing(meta: Option<&TraceMeta>, reports: &[&PatchReport]) -> String
     match meta.map(|m| m.target_kind.as_str()) {
         Some("other") => format!(
             "`{program}` is a script or a system program (such as `env` or `sh`), which `trace` does not record itself \
-             (SLICE_TRACE_PATCH=all patches system programs): it records the Python and native programs started from it, and none of them ran"
+             ({} patches system programs): it records the Python and native programs started from it, and none of them ran",
+            hint.with_env(crate::patching::ENV_PATCH, "all")
         ),
         Some("native") => format!(
             "`{program}` ran, but the recorder was not active in it (for example a set-user-ID program, or a launcher that cleared LD_PRELOAD from the environment)"
