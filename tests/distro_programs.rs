@@ -18,6 +18,22 @@ fn sh(c: &mut Command) {
     assert!(o.status.success(), "{c:?}: {:?}", texts(&o));
 }
 
+/// `examples/c/stripped/` built in `dir` with debug information: `libwcount.so` (with
+/// `lib_flags` too) and `wcount` linked to it; the library's source path.
+fn build_wcount(dir: &Path, lib_flags: &[&str]) -> std::path::PathBuf {
+    let cc = |args: &[&str]| {
+        sh(Command::new("cc").current_dir(dir).args(args));
+    };
+    let lib_src = example("c/stripped/libwc.c");
+    let main_src = example("c/stripped/wcount.c");
+    let mut lib = vec!["-g", "-O1", "-fno-inline", "-fPIC", "-shared"];
+    lib.extend_from_slice(lib_flags);
+    lib.extend_from_slice(&["-o", "libwcount.so", lib_src.to_str().unwrap()]);
+    cc(&lib);
+    cc(&["-g", "-O1", "-o", "wcount", main_src.to_str().unwrap(), "-L.", "-lwcount", "-Wl,-rpath,$ORIGIN"]);
+    lib_src
+}
+
 #[test]
 fn jq_is_recorded_through_its_own_library() {
     assert!(Path::new("/usr/bin/jq").is_file(), "/usr/bin/jq is missing: `apt-get install jq` (.ci/run installs it)");
@@ -45,13 +61,7 @@ fn jq_is_recorded_through_its_own_library() {
 fn a_stripped_library_is_patched_and_shown_through_its_separate_debug_file() {
     let d = scratch();
     let dir = d.path();
-    let cc = |args: &[&str]| {
-        sh(Command::new("cc").current_dir(dir).args(args));
-    };
-    let lib_src = example("c/stripped/libwc.c");
-    let main_src = example("c/stripped/wcount.c");
-    cc(&["-g", "-O1", "-fno-inline", "-fPIC", "-shared", "-o", "libwcount.so", lib_src.to_str().unwrap()]);
-    cc(&["-g", "-O1", "-o", "wcount", main_src.to_str().unwrap(), "-L.", "-lwcount", "-Wl,-rpath,$ORIGIN"]);
+    let lib_src = build_wcount(dir, &[]);
     // As a distribution ships it: the library's DWARF and full symbol table in a separate
     // file its `.gnu_debuglink` names, both objects stripped.
     sh(Command::new("objcopy").current_dir(dir).args(["--only-keep-debug", "libwcount.so", "libwcount.so.debug"]));
@@ -79,13 +89,7 @@ fn a_stripped_library_is_patched_and_shown_through_its_separate_debug_file() {
 fn a_stripped_library_is_shown_through_the_debuginfod_cache_by_its_build_id() {
     let d = scratch();
     let dir = d.path();
-    let cc = |args: &[&str]| {
-        sh(Command::new("cc").current_dir(dir).args(args));
-    };
-    let lib_src = example("c/stripped/libwc.c");
-    let main_src = example("c/stripped/wcount.c");
-    cc(&["-g", "-O1", "-fno-inline", "-fPIC", "-shared", "-Wl,--build-id", "-o", "libwcount.so", lib_src.to_str().unwrap()]);
-    cc(&["-g", "-O1", "-o", "wcount", main_src.to_str().unwrap(), "-L.", "-lwcount", "-Wl,-rpath,$ORIGIN"]);
+    let lib_src = build_wcount(dir, &["-Wl,--build-id"]);
     let notes = run_ok(Command::new("readelf").current_dir(dir).args(["-n", "libwcount.so"]));
     let id = notes.lines().find_map(|l| l.trim().strip_prefix("Build ID: ")).unwrap_or_else(|| panic!("no build-id:\n{notes}")).trim();
     let cache = dir.join("debuginfod");

@@ -10,10 +10,8 @@ mod native_support;
 
 use native_support::*;
 use slice_trace_e2e::{call_tree_text as tree_text, cmd, run, run_ok, scratch, source_block as block, target_dir, texts};
-use std::io::{BufRead, Write};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 use trace_format::probes::{ListRequest, ENV_LISTS_SOCKET, ENV_LISTS_TIMEOUT_MS};
 
 /// `examples/c/inlined.c` built `gcc -g -O1` into `dir/inlined`.
@@ -155,26 +153,7 @@ fn a_system_program_started_by_a_shell_asks_for_no_list() {
     let socket = s.path().join("lists.sock");
     let listener = UnixListener::bind(&socket).unwrap();
     listener.set_nonblocking(true).unwrap();
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let ended = done.clone();
-    let answering = std::thread::spawn(move || {
-        let mut asked = Vec::new();
-        loop {
-            match listener.accept() {
-                Ok((c, _)) => {
-                    c.set_nonblocking(false).unwrap();
-                    let mut line = String::new();
-                    std::io::BufReader::new(&c).read_line(&mut line).unwrap();
-                    (&c).write_all(b"none\n").unwrap();
-                    asked.push(line);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && ended.load(std::sync::atomic::Ordering::Acquire) => break,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
-                Err(e) => panic!("{e}"),
-            }
-        }
-        asked
-    });
+    let answering = StandInListener::answer_none(listener);
     let shimmed = |dir: &Path, script: &str| {
         std::fs::create_dir_all(dir).unwrap();
         let mut c = std::process::Command::new("sh");
@@ -190,8 +169,7 @@ fn a_system_program_started_by_a_shell_asks_for_no_list() {
     };
     assert_eq!(shimmed(&s.path().join("true.d"), "for i in 1 2 3; do /bin/true; done; echo ok"), "ok\n");
     assert_eq!(shimmed(&s.path().join("both.d"), "/bin/true && ./inlined abc && /bin/true"), "193485963\n");
-    done.store(true, std::sync::atomic::Ordering::Release);
-    let asked = answering.join().unwrap();
+    let asked = answering.requests();
     assert_eq!(asked.len(), 1, "{asked:?}");
     let req = ListRequest::parse(&asked[0]).unwrap_or_else(|| panic!("{asked:?}"));
     assert_eq!(req.path, exe.canonicalize().unwrap().to_string_lossy(), "{req:?}");

@@ -10,7 +10,6 @@ mod native_support;
 
 use native_support::*;
 use slice_trace_e2e::{run, scratch, target_dir, texts};
-use std::io::{BufRead, Write};
 use std::os::unix::net::UnixListener;
 use std::path::Path;
 use std::process::Output;
@@ -93,34 +92,13 @@ fn a_system_library_loaded_by_dlopen_asks_nothing_and_a_plugin_asks_once() {
     );
 
     // The plugin: one request naming its file, answered.
-    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let ended = done.clone();
-    let answering = std::thread::spawn(move || {
-        let mut asked = Vec::new();
-        loop {
-            match listener.accept() {
-                Ok((c, _)) => {
-                    c.set_nonblocking(false).unwrap();
-                    let mut line = String::new();
-                    std::io::BufReader::new(&c).read_line(&mut line).unwrap();
-                    (&c).write_all(b"none\n").unwrap();
-                    asked.push(line);
-                }
-                // Every connection of the program is taken before it is seen to have ended.
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && ended.load(std::sync::atomic::Ordering::Acquire) => break,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(5)),
-                Err(e) => panic!("{e}"),
-            }
-        }
-        asked
-    });
+    let answering = StandInListener::answer_none(listener);
     let t = s.path().join("plugin.d");
     let plugin_arg = plugin.canonicalize().unwrap().to_string_lossy().into_owned();
     // Named relative to the program's directory (the loader keeps the name as given).
     let (out, _) = shimmed(&t, &socket, 20_000, &host, &["./plugin.so", "4"]);
     assert_eq!(texts(&out).0, "210\n", "{:?}", texts(&out));
-    done.store(true, std::sync::atomic::Ordering::Release);
-    let asked = answering.join().unwrap();
+    let asked = answering.requests();
     assert_eq!(asked.len(), 1, "{asked:?}");
     let req = ListRequest::parse(&asked[0]).unwrap_or_else(|| panic!("{asked:?}"));
     let m = std::fs::metadata(&plugin).unwrap();

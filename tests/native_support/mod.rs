@@ -210,3 +210,46 @@ pub fn hexyl() -> PathBuf {
     }
     exe
 }
+
+/// A stand-in for `trace run`'s lists listener: answers every request `none` (no list) on its
+/// own thread and keeps the request lines, until [`StandInListener::requests`].
+pub struct StandInListener {
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<String>>,
+}
+
+impl StandInListener {
+    /// Answer on `listener` (non-blocking).
+    pub fn answer_none(listener: std::os::unix::net::UnixListener) -> StandInListener {
+        use std::io::{BufRead, Write};
+        use std::sync::atomic::Ordering;
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ended = done.clone();
+        let thread = std::thread::spawn(move || {
+            let mut asked = Vec::new();
+            loop {
+                match listener.accept() {
+                    Ok((c, _)) => {
+                        c.set_nonblocking(false).unwrap();
+                        let mut line = String::new();
+                        std::io::BufReader::new(&c).read_line(&mut line).unwrap();
+                        (&c).write_all(b"none\n").unwrap();
+                        asked.push(line);
+                    }
+                    // Every connection of the program is taken before it is seen to have ended.
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && ended.load(Ordering::Acquire) => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(std::time::Duration::from_millis(5)),
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            asked
+        });
+        StandInListener { done, thread }
+    }
+
+    /// The request lines received, once every connection made so far has been answered.
+    pub fn requests(self) -> Vec<String> {
+        self.done.store(true, std::sync::atomic::Ordering::Release);
+        self.thread.join().unwrap()
+    }
+}
