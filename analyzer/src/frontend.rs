@@ -40,6 +40,8 @@ pub enum Opt {
     NativeExt,
     Docstrings,
     NotRun,
+    /// The prompt's layout: `--variant` or `variant` (e.g. `T`, the tree only).
+    Variant,
 }
 
 impl FrontEnd {
@@ -67,6 +69,7 @@ impl FrontEnd {
             Budget => ("--budget", "max_tokens"),
             Docstrings => ("--docstrings", "docstrings"),
             NotRun => ("--not-run", "not_run"),
+            Variant => ("--variant", "variant"),
             NativeExt => ("--native-ext", "native_ext"),
         };
         match self {

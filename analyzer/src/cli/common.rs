@@ -296,8 +296,10 @@ pub struct PromptArgs {
 
 impl PromptArgs {
     /// The budget of the prompt: `--budget`, else the model's default
-    /// ([`crate::prompt::Model::default_budget`]), none with `--no-budget`.
-    pub fn budget_for(&self, model: &crate::prompt::Model) -> Option<usize> {
+    /// ([`crate::prompt::Model::default_budget`], noted in the model so that the prompt says
+    /// it is a default), none with `--no-budget`.
+    pub fn apply_budget(&self, model: &mut crate::prompt::Model) -> Option<usize> {
+        model.budget_by_default = !self.no_budget && self.budget.is_none();
         if self.no_budget {
             None
         } else {

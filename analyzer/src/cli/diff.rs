@@ -6,7 +6,7 @@ use super::view_common::print_notes;
 use super::{read_question, warn_all};
 use crate::analysis::{prepare, Hints, PreparedTrace};
 use crate::frontend::{FrontEnd, Opt};
-use crate::views::diff::{diff_traces, prompt_within, Diff, OneSided};
+use crate::views::diff::{diff_traces, prompt_within, Diff, DiffBudget, OneSided};
 use crate::views::tree::{paint, Palette};
 use anstyle::{AnsiColor, Style};
 use clap::Args;
@@ -41,9 +41,13 @@ pub struct DiffArgs {
     pub question: Option<String>,
     /// With --format prompt: at most N tokens. Sources are dropped least relevant first (what
     /// goes with failing tests last, then by the question), then the call paths are cut; every
-    /// cut is said.
+    /// cut is said. Without it a diff prompt is held to 100000 tokens, 20000 when it compares
+    /// tests (--no-budget: no limit); a prompt that fits is unchanged.
     #[arg(long, value_name = "N")]
     pub budget: Option<usize>,
+    /// With --format prompt: no budget, not even the default one.
+    #[arg(long, conflicts_with = "budget")]
+    pub no_budget: bool,
     /// Run A's tests to compare (overrides --test for A): an id, its end, a glob, or `failed`.
     /// With tests on both sides, the runs are lined up by the code under test (the runner's
     /// and the test files' functions spliced out), so two different tests can be compared.
@@ -119,13 +123,25 @@ pub fn prepare_sides(
     Ok((ta, wa))
 }
 
+impl DiffArgs {
+    /// The budget of `--format prompt`: `--budget`, else the command line's default of a
+    /// prompt (a test's when tests are compared), none with `--no-budget`.
+    fn prompt_budget(&self, tests_shown: bool) -> Option<DiffBudget> {
+        (!self.no_budget).then(|| DiffBudget {
+            tokens: self.budget.unwrap_or_else(|| crate::prompt::budget::default_budget_of(tests_shown)),
+            tokenizer: self.tokenizer,
+            by_default: self.budget.is_none(),
+        })
+    }
+}
+
 pub fn run(a: DiffArgs) -> anyhow::Result<()> {
     let question = a.question.as_deref().map(read_question).transpose()?;
     if question.is_some() && a.format != DiffFormat::Prompt {
         return Err(super::common::UsageError("--question goes with --format prompt".into()).into());
     }
-    if a.budget.is_some() && a.format != DiffFormat::Prompt {
-        return Err(super::common::UsageError("--budget goes with --format prompt".into()).into());
+    if (a.budget.is_some() || a.no_budget) && a.format != DiffFormat::Prompt {
+        return Err(super::common::UsageError("--budget and --no-budget go with --format prompt".into()).into());
     }
     let (mut traces, warnings) = prepare_sides(&a.a, &a.b, &a.select, a.test_a.as_deref(), a.test_b.as_deref(), FrontEnd::Cli)?;
     warn_all(&warnings);
@@ -136,7 +152,9 @@ pub fn run(a: DiffArgs) -> anyhow::Result<()> {
     let (only_a, only_b) = d.counts();
     match a.format {
         DiffFormat::Prompt => {
-            let text = prompt_within(question.as_deref(), &d, &mut traces, a.budget.map(|b| (b, a.tokenizer)))?;
+            // A test's default when tests are compared (as `Model::build` says).
+            let budget = a.prompt_budget(traces.iter().any(|t| t.tests_shown));
+            let text = prompt_within(question.as_deref(), &d, &mut traces, budget)?;
             eprintln!("slice: {} tokens ({})", a.tokenizer.count(&text), a.tokenizer.name());
             a.output.write("prompt", |w| w.write_all(text.as_bytes()))?;
         }
@@ -198,4 +216,27 @@ pub fn write_tree(
         writeln!(w)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Cli, Command};
+    use crate::prompt::budget::{DEFAULT_RUN_BUDGET, DEFAULT_TEST_BUDGET};
+    use clap::Parser;
+
+    /// A diff prompt gets the default budget of a prompt (a test's when tests are compared),
+    /// marked as the default, unless `--budget` or `--no-budget` says otherwise.
+    #[test]
+    fn a_diff_prompt_has_the_default_budget_of_a_prompt() {
+        let budget = |args: &[&str], tests_shown| {
+            let argv: Vec<&str> = ["slice", "diff", "a.d", "b.d", "--format", "prompt"].iter().chain(args).copied().collect();
+            let Command::Diff(a) = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}")).command else { panic!("diff") };
+            a.prompt_budget(tests_shown).map(|b| (b.tokens, b.by_default))
+        };
+        assert_eq!(budget(&[], false), Some((DEFAULT_RUN_BUDGET, true)));
+        assert_eq!(budget(&[], true), Some((DEFAULT_TEST_BUDGET, true)));
+        assert_eq!(budget(&["--budget", "100000"], false), Some((100_000, false)));
+        assert_eq!(budget(&["--no-budget"], true), None);
+        assert!(Cli::try_parse_from(["slice", "diff", "a.d", "b.d", "--budget", "9", "--no-budget"]).is_err());
+    }
 }

@@ -78,7 +78,7 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
             eprintln!("{line}");
         }
     }
-    let budget = a.prompt.budget_for(&model);
+    let budget = a.prompt.apply_budget(&mut model);
     let fitted = fit(&model, layout, &renderer, a.prompt.tokenizer, budget)?;
     a.output.write("prompt", |w| w.write_all(fitted.text.as_bytes()))?;
     let functions: HashSet<crate::prompt::FuncId> =

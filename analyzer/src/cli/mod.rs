@@ -277,6 +277,7 @@ mod tests {
             notes: Vec::new(),
             tests_shown,
             front: Default::default(),
+            budget_by_default: false,
             analysis_ids: Default::default(),
         };
         let budget = |args: &[&str], tests_shown| {
@@ -284,7 +285,10 @@ mod tests {
             let Command::FromTrace(a) = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}")).command else {
                 panic!("from-trace")
             };
-            a.prompt.budget_for(&model(tests_shown))
+            let mut m = model(tests_shown);
+            let b = a.prompt.apply_budget(&mut m);
+            assert_eq!(m.budget_by_default, args.is_empty() || args == ["--test", "failed"], "{args:?}");
+            b
         };
         let default = crate::prompt::budget::DEFAULT_TEST_BUDGET;
         assert_eq!(budget(&["--test", "failed"], true), Some(default));

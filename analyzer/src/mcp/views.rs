@@ -54,13 +54,9 @@ pub fn prompt(p: &PromptParams) -> anyhow::Result<String> {
     // The CLI's condensing: code that did not run and long docstrings (by default outside the
     // closest functions).
     model.condense(not_run, docstrings);
+    // A budget too small is the caller's to fix: worded for the tool call (`max_tokens`).
     let fitted = fit(&model, layout, &renderer, TOKENIZER, Some(max)).map_err(|e| match e {
-        // The CLI's message names --budget; here the limit is max_tokens.
-        BudgetError::TooSmall { budget, needed, tokenizer } => anyhow::Error::from(UsageError(format!(
-            "max_tokens {budget} is too small for this prompt: even with every function body dropped and the tree cut \
-             to one level, it takes {needed} tokens ({tokenizer}); raise max_tokens, narrow it with focus, or ask for \
-             variant T (the tree only)"
-        ))),
+        e @ BudgetError::TooSmall { .. } => anyhow::Error::from(UsageError(e.to_string())),
         other => other.into(),
     })?;
     // Warnings go to the server's log: the prompt is the product, exactly as the CLI prints it.
@@ -177,8 +173,13 @@ pub fn diff(p: &DiffParams) -> anyhow::Result<String> {
     let d = crate::views::diff::diff_traces(&traces[0], &traces[1]);
     let text = match p.question.as_deref().filter(|q| !q.trim().is_empty()) {
         // The notes below take a few lines of the limit; the error names the whole limit.
-        Some(q) => crate::views::diff::prompt_within(Some(q), &d, &mut traces, Some((max.saturating_sub(200).max(1), TOKENIZER)))
-            .map_err(|e| UsageError(crate::views::diff::DiffTooSmall { budget: max, ..e }.to_string()))?,
+        Some(q) => crate::views::diff::prompt_within(
+            Some(q),
+            &d,
+            &mut traces,
+            Some(crate::views::diff::DiffBudget { tokens: max.saturating_sub(200).max(1), tokenizer: TOKENIZER, by_default: false }),
+        )
+        .map_err(|e| UsageError(crate::views::diff::DiffTooSmall { budget: max, ..e }.to_string()))?,
         None => {
             let mut buf = Vec::new();
             write_tree(&mut buf, &d, &traces[0], &traces[1], &Palette::default(), Style::new(), Style::new())

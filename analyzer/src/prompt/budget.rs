@@ -28,6 +28,7 @@ use super::estimate::Estimator;
 use super::fill::{refill_tries, Fill};
 use super::render::{Renderer, TemplateError};
 use super::{FuncId, Layout, Level, Model, Plan, SourceState, NAME_ONLY_MARK};
+use crate::frontend::Opt;
 use crate::tokens::Tokenizer;
 use std::collections::VecDeque;
 
@@ -57,11 +58,27 @@ impl Model {
     /// one rule for every front end: the command line's default; an MCP tool call always has
     /// its `max_tokens` (`mcp::bound`), which is smaller.
     pub fn default_budget(&self) -> usize {
-        if self.tests_shown {
-            DEFAULT_TEST_BUDGET
-        } else {
-            DEFAULT_RUN_BUDGET
-        }
+        default_budget_of(self.tests_shown)
+    }
+}
+
+/// The command line's default budget of a prompt that shows tests' trees or not (`slice
+/// from-trace` and `slice diff --format prompt` alike).
+pub fn default_budget_of(tests_shown: bool) -> usize {
+    if tests_shown {
+        DEFAULT_TEST_BUDGET
+    } else {
+        DEFAULT_RUN_BUDGET
+    }
+}
+
+/// Appended to the budget note of a prompt cut to the command line's default budget, not one
+/// the user chose ([`Model::budget_by_default`]).
+pub fn default_budget_words(tests_shown: bool) -> &'static str {
+    if tests_shown {
+        "; a test's prompt gets this budget by default, `--no-budget` shows every function"
+    } else {
+        "; a prompt gets this budget by default, `--no-budget` shows every function"
     }
 }
 
@@ -111,8 +128,17 @@ pub struct Fitted {
 
 #[derive(Debug, thiserror::Error)]
 pub enum BudgetError {
-    #[error("the budget of {budget} tokens is too small: even with every function body dropped and the tree cut to one level, the prompt takes {needed} tokens ({tokenizer}); raise --budget or shorten the question")]
-    TooSmall { budget: usize, needed: usize, tokenizer: &'static str },
+    #[error(
+        "{} {budget} is too small for this prompt: even with every function body dropped and the tree cut to one level, it takes {needed} tokens ({tokenizer}); raise {}, narrow it with {}, or ask for {} (the tree only)",
+        .front.name(Opt::Budget), .front.name(Opt::Budget), .front.name(Opt::Focus), .front.set(Opt::Variant, "T")
+    )]
+    TooSmall {
+        budget: usize,
+        needed: usize,
+        tokenizer: &'static str,
+        /// Who reads it: how it names the options.
+        front: crate::frontend::FrontEnd,
+    },
     #[error(transparent)]
     Template(#[from] TemplateError),
 }
@@ -302,11 +328,7 @@ pub(super) fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sourc
             }
         }
         // The default exists at the command line only (a tool call always has its max_tokens).
-        let default = match (model.default_budget() == budget && model.front == crate::frontend::FrontEnd::Cli, model.tests_shown) {
-            (true, true) => "; a test's prompt gets this budget by default, `--no-budget` shows every function",
-            (true, false) => "; a prompt gets this budget by default, `--no-budget` shows every function",
-            (false, _) => "",
-        };
+        let default = if model.budget_by_default { default_budget_words(model.tests_shown) } else { "" };
         plan.notes.push(format!("To fit the budget of {budget} tokens ({}{default}): {}.", tok.name(), parts.join("; ")));
     }
     (plan, Cut { sig, name, ran })
@@ -450,7 +472,7 @@ pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, b
         let mut fill = Fill { model, prio: &prio, est: &est, budget, eval: &mut eval };
         return Ok(fill.run(refill_tries(model), state(&base, &steps, k), best)?.1);
     }
-    Err(BudgetError::TooSmall { budget, needed: smallest.unwrap_or(tokens), tokenizer: tok.name() })
+    Err(BudgetError::TooSmall { budget, needed: smallest.unwrap_or(tokens), tokenizer: tok.name(), front: model.front })
 }
 
 /// [`fit`] by the estimate whatever the prompt's size (for tests of that path).
@@ -550,5 +572,5 @@ fn fit_by_estimate(
             return Ok(out);
         }
     }
-    Err(BudgetError::TooSmall { budget, needed: smallest.unwrap_or(budget + 1), tokenizer: tok.name() })
+    Err(BudgetError::TooSmall { budget, needed: smallest.unwrap_or(budget + 1), tokenizer: tok.name(), front: model.front })
 }

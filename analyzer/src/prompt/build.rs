@@ -145,7 +145,16 @@ impl Model {
         rank::missing_attribute(&mut funcs, &outcomes);
         let notes = super::unavailable_notes(&unavailable_files);
         let front = traces.first().map(|t| t.front).unwrap_or_default();
-        Model { question: question.trim().to_string(), traces: mtraces, funcs, notes, tests_shown, front, analysis_ids }
+        Model {
+            question: question.trim().to_string(),
+            traces: mtraces,
+            funcs,
+            notes,
+            tests_shown,
+            front,
+            budget_by_default: false,
+            analysis_ids,
+        }
     }
 }
 

@@ -442,6 +442,7 @@ mod tests {
             notes: Vec::new(),
             tests_shown: false,
             front: Default::default(),
+            budget_by_default: false,
             analysis_ids: Default::default(),
         };
         (r.render(&model, doc).unwrap(), serialized)

@@ -372,6 +372,9 @@ pub struct Model {
     pub tests_shown: bool,
     /// Who reads the prompt: how its notes name options ([`crate::frontend`]).
     pub front: crate::frontend::FrontEnd,
+    /// The budget given to [`budget::fit`] is the command line's default, not one the user
+    /// chose: its note says so and how to turn it off ([`crate::cli::common::PromptArgs::apply_budget`]).
+    pub budget_by_default: bool,
     /// (index of a trace given to [`Model::build`], [`FuncId`] in that trace's interner) -> the
     /// function's id here: for callers that hold ids of the analysis ([`Model::func_of_trace`]).
     pub analysis_ids: HashMap<(usize, FuncId), FuncId>,

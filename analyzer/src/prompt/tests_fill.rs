@@ -44,6 +44,7 @@ fn model(below_from: f64) -> (Model, FuncId, Vec<FuncId>, Vec<FuncId>) {
         notes: Vec::new(),
         tests_shown: false,
         front: Default::default(),
+        budget_by_default: false,
         analysis_ids: Default::default(),
     };
     (m, big, above, below)

@@ -91,8 +91,13 @@ fn a_prompt_without_a_budget_gets_the_default_one() {
         let r = Renderer::new(Format::Markdown, None).unwrap();
         let whole = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, None).unwrap();
         assert!(whole.tokens > DEFAULT_RUN_BUDGET, "{}", whole.tokens);
+        // The same number given as `--budget`: not worded as a default.
+        let chosen = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, Some(default)).unwrap();
+        assert!(chosen.text.contains(&format!("To fit the budget of {default} tokens (cl100k_base): ")), "{}", &chosen.text[..2000]);
+        m.budget_by_default = true;
         let fitted = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, Some(m.default_budget())).unwrap();
         assert!(fitted.tokens <= default, "{}", fitted.tokens);
+        assert_eq!(fitted.text.replacen(note_of(tests_shown), "", 1), chosen.text);
         let note = if tests_shown {
             "; a test's prompt gets this budget by default, `--no-budget` shows every function"
         } else {
@@ -105,6 +110,10 @@ fn a_prompt_without_a_budget_gets_the_default_one() {
         let without = fit(&m, super::Layout::DEFAULT, &r, Tokenizer::Cl100kBase, None).unwrap();
         assert_eq!(with.text, without.text);
     }
+}
+
+fn note_of(tests_shown: bool) -> &'static str {
+    super::budget::default_budget_words(tests_shown)
 }
 
 #[test]
@@ -214,6 +223,7 @@ fn test_model(funcs: Funcs, nodes: Vec<ModelNode>, tests_shown: bool) -> Model {
         notes: Vec::new(),
         tests_shown,
         front: Default::default(),
+        budget_by_default: false,
         analysis_ids: Default::default(),
     }
 }

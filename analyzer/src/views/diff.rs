@@ -315,6 +315,15 @@ fn code_under_test(t: &CallTree, cwd: &Path) -> CallTree {
 /// paths, the functions only one run reached, and the source of the functions where the runs
 /// part ways and of those on the differing paths, extracted by the prompt's source machinery
 /// (`traces`: run A then run B, as given to [`diff_traces`]).
+/// The budget of a diff prompt ([`prompt_within`]).
+#[derive(Debug, Clone, Copy)]
+pub struct DiffBudget {
+    pub tokens: usize,
+    pub tokenizer: crate::tokens::Tokenizer,
+    /// The command line's default, not one the caller chose: the prompt says so.
+    pub by_default: bool,
+}
+
 pub fn prompt(question: Option<&str>, d: &Diff, traces: &mut [PreparedTrace]) -> String {
     prompt_within(question, d, traces, None).unwrap_or_else(|e| e.to_string())
 }
@@ -339,7 +348,7 @@ pub fn prompt_within(
     question: Option<&str>,
     d: &Diff,
     traces: &mut [PreparedTrace],
-    budget: Option<(usize, crate::tokens::Tokenizer)>,
+    budget: Option<DiffBudget>,
 ) -> Result<String, DiffTooSmall> {
     let cmd = |t: &PreparedTrace| trace_format::escape::command(&t.meta.argv);
     let (cmd_a, cmd_b) = (cmd(&traces[0]), cmd(&traces[1]));
@@ -396,6 +405,7 @@ pub fn prompt_within(
         notes: model.notes.clone(),
         tests_shown: model.tests_shown,
         front: model.front,
+        budget_by_default: false,
         analysis_ids: Default::default(),
     };
     let layout = Layout { tree: false, sources: true, order: Order::Call, repeat: false };
@@ -415,14 +425,14 @@ pub fn prompt_within(
         }
         let mut notes = doc.notes.clone();
         if !dropped.is_empty() {
-            notes.push(format!("To fit the budget, the source of {} functions is not shown: {}.", dropped.len(), dropped.join(", ")));
+            notes.push(dropped_note(&dropped, budget, restricted.tests_shown));
         }
         let shown: Vec<&DocSource> = sources.iter().zip(kept).filter(|(_, k)| **k).map(|(s, _)| s).collect();
         write_prompt(question, &cmd_a, &cmd_b, d, &tree, &notes, &shown, &why)
     };
     let mut kept = vec![true; sources.len()];
     let mut text = render(&kept, tree_lines.len());
-    let Some((budget, tok)) = budget else { return Ok(text) };
+    let Some(DiffBudget { tokens: budget, tokenizer: tok, .. }) = budget else { return Ok(text) };
     let fits = |t: &str| tok.count(t) <= budget;
     for &i in &drop_order {
         if fits(&text) {
@@ -450,6 +460,18 @@ pub fn prompt_within(
     } else {
         Err(DiffTooSmall { budget, needed: tok.count(&text), tokenizer: tok.name(), front: model.front })
     }
+}
+
+/// The note of a diff prompt whose budget dropped sources: which, and, when the budget is the
+/// command line's default, that it is and how to turn it off.
+fn dropped_note(dropped: &[&str], budget: Option<DiffBudget>, tests_shown: bool) -> String {
+    let of = match budget {
+        Some(b) if b.by_default => {
+            format!(" of {} tokens ({}{})", b.tokens, b.tokenizer.name(), crate::prompt::budget::default_budget_words(tests_shown))
+        }
+        _ => String::new(),
+    };
+    format!("To fit the budget{of}, the source of {} functions is not shown: {}.", dropped.len(), dropped.join(", "))
 }
 
 /// The diff prompt's text (see [`prompt`]).
@@ -537,6 +559,19 @@ mod tests {
     use super::*;
     use crate::testutil::{Ev::C, Ev::R};
     use crate::views::tests::tree_of;
+
+    /// The note of dropped sources says the budget only when it is the default, with how to
+    /// turn it off.
+    #[test]
+    fn a_default_budget_is_said_in_the_dropped_sources_note() {
+        let b = |by_default| Some(DiffBudget { tokens: 20_000, tokenizer: crate::tokens::Tokenizer::O200kBase, by_default });
+        assert_eq!(dropped_note(&["f", "g"], b(false), true), "To fit the budget, the source of 2 functions is not shown: f, g.");
+        assert_eq!(
+            dropped_note(&["f"], b(true), true),
+            "To fit the budget of 20000 tokens (o200k_base; a test's prompt gets this budget by default, `--no-budget` shows \
+             every function), the source of 1 functions is not shown: f."
+        );
+    }
 
     #[test]
     fn one_sided_paths_and_functions() {
