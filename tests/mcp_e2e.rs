@@ -150,6 +150,8 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
         {"tool": "record", "arguments": {"argv": ["no-such-command-xyz"], "cwd": p(d)}},
         // 26: the tests of a run that ran none.
         {"tool": "tests", "arguments": {"trace": p(&shop)}},
+        // 27: a system program that started nothing recorded.
+        {"tool": "record", "arguments": {"argv": ["sh", "-c", "echo to-stderr >&2"], "out": p(&d.join("sh.d"))}},
     ]);
     let r = session(&calls);
     // What each answer cost (`cargo test --test mcp_e2e -- --nocapture`; docs/agents.md).
@@ -335,6 +337,25 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
             )
         )
     );
+    // Nothing recorded: why, in the tool's words (its `env` parameter), once; the program's own
+    // stderr is shown, `trace`'s line (its command line's words, the directory it recorded into
+    // before publishing) is not.
+    let sh = p(&d.join("sh.d"));
+    assert_eq!(
+        result(&r, 27),
+        (
+            true,
+            format!(
+                "slice: error: Recorded `sh -c 'echo to-stderr >&2'` (in {}) into {sh}\nexit status 0; {sh}: the trace recorded no \
+                 process (`sh` is a script or a system program (such as `env` or `sh`), which `trace` does not record itself (the \
+                 `record` tool with `env: {{\"SLICE_TRACE_PATCH\": \"all\"}}` patches system programs): it records the Python and \
+                 native programs started from it, and none of them ran); record it again with the `record` tool\nstdout: (empty)\n\
+                 stderr ({} bytes):\n  to-stderr",
+                root().display(),
+                result(&r, 27).1.split("stderr (").nth(1).and_then(|s| s.split(' ').next()).unwrap_or("?")
+            )
+        )
+    );
     let (err, text) = result(&r, 24);
     assert!(!err && tokens(&text) <= 200, "{} tokens: {text}", tokens(&text));
     assert!(
@@ -442,8 +463,8 @@ fn errors_about_the_trace_directory_name_the_record_tool() {
         format!("{}: not a directory; a trace is the directory that the `record` tool writes (its answer names it)", p(&file)),
         format!("{}: not a trace directory (no valid meta.json); record one with {}", p(&empty), record(&empty)),
         format!(
-            "{}: the trace recorded no process (no p<pid>/ directory with a proc.json); the target may not have started or the shim \
-             was not loaded; record it again with the `record` tool",
+            "{}: the trace recorded no process (`python3` ran, but the Python recorder was not active in it (for example `python -I`, \
+             `-E` or `-S` in a child, or a cleared environment)); record it again with the `record` tool",
             p(&no_process)
         ),
         format!(

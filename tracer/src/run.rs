@@ -15,6 +15,7 @@ use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
+use trace_format::meta::NOTHING_RECORDED;
 use trace_format::{event::FLAG_INCOMPLETE, FuncKind, SourcesDoc, TraceDir, TraceMeta, META_FILE, SOURCES_FILE};
 
 /// The `sitecustomize.py` that loads the Python shim (see the file for what it does).
@@ -362,7 +363,7 @@ fn settle(output: &Output, finished: Result<stats::Summary>, meta: &TraceMeta, o
     match finished {
         Ok(s) if s.processes == 0 && output.rec != output.out => {
             output.discard();
-            eprintln!("trace: nothing was recorded ({}); the earlier trace in {} is kept", s.why_nothing(meta), shown.display());
+            eprintln!("{NOTHING_RECORDED} ({}); the earlier trace in {} is kept", s.why_nothing(meta), shown.display());
         }
         Ok(s) => {
             output.commit()?;
@@ -370,7 +371,7 @@ fn settle(output: &Output, finished: Result<stats::Summary>, meta: &TraceMeta, o
                 eprintln!("trace: warning: the trace in {} is incomplete: {why}", shown.display());
             }
             if s.events == 0 {
-                eprintln!("trace: nothing was recorded in {} ({})", shown.display(), s.why_nothing(meta));
+                eprintln!("{NOTHING_RECORDED} in {} ({})", shown.display(), s.why_nothing(meta));
             } else if !opts.quiet {
                 eprintln!(
                     "trace: {} events, {} process{}, {} thread{} -> {}",

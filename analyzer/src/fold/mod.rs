@@ -434,8 +434,9 @@ pub struct LoadedTrace {
 pub enum LoadError {
     #[error("{}", .error.message(.front))]
     Format { error: FormatError, front: FrontEnd },
-    #[error("{path}: the trace recorded no process (no p<pid>/ directory with a proc.json); the target may not have started or the shim was not loaded; record it again with {}", .front.recorder())]
-    NoProcess { path: PathBuf, front: FrontEnd },
+    /// `why`: [`trace_format::meta::why_nothing`] from meta.json (what the target was).
+    #[error("{path}: the trace recorded no process ({why}); record it again with {}", .front.recorder())]
+    NoProcess { path: PathBuf, why: String, front: FrontEnd },
     #[error("{path}: the run was stopped (signal {signal}) before the program was started: nothing was recorded; record it again with {}", .front.recorder())]
     StoppedBeforeStart { path: PathBuf, signal: i32, front: FrontEnd },
 }
@@ -453,7 +454,8 @@ pub fn load_trace(dir: &Path, interner: &mut Interner, front: FrontEnd) -> Resul
         if let (Some(st), None) = (&td.meta.stopped, &td.meta.exit) {
             return Err(LoadError::StoppedBeforeStart { path: dir.to_path_buf(), signal: st.signal, front });
         }
-        return Err(LoadError::NoProcess { path: dir.to_path_buf(), front });
+        let why = trace_format::meta::why_nothing(Some(&td.meta), &[], &front);
+        return Err(LoadError::NoProcess { path: dir.to_path_buf(), why, front });
     }
     let mut warnings = td.warnings.clone();
     let mut processes = Vec::new();

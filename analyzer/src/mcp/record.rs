@@ -4,7 +4,7 @@
 
 use super::params::RecordParams;
 use crate::cli::common::UsageError;
-use crate::fold::load_trace;
+use crate::fold::{load_trace, LoadError};
 use anyhow::Context;
 use std::collections::HashSet;
 use std::io::Read;
@@ -14,6 +14,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use trace_format::meta::NOTHING_RECORDED;
 use trace_format::reader::read_meta;
 use trace_format::{META_FILE, SOURCES_FILE};
 
@@ -199,13 +200,18 @@ fn trace_error(buf: &Mutex<(Vec<u8>, usize)>) -> Option<String> {
 }
 
 fn shown(name: &str, buf: &Mutex<(Vec<u8>, usize)>) -> String {
+    shown_without(name, buf, |_| false)
+}
+
+/// [`shown`] without the lines `skip` says (counted in the bytes, not shown).
+fn shown_without(name: &str, buf: &Mutex<(Vec<u8>, usize)>, skip: impl Fn(&str) -> bool) -> String {
     let Ok(g) = buf.lock() else { return String::new() };
     let (bytes, total) = (&g.0, g.1);
     if total == 0 {
         return format!("{name}: (empty)\n");
     }
     let text = String::from_utf8_lossy(bytes);
-    let lines: Vec<&str> = text.lines().collect();
+    let lines: Vec<&str> = text.lines().filter(|l| !skip(l)).collect();
     let from = lines.len().saturating_sub(SHOW_LINES);
     let partial = from > 0 || bytes.len() < total;
     let mut s = if partial {
@@ -543,10 +549,16 @@ pub fn record_until(p: &RecordParams, stop: &dyn Fn() -> Option<StopReason>) -> 
             }
             // `trace`'s own refusal (a command not found, an interpreter it cannot record) is
             // the reason, not the unreadable directory it leaves.
-            let why = trace_error(&err_buf).unwrap_or_else(|| format!("the trace cannot be read: {}", at_out(e.to_string())));
+            // A trace that holds no process says why in this tool's words (how to set the
+            // environment is the `env` parameter), which replace `trace`'s own line, worded for
+            // its command line and naming the directory it recorded into before publishing.
+            let why = trace_error(&err_buf).unwrap_or_else(|| match e {
+                LoadError::NoProcess { .. } => at_out(e.to_string()),
+                e => format!("the trace cannot be read: {}", at_out(e.to_string())),
+            });
             let mut msg = format!("{}\n{how}; {why}\n", s.lines().next().unwrap_or_default());
             msg.push_str(&shown("stdout", &out_buf));
-            msg.push_str(&shown("stderr", &err_buf));
+            msg.push_str(&shown_without("stderr", &err_buf, |l| l.starts_with(NOTHING_RECORDED)));
             return drop_rec(Err(anyhow::anyhow!(msg.trim_end().to_string())));
         }
     }

@@ -366,6 +366,10 @@ pub fn nothing_patched(reports: &[&PatchReport], hint: &dyn crate::RecordHint) -
     ))
 }
 
+/// How `trace run`'s stderr line starts when a run recorded nothing (followed by why): the MCP
+/// `record` tool, which says why in its own words, leaves that line out of the stderr it shows.
+pub const NOTHING_RECORDED: &str = "trace: nothing was recorded";
+
 /// Why a run recorded no call, as `trace run` and `slice` say it: entry patching that could
 /// patch none of a process's functions ([`nothing_patched`]), else what the target was
 /// (`meta`'s `target_kind`, `argv`): a shell script or a system program that only starts
