@@ -383,6 +383,17 @@ mod tests {
 
     /// A Rust program: clap's crates from cargo's registry are plumbing, the program's own
     /// derive code under them stays; naming clap keeps its builder and lexer too.
+    /// main -> parse -> (2, 3); main -> 4: an app whose argument parser calls back into it.
+    fn main_parse_run(funcs: Arc<Vec<Function>>) -> crate::calltree::CallTree {
+        let mut b = TreeBuilder::new(funcs);
+        let main = b.child(ROOT, 0);
+        let parse = b.child(main, 1);
+        b.child(parse, 2);
+        b.child(parse, 3);
+        b.child(main, 4);
+        b.finish()
+    }
+
     #[test]
     fn rust_argument_parsing_from_cargos_registry() {
         let reg = "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f";
@@ -394,13 +405,7 @@ mod tests {
             native("<app::Opt as clap_builder::derive::Args>::augment_args", "/w/app/src/main.rs"),
             native("app::run", "/w/app/src/main.rs"),
         ]);
-        let mut b = TreeBuilder::new(funcs);
-        let main = b.child(ROOT, 0);
-        let parse = b.child(main, 1);
-        b.child(parse, 2);
-        b.child(parse, 3);
-        b.child(main, 4);
-        let t = b.finish();
+        let t = main_parse_run(funcs);
         let c = Plumbing::for_prompt("How does app run?", &[], &Selection::default()).collapse(&t, Path::new("/w/app"), &HashSet::new());
         assert_eq!(
             names(&c.tree),
@@ -426,13 +431,7 @@ mod tests {
             nameonly("<app::Opt as clap_builder::derive::Args>::augment_args", false),
             nameonly("app::run", false),
         ]);
-        let mut b = TreeBuilder::new(funcs);
-        let main = b.child(ROOT, 0);
-        let parse = b.child(main, 1);
-        b.child(parse, 2);
-        b.child(parse, 3);
-        b.child(main, 4);
-        let t = b.finish();
+        let t = main_parse_run(funcs);
         let c = Plumbing::for_prompt("How does app run?", &[], &Selection::default()).collapse(&t, Path::new("/w/app"), &HashSet::new());
         assert_eq!(c.packages.iter().collect::<Vec<_>>(), vec!["clap_builder", "clap_lex"]);
         assert_eq!(c.removed, 1);

@@ -285,7 +285,7 @@ pub fn env_for(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::run::NativeFilter;
 
@@ -303,7 +303,9 @@ mod tests {
         }
     }
 
-    fn detected(program: &str, kind: TargetKind) -> Detected {
+    /// A target detected at `/work` (pid 42), not patched, with both shims (also the probe
+    /// lists' tests').
+    pub(crate) fn detected(program: &str, kind: TargetKind) -> Detected {
         Detected {
             program: PathBuf::from(program),
             kind,

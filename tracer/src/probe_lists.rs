@@ -102,7 +102,7 @@ fn write_kind(k: &Kind, plan: &Plan, out: &Path, libraries: &OnceCell<Vec<PathBu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{check_usage, Detected, Inherited, OutputState, Shims};
+    use crate::plan::{check_usage, Detected};
     use crate::run::{NativeFilter, RunOptions};
 
     fn plan(kind: TargetKind, patch: bool, native_ext: bool) -> Plan {
@@ -117,17 +117,7 @@ mod tests {
             native_filter: NativeFilter::default(),
             command: vec!["prog".into()],
         };
-        let d = Detected {
-            program: PathBuf::from("/work/prog"),
-            kind,
-            patch,
-            cwd: PathBuf::from("/work"),
-            pid: 42,
-            output: OutputState::Missing,
-            shims: Shims { python_runtime: Some("/tmp/rt".into()), native: Some("/opt/st/libslicetrace_native.so".into()) },
-            inherited: Inherited::default(),
-            start_unix_ms: 1_700_000_000_000,
-        };
+        let d = Detected { patch, ..crate::plan::tests::detected("/work/prog", kind) };
         Plan::build(&o, &check_usage(&o).unwrap(), &d).unwrap()
     }
 
