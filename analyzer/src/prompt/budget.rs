@@ -171,7 +171,7 @@ fn list(names: &[String], max: usize) -> String {
 }
 
 /// The first `max` of `names` (of `total`), then how many more.
-fn list_of<'n>(names: impl Iterator<Item = &'n str>, total: usize, max: usize) -> String {
+pub(crate) fn list_of<'n>(names: impl Iterator<Item = &'n str>, total: usize, max: usize) -> String {
     let mut s = names.take(max).map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
     if total > max {
         s.push_str(&format!(" and {} more", total - max));

@@ -418,7 +418,8 @@ pub fn prompt_within(
     let mut drop_order: Vec<usize> = (0..sources.len()).collect();
     drop_order.sort_by(|&x, &y| relevance(&sources[x]).total_cmp(&relevance(&sources[y])).then(y.cmp(&x)));
     let render = |kept: &[bool], tree_keep: usize| -> String {
-        let dropped: Vec<&str> = sources.iter().zip(kept).filter(|(_, k)| !**k).map(|(s, _)| s.qualname.as_str()).collect();
+        // Most relevant first (the reverse of the order they were dropped in).
+        let dropped: Vec<&str> = drop_order.iter().rev().filter(|&&i| !kept[i]).map(|&i| sources[i].qualname.as_str()).collect();
         let mut tree: String = tree_lines[..tree_keep].iter().map(|l| format!("{l}\n")).collect();
         if tree_keep < tree_lines.len() {
             tree.push_str(&format!("… {} more lines of call paths left out to fit the budget\n", tree_lines.len() - tree_keep));
@@ -462,8 +463,10 @@ pub fn prompt_within(
     }
 }
 
-/// The note of a diff prompt whose budget dropped sources: which, and, when the budget is the
-/// command line's default, that it is and how to turn it off.
+/// The note of a diff prompt whose budget dropped sources (`dropped`: most relevant first):
+/// how many, the most relevant of them by name (as `slice from-trace`'s notes name them: a
+/// run's diff can drop a thousand), and, when the budget is the command line's default, that
+/// it is and how to turn it off.
 fn dropped_note(dropped: &[&str], budget: Option<DiffBudget>, tests_shown: bool) -> String {
     let of = match budget {
         Some(b) if b.by_default => {
@@ -471,7 +474,8 @@ fn dropped_note(dropped: &[&str], budget: Option<DiffBudget>, tests_shown: bool)
         }
         _ => String::new(),
     };
-    format!("To fit the budget{of}, the source of {} functions is not shown: {}.", dropped.len(), dropped.join(", "))
+    let names = crate::prompt::budget::list_of(dropped.iter().copied(), dropped.len(), crate::prompt::budget::NOTE_NAMES);
+    format!("To fit the budget{of}, the source of {} is not shown: {names}.", crate::testrun::plural(dropped.len(), "function"))
 }
 
 /// The diff prompt's text (see [`prompt`]).
@@ -565,11 +569,19 @@ mod tests {
     #[test]
     fn a_default_budget_is_said_in_the_dropped_sources_note() {
         let b = |by_default| Some(DiffBudget { tokens: 20_000, tokenizer: crate::tokens::Tokenizer::O200kBase, by_default });
-        assert_eq!(dropped_note(&["f", "g"], b(false), true), "To fit the budget, the source of 2 functions is not shown: f, g.");
+        assert_eq!(dropped_note(&["f", "g"], b(false), true), "To fit the budget, the source of 2 functions is not shown: `f`, `g`.");
         assert_eq!(
             dropped_note(&["f"], b(true), true),
             "To fit the budget of 20000 tokens (o200k_base; a test's prompt gets this budget by default, `--no-budget` shows \
-             every function), the source of 1 functions is not shown: f."
+             every function), the source of 1 function is not shown: `f`."
+        );
+        // A thousand dropped: the first ten named, the rest counted.
+        let many: Vec<String> = (0..1000).map(|i| format!("f{i}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        assert_eq!(
+            dropped_note(&many, b(false), false),
+            "To fit the budget, the source of 1000 functions is not shown: `f0`, `f1`, `f2`, `f3`, `f4`, `f5`, `f6`, `f7`, `f8`, \
+             `f9` and 990 more."
         );
     }
 
