@@ -25,7 +25,8 @@ fn small(f: &FuncInfo) -> bool {
             let python = f.language == crate::symbols::Language::Python;
             let code = e.code.lines().filter(|l| {
                 let t = l.trim_start();
-                !t.is_empty() && !(python && t.starts_with('#'))
+                let comment = python && t.starts_with('#');
+                !t.is_empty() && !comment
             });
             let (lines, chars) = code.fold((0, 0), |(n, c), l| (n + 1, c + l.len() + 1));
             f.lexical > 0.0 && lines <= RIDER_MAX_LINES && chars <= RIDER_MAX_CHARS + 1 && e.code.len() <= 2 * RIDER_MAX_CHARS
