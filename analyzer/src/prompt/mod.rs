@@ -447,7 +447,7 @@ impl Model {
             "its relevance".to_string()
         };
         let mut out = vec![format!(
-            "slice: the budget keeps functions in this order, most important first; score: {score}; {RIDER_MARK}: a small function placed right after the unmarked function above it, which calls it or calls beside it a method of its class, whatever its own score"
+            "slice: the budget keeps functions in this order, most important first; score: {score}; {RIDER_MARK}: a small function placed right after the unmarked function above it, which calls it or calls beside it a method of its class (a constructor: any method of its class), whatever its own score"
         )];
         for (i, &(k, anchor)) in prio.iter().take(n).enumerate() {
             if let Some(f) = self.funcs.get(k) {
