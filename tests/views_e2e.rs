@@ -272,6 +272,38 @@ fn diff_finds_the_planted_difference() {
     assert!(same.contains("# functions only in A (0): none"));
 }
 
+/// A diff of two large runs within a budget keeps sources beside its call paths: the paths
+/// take at most half of what the budget leaves beside the rest while there are sources to
+/// show, then get the room the sources leave (before, the paths took it all: no source).
+#[test]
+fn a_large_diff_within_a_budget_keeps_sources_beside_its_paths() {
+    let dir = target_dir().join("views-e2e-large-diff");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut prog = String::from("import sys\n\n");
+    for i in 0..300 {
+        prog.push_str(&format!("def step_{i}(x):\n    return x + {i}\n\n"));
+    }
+    prog.push_str("STEPS = [");
+    prog.push_str(&(0..300).map(|i| format!("step_{i}")).collect::<Vec<_>>().join(", "));
+    prog.push_str("]\n\ndef total(x):\n    for f in STEPS:\n        x = f(x)\n    return x\n\n");
+    prog.push_str("if __name__ == '__main__':\n    print(total(0) if '--all' in sys.argv else 0)\n");
+    std::fs::write(dir.join("steps.py"), prog).unwrap();
+    let (a, b) = (record(&dir, "all.d", &[&python(), "steps.py", "--all"]), record(&dir, "none.d", &[&python(), "steps.py"]));
+    let q = "How does total add up the steps?";
+    let prompt = |budget: &str| slice(&["diff", p(&a), p(&b), "--format", "prompt", "-q", q, "--budget", budget]);
+    let tokens = |t: &str| analyzer::tokens::Tokenizer::O200kBase.count(t);
+    let whole = slice(&["diff", p(&a), p(&b), "--format", "prompt", "-q", q]);
+    assert!(whole.contains("step_299") && tokens(&whole) > 12000, "{} tokens", tokens(&whole));
+    let cut = prompt("6000");
+    assert!((5000..=6000).contains(&tokens(&cut)), "{} tokens", tokens(&cut));
+    // The paths are cut (said), and the most relevant source is there.
+    assert!(cut.contains(" more lines of call paths left out to fit the budget\n"), "{cut}");
+    assert!(cut.contains("#### `total` (") && cut.contains("        x = f(x)\n"), "{cut}");
+    let paths = cut.split("```diff\n").nth(1).and_then(|x| x.split("```").next()).unwrap_or_default();
+    assert!(tokens(paths) <= 3000, "the paths take {} tokens of 6000:\n{cut}", tokens(paths));
+}
+
 // ---------------------------------------------------------------- graph
 
 #[test]

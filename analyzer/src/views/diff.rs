@@ -431,32 +431,53 @@ pub fn prompt_within(
         let shown: Vec<&DocSource> = sources.iter().zip(kept).filter(|(_, k)| **k).map(|(s, _)| s).collect();
         write_prompt(question, &cmd_a, &cmd_b, d, &tree, &notes, &shown, &why)
     };
-    let mut kept = vec![true; sources.len()];
-    let mut text = render(&kept, tree_lines.len());
+    let all = tree_lines.len();
+    let text = render(&vec![true; sources.len()], all);
     let Some(DiffBudget { tokens: budget, tokenizer: tok, .. }) = budget else { return Ok(text) };
-    let fits = |t: &str| tok.count(t) <= budget;
-    for &i in &drop_order {
-        if fits(&text) {
-            return Ok(text);
-        }
-        kept[i] = false;
-        text = render(&kept, tree_lines.len());
-    }
-    // Then the call paths, from the end (a binary search on how many lines to keep).
-    let (mut lo, mut hi) = (1usize.min(tree_lines.len()), tree_lines.len());
-    if fits(&text) {
+    let within = |t: &str, limit: usize| tok.count(t) <= limit;
+    if within(&text, budget) {
         return Ok(text);
     }
-    while lo < hi {
-        let mid = (lo + hi).div_ceil(2);
-        if fits(&render(&kept, mid)) {
-            lo = mid;
-        } else {
-            hi = mid - 1;
+    // The sources kept when the `m` least relevant are dropped.
+    let kept_after = |m: usize| {
+        let mut kept = vec![true; sources.len()];
+        for &i in &drop_order[..m] {
+            kept[i] = false;
         }
+        kept
+    };
+    // The largest count in `lo..=hi` for which `ok` holds (`lo` if none does): `ok` holds up to
+    // some count and not after (more lines of paths or more sources only add text).
+    let largest = |mut lo: usize, mut hi: usize, ok: &dyn Fn(usize) -> bool| {
+        while lo < hi {
+            let mid = (lo + hi).div_ceil(2);
+            if ok(mid) {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        lo
+    };
+    let first = 1usize.min(all);
+    // 1. While there are sources to show, the call paths take at most half of what the budget
+    //    leaves beside the rest of the prompt (a diff of two large runs has thousands of lines
+    //    of paths, which would leave no source).
+    let none = kept_after(sources.len());
+    let fixed = tok.count(&render(&none, first));
+    let half = fixed + budget.saturating_sub(fixed) / 2;
+    let mut tree_keep = all;
+    if !sources.is_empty() && !within(&render(&none, all), half) {
+        tree_keep = largest(first, all, &|k| within(&render(&none, k), half));
     }
-    text = render(&kept, lo);
-    if fits(&text) {
+    // 2. The sources, the least relevant dropped first: as few dropped as fit.
+    let dropped = sources.len() - largest(0, sources.len(), &|m| within(&render(&kept_after(sources.len() - m), tree_keep), budget));
+    let kept = kept_after(dropped);
+    // 3. The paths: as many lines as fit beside those sources (more than half of the budget
+    //    when the sources left room; fewer when even no source leaves too little).
+    let tree_keep = largest(first, all, &|k| within(&render(&kept, k), budget));
+    let text = render(&kept, tree_keep);
+    if within(&text, budget) {
         Ok(text)
     } else {
         Err(DiffTooSmall { budget, needed: tok.count(&text), tokenizer: tok.name(), front: model.front })
