@@ -272,9 +272,11 @@ fn diff_finds_the_planted_difference() {
     assert!(same.contains("# functions only in A (0): none"));
 }
 
-/// A diff of two large runs within a budget keeps sources beside its call paths: the paths
-/// take at most half of what the budget leaves beside the rest while there are sources to
-/// show, then get the room the sources leave (before, the paths took it all: no source).
+/// A diff of two large runs within a budget keeps sources beside its call paths and its lists
+/// of functions only one run reached: the lists take at most a quarter and the paths at most
+/// half of what the budget leaves beside the rest while there are sources to show, then the
+/// paths and the lists get the room the sources leave (before, the paths took it all: no
+/// source; and the lists were never cut).
 #[test]
 fn a_large_diff_within_a_budget_keeps_sources_beside_its_paths() {
     let dir = target_dir().join("views-e2e-large-diff");
@@ -302,6 +304,18 @@ fn a_large_diff_within_a_budget_keeps_sources_beside_its_paths() {
     assert!(cut.contains("#### `total` (") && cut.contains("        x = f(x)\n"), "{cut}");
     let paths = cut.split("```diff\n").nth(1).and_then(|x| x.split("```").next()).unwrap_or_default();
     assert!(tokens(paths) <= 3000, "the paths take {} tokens of 6000:\n{cut}", tokens(paths));
+    // The 300 functions only run A reached are listed as far as a quarter of the room allows,
+    // the rest counted (before, all 300 names: about 3,500 of the 6,000 tokens).
+    let only_a = cut.lines().find(|l| l.starts_with("- Only in run A: ")).unwrap_or_default();
+    let shown = only_a.matches("`step_").count();
+    assert!(shown > 0 && only_a.ends_with(&format!(" and {} more (left out to fit the budget)", 300 - shown)), "{only_a}");
+    assert!(tokens(only_a) <= 1500, "the list takes {} tokens of 6000:\n{cut}", tokens(only_a));
+    assert!(cut.contains("- Only in run B: none\n"), "{cut}");
+    // The module's source (its 300 `def` lines, the most relevant after `total`, over 5,000
+    // tokens) does not fit; it does not keep the small sources after it out (before: `total`
+    // alone).
+    let sources = cut.matches("\n#### `step_").count();
+    assert!(sources >= 40 && !cut.contains("#### `<module>`"), "{sources} step sources:\n{cut}");
 }
 
 // ---------------------------------------------------------------- graph

@@ -39,10 +39,11 @@ pub struct DiffArgs {
     /// With --format prompt: the question to put first (`-` reads standard input).
     #[arg(short, long, value_name = "TEXT")]
     pub question: Option<String>,
-    /// With --format prompt: at most N tokens. The call paths take at most half of the room
-    /// while sources are left to show; sources are dropped least relevant first (what goes with
-    /// failing tests last, then by the question); the paths get the room left; every cut is
-    /// said. Without it a diff prompt is held to 100000 tokens, 20000 when it compares
+    /// With --format prompt: at most N tokens. The lists of functions only one run reached
+    /// take at most a quarter of the room and the call paths at most half while sources are
+    /// left to show; sources are kept most relevant first (what goes with failing tests, then
+    /// by the question), each that fits; the paths, then the lists, get the room left; every
+    /// cut is said. Without it a diff prompt is held to 100000 tokens, 20000 when it compares
     /// tests (--no-budget: no limit); a prompt that fits is unchanged.
     #[arg(long, value_name = "N")]
     pub budget: Option<usize>,

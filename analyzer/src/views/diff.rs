@@ -331,7 +331,7 @@ pub fn prompt(question: Option<&str>, d: &Diff, traces: &mut [PreparedTrace]) ->
 /// A diff prompt that does not fit its budget even with every source dropped and the paths cut.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "{} {budget} is too small for this diff: without any source and with one line of call paths it takes {needed} tokens ({tokenizer}); raise {} or narrow it with {}",
+    "{} {budget} is too small for this diff: without any source, with one line of call paths and no names of functions only one run reached it takes {needed} tokens ({tokenizer}); raise {} or narrow it with {}",
     .front.name(Opt::Budget), .front.name(Opt::Budget), .front.name(Opt::Focus)
 )]
 pub struct DiffTooSmall {
@@ -342,8 +342,10 @@ pub struct DiffTooSmall {
     pub front: FrontEnd,
 }
 
-/// [`prompt`] within a budget: sources dropped least relevant first (by the prompt's ranking:
-/// the spectrum, then the question), then the call paths cut from the end, each cut said.
+/// [`prompt`] within a budget: the sources kept most relevant first (by the prompt's ranking:
+/// the spectrum, then the question) beside a share of the call paths and of the lists of
+/// functions only one run reached, then the paths and the lists cut from the end to what is
+/// left, each cut said.
 pub fn prompt_within(
     question: Option<&str>,
     d: &Diff,
@@ -417,7 +419,7 @@ pub fn prompt_within(
     // Least relevant first: the order sources are dropped in.
     let mut drop_order: Vec<usize> = (0..sources.len()).collect();
     drop_order.sort_by(|&x, &y| relevance(&sources[x]).total_cmp(&relevance(&sources[y])).then(y.cmp(&x)));
-    let render = |kept: &[bool], tree_keep: usize| -> String {
+    let render = |kept: &[bool], tree_keep: usize, list_keep: usize| -> String {
         // Most relevant first (the reverse of the order they were dropped in).
         let dropped: Vec<&str> = drop_order.iter().rev().filter(|&&i| !kept[i]).map(|&i| sources[i].qualname.as_str()).collect();
         let mut tree: String = tree_lines[..tree_keep].iter().map(|l| format!("{l}\n")).collect();
@@ -429,23 +431,17 @@ pub fn prompt_within(
             notes.push(dropped_note(&dropped, budget, restricted.tests_shown));
         }
         let shown: Vec<&DocSource> = sources.iter().zip(kept).filter(|(_, k)| **k).map(|(s, _)| s).collect();
-        write_prompt(question, &cmd_a, &cmd_b, d, &tree, &notes, &shown, &why)
+        write_prompt(question, &cmd_a, &cmd_b, d, &tree, &notes, &shown, &why, list_keep)
     };
     let all = tree_lines.len();
-    let text = render(&vec![true; sources.len()], all);
+    // The longer of the two lists of functions only one run reached: `list_keep` caps each.
+    let listed = d.funcs_only_a.len().max(d.funcs_only_b.len());
+    let text = render(&vec![true; sources.len()], all, listed);
     let Some(DiffBudget { tokens: budget, tokenizer: tok, .. }) = budget else { return Ok(text) };
     let within = |t: &str, limit: usize| tok.count(t) <= limit;
     if within(&text, budget) {
         return Ok(text);
     }
-    // The sources kept when the `m` least relevant are dropped.
-    let kept_after = |m: usize| {
-        let mut kept = vec![true; sources.len()];
-        for &i in &drop_order[..m] {
-            kept[i] = false;
-        }
-        kept
-    };
     // The largest count in `lo..=hi` for which `ok` holds (`lo` if none does): `ok` holds up to
     // some count and not after (more lines of paths or more sources only add text).
     let largest = |mut lo: usize, mut hi: usize, ok: &dyn Fn(usize) -> bool| {
@@ -460,23 +456,54 @@ pub fn prompt_within(
         lo
     };
     let first = 1usize.min(all);
-    // 1. While there are sources to show, the call paths take at most half of what the budget
-    //    leaves beside the rest of the prompt (a diff of two large runs has thousands of lines
-    //    of paths, which would leave no source).
-    let none = kept_after(sources.len());
-    let fixed = tok.count(&render(&none, first));
-    let half = fixed + budget.saturating_sub(fixed) / 2;
-    let mut tree_keep = all;
-    if !sources.is_empty() && !within(&render(&none, all), half) {
-        tree_keep = largest(first, all, &|k| within(&render(&none, k), half));
+    let none = vec![false; sources.len()];
+    // 1. The lists of functions only one run reached take at most a quarter of what the budget
+    //    leaves beside the rest of the prompt while there are sources to show (half when there
+    //    are none), and the call paths at most half while there are sources: a diff of two
+    //    large runs has thousands of lines of paths and of names, which would leave no source.
+    let fixed = tok.count(&render(&none, first, 0));
+    let share = |parts: usize| fixed + budget.saturating_sub(fixed) / parts;
+    let list_share = share(if sources.is_empty() { 2 } else { 4 });
+    let mut list_keep = listed;
+    if !within(&render(&none, first, listed), list_share) {
+        list_keep = largest(0, listed, &|k| within(&render(&none, first, k), list_share));
     }
-    // 2. The sources, the least relevant dropped first: as few dropped as fit.
-    let dropped = sources.len() - largest(0, sources.len(), &|m| within(&render(&kept_after(sources.len() - m), tree_keep), budget));
-    let kept = kept_after(dropped);
+    let mut tree_keep = all;
+    if !sources.is_empty() && !within(&render(&none, all, list_keep), share(2)) {
+        tree_keep = largest(first, all, &|k| within(&render(&none, k, list_keep), share(2)));
+    }
+    // 2. The sources, most relevant first, each taken when its block fits the room left by
+    //    its own count (one large block, a module's, does not keep the smaller ones after it
+    //    out); then the largest part of that choice, in the same order, that fits for real.
+    let base = tok.count(&render(&none, tree_keep, list_keep));
+    let mut left = budget.saturating_sub(base);
+    let mut chosen: Vec<usize> = Vec::new();
+    for &i in drop_order.iter().rev() {
+        let cost = tok.count(&source_block(&sources[i], why.get(&sources[i].func).copied().unwrap_or("")));
+        if cost <= left {
+            left -= cost;
+            chosen.push(i);
+        }
+    }
+    let kept_of = |m: usize| {
+        let mut kept = vec![false; sources.len()];
+        for &i in &chosen[..m] {
+            kept[i] = true;
+        }
+        kept
+    };
+    let kept = kept_of(largest(0, chosen.len(), &|m| m == 0 || within(&render(&kept_of(m), tree_keep, list_keep), budget)));
     // 3. The paths: as many lines as fit beside those sources (more than half of the budget
-    //    when the sources left room; fewer when even no source leaves too little).
-    let tree_keep = largest(first, all, &|k| within(&render(&kept, k), budget));
-    let text = render(&kept, tree_keep);
+    //    when the sources left room; fewer when even no source leaves too little); then the
+    //    lists, as many names as fit beside both (at least what step 1 gave them, unless even
+    //    no source leaves too little).
+    let tree_keep = largest(first, all, &|k| within(&render(&kept, k, list_keep), budget));
+    let list_keep = if within(&render(&kept, tree_keep, list_keep), budget) {
+        largest(list_keep, listed, &|k| within(&render(&kept, tree_keep, k), budget))
+    } else {
+        largest(0, list_keep, &|k| within(&render(&kept, tree_keep, k), budget))
+    };
+    let text = render(&kept, tree_keep, list_keep);
     if within(&text, budget) {
         Ok(text)
     } else {
@@ -510,6 +537,7 @@ fn write_prompt(
     notes: &[String],
     sources: &[&DocSource],
     why: &HashMap<crate::prompt::FuncId, &str>,
+    list_keep: usize,
 ) -> String {
     let fence = fence_for(&[tree]);
     let mut s = String::new();
@@ -540,16 +568,25 @@ the differing paths, in call order.\n",
     s.push_str("\n## Functions reached by only one run\n\n");
     let list = |v: &[OneSided]| -> String {
         if v.is_empty() {
-            "none".to_string()
-        } else {
-            v.iter()
-                .map(|f| match f.ochiai.filter(|o| *o > 0.0) {
-                    Some(o) => format!("{} ({}; Ochiai {o:.2})", escape::code_span(&f.qualname), escape::line(&f.location)),
-                    None => format!("{} ({})", escape::code_span(&f.qualname), escape::line(&f.location)),
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
+            return "none".to_string();
         }
+        let mut names: Vec<String> = v
+            .iter()
+            .take(list_keep)
+            .map(|f| match f.ochiai.filter(|o| *o > 0.0) {
+                Some(o) => format!("{} ({}; Ochiai {o:.2})", escape::code_span(&f.qualname), escape::line(&f.location)),
+                None => format!("{} ({})", escape::code_span(&f.qualname), escape::line(&f.location)),
+            })
+            .collect();
+        if v.len() > names.len() {
+            let more = v.len() - names.len();
+            names.push(if names.is_empty() {
+                format!("{} (left out to fit the budget)", crate::testrun::plural(more, "function"))
+            } else {
+                format!("and {more} more (left out to fit the budget)")
+            });
+        }
+        names.join(", ")
     };
     let ranked = if d.funcs_only_a.iter().chain(&d.funcs_only_b).any(|f| f.ochiai.is_some()) {
         " (most associated with failing tests first)"
@@ -561,20 +598,25 @@ the differing paths, in call order.\n",
     if !sources.is_empty() {
         s.push_str("\n## Source code\n");
         for src in sources {
-            let lines = match (src.first_line, src.last_line) {
-                (Some(a), Some(b)) => format!(":{a}-{b}"),
-                (Some(a), None) => format!(":{a}"),
-                _ => String::new(),
-            };
-            let why = why.get(&src.func).copied().unwrap_or("");
-            s.push_str(&format!("\n#### {} ({}{lines}): {why}\n", escape::code_span(&src.qualname), escape::line(&src.file)));
-            if let Some(note) = &src.note {
-                s.push_str(&format!("\n_{}_\n", escape::line(note)));
-            }
-            if let Some(code) = &src.code {
-                s.push_str(&format!("\n{}{}\n{}\n{}\n", src.fence, escape::line(&src.lang), escape::block(code), src.fence));
-            }
+            s.push_str(&source_block(src, why.get(&src.func).copied().unwrap_or("")));
         }
+    }
+    s
+}
+
+/// A source of the diff prompt: its heading (with `why` the runs reach it), note and code.
+fn source_block(src: &DocSource, why: &str) -> String {
+    let lines = match (src.first_line, src.last_line) {
+        (Some(a), Some(b)) => format!(":{a}-{b}"),
+        (Some(a), None) => format!(":{a}"),
+        _ => String::new(),
+    };
+    let mut s = format!("\n#### {} ({}{lines}): {why}\n", escape::code_span(&src.qualname), escape::line(&src.file));
+    if let Some(note) = &src.note {
+        s.push_str(&format!("\n_{}_\n", escape::line(note)));
+    }
+    if let Some(code) = &src.code {
+        s.push_str(&format!("\n{}{}\n{}\n{}\n", src.fence, escape::line(&src.lang), escape::block(code), src.fence));
     }
     s
 }
