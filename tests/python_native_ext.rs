@@ -296,3 +296,49 @@ fn a_killed_trace_is_merged_when_it_is_read() {
     // Read again: nothing left to merge, the same tree.
     assert_eq!(Tree::of(d.path(), "k.d").text, tree.text);
 }
+
+/// A native program that a Python program starts (`subprocess.run(["./fib", ...])`): with
+/// `--native-ext` it is recorded by entry patching as a process of its own (its functions,
+/// with their source), and the system program it also starts (`/bin/true`) is left alone;
+/// without `--native-ext` no native shim is preloaded and only the Python process is recorded.
+#[test]
+fn a_native_program_a_python_program_starts_is_recorded_with_native_ext() {
+    let d = scratch();
+    let Some(py) = pyenv_python(12) else {
+        missing("python3.12", "CPython 3.12 under $(pyenv root)/versions/3.12.* runs the test's script");
+        return;
+    };
+    let o =
+        run(std::process::Command::new("gcc").current_dir(d.path()).args(["-g", "-O0", "-o", "fib"]).arg(root().join("examples/c/fib.c")));
+    assert!(o.status.success(), "gcc: {:?}", texts(&o));
+    std::fs::write(
+        d.path().join("starts.py"),
+        "import subprocess\n\ndef main():\n    subprocess.run([\"/bin/true\"], check=True)\n    \
+         out = subprocess.run([\"./fib\", \"6\"], capture_output=True, text=True, check=True).stdout\n    \
+         print(out.strip())\n\nmain()\n",
+    )
+    .unwrap();
+    let record = |trace: &str, flags: &[&str]| -> Vec<String> {
+        let o = run(cmd("trace").current_dir(d.path()).args(["run", "-q", "-o", trace]).args(flags).arg("--").arg(&py).arg("starts.py"));
+        let (out, err) = texts(&o);
+        assert!(o.status.success(), "{err}");
+        assert_eq!(out, "fib(6) = 8, total = 179708\n", "the program's own output, untouched");
+        let o = run(cmd("slice").current_dir(d.path()).args(["tree", "--color", "never", trace]));
+        let (text, err) = texts(&o);
+        assert!(o.status.success(), "{err}");
+        text.lines().filter(|l| l.starts_with("── process ")).map(|l| l.split(", thread").next().unwrap_or(l).to_string()).collect()
+    };
+    let procs = record("ext.d", &["--native-ext"]);
+    assert_eq!(procs.len(), 2, "{procs:?}");
+    assert!(procs[0].ends_with(" (./fib 6)") || procs[1].ends_with(" (./fib 6)"), "{procs:?}");
+    let o = run(cmd("slice").current_dir(d.path()).args(["from-trace", "ext.d", "-q", "How is fib computed?"]));
+    let (prompt, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    let fib = source_block(&prompt, "fib").unwrap_or_else(|| panic!("no source of fib:\n{prompt}"));
+    assert!(fib.starts_with("static long fib(int n)\n{"), "{fib}");
+    assert!(prompt.contains("#### `main` (starts.py:3-6)"), "{prompt}");
+    // Without the flag: the Python process only.
+    let procs = record("plain.d", &[]);
+    assert_eq!(procs.len(), 1, "{procs:?}");
+    assert!(procs[0].contains("starts.py"), "{procs:?}");
+}

@@ -103,7 +103,9 @@ the PYTHONPATH/site mechanism the recorder is loaded through).")]
         /// standard library's, not the interpreter or system libraries), by patching their
         /// entries as native programs are; they appear in the tree under the Python function
         /// that called into them, named from their symbols, with their source where their
-        /// debug information allows. Off by default (docs/native-recording.md, "Python
+        /// debug information allows. Native programs the Python program starts
+        /// (`subprocess.run(["./tool"])`) are then recorded too, each as a process of its own,
+        /// as under a shell script. Off by default (docs/native-recording.md, "Python
         /// extension modules").
         #[arg(long)]
         native_ext: bool,

@@ -38,7 +38,8 @@ pub(crate) use dlopen::{slt_dlmopen, slt_dlopen};
 const OFF: u8 = 0;
 const ON: u8 = 1;
 const ALL: u8 = 2;
-/// `--native-ext`: a CPython process's extension modules only.
+/// `--native-ext`: a CPython process's extension modules only (any other process started
+/// under such a run, a native program a Python script runs, is patched as with [`ON`]).
 const EXT: u8 = 3;
 
 /// Patching mode of this process image (set by the constructor; OFF until then, so that a
@@ -162,10 +163,13 @@ pub(crate) fn patch_at_start() {
         Some(trace_format::patching::PatchMode::Off) | None => OFF,
     };
     // A CPython interpreter is recorded by the Python shim, except its extension modules
-    // with `--native-ext`; that mode patches nothing in any other process.
-    if mode == OFF || (is_cpython() != (mode == EXT)) {
+    // with `--native-ext`; under that mode any other process (a native program the Python
+    // program starts) is patched as a native target is.
+    let cpython = is_cpython();
+    if mode == OFF || (cpython && mode != EXT) {
         return;
     }
+    let mode = if mode == EXT && !cpython { ON } else { mode };
     crate::ask::init();
     MODE.store(mode, Ordering::Release);
     patch_new(false);

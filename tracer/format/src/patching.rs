@@ -17,7 +17,8 @@ pub enum PatchMode {
     /// `all`: system libraries and the C runtime too.
     All,
     /// `ext` (`trace run --native-ext`): in a CPython process, only the Python extension
-    /// modules it loads ([`is_extension_module`]); nothing in any other process.
+    /// modules it loads ([`is_extension_module`]); any other process (a native program the
+    /// Python program starts) as with `1`.
     Ext,
 }
 
