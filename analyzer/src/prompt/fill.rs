@@ -82,6 +82,13 @@ const RAN_SHARE: f64 = 0.8;
 /// (rank 10) demotes two worth about 1.5 times its score.
 const PROMOTE_WORTH: f64 = 2.0;
 
+/// A function shown whole or as the code that ran is large enough to be tried by
+/// [`Fill::give_way`] when it takes at least this share of the budget.
+const GIVE_WAY_SHARE: f64 = 0.25;
+
+/// At most this many of the largest shown functions are tried by [`Fill::give_way`].
+const GIVE_WAY_TRIES: usize = 2;
+
 /// At most this many renders refill the room after each promotion.
 const PROMOTE_REFILL_TRIES: usize = 8;
 
@@ -119,8 +126,69 @@ impl Fill<'_> {
     /// [`Fill::refill`] then [`Fill::promote`], each with at most `max_tries` renders, from the
     /// walk's state `steps` (rendered as `best`).
     pub(super) fn run(&mut self, max_tries: usize, steps: Vec<Step>, best: Fitted) -> Result<(Vec<Step>, Fitted), BudgetError> {
-        let (steps, best) = self.refill(max_tries, steps, best)?;
-        self.promote(max_tries, steps, best)
+        let (steps, best) = self.refill(max_tries, steps, best, None)?;
+        let (steps, best) = self.promote(max_tries, steps, best)?;
+        self.give_way(steps, best)
+    }
+
+    /// The score of what a state shows: the sum of [`Model::priority_score`] over the
+    /// functions with a source block that it shows whole or as the code that ran.
+    fn shown_worth(&self, steps: &[Step]) -> (f64, rustc_hash::FxHashSet<FuncId>) {
+        let levels = cut_levels(steps);
+        let shown: rustc_hash::FxHashSet<FuncId> = self
+            .prio
+            .iter()
+            .copied()
+            .filter(|&k| has_block(self.model, k) && levels.get(&k).is_none_or(|c| c.ran && !c.named && !c.signed))
+            .collect();
+        let worth = shown.iter().map(|&k| self.model.funcs.get(k).map_or(0.0, |f| self.model.priority_score(f).max(0.0))).sum();
+        (worth, shown)
+    }
+
+    /// A large function shown (whole or as the code that ran) gives way to the functions below
+    /// it that its room would hold, when together they are worth more than it. The walk cuts
+    /// in priority order, so where a large function's code fits, it stays and the smaller,
+    /// less important functions after it are cut; with a little less room it is elided and
+    /// they come back whole: more room lost them (pycparser-statement-expr-comma: at 4,000
+    /// tokens the fix's function is whole, at 4,500 and 5,000 yacc's 270-line
+    /// `parseopt_notrack`, rank 11 of score 191, took 2,165 tokens as the code that ran and cut
+    /// the thirteen functions ranked 12 to 24, worth 306 together). Here the largest shown
+    /// functions (each at least [`GIVE_WAY_SHARE`] of the budget; not the first in priority,
+    /// which the walk keeps in its own segment) are tried at their signature with the room
+    /// refilled; the state that shows more worth ([`Fill::shown_worth`]) is kept.
+    fn give_way(&mut self, mut steps: Vec<Step>, mut best: Fitted) -> Result<(Vec<Step>, Fitted), BudgetError> {
+        let (model, est, budget) = (self.model, self.est, self.budget);
+        let levels = cut_levels(&steps);
+        let mut large: Vec<(FuncId, f64)> = self
+            .prio
+            .iter()
+            .skip(1)
+            .copied()
+            .filter(|&k| has_block(model, k))
+            .filter_map(|k| match levels.get(&k) {
+                None => Some((k, est.block(k).0)),
+                Some(c) if c.ran && !c.named && !c.signed => Some((k, ran_form(est, k).unwrap_or(est.block(k).0))),
+                _ => None,
+            })
+            .filter(|&(_, cost)| cost >= GIVE_WAY_SHARE * budget as f64)
+            .collect();
+        large.sort_by(|a, b| b.1.total_cmp(&a.1));
+        for &(k, _) in large.iter().take(GIVE_WAY_TRIES) {
+            let (worth, _) = self.shown_worth(&steps);
+            let cut = if elision_saves(model, k) { Step::Signature(k) } else { Step::Name(k) };
+            let cand: Vec<Step> =
+                steps.iter().filter(|s| !matches!(s, Step::Ran(x) if *x == k)).copied().chain(std::iter::once(cut)).collect();
+            let r = (self.eval)(&cand)?;
+            if r.tokens > budget {
+                continue;
+            }
+            let (s, b) = self.refill(PROMOTE_REFILL_TRIES, cand, r, Some(k))?;
+            if self.shown_worth(&s).0 > worth {
+                steps = s;
+                best = b;
+            }
+        }
+        Ok((steps, best))
     }
 
     /// Fill the room the walk left. The walk degrades in steps of whole functions, so the state it
@@ -135,7 +203,14 @@ impl Fill<'_> {
     /// partial form (`docs/prompts.md`). So a wide tree with
     /// thousands of small cut functions takes a few renders, not one per function. Every accepted
     /// state is rendered and counted for real, so the result still fits.
-    pub(super) fn refill(&mut self, max_tries: usize, mut steps: Vec<Step>, mut best: Fitted) -> Result<(Vec<Step>, Fitted), BudgetError> {
+    /// `held`: a function that stays as it is (not raised).
+    pub(super) fn refill(
+        &mut self,
+        max_tries: usize,
+        mut steps: Vec<Step>,
+        mut best: Fitted,
+        held: Option<FuncId>,
+    ) -> Result<(Vec<Step>, Fitted), BudgetError> {
         let (prio, est, budget) = (self.prio, self.est, self.budget);
         /// A raise: the function back to whole, to the code that ran, or from name only to its
         /// signature.
@@ -161,7 +236,7 @@ impl Fill<'_> {
             out
         };
         // Raises given up: a whole that did not fit (its signature may still), then the signature.
-        let mut failed: Vec<(FuncId, Raise)> = Vec::new();
+        let mut failed: Vec<(FuncId, Raise)> = held.into_iter().flat_map(|k| [(k, Raise::Whole), (k, Raise::Ran), (k, Raise::Signature)]).collect();
         let mut tries = 0;
         while tries < max_tries {
             let room = budget.saturating_sub(best.tokens) as f64;
@@ -326,7 +401,7 @@ impl Fill<'_> {
                 if r.tokens <= budget {
                     let fill = max_tries.saturating_sub(tries).clamp(1, PROMOTE_REFILL_TRIES);
                     tries += fill;
-                    let (s, b) = self.refill(fill, cand, r)?;
+                    let (s, b) = self.refill(fill, cand, r, None)?;
                     steps = s;
                     best = b;
                     break;

@@ -555,7 +555,7 @@ fn the_refill_raises_what_fits_in_batches_and_halves_what_does_not() {
     };
     // Room for all: one render raises them all.
     let (_, all) =
-        Fill { model: &m, prio: &prio, est: &est, budget: 100_000, eval: &mut eval }.refill(48, steps.clone(), start.clone()).unwrap();
+        Fill { model: &m, prio: &prio, est: &est, budget: 100_000, eval: &mut eval }.refill(48, steps.clone(), start.clone(), None).unwrap();
     assert_eq!((all.tokens, renders), (100 + 10 * (prio.len() - 1), 1));
     // Room for two raises while the estimate fits more: the batch is halved until it fits,
     // then the rest is tried again, a single raise given up when it does not fit.
@@ -565,7 +565,7 @@ fn the_refill_raises_what_fits_in_batches_and_halves_what_does_not() {
         Ok(Fitted { text: String::new(), tokens: size(s), exact: true, report: None })
     };
     let (_, two) =
-        Fill { model: &m, prio: &prio, est: &est, budget: 120, eval: &mut eval }.refill(48, steps.clone(), start.clone()).unwrap();
+        Fill { model: &m, prio: &prio, est: &est, budget: 120, eval: &mut eval }.refill(48, steps.clone(), start.clone(), None).unwrap();
     assert_eq!(two.tokens, 120);
     assert!(renders <= 8, "{renders} renders");
     // The tries are capped.
@@ -574,7 +574,7 @@ fn the_refill_raises_what_fits_in_batches_and_halves_what_does_not() {
         n += 1;
         Ok(Fitted { text: String::new(), tokens: size(s) + 1_000_000, exact: true, report: None })
     };
-    Fill { model: &m, prio: &prio, est: &est, budget: 100_000, eval: &mut eval }.refill(3, steps, start).unwrap();
+    Fill { model: &m, prio: &prio, est: &est, budget: 100_000, eval: &mut eval }.refill(3, steps, start, None).unwrap();
     assert_eq!(n, 3);
 }
 
