@@ -31,7 +31,8 @@ use std::path::{Path, PathBuf};
 pub struct FuncAt {
     /// Demangled qualified name (C++ with its parameter list, Rust without its hash).
     pub qualname: String,
-    /// Language of its compile unit ([`Lang::Unknown`] from the symbol table).
+    /// Language of its compile unit; from the symbol table, [`Lang::Rust`] for a Rust-mangled
+    /// symbol, else [`Lang::Unknown`].
     pub lang: Lang,
     pub file: Option<PathBuf>,
     /// `DW_AT_decl_line`.
@@ -42,6 +43,10 @@ pub struct FuncAt {
     pub entry: u64,
     /// What answered: DWARF or the symbol table.
     pub found_in: FoundIn,
+    /// Whether `file` and the lines come from the line table because no DIE declares the
+    /// function (line-tables-only DWARF): `first_line` is then the first line of its code
+    /// (normally its `fn` line, where the prologue is), not `DW_AT_decl_line`.
+    pub from_line_table: bool,
     /// Functions inlined at the address, outermost first (empty at a function's entry, as a
     /// rule: inlined code starts after the prologue).
     pub inlined_at: Vec<InlinedFrame>,
@@ -201,14 +206,17 @@ impl SymbolTable {
         let i = self.syms.partition_point(|s| s.0 <= addr);
         let (start, size, name) = self.syms.get(i.checked_sub(1)?)?;
         if *start == addr || addr < start + (*size).max(1) {
+            // A Rust-mangled symbol says its language.
+            let lang = if crate::demangle::is_rust_symbol(name) { Lang::Rust } else { Lang::Unknown };
             Some(FuncAt {
-                qualname: demangle(name, Lang::Unknown),
-                lang: Lang::Unknown,
+                qualname: demangle(name, lang),
+                lang,
                 file: None,
                 first_line: None,
                 last_line: None,
                 entry: *start,
                 found_in: FoundIn::SymbolTable,
+                from_line_table: false,
                 inlined_at: Vec::new(),
             })
         } else {
@@ -275,6 +283,7 @@ fn dwarf_functions(obj: &object::File, link: &[u64], symbols: &SymbolTable) -> R
                 last_line,
                 entry: s.entry,
                 found_in: FoundIn::Dwarf,
+                from_line_table: s.from_line_table,
                 inlined_at: nesting_path(s.inlined_at.iter().filter(|(h, _)| *h == a).map(|(_, f)| f)),
             })
         })
