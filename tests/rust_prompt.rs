@@ -1,6 +1,8 @@
 //! End-to-end: Rust programs in prompts (docs/prompts.md, "Rust"). A Rust CLI from crates.io
-//! (hexyl 0.16.0, release with `debug = 1`) and the project's own `slice` binary (debug
-//! build), recorded by entry patching (`SLICE_TRACE_PATCH=1`), then `slice from-trace`:
+//! (hexyl 0.16.0, release with `debug = 1`), the project's own `slice` binary (debug build;
+//! clap's crates with line tables only, the other dependencies without debug information: the
+//! root `Cargo.toml`) and a small program whose dependency has no debug information or line
+//! tables only, recorded by entry patching (`SLICE_TRACE_PATCH=1`), then `slice from-trace`:
 //! exact source spans from DWARF, `std`/`core`/`alloc` hidden by default and shown with
 //! `--stdlib`, generic instances merged into one tree line, closures printed once (inside the
 //! function that defines them).
@@ -309,8 +311,10 @@ fn a_dependency_without_full_debug_information_gives_distinct_meaningful_lines()
         if debug == "false" {
             continue;
         }
-        // Line tables only: the inlined methods with their paths, `W<T>::size`'s two instances
-        // one line, and at their source lines.
+        // Line tables only: `run`, whose unit has no subprogram DIE (nothing is inlined into
+        // it), at its lines; the inlined methods with their paths, `W<T>::size`'s two
+        // instances one line, at their source lines.
+        assert!(text.contains("regdep::run  (cargo-registry/regdep-1.0.0/src/lib.rs:13)"), "{text}");
         let inlined: Vec<&str> = text.lines().map(str::trim).filter(|l| l.contains(" [inlined]")).collect();
         for (name, at) in [
             ("regdep::a::W::size [inlined]", "cargo-registry/regdep-1.0.0/src/a.rs:5"),

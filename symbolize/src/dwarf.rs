@@ -494,3 +494,52 @@ fn undeclared_lines(
         }
     }
 }
+
+/// For each address range `(start, end)` of `ranges` (sorted, not overlapping) that the line
+/// tables cover: the file of the row at the lowest address and the smallest and largest line of
+/// the rows in that file, by `start`. For functions that no DIE describes (a unit built with
+/// line tables only and nothing inlined has no subprogram DIE).
+pub fn lines_over(dwarf: &gimli::Dwarf<R>, ranges: &[(u64, u64)]) -> Result<HashMap<u64, (PathBuf, u32, u32)>, gimli::Error> {
+    let mut out = HashMap::new();
+    if ranges.is_empty() {
+        return Ok(out);
+    }
+    // Per range: (lowest address, its file), and the lines by file.
+    let mut first: HashMap<usize, (u64, Option<PathBuf>)> = HashMap::new();
+    let mut lines: HashMap<(usize, PathBuf), (u32, u32)> = HashMap::new();
+    let mut units = dwarf.units();
+    while let Some(header) = units.next()? {
+        let Ok(unit) = dwarf.unit(header) else { continue };
+        let unit = unit.unit_ref(dwarf);
+        let Some(program) = unit.line_program.clone() else { continue };
+        let mut files: HashMap<u64, Option<PathBuf>> = HashMap::new();
+        let mut rows = program.rows();
+        while let Ok(Some((_, row))) = rows.next_row() {
+            if row.end_sequence() {
+                continue;
+            }
+            let Some(line) = row.line() else { continue };
+            let a = row.address();
+            let Some(k) = ranges.partition_point(|r| r.0 <= a).checked_sub(1) else { continue };
+            if a >= ranges[k].1 {
+                continue;
+            }
+            let fi = row.file_index();
+            let Some(path) = files.entry(fi).or_insert_with(|| file_path(&unit, fi)).clone() else { continue };
+            let l = line.get().min(u32::MAX as u64) as u32;
+            let e = lines.entry((k, path.clone())).or_insert((l, l));
+            *e = (e.0.min(l), e.1.max(l));
+            let f = first.entry(k).or_insert((a, Some(path.clone())));
+            if a < f.0 {
+                *f = (a, Some(path));
+            }
+        }
+    }
+    for (k, (_, path)) in first {
+        let Some(path) = path else { continue };
+        if let Some(&(a, b)) = lines.get(&(k, path.clone())) {
+            out.insert(ranges[k].0, (path, a, b));
+        }
+    }
+    Ok(out)
+}

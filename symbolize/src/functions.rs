@@ -224,6 +224,14 @@ impl SymbolTable {
         }
     }
 
+    /// The address range (start, end) of the function symbol holding `addr`, when its size
+    /// is known.
+    fn range_at(&self, addr: u64) -> Option<(u64, u64)> {
+        let i = self.syms.partition_point(|s| s.0 <= addr);
+        let (start, size, _) = self.syms.get(i.checked_sub(1)?)?;
+        (*size > 0 && addr < start + size).then_some((*start, start + size))
+    }
+
     /// The raw name of the symbol at exactly `addr`.
     fn exact(&self, addr: u64) -> Option<&str> {
         let i = self.syms.partition_point(|s| s.0 < addr);
@@ -249,8 +257,10 @@ fn nesting_path<'a>(frames: impl Iterator<Item = &'a InlinedFrame>) -> Vec<Inlin
     path
 }
 
-/// Resolve link-time addresses with the DWARF of `obj`; `None` for addresses no subprogram
-/// holds.
+/// Resolve link-time addresses with the DWARF of `obj`: the subprogram holding each; else the
+/// symbol-table function holding it, with the file and lines the line table gives its code
+/// (a unit with line tables only and no inlined code has no subprogram DIE); `None` for
+/// addresses neither holds.
 fn dwarf_functions(obj: &object::File, link: &[u64], symbols: &SymbolTable) -> Result<Vec<Option<FuncAt>>, gimli::Error> {
     let sections = Sections::of(obj);
     let dwarf = sections.dwarf();
@@ -258,10 +268,31 @@ fn dwarf_functions(obj: &object::File, link: &[u64], symbols: &SymbolTable) -> R
     wanted.sort_unstable();
     wanted.dedup();
     let found = dwarf::walk_subprograms(&dwarf, &wanted)?;
+    // Addresses no subprogram holds, in a function of the symbol table: a unit built with line
+    // tables only and nothing inlined has no subprogram DIE at all, but its line table still
+    // covers the function's code.
+    let bare: Vec<(u64, u64)> = wanted
+        .iter()
+        .filter(|a| !found.contains_key(a))
+        .filter_map(|&a| symbols.range_at(a))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let lines = dwarf::lines_over(&dwarf, &bare)?;
     Ok(link
         .iter()
         .map(|&a| {
-            let s = found.get(&a)?;
+            let Some(s) = found.get(&a) else {
+                let mut f = symbols.function_at(a)?;
+                if let Some((file, first, last)) = symbols.range_at(a).and_then(|r| lines.get(&r.0)) {
+                    f.file = Some(file.clone());
+                    f.first_line = Some(*first);
+                    f.last_line = Some(*last);
+                    f.found_in = FoundIn::Dwarf;
+                    f.from_line_table = true;
+                }
+                return Some(f);
+            };
             let mut qualname = s.qualname.clone();
             // Functions with internal linkage (static functions, lambdas, templates over
             // local types) have no DW_AT_linkage_name; the symbol table keeps their mangled

@@ -330,4 +330,14 @@ fn line_tables_only_functions_take_their_file_and_lines_from_the_line_table() {
         assert_eq!((p.file.as_deref(), p.first_line, p.from_line_table), (Some(src.join("lib.rs").as_path()), Some(5), true), "{p:?}");
         assert!(p.last_line.is_some_and(|l| l >= 10), "{p:?}");
     }
+    // `run`, whether or not a subprogram DIE describes it (a unit with nothing inlined has
+    // none): its file and lines from the line table, its name from the symbol table.
+    let (run, _) = symbol(&exe, "dep::run");
+    let found = ObjectFile::open(&exe).unwrap().functions_at(&exe, &[run]);
+    let f = found.funcs[0].as_ref().expect("run");
+    assert_eq!(
+        (f.qualname.as_str(), f.file.as_deref(), f.first_line, f.last_line, f.from_line_table),
+        ("dep::run", Some(src.join("lib.rs").as_path()), Some(14), Some(16), true),
+        "{f:?}"
+    );
 }

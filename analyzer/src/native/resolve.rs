@@ -145,7 +145,9 @@ pub fn resolve_chains(addrs: &[NativeAddr], recorded: Option<&SourcesDoc>) -> (V
         out.into_iter().zip(addrs).map(|(f, a)| f.unwrap_or_else(|| Resolved::plain(fallback(a, None)))).collect();
     refine_spans(&mut funcs);
     group_instances(&mut funcs);
-    adopt_sources(&mut funcs);
+    adopt_sources(&mut funcs, Undeclared::No);
+    unify_named_spans(&mut funcs);
+    adopt_sources(&mut funcs, Undeclared::Named);
     (funcs.into_iter().map(|r| (r.func, r.outer)).collect(), warnings)
 }
 
@@ -453,17 +455,24 @@ fn group_instances(funcs: &mut [Resolved]) {
     }
 }
 
-/// Give a Rust function known only by its symbol ([`Function::rust_symbol`]: its copy was
-/// built without debug information, a dependency's with `debug = false`) the source of the
-/// function of the same name and object that DWARF describes (a copy of it instantiated in a
-/// crate built with debug information), so that both are one function: a Rust symbol's
-/// demangled path, hash left out, names one source function. Left alone when DWARF gives that
-/// name two different sources (two versions of one crate).
-fn adopt_sources(funcs: &mut [Resolved]) {
+/// Give a Rust function whose source DWARF does not declare the source of the function of the
+/// same name and object that DWARF does declare (a copy of it instantiated in a crate built
+/// with full debug information), so that both are one function: a Rust symbol's demangled
+/// path, hash left out, names one source function. The functions that take it: those known
+/// only by their symbol ([`Function::rust_symbol`]: their copy was built without debug
+/// information, a dependency's with `debug = false`), and those whose lines come from the line
+/// table ([`Undeclared`]: line tables only), whose first line is that of their first code when
+/// the source is not on disk to find the `fn` line. Left alone when DWARF gives that name two
+/// different sources (two versions of one crate). `from`: which functions give their source:
+/// those DWARF declares ([`Undeclared::No`]); or, in a second pass for the functions known by
+/// their symbol only, those named by their symbols whose lines come from the line table
+/// ([`Undeclared::Named`], after [`unify_named_spans`]).
+fn adopt_sources(funcs: &mut [Resolved], from: Undeclared) {
     type Source = (Option<PathBuf>, Option<u32>, Option<u32>);
     let mut known: HashMap<(Option<String>, String), Option<Source>> = HashMap::new();
     for r in funcs.iter().filter(|r| r.lang == Lang::Rust) {
-        for f in std::iter::once(&r.func).chain(&r.outer).filter(|f| f.file.is_some()) {
+        let outer = r.outer.iter().zip(r.outer_undeclared.iter().copied().chain(std::iter::repeat(Undeclared::No)));
+        for (f, _) in std::iter::once((&r.func, r.func_undeclared)).chain(outer).filter(|(f, u)| f.file.is_some() && *u == from) {
             let src = (f.file.clone(), f.first_line, f.last_line);
             known
                 .entry((f.object.clone(), f.qualname.clone()))
@@ -479,15 +488,55 @@ fn adopt_sources(funcs: &mut [Resolved]) {
         return;
     }
     for r in funcs.iter_mut() {
-        let f = &mut r.func;
-        if !f.rust_symbol {
-            continue;
+        let undeclared =
+            std::iter::once(r.func_undeclared).chain(r.outer_undeclared.iter().copied().chain(std::iter::repeat(Undeclared::No)));
+        for (f, u) in std::iter::once(&mut r.func).chain(r.outer.iter_mut()).zip(undeclared) {
+            if !f.rust_symbol && (u == Undeclared::No || from != Undeclared::No) {
+                continue;
+            }
+            if let Some(Some((file, first, last))) = known.get(&(f.object.clone(), f.qualname.clone())) {
+                f.file = file.clone();
+                f.first_line = *first;
+                f.last_line = *last;
+                f.rust_symbol = false;
+            }
         }
-        if let Some(Some((file, first, last))) = known.get(&(f.object.clone(), f.qualname.clone())) {
-            f.file = file.clone();
-            f.first_line = *first;
-            f.last_line = *last;
-            f.rust_symbol = false;
+    }
+}
+
+/// Give the copies of one Rust function that no DIE declares, named by their symbols (a full
+/// path: [`Undeclared::Named`]) and in one file, one span: the smallest first line and the
+/// largest last line among them. Each copy's lines are those of its own code (when the source
+/// is not on disk to find its `fn` line), which differ between copies whose code differs
+/// (`Option::default` for one type and another). Closures (`f::{{closure}}`, which legacy names
+/// do not number) keep their own lines: there the lines tell two closures apart.
+fn unify_named_spans(funcs: &mut [Resolved]) {
+    type Name = (Option<String>, PathBuf, String);
+    let mut spans: HashMap<Name, (u32, u32)> = HashMap::new();
+    let named = |f: &Function, u: Undeclared| u == Undeclared::Named && !f.qualname.ends_with("{{closure}}");
+    for r in funcs.iter().filter(|r| r.lang == Lang::Rust) {
+        let undeclared =
+            std::iter::once(r.func_undeclared).chain(r.outer_undeclared.iter().copied().chain(std::iter::repeat(Undeclared::No)));
+        for (f, u) in std::iter::once(&r.func).chain(&r.outer).zip(undeclared) {
+            let (Some(file), Some(a), Some(b)) = (&f.file, f.first_line, f.last_line) else { continue };
+            if named(f, u) {
+                let e = spans.entry((f.object.clone(), file.clone(), f.qualname.clone())).or_insert((a, b));
+                *e = (e.0.min(a), e.1.max(b));
+            }
+        }
+    }
+    for r in funcs.iter_mut().filter(|r| r.lang == Lang::Rust) {
+        let undeclared =
+            std::iter::once(r.func_undeclared).chain(r.outer_undeclared.iter().copied().chain(std::iter::repeat(Undeclared::No)));
+        for (f, u) in std::iter::once(&mut r.func).chain(r.outer.iter_mut()).zip(undeclared) {
+            if !named(f, u) {
+                continue;
+            }
+            let Some(file) = f.file.clone() else { continue };
+            if let Some(&(a, b)) = spans.get(&(f.object.clone(), file, f.qualname.clone())) {
+                f.first_line = Some(a);
+                f.last_line = Some(b);
+            }
         }
     }
 }
