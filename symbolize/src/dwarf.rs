@@ -381,6 +381,9 @@ fn last_lines(unit: &gimli::UnitRef<R>, subs: &mut [(Vec<u64>, Sub)], files: &mu
     }
 }
 
+/// A line table row, or a call site taken as one: (address, file index, line).
+type Row = (u64, u64, u32);
+
 /// An inlined instance inside a subprogram.
 #[derive(Debug, Clone)]
 struct Instance {
@@ -398,7 +401,7 @@ struct Instance {
 /// right inside it (those not inside another one), each as a row at its first address: a
 /// function whose body is one call that was inlined too (`Vec::capacity`, which is
 /// `self.buf.capacity()`) has no code of its own, only that call's line.
-fn own_code(instances: &[Instance], k: usize) -> (Vec<(u64, u64)>, Vec<(u64, u64, u32)>) {
+fn own_code(instances: &[Instance], k: usize) -> (Vec<(u64, u64)>, Vec<Row>) {
     let Some(me) = instances.get(k) else { return (Vec::new(), Vec::new()) };
     let inside: Vec<&Instance> = instances[k + 1..].iter().take_while(|i| i.depth > me.depth).collect();
     let nested: Vec<(u64, u64)> = inside.iter().flat_map(|i| i.ranges.iter().copied()).collect();
