@@ -1,6 +1,8 @@
 //! End-to-end: Rust programs in prompts (docs/prompts.md, "Rust"). A Rust CLI from crates.io
-//! (hexyl 0.16.0, release with `debug = 1`) and the project's own `slice` binary (debug
-//! build), recorded by entry patching (`SLICE_TRACE_PATCH=1`), then `slice from-trace`:
+//! (hexyl 0.16.0, release with `debug = 1`), the project's own `slice` binary (debug build;
+//! clap's crates with line tables only, the other dependencies without debug information: the
+//! root `Cargo.toml`) and a small program whose dependency has no debug information or line
+//! tables only, recorded by entry patching (`SLICE_TRACE_PATCH=1`), then `slice from-trace`:
 //! exact source spans from DWARF, `std`/`core`/`alloc` hidden by default and shown with
 //! `--stdlib`, generic instances merged into one tree line, closures printed once (inside the
 //! function that defines them).
@@ -212,4 +214,117 @@ fn the_slice_binary_prompt_prints_closures_once() {
         }
     }
     assert!(inside >= 5, "closures inside a printed function: {inside} of {}", closures.len());
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().expect("a parent")).expect("mkdir");
+    std::fs::write(path, text).expect("write");
+}
+
+/// A dependency from cargo's registry with a generic function instantiated twice inside it
+/// (`pick`, by `run`) and three methods named `size` inlined into it: two of one module's file
+/// (`W<T>::size`, instantiated for `u32` and `u8`, and `U::size`), one of another's.
+const DEP_LIB: &str = "pub mod a;
+pub mod b;
+
+#[inline(never)]
+pub fn pick<F: Fn(u64) -> bool>(f: F, x: u64) -> u64 {
+    if f(x) {
+        a::W(x as u32).size() + a::W(x as u8).size() + a::U(x).size()
+    } else {
+        b::V(x as u16).size()
+    }
+}
+
+#[inline(never)]
+pub fn run(x: u64) -> u64 {
+    pick(|v| v > 1, x) + pick(|v| v > 5, x)
+}
+";
+const DEP_A: &str = "pub struct W<T>(pub T);
+pub struct U(pub u64);
+
+impl<T: Copy + Into<u64>> W<T> {
+    #[inline(always)]
+    pub fn size(&self) -> u64 {
+        let v: u64 = self.0.into();
+        v + 1
+    }
+}
+
+impl U {
+    #[inline(always)]
+    pub fn size(&self) -> u64 {
+        self.0 * 3
+    }
+}
+";
+const DEP_B: &str = "pub struct V<T>(pub T);
+
+impl<T: Copy + Into<u64>> V<T> {
+    #[inline(always)]
+    pub fn size(&self) -> u64 {
+        let v: u64 = self.0.into();
+        v * 2
+    }
+}
+";
+
+/// A Rust program whose dependency is built without debug information (`debug = false`) or
+/// with line tables only (`debug = "line-tables-only"`, what cargo's docs suggest for release
+/// backtraces): the copies of one generic function are one tree line, as with full debug
+/// information, and the dependency's inlined methods, which line-tables-only DWARF names only
+/// `size<u32>`, are named by their module and `impl` block (docs/prompts.md, "Rust").
+#[test]
+fn a_dependency_without_full_debug_information_gives_distinct_meaningful_lines() {
+    let d = scratch();
+    let dep = d.path().join("home/registry/src/index.crates.io-1949cf8c6b5b557f/regdep-1.0.0");
+    write(&dep.join("Cargo.toml"), "[package]\nname = \"regdep\"\nversion = \"1.0.0\"\nedition = \"2021\"\n");
+    write(&dep.join("src/lib.rs"), DEP_LIB);
+    write(&dep.join("src/a.rs"), DEP_A);
+    write(&dep.join("src/b.rs"), DEP_B);
+    let app = d.path().join("app");
+    write(&app.join("src/main.rs"), "fn main() {\n    println!(\"{}\", regdep::run(std::hint::black_box(3)));\n}\n");
+    for debug in ["false", "\"line-tables-only\""] {
+        write(
+            &app.join("Cargo.toml"),
+            &format!(
+                "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n[dependencies]\nregdep = {{ path = \"{}\" }}\n\n[profile.dev.package.regdep]\ndebug = {debug}\n",
+                dep.display()
+            ),
+        );
+        let out = run(std::process::Command::new("cargo")
+            .args(["build", "--offline", "--quiet"])
+            .current_dir(&app)
+            .env("CARGO_TARGET_DIR", app.join("target"))
+            .env_remove("RUSTFLAGS"));
+        assert!(out.status.success(), "cargo build: {:?}", texts(&out));
+        let t = d.path().join(format!("t-{}.d", debug.trim_matches('"')));
+        trace_patched(&t, &app.join("target/debug/app"), &[]);
+        let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).args(["-q", "what does run add?", "--variant", "T"]));
+        let lines = tree(&prompt);
+        assert_siblings_distinct(&lines);
+        // `pick`'s two instances: one line under `run`, called twice.
+        let text = tree_text(&prompt);
+        assert_eq!(text.matches("regdep::pick").count(), 1, "debug = {debug}:\n{text}");
+        assert!(text.lines().any(|l| l.contains("regdep::pick") && l.ends_with(" ×2")), "debug = {debug}:\n{text}");
+        if debug == "false" {
+            continue;
+        }
+        // Line tables only: `run`, whose unit has no subprogram DIE (nothing is inlined into
+        // it), at its lines; the inlined methods with their paths, `W<T>::size`'s two
+        // instances one line, at their source lines.
+        assert!(text.contains("regdep::run  (cargo-registry/regdep-1.0.0/src/lib.rs:13)"), "{text}");
+        let inlined: Vec<&str> = text.lines().map(str::trim).filter(|l| l.contains(" [inlined]")).collect();
+        for (name, at) in [
+            ("regdep::a::W::size [inlined]", "cargo-registry/regdep-1.0.0/src/a.rs:5"),
+            ("regdep::a::U::size [inlined]", "cargo-registry/regdep-1.0.0/src/a.rs:13"),
+            ("regdep::b::V<T>::size<u16> [inlined]", "cargo-registry/regdep-1.0.0/src/b.rs:4"),
+        ] {
+            assert!(inlined.iter().any(|l| l.starts_with(name) && l.contains(at)), "{name} at {at}:\n{text}");
+        }
+        assert_eq!(inlined.len(), 3, "{text}");
+        let pick = lines.iter().position(|(_, l)| l == "regdep::pick").expect("pick");
+        assert!(lines.iter().filter(|(_, l)| l.ends_with(" [inlined]")).all(|(depth, _)| *depth == lines[pick].0 + 1), "{text}");
+    }
 }

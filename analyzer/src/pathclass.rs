@@ -93,6 +93,7 @@ mod tests {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            rust_symbol: false,
             made_in: None,
             inlined: false,
         }
@@ -154,6 +155,7 @@ mod tests {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            rust_symbol: false,
             made_in: None,
             inlined: false,
         };
@@ -235,6 +237,7 @@ mod tests {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            rust_symbol: false,
             made_in: None,
             inlined: false,
         };
@@ -254,6 +257,7 @@ mod tests {
             program_library: own,
             program_crate: false,
             dependency_crate: false,
+            rust_symbol: false,
             made_in: None,
             ..f(q)
         };
@@ -388,6 +392,7 @@ mod tests {
             program_library: false,
             program_crate: own,
             dependency_crate: false,
+            rust_symbol: false,
             made_in: None,
             inlined: false,
         };

@@ -328,6 +328,7 @@ mod tests {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            rust_symbol: false,
             made_in: None,
             inlined: false,
         }

@@ -537,6 +537,7 @@ f = lambda x: x + 1
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            rust_symbol: false,
             made_in: None,
             inlined: false,
         };

@@ -50,6 +50,11 @@ pub struct Function {
     /// a crate neither the program's nor the standard library's, a dependency's
     /// ([`crate::native::paths::rust_name_origin`]): shown as installed packages are.
     pub dependency_crate: bool,
+    /// Native, without a source file: named by a Rust-mangled symbol (legacy or v0), whose
+    /// demangled path, hash left out, names one source function: the copies rustc makes of it
+    /// (generic instances) are one function in the tree ([`crate::fold::fold_classes`]), as
+    /// they are with a source file ([`crate::native::resolve`]).
+    pub rust_symbol: bool,
     /// Native code the compiler inlined into its caller, shown where an inline probe saw it
     /// run (docs/native-recording.md, "Inlined functions"): it ran inside the function above
     /// it in the tree, without a call.
@@ -75,6 +80,7 @@ impl Function {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            rust_symbol: false,
             made_in: None,
             inlined: false,
         }
@@ -280,6 +286,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
                 program_library: false,
                 program_crate: false,
                 dependency_crate: false,
+                rust_symbol: false,
                 made_in: made_in.clone(),
                 inlined: false,
             },
@@ -294,6 +301,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
                 program_library: false,
                 program_crate: false,
                 dependency_crate: false,
+                rust_symbol: false,
                 made_in: None,
                 inlined: false,
             },
@@ -516,6 +524,7 @@ mod tests {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            rust_symbol: false,
             made_in: None,
             inlined: false,
         };
@@ -551,6 +560,7 @@ mod tests {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            rust_symbol: false,
             made_in: None,
             inlined: false,
         };
@@ -620,6 +630,7 @@ mod tests {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            rust_symbol: false,
             made_in: None,
             inlined: false,
         };

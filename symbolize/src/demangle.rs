@@ -33,8 +33,7 @@ pub fn demangle(name: &str, lang: Lang) -> String {
     // A compiler's copy of a function (`.llvm.N` after LTO or ThinLTO, gcc's `.isra.N`,
     // `.constprop.N`, `.part.N`, `.lto_priv.N`) runs the same source function: named as it.
     let name = strip_clone_suffix(name);
-    let looks_rust = name.starts_with("_R") || (name.starts_with("_ZN") && name.ends_with('E') && name.contains("17h"));
-    if lang == Lang::Rust || (lang == Lang::Unknown && looks_rust) {
+    if lang == Lang::Rust || (lang == Lang::Unknown && looks_rust(name)) {
         if let Ok(d) = rustc_demangle::try_demangle(name) {
             return format!("{d:#}");
         }
@@ -48,6 +47,18 @@ pub fn demangle(name: &str, lang: Lang) -> String {
         }
     }
     name.to_string()
+}
+
+/// Whether a symbol looks Rust-mangled: v0 (`_R...`) or legacy (`_ZN...17h<hash>E`).
+fn looks_rust(name: &str) -> bool {
+    name.starts_with("_R") || (name.starts_with("_ZN") && name.ends_with('E') && name.contains("17h"))
+}
+
+/// Whether a symbol is a Rust-mangled name (v0, or legacy with its hash), clone suffixes
+/// aside: its demangled path names one source function, whatever instance it is.
+pub fn is_rust_symbol(name: &str) -> bool {
+    let name = strip_clone_suffix(name);
+    looks_rust(name) && rustc_demangle::try_demangle(name).is_ok()
 }
 
 /// Suffixes compilers append to the symbol of a copy of a function (a clone specialised for
@@ -247,6 +258,15 @@ mod tests {
         assert_eq!(demangle("parse_row.cold", Lang::C), "parse_row.cold", "a cold fragment is not the function");
         assert_eq!(demangle("file.name.v2", Lang::C), "file.name.v2");
         assert_eq!(demangle(".llvm.5", Lang::C), ".llvm.5");
+    }
+
+    #[test]
+    fn rust_symbols_are_told_by_their_mangling() {
+        assert!(is_rust_symbol("_ZN4core3fmt5write17h0123456789abcdefE"));
+        assert!(is_rust_symbol("_ZN6ignore3dir6Ignore14matched_ignore17h4968df2f62eb72aaE.llvm.4519946975059345890"));
+        assert!(is_rust_symbol("_RINvCs1234_5hello5parsehEB2_"));
+        assert!(!is_rust_symbol("_ZNK6Circle4areaEv"), "C++");
+        assert!(!is_rust_symbol("parse_row.isra.0"), "C");
     }
 
     #[test]

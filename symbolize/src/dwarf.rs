@@ -8,7 +8,12 @@
 //! - last line: the largest line of the line table over the subprogram's own address ranges,
 //!   in its own file, leaving out the ranges of code inlined into it;
 //! - inlined code: the `DW_TAG_inlined_subroutine`s containing a wanted address, outermost
-//!   first, with their call site.
+//!   first, with their call site. An inlined function whose DIEs say nowhere where it is
+//!   declared (a unit built with line tables only, `-C debuginfo=line-tables-only` or
+//!   `-gmlt`: its abstract subprogram has a bare `DW_AT_name`, no namespace around it, no
+//!   `DW_AT_decl_file`) takes its file and lines from the line table over the instance's own
+//!   code (its ranges less those of the instances nested in it): the file of its first row,
+//!   and the smallest and largest line in that file ([`InlinedFrame::from_line_table`]).
 
 use crate::demangle::{demangle, Lang};
 use crate::units::{die_ranges, file_index, file_path, follow_origins, Xref, R};
@@ -24,12 +29,19 @@ pub struct Sub {
     pub lang: Lang,
     pub file: Option<PathBuf>,
     pub decl_line: Option<u32>,
+    /// Whether `file` and `decl_line` come from the line table, no DIE declaring the function
+    /// (line-tables-only DWARF: a bare `DW_AT_name`, no `DW_AT_decl_file`): the file of the
+    /// row at its entry and the smallest line of its own code there.
+    pub from_line_table: bool,
     /// Where the subprogram's code starts: the beginning of its first address range
     /// (`DW_AT_low_pc`, or the first of `DW_AT_ranges`, which is the entry's: a `.cold` part
     /// that gcc moves out of line comes later in the list, though at a lower address).
     pub entry: u64,
     ranges: Vec<(u64, u64)>,
     inlined: Vec<(u64, u64)>,
+    /// Every inlined instance in the subprogram, in DIE order (for the own code of an
+    /// instance whose function no DIE declares).
+    instances: Vec<Instance>,
     last_line: Option<u32>,
     /// For each wanted address inside code inlined into this subprogram: the inlined
     /// functions there, outermost first.
@@ -49,6 +61,13 @@ pub struct InlinedFrame {
     /// table over an instance's code also holds the lines of the code inlined into it.)
     pub file: Option<PathBuf>,
     pub first_line: Option<u32>,
+    /// The largest line of its own code in `file`, when `file` and `first_line` come from the
+    /// line table (`from_line_table`); else `None`.
+    pub last_line: Option<u32>,
+    /// Whether `file`, `first_line` and `last_line` come from the line table rows of the
+    /// instance's own code because no DIE declares the function (line-tables-only DWARF):
+    /// `first_line` is then the first line of its body that has code, not its `fn` line.
+    pub from_line_table: bool,
     /// Depth of the instance's DIE in its unit: nested instances are deeper.
     pub depth: u32,
 }
@@ -83,6 +102,9 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
         let unit = unit.unit_ref(dwarf);
         let mut lang = Lang::Unknown;
         let mut subs: Vec<(Vec<u64>, Sub)> = Vec::new();
+        // Inlined frames whose function no DIE declares: (sub, index in its `inlined_at`,
+        // index in its `instances`).
+        let mut pending: Vec<(usize, usize, usize)> = Vec::new();
         let mut stack: Vec<(isize, Option<usize>)> = Vec::new();
         let mut scopes: Vec<Scope> = Vec::new();
         let mut depth: isize = 0;
@@ -143,9 +165,11 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
                             lang,
                             file,
                             decl_line: decl_line.map(|l| l as u32),
+                            from_line_table: false,
                             entry,
                             ranges,
                             inlined: Vec::new(),
+                            instances: Vec::new(),
                             last_line: None,
                             inlined_at: Vec::new(),
                         };
@@ -169,6 +193,14 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
                 gimli::DW_TAG_inlined_subroutine => {
                     if let Some(&(_, Some(i))) = stack.last() {
                         let r = die_ranges(&unit, entry);
+                        let instance = subs[i].1.instances.len();
+                        let call = (entry.attr_value(gimli::DW_AT_call_file).ok().flatten().and_then(file_index))
+                            .zip(entry.attr_value(gimli::DW_AT_call_line).ok().flatten().and_then(|v| v.udata_value()));
+                        subs[i].1.instances.push(Instance {
+                            depth: depth.max(0) as u32,
+                            ranges: r.clone(),
+                            call: call.map(|(f, l)| (f, l.min(u32::MAX as u64) as u32)),
+                        });
                         let inside: Vec<u64> = subs[i].0.iter().copied().filter(|&h| in_ranges(&r, h)).collect();
                         if !inside.is_empty() {
                             let id = die_identity(&unit, entry, &mut xref);
@@ -184,6 +216,7 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
                                 Some(p) => p,
                                 None => id.file.and_then(|f| files.entry(f).or_insert_with(|| file_path(&unit, f)).clone()),
                             };
+                            let undeclared = file.is_none() && id.line.is_none();
                             for h in inside {
                                 let frame = InlinedFrame {
                                     qualname: qualname.clone(),
@@ -191,8 +224,13 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
                                     call_line: call_line.map(|l| l.min(u32::MAX as u64) as u32),
                                     file: file.clone(),
                                     first_line: id.line.map(|l| l.min(u32::MAX as u64) as u32),
+                                    last_line: None,
+                                    from_line_table: false,
                                     depth: depth.max(0) as u32,
                                 };
+                                if undeclared {
+                                    pending.push((i, subs[i].1.inlined_at.len(), instance));
+                                }
                                 subs[i].1.inlined_at.push((h, frame));
                             }
                         }
@@ -206,6 +244,7 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
             continue;
         }
         last_lines(&unit, &mut subs, &mut files);
+        undeclared_lines(&unit, &mut subs, &pending, &mut files);
         for (hits, sub) in subs {
             for h in hits {
                 let better = match found.get(&h) {
@@ -285,13 +324,17 @@ impl Identity {
 }
 
 /// Set each subprogram's last line: the largest line of the line table over its address
-/// ranges, in its own file, outside the code inlined into it.
+/// ranges, in its own file, outside the code inlined into it. A subprogram that no DIE
+/// declares (line tables only) takes its file and first line from those rows too
+/// ([`Sub::from_line_table`]).
 fn last_lines(unit: &gimli::UnitRef<R>, subs: &mut [(Vec<u64>, Sub)], files: &mut HashMap<u64, Option<PathBuf>>) {
     let Some(program) = unit.line_program.clone() else { return };
     // (begin, end, sub index), sorted by begin, for a binary search per row.
     let mut index: Vec<(u64, u64, usize)> =
         subs.iter().enumerate().flat_map(|(i, (_, s))| s.ranges.iter().map(move |&(b, e)| (b, e, i))).collect();
     index.sort_unstable();
+    // The rows of the subprograms no DIE declares: (address, file index, line).
+    let mut undeclared: HashMap<usize, Vec<(u64, u64, u32)>> = HashMap::new();
     let mut rows = program.rows();
     while let Ok(Some((_, row))) = rows.next_row() {
         if row.end_sequence() {
@@ -310,6 +353,11 @@ fn last_lines(unit: &gimli::UnitRef<R>, subs: &mut [(Vec<u64>, Sub)], files: &mu
                 continue;
             }
             let fi = row.file_index();
+            if sub.file.is_none() && sub.decl_line.is_none() {
+                // Declared nowhere (line tables only): its rows decide, below.
+                undeclared.entry(si).or_default().push((a, fi, line.get().min(u32::MAX as u64) as u32));
+                break;
+            }
             let same_file = match &sub.file {
                 None => true,
                 Some(f) => files.entry(fi).or_insert_with(|| file_path(unit, fi)).as_deref() == Some(f.as_path()),
@@ -321,4 +369,180 @@ fn last_lines(unit: &gimli::UnitRef<R>, subs: &mut [(Vec<u64>, Sub)], files: &mu
             break;
         }
     }
+    for (si, own) in undeclared {
+        let sub = &mut subs[si].1;
+        // The file of its entry's row; its first and last line there.
+        let Some(&(_, file, _)) = own.iter().min_by_key(|r| r.0) else { continue };
+        let lines = own.iter().filter(|r| r.1 == file).map(|r| r.2);
+        sub.decl_line = lines.clone().min();
+        sub.last_line = lines.max();
+        sub.file = files.entry(file).or_insert_with(|| file_path(unit, file)).clone();
+        sub.from_line_table = true;
+    }
+}
+
+/// A line table row, or a call site taken as one: (address, file index, line).
+type Row = (u64, u64, u32);
+
+/// An inlined instance inside a subprogram.
+#[derive(Debug, Clone)]
+struct Instance {
+    /// Depth of its DIE in the unit.
+    depth: u32,
+    ranges: Vec<(u64, u64)>,
+    /// `DW_AT_call_file` (an index of the unit's line table) and `DW_AT_call_line`: a line of
+    /// the function it is inlined into.
+    call: Option<(u64, u32)>,
+}
+
+/// The own code of instance `k` of `instances` (in DIE order): its ranges less those of the
+/// instances nested in it (the following ones deeper than it, up to the next one at its depth
+/// or above; a lexical block may stand between them); and the call sites of the instances
+/// right inside it (those not inside another one), each as a row at its first address: a
+/// function whose body is one call that was inlined too (`Vec::capacity`, which is
+/// `self.buf.capacity()`) has no code of its own, only that call's line.
+fn own_code(instances: &[Instance], k: usize) -> (Vec<(u64, u64)>, Vec<Row>) {
+    let Some(me) = instances.get(k) else { return (Vec::new(), Vec::new()) };
+    let inside: Vec<&Instance> = instances[k + 1..].iter().take_while(|i| i.depth > me.depth).collect();
+    let nested: Vec<(u64, u64)> = inside.iter().flat_map(|i| i.ranges.iter().copied()).collect();
+    let mut out = Vec::new();
+    for &(b, e) in &me.ranges {
+        // Cut [b, e) by every nested range.
+        let mut pieces = vec![(b, e)];
+        for &(nb, ne) in &nested {
+            pieces = pieces
+                .into_iter()
+                .flat_map(|(pb, pe)| {
+                    if ne <= pb || nb >= pe {
+                        vec![(pb, pe)]
+                    } else {
+                        [(pb, nb.max(pb)), (ne.min(pe), pe)].into_iter().filter(|(x, y)| y > x).collect()
+                    }
+                })
+                .collect();
+        }
+        out.extend(pieces);
+    }
+    let mut calls = Vec::new();
+    for (j, i) in inside.iter().enumerate() {
+        let Some(&(start, _)) = i.ranges.first() else { continue };
+        let in_another = inside[..j].iter().any(|o| o.depth < i.depth && in_ranges(&o.ranges, start));
+        if let (false, Some((file, line))) = (in_another, i.call) {
+            calls.push((start, file, line));
+        }
+    }
+    (out, calls)
+}
+
+/// Give the inlined frames `pending` ((sub, frame, instance)) whose function no DIE declares
+/// a file and lines from the line table: over the instance's own code ([`own_code`]), the
+/// file of the row at the lowest address, and the smallest and largest line of the rows in
+/// that file.
+fn undeclared_lines(
+    unit: &gimli::UnitRef<R>,
+    subs: &mut [(Vec<u64>, Sub)],
+    pending: &[(usize, usize, usize)],
+    files: &mut HashMap<u64, Option<PathBuf>>,
+) {
+    if pending.is_empty() {
+        return;
+    }
+    let Some(program) = unit.line_program.clone() else { return };
+    // One entry per distinct instance: (sub, instance) -> slot.
+    let mut slots: HashMap<(usize, usize), usize> = HashMap::new();
+    // (begin, end, slot), sorted by begin.
+    let mut index: Vec<(u64, u64, usize)> = Vec::new();
+    let mut call_rows: Vec<Vec<(u64, u64, u32)>> = Vec::new();
+    for &(si, _, k) in pending {
+        let n = slots.len();
+        if let std::collections::hash_map::Entry::Vacant(v) = slots.entry((si, k)) {
+            v.insert(n);
+            let (ranges, calls) = own_code(&subs[si].1.instances, k);
+            index.extend(ranges.into_iter().map(|(b, e)| (b, e, n)));
+            call_rows.push(calls);
+        }
+    }
+    index.sort_unstable();
+    // Per slot: the rows of its own code, (address, file index, line), its calls first.
+    let mut rows_of: Vec<Vec<(u64, u64, u32)>> = call_rows;
+    let mut rows = program.rows();
+    while let Ok(Some((_, row))) = rows.next_row() {
+        if row.end_sequence() {
+            continue;
+        }
+        let Some(line) = row.line() else { continue };
+        let a = row.address();
+        let i = index.partition_point(|r| r.0 <= a);
+        // Own ranges of distinct instances do not overlap, but those of one instance seen
+        // through two hits might: look back a few entries.
+        for &(b, e, slot) in index[..i].iter().rev().take(4) {
+            if a >= b && a < e {
+                rows_of[slot].push((a, row.file_index(), line.get().min(u32::MAX as u64) as u32));
+                break;
+            }
+        }
+    }
+    for &(si, fi, k) in pending {
+        let Some(&slot) = slots.get(&(si, k)) else { continue };
+        let own = &rows_of[slot];
+        let Some(&(_, file, _)) = own.iter().min_by_key(|r| r.0) else { continue };
+        let lines = own.iter().filter(|r| r.1 == file).map(|r| r.2);
+        let (first, last) = (lines.clone().min(), lines.max());
+        let path = files.entry(file).or_insert_with(|| file_path(unit, file)).clone();
+        if let Some((_, frame)) = subs[si].1.inlined_at.get_mut(fi) {
+            frame.file = path;
+            frame.first_line = first;
+            frame.last_line = last;
+            frame.from_line_table = true;
+        }
+    }
+}
+
+/// For each address range `(start, end)` of `ranges` (sorted, not overlapping) that the line
+/// tables cover: the file of the row at the lowest address and the smallest and largest line of
+/// the rows in that file, by `start`. For functions that no DIE describes (a unit built with
+/// line tables only and nothing inlined has no subprogram DIE).
+pub fn lines_over(dwarf: &gimli::Dwarf<R>, ranges: &[(u64, u64)]) -> Result<HashMap<u64, (PathBuf, u32, u32)>, gimli::Error> {
+    let mut out = HashMap::new();
+    if ranges.is_empty() {
+        return Ok(out);
+    }
+    // Per range: (lowest address, its file), and the lines by file.
+    let mut first: HashMap<usize, (u64, Option<PathBuf>)> = HashMap::new();
+    let mut lines: HashMap<(usize, PathBuf), (u32, u32)> = HashMap::new();
+    let mut units = dwarf.units();
+    while let Some(header) = units.next()? {
+        let Ok(unit) = dwarf.unit(header) else { continue };
+        let unit = unit.unit_ref(dwarf);
+        let Some(program) = unit.line_program.clone() else { continue };
+        let mut files: HashMap<u64, Option<PathBuf>> = HashMap::new();
+        let mut rows = program.rows();
+        while let Ok(Some((_, row))) = rows.next_row() {
+            if row.end_sequence() {
+                continue;
+            }
+            let Some(line) = row.line() else { continue };
+            let a = row.address();
+            let Some(k) = ranges.partition_point(|r| r.0 <= a).checked_sub(1) else { continue };
+            if a >= ranges[k].1 {
+                continue;
+            }
+            let fi = row.file_index();
+            let Some(path) = files.entry(fi).or_insert_with(|| file_path(&unit, fi)).clone() else { continue };
+            let l = line.get().min(u32::MAX as u64) as u32;
+            let e = lines.entry((k, path.clone())).or_insert((l, l));
+            *e = (e.0.min(l), e.1.max(l));
+            let f = first.entry(k).or_insert((a, Some(path.clone())));
+            if a < f.0 {
+                *f = (a, Some(path));
+            }
+        }
+    }
+    for (k, (_, path)) in first {
+        let Some(path) = path else { continue };
+        if let Some(&(a, b)) = lines.get(&(k, path.clone())) {
+            out.insert(ranges[k].0, (path, a, b));
+        }
+    }
+    Ok(out)
 }

@@ -31,7 +31,8 @@ use std::path::{Path, PathBuf};
 pub struct FuncAt {
     /// Demangled qualified name (C++ with its parameter list, Rust without its hash).
     pub qualname: String,
-    /// Language of its compile unit ([`Lang::Unknown`] from the symbol table).
+    /// Language of its compile unit; from the symbol table, [`Lang::Rust`] for a Rust-mangled
+    /// symbol, else [`Lang::Unknown`].
     pub lang: Lang,
     pub file: Option<PathBuf>,
     /// `DW_AT_decl_line`.
@@ -42,6 +43,10 @@ pub struct FuncAt {
     pub entry: u64,
     /// What answered: DWARF or the symbol table.
     pub found_in: FoundIn,
+    /// Whether `file` and the lines come from the line table because no DIE declares the
+    /// function (line-tables-only DWARF): `first_line` is then the first line of its code
+    /// (normally its `fn` line, where the prologue is), not `DW_AT_decl_line`.
+    pub from_line_table: bool,
     /// Functions inlined at the address, outermost first (empty at a function's entry, as a
     /// rule: inlined code starts after the prologue).
     pub inlined_at: Vec<InlinedFrame>,
@@ -201,19 +206,30 @@ impl SymbolTable {
         let i = self.syms.partition_point(|s| s.0 <= addr);
         let (start, size, name) = self.syms.get(i.checked_sub(1)?)?;
         if *start == addr || addr < start + (*size).max(1) {
+            // A Rust-mangled symbol says its language.
+            let lang = if crate::demangle::is_rust_symbol(name) { Lang::Rust } else { Lang::Unknown };
             Some(FuncAt {
-                qualname: demangle(name, Lang::Unknown),
-                lang: Lang::Unknown,
+                qualname: demangle(name, lang),
+                lang,
                 file: None,
                 first_line: None,
                 last_line: None,
                 entry: *start,
                 found_in: FoundIn::SymbolTable,
+                from_line_table: false,
                 inlined_at: Vec::new(),
             })
         } else {
             None
         }
+    }
+
+    /// The address range (start, end) of the function symbol holding `addr`, when its size
+    /// is known.
+    fn range_at(&self, addr: u64) -> Option<(u64, u64)> {
+        let i = self.syms.partition_point(|s| s.0 <= addr);
+        let (start, size, _) = self.syms.get(i.checked_sub(1)?)?;
+        (*size > 0 && addr < start + size).then_some((*start, start + size))
     }
 
     /// The raw name of the symbol at exactly `addr`.
@@ -241,8 +257,10 @@ fn nesting_path<'a>(frames: impl Iterator<Item = &'a InlinedFrame>) -> Vec<Inlin
     path
 }
 
-/// Resolve link-time addresses with the DWARF of `obj`; `None` for addresses no subprogram
-/// holds.
+/// Resolve link-time addresses with the DWARF of `obj`: the subprogram holding each; else the
+/// symbol-table function holding it, with the file and lines the line table gives its code
+/// (a unit with line tables only and no inlined code has no subprogram DIE); `None` for
+/// addresses neither holds.
 fn dwarf_functions(obj: &object::File, link: &[u64], symbols: &SymbolTable) -> Result<Vec<Option<FuncAt>>, gimli::Error> {
     let sections = Sections::of(obj);
     let dwarf = sections.dwarf();
@@ -250,10 +268,31 @@ fn dwarf_functions(obj: &object::File, link: &[u64], symbols: &SymbolTable) -> R
     wanted.sort_unstable();
     wanted.dedup();
     let found = dwarf::walk_subprograms(&dwarf, &wanted)?;
+    // Addresses no subprogram holds, in a function of the symbol table: a unit built with line
+    // tables only and nothing inlined has no subprogram DIE at all, but its line table still
+    // covers the function's code.
+    let bare: Vec<(u64, u64)> = wanted
+        .iter()
+        .filter(|a| !found.contains_key(a))
+        .filter_map(|&a| symbols.range_at(a))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let lines = dwarf::lines_over(&dwarf, &bare)?;
     Ok(link
         .iter()
         .map(|&a| {
-            let s = found.get(&a)?;
+            let Some(s) = found.get(&a) else {
+                let mut f = symbols.function_at(a)?;
+                if let Some((file, first, last)) = symbols.range_at(a).and_then(|r| lines.get(&r.0)) {
+                    f.file = Some(file.clone());
+                    f.first_line = Some(*first);
+                    f.last_line = Some(*last);
+                    f.found_in = FoundIn::Dwarf;
+                    f.from_line_table = true;
+                }
+                return Some(f);
+            };
             let mut qualname = s.qualname.clone();
             // Functions with internal linkage (static functions, lambdas, templates over
             // local types) have no DW_AT_linkage_name; the symbol table keeps their mangled
@@ -275,6 +314,7 @@ fn dwarf_functions(obj: &object::File, link: &[u64], symbols: &SymbolTable) -> R
                 last_line,
                 entry: s.entry,
                 found_in: FoundIn::Dwarf,
+                from_line_table: s.from_line_table,
                 inlined_at: nesting_path(s.inlined_at.iter().filter(|(h, _)| *h == a).map(|(_, f)| f)),
             })
         })

@@ -222,3 +222,122 @@ fn every_inline_probe_start_is_inside_inlined_code() {
         assert!(!f.inlined_at.is_empty(), "{:#x} ({s:?}) is in {} with no inlined code there", s.addr, f.qualname);
     }
 }
+
+/// A Rust library built with line tables only (`-C debuginfo=line-tables-only`, cargo's
+/// `debug = "line-tables-only"`): its DIEs name a function by a bare `DW_AT_name`
+/// (`size<u32>`, no namespace, no linkage name, no declaration file or line), so two methods
+/// of one name in two modules look alike. Their file and lines come from the line table over
+/// each one's own code: an inlined one's from its instance, an out-of-line one's from its
+/// ranges (its name from the symbol table). (A generic function is built where it is
+/// instantiated: `run` instantiates `pick` inside the library.)
+const RUST_LIB: &str = "pub mod a;
+pub mod b;
+
+#[inline(never)]
+pub fn pick<F: Fn(u64) -> bool>(f: F, x: u64) -> u64 {
+    if f(x) {
+        a::W(x as u32).size()
+    } else {
+        b::V(x as u16).size()
+    }
+}
+
+#[inline(never)]
+pub fn run(x: u64) -> u64 {
+    pick(|v| v > 1, x) + pick(|v| v > 2, x)
+}
+";
+const RUST_A: &str = "pub struct W<T>(pub T);
+
+impl<T: Copy + Into<u64>> W<T> {
+    #[inline(always)]
+    pub fn size(&self) -> u64 {
+        let v: u64 = self.0.into();
+        v + 1
+    }
+}
+";
+const RUST_B: &str = "pub struct V<T>(pub T);
+
+impl<T: Copy + Into<u64>> V<T> {
+    #[inline(always)]
+    pub fn size(&self) -> u64 {
+        let v: u64 = self.0.into();
+        v * 2
+    }
+}
+";
+
+#[test]
+fn line_tables_only_functions_take_their_file_and_lines_from_the_line_table() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    for (name, text) in [("lib.rs", RUST_LIB), ("a.rs", RUST_A), ("b.rs", RUST_B)] {
+        std::fs::write(src.join(name), text).unwrap();
+    }
+    std::fs::write(d.path().join("main.rs"), "fn main() {\n    println!(\"{}\", dep::run(3));\n}\n").unwrap();
+    sh(Command::new("rustc").current_dir(d.path()).args([
+        "--edition=2021",
+        "--crate-type=rlib",
+        "--crate-name=dep",
+        "-Cdebuginfo=line-tables-only",
+        "-o",
+        "libdep.rlib",
+        "src/lib.rs",
+    ]));
+    sh(Command::new("rustc").current_dir(d.path()).args([
+        "--edition=2021",
+        "-Cdebuginfo=0",
+        "--extern",
+        "dep=libdep.rlib",
+        "-o",
+        "prog",
+        "main.rs",
+    ]));
+    let exe = d.path().join("prog");
+    let data = std::fs::read(&exe).unwrap();
+    let obj = object::File::parse(&*data).unwrap();
+    let starts = crate::inlined::instance_starts(&obj, |_| true, 100_000).unwrap();
+    let addrs: Vec<u64> = starts.iter().map(|s| s.addr).collect();
+    let found = ObjectFile::open(&exe).unwrap().functions_at(&exe, &addrs);
+    // The inlined `size` methods, each at its own file and lines (the body's code, from the
+    // line after its `fn` line to its closing brace), told apart by them though their names
+    // are alike.
+    let mut sizes: Vec<(String, PathBuf, Option<u32>, Option<u32>)> = found
+        .funcs
+        .iter()
+        .flatten()
+        .filter(|f| f.qualname == "dep::pick")
+        .flat_map(|f| f.inlined_at.iter())
+        .filter(|i| i.qualname.starts_with("size<"))
+        .map(|i| {
+            assert!(i.from_line_table, "{i:?}");
+            (i.qualname.clone(), i.file.clone().expect("a file from the line table"), i.first_line, i.last_line)
+        })
+        .collect();
+    sizes.sort();
+    sizes.dedup();
+    assert_eq!(
+        sizes,
+        vec![("size<u16>".to_string(), src.join("b.rs"), Some(6), Some(8)), ("size<u32>".to_string(), src.join("a.rs"), Some(6), Some(8)),]
+    );
+    // `pick` itself (out of line, two instances): named by its symbol, its file and first
+    // line those of its entry.
+    let picks: Vec<_> = found.funcs.iter().flatten().filter(|f| f.qualname == "dep::pick").collect();
+    assert!(!picks.is_empty(), "{:?}", found.funcs);
+    for p in picks {
+        assert_eq!((p.file.as_deref(), p.first_line, p.from_line_table), (Some(src.join("lib.rs").as_path()), Some(5), true), "{p:?}");
+        assert!(p.last_line.is_some_and(|l| l >= 10), "{p:?}");
+    }
+    // `run`, whether or not a subprogram DIE describes it (a unit with nothing inlined has
+    // none): its file and lines from the line table, its name from the symbol table.
+    let (run, _) = symbol(&exe, "dep::run");
+    let found = ObjectFile::open(&exe).unwrap().functions_at(&exe, &[run]);
+    let f = found.funcs[0].as_ref().expect("run");
+    assert_eq!(
+        (f.qualname.as_str(), f.file.as_deref(), f.first_line, f.last_line, f.from_line_table),
+        ("dep::run", Some(src.join("lib.rs").as_path()), Some(14), Some(16), true),
+        "{f:?}"
+    );
+}

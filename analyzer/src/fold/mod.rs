@@ -71,7 +71,9 @@ pub fn fold_class(f: &Function) -> FoldClass {
 }
 
 /// The fold-time classes of a process's function table: [`fold_class`] of each, and
-/// [`FoldClass::SameAs`] for a native function equal to an earlier one (and for a mypyc
+/// [`FoldClass::SameAs`] for a native function equal to an earlier one with a source file or
+/// named by a Rust symbol ([`Function::rust_symbol`]; a C function known only by its name is
+/// not merged: two `static` functions of one name in two files are two functions) (and for a mypyc
 /// function mapped to the same Python function as an earlier one: a generator's body and its
 /// def, [`crate::python::mypyc`]).
 pub fn fold_classes(funcs: &[Function]) -> Vec<FoldClass> {
@@ -80,7 +82,7 @@ pub fn fold_classes(funcs: &[Function]) -> Vec<FoldClass> {
         .iter()
         .enumerate()
         .map(|(i, f)| {
-            if (f.language == Language::Native && f.file.is_some()) || crate::python::mypyc::ran_compiled(f) {
+            if (f.language == Language::Native && (f.file.is_some() || f.rust_symbol)) || crate::python::mypyc::ran_compiled(f) {
                 let canonical = *first.entry(f).or_insert(i as u32);
                 if canonical != i as u32 {
                     return FoldClass::SameAs(canonical);

@@ -184,6 +184,7 @@ fn equal_native_functions_fold_as_one() {
         program_library: false,
         program_crate: false,
         dependency_crate: false,
+        rust_symbol: false,
         made_in: None,
         inlined: false,
     };
@@ -224,11 +225,38 @@ fn a_mypyc_generator_body_folds_with_its_def() {
         program_library: false,
         program_crate: false,
         dependency_crate: false,
+        rust_symbol: false,
         made_in: None,
         inlined: false,
     };
     let rt = Some("/v/site-packages/30fcd23745efe32ce681__mypyc.cpython-311-x86_64-linux-gnu.so");
     let funcs = [compiled(rt), compiled(None), compiled(rt), compiled(None)];
+    assert_eq!(fold_classes(&funcs), [FoldClass::Visible, FoldClass::Visible, FoldClass::SameAs(0), FoldClass::Visible]);
+}
+
+/// Native functions known only by their symbol (no debug information): the copies of one
+/// Rust function (generic instances, whose symbols differ only by their hash) are one node,
+/// as they are with a source file; C functions of one name are not merged (two `static`
+/// functions in two files).
+#[test]
+fn rust_instances_without_a_source_fold_into_one_and_c_namesakes_do_not() {
+    let named = |qualname: &str, rust_symbol: bool| Function {
+        language: Language::Native,
+        name: qualname.rsplit("::").next().unwrap_or(qualname).into(),
+        qualname: qualname.into(),
+        file: None,
+        first_line: None,
+        last_line: None,
+        object: Some("/bin/app".into()),
+        program_library: false,
+        program_crate: false,
+        dependency_crate: true,
+        rust_symbol,
+        made_in: None,
+        inlined: false,
+    };
+    let two_args_of = "clap_builder::builder::command::Command::two_args_of";
+    let funcs = [named(two_args_of, true), named("helper", false), named(two_args_of, true), named("helper", false)];
     assert_eq!(fold_classes(&funcs), [FoldClass::Visible, FoldClass::Visible, FoldClass::SameAs(0), FoldClass::Visible]);
 }
 

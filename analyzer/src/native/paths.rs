@@ -409,6 +409,87 @@ pub fn same_repository(program: &str, repo: &str) -> bool {
     r == p || r.strip_prefix(&p).is_some_and(|rest| rest.starts_with('/'))
 }
 
+/// The Rust module a source file defines, as a path (`.../library/alloc/src/raw_vec/mod.rs` ->
+/// `alloc::raw_vec`, `.../clap_builder-4.5.20/src/builder/command.rs` ->
+/// `clap_builder::builder::command`, `<package>/src/lib.rs` -> the package's library crate):
+/// the crate from the path's shape (the standard library's `library/<crate>/src/`, a registry
+/// or vendored package's directory) or, elsewhere, from the `Cargo.toml` of the package whose
+/// `src/` holds the file (its `[lib]` name, else its package name; `src/bin/<name>.rs` is the
+/// binary `<name>`); then a directory per module, `mod.rs`, `lib.rs` and `main.rs` naming none.
+/// `None` for a file outside a `src/` directory, or whose package cannot be read. It names an
+/// inlined function that line-tables-only DWARF gives only a bare name
+/// ([`crate::native::resolve`]): the module, not the `impl` block, which no DIE tells.
+pub fn rust_module_path(file: &str) -> Option<String> {
+    let (krate, inside) = if let Some(i) = rust_library_end(file) {
+        let rest = &file[i..];
+        let (pkg, inside) = rest.split_once("/src/")?;
+        let krate = if file[..i].ends_with("/rust/deps/") { crate_name_of(pkg)? } else { pkg.replace('-', "_") };
+        (krate, inside)
+    } else if let Some(krate) = cargo_crate(file) {
+        let i = cargo_package_end(file)?;
+        let inside = file[i..].split_once('/')?.1.strip_prefix("src/")?;
+        (krate, inside)
+    } else {
+        let k = file.rfind("/src/")?;
+        let inside = &file[k + "/src/".len()..];
+        if let Some(bin) = inside.strip_prefix("bin/") {
+            let name = bin.split('/').next()?.trim_end_matches(".rs");
+            return Some(name.replace('-', "_"));
+        }
+        (package_crate_name(&file[..k])?, inside)
+    };
+    let inside = inside.strip_suffix(".rs")?;
+    let mut parts: Vec<&str> = inside.split('/').collect();
+    if matches!(parts.last(), Some(&"mod") | Some(&"lib") | Some(&"main")) {
+        parts.pop();
+    }
+    let ident = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !parts.iter().all(|p| ident(p)) || !ident(&krate) {
+        return None;
+    }
+    Some(std::iter::once(krate.as_str()).chain(parts).collect::<Vec<_>>().join("::"))
+}
+
+/// The library crate of the package at `dir` (its `Cargo.toml`'s `[lib]` name, else its
+/// `[package]` name, `-` as `_`), read once per directory.
+fn package_crate_name(dir: &str) -> Option<String> {
+    thread_local! {
+        static SEEN: std::cell::RefCell<rustc_hash::FxHashMap<String, Option<String>>> = Default::default();
+    }
+    SEEN.with(|m| {
+        m.borrow_mut()
+            .entry(dir.to_string())
+            .or_insert_with(|| {
+                let text = std::fs::read_to_string(std::path::Path::new(dir).join("Cargo.toml")).ok()?;
+                manifest_crate_name(&text)
+            })
+            .clone()
+    })
+}
+
+/// [`package_crate_name`] of a manifest's text: the `name` of its `[lib]` table, else of its
+/// `[package]` table.
+fn manifest_crate_name(text: &str) -> Option<String> {
+    let (mut section, mut lib, mut package) = ("", None, None);
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else { continue };
+        if key.trim() != "name" {
+            continue;
+        }
+        let value = value.trim().trim_matches('"').replace('-', "_");
+        match section {
+            "[lib]" => lib = Some(value),
+            "[package]" => package = Some(value),
+            _ => {}
+        }
+    }
+    lib.or(package)
+}
+
 /// A short display form of a Rust library or dependency path: `rust-library/std/src/path.rs`,
 /// `cargo-registry/clap_builder-4.5.20/src/derive.rs` (the full paths repeat a long prefix on
 /// every tree line).
@@ -425,4 +506,38 @@ pub fn native_display_path(s: &str) -> Option<String> {
         "cargo-registry"
     };
     Some(format!("{kind}/{}", &s[i..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The module a Rust file defines, which names an inlined function that line-tables-only
+    /// DWARF gives a bare name.
+    #[test]
+    fn a_rust_files_module_path() {
+        let rustc = "/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/";
+        assert_eq!(rust_module_path(&format!("{rustc}alloc/src/raw_vec/mod.rs")).as_deref(), Some("alloc::raw_vec"));
+        assert_eq!(rust_module_path(&format!("{rustc}core/src/slice/index.rs")).as_deref(), Some("core::slice::index"));
+        assert_eq!(rust_module_path(&format!("{rustc}std/src/lib.rs")).as_deref(), Some("std"));
+        assert_eq!(rust_module_path("/rust/deps/hashbrown-0.15.2/src/raw/mod.rs").as_deref(), Some("hashbrown::raw"));
+        let reg = "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/";
+        assert_eq!(
+            rust_module_path(&format!("{reg}clap_builder-4.5.20/src/builder/command.rs")).as_deref(),
+            Some("clap_builder::builder::command")
+        );
+        assert_eq!(rust_module_path(&format!("{reg}anstyle-parse-1.0.0/src/lib.rs")).as_deref(), Some("anstyle_parse"));
+        assert_eq!(rust_module_path(&format!("{reg}clap_builder-4.5.20/build.rs")), None, "outside src/");
+        assert_eq!(rust_module_path("/home/u/app/src/bin/my-tool.rs").as_deref(), Some("my_tool"));
+        assert_eq!(rust_module_path("/nowhere/at/all/src/x.rs"), None, "no Cargo.toml to name the crate");
+        // A workspace member: named by its manifest's library.
+        let d = tempfile::tempdir().expect("tempdir");
+        let pkg = d.path().join("analyzer");
+        std::fs::create_dir_all(pkg.join("src/cli")).expect("mkdir");
+        std::fs::write(pkg.join("Cargo.toml"), "[package]\nname = \"slice-trace-analyzer\"\n\n[lib]\nname = \"analyzer\"\n")
+            .expect("write");
+        let file = pkg.join("src/cli/mod.rs");
+        assert_eq!(rust_module_path(&file.to_string_lossy()).as_deref(), Some("analyzer::cli"));
+        assert_eq!(manifest_crate_name("[package]\nname = \"my-app\"\nversion = \"1\"\n").as_deref(), Some("my_app"));
+    }
 }

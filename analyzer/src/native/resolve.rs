@@ -21,7 +21,7 @@ use super::source_span;
 use crate::symbols::{Function, Language};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use symbolize::demangle::{demangle, erase_generics, short_name, Lang};
+use symbolize::demangle::{demangle, erase_generics, is_rust_symbol, short_name, Lang};
 use symbolize::functions::{DebugInfo, ObjectError, ObjectFile};
 use trace_format::SourcesDoc;
 
@@ -49,11 +49,55 @@ struct Resolved {
     /// For an inline probe: the inlined functions around `func` (the innermost one running at
     /// the probe's address), outermost first.
     outer: Vec<Function>,
+    /// Whether `func`, and each of `outer`, is a function no DIE declares (line-tables-only
+    /// DWARF), and how it is named.
+    func_undeclared: Undeclared,
+    outer_undeclared: Vec<Undeclared>,
 }
 
 impl Resolved {
     fn plain(func: Function) -> Resolved {
-        Resolved { func, lang: Lang::Unknown, outer: Vec::new() }
+        Resolved { func, lang: Lang::Unknown, outer: Vec::new(), func_undeclared: Undeclared::No, outer_undeclared: Vec::new() }
+    }
+}
+
+/// Whether a function is declared by a DIE; if not (line-tables-only DWARF), its file and lines
+/// are those of its code, from the line table, and its span starts at the `fn` line found above
+/// them ([`source_span::fn_line_above`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Undeclared {
+    No,
+    /// Named by its symbol (an out-of-line function): a full path.
+    Named,
+    /// Named by a bare `DW_AT_name` (an inlined function) and the module of its file
+    /// ([`undeclared_name`]): a method takes its `impl` block's or trait's path from the source
+    /// text too ([`source_span::impl_above`]).
+    Bare,
+}
+
+impl Undeclared {
+    fn of(from_line_table: bool, qualname: &str) -> Undeclared {
+        match (from_line_table, symbolize::demangle::split_scope(qualname).len() > 1) {
+            (false, _) => Undeclared::No,
+            (true, true) => Undeclared::Named,
+            (true, false) => Undeclared::Bare,
+        }
+    }
+}
+
+/// The name of an inlined function. Line-tables-only DWARF names one by its bare name
+/// (`capacity<u8>`: no namespace, no linkage name; [`symbolize::dwarf`]), which two functions
+/// of different types or modules share (`Vec::capacity`, `RawVec::capacity`): a Rust one is
+/// named after the module of the file its code is in, which the line table gives
+/// (`alloc::raw_vec::capacity<u8>`; [`super::paths::rust_module_path`]).
+fn undeclared_name(i: &symbolize::dwarf::InlinedFrame, lang: Lang) -> String {
+    if !i.from_line_table || lang != Lang::Rust || symbolize::demangle::split_scope(&i.qualname).len() > 1 {
+        return i.qualname.clone();
+    }
+    let module = i.file.as_deref().and_then(|f| super::paths::rust_module_path(&f.to_string_lossy()));
+    match module {
+        Some(m) => format!("{m}::{}", i.qualname),
+        None => i.qualname.clone(),
     }
 }
 
@@ -101,11 +145,16 @@ pub fn resolve_chains(addrs: &[NativeAddr], recorded: Option<&SourcesDoc>) -> (V
         out.into_iter().zip(addrs).map(|(f, a)| f.unwrap_or_else(|| Resolved::plain(fallback(a, None)))).collect();
     refine_spans(&mut funcs);
     group_instances(&mut funcs);
+    adopt_sources(&mut funcs, Undeclared::No);
+    unify_named_spans(&mut funcs);
+    adopt_sources(&mut funcs, Undeclared::Named);
     (funcs.into_iter().map(|r| (r.func, r.outer)).collect(), warnings)
 }
 
 /// A function named only by a symbol (or by its address).
 fn fallback(a: &NativeAddr, symbol: Option<String>) -> Function {
+    // (The recorded symbol may be `name+0xoff`: only a whole Rust symbol names its function.)
+    let rust_symbol = symbol.is_none() && a.symbol.as_deref().is_some_and(is_rust_symbol);
     let qualname = symbol.or_else(|| a.symbol.as_deref().map(|s| demangle(s, Lang::Unknown))).unwrap_or_else(|| format!("{:#x}", a.addr));
     Function {
         language: Language::Native,
@@ -118,6 +167,7 @@ fn fallback(a: &NativeAddr, symbol: Option<String>) -> Function {
         program_library: false,
         program_crate: false,
         dependency_crate: false,
+        rust_symbol,
         made_in: None,
         inlined: false,
     }
@@ -236,30 +286,39 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
         .map(|(a, r)| {
             let mut r = match r {
                 Some(f) if a.inlined && !f.inlined_at.is_empty() => {
+                    let mut undeclared: Vec<Undeclared> =
+                        f.inlined_at.iter().map(|i| Undeclared::of(i.from_line_table, &i.qualname)).collect();
                     let mut chain: Vec<Function> = f
                         .inlined_at
                         .iter()
                         .map(|i| Function {
                             language: Language::Native,
                             name: short_name(&i.qualname),
-                            qualname: i.qualname.clone(),
+                            qualname: undeclared_name(i, f.lang),
                             file: i.file.clone(),
                             first_line: i.first_line,
-                            last_line: i.first_line,
+                            last_line: i.last_line.or(i.first_line),
                             object: Some(module.to_string()),
                             program_library: false,
                             program_crate: false,
                             dependency_crate: false,
+                            rust_symbol: false,
                             made_in: None,
                             inlined: true,
                         })
                         .collect();
                     let func = chain.pop().unwrap_or_else(|| fallback(a, None));
-                    Resolved { lang: f.lang, func, outer: chain }
+                    let func_undeclared = undeclared.pop().unwrap_or(Undeclared::No);
+                    Resolved { lang: f.lang, func, outer: chain, func_undeclared, outer_undeclared: undeclared }
                 }
                 Some(f) => Resolved {
+                    func_undeclared: Undeclared::of(f.from_line_table, &f.qualname),
+                    outer_undeclared: Vec::new(),
                     lang: f.lang,
                     func: Function {
+                        // (A Rust path without a source: from the symbol table, or DWARF
+                        // without a line.)
+                        rust_symbol: f.file.is_none() && f.lang == Lang::Rust,
                         language: Language::Native,
                         name: short_name(&f.qualname),
                         qualname: f.qualname,
@@ -294,17 +353,41 @@ fn refine_spans(funcs: &mut [Resolved]) {
     let mut cache: HashMap<PathBuf, Option<String>> = HashMap::new();
     for r in funcs.iter_mut() {
         let rust = r.lang == Lang::Rust;
-        for f in std::iter::once(&mut r.func).chain(r.outer.iter_mut()) {
-            refine_span(f, rust, &mut cache);
+        let undeclared =
+            std::iter::once(r.func_undeclared).chain(r.outer_undeclared.iter().copied().chain(std::iter::repeat(Undeclared::No)));
+        for (f, undeclared) in std::iter::once(&mut r.func).chain(r.outer.iter_mut()).zip(undeclared) {
+            refine_span(f, rust, undeclared, &mut cache);
         }
     }
 }
 
-fn refine_span(f: &mut Function, rust: bool, cache: &mut HashMap<PathBuf, Option<String>>) {
+/// `undeclared`: its first line is its body's first line of code, from the line table (no DIE
+/// declares it): a Rust function's span then starts at the `fn` line above it that names it
+/// ([`source_span::fn_line_above`]), so that every inlined instance of it has the same span;
+/// a method named by a bare name takes its `impl` block's path ([`source_span::impl_above`]).
+fn refine_span(f: &mut Function, rust: bool, undeclared: Undeclared, cache: &mut HashMap<PathBuf, Option<String>>) {
     let (Some(file), Some(first), Some(last)) = (&f.file, f.first_line, f.last_line) else { return };
     let text = cache.entry(file.clone()).or_insert_with(|| std::fs::read(file).ok().map(|b| String::from_utf8_lossy(&b).into_owned()));
     if let Some(text) = text {
         let lines: Vec<&str> = text.lines().collect();
+        let first = match undeclared != Undeclared::No && rust {
+            true => match source_span::fn_line_above(&lines, first, &short_name(&erase_generics(&f.name))) {
+                Some(at) => {
+                    // A method: named after its `impl` block or trait, in its module.
+                    if let Some(block) = source_span::impl_above(&lines, at).filter(|_| undeclared == Undeclared::Bare) {
+                        let module = f.qualname.strip_suffix(f.name.as_str()).and_then(|m| m.strip_suffix("::")).filter(|m| !m.is_empty());
+                        f.qualname = match (block.starts_with('<'), module) {
+                            (true, _) => format!("{block}::{}", f.name),
+                            (false, Some(m)) => format!("{m}::{block}::{}", f.name),
+                            (false, None) => format!("{block}::{}", f.name),
+                        };
+                    }
+                    at
+                }
+                None => first,
+            },
+            false => first,
+        };
         let (a, b) = source_span::refine(&lines, first, last, rust);
         f.first_line = Some(a);
         f.last_line = Some(b);
@@ -329,32 +412,131 @@ fn refine_span(f: &mut Function, rust: bool, cache: &mut HashMap<PathBuf, Option
 fn group_instances(funcs: &mut [Resolved]) {
     // (object, file, first line, last line, short name without generics)
     type Instance<'a> = (Option<&'a str>, &'a Path, u32, u32, String);
-    let mut groups: HashMap<Instance, Vec<usize>> = HashMap::new();
+    // A function of `funcs`: the resolved one (`None`) or one of the inlined ones around it.
+    type At = (usize, Option<usize>);
+    let mut groups: HashMap<Instance, Vec<At>> = HashMap::new();
     for (i, r) in funcs.iter().enumerate() {
-        let f = &r.func;
         if r.lang != Lang::Rust {
             continue;
         }
-        let (Some(file), Some(first), Some(last)) = (f.file.as_deref(), f.first_line, f.last_line) else { continue };
-        let short = short_name(&erase_generics(&f.qualname));
-        groups.entry((f.object.as_deref(), file, first, last, short)).or_default().push(i);
+        let all = std::iter::once((None, &r.func)).chain(r.outer.iter().enumerate().map(|(k, f)| (Some(k), f)));
+        for (k, f) in all {
+            let (Some(file), Some(first), Some(last)) = (f.file.as_deref(), f.first_line, f.last_line) else { continue };
+            let short = short_name(&erase_generics(&f.qualname));
+            groups.entry((f.object.as_deref(), file, first, last, short)).or_default().push((i, k));
+        }
     }
-    let renames: Vec<(Vec<usize>, String)> = groups
+    let get = |funcs: &[Resolved], (i, k): At| -> String {
+        match k {
+            None => funcs[i].func.qualname.clone(),
+            Some(k) => funcs[i].outer[k].qualname.clone(),
+        }
+    };
+    let renames: Vec<(Vec<At>, String)> = groups
         .into_values()
         .filter(|members| members.len() > 1)
         .filter_map(|members| {
-            let first = &funcs[members[0]].func.qualname;
-            if members.iter().all(|&m| &funcs[m].func.qualname == first) {
+            let first = get(funcs, members[0]);
+            if members.iter().all(|&m| get(funcs, m) == first) {
                 return None;
             }
-            Some((members.clone(), erase_generics(first)))
+            Some((members.clone(), erase_generics(&first)))
         })
         .collect();
     for (members, name) in renames {
-        for m in members {
-            let f = &mut funcs[m].func;
+        for (i, k) in members {
+            let f = match k {
+                None => &mut funcs[i].func,
+                Some(k) => &mut funcs[i].outer[k],
+            };
             f.name = short_name(&name);
             f.qualname = name.clone();
+        }
+    }
+}
+
+/// Give a Rust function whose source DWARF does not declare the source of the function of the
+/// same name and object that DWARF does declare (a copy of it instantiated in a crate built
+/// with full debug information), so that both are one function: a Rust symbol's demangled
+/// path, hash left out, names one source function. The functions that take it: those known
+/// only by their symbol ([`Function::rust_symbol`]: their copy was built without debug
+/// information, a dependency's with `debug = false`), and those whose lines come from the line
+/// table ([`Undeclared`]: line tables only), whose first line is that of their first code when
+/// the source is not on disk to find the `fn` line. Left alone when DWARF gives that name two
+/// different sources (two versions of one crate). `from`: which functions give their source:
+/// those DWARF declares ([`Undeclared::No`]); or, in a second pass for the functions known by
+/// their symbol only, those named by their symbols whose lines come from the line table
+/// ([`Undeclared::Named`], after [`unify_named_spans`]).
+fn adopt_sources(funcs: &mut [Resolved], from: Undeclared) {
+    type Source = (Option<PathBuf>, Option<u32>, Option<u32>);
+    let mut known: HashMap<(Option<String>, String), Option<Source>> = HashMap::new();
+    for r in funcs.iter().filter(|r| r.lang == Lang::Rust) {
+        let outer = r.outer.iter().zip(r.outer_undeclared.iter().copied().chain(std::iter::repeat(Undeclared::No)));
+        for (f, _) in std::iter::once((&r.func, r.func_undeclared)).chain(outer).filter(|(f, u)| f.file.is_some() && *u == from) {
+            let src = (f.file.clone(), f.first_line, f.last_line);
+            known
+                .entry((f.object.clone(), f.qualname.clone()))
+                .and_modify(|k| {
+                    if k.as_ref() != Some(&src) {
+                        *k = None;
+                    }
+                })
+                .or_insert(Some(src));
+        }
+    }
+    if known.is_empty() {
+        return;
+    }
+    for r in funcs.iter_mut() {
+        let undeclared =
+            std::iter::once(r.func_undeclared).chain(r.outer_undeclared.iter().copied().chain(std::iter::repeat(Undeclared::No)));
+        for (f, u) in std::iter::once(&mut r.func).chain(r.outer.iter_mut()).zip(undeclared) {
+            if !f.rust_symbol && (u == Undeclared::No || from != Undeclared::No) {
+                continue;
+            }
+            if let Some(Some((file, first, last))) = known.get(&(f.object.clone(), f.qualname.clone())) {
+                f.file = file.clone();
+                f.first_line = *first;
+                f.last_line = *last;
+                f.rust_symbol = false;
+            }
+        }
+    }
+}
+
+/// Give the copies of one Rust function that no DIE declares, named by their symbols (a full
+/// path: [`Undeclared::Named`]) and in one file, one span: the smallest first line and the
+/// largest last line among them. Each copy's lines are those of its own code (when the source
+/// is not on disk to find its `fn` line), which differ between copies whose code differs
+/// (`Option::default` for one type and another). Closures (`f::{{closure}}`, which legacy names
+/// do not number) keep their own lines: there the lines tell two closures apart.
+fn unify_named_spans(funcs: &mut [Resolved]) {
+    type Name = (Option<String>, PathBuf, String);
+    let mut spans: HashMap<Name, (u32, u32)> = HashMap::new();
+    let named = |f: &Function, u: Undeclared| u == Undeclared::Named && !f.qualname.ends_with("{{closure}}");
+    for r in funcs.iter().filter(|r| r.lang == Lang::Rust) {
+        let undeclared =
+            std::iter::once(r.func_undeclared).chain(r.outer_undeclared.iter().copied().chain(std::iter::repeat(Undeclared::No)));
+        for (f, u) in std::iter::once(&r.func).chain(&r.outer).zip(undeclared) {
+            let (Some(file), Some(a), Some(b)) = (&f.file, f.first_line, f.last_line) else { continue };
+            if named(f, u) {
+                let e = spans.entry((f.object.clone(), file.clone(), f.qualname.clone())).or_insert((a, b));
+                *e = (e.0.min(a), e.1.max(b));
+            }
+        }
+    }
+    for r in funcs.iter_mut().filter(|r| r.lang == Lang::Rust) {
+        let undeclared =
+            std::iter::once(r.func_undeclared).chain(r.outer_undeclared.iter().copied().chain(std::iter::repeat(Undeclared::No)));
+        for (f, u) in std::iter::once(&mut r.func).chain(r.outer.iter_mut()).zip(undeclared) {
+            if !named(f, u) {
+                continue;
+            }
+            let Some(file) = f.file.clone() else { continue };
+            if let Some(&(a, b)) = spans.get(&(f.object.clone(), file, f.qualname.clone())) {
+                f.first_line = Some(a);
+                f.last_line = Some(b);
+            }
         }
     }
 }

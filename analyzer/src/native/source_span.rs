@@ -68,6 +68,137 @@ pub fn refine(lines: &[&str], decl_line: u32, dwarf_last: u32, rust: bool) -> (u
     (first, last)
 }
 
+/// The line of the Rust function `name` whose body holds line `body` (1-based): the nearest
+/// line at or above it, at most [`FN_SEARCH_LINES`] up, that declares `fn name` (followed by
+/// `(` or `<`) and whose braces close at or below `body`. For an inlined function that
+/// line-tables-only DWARF does not declare: its line table gives only the lines of its code.
+pub fn fn_line_above(lines: &[&str], body: u32, name: &str) -> Option<u32> {
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') || body == 0 {
+        return None;
+    }
+    let n = lines.len() as u32;
+    let declares = |line: &str| {
+        let mut rest = line;
+        while let Some(k) = rest.find("fn ") {
+            let before_ok = k == 0 || !rest.as_bytes()[k - 1].is_ascii_alphanumeric() && rest.as_bytes()[k - 1] != b'_';
+            let after = rest[k + 3..].trim_start();
+            if before_ok && after.strip_prefix(name).is_some_and(|t| t.trim_start().starts_with(['(', '<'])) {
+                return true;
+            }
+            rest = &rest[k + 3..];
+        }
+        false
+    };
+    let top = body.saturating_sub(FN_SEARCH_LINES).max(1);
+    (top..=body.min(n)).rev().find(|&l| declares(lines[(l - 1) as usize]) && refine(lines, l, l, true).1 >= body)
+}
+
+/// What a Rust method's `fn` line at `fn_line` (1-based) is inside, by the source text: the
+/// `impl` block or `trait` whose body holds it, as the path a demangled name gives it
+/// (`impl<T, A: Allocator> RawVec<T, A>` -> `RawVec<T, A>`; `unsafe impl<T> SliceIndex<[T]>
+/// for ops::RangeFrom<usize>` -> `<ops::RangeFrom<usize> as SliceIndex<[T]>>`; `pub trait
+/// Iterator` -> `Iterator`), types as the source writes them. `None` for a free function (its
+/// `fn` at the start of a line, or inside anything else: a `mod` block, another function).
+/// The block is the first line above with less indentation than the `fn` line, a `where`
+/// clause's lines and a lone `{` passed over.
+pub fn impl_above(lines: &[&str], fn_line: u32) -> Option<String> {
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let fn_text = lines.get((fn_line as usize).checked_sub(1)?)?;
+    let n = indent(fn_text);
+    if n == 0 {
+        return None;
+    }
+    let mut l = fn_line as usize - 1;
+    let mut seen = 0;
+    while l > 0 && seen < FN_SEARCH_LINES * 20 {
+        l -= 1;
+        seen += 1;
+        let line = lines[l];
+        let t = line.trim();
+        if t.is_empty() || indent(line) >= n || t.starts_with("//") || t.starts_with("#[") {
+            continue;
+        }
+        if t == "{" || t.starts_with("where") {
+            continue;
+        }
+        // The header, up to its `{` or `where` (over a few lines at most).
+        let mut header = String::new();
+        for h in lines[l..].iter().take(SIGNATURE_LINES as usize) {
+            let h = h.trim();
+            let cut = [h.find('{'), h.find(" where"), h.strip_prefix("where").map(|_| 0)].into_iter().flatten().min();
+            header.push(' ');
+            header.push_str(&h[..cut.unwrap_or(h.len())]);
+            if cut.is_some() {
+                break;
+            }
+        }
+        return block_path(header.trim());
+    }
+    None
+}
+
+/// [`impl_above`]'s path of a block header (`impl<T> Foo<T>`, `unsafe impl<T> Tr for Foo<T>`,
+/// `pub trait Tr`).
+fn block_path(header: &str) -> Option<String> {
+    let words = |h: &str| h.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut h = header.trim();
+    for vis in ["pub(crate) ", "pub(super) ", "pub(self) ", "pub ", "default ", "unsafe "] {
+        h = h.strip_prefix(vis).unwrap_or(h).trim_start();
+    }
+    if let Some(rest) = h.strip_prefix("trait ") {
+        let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+        return (!name.is_empty()).then_some(name);
+    }
+    let rest = h.strip_prefix("impl")?;
+    let mut rest = rest.trim_start();
+    if !h["impl".len()..].starts_with(['<', ' ']) {
+        return None;
+    }
+    if rest.starts_with('<') {
+        // Skip the impl's generic parameters.
+        let mut depth = 0i32;
+        let mut end = None;
+        for (k, c) in rest.char_indices() {
+            match c {
+                '<' => depth += 1,
+                '>' if k > 0 && rest.as_bytes()[k - 1] == b'-' => {}
+                '>' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = Some(k);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = rest[end? + 1..].trim_start();
+    }
+    let rest = words(rest);
+    if rest.is_empty() || rest.len() > 200 {
+        return None;
+    }
+    // ` for ` outside brackets splits a trait impl.
+    let b = rest.as_bytes();
+    let mut depth = 0i32;
+    for k in 0..b.len() {
+        match b[k] {
+            b'<' | b'(' | b'[' => depth += 1,
+            b'>' if k > 0 && b[k - 1] == b'-' => {}
+            b'>' | b')' | b']' => depth -= 1,
+            b' ' if depth == 0 && rest[k..].starts_with(" for ") => {
+                let (tr, ty) = (rest[..k].trim(), rest[k + 5..].trim());
+                return Some(format!("<{ty} as {}>", tr.trim_start_matches('!')));
+            }
+            _ => {}
+        }
+    }
+    Some(rest)
+}
+
+/// How far above the first line of its code [`fn_line_above`] looks for a function's `fn`.
+const FN_SEARCH_LINES: u32 = 200;
+
 /// At most this many lines between a function's name and its body's `{` (a long signature,
 /// one parameter per line, and a `where` clause).
 const SIGNATURE_LINES: u32 = 40;
@@ -165,6 +296,49 @@ mod tests {
 
     fn lines(s: &str) -> Vec<&str> {
         s.lines().collect()
+    }
+
+    /// Line-tables-only DWARF gives an inlined function only the lines of its code: its `fn`
+    /// line is found above them, the nearest one of that name whose braces hold them, and its
+    /// `impl` block or trait names it.
+    #[test]
+    fn an_undeclared_method_is_found_by_its_fn_line_and_named_by_its_impl() {
+        let src = lines(
+            "pub struct W<T>(T);\n\
+             impl<T, A: Copy> W<T> {\n\
+             \x20   #[inline]\n\
+             \x20   pub fn size(&self) -> u64 {\n\
+             \x20       1\n\
+             \x20   }\n\
+             }\n\
+             unsafe impl<T> SliceIndex<[T]>\n\
+             \x20   for ops::RangeFrom<usize>\n\
+             where\n\
+             \x20   T: Copy,\n\
+             {\n\
+             \x20   fn size(\n\
+             \x20       &self,\n\
+             \x20   ) -> u64 {\n\
+             \x20       2\n\
+             \x20   }\n\
+             }\n\
+             pub trait Tr {\n\
+             \x20   fn size(&self) -> u64 { 3 }\n\
+             }\n\
+             fn size() -> u64 {\n\
+             \x20   4\n\
+             }\n",
+        );
+        assert_eq!(fn_line_above(&src, 5, "size"), Some(4));
+        assert_eq!(fn_line_above(&src, 16, "size"), Some(13), "a signature over several lines");
+        assert_eq!(fn_line_above(&src, 20, "size"), Some(20), "on its own line");
+        assert_eq!(fn_line_above(&src, 23, "size"), Some(22));
+        assert_eq!(fn_line_above(&src, 7, "size"), None, "outside every `fn size`");
+        assert_eq!(fn_line_above(&src, 5, "sizes"), None);
+        assert_eq!(impl_above(&src, 4).as_deref(), Some("W<T>"));
+        assert_eq!(impl_above(&src, 13).as_deref(), Some("<ops::RangeFrom<usize> as SliceIndex<[T]>>"));
+        assert_eq!(impl_above(&src, 20).as_deref(), Some("Tr"));
+        assert_eq!(impl_above(&src, 22), None, "a free function");
     }
 
     #[test]
