@@ -620,6 +620,25 @@ mod tests {
         assert_eq!(got, [10.0, 10.0, 5.0, 10.0]);
     }
 
+    /// "rg lists src/main.rs but not build.log ... which files are skipped?": the setup code
+    /// named `build` and `log` shares two words with the question's file names, the walk's
+    /// `skip_entry` one word with its prose. The file names name the user's files: only the
+    /// prose counts.
+    #[test]
+    fn the_questions_file_names_score_nothing() {
+        let mut funcs = Funcs::default();
+        for (key, code) in [
+            ("walk::build_log_levels", "fn build_log_levels(main: &str) {\n    log::set(build(main));\n}"),
+            ("walk::skip_entry", "fn skip_entry(e: &Entry) -> bool {\n    e.is_hidden()\n}"),
+            ("walk::other", "fn other() {\n    x();\n}"),
+        ] {
+            funcs.insert(func(key, "src/walk.rs", Origin::Program, code));
+        }
+        score(&mut funcs, "rg lists src/main.rs and not build.log or target/: which entries are skipped?");
+        assert!(rel(&funcs, "walk::skip_entry") > 0.0);
+        assert_eq!(rel(&funcs, "walk::build_log_levels"), 0.0, "build, log and main are file names' words");
+    }
+
     #[test]
     fn the_programs_own_functions_weigh_twice() {
         let code = "def border(x):\n    return x.border";

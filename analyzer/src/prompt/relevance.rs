@@ -295,9 +295,56 @@ pub fn question_terms(q: &str) -> Vec<String> {
     weighted_question_terms(q).into_iter().map(|(t, _)| t).collect()
 }
 
+/// File name extensions: a question word ending in one of them after a name (`build.log`,
+/// `.scratch.rs`, `src/main.rs`) names a file ([`is_file_name`]). The usual extensions of
+/// source, text, data and archive files.
+pub const FILE_EXTENSIONS: &[&str] = &[
+    "c", "h", "cc", "cpp", "hpp", "rs", "py", "pyi", "js", "ts", "go", "java", "rb", "sh", "md", "rst", "txt", "log", "json", "toml",
+    "yaml", "yml", "ini", "cfg", "conf", "csv", "tsv", "xml", "html", "htm", "css", "bin", "dat", "lock", "gz", "zip", "tar", "pdf", "png",
+    "jpg", "svg", "so", "exe", "dll",
+];
+
+/// Whether a whitespace-separated word of a question is a file name or a path: a directory
+/// (`target/`), a path of two or more slashes (`/var/log/shop`), or a name ending in one of
+/// [`FILE_EXTENSIONS`] (`build.log`, `.scratch.rs`, `src/main.rs`; a `:line` after it
+/// allowed). Not a URL, not markup (`</div>`), not prose (`read/write`), not code
+/// (`sqlparse.format('x')`, `server.url`, `c.name`).
+pub fn is_file_name(word: &str) -> bool {
+    let path_char = |c: char| c.is_alphanumeric() || matches!(c, '.' | '/' | '_' | '-' | '~');
+    let t = word.trim_matches(|c: char| !path_char(c) && c != ':').trim_end_matches(['.', ':']);
+    // `src/main.rs:2`: a file and a line.
+    let t = match t.split_once(':') {
+        Some((head, rest)) if rest.chars().all(|c| c.is_ascii_digit() || c == ':') => head,
+        _ => t,
+    };
+    if !t.chars().all(path_char) || !t.chars().any(char::is_alphabetic) {
+        return false;
+    }
+    // `target/`, `/var/log/shop`; not prose's `read/write`.
+    let dir = (t.len() > 1 && t.ends_with('/')) || t.matches('/').count() >= 2;
+    let ext = t.rsplit_once('.').is_some_and(|(stem, ext)| {
+        let name = stem.rsplit('/').next().unwrap_or(stem).trim_start_matches('.');
+        !name.is_empty() && FILE_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str())
+    });
+    dir || ext
+}
+
 /// [`question_terms`] with how often the question uses each (a word the question repeats is
-/// what it is about: BM25's query-term frequency).
+/// what it is about: BM25's query-term frequency). The words of the file names and paths it
+/// quotes ([`is_file_name`]) are no terms, unless nothing else is: they name the user's files
+/// (`build.log`, `src/main.rs`, `target/`), not the code that read them, and as terms they
+/// raised whatever is named `build`, `log`, `main` or `parse`.
 pub fn weighted_question_terms(q: &str) -> Vec<(String, u32)> {
+    let out = terms_of_question(q, true);
+    if out.is_empty() {
+        terms_of_question(q, false)
+    } else {
+        out
+    }
+}
+
+/// [`weighted_question_terms`], the file names' words left out or not.
+fn terms_of_question(q: &str, without_file_names: bool) -> Vec<(String, u32)> {
     let mut out: Vec<(String, u32)> = Vec::new();
     let mut add = |t: String| match out.iter_mut().find(|(x, _)| *x == t) {
         Some((_, n)) => *n += 1,
@@ -310,22 +357,24 @@ pub fn weighted_question_terms(q: &str) -> Vec<(String, u32)> {
             }
         }
     }
-    for w in q.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.')) {
-        let lw = w.to_lowercase();
-        if let Some((_, syn)) = SYNONYMS.iter().find(|(q, _)| *q == lw.as_str()) {
-            for n in *syn {
-                add(stem(n));
+    for token in q.split_whitespace().filter(|t| !(without_file_names && is_file_name(t))) {
+        for w in token.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.')) {
+            let lw = w.to_lowercase();
+            if let Some((_, syn)) = SYNONYMS.iter().find(|(q, _)| *q == lw.as_str()) {
+                for n in *syn {
+                    add(stem(n));
+                }
             }
-        }
-        digit_words(w, &mut add);
-        if lw.trim_matches(|c| c == '_' || c == '.').chars().count() < 3 || STOPWORDS.contains(&lw.as_str()) {
-            continue;
-        }
-        pieces(w, |p| {
-            if p.chars().count() >= 2 && !p.chars().all(|c| c.is_numeric()) && !STOPWORDS.contains(&p) {
-                add(stem(p));
+            digit_words(w, &mut add);
+            if lw.trim_matches(|c| c == '_' || c == '.').chars().count() < 3 || STOPWORDS.contains(&lw.as_str()) {
+                continue;
             }
-        });
+            pieces(w, |p| {
+                if p.chars().count() >= 2 && !p.chars().all(|c| c.is_numeric()) && !STOPWORDS.contains(&p) {
+                    add(stem(p));
+                }
+            });
+        }
     }
     out
 }
@@ -540,6 +589,24 @@ mod tests {
         // A word the question repeats weighs more.
         let w = weighted_question_terms("How is the table in a file turned into the table drawn?");
         assert_eq!(w, vec![("tabl".to_string(), 2), ("fil".to_string(), 1), ("turn".to_string(), 1), ("drawn".to_string(), 1)]);
+    }
+
+    #[test]
+    fn the_words_of_quoted_file_names_are_no_terms() {
+        for w in ["build.log,", ".scratch.rs", "src/main.rs:2", "target/.", "/var/log/shop", "docs/notes.md", "(data.CSV)"] {
+            assert!(is_file_name(w), "{w}");
+        }
+        for w in
+            ["server.url", "c.name", "sqlparse.format('x')", "</div>", "https://example.org/docs", "fn.", "*.txt", "3.14", "read/write?"]
+        {
+            assert!(!is_file_name(w), "{w}");
+        }
+        let q = "rg lists src/main.rs but not build.log or target/, although they contain fn. Which files are skipped?";
+        assert_eq!(question_terms(q), vec!["list", "although", "they", "contain", "fil", "skip"]);
+        // A word of the prose counts as often as the prose says it.
+        assert_eq!(weighted_question_terms("Why is the log in app/log.txt not written to the log?")[0], ("log".to_string(), 2));
+        // A question of file names only keeps their words.
+        assert_eq!(question_terms("What about data.csv?"), vec!["data", "csv"]);
     }
 
     fn doc<'a>(name: &'a str, code: &'a str) -> Document<'a> {
