@@ -158,6 +158,15 @@ impl Fill<'_> {
     /// refilled; the state that shows more worth ([`Fill::shown_worth`]) is kept.
     fn give_way(&mut self, mut steps: Vec<Step>, mut best: Fitted) -> Result<(Vec<Step>, Fitted), BudgetError> {
         let (model, est, budget) = (self.model, self.est, self.budget);
+        // Only where the prompt shows tests: there the large functions kept early are the
+        // failure's frames (a parser's driver, scored as a raiser) and the functions below
+        // them the code under test. Without tests the scores come from the question and fall
+        // off in a long tail: a run's large entry point (rich-cli's `main`, score 6.6) would
+        // give way to ten small helpers worth 10.8 together (`Text.plain`, `cell_len`), and
+        // the Python CLI sets lost `main` at 16k and 8k in three questions.
+        if !model.tests_shown {
+            return Ok((steps, best));
+        }
         let levels = cut_levels(&steps);
         let mut large: Vec<(FuncId, f64)> = self
             .prio
@@ -236,7 +245,8 @@ impl Fill<'_> {
             out
         };
         // Raises given up: a whole that did not fit (its signature may still), then the signature.
-        let mut failed: Vec<(FuncId, Raise)> = held.into_iter().flat_map(|k| [(k, Raise::Whole), (k, Raise::Ran), (k, Raise::Signature)]).collect();
+        let mut failed: Vec<(FuncId, Raise)> =
+            held.into_iter().flat_map(|k| [(k, Raise::Whole), (k, Raise::Ran), (k, Raise::Signature)]).collect();
         let mut tries = 0;
         while tries < max_tries {
             let room = budget.saturating_sub(best.tokens) as f64;

@@ -554,8 +554,9 @@ fn the_refill_raises_what_fits_in_batches_and_halves_what_does_not() {
         Ok(Fitted { text: String::new(), tokens: size(s), exact: true, report: None })
     };
     // Room for all: one render raises them all.
-    let (_, all) =
-        Fill { model: &m, prio: &prio, est: &est, budget: 100_000, eval: &mut eval }.refill(48, steps.clone(), start.clone(), None).unwrap();
+    let (_, all) = Fill { model: &m, prio: &prio, est: &est, budget: 100_000, eval: &mut eval }
+        .refill(48, steps.clone(), start.clone(), None)
+        .unwrap();
     assert_eq!((all.tokens, renders), (100 + 10 * (prio.len() - 1), 1));
     // Room for two raises while the estimate fits more: the batch is halved until it fits,
     // then the rest is tried again, a single raise given up when it does not fit.

@@ -209,33 +209,36 @@ fn more_room_never_trades_whole_functions_for_the_code_that_ran() {
 
 #[test]
 fn a_large_function_gives_way_to_the_smaller_ones_below_it_worth_more() {
-    // big's code that ran is 40 of its 60 lines (score 50); the four below it are worth 154
-    // together. Where big's code that ran would fit in the walk's order (it ranks above them)
-    // and cut them, big gives way to them (`Fill::give_way`): over a range of budgets, what a
-    // prompt shows (the scores of the functions it shows whole or as the code that ran) never
-    // drops with more room.
+    // A test's prompt (scores discounted by size, as a test's budget order has them): big's
+    // code that ran is 40 of its 60 lines, and the four small functions below it are worth
+    // more together than big. Where big (whole or as the code that ran) would fit in the
+    // walk's order (it ranks above them) and cut them, it gives way (`Fill::give_way`): at no
+    // budget is big shown while the functions it keeps out are worth more than it.
     let (mut m, big, _, below) = model(40.0);
+    m.tests_shown = true;
+    m.funcs[big].relevance = 100.0;
     with_long_ran_form(&mut m, big, 20);
+    let score = |k: FuncId| m.priority_score(&m.funcs[k]);
+    assert!(below.iter().map(|&k| score(k)).sum::<f64>() > score(big), "the four are worth more than big");
+    let prio = m.priority();
+    let at = |k: FuncId| prio.iter().position(|&x| x == k);
+    assert!(below.iter().all(|&k| at(big) < at(k)), "big ranks above the four");
     let r = Renderer::new(Format::Markdown, None).unwrap();
     let tok = Tokenizer::Cl100kBase;
     let from = budget_for_big(&m, &r, &below) - 600;
-    let mut last: Option<(usize, f64)> = None;
     let (mut four_seen, mut big_seen) = (false, false);
     for budget in (from..from + 2000).step_by(20) {
         let Ok(f) = fit(&m, Layout::DEFAULT, &r, tok, Some(budget)) else { continue };
         assert!(f.tokens <= budget, "{} > {budget}", f.tokens);
         let rep = f.report.unwrap();
-        let shown = |k: FuncId| {
+        let cut = |k: FuncId| {
             let n = &m.funcs[k].qualname;
-            !rep.elided.contains(n) && !rep.dropped.contains(n)
+            rep.elided.contains(n) || rep.dropped.contains(n)
         };
-        let worth: f64 = m.priority().iter().filter(|&&k| shown(k)).map(|&k| m.funcs[k].relevance).sum();
-        if let Some((b0, w0)) = last {
-            assert!(worth >= w0, "{budget} tokens show a worth of {worth}, {b0} tokens {w0}: {rep:?}");
-        }
-        last = Some((budget, worth));
-        four_seen |= below.iter().all(|&k| shown(k) && !rep.ran.contains(&m.funcs[k].qualname));
-        big_seen |= four_seen && shown(big);
+        let kept_out: f64 = below.iter().filter(|&&k| cut(k)).map(|&k| score(k)).sum();
+        assert!(cut(big) || kept_out <= score(big), "at {budget} tokens big keeps out functions worth {kept_out}: {rep:?}");
+        four_seen |= below.iter().all(|&k| !cut(k));
+        big_seen |= below.iter().all(|&k| !cut(k)) && !cut(big);
     }
     assert!(four_seen && big_seen, "the four are whole from some budget on, and then big beside them");
 }
