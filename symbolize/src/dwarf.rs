@@ -323,25 +323,35 @@ impl Identity {
     }
 }
 
-/// Set each subprogram's last line: the largest line of the line table over its address
-/// ranges, in its own file, outside the code inlined into it. A subprogram that no DIE
-/// declares (line tables only) takes its file and first line from those rows too
-/// ([`Sub::from_line_table`]).
-fn last_lines(unit: &gimli::UnitRef<R>, subs: &mut [(Vec<u64>, Sub)], files: &mut HashMap<u64, Option<PathBuf>>) {
+/// Each row of `unit`'s line table that has a line, as (address, file index, line), in the
+/// table's order (ends of sequences left out).
+fn each_row(unit: &gimli::UnitRef<R>, mut f: impl FnMut(u64, u64, u32)) {
     let Some(program) = unit.line_program.clone() else { return };
-    // (begin, end, sub index), sorted by begin, for a binary search per row.
-    let mut index: Vec<(u64, u64, usize)> =
-        subs.iter().enumerate().flat_map(|(i, (_, s))| s.ranges.iter().map(move |&(b, e)| (b, e, i))).collect();
-    index.sort_unstable();
-    // The rows of the subprograms no DIE declares: (address, file index, line).
-    let mut undeclared: HashMap<usize, Vec<(u64, u64, u32)>> = HashMap::new();
     let mut rows = program.rows();
     while let Ok(Some((_, row))) = rows.next_row() {
         if row.end_sequence() {
             continue;
         }
         let Some(line) = row.line() else { continue };
-        let a = row.address();
+        f(row.address(), row.file_index(), line.get().min(u32::MAX as u64) as u32);
+    }
+}
+
+/// Set each subprogram's last line: the largest line of the line table over its address
+/// ranges, in its own file, outside the code inlined into it. A subprogram that no DIE
+/// declares (line tables only) takes its file and first line from those rows too
+/// ([`Sub::from_line_table`]).
+fn last_lines(unit: &gimli::UnitRef<R>, subs: &mut [(Vec<u64>, Sub)], files: &mut HashMap<u64, Option<PathBuf>>) {
+    if unit.line_program.is_none() {
+        return;
+    }
+    // (begin, end, sub index), sorted by begin, for a binary search per row.
+    let mut index: Vec<(u64, u64, usize)> =
+        subs.iter().enumerate().flat_map(|(i, (_, s))| s.ranges.iter().map(move |&(b, e)| (b, e, i))).collect();
+    index.sort_unstable();
+    // The rows of the subprograms no DIE declares: (address, file index, line).
+    let mut undeclared: HashMap<usize, Vec<(u64, u64, u32)>> = HashMap::new();
+    each_row(unit, |a, fi, line| {
         let i = index.partition_point(|r| r.0 <= a);
         // Ranges may nest (a local function inside another): look back a few entries.
         for &(b, e, si) in index[..i].iter().rev().take(4) {
@@ -352,10 +362,9 @@ fn last_lines(unit: &gimli::UnitRef<R>, subs: &mut [(Vec<u64>, Sub)], files: &mu
             if in_ranges(&sub.inlined, a) {
                 continue;
             }
-            let fi = row.file_index();
             if sub.file.is_none() && sub.decl_line.is_none() {
                 // Declared nowhere (line tables only): its rows decide, below.
-                undeclared.entry(si).or_default().push((a, fi, line.get().min(u32::MAX as u64) as u32));
+                undeclared.entry(si).or_default().push((a, fi, line));
                 break;
             }
             let same_file = match &sub.file {
@@ -363,12 +372,11 @@ fn last_lines(unit: &gimli::UnitRef<R>, subs: &mut [(Vec<u64>, Sub)], files: &mu
                 Some(f) => files.entry(fi).or_insert_with(|| file_path(unit, fi)).as_deref() == Some(f.as_path()),
             };
             if same_file {
-                let l = line.get().min(u32::MAX as u64) as u32;
-                sub.last_line = Some(sub.last_line.map_or(l, |m| m.max(l)));
+                sub.last_line = Some(sub.last_line.map_or(line, |m| m.max(line)));
             }
             break;
         }
-    }
+    });
     for (si, own) in undeclared {
         let sub = &mut subs[si].1;
         // The file of its entry's row; its first and last line there.
@@ -447,7 +455,9 @@ fn undeclared_lines(
     if pending.is_empty() {
         return;
     }
-    let Some(program) = unit.line_program.clone() else { return };
+    if unit.line_program.is_none() {
+        return;
+    }
     // One entry per distinct instance: (sub, instance) -> slot.
     let mut slots: HashMap<(usize, usize), usize> = HashMap::new();
     // (begin, end, slot), sorted by begin.
@@ -465,23 +475,17 @@ fn undeclared_lines(
     index.sort_unstable();
     // Per slot: the rows of its own code, (address, file index, line), its calls first.
     let mut rows_of: Vec<Vec<(u64, u64, u32)>> = call_rows;
-    let mut rows = program.rows();
-    while let Ok(Some((_, row))) = rows.next_row() {
-        if row.end_sequence() {
-            continue;
-        }
-        let Some(line) = row.line() else { continue };
-        let a = row.address();
+    each_row(unit, |a, fi, line| {
         let i = index.partition_point(|r| r.0 <= a);
         // Own ranges of distinct instances do not overlap, but those of one instance seen
         // through two hits might: look back a few entries.
         for &(b, e, slot) in index[..i].iter().rev().take(4) {
             if a >= b && a < e {
-                rows_of[slot].push((a, row.file_index(), line.get().min(u32::MAX as u64) as u32));
+                rows_of[slot].push((a, fi, line));
                 break;
             }
         }
-    }
+    });
     for &(si, fi, k) in pending {
         let Some(&slot) = slots.get(&(si, k)) else { continue };
         let own = &rows_of[slot];
@@ -514,29 +518,20 @@ pub fn lines_over(dwarf: &gimli::Dwarf<R>, ranges: &[(u64, u64)]) -> Result<Hash
     while let Some(header) = units.next()? {
         let Ok(unit) = dwarf.unit(header) else { continue };
         let unit = unit.unit_ref(dwarf);
-        let Some(program) = unit.line_program.clone() else { continue };
         let mut files: HashMap<u64, Option<PathBuf>> = HashMap::new();
-        let mut rows = program.rows();
-        while let Ok(Some((_, row))) = rows.next_row() {
-            if row.end_sequence() {
-                continue;
-            }
-            let Some(line) = row.line() else { continue };
-            let a = row.address();
-            let Some(k) = ranges.partition_point(|r| r.0 <= a).checked_sub(1) else { continue };
+        each_row(&unit, |a, fi, l| {
+            let Some(k) = ranges.partition_point(|r| r.0 <= a).checked_sub(1) else { return };
             if a >= ranges[k].1 {
-                continue;
+                return;
             }
-            let fi = row.file_index();
-            let Some(path) = files.entry(fi).or_insert_with(|| file_path(&unit, fi)).clone() else { continue };
-            let l = line.get().min(u32::MAX as u64) as u32;
+            let Some(path) = files.entry(fi).or_insert_with(|| file_path(&unit, fi)).clone() else { return };
             let e = lines.entry((k, path.clone())).or_insert((l, l));
             *e = (e.0.min(l), e.1.max(l));
             let f = first.entry(k).or_insert((a, Some(path.clone())));
             if a < f.0 {
                 *f = (a, Some(path));
             }
-        }
+        });
     }
     for (k, (_, path)) in first {
         let Some(path) = path else { continue };
