@@ -8,11 +8,15 @@ Plain Python 3.9+ standard library: `python3 eval/test_scoring.py` tests it.
 from __future__ import annotations
 
 import ast
+import difflib
 import re
 from dataclasses import dataclass, field
 
 WHOLE, SIGNATURE, NAME, ABSENT = "whole", "signature", "name", "absent"
-LETTER = {WHOLE: "W", SIGNATURE: "S", NAME: "N", ABSENT: "-"}
+# Not whole, but the function's block shows every line the fix changed (a prompt that shows
+# the code that ran, its other statements elided): scored beside "whole", never as it.
+FIX_SHOWN = "fix shown"
+LETTER = {WHOLE: "W", FIX_SHOWN: "L", SIGNATURE: "S", NAME: "N", ABSENT: "-"}
 
 
 @dataclass
@@ -92,6 +96,30 @@ def functions_of(path: str, rel: str, text: str | None = None) -> list[Func]:
     return out
 
 
+def fix_lines(buggy: str, fixed: str) -> list[str]:
+    """The lines of a function's buggy text that its fixed text changed, stripped: those the fix
+    removed or replaced, and where it only inserted, the nearest code line before the insertion
+    (where the missing code goes). Blank and comment lines are left out; each line once."""
+    a = buggy.splitlines()
+    sm = difflib.SequenceMatcher(None, [x.strip() for x in a], [x.strip() for x in fixed.splitlines()], autojunk=False)
+
+    def code(i: int) -> str:
+        t = a[i].strip()
+        return "" if t.startswith("#") else t
+
+    out: list[str] = []
+    for tag, i1, i2, _, _ in sm.get_opcodes():
+        if tag == "equal":
+            continue
+        if i2 > i1:
+            picked = [code(i) for i in range(i1, i2)]
+        else:
+            before = [code(i) for i in range(i1 - 1, -1, -1)]
+            picked = [next((t for t in before if t), "")]
+        out.extend(t for t in picked if t and t not in out)
+    return out
+
+
 def name_pattern(qualname: str) -> re.Pattern[str]:
     """The qualified name as a whole word (`Table._render`, `render_csv`)."""
     return re.compile(r"(?<![\w.])" + re.escape(qualname) + r"(?!\w)")
@@ -107,9 +135,31 @@ class Prompt:
     def has_whole(self, f: Func) -> bool:
         return bool(f.norm_code) and ("\n" + f.norm_code + "\n") in self.norm
 
-    def state(self, f: Func) -> str:
+    def block(self, qualname: str) -> list[str] | None:
+        """The stripped lines of the source block headed by the function's name (`#### \`name\``
+        or `### \`name\``), up to its closing fence; None when the prompt has no such block."""
+        lines = self.text.splitlines()
+        head = re.compile(r"^#{3,4} `" + re.escape(qualname) + "`")
+        at = next((i for i, ln in enumerate(lines) if head.match(ln)), None)
+        if at is None:
+            return None
+        opened = next((i for i in range(at + 1, len(lines)) if lines[i].startswith("```")), None)
+        if opened is None:
+            return None
+        body: list[str] = []
+        for ln in lines[opened + 1 :]:
+            if ln.startswith("```"):
+                break
+            body.append(ln.strip())
+        return body
+
+    def state(self, f: Func, fix: list[str] | None = None) -> str:
+        """Whole, or else with `fix` (the fix's lines, `fix_lines`) all in its block: FIX_SHOWN."""
         if self.has_whole(f):
             return WHOLE
+        block = self.block(f.qualname) if fix else None
+        if block is not None and all(t in block for t in fix or []):
+            return FIX_SHOWN
         named = name_pattern(f.qualname).search(self.text) is not None
         if f.norm_header and ("\n" + f.norm_header + "\n") in self.norm and named:
             return SIGNATURE

@@ -6,7 +6,7 @@ import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from scoring import ABSENT, BM25, NAME, SIGNATURE, WHOLE, Prompt, functions_of, pack, terms  # noqa: E402
+from scoring import ABSENT, BM25, FIX_SHOWN, NAME, SIGNATURE, WHOLE, Prompt, fix_lines, functions_of, pack, terms  # noqa: E402
 
 SOURCE = textwrap.dedent(
     '''\
@@ -187,6 +187,32 @@ class NativeFunctions(unittest.TestCase):
         self.assertEqual(sorted(fs), ["entry_key", "main"])
         self.assertEqual((fs["main"].start, fs["main"].end), (8, 11))
         self.assertEqual(fs["entry_key"].code, "static const char *entry_key(const struct entry *e) { return e->key; }")
+
+    def test_fix_lines_are_the_changed_lines_or_the_line_before_an_insertion(self):
+        buggy = "def f(x):\n    a = g(x)\n    # why\n\n    if a[-1] == m[0]:\n        return 1\n    return a\n"
+        changed = buggy.replace("if a[-1] == m[0]:", "if m and a[-1] == m[0]:")
+        self.assertEqual(fix_lines(buggy, changed), ["if a[-1] == m[0]:"])
+        # Only inserted: the nearest code line before it (not the comment, not the blank).
+        inserted = buggy.replace("\n    if a[-1]", "\n    check(a)\n    if a[-1]")
+        self.assertEqual(fix_lines(buggy, inserted), ["a = g(x)"])
+        # Re-indented lines are the same lines; nothing changed, nothing listed.
+        self.assertEqual(fix_lines(buggy, buggy.replace("    ", "  ")), [])
+
+    def test_a_block_showing_the_fix_lines_is_fix_shown_and_one_without_them_is_not(self):
+        f = functions_of("/x/t.py", "t.py", SOURCE)
+        render = next(x for x in f if x.qualname == "Table._render")
+        ran = "#### `Table._render` (t.py:16-22)\n\n```python\n    def _render(\n        self, console, options\n    ) -> \"RenderResult\":\n        ...  # 3 lines not run\n```\n"
+        p = Prompt(ran)
+        self.assertEqual(p.state(render), SIGNATURE)
+        self.assertEqual(p.state(render, ["for row in self.rows:"]), SIGNATURE)
+        shown = ran.replace("...  # 3 lines not run", "for row in self.rows:\n            ...  # 1 line not run")
+        self.assertEqual(Prompt(shown).state(render, ["for row in self.rows:"]), FIX_SHOWN)
+        # The line shown under another function's heading does not count.
+        other = shown.replace("#### `Table._render`", "#### `Table.other`")
+        self.assertEqual(Prompt(other).state(render, ["for row in self.rows:"]), ABSENT)
+        # Whole stays whole.
+        whole = "#### `Table._render`\n\n```python\n" + render.code + "\n```\n"
+        self.assertEqual(Prompt(whole).state(render, ["for row in self.rows:"]), WHOLE)
 
 
 if __name__ == "__main__":
