@@ -390,17 +390,21 @@ fn last_lines(unit: &gimli::UnitRef<R>, subs: &mut [(Vec<u64>, Sub)], files: &mu
 }
 
 /// A line table row, or a call site taken as one: (address, file index, line).
-type Row = (u64, u64, u32);
+pub(crate) type Row = (u64, u64, u32);
+
+/// An instance's own code: its address ranges less its nested instances', and the call sites
+/// of the instances right inside it as rows ([`own_code`]).
+pub(crate) type OwnCode = (Vec<(u64, u64)>, Vec<Row>);
 
 /// An inlined instance inside a subprogram.
 #[derive(Debug, Clone)]
-struct Instance {
+pub(crate) struct Instance {
     /// Depth of its DIE in the unit.
-    depth: u32,
-    ranges: Vec<(u64, u64)>,
+    pub(crate) depth: u32,
+    pub(crate) ranges: Vec<(u64, u64)>,
     /// `DW_AT_call_file` (an index of the unit's line table) and `DW_AT_call_line`: a line of
     /// the function it is inlined into.
-    call: Option<(u64, u32)>,
+    pub(crate) call: Option<(u64, u32)>,
 }
 
 /// The own code of instance `k` of `instances` (in DIE order): its ranges less those of the
@@ -409,7 +413,7 @@ struct Instance {
 /// right inside it (those not inside another one), each as a row at its first address: a
 /// function whose body is one call that was inlined too (`Vec::capacity`, which is
 /// `self.buf.capacity()`) has no code of its own, only that call's line.
-fn own_code(instances: &[Instance], k: usize) -> (Vec<(u64, u64)>, Vec<Row>) {
+pub(crate) fn own_code(instances: &[Instance], k: usize) -> OwnCode {
     let Some(me) = instances.get(k) else { return (Vec::new(), Vec::new()) };
     let inside: Vec<&Instance> = instances[k + 1..].iter().take_while(|i| i.depth > me.depth).collect();
     let nested: Vec<(u64, u64)> = inside.iter().flat_map(|i| i.ranges.iter().copied()).collect();
@@ -442,6 +446,39 @@ fn own_code(instances: &[Instance], k: usize) -> (Vec<(u64, u64)>, Vec<Row>) {
     (out, calls)
 }
 
+/// Per slot of `own` (the own code of an instance: its ranges and its call rows,
+/// [`own_code`]): the rows of `unit`'s line table in those ranges, after its call rows. Own
+/// ranges of distinct instances do not overlap (those of one instance listed twice might).
+pub(crate) fn rows_over(unit: &gimli::UnitRef<R>, own: Vec<OwnCode>) -> Vec<Vec<Row>> {
+    // (begin, end, slot), sorted by begin.
+    let mut index: Vec<(u64, u64, usize)> = Vec::new();
+    let mut rows_of: Vec<Vec<Row>> = Vec::with_capacity(own.len());
+    for (n, (ranges, calls)) in own.into_iter().enumerate() {
+        index.extend(ranges.into_iter().map(|(b, e)| (b, e, n)));
+        rows_of.push(calls);
+    }
+    if index.is_empty() {
+        return rows_of;
+    }
+    index.sort_unstable();
+    each_row(unit, |a, fi, line| {
+        let i = index.partition_point(|r| r.0 <= a);
+        for &(b, e, slot) in index[..i].iter().rev().take(4) {
+            if a >= b && a < e {
+                rows_of[slot].push((a, fi, line));
+                break;
+            }
+        }
+    });
+    rows_of
+}
+
+/// The file (an index of the unit's line table) of the row at the lowest address of an
+/// instance's own rows ([`rows_over`]): where a function no DIE declares is taken to live.
+pub(crate) fn first_file(rows: &[Row]) -> Option<u64> {
+    rows.iter().min_by_key(|r| r.0).map(|r| r.1)
+}
+
 /// Give the inlined frames `pending` ((sub, frame, instance)) whose function no DIE declares
 /// a file and lines from the line table: over the instance's own code ([`own_code`]), the
 /// file of the row at the lowest address, and the smallest and largest line of the rows in
@@ -460,36 +497,19 @@ fn undeclared_lines(
     }
     // One entry per distinct instance: (sub, instance) -> slot.
     let mut slots: HashMap<(usize, usize), usize> = HashMap::new();
-    // (begin, end, slot), sorted by begin.
-    let mut index: Vec<(u64, u64, usize)> = Vec::new();
-    let mut call_rows: Vec<Vec<(u64, u64, u32)>> = Vec::new();
+    let mut own: Vec<OwnCode> = Vec::new();
     for &(si, _, k) in pending {
         let n = slots.len();
         if let std::collections::hash_map::Entry::Vacant(v) = slots.entry((si, k)) {
             v.insert(n);
-            let (ranges, calls) = own_code(&subs[si].1.instances, k);
-            index.extend(ranges.into_iter().map(|(b, e)| (b, e, n)));
-            call_rows.push(calls);
+            own.push(own_code(&subs[si].1.instances, k));
         }
     }
-    index.sort_unstable();
-    // Per slot: the rows of its own code, (address, file index, line), its calls first.
-    let mut rows_of: Vec<Vec<(u64, u64, u32)>> = call_rows;
-    each_row(unit, |a, fi, line| {
-        let i = index.partition_point(|r| r.0 <= a);
-        // Own ranges of distinct instances do not overlap, but those of one instance seen
-        // through two hits might: look back a few entries.
-        for &(b, e, slot) in index[..i].iter().rev().take(4) {
-            if a >= b && a < e {
-                rows_of[slot].push((a, fi, line));
-                break;
-            }
-        }
-    });
+    let rows_of = rows_over(unit, own);
     for &(si, fi, k) in pending {
         let Some(&slot) = slots.get(&(si, k)) else { continue };
         let own = &rows_of[slot];
-        let Some(&(_, file, _)) = own.iter().min_by_key(|r| r.0) else { continue };
+        let Some(file) = first_file(own) else { continue };
         let lines = own.iter().filter(|r| r.1 == file).map(|r| r.2);
         let (first, last) = (lines.clone().min(), lines.max());
         let path = files.entry(file).or_insert_with(|| file_path(unit, file)).clone();

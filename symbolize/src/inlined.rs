@@ -4,6 +4,7 @@
 //! functions it belongs to. Which instances get a probe is the caller's rule (`keep`, by the
 //! inlined function's declaration file).
 
+use crate::dwarf::Instance;
 use crate::units::{decl_file, file_path, follow_origins, unit_start, Xref, R};
 use std::collections::HashMap;
 use std::path::Path;
@@ -43,12 +44,16 @@ fn mix(h: u64, v: u64) -> u64 {
 
 /// The entry and range starts of the inlined subroutines of `obj`'s own DWARF (link-time
 /// addresses, in DIE order), leaving out instances of functions whose declaration file `keep`
-/// refuses (an instance whose declaration file is unknown is kept); at most about `limit`.
+/// refuses; at most about `limit`. An inlined function that no DIE declares (a unit built with
+/// line tables only: a bare `DW_AT_name`, no `DW_AT_decl_file`) is judged by the file the
+/// symbolizer gives it, that of the first row of the instance's own code
+/// ([`crate::dwarf::first_file`]): the standard library's code inlined into such a unit is
+/// then left out as a declared one is. Where the unit has no line table to tell, it is kept.
 pub fn instance_starts(obj: &object::File, mut keep: impl FnMut(&Path) -> bool, limit: usize) -> Result<Vec<InlinedStart>, gimli::Error> {
     let sections = crate::units::Sections::of(obj);
     let dwarf = sections.dwarf();
     let mut xref = Xref::new(&dwarf);
-    // Whether a declaration file is kept, by (unit start, file index).
+    // Whether a file is kept, by (unit start, file index).
     let mut kept: HashMap<(usize, u64), bool> = HashMap::new();
     let mut out = Vec::new();
     let mut units = dwarf.units();
@@ -61,6 +66,11 @@ pub fn instance_starts(obj: &object::File, mut keep: impl FnMut(&Path) -> bool, 
         // chain of the nearest kept instance there, itself included: its children's parent).
         let mut open: Vec<(isize, u64, u32, u64)> = Vec::new();
         let mut depth = 0isize;
+        // The unit's instances in DIE order, each subprogram a range-less stop between them
+        // (for [`crate::dwarf::own_code`]); and those whose function no DIE declares:
+        // (instance, its starts in `out`, chain, parent).
+        let mut instances: Vec<Instance> = Vec::new();
+        let mut undeclared: Vec<(usize, std::ops::Range<usize>, u64, u64)> = Vec::new();
         while let Some((delta, entry)) = cursor.next_dfs()? {
             depth += delta;
             while open.last().is_some_and(|o| o.0 >= depth) {
@@ -69,6 +79,7 @@ pub fn instance_starts(obj: &object::File, mut keep: impl FnMut(&Path) -> bool, 
             let (chain, inlined, parent) = match entry.tag() {
                 gimli::DW_TAG_subprogram => {
                     open.push((depth, mix(0, here.wrapping_add(entry.offset().0) as u64), 0, 0));
+                    instances.push(Instance { depth: depth.max(0) as u32, ranges: Vec::new(), call: None });
                     continue;
                 }
                 gimli::DW_TAG_inlined_subroutine => {
@@ -79,16 +90,15 @@ pub fn instance_starts(obj: &object::File, mut keep: impl FnMut(&Path) -> bool, 
             };
             // The declaration file of the inlined function (its abstract origin's).
             let mut is_kept = true;
+            let mut declared = false;
             follow_origins(&unit, entry, &mut xref, |u, e, foreign| {
                 let Some(file) = decl_file(e) else { return true };
                 let k = foreign.unwrap_or(here);
+                declared = true;
                 is_kept = *kept.entry((k, file)).or_insert_with(|| file_path(u, file).is_none_or(|f| keep(&f)));
                 false
             });
             open.push((depth, chain, inlined, if is_kept { chain } else { parent }));
-            if !is_kept {
-                continue;
-            }
             // An entry where the instance is entered (DW_AT_entry_pc) and at the start of each
             // of its ranges: code motion can run a later range without the entry's (hexyl's
             // Unit::get_multiplier is seen only by a later range).
@@ -96,24 +106,89 @@ pub fn instance_starts(obj: &object::File, mut keep: impl FnMut(&Path) -> bool, 
             // inlined code there (gcc 12 at `-O1` can put a helper's entry at its caller's first
             // instruction, the range starting after it), so its probe would name the caller
             // itself as inlined into itself.
-            let start = |addr| InlinedStart { addr, depth: inlined, chain, parent };
-            let Ok(mut ranges) = unit.die_ranges(entry) else { continue };
             let mut spans = Vec::new();
-            while let Ok(Some(r)) = ranges.next() {
-                if r.end > r.begin {
-                    spans.push((r.begin, r.end));
+            if let Ok(mut ranges) = unit.die_ranges(entry) {
+                while let Ok(Some(r)) = ranges.next() {
+                    if r.end > r.begin {
+                        spans.push((r.begin, r.end));
+                    }
                 }
             }
+            let call = (entry.attr_value(gimli::DW_AT_call_file).ok().flatten().and_then(crate::units::file_index))
+                .zip(entry.attr_value(gimli::DW_AT_call_line).ok().flatten().and_then(|v| v.udata_value()))
+                .map(|(f, l)| (f, l.min(u32::MAX as u64) as u32));
+            instances.push(Instance { depth: depth.max(0) as u32, ranges: spans.clone(), call });
+            if !is_kept {
+                continue;
+            }
+            let from = out.len();
+            let start = |addr| InlinedStart { addr, depth: inlined, chain, parent };
             if let Some(a) = entry.attr_value(gimli::DW_AT_entry_pc).ok().flatten().and_then(|v| unit.attr_address(v).ok().flatten()) {
                 if spans.iter().any(|&(b, e)| (b..e).contains(&a)) {
                     out.push(start(a));
                 }
             }
             out.extend(spans.iter().map(|&(b, _)| start(b)));
-            if out.len() >= limit {
-                return Ok(out);
+            if !declared {
+                undeclared.push((instances.len() - 1, from..out.len(), chain, parent));
             }
+            if out.len() >= limit {
+                break;
+            }
+        }
+        drop_undeclared(&unit, here, &instances, &undeclared, &mut out, &mut kept, &mut keep);
+        if out.len() >= limit {
+            break;
         }
     }
     Ok(out)
+}
+
+/// Leave out of `out` the starts of the instances `undeclared` ((instance, its starts, chain,
+/// parent)) whose own code's first row is in a file that `keep` refuses, and give the starts
+/// nested in one the parent it had.
+fn drop_undeclared(
+    unit: &gimli::UnitRef<R>,
+    here: usize,
+    instances: &[Instance],
+    undeclared: &[(usize, std::ops::Range<usize>, u64, u64)],
+    out: &mut Vec<InlinedStart>,
+    kept: &mut HashMap<(usize, u64), bool>,
+    keep: &mut impl FnMut(&Path) -> bool,
+) {
+    if undeclared.is_empty() || unit.line_program.is_none() {
+        return;
+    }
+    let own = undeclared.iter().map(|u| crate::dwarf::own_code(instances, u.0)).collect();
+    let rows = crate::dwarf::rows_over(unit, own);
+    // Chain left out -> the parent its nested instances take instead.
+    let mut dropped: HashMap<u64, u64> = HashMap::new();
+    let mut gone = vec![false; out.len()];
+    for (u, rows) in undeclared.iter().zip(&rows) {
+        let Some(file) = crate::dwarf::first_file(rows) else { continue };
+        if *kept.entry((here, file)).or_insert_with(|| crate::units::file_path(unit, file).is_none_or(|f| keep(&f))) {
+            continue;
+        }
+        dropped.insert(u.2, u.3);
+        u.1.clone().for_each(|i| gone[i] = true);
+    }
+    if dropped.is_empty() {
+        return;
+    }
+    let first = undeclared[0].1.start;
+    let mut k = 0;
+    out.retain(|_| {
+        k += 1;
+        !gone[k - 1]
+    });
+    let first = first.min(out.len());
+    for s in out[first..].iter_mut() {
+        // A bounded walk up (a hash collision cannot loop it).
+        for _ in 0..256 {
+            match dropped.get(&s.parent) {
+                Some(&p) if p != s.parent => s.parent = p,
+                _ => break,
+            }
+        }
+    }
 }

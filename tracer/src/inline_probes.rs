@@ -8,9 +8,11 @@
 //! group's other probes when one fires.
 //!
 //! The standard library's inlined code is not listed: an inlined function declared in the Rust
-//! standard library or a C/C++ system header (by its `DW_AT_decl_file`) gets no probe, as
-//! `slice` hides those functions by default (a probe costs one trap when it fires). Code from
-//! cargo's registry is listed: a program installed with `cargo install` is itself there.
+//! standard library or a C/C++ system header (by its `DW_AT_decl_file`, or in a unit built with
+//! line tables only, where no DIE declares it, by the file of its code's first row, as the
+//! symbolizer names it) gets no probe, as `slice` hides those functions by default (a probe
+//! costs one trap when it fires). Code from cargo's registry is listed: a program installed
+//! with `cargo install` is itself there.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -23,8 +25,11 @@ const MAX_PROBES: usize = 1_000_000;
 /// declaration file's path is normalized before [`own_code`] sees it, as the analyzer's are).
 /// 6: groups have parents, [`InlineProbeList::group_parents`]. 7: an object with debug
 /// information that inlines none of its own code gets an empty list, not none. 8: an inlined
-/// instance's entry outside its ranges gets no probe.)
-const LIST_RULES: u32 = 8;
+/// instance's entry outside its ranges gets no probe. 9: an inlined function no DIE declares
+/// (line tables only) is judged by the file of its own code's first row, so the standard
+/// library's code inlined into such a unit gets none; and `/rust/deps/`, the crates `std`
+/// vendors, is the standard library's.)
+const LIST_RULES: u32 = 9;
 
 /// Lists kept in the cache (the most recently used).
 const CACHE_KEEP: usize = 64;
@@ -190,10 +195,15 @@ fn parents_of_groups(dense: &HashMap<u64, u32>, parent_of: &HashMap<u64, u64>) -
     out
 }
 
-/// Whether a declaration file is the program's own code (see the module's rule).
+/// Whether a declaration file is the program's own code (see the module's rule): not the Rust
+/// standard library's (the analyzer's rule, [`trace_format::objects::rust_library_end`],
+/// `/rust/deps/` of the crates `std` vendors included), a toolchain's or a system header.
 pub(crate) fn own_code(file: &str) -> bool {
     const NOT_OWN: [&str; 2] = ["/rustlib/", "/.rustup/"];
-    !(file.starts_with("/rustc/") || file.starts_with("/usr/") || NOT_OWN.iter().any(|m| file.contains(m)))
+    !(file.starts_with("/rustc/")
+        || file.starts_with("/usr/")
+        || trace_format::objects::rust_library_end(file).is_some()
+        || NOT_OWN.iter().any(|m| file.contains(m)))
 }
 
 #[cfg(test)]
@@ -248,6 +258,8 @@ mod tests {
         assert!(own_code("/work/examples/c/inlined.c"));
         assert!(!own_code("/rustc/59807616e1fa2540724bfbac14d7976d7e4a3860/library/core/src/iter/range.rs"));
         assert!(!own_code("/usr/include/x86_64-linux-gnu/bits/stdio2.h"));
+        // The crates `std` vendors, as its prebuilt units name them.
+        assert!(!own_code("/rust/deps/gimli-0.32.3/src/read/line.rs"));
         assert!(own_code("/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/hexyl-0.16.0/src/main.rs"));
     }
 
@@ -309,6 +321,41 @@ mod tests {
         assert_eq!(group_of("twice").len(), 1, "{names:?} {:?}", list.groups);
         assert_eq!(group_of("other").len(), 1, "{names:?} {:?}", list.groups);
         assert_ne!(group_of("twice"), group_of("other"));
+    }
+
+    /// A Rust program built with line tables only (cargo's `debug = "line-tables-only"`), where
+    /// no DIE says where an inlined function is declared, gets the probes of the same program
+    /// built with limited debug information (`debug = 1`, whose DIEs do): its own inlined code,
+    /// not the standard library's (iterators, `Vec`, formatting) inlined into it.
+    #[test]
+    fn line_tables_only_lists_the_programs_own_inlined_code_as_limited_debug_information_does() {
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("main.rs");
+        std::fs::write(
+            &src,
+            "#[inline(always)]\nfn helper(v: &[u64]) -> u64 {\n    v.iter().map(|x| x * 3).filter(|x| x % 2 == 1).sum()\n}\n\n#[inline(always)]\nfn lengths() -> Vec<u64> {\n    std::env::args().map(|a| a.len() as u64).collect()\n}\n\nfn main() {\n    let v = lengths();\n    println!(\"{} {:?}\", helper(&v), v);\n}\n",
+        )
+        .unwrap();
+        let list = |debuginfo: &str| {
+            let exe = d.path().join(format!("prog-{debuginfo}"));
+            let st = std::process::Command::new("rustc")
+                .args(["--edition=2021", "-O", &format!("-Cdebuginfo={debuginfo}"), "-o"])
+                .arg(&exe)
+                .arg(&src)
+                .status()
+                .expect("run rustc");
+            assert!(st.success());
+            probe_list(&exe).expect("a list")
+        };
+        let (limited, tables) = (list("1"), list("line-tables-only"));
+        assert!(!limited.offsets.is_empty(), "{limited:?}");
+        assert!(
+            tables.offsets == limited.offsets,
+            "line tables only: {} probes; limited debug information: {}",
+            tables.offsets.len(),
+            limited.offsets.len()
+        );
+        assert_eq!(tables.groups.len(), limited.groups.len());
     }
 
     /// The group of code inlined into inlined code has the group of the code around it as its

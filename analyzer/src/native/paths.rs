@@ -3,6 +3,7 @@
 //! display paths. The language-neutral dispatch is [`crate::pathclass`].
 
 use crate::pathclass::Origin;
+use trace_format::objects::rust_library_end;
 
 /// Classify a native function by its source file, its object, and (for code without a
 /// source file) its name.
@@ -214,25 +215,6 @@ fn split_as(q: &str) -> Option<(&str, &str)> {
         }
     }
     None
-}
-
-/// Where the path inside the Rust standard library's source starts (`std/src/...`): under
-/// `/rustc/<commit>/library/` (rustup's prebuilt `std`), a toolchain's
-/// `lib/rustlib/src/rust/library/`, or `/rust/deps/` (the crates `std` vendors).
-pub(crate) fn rust_library_end(s: &str) -> Option<usize> {
-    if let Some(rest) = s.strip_prefix("/rustc/") {
-        let hash_len = rest.find('/')?;
-        let hex = &rest[..hash_len];
-        if hex.len() >= 7 && hex.bytes().all(|b| b.is_ascii_hexdigit()) && rest[hash_len..].starts_with("/library/") {
-            return Some("/rustc/".len() + hash_len + "/library/".len());
-        }
-        return None;
-    }
-    if let Some(rest) = s.strip_prefix("/rust/deps/") {
-        return (!rest.is_empty()).then_some("/rust/deps/".len());
-    }
-    const RUSTLIB: &str = "/lib/rustlib/src/rust/library/";
-    s.find(RUSTLIB).map(|i| i + RUSTLIB.len())
 }
 
 /// Where the path inside a cargo package starts (`clap-4.5.20/src/...`): cargo's registry

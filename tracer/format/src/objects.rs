@@ -43,6 +43,25 @@ fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
+/// Where the path inside the Rust standard library's source starts (`std/src/...`): under
+/// `/rustc/<commit>/library/` (rustup's prebuilt `std`), a toolchain's
+/// `lib/rustlib/src/rust/library/`, or `/rust/deps/` (the crates `std` vendors).
+pub fn rust_library_end(s: &str) -> Option<usize> {
+    if let Some(rest) = s.strip_prefix("/rustc/") {
+        let hash_len = rest.find('/')?;
+        let hex = &rest[..hash_len];
+        if hex.len() >= 7 && hex.bytes().all(|b| b.is_ascii_hexdigit()) && rest[hash_len..].starts_with("/library/") {
+            return Some("/rustc/".len() + hash_len + "/library/".len());
+        }
+        return None;
+    }
+    if let Some(rest) = s.strip_prefix("/rust/deps/") {
+        return (!rest.is_empty()).then_some("/rust/deps/".len());
+    }
+    const RUSTLIB: &str = "/lib/rustlib/src/rust/library/";
+    s.find(RUSTLIB).map(|i| i + RUSTLIB.len())
+}
+
 /// Whether `path` is the Rust toolchain: rustup's toolchains (`cargo`, `rustc` and
 /// `librustc_driver`: a program recorded with `trace run -- cargo test` builds itself first,
 /// and rustc patched whole failed its allocations) or one of its proxies. Programs installed
