@@ -21,8 +21,9 @@ use trace_format::meta::InlineProbeList;
 /// At most this many rows (a bound on a damaged or huge object).
 const MAX_ROWS: usize = 4_000_000;
 
-/// The rules by which a list is made, part of a cached list's key: changed with them.
-const LIST_RULES: u32 = 4;
+/// The rules by which a list is made, part of a cached list's key: changed with them (5: rows
+/// in `/rust/deps/`, the crates `std` vendors, are the standard library's, `own_code`).
+const LIST_RULES: u32 = 5;
 
 /// [`line_list`], from the per-user cache, as the inline list is cached.
 pub fn cached_line_list(path: &Path) -> Option<InlineProbeList> {
