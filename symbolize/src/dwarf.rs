@@ -439,7 +439,9 @@ pub(crate) fn own_code(instances: &[Instance], k: usize) -> OwnCode {
     for (j, i) in inside.iter().enumerate() {
         let Some(&(start, _)) = i.ranges.first() else { continue };
         let in_another = inside[..j].iter().any(|o| o.depth < i.depth && in_ranges(&o.ranges, start));
-        if let (false, Some((file, line))) = (in_another, i.call) {
+        // A call site at line 0 (code the compiler made, no line of the source) says nothing of
+        // where the function is: it would start its span at the file's first line.
+        if let (false, Some((file, line))) = (in_another, i.call.filter(|c| c.1 > 0)) {
             calls.push((start, file, line));
         }
     }
@@ -560,4 +562,32 @@ pub fn lines_over(dwarf: &gimli::Dwarf<R>, ranges: &[(u64, u64)]) -> Result<Hash
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An instance's own code is its ranges less its nested instances', and the call sites of
+    /// the instances right inside it are rows of it, except a call site at line 0 (code the
+    /// compiler made: LTO'd hexyl's `run`, inlined into `main`, took line 0 as its first line
+    /// and was printed from the top of `main.rs`).
+    #[test]
+    fn own_code_cuts_nested_ranges_and_keeps_call_sites_with_a_line() {
+        let inst = |depth, ranges: &[(u64, u64)], call| Instance { depth, ranges: ranges.to_vec(), call };
+        let instances = [
+            inst(2, &[(0x100, 0x200)], Some((1, 10))),
+            inst(3, &[(0x120, 0x140)], Some((1, 12))),
+            inst(3, &[(0x160, 0x180)], Some((1, 0))),
+            inst(4, &[(0x165, 0x170)], Some((2, 7))),
+            inst(2, &[(0x300, 0x310)], Some((1, 30))),
+        ];
+        let (ranges, calls) = own_code(&instances, 0);
+        assert_eq!(ranges, vec![(0x100, 0x120), (0x140, 0x160), (0x180, 0x200)]);
+        // The line-0 call site is left out; the instance nested in it is not right inside.
+        assert_eq!(calls, vec![(0x120, 1, 12)]);
+        assert_eq!(first_file(&calls), Some(1));
+        // The last instance is not inside the first.
+        assert_eq!(own_code(&instances, 4).0, vec![(0x300, 0x310)]);
+    }
 }
