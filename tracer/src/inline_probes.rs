@@ -210,6 +210,30 @@ pub(crate) fn own_code(file: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// A scratch directory holding `text` as `name`, and that file's path.
+    fn source(name: &str, text: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join(name);
+        std::fs::write(&src, text).unwrap();
+        (d, src)
+    }
+
+    /// `compiler FLAGS -o exe src`, which must succeed.
+    fn compile(compiler: &str, flags: &[&str], src: &Path, exe: &Path) {
+        let st = std::process::Command::new(compiler).args(flags).arg("-o").arg(exe).arg(src).status().expect("run the compiler");
+        assert!(st.success(), "{compiler} {flags:?} {}", src.display());
+    }
+
+    /// What `addr2line -f -i` says at each offset of `list` in `exe`: the inlined functions
+    /// there, innermost first, each a name line and a file line.
+    fn addr2line(exe: &Path, list: &InlineProbeList) -> Vec<Vec<String>> {
+        let at = |o: &u64| {
+            let out = std::process::Command::new("addr2line").args(["-f", "-i", "-e"]).arg(exe).arg(format!("{o:#x}")).output().unwrap();
+            String::from_utf8_lossy(&out.stdout).lines().map(String::from).collect()
+        };
+        list.offsets.iter().map(at).collect()
+    }
+
     /// A list is computed once and then given from the cache as the bytes written there, equal
     /// to its serialization; an object with no list is cached as none; a cached list whose head
     /// names another object, size or time is not used (computed again).
@@ -265,18 +289,14 @@ mod tests {
 
     #[test]
     fn a_static_helper_inlined_at_o1_is_listed_an_o0_build_has_an_empty_list_and_no_dwarf_none() {
-        let d = tempfile::tempdir().unwrap();
-        let src = d.path().join("prog.c");
-        std::fs::write(
-            &src,
+        let (d, src) = source(
+            "prog.c",
             "#include <stdio.h>\nstatic int helper(int x) {\n  int s = 0;\n  for (int i = 0; i < x; i++) s += i * x;\n  return s;\n}\nint main(int argc, char **argv) {\n  (void)argv;\n  printf(\"%d\\n\", helper(argc + 5));\n  return 0;\n}\n",
-        )
-        .unwrap();
+        );
         let exe = d.path().join("prog");
         // (flags, a list, probes in it)
         for (flags, listed, probes) in [(["-g", "-O1"], true, true), (["-g", "-O0"], true, false), (["-g0", "-O1"], false, false)] {
-            let st = std::process::Command::new("cc").args(flags).arg("-o").arg(&exe).arg(&src).status().expect("run cc");
-            assert!(st.success());
+            compile("cc", &flags, &src, &exe);
             let list = probe_list(&exe);
             assert_eq!(list.is_some(), listed, "{flags:?}: {list:?}");
             if let Some(l) = list {
@@ -290,28 +310,16 @@ mod tests {
 
     #[test]
     fn instances_of_one_helper_in_one_function_are_one_group_and_another_helper_is_not() {
-        let d = tempfile::tempdir().unwrap();
-        let src = d.path().join("prog.c");
         // `twice` is inlined at two call sites of main (two instances), `other` at one.
-        std::fs::write(
-            &src,
+        let (d, src) = source(
+            "prog.c",
             "#include <stdio.h>\n#include <stdlib.h>\nstatic int twice(int x) {\n  int s = 0;\n  for (int i = 0; i < x; i++) s += i ^ x;\n  return s;\n}\nstatic int other(int x) {\n  int s = 1;\n  for (int i = 0; i < x; i++) s *= i | 3;\n  return s;\n}\nint main(int argc, char **argv) {\n  int a = atoi(argv[1]);\n  if (argc > 2) printf(\"%d\\n\", twice(a + 1));\n  printf(\"%d\\n\", other(a));\n  printf(\"%d\\n\", twice(a * 7));\n  return 0;\n}\n",
-        )
-        .unwrap();
+        );
         let exe = d.path().join("prog");
-        let st = std::process::Command::new("cc").args(["-g", "-O1", "-o"]).arg(&exe).arg(&src).status().expect("run cc");
-        assert!(st.success());
+        compile("cc", &["-g", "-O1"], &src, &exe);
         let list = probe_list(&exe).expect("a list");
         // The name of the inlined function whose instance starts at each offset (addr2line).
-        let names: Vec<String> = list
-            .offsets
-            .iter()
-            .map(|o| {
-                let out =
-                    std::process::Command::new("addr2line").args(["-f", "-i", "-e"]).arg(&exe).arg(format!("{o:#x}")).output().unwrap();
-                String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or_default().to_string()
-            })
-            .collect();
+        let names: Vec<String> = addr2line(&exe, &list).into_iter().map(|l| l.into_iter().next().unwrap_or_default()).collect();
         let group_of = |name: &str| -> Vec<u32> {
             let mut g: Vec<u32> = names.iter().zip(&list.groups).filter(|(n, _)| *n == name).map(|(_, g)| *g).collect();
             g.dedup();
@@ -329,22 +337,13 @@ mod tests {
     /// not the standard library's (iterators, `Vec`, formatting) inlined into it.
     #[test]
     fn line_tables_only_lists_the_programs_own_inlined_code_as_limited_debug_information_does() {
-        let d = tempfile::tempdir().unwrap();
-        let src = d.path().join("main.rs");
-        std::fs::write(
-            &src,
+        let (d, src) = source(
+            "main.rs",
             "#[inline(always)]\nfn helper(v: &[u64]) -> u64 {\n    v.iter().map(|x| x * 3).filter(|x| x % 2 == 1).sum()\n}\n\n#[inline(always)]\nfn lengths() -> Vec<u64> {\n    std::env::args().map(|a| a.len() as u64).collect()\n}\n\nfn main() {\n    let v = lengths();\n    println!(\"{} {:?}\", helper(&v), v);\n}\n",
-        )
-        .unwrap();
+        );
         let list = |debuginfo: &str| {
             let exe = d.path().join(format!("prog-{debuginfo}"));
-            let st = std::process::Command::new("rustc")
-                .args(["--edition=2021", "-O", &format!("-Cdebuginfo={debuginfo}"), "-o"])
-                .arg(&exe)
-                .arg(&src)
-                .status()
-                .expect("run rustc");
-            assert!(st.success());
+            compile("rustc", &["--edition=2021", "-O", &format!("-Cdebuginfo={debuginfo}")], &src, &exe);
             probe_list(&exe).expect("a list")
         };
         let (limited, tables) = (list("1"), list("line-tables-only"));
@@ -363,29 +362,18 @@ mod tests {
     /// straight into `main` is another group, without one.
     #[test]
     fn a_group_inside_another_inlined_function_has_it_as_its_parent() {
-        let d = tempfile::tempdir().unwrap();
-        let src = d.path().join("prog.c");
-        std::fs::write(
-            &src,
+        let (d, src) = source(
+            "prog.c",
             "#include <stdio.h>\n#include <stdlib.h>\n__attribute__((always_inline)) static inline int inner(int x) {\n  int s = 0;\n  for (int i = 0; i < x; i++) s += i ^ x;\n  return s;\n}\n__attribute__((always_inline)) static inline int outer(int x) {\n  int s = 1;\n  for (int i = 0; i < x; i++) s *= i | 3;\n  if (x > 5) s += inner(x * 3);\n  for (int i = 0; i < s % 7; i++) printf(\"%d\\n\", i);\n  return s;\n}\nint main(int argc, char **argv) {\n  int a = atoi(argv[1]);\n  if (argc > 2) printf(\"%d\\n\", outer(a + 1));\n  printf(\"%d\\n\", inner(a));\n  return 0;\n}\n",
-        )
-        .unwrap();
+        );
         let exe = d.path().join("prog");
-        let st = std::process::Command::new("cc").args(["-g", "-O1", "-o"]).arg(&exe).arg(&src).status().expect("run cc");
-        assert!(st.success());
+        compile("cc", &["-g", "-O1"], &src, &exe);
         let list = probe_list(&exe).expect("a list");
         assert_eq!(list.group_parents.len(), *list.groups.iter().max().unwrap() as usize + 1);
         // Each offset's chain of inlined functions, innermost first (addr2line -i), as its
         // function names joined.
-        let chains: Vec<String> = list
-            .offsets
-            .iter()
-            .map(|o| {
-                let out =
-                    std::process::Command::new("addr2line").args(["-f", "-i", "-e"]).arg(&exe).arg(format!("{o:#x}")).output().unwrap();
-                String::from_utf8_lossy(&out.stdout).lines().step_by(2).collect::<Vec<_>>().join("<")
-            })
-            .collect();
+        let chains: Vec<String> =
+            addr2line(&exe, &list).into_iter().map(|l| l.into_iter().step_by(2).collect::<Vec<_>>().join("<")).collect();
         let group_of = |chain: &str| -> u32 {
             let mut g: Vec<u32> = chains.iter().zip(&list.groups).filter(|(c, _)| *c == chain).map(|(_, g)| *g).collect();
             g.dedup();
