@@ -6,7 +6,7 @@
 //! installed packages (hidden by `--no-site-packages`), shown with short paths; the
 //! program's own `vendor/` folder without the checksum file stays the program's.
 
-use slice_trace_e2e::{cmd, run, run_ok, scratch, texts};
+use slice_trace_e2e::{cargo_build, cmd, run, run_ok, scratch, texts};
 use std::path::Path;
 
 fn write(path: &Path, text: &str) {
@@ -49,12 +49,7 @@ fn dependencies_are_found_by_their_directory_shape() {
         &proj.join("src/main.rs"),
         "fn main() {\n    let x = owndep::step_owndep(vendep::step_vendep(anondep::step_anondep(regdep::step_regdep(1))));\n    println!(\"{x}\");\n}\n",
     );
-    let out = run(std::process::Command::new("cargo")
-        .args(["build", "--offline", "--quiet"])
-        .current_dir(&proj)
-        .env("CARGO_TARGET_DIR", proj.join("target"))
-        .env_remove("RUSTFLAGS"));
-    assert!(out.status.success(), "cargo build: {:?}", texts(&out));
+    cargo_build(&proj, &proj.join("target"));
     let exe = proj.join("target/debug/app");
     let trace = d.path().join("t.d");
     let mut c = cmd("trace");
@@ -115,12 +110,7 @@ fn a_program_built_from_cargos_registry_is_the_program() {
         "fn main() {\n    let x = tool_core::step_tool_core(tool::double_it(regdep::step_regdep(1)));\n    println!(\"{x}\");\n}\n",
     );
     let target = d.path().join("target");
-    let out = run(std::process::Command::new("cargo")
-        .args(["build", "--offline", "--quiet"])
-        .current_dir(&app)
-        .env("CARGO_TARGET_DIR", &target)
-        .env_remove("RUSTFLAGS"));
-    assert!(out.status.success(), "cargo build: {:?}", texts(&out));
+    cargo_build(&app, &target);
     let trace = d.path().join("t.d");
     let mut c = cmd("trace");
     c.env("SLICE_TRACE_PATCH", "1").arg("run").arg("-o").arg(&trace).arg("--").arg(target.join("debug/tool"));
@@ -174,12 +164,7 @@ fn a_rust_program_without_debug_information_is_told_how_cargo_shows_its_source()
         &proj.join("src/main.rs"),
         "use tinyparse::Scale;\n\nstruct Meters(u32);\n\nimpl Scale for Meters {\n    #[inline(never)]\n    fn scale(&self, by: u32) -> u32 {\n        std::hint::black_box(self.0) * by\n    }\n}\n\n#[inline(never)]\nfn triple(x: u32) -> u32 {\n    std::hint::black_box(x) * 3\n}\n\nfn main() {\n    println!(\"{}\", Meters(triple(tinyparse::parse_num(\" 2 \"))).scale(1));\n}\n",
     );
-    let out = run(std::process::Command::new("cargo")
-        .args(["build", "--offline", "--quiet"])
-        .current_dir(&proj)
-        .env("CARGO_TARGET_DIR", proj.join("target"))
-        .env_remove("RUSTFLAGS"));
-    assert!(out.status.success(), "cargo build: {:?}", texts(&out));
+    cargo_build(&proj, &proj.join("target"));
     let trace = d.path().join("t.d");
     let mut c = cmd("trace");
     c.env("SLICE_TRACE_PATCH", "1").arg("run").arg("-o").arg(&trace).arg("--").arg(proj.join("target/debug/no-debug"));

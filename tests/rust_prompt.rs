@@ -14,7 +14,7 @@
 mod native_support;
 
 use native_support::*;
-use slice_trace_e2e::{cmd, root, run, run_ok, scratch, texts};
+use slice_trace_e2e::{cargo_build, cmd, root, run, run_ok, scratch, texts};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -293,12 +293,7 @@ fn a_dependency_without_full_debug_information_gives_distinct_meaningful_lines()
                 dep.display()
             ),
         );
-        let out = run(std::process::Command::new("cargo")
-            .args(["build", "--offline", "--quiet"])
-            .current_dir(&app)
-            .env("CARGO_TARGET_DIR", app.join("target"))
-            .env_remove("RUSTFLAGS"));
-        assert!(out.status.success(), "cargo build: {:?}", texts(&out));
+        cargo_build(&app, &app.join("target"));
         let t = d.path().join(format!("t-{}.d", debug.trim_matches('"')));
         trace_patched(&t, &app.join("target/debug/app"), &[]);
         let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).args(["-q", "what does run add?", "--variant", "T"]));

@@ -79,6 +79,19 @@ pub fn pyenv_root() -> PathBuf {
     PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".pyenv")
 }
 
+/// `cargo build --offline --quiet` of the Cargo project at `project` into the target
+/// directory `target` (with no `RUSTFLAGS` from the caller), which must succeed: the Rust
+/// programs the tests build, whose dependencies are already on the machine. Their debug
+/// binaries are under `target/debug/`.
+pub fn cargo_build(project: &Path, target: &Path) {
+    let out = run(Command::new("cargo")
+        .args(["build", "--offline", "--quiet"])
+        .current_dir(project)
+        .env("CARGO_TARGET_DIR", target)
+        .env_remove("RUSTFLAGS"));
+    assert!(out.status.success(), "cargo build in {}: {:?}", project.display(), texts(&out));
+}
+
 /// The processes (other than `trace` itself) whose command line, split into its non-empty
 /// arguments, `matches`: how the tests find a recorded program that should have ended.
 pub fn processes_where(matches: impl Fn(&[&[u8]]) -> bool) -> Vec<u32> {
