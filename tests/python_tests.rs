@@ -522,7 +522,8 @@ from calc import add, div
 
 class CalcTest(unittest.TestCase):
     def test_add(self):
-        self.assertEqual(add(2, 2), 4)
+        self.assertEqual(add(2, 2),
+                         4)
 
     def test_div(self):
         self.assertEqual(div(1, 0), 1)
@@ -554,14 +555,15 @@ fn failure_blocks(prompt: &str) -> Vec<String> {
 }
 
 /// A `python -m unittest` failure reads as pytest's does: the place relative to the run's
-/// directory, the failing statement (the test file's innermost frame), the exception and its
-/// message; an error raised in the code under test likewise, with its traceback. Module and
-/// discovery runs, CPython 3.11 and 3.12.
+/// directory, the failing statement (the test file's innermost frame) whole, over the lines it
+/// spans, the exception and its message; an error raised in the code under test likewise,
+/// with its traceback. Module and discovery runs, CPython 3.11 and 3.12; and the same project
+/// under pytest, whose statement is kept whole too.
 #[test]
 fn a_unittest_failure_shows_the_place_the_statement_and_the_exception_as_pytests_does() {
-    let want_failed = "FAILED tests.test_calc.CalcTest.test_add, <duration>\nat tests/test_calc.py:8\n>   self.assertEqual(add(2, 2), 4)\nE   AssertionError: 5 != 4";
-    let want_error = "ERROR tests.test_calc.CalcTest.test_div, <duration>\nat tests/test_calc.py:11\n>   self.assertEqual(div(1, 0), 1)\n\
-                      E   ZeroDivisionError: division by zero\ntraceback (innermost last):\n  tests/test_calc.py:11 (test_div)\n  calc.py:6 (div)";
+    let want_failed = "FAILED tests.test_calc.CalcTest.test_add, <duration>\nat tests/test_calc.py:8\n>   self.assertEqual(add(2, 2),\n                     4)\nE   AssertionError: 5 != 4";
+    let want_error = "ERROR tests.test_calc.CalcTest.test_div, <duration>\nat tests/test_calc.py:12\n>   self.assertEqual(div(1, 0), 1)\n\
+                      E   ZeroDivisionError: division by zero\ntraceback (innermost last):\n  tests/test_calc.py:12 (test_div)\n  calc.py:6 (div)";
     for minor in [11, 12] {
         let py = slice_trace_e2e::pyenv_python(minor).unwrap_or_else(|| panic!("no CPython 3.{minor} under $(pyenv root)/versions"));
         let d = scratch();
@@ -584,6 +586,24 @@ fn a_unittest_failure_shows_the_place_the_statement_and_the_exception_as_pytests
             assert!(table.contains("  tests.test_calc.CalcTest.test_add: 5 != 4 at tests/test_calc.py:8\n"), "3.{minor} {name}:\n{table}");
         }
     }
+    // pytest prints the failing statement whole, its first line marked (and, on CPython 3.11
+    // and later, the failing part of an expression marked below it): the prompt keeps it so.
+    let d = scratch();
+    let proj = d.path().join("proj");
+    std::fs::create_dir_all(proj.join("tests")).unwrap();
+    std::fs::write(proj.join("calc.py"), CALC).unwrap();
+    std::fs::write(proj.join("tests/__init__.py"), "").unwrap();
+    std::fs::write(proj.join("tests/test_calc.py"), CALC_TEST).unwrap();
+    let py = venv_python();
+    let (t, code) = record(&proj, "pytest.d", &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]);
+    assert_eq!(code, 1);
+    let p = slice(&["from-trace", t.to_str().unwrap(), "--test", "failed", "-q", "Why do they fail?"]);
+    let want_pytest = [
+        "FAILED tests/test_calc.py::CalcTest::test_add, <duration>\nat tests/test_calc.py:8\n>       self.assertEqual(add(2, 2),\n                         4)\nE       AssertionError: 5 != 4",
+        "FAILED tests/test_calc.py::CalcTest::test_div, <duration>\nat calc.py:6\n>       return a / b\n               ^^^^^\nE       ZeroDivisionError: division by zero\n\
+         traceback (innermost last):\n  tests/test_calc.py:12 (in test_div)\n  calc.py:6 (in div: ZeroDivisionError)",
+    ];
+    assert_eq!(failure_blocks(&p), want_pytest, "pytest:\n{p}");
 }
 
 const EVEN: &str = "def is_even(n):\n    return n % 2 == 0 or n == 3\n";

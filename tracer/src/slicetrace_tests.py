@@ -21,6 +21,7 @@ import sys
 _OUTPUT_TAIL = 2000  # characters of captured output kept per stream
 _TEXT = 4000  # characters of a message or a comparison
 _FRAMES = 30  # traceback frames kept (the innermost)
+_STATEMENT_LINES = 20  # lines of a failing statement kept
 _SUBTESTS = 200  # subtests kept per test (the rest counted in "subtests_dropped")
 _SUBTEST_FAILURES = 20  # failing subtests per test kept with their whole failure
 _SUBTEST_ID = 1000  # characters of a subtest's id
@@ -388,15 +389,71 @@ def _pytest_failure(report):
         f["file"] = frames[-1]["file"]
         f["line"] = frames[-1]["line"]
     if entries:
-        # pytest's explanation lines of the innermost entry: the failing statement ("> ...")
-        # and the comparison ("E   ..."), as pytest prints them.
+        # pytest's explanation lines of the innermost entry: the failing statement ("> ...",
+        # with the lines that continue it: pytest prints the statement whole, its first line
+        # marked), and the comparison ("E   ..."), as pytest prints them. The function's lines
+        # above the statement are left out.
         lines = getattr(entries[-1], "lines", None) or []
-        shown = [l for l in lines if l.startswith("E ") or l.startswith(">")]
+        shown = _statement_and_error(lines)
         if shown:
             f["report"] = _text("\n".join(shown))
     if "message" not in f:
         f["message"] = _text(str(lr))
     return f
+
+
+def _statement_and_error(lines):
+    """Of a pytest traceback entry's lines: the failing statement from its marked line ("> ")
+    to its end (the lines up to the first "E" line, at most _STATEMENT_LINES), and the "E"
+    lines."""
+    shown = []
+    statement = 0
+    for l in lines:
+        if l.startswith(">"):
+            shown.append(l)
+            statement = 1
+        elif l.startswith("E "):
+            shown.append(l)
+            statement = 0
+        elif statement and statement < _STATEMENT_LINES:
+            shown.append(l)
+            statement += 1
+    return shown
+
+
+def _statement_lines(filename, lineno):
+    """The source lines of the statement that starts at `lineno` of `filename`: that line and
+    the lines that continue it (an open bracket, a backslash, a string over several lines), as
+    Python's tokenizer reads them; at most _STATEMENT_LINES. Only the first line when the
+    source cannot be read or the lines do not make a statement."""
+    first = ""
+    try:
+        import linecache
+        import tokenize
+
+        first = linecache.getline(filename, lineno)
+        if not first:
+            return []
+        lines = [first]
+        n = [0]
+
+        def readline():
+            if n[0] >= _STATEMENT_LINES:
+                return ""
+            n[0] += 1
+            if n[0] == 1:
+                return first
+            line = linecache.getline(filename, lineno + n[0] - 1)
+            if line:
+                lines.append(line)
+            return line
+
+        for tok in tokenize.generate_tokens(readline):
+            if tok[0] in (tokenize.NEWLINE, tokenize.ENDMARKER):
+                return [l.rstrip("\n") for l in lines[: tok[2][0]]]
+        return [first.rstrip("\n")]
+    except Exception:
+        return [first.rstrip("\n")] if first else []
 
 
 def _pytest_skip(report):
@@ -504,9 +561,17 @@ def _unittest_failure(test, err, phase="call"):
         f["file"] = stated.filename
         f["line"] = stated.lineno
     report = []
-    statement = (getattr(stated, "line", None) or "").strip() if stated is not None else ""
+    # The failing statement whole, as pytest prints it: its first line marked, the lines that
+    # continue it below, indented as in the source past the first line's indentation.
+    statement = _statement_lines(stated.filename, stated.lineno) if stated is not None else []
+    if not statement and stated is not None and getattr(stated, "line", None):
+        statement = [stated.line]
     if statement:
-        report.append(">   " + statement)
+        indent = len(statement[0]) - len(statement[0].lstrip())
+        report.append(">   " + statement[0].strip())
+        for l in statement[1:]:
+            cut = min(indent, len(l) - len(l.lstrip()))
+            report.append(("    " + l[cut:]).rstrip())
     try:
         for chunk in traceback.format_exception_only(etype, value):
             for l in chunk.rstrip("\n").split("\n"):
