@@ -190,3 +190,31 @@ fn rows_after_a_crash_inside_their_block_may_have_run_not_ran() {
     assert_ne!(trace(&crash, &exe, true, &["x"]).1, Some(0), "the program crashed");
     assert_eq!(states(&crash), Some(vec![MayHaveRun, MayHaveRun, MayHaveRun]), "lines 6-8 after the fault on line 5");
 }
+
+/// Two runs of one binary with different inputs take the two branches of `classify`: they
+/// reach the same functions, and `slice diff` tells them apart by the lines only one ran, with
+/// those lines marked in the prompt's source in C's comment syntax.
+#[test]
+fn a_diff_of_two_inputs_shows_the_branch_each_took() {
+    let s = scratch();
+    let src = example("c/branches.c");
+    let exe = s.path().join("branches");
+    let o = run(std::process::Command::new("gcc").args(["-g", "-O0", "-o"]).arg(&exe).arg(&src));
+    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    let (small, large) = (s.path().join("small.d"), s.path().join("large.d"));
+    assert_eq!(trace(&small, &exe, true, &["42"]).1, Some(3));
+    assert_eq!(trace(&large, &exe, true, &["5000"]).1, Some(0));
+    let out = run_ok(cmd("slice").arg("diff").arg(&small).arg(&large).args(["--color", "never"]));
+    assert!(
+        out.contains("# functions both runs reached whose lines ran differently: 1\n#   classify (examples/c/branches.c:6): only in A: 14-16; only in B: 9-12\n"),
+        "{out}"
+    );
+    let p =
+        run_ok(cmd("slice").arg("diff").arg(&small).arg(&large).args(["--format", "prompt", "--no-budget", "-q", "Why is 5000 large?"]));
+    assert!(
+        p.contains("## How each run ended\n\nRun A:\n\n```text\nThe run failed: exit status 3.\n```\n\nRun B: exit status 0.\n"),
+        "{p}"
+    );
+    assert!(p.contains("- `classify` (examples/c/branches.c:6): only in run A: lines 14-16; only in run B: lines 9-12\n"), "{p}");
+    assert!(p.contains("    r = x * 2;  // <- ran only in run B\n") && p.contains("    r *= 2;  // <- ran only in run A\n"), "{p}");
+}

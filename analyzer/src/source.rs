@@ -40,11 +40,19 @@ pub enum Unavailable {
     NoFile,
 }
 
+/// How [`Unavailable::Changed`]'s note begins.
+const CHANGED_NOTE: &str = "source not shown: the file changed since the run";
+
+/// Whether a note of [`Unavailable::note`] says the file changed since the run.
+pub fn is_changed_note(note: &str) -> bool {
+    note.starts_with(CHANGED_NOTE)
+}
+
 impl Unavailable {
     /// A one-line note for the prompt.
     pub fn note(&self) -> String {
         match self {
-            Unavailable::Changed(why) => format!("source not shown: the file changed since the run ({why}); record the trace again"),
+            Unavailable::Changed(why) => format!("{CHANGED_NOTE} ({why}); record the trace again"),
             Unavailable::Missing(why) | Unavailable::Refused(why) => format!("source not shown: {why}"),
             Unavailable::NoFile => "no source file".to_string(),
         }

@@ -6,7 +6,7 @@ use super::view_common::print_notes;
 use super::{read_question, warn_all};
 use crate::analysis::{prepare, Hints, PreparedTrace};
 use crate::frontend::{FrontEnd, Opt};
-use crate::views::diff::{diff_traces, prompt_within, Diff, DiffBudget, OneSided};
+use crate::views::diff::{diff_traces, prompt_within, ranges, Diff, DiffBudget, LineChange, OneSided};
 use crate::views::tree::{paint, Palette};
 use anstyle::{AnsiColor, Style};
 use clap::Args;
@@ -169,8 +169,12 @@ pub fn run(a: DiffArgs) -> anyhow::Result<()> {
         }
     }
     let plural = crate::testrun::plural;
+    let lines = match &d.lines {
+        Some(l) => format!("; {} both reached ran different lines", plural(l.len(), "function")),
+        None => String::new(),
+    };
     eprintln!(
-        "slice: {} only in A, {} only in B; {} only in A, {only_b} only in B",
+        "slice: {} only in A, {} only in B; {} only in A, {only_b} only in B{lines}",
         plural(d.funcs_only_a.len(), "function"),
         d.funcs_only_b.len(),
         plural(only_a, "tree node"),
@@ -178,7 +182,8 @@ pub fn run(a: DiffArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The `--format tree` text of a diff: the two runs, the functions only one reached, and the
+/// The `--format tree` text of a diff: the two runs, the functions only one reached, the
+/// functions both reached whose lines ran differently (when both runs recorded lines), and the
 /// differing call paths (`-` only in A, `+` only in B). Also used by `slice mcp`.
 pub fn write_tree(
     w: &mut dyn std::io::Write,
@@ -207,6 +212,21 @@ pub fn write_tree(
     writeln!(w, "# tree nodes only in A: {only_a}, only in B: {only_b}")?;
     if d.is_empty() {
         writeln!(w, "# both runs reached exactly the same call paths")?;
+    }
+    if let Some(lines) = &d.lines {
+        writeln!(w, "# functions both runs reached whose lines ran differently: {}", lines.len())?;
+        for l in lines {
+            let what = match &l.change {
+                LineChange::Ran { only_a, only_b } => [("A", only_a), ("B", only_b)]
+                    .iter()
+                    .filter(|(_, v)| !v.is_empty())
+                    .map(|(side, v)| format!("only in {side}: {}", ranges(v)))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                LineChange::Source { lines_a, lines_b } => format!("source differs ({lines_a} lines in A, {lines_b} in B)"),
+            };
+            writeln!(w, "#   {} ({}): {what}", trace_format::escape::line(&l.qualname), trace_format::escape::line(&l.location))?;
+        }
     }
     for (m, s) in d.lines() {
         let style = match m {

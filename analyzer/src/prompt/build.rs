@@ -23,7 +23,12 @@ impl Model {
         let mut analysis_ids: HashMap<(usize, FuncId), FuncId> = HashMap::default();
         let mut mtraces = Vec::new();
         let mut index = 0usize;
-        let mut unavailable_files: BTreeMap<String, String> = BTreeMap::new();
+        // File -> why its source cannot be shown, and the first trace that said so.
+        let mut unavailable_files: BTreeMap<String, (String, usize)> = BTreeMap::new();
+        // File -> the trace whose copy is shown instead, for some of its functions.
+        let mut shown_from: HashMap<String, usize> = HashMap::default();
+        // (function, trace) pairs whose source was looked for again in that trace.
+        let mut retried: HashSet<(FuncId, usize)> = HashSet::default();
         for (ti, t) in traces.iter_mut().enumerate() {
             let mut file_values: HashMap<std::path::PathBuf, std::collections::HashMap<String, ModuleValue>> = HashMap::default();
             let cwd = t.cwd.clone();
@@ -60,6 +65,19 @@ impl Model {
                                 Some(id) => {
                                     let fi = &mut funcs[id];
                                     fi.min_depth = fi.min_depth.min(node.depth);
+                                    // A function whose source an earlier trace could not show
+                                    // (the file changed since that run): this trace's copy, once.
+                                    if matches!(fi.source, SourceState::Unavailable(_)) && retried.insert((id, ti)) {
+                                        let f = tree.func(n);
+                                        let key = fi.key.clone();
+                                        let entry = th.entry.contains(&node.func);
+                                        let mut info = func_info(key, f, entry, &cwd, &mut t.sources, &mut modules, (node.depth, index));
+                                        if !th.plumbing.contains(&node.func) && matches!(info.source, SourceState::Code(_)) {
+                                            info.values = values_read(f, &info.source, &entry_files, &mut file_values, &mut t.sources);
+                                            info.not_run = not_run(f, &info.source, &t.coverage);
+                                            adopt_source(&mut funcs[id], info, ti, &mut shown_from);
+                                        }
+                                    }
                                     id
                                 }
                                 None => {
@@ -76,9 +94,21 @@ impl Model {
                                     info.values = values_read(f, &info.source, &entry_files, &mut file_values, &mut t.sources);
                                     info.not_run = not_run(f, &info.source, &t.coverage);
                                     if let SourceState::Unavailable(why) = &info.source {
-                                        unavailable_files.entry(info.file.clone()).or_insert_with(|| why.clone());
+                                        unavailable_files.entry(info.file.clone()).or_insert_with(|| (why.clone(), ti));
                                     }
-                                    let id = funcs.insert(info);
+                                    let id = match funcs.id(&info.key) {
+                                        // Reached first in an earlier trace prepared apart
+                                        // from this one.
+                                        Some(id) => {
+                                            if matches!(funcs[id].source, SourceState::Unavailable(_))
+                                                && matches!(info.source, SourceState::Code(_))
+                                            {
+                                                adopt_source(&mut funcs[id], info, ti, &mut shown_from);
+                                            }
+                                            id
+                                        }
+                                        None => funcs.insert(info),
+                                    };
                                     ids.insert((interner_at, analysis_id), id);
                                     id
                                 }
@@ -143,7 +173,7 @@ impl Model {
         rank::frame_constructors(&mut funcs, &frames);
         let outcomes: Vec<String> = mtraces.iter().flat_map(|t| t.outcome.iter().cloned()).collect();
         rank::missing_attribute(&mut funcs, &outcomes);
-        let notes = super::unavailable_notes(&unavailable_files);
+        let notes = super::unavailable_notes(&unavailable_reasons(unavailable_files, &shown_from, &funcs, traces));
         let front = traces.first().map(|t| t.front).unwrap_or_default();
         Model {
             question: question.trim().to_string(),
@@ -156,6 +186,48 @@ impl Model {
             analysis_ids,
         }
     }
+}
+
+/// A function's source as trace `ti` shows it (`info`), where the trace that reached it
+/// first could not show it: a diff of a run before an edit and one after, whose first run's
+/// copy of the edited file changed since; the later run's matches it.
+fn adopt_source(old: &mut FuncInfo, info: FuncInfo, ti: usize, shown_from: &mut HashMap<String, usize>) {
+    shown_from.entry(info.file.clone()).or_insert(ti);
+    old.source = info.source;
+    old.line = info.line;
+    old.values = info.values;
+    old.not_run = info.not_run;
+}
+
+/// The note of each file whose source some function could not show (file -> note): as its
+/// trace said, unless every such function of the file is shown from another trace's copy
+/// (`shown_from`), which the note then names, with the trace whose copy differs.
+fn unavailable_reasons(
+    files: BTreeMap<String, (String, usize)>,
+    shown_from: &HashMap<String, usize>,
+    funcs: &super::Funcs,
+    traces: &[PreparedTrace],
+) -> BTreeMap<String, String> {
+    let still: HashSet<&str> =
+        funcs.values().filter(|f| matches!(f.source, SourceState::Unavailable(_))).map(|f| f.file.as_str()).collect();
+    let dir = |i: usize| traces.get(i).map(|t| t.dir.display().to_string()).unwrap_or_default();
+    files
+        .into_iter()
+        .map(|(file, (why, at))| {
+            let note = match shown_from.get(&file) {
+                Some(&from) if !still.contains(file.as_str()) => {
+                    let (shown, other) = (trace_format::escape::code_span(&dir(from)), trace_format::escape::code_span(&dir(at)));
+                    if crate::source::is_changed_note(&why) {
+                        format!("shown as {shown} ran it; the file changed since {other} ran, whose copy is not shown")
+                    } else {
+                        format!("shown as {shown} ran it; not as {other} ran it ({why})")
+                    }
+                }
+                _ => why,
+            };
+            (file, note)
+        })
+        .collect()
 }
 
 /// Values a Python function reads from its module ([`crate::python::values`]), each file's values

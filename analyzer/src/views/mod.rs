@@ -280,6 +280,11 @@ pub(crate) mod tests {
             f.file = Some(file.into());
             f.first_line = Some(1);
         }
+        tree_with(funcs, evs)
+    }
+
+    /// The tree of `evs` over the function table `funcs`.
+    pub(crate) fn tree_with(funcs: Vec<Function>, evs: &[Ev]) -> CallTree {
         let funcs = Arc::new(funcs);
         let classes: Vec<FoldClass> = funcs.iter().map(fold_class).collect();
         crate::testutil::interned(fold_events(funcs, &classes, Ev::events(evs)).0)

@@ -11,8 +11,10 @@
 //! The text shows the one-sided nodes, under the callers both runs share (for context), like a
 //! unified diff: `-` only in run A, `+` only in run B.
 
+mod lines;
 mod prompt;
 
+pub use lines::{ranges, LineChange, LineDiff};
 pub use prompt::{prompt, prompt_within, DiffBudget, DiffTooSmall};
 
 use super::{func_of, location, merge};
@@ -85,6 +87,9 @@ pub struct Diff {
     pub funcs_only_b: Vec<OneSided>,
     /// Whether a node's subtree holds a one-sided node (what the views show).
     pub shown: Vec<bool>,
+    /// The functions both runs reached whose lines ran differently ([`lines`]), in call order;
+    /// `None` when a run holds no line data (and for trees diffed without their traces).
+    pub lines: Option<Vec<LineDiff>>,
 }
 
 /// The diff key of a function: file relative to the run's directory, and qualified name.
@@ -196,7 +201,7 @@ pub fn diff(a: &CallTree, cwd_a: &Path, b: &CallTree, cwd_b: &Path) -> Diff {
             }
         }
     }
-    Diff { nodes, funcs_only_a, funcs_only_b, shown }
+    Diff { nodes, funcs_only_a, funcs_only_b, shown, lines: None }
 }
 
 fn preorder(nodes: &[DiffNode]) -> Vec<usize> {
@@ -285,7 +290,9 @@ pub fn diff_traces(a: &PreparedTrace, b: &PreparedTrace) -> Diff {
             merged
         }
     };
-    let mut d = diff(&tree(a), &a.cwd, &tree(b), &b.cwd);
+    let (ta, tb) = (tree(a), tree(b));
+    let mut d = diff(&ta, &a.cwd, &tb, &b.cwd);
+    d.lines = lines::line_differences(&d, (&ta, &a.cwd, &a.coverage), (&tb, &b.cwd, &b.coverage));
     if let Some(s) = a.spectrum.as_ref().or(b.spectrum.as_ref()) {
         for v in [&mut d.funcs_only_a, &mut d.funcs_only_b] {
             for f in v.iter_mut() {

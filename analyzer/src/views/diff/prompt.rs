@@ -1,7 +1,7 @@
 //! `slice diff`'s prompt: the question, the differing paths, the functions only one run
 //! reached and the source of the functions where the runs part ways, within a budget.
 
-use super::{Diff, OneSided, Side};
+use super::{ranges, Diff, LineChange, LineDiff, OneSided, Side};
 use crate::analysis::PreparedTrace;
 use crate::calltree::NodeId;
 use crate::frontend::{FrontEnd, Opt};
@@ -59,9 +59,14 @@ pub fn prompt_within(
     // The callers of the points where the runs part ways: what they passed decides the split.
     let callers: std::collections::HashSet<usize> =
         d.shown_preorder().into_iter().filter(|&i| d.is_divergence(i)).map(|i| d.nodes[i].parent).filter(|&p| p != 0).collect();
-    for i in d.shown_preorder() {
+    // The functions whose lines ran differently, at their first node.
+    let line_nodes: HashMap<usize, &LineDiff> = d.lines.iter().flatten().map(|l| (l.node, l)).collect();
+    // Runs that took the same paths through the same lines differ in their values only: every
+    // function they ran is a candidate, most relevant first as the budget keeps them.
+    let alike = same_paths_and_lines(d);
+    for i in super::preorder(&d.nodes).into_iter().filter(|&i| alike || d.shown[i] || line_nodes.contains_key(&i)) {
         let n = &d.nodes[i];
-        if n.side() == Side::Both && !d.is_divergence(i) && !callers.contains(&i) {
+        if !alike && n.side() == Side::Both && !d.is_divergence(i) && !callers.contains(&i) && !line_nodes.contains_key(&i) {
             continue;
         }
         let Some(func) = model.func_of_trace(n.func_id.0 as usize, n.func_id.1) else { continue };
@@ -78,20 +83,33 @@ pub fn prompt_within(
             inlined: n.func.inlined,
         });
     }
-    let why: HashMap<crate::prompt::FuncId, &str> = d
-        .shown_preorder()
+    let why: HashMap<crate::prompt::FuncId, &str> = super::preorder(&d.nodes)
         .into_iter()
+        .filter(|&i| alike || d.shown[i] || line_nodes.contains_key(&i))
         .filter_map(|i| {
             let n = &d.nodes[i];
             let why = match n.side() {
+                _ if alike => "both runs, the same lines",
                 Side::OnlyA => "only run A reached it here",
                 Side::OnlyB => "only run B reached it here",
+                Side::Both if line_nodes.contains_key(&i) => "both runs; its lines ran differently",
                 Side::Both if d.is_divergence(i) => "both runs; from here they call different functions",
                 Side::Both => "both runs; it calls where they part ways",
             };
             Some((model.func_of_trace(n.func_id.0 as usize, n.func_id.1)?, why))
         })
         .rev()
+        .collect();
+    // The lines of those functions that ran in one run only, marked in their source.
+    let marks: Marks = line_nodes
+        .values()
+        .filter_map(|l| {
+            let LineChange::Ran { only_a, only_b } = &l.change else { return None };
+            let n = &d.nodes[l.node];
+            let mut m: Vec<(u32, &'static str)> = only_a.iter().map(|&x| (x, "ran only in run A")).collect();
+            m.extend(only_b.iter().map(|&x| (x, "ran only in run B")));
+            Some((model.func_of_trace(n.func_id.0 as usize, n.func_id.1)?, m))
+        })
         .collect();
     let restricted = Model {
         question: model.question.clone(),
@@ -117,6 +135,8 @@ pub fn prompt_within(
     // Least relevant first: the order sources are dropped in.
     let mut drop_order: Vec<usize> = (0..sources.len()).collect();
     drop_order.sort_by(|&x, &y| relevance(&sources[x]).total_cmp(&relevance(&sources[y])).then(y.cmp(&x)));
+    let ends = ends_section(traces);
+    let line_text = lines_section(d);
     let render = |kept: &[bool], tree_keep: usize, list_keep: usize| -> String {
         // Most relevant first (the reverse of the order they were dropped in).
         let dropped: Vec<&str> = drop_order.iter().rev().filter(|&&i| !kept[i]).map(|&i| sources[i].qualname.as_str()).collect();
@@ -129,7 +149,7 @@ pub fn prompt_within(
             notes.push(dropped_note(&dropped, budget, restricted.tests_shown));
         }
         let shown: Vec<&DocSource> = sources.iter().zip(kept).filter(|(_, k)| **k).map(|(s, _)| s).collect();
-        write_prompt(question, &cmd_a, &cmd_b, d, &tree, &notes, &shown, &why, list_keep)
+        write_prompt(question, &cmd_a, &cmd_b, d, &tree, &notes, &shown, (&why, &marks), list_keep, &ends, &line_text)
     };
     let all = tree_lines.len();
     // The longer of the two lists of functions only one run reached: `list_keep` caps each.
@@ -177,7 +197,7 @@ pub fn prompt_within(
     let mut left = budget.saturating_sub(base);
     let mut chosen: Vec<usize> = Vec::new();
     for &i in drop_order.iter().rev() {
-        let cost = tok.count(&source_block(&sources[i], why.get(&sources[i].func).copied().unwrap_or("")));
+        let cost = tok.count(&source_block(&sources[i], why.get(&sources[i].func).copied().unwrap_or(""), marks_of(&marks, &sources[i])));
         if cost <= left {
             left -= cost;
             chosen.push(i);
@@ -234,8 +254,10 @@ fn write_prompt(
     tree: &str,
     notes: &[String],
     sources: &[&DocSource],
-    why: &HashMap<crate::prompt::FuncId, &str>,
+    (why, marks): (&HashMap<crate::prompt::FuncId, &str>, &Marks),
     list_keep: usize,
+    ends: &str,
+    line_text: &str,
 ) -> String {
     let fence = fence_for(&[tree]);
     let mut s = String::new();
@@ -249,17 +271,25 @@ fn write_prompt(
         escape::code_span(cmd_b)
     ));
     s.push_str(
-        "Below are the call paths that only one of the runs reached (each line a function that ran, indented under its caller; \
+        "Below are how each run ended, the call paths that only one of the runs reached (each line a function that ran, indented under its caller; \
 `-`: only in run A, `+`: only in run B; unmarked lines are callers both runs share, shown for context), the functions \
-only one run reached at all, and the source code of the functions where the runs part ways and of the functions on \
-the differing paths, in call order.\n",
+only one run reached at all, the lines that ran in only one run of the functions both reached (when the runs recorded lines), \
+and the source code of the functions where the runs part ways, of the functions on the differing paths and of those \
+whose lines ran differently, in call order.\n",
     );
     for n in notes {
         s.push_str(&format!("\n> {}\n", escape::line(n)));
     }
+    s.push_str(ends);
     s.push_str("\n## Call paths only in one run\n\n");
     if d.is_empty() {
         s.push_str("Both runs reached exactly the same call paths.\n");
+        if d.lines.is_none() && same_paths_and_lines(d) {
+            s.push_str(
+                "A run recorded no lines, which could tell the runs apart further (`trace run --lines` records them); the source \
+below is that of the functions both ran, the most relevant first within the budget.\n",
+            );
+        }
     } else {
         s.push_str(&format!("{fence}diff\n{tree}{fence}\n"));
     }
@@ -293,17 +323,131 @@ the differing paths, in call order.\n",
     };
     s.push_str(&format!("- Only in run A{ranked}: {}\n", list(&d.funcs_only_a)));
     s.push_str(&format!("- Only in run B{ranked}: {}\n", list(&d.funcs_only_b)));
+    s.push_str(line_text);
     if !sources.is_empty() {
         s.push_str("\n## Source code\n");
         for src in sources {
-            s.push_str(&source_block(src, why.get(&src.func).copied().unwrap_or("")));
+            s.push_str(&source_block(src, why.get(&src.func).copied().unwrap_or(""), marks_of(marks, src)));
         }
     }
     s
 }
 
-/// A source of the diff prompt: its heading (with `why` the runs reach it), note and code.
-fn source_block(src: &DocSource, why: &str) -> String {
+/// Whether the runs reached the same call paths and, where both recorded lines, ran the same
+/// lines: then only their values differ.
+fn same_paths_and_lines(d: &Diff) -> bool {
+    d.is_empty() && d.funcs_only_a.is_empty() && d.funcs_only_b.is_empty() && d.lines.as_ref().is_none_or(Vec::is_empty)
+}
+
+/// At most this many functions are listed whose lines ran differently (the rest counted).
+const LINE_DIFFS_LISTED: usize = 30;
+
+/// At most this many of a run's outcome blocks are shown (the rest counted).
+const OUTCOMES_SHOWN: usize = 3;
+
+/// How each run ended: its outcome blocks (the failure of a failed run, each test's outcome
+/// with `--test`; [`PreparedTrace::outcome`]), else its exit status.
+fn ends_section(traces: &[PreparedTrace]) -> String {
+    let mut s = String::from("\n## How each run ended\n");
+    for (t, name) in traces.iter().zip(["A", "B"]) {
+        if t.outcome.is_empty() {
+            let how = match t.meta.exit.as_ref() {
+                Some(e) => crate::testrun::failed_exit(Some(e)).unwrap_or_else(|| format!("exit status {}", e.code.unwrap_or(0))),
+                None => "no exit status recorded".to_string(),
+            };
+            s.push_str(&format!("\nRun {name}: {how}.\n"));
+            continue;
+        }
+        s.push_str(&format!("\nRun {name}:\n"));
+        for block in t.outcome.iter().take(OUTCOMES_SHOWN) {
+            let text = crate::testrun::clean_text(block);
+            let fence = fence_for(&[text.as_str()]);
+            s.push_str(&format!("\n{fence}text\n{}\n{fence}\n", text.trim_end()));
+        }
+        if t.outcome.len() > OUTCOMES_SHOWN {
+            s.push_str(&format!("\n({} more not shown)\n", t.outcome.len() - OUTCOMES_SHOWN));
+        }
+    }
+    s
+}
+
+/// The functions both runs reached whose lines ran differently ([`Diff::lines`]); nothing
+/// when a run holds no line data.
+fn lines_section(d: &Diff) -> String {
+    let Some(lines) = &d.lines else { return String::new() };
+    let mut s = String::from("\n## Lines that ran in only one run\n\n");
+    if lines.is_empty() {
+        s.push_str("In the functions both runs reached, both ran the same lines.\n");
+        if d.is_empty() {
+            s.push_str(
+                "The runs took the same paths through the same lines: they differ in the values computed, not in the code that ran. \
+The source below is that of the functions both ran, the most relevant first within the budget.\n",
+            );
+        }
+        return s;
+    }
+    s.push_str("Functions both runs reached whose lines ran differently (line numbers of run B's copy of the file):\n");
+    for l in lines.iter().take(LINE_DIFFS_LISTED) {
+        let what = match &l.change {
+            LineChange::Ran { only_a, only_b } => {
+                let mut parts = Vec::new();
+                if !only_a.is_empty() {
+                    parts.push(format!("only in run A: {} {}", if only_a.len() == 1 { "line" } else { "lines" }, ranges(only_a)));
+                }
+                if !only_b.is_empty() {
+                    parts.push(format!("only in run B: {} {}", if only_b.len() == 1 { "line" } else { "lines" }, ranges(only_b)));
+                }
+                parts.join("; ")
+            }
+            LineChange::Source { lines_a, lines_b } => {
+                format!("its source differs between the runs ({lines_a} lines in run A, {lines_b} in run B): not compared line by line")
+            }
+        };
+        s.push_str(&format!("- {} ({}): {what}\n", escape::code_span(&l.qualname), escape::line(&l.location)));
+    }
+    if lines.len() > LINE_DIFFS_LISTED {
+        s.push_str(&format!("- and {} more functions\n", lines.len() - LINE_DIFFS_LISTED));
+    }
+    s
+}
+
+/// Per function, the lines of its source to mark and what to say there.
+type Marks = HashMap<crate::prompt::FuncId, Vec<(u32, &'static str)>>;
+
+fn marks_of<'a>(marks: &'a Marks, src: &DocSource) -> &'a [(u32, &'static str)] {
+    marks.get(&src.func).map_or(&[], Vec::as_slice)
+}
+
+/// `code` (lines `first..` of a file) with a comment in the language's syntax at the end of
+/// each marked line; unchanged when the language has no known comment syntax or the code is
+/// not the function's lines one for one (condensed: fewer lines than its span).
+fn mark_lines(code: &str, lang: &str, first: Option<u32>, last: Option<u32>, marks: &[(u32, &str)]) -> String {
+    let comment = match lang {
+        "python" => "#",
+        "c" | "cpp" | "rust" => "//",
+        _ => return code.to_string(),
+    };
+    let (Some(first), Some(last)) = (first, last) else { return code.to_string() };
+    if marks.is_empty() || code.lines().count() as u32 != last.saturating_sub(first) + 1 {
+        return code.to_string();
+    }
+    let mut out = String::with_capacity(code.len() + 32 * marks.len());
+    for (i, line) in code.lines().enumerate() {
+        out.push_str(line);
+        if let Some((_, what)) = marks.iter().find(|(l, _)| *l == first + i as u32) {
+            out.push_str(&format!("  {comment} <- {what}"));
+        }
+        out.push('\n');
+    }
+    if !code.ends_with('\n') {
+        out.pop();
+    }
+    out
+}
+
+/// A source of the diff prompt: its heading (with `why` the runs reach it), note and code,
+/// with `marks` at the end of their lines ([`mark_lines`]).
+fn source_block(src: &DocSource, why: &str, marks: &[(u32, &str)]) -> String {
     let lines = match (src.first_line, src.last_line) {
         (Some(a), Some(b)) => format!(":{a}-{b}"),
         (Some(a), None) => format!(":{a}"),
@@ -314,7 +458,8 @@ fn source_block(src: &DocSource, why: &str) -> String {
         s.push_str(&format!("\n_{}_\n", escape::line(note)));
     }
     if let Some(code) = &src.code {
-        s.push_str(&format!("\n{}{}\n{}\n{}\n", src.fence, escape::line(&src.lang), escape::block(code), src.fence));
+        let code = mark_lines(code, &src.lang, src.first_line, src.last_line, marks);
+        s.push_str(&format!("\n{}{}\n{}\n{}\n", src.fence, escape::line(&src.lang), escape::block(&code), src.fence));
     }
     s
 }
@@ -322,6 +467,23 @@ fn source_block(src: &DocSource, why: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Marks go at the end of their lines, in the language's comment syntax; none when the
+    /// code is not the function's lines one for one, or the language is unknown.
+    #[test]
+    fn lines_are_marked_in_the_languages_comment_syntax() {
+        let code = "def f(x):\n    if x:\n        return 1\n    return 2";
+        let marks = [(12, "ran only in run A"), (13, "ran only in run B")];
+        assert_eq!(
+            mark_lines(code, "python", Some(10), Some(13), &marks),
+            "def f(x):\n    if x:\n        return 1  # <- ran only in run A\n    return 2  # <- ran only in run B"
+        );
+        assert_eq!(mark_lines("int f() {\n  return 1;\n}\n", "c", Some(1), Some(3), &[(2, "m")]), "int f() {\n  return 1;  // <- m\n}\n");
+        // Condensed (fewer lines than its span), an unknown language, no span: unchanged.
+        assert_eq!(mark_lines(code, "python", Some(10), Some(20), &marks), code);
+        assert_eq!(mark_lines(code, "", Some(10), Some(13), &marks), code);
+        assert_eq!(mark_lines(code, "python", None, None, &marks), code);
+    }
 
     /// The note of dropped sources says the budget only when it is the default, with how to
     /// turn it off.

@@ -1,0 +1,188 @@
+//! Lines that ran in one run only, in the functions both runs reached: two runs of one test
+//! before and after an edit often call the same functions (an off-by-one, a wrong comparison),
+//! and then only their lines tell the runs apart.
+//!
+//! A function's lines are its source lines that ran (the traces' line coverage,
+//! [`crate::coverage`]), less those inside another function of the same file that ran in that
+//! run (a nested function's lines are its own). The two runs' lines are matched by their
+//! offset from the function's first line, so a function that moved is compared as it is; one
+//! whose number of lines differs between the runs (the edit added or removed lines) is not
+//! compared line by line and is listed as changed.
+
+use super::{diff_key, func_of, preorder, Diff};
+use crate::calltree::CallTree;
+use crate::coverage::LineState;
+use crate::symbols::Function;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// How a function both runs reached differs in its lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LineChange {
+    /// Line numbers (of run B's copy) that ran only in run A, and only in run B.
+    Ran { only_a: Vec<u32>, only_b: Vec<u32> },
+    /// Its number of lines differs between the runs (run A's, run B's): not compared.
+    Source { lines_a: u32, lines_b: u32 },
+}
+
+/// A function both runs reached whose lines ran differently.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineDiff {
+    pub qualname: String,
+    /// Run B's `file:line`.
+    pub location: String,
+    /// The first node of the union where it is reached (call order).
+    pub node: usize,
+    pub change: LineChange,
+}
+
+/// One run's view of a function: its span and the lines of it that ran (offsets from its
+/// first line).
+struct Span {
+    first: u32,
+    last: u32,
+    ran: Vec<u32>,
+}
+
+/// The functions of a run's tree (by diff key) with line data, and their lines that ran.
+fn spans(t: &CallTree, cwd: &Path, coverage: &crate::coverage::LineCoverage) -> HashMap<String, Span> {
+    let mut funcs: HashMap<u32, Function> = HashMap::new();
+    for n in t.preorder() {
+        funcs.entry(t.node(n).func).or_insert_with(|| func_of(t, n));
+    }
+    // Per file, the spans of the functions that ran there: a line inside a nested one is not
+    // its outer function's.
+    let mut by_file: HashMap<&Path, Vec<(u32, u32)>> = HashMap::new();
+    for f in funcs.values() {
+        if let (Some(file), Some(a), Some(b)) = (&f.file, f.first_line, f.last_line) {
+            by_file.entry(file.as_path()).or_default().push((a, b));
+        }
+    }
+    let mut out = HashMap::new();
+    for f in funcs.values() {
+        let (Some(file), Some(first), Some(last)) = (&f.file, f.first_line, f.last_line) else { continue };
+        if last < first || !coverage.knows(file) {
+            continue;
+        }
+        let nested: Vec<(u32, u32)> = by_file
+            .get(file.as_path())
+            .map(|v| v.iter().copied().filter(|&(a, b)| (a, b) != (first, last) && a >= first && b <= last).collect())
+            .unwrap_or_default();
+        let ran = (first..=last)
+            .filter(|l| !nested.iter().any(|&(a, b)| (a..=b).contains(l)))
+            .filter(|&l| coverage.state(file, l) == LineState::Ran)
+            .map(|l| l - first)
+            .collect();
+        out.insert(diff_key(f, cwd), Span { first, last, ran });
+    }
+    out
+}
+
+/// The functions both runs reached whose lines ran differently, in call order; `None` when a
+/// run holds no line data.
+pub fn line_differences(
+    d: &Diff,
+    a: (&CallTree, &Path, &crate::coverage::LineCoverage),
+    b: (&CallTree, &Path, &crate::coverage::LineCoverage),
+) -> Option<Vec<LineDiff>> {
+    if a.2.is_empty() || b.2.is_empty() {
+        return None;
+    }
+    let (sa, sb) = (spans(a.0, a.1, a.2), spans(b.0, b.1, b.2));
+    let mut out = Vec::new();
+    let mut listed = std::collections::HashSet::new();
+    for i in preorder(&d.nodes) {
+        let n = &d.nodes[i];
+        if n.count_a == 0 || n.count_b == 0 || !listed.insert(n.key_id) {
+            continue;
+        }
+        let (Some(x), Some(y)) = (sa.get(&n.key), sb.get(&n.key)) else { continue };
+        let change = if x.last - x.first != y.last - y.first {
+            LineChange::Source { lines_a: x.last - x.first + 1, lines_b: y.last - y.first + 1 }
+        } else {
+            let only = |p: &Span, q: &Span| -> Vec<u32> { p.ran.iter().filter(|o| !q.ran.contains(o)).map(|o| y.first + o).collect() };
+            let (only_a, only_b) = (only(x, y), only(y, x));
+            if only_a.is_empty() && only_b.is_empty() {
+                continue;
+            }
+            LineChange::Ran { only_a, only_b }
+        };
+        // Run A's file as the union shows it (`file:line`), at run B's first line.
+        let file = n.location.rsplit_once(':').map_or(n.location.as_str(), |(f, _)| f);
+        let location = format!("{file}:{}", y.first);
+        out.push(LineDiff { qualname: n.func.qualname.clone(), location, node: i, change });
+    }
+    Some(out)
+}
+
+/// Line numbers as ranges: `3-5, 9`.
+pub fn ranges(lines: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let mut j = i;
+        while j + 1 < lines.len() && lines[j + 1] == lines[j] + 1 {
+            j += 1;
+        }
+        out.push(if j > i { format!("{}-{}", lines[i], lines[j]) } else { lines[i].to_string() });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coverage::LineCoverage;
+    use crate::testutil::{py_funcs, Ev::C, Ev::R};
+    use crate::views::tests::tree_with;
+
+    /// A tree of `main` (lines 1-20 of /p/m.py) calling `inner` (a function nested in it, lines
+    /// 5-8) and `moved` (its own span per run), and the coverage of the lines that ran.
+    fn run(moved: (u32, u32), ran: &[u32]) -> (CallTree, LineCoverage) {
+        let mut funcs = py_funcs(&["main", "main.<locals>.inner", "moved"]);
+        for (f, (a, b)) in funcs.iter_mut().zip([(1, 20), (5, 8), moved]) {
+            f.file = Some("/p/m.py".into());
+            (f.first_line, f.last_line) = (Some(a), Some(b));
+        }
+        let t = tree_with(funcs, &[C(0), C(1), R, C(2), R, R]);
+        let mut cov = LineCoverage::default();
+        for l in 1..=40 {
+            cov.add_native_line(Path::new("/p/m.py"), l, ran.contains(&l));
+        }
+        (t, cov)
+    }
+
+    #[test]
+    fn lines_only_one_run_ran_are_told_apart_by_their_place_in_the_function() {
+        let p = Path::new("/p");
+        // `moved` sits at 30-33 in A and 31-34 in B (a line added above it): its second line
+        // ran in A, its third in B. In `main`, line 3 ran in A only, and line 6, inside
+        // `inner`, is `inner`'s, not `main`'s.
+        let (ta, ca) = run((30, 33), &[1, 2, 3, 6, 30, 31]);
+        let (tb, cb) = run((31, 34), &[1, 2, 5, 31, 33]);
+        let d = super::super::diff(&ta, p, &tb, p);
+        let got = line_differences(&d, (&ta, p, &ca), (&tb, p, &cb)).unwrap();
+        let want = [
+            ("main", "m.py:1", LineChange::Ran { only_a: vec![3], only_b: vec![] }),
+            ("main.<locals>.inner", "m.py:5", LineChange::Ran { only_a: vec![6], only_b: vec![5] }),
+            ("moved", "m.py:31", LineChange::Ran { only_a: vec![32], only_b: vec![33] }),
+        ];
+        let got: Vec<(&str, &str, LineChange)> = got.iter().map(|l| (l.qualname.as_str(), l.location.as_str(), l.change.clone())).collect();
+        assert_eq!(got, want.iter().map(|(q, l, c)| (*q, *l, c.clone())).collect::<Vec<_>>());
+        // A function whose length differs between the runs is not compared line by line.
+        let (tb, cb) = run((31, 36), &[1, 2, 3, 6, 31, 32]);
+        let got = line_differences(&d, (&ta, p, &ca), (&tb, p, &cb)).unwrap();
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].change, LineChange::Source { lines_a: 4, lines_b: 6 });
+        // No line data in a run: nothing to compare.
+        assert_eq!(line_differences(&d, (&ta, p, &ca), (&tb, p, &LineCoverage::default())), None);
+    }
+
+    #[test]
+    fn line_numbers_read_as_ranges() {
+        assert_eq!(ranges(&[3, 4, 5, 9, 11, 12]), "3-5, 9, 11-12");
+        assert_eq!(ranges(&[7]), "7");
+        assert_eq!(ranges(&[]), "");
+    }
+}
