@@ -85,6 +85,9 @@ fn every_test_is_recorded_with_its_outcome_phases_and_failure() {
         "{report}"
     );
     assert!(failed["duration_ns"].as_u64().unwrap() > 0 && failed["calls"].as_u64().unwrap() > 0);
+    // Its calls are its own work, as many as the passing test's beside it that runs the same
+    // code: pytest's formatting of the failure is the runner's.
+    assert_eq!(failed["calls"], tests[3]["calls"], "{:?}", (&failed["calls"], &tests[3]));
     assert_eq!(tests[0]["fixtures"], serde_json::json!(["prices", "sku", "quantity", "cents"]));
     assert_eq!(tests[8]["failure"]["message"], "Skipped: taxes come later");
     // The spectrum: of the code under test, bulk_discount goes most with failure (it ran in

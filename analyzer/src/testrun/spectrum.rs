@@ -42,26 +42,34 @@ pub fn function_kind(f: &crate::symbols::Function, cwd: &std::path::Path) -> Fun
     }
 }
 
-/// The functions of a test's tree that the spectrum counts, by [`FuncId`] (of an interned
-/// tree: functions sharing a key are one function), once each: not the test runner's, not code
-/// without a file (`<string>`), and standard-library code only where code that is counted
-/// called it (see [`Spectrum::add`]).
-pub fn counted_ids(tree: &CallTree, kinds: &[FuncKind]) -> HashSet<FuncId> {
+/// Which nodes of a test's tree are the test's own work, by node id: not the test runner's,
+/// and standard-library code only where such work called it (pytest's failure report formats
+/// with difflib and pprint; that is the runner's work, not the test's).
+pub fn counted_nodes(tree: &CallTree, kinds: &[FuncKind]) -> Vec<bool> {
     let kind = |n: crate::calltree::NodeId| kinds.get(tree.node(n).func as usize).copied().unwrap_or(FuncKind::Other);
     // Pre-order: a parent's verdict is known before its children's.
     let mut counted = vec![false; tree.nodes.len()];
-    let mut seen: HashSet<u32> = HashSet::default();
-    let mut out: HashSet<FuncId> = HashSet::default();
     for n in tree.preorder() {
         let parent = tree.node(n).parent;
         let parent_counted = parent != crate::calltree::ROOT && counted[parent as usize];
-        let c = match kind(n) {
+        counted[n as usize] = match kind(n) {
             FuncKind::Runner => false,
             FuncKind::Stdlib => parent_counted,
             FuncKind::Other => true,
         };
-        counted[n as usize] = c;
-        if !c || !seen.insert(tree.node(n).func) {
+    }
+    counted
+}
+
+/// The functions of a test's tree that the spectrum counts, by [`FuncId`] (of an interned
+/// tree: functions sharing a key are one function), once each: those of its [`counted_nodes`],
+/// less code without a file (`<string>`).
+pub fn counted_ids(tree: &CallTree, kinds: &[FuncKind]) -> HashSet<FuncId> {
+    let counted = counted_nodes(tree, kinds);
+    let mut seen: HashSet<u32> = HashSet::default();
+    let mut out: HashSet<FuncId> = HashSet::default();
+    for n in tree.preorder() {
+        if !counted[n as usize] || !seen.insert(tree.node(n).func) {
             continue;
         }
         // (A function missing from the table is `Function::unknown`: its key has no `<`.)

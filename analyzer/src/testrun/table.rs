@@ -13,8 +13,10 @@ pub struct TestRow {
     /// The trace directory it was recorded in.
     pub trace: String,
     pub pid: u32,
-    /// Calls in its tree (every call of the test, its fixtures and the code under test); 0 for
-    /// a subtest (its calls are its test's: it ran inside it).
+    /// Calls in its tree of the test's own work (the test, its fixtures, the code under test,
+    /// what they called of the standard library; not the runner's: a failing test's report
+    /// formatting is pytest's, [`super::spectrum::counted_nodes`]); 0 for a subtest (its calls
+    /// are its test's: it ran inside it).
     pub calls: u64,
     /// The directory the run ran in: the failure's place is shown relative to it
     /// ([`super::place`]).
@@ -94,7 +96,12 @@ impl TestTable {
                         },
                         None => test.subtests.iter().collect(),
                     };
-                    let calls = tree.map_or(0, |t| t.nodes.iter().skip(1).map(|n| n.count).sum());
+                    // The calls of the test's own work: not the runner's (a failing test's
+                    // report formatting would count tens of thousands).
+                    let calls = tree.map_or(0, |t| {
+                        let counted = super::spectrum::counted_nodes(t, &kinds);
+                        t.preorder().into_iter().filter(|&n| counted[n as usize]).map(|n| t.node(n).count).sum()
+                    });
                     let row = |test: TestRun, calls: u64| TestRow {
                         trace: d.display().to_string(),
                         pid: p.meta.pid,
