@@ -107,7 +107,15 @@ impl Model {
                                             }
                                             id
                                         }
-                                        None => funcs.insert(info),
+                                        None => {
+                                            let unavailable = matches!(info.source, SourceState::Unavailable(_));
+                                            let id = funcs.insert(info);
+                                            if unavailable {
+                                                // This trace's own copy: not looked for again.
+                                                retried.insert((id, ti));
+                                            }
+                                            id
+                                        }
                                     };
                                     ids.insert((interner_at, analysis_id), id);
                                     id

@@ -122,7 +122,7 @@ pub const STOPWORDS: &[&str] = &[
 
 /// A light, deterministic suffix stemmer (a small subset of Porter's step 1): plural `-s`,
 /// `-es`, `-ies`, a noun's `-ment`, then `-ing` and `-ed` (when a vowel stays before them, undoubling a final
-/// double consonant other than l, s, z), then a final `-e`. Both the question and the code go
+/// double consonant other than l, s, z when four letters or more stay), then a final `-e`. Both the question and the code go
 /// through it, so only consistency matters: `borders`/`border`, `draws`/`drawing`/`draw`,
 /// `parse`/`parsed`/`parses`/`parsing`, `tables`/`table` meet.
 pub fn stem(w: &str) -> String {
@@ -151,9 +151,11 @@ pub fn stem(w: &str) -> String {
             if stem.len() >= 3 && has_vowel(stem) {
                 s.truncate(stem.len());
                 stripped = true;
+                // `running`/`run`, `padded`/`pad`; a stem of three letters keeps its double
+                // consonant: `adding`/`add`, `added`/`add`.
                 let b = s.as_bytes();
                 let n = b.len();
-                if n >= 2 && b[n - 1] == b[n - 2] && !b"aeiouylsz".contains(&b[n - 1]) {
+                if n >= 4 && b[n - 1] == b[n - 2] && !b"aeiouylsz".contains(&b[n - 1]) {
                     s.pop();
                 }
             }
@@ -542,6 +544,9 @@ mod tests {
             ("alignments", "align"),
             ("adjustment", "adjusted"),
             ("statement", "state"),
+            ("adding", "add"),
+            ("added", "adds"),
+            ("hopping", "hop"),
         ] {
             assert_eq!(stem(a), stem(b), "{a} vs {b}");
         }
