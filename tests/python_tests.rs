@@ -18,6 +18,16 @@ fn project(dir: &Path) -> PathBuf {
     slice_trace_e2e::invoice_project(dir)
 }
 
+/// A project in `dir`: the package `pkg` holding one module (`module`: its file name and text)
+/// and, beside it, one test file.
+fn pkg_project(dir: &Path, module: (&str, &str), test: (&str, &str)) -> PathBuf {
+    std::fs::create_dir_all(dir.join("pkg")).unwrap();
+    std::fs::write(dir.join("pkg/__init__.py"), "").unwrap();
+    std::fs::write(dir.join("pkg").join(module.0), module.1).unwrap();
+    std::fs::write(dir.join(test.0), test.1).unwrap();
+    dir.to_path_buf()
+}
+
 /// Record `args` (after `trace run -o DIR --`) in `cwd` into `cwd/../name`; returns the trace
 /// directory and the exit code `trace` passed through.
 fn record(cwd: &Path, name: &str, args: &[&str]) -> (PathBuf, i32) {
@@ -283,19 +293,11 @@ fn a_traceback_names_the_function_of_every_frame_pytest_shows() {
     // the innermost says the exception. The recorder adds the function from pytest's own
     // traceback, so the prompt's traceback names where it was raised.
     let d = scratch();
-    let cwd = d.path().join("tb");
-    std::fs::create_dir_all(cwd.join("pkg")).unwrap();
-    std::fs::write(cwd.join("pkg/__init__.py"), "").unwrap();
-    std::fs::write(
-        cwd.join("pkg/check.py"),
-        "BANNED = {'x'}\n\n\ndef is_banned(item):\n    return item in BANNED\n\n\ndef check_all(items):\n    found = []\n    for i in items:\n        found.append(is_banned(i))\n    return found\n",
-    )
-    .unwrap();
-    std::fs::write(
-        cwd.join("test_check.py"),
-        "from pkg.check import check_all\n\n\ndef test_lists():\n    assert check_all([['a']]) == [False]\n",
-    )
-    .unwrap();
+    let cwd = pkg_project(
+        &d.path().join("tb"),
+        ("check.py", "BANNED = {'x'}\n\n\ndef is_banned(item):\n    return item in BANNED\n\n\ndef check_all(items):\n    found = []\n    for i in items:\n        found.append(is_banned(i))\n    return found\n"),
+        ("test_check.py", "from pkg.check import check_all\n\n\ndef test_lists():\n    assert check_all([['a']]) == [False]\n"),
+    );
     let py = venv_python();
     let (t, code) = record(&cwd, "tb.d", &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_check.py"]);
     assert_eq!(code, 1);
@@ -447,15 +449,11 @@ const CHUNKS: &str =
 #[test]
 fn a_diff_of_runs_that_call_the_same_functions_shows_the_lines_only_one_ran() {
     let d = scratch();
-    let proj = d.path().join("proj");
-    std::fs::create_dir_all(proj.join("pkg")).unwrap();
-    std::fs::write(proj.join("pkg/__init__.py"), "").unwrap();
-    std::fs::write(proj.join("pkg/chunks.py"), CHUNKS).unwrap();
-    std::fs::write(
-        proj.join("test_chunks.py"),
-        "from pkg.chunks import last_chunk\n\n\ndef test_even():\n    assert last_chunk([1, 2, 3, 4], 2) == [3, 4]\n",
-    )
-    .unwrap();
+    let proj = pkg_project(
+        &d.path().join("proj"),
+        ("chunks.py", CHUNKS),
+        ("test_chunks.py", "from pkg.chunks import last_chunk\n\n\ndef test_even():\n    assert last_chunk([1, 2, 3, 4], 2) == [3, 4]\n"),
+    );
     let py = venv_python();
     let rec = |name: &str| {
         let out = d.path().join(name);
@@ -618,6 +616,16 @@ class CalcTest(unittest.TestCase):
         self.assertEqual(add(1, 1), 2)
 "#;
 
+/// `dir/proj`: [`CALC`] and its unittest tests, `tests/test_calc.py` ([`CALC_TEST`]).
+fn calc_project(dir: &Path) -> PathBuf {
+    let proj = dir.join("proj");
+    std::fs::create_dir_all(proj.join("tests")).unwrap();
+    std::fs::write(proj.join("calc.py"), CALC).unwrap();
+    std::fs::write(proj.join("tests/__init__.py"), "").unwrap();
+    std::fs::write(proj.join("tests/test_calc.py"), CALC_TEST).unwrap();
+    proj
+}
+
 /// The failure blocks of a prompt's outcome (`FAILED ...`/`ERROR ...` up to the fence), the
 /// duration replaced by `<duration>`.
 fn failure_blocks(prompt: &str) -> Vec<String> {
@@ -653,11 +661,7 @@ fn a_unittest_failure_shows_the_place_the_statement_and_the_exception_as_pytests
     for minor in [11, 12] {
         let py = slice_trace_e2e::pyenv_python(minor).unwrap_or_else(|| panic!("no CPython 3.{minor} under $(pyenv root)/versions"));
         let d = scratch();
-        let proj = d.path().join("proj");
-        std::fs::create_dir_all(proj.join("tests")).unwrap();
-        std::fs::write(proj.join("calc.py"), CALC).unwrap();
-        std::fs::write(proj.join("tests/__init__.py"), "").unwrap();
-        std::fs::write(proj.join("tests/test_calc.py"), CALC_TEST).unwrap();
+        let proj = calc_project(d.path());
         for (name, args) in [
             ("module.d", &["-m", "unittest", "tests.test_calc"][..]),
             ("discover.d", &["-m", "unittest", "discover", "-s", "tests", "-t", "."][..]),
@@ -675,11 +679,7 @@ fn a_unittest_failure_shows_the_place_the_statement_and_the_exception_as_pytests
     // pytest prints the failing statement whole, its first line marked (and, on CPython 3.11
     // and later, the failing part of an expression marked below it): the prompt keeps it so.
     let d = scratch();
-    let proj = d.path().join("proj");
-    std::fs::create_dir_all(proj.join("tests")).unwrap();
-    std::fs::write(proj.join("calc.py"), CALC).unwrap();
-    std::fs::write(proj.join("tests/__init__.py"), "").unwrap();
-    std::fs::write(proj.join("tests/test_calc.py"), CALC_TEST).unwrap();
+    let proj = calc_project(d.path());
     let py = venv_python();
     let (t, code) = record(&proj, "pytest.d", &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]);
     assert_eq!(code, 1);

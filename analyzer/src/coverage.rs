@@ -152,6 +152,21 @@ impl LineCoverage {
     }
 }
 
+/// Sorted line numbers as ranges: `3, 5-7, 10`.
+pub fn line_ranges(lines: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let mut j = i;
+        while j + 1 < lines.len() && lines[j + 1] == lines[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j { lines[i].to_string() } else { format!("{}-{}", lines[i], lines[j]) });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,5 +249,12 @@ mod tests {
         c.add_process([record(0, "/app/m.py", None)].iter().flatten(), Some, &funcs, [(0, 2)]);
         assert!(!c.knows(Path::new("/app/m.py")));
         assert_eq!(c.states(Path::new("/app/m.py"), 1, 3), None);
+    }
+
+    #[test]
+    fn line_numbers_read_as_ranges() {
+        assert_eq!(line_ranges(&[3, 5, 6, 7, 10]), "3, 5-7, 10");
+        assert_eq!(line_ranges(&[7]), "7");
+        assert_eq!(line_ranges(&[]), "");
     }
 }

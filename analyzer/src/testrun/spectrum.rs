@@ -246,7 +246,7 @@ impl Spectrum {
                 format!(
                     "line{} {} ran in {ef} of {} failing test{}, {ep} of {} passing (Ochiai {o:.2})",
                     if ls.len() == 1 { "" } else { "s" },
-                    line_ranges(ls),
+                    crate::coverage::line_ranges(ls),
                     self.failed_total,
                     if self.failed_total == 1 { "" } else { "s" },
                     self.passed_total,
@@ -284,21 +284,6 @@ impl Spectrum {
 
 /// Most groups of lines [`Spectrum::describe_lines`] names.
 pub const LINE_GROUPS: usize = 3;
-
-/// Sorted line numbers as ranges: `3, 5-7, 10`.
-fn line_ranges(lines: &[u32]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < lines.len() {
-        let mut j = i;
-        while j + 1 < lines.len() && lines[j + 1] == lines[j] + 1 {
-            j += 1;
-        }
-        out.push(if i == j { lines[i].to_string() } else { format!("{}-{}", lines[i], lines[j]) });
-        i = j + 1;
-    }
-    out.join(", ")
-}
 
 #[cfg(test)]
 mod tests {
@@ -425,6 +410,5 @@ mod tests {
         gave_up.add(TestOutcome::Passed, &tree(), &[]);
         gave_up.add_lines(TestOutcome::Passed, &tree(), &[], &[(1, 11), (1, 0)]);
         assert_eq!(gave_up.describe_lines(f), None);
-        assert_eq!(line_ranges(&[3, 5, 6, 7, 10]), "3, 5-7, 10");
     }
 }

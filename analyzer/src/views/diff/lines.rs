@@ -115,21 +115,6 @@ pub fn line_differences(
     Some(out)
 }
 
-/// Line numbers as ranges: `3-5, 9`.
-pub fn ranges(lines: &[u32]) -> String {
-    let mut out: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < lines.len() {
-        let mut j = i;
-        while j + 1 < lines.len() && lines[j + 1] == lines[j] + 1 {
-            j += 1;
-        }
-        out.push(if j > i { format!("{}-{}", lines[i], lines[j]) } else { lines[i].to_string() });
-        i = j + 1;
-    }
-    out.join(", ")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,12 +162,5 @@ mod tests {
         assert_eq!(got[0].change, LineChange::Source { lines_a: 4, lines_b: 6 });
         // No line data in a run: nothing to compare.
         assert_eq!(line_differences(&d, (&ta, p, &ca), (&tb, p, &LineCoverage::default())), None);
-    }
-
-    #[test]
-    fn line_numbers_read_as_ranges() {
-        assert_eq!(ranges(&[3, 4, 5, 9, 11, 12]), "3-5, 9, 11-12");
-        assert_eq!(ranges(&[7]), "7");
-        assert_eq!(ranges(&[]), "");
     }
 }

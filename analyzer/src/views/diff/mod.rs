@@ -14,7 +14,7 @@
 mod lines;
 mod prompt;
 
-pub use lines::{ranges, LineChange, LineDiff};
+pub use lines::{LineChange, LineDiff};
 pub use prompt::{prompt, prompt_within, DiffBudget, DiffTooSmall};
 
 use super::{func_of, location, merge};

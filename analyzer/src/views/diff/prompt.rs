@@ -1,9 +1,10 @@
 //! `slice diff`'s prompt: the question, the differing paths, the functions only one run
 //! reached and the source of the functions where the runs part ways, within a budget.
 
-use super::{ranges, Diff, LineChange, LineDiff, OneSided, Side};
+use super::{Diff, LineChange, LineDiff, OneSided, Side};
 use crate::analysis::PreparedTrace;
 use crate::calltree::NodeId;
+use crate::coverage::line_ranges as ranges;
 use crate::frontend::{FrontEnd, Opt};
 use crate::prompt::{fence_for, DocSource, Layout, Model, ModelNode, ModelTrace, Order, Plan};
 use std::collections::HashMap;
