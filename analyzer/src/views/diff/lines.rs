@@ -4,7 +4,7 @@
 //!
 //! A function's lines are its source lines that ran (the traces' line coverage,
 //! [`crate::coverage`]), less those inside another function of the same file that ran in that
-//! run (a nested function's lines are its own). The two runs' lines are matched by their
+//! run (a nested function's lines are its own: each line is its innermost function's). The two runs' lines are matched by their
 //! offset from the function's first line, so a function that moved is compared as it is; one
 //! whose number of lines differs between the runs (the edit added or removed lines) is not
 //! compared line by line and is listed as changed.
@@ -44,36 +44,50 @@ struct Span {
     ran: Vec<u32>,
 }
 
-/// The functions of a run's tree (by diff key) with line data, and their lines that ran.
+/// A function spanning more lines than this is not compared line by line (no real function
+/// does; a damaged or crafted trace's would cost its length).
+const MAX_SPAN_LINES: u32 = 100_000;
+
+/// A file whose functions span more lines than this, from the first's first line to the last's
+/// last, is not compared line by line.
+const MAX_FILE_LINES: u32 = 1_000_000;
+
+/// The functions of a run's tree (by diff key) with line data, and their lines that ran. Each
+/// line of a file is its innermost function's: the spans are laid on the file's lines longest
+/// first, each line taken by the last span laid over it. Linear in the lines of the spans.
 fn spans(t: &CallTree, cwd: &Path, coverage: &crate::coverage::LineCoverage) -> HashMap<String, Span> {
     let mut funcs: HashMap<u32, Function> = HashMap::new();
     for n in t.preorder() {
         funcs.entry(t.node(n).func).or_insert_with(|| func_of(t, n));
     }
-    // Per file, the spans of the functions that ran there: a line inside a nested one is not
-    // its outer function's.
-    let mut by_file: HashMap<&Path, Vec<(u32, u32)>> = HashMap::new();
+    let mut by_file: HashMap<&Path, Vec<(u32, u32, &Function)>> = HashMap::new();
     for f in funcs.values() {
         if let (Some(file), Some(a), Some(b)) = (&f.file, f.first_line, f.last_line) {
-            by_file.entry(file.as_path()).or_default().push((a, b));
+            if a <= b && b - a < MAX_SPAN_LINES && coverage.knows(file) {
+                by_file.entry(file.as_path()).or_default().push((a, b, f));
+            }
         }
     }
     let mut out = HashMap::new();
-    for f in funcs.values() {
-        let (Some(file), Some(first), Some(last)) = (&f.file, f.first_line, f.last_line) else { continue };
-        if last < first || !coverage.knows(file) {
+    for (file, mut v) in by_file {
+        let low = v.iter().map(|s| s.0).min().unwrap_or(0);
+        let high = v.iter().map(|s| s.1).max().unwrap_or(0);
+        if high - low >= MAX_FILE_LINES {
             continue;
         }
-        let nested: Vec<(u32, u32)> = by_file
-            .get(file.as_path())
-            .map(|v| v.iter().copied().filter(|&(a, b)| (a, b) != (first, last) && a >= first && b <= last).collect())
-            .unwrap_or_default();
-        let ran = (first..=last)
-            .filter(|l| !nested.iter().any(|&(a, b)| (a..=b).contains(l)))
-            .filter(|&l| coverage.state(file, l) == LineState::Ran)
-            .map(|l| l - first)
-            .collect();
-        out.insert(diff_key(f, cwd), Span { first, last, ran });
+        // Longest first (then by place, for a stable choice between equal spans).
+        v.sort_by_key(|&(a, b, _)| (std::cmp::Reverse(b - a), a));
+        let mut owner = vec![usize::MAX; (high - low + 1) as usize];
+        for (k, &(a, b, _)) in v.iter().enumerate() {
+            owner[(a - low) as usize..=(b - low) as usize].fill(k);
+        }
+        for (k, &(first, last, f)) in v.iter().enumerate() {
+            let ran = (first..=last)
+                .filter(|&l| owner[(l - low) as usize] == k && coverage.state(file, l) == LineState::Ran)
+                .map(|l| l - first)
+                .collect();
+            out.insert(diff_key(f, cwd), Span { first, last, ran });
+        }
     }
     out
 }
@@ -100,7 +114,10 @@ pub fn line_differences(
         let change = if x.last - x.first != y.last - y.first {
             LineChange::Source { lines_a: x.last - x.first + 1, lines_b: y.last - y.first + 1 }
         } else {
-            let only = |p: &Span, q: &Span| -> Vec<u32> { p.ran.iter().filter(|o| !q.ran.contains(o)).map(|o| y.first + o).collect() };
+            // (`ran` is ascending.)
+            let only = |p: &Span, q: &Span| -> Vec<u32> {
+                p.ran.iter().filter(|o| q.ran.binary_search(o).is_err()).map(|o| y.first + o).collect()
+            };
             let (only_a, only_b) = (only(x, y), only(y, x));
             if only_a.is_empty() && only_b.is_empty() {
                 continue;
@@ -160,6 +177,10 @@ mod tests {
         let got = line_differences(&d, (&ta, p, &ca), (&tb, p, &cb)).unwrap();
         assert_eq!(got.len(), 1, "{got:?}");
         assert_eq!(got[0].change, LineChange::Source { lines_a: 4, lines_b: 6 });
+        // A crafted span of four billion lines is not compared (nor walked).
+        let (tb, cb) = run((31, 4_000_000_000), &[1, 2, 3, 6, 31, 32]);
+        let got = line_differences(&d, (&ta, p, &ca), (&tb, p, &cb)).unwrap();
+        assert!(got.is_empty(), "{got:?}");
         // No line data in a run: nothing to compare.
         assert_eq!(line_differences(&d, (&ta, p, &ca), (&tb, p, &LineCoverage::default())), None);
     }

@@ -432,10 +432,11 @@ fn mark_lines(code: &str, lang: &str, first: Option<u32>, last: Option<u32>, mar
     if marks.is_empty() || code.lines().count() as u32 != last.saturating_sub(first) + 1 {
         return code.to_string();
     }
+    let at: HashMap<u32, &str> = marks.iter().copied().collect();
     let mut out = String::with_capacity(code.len() + 32 * marks.len());
     for (i, line) in code.lines().enumerate() {
         out.push_str(line);
-        if let Some((_, what)) = marks.iter().find(|(l, _)| *l == first + i as u32) {
+        if let Some(what) = at.get(&(first + i as u32)) {
             out.push_str(&format!("  {comment} <- {what}"));
         }
         out.push('\n');
