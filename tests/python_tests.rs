@@ -334,6 +334,8 @@ fn two_tests_are_diffed_by_the_code_under_test_within_a_budget() {
     let paths: Vec<&str> = out.lines().filter(|l| !l.starts_with("---") && !l.starts_with("+++") && !l.starts_with('#')).collect();
     assert_eq!(paths, ["- load_prices  (invoice/catalogue.py:13)", "-   parse_cents  (invoice/catalogue.py:8) ×3"], "{out}");
     assert!(out.contains("# functions only in A (1): parse_cents (invoice/catalogue.py:8)\n# functions only in B (0): none\n"), "{out}");
+    // Lines are the run's, not a test's: two tests of a run of eleven are not compared by them.
+    assert!(out.contains("\n# Lines are recorded per run, not per test, and a run compared here ran several tests"), "{out}");
     // A prompt within a budget: sources dropped (said), never over it; too small is an error.
     let q = "Why does the first test take longer?";
     let prompt = |extra: &[&str]| {
@@ -343,6 +345,7 @@ fn two_tests_are_diffed_by_the_code_under_test_within_a_budget() {
     let o = prompt(&[]);
     let (full, _) = texts(&o);
     assert!(o.status.success());
+    assert!(full.contains("Two parts of one recorded run are compared (run A and run B below): `"), "{full}");
     let full_tokens = analyzer::tokens::Tokenizer::O200kBase.count(&full);
     // (How each run ended, the failure among it, is never cut: the budget leaves room for it.)
     let budget = (full_tokens * 5 / 6).to_string();
@@ -494,7 +497,7 @@ fn a_diff_of_runs_that_call_the_same_functions_shows_the_lines_only_one_ran() {
         run(cmd("slice").args(["diff", pass, fail, "--format", "prompt", "--no-budget", "-q", "Why does the last chunk hold every item?"]));
     let (p, err) = texts(&o);
     assert!(o.status.success(), "{err}");
-    let note = format!("> pkg/chunks.py: shown as `{fail}` ran it; the file changed since `{pass}` ran, whose copy is not shown\n");
+    let note = format!("> pkg/chunks.py: shown as `{fail}` ran it; the file changed since `{pass}` ran\n");
     assert!(p.contains(&note), "{p}");
     let ends =
         "## How each run ended\n\nRun A: exit status 0.\n\nRun B:\n\n```text\nThe run failed: exit status 1 (1 test: 1 failed).\n```\n";
@@ -509,6 +512,13 @@ fn a_diff_of_runs_that_call_the_same_functions_shows_the_lines_only_one_ran() {
                 rest = len(items) % n\n    if rest == 1:\n        return items[-n:]  # <- ran only in run A\n    return items[-rest:]  \
                 # <- ran only in run B\n```\n";
     assert!(p.contains(code), "{p}");
+    // The edit undone: the file is run A's copy again, which is shown, and the note says so.
+    std::fs::write(proj.join("pkg/chunks.py"), CHUNKS).unwrap();
+    let o = run(cmd("slice").args(["diff", pass, fail, "--format", "prompt", "--no-budget", "-q", "q"]));
+    let (p, _) = texts(&o);
+    let note = format!("> pkg/chunks.py: shown as `{pass}` ran it; the file changed since `{fail}` ran\n");
+    assert!(p.contains(&note) && p.contains("    if rest == 0:\n        return items[-n:]  # <- ran only in run A\n"), "{p}");
+    std::fs::write(proj.join("pkg/chunks.py"), CHUNKS.replace("rest == 0", "rest == 1")).unwrap();
     // The failing run against itself: the same paths and lines; the code both ran is shown.
     let o = run(cmd("slice").args(["diff", fail, fail, "--format", "prompt", "--no-budget", "-q", "q"]));
     let (p, _) = texts(&o);

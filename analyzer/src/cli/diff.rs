@@ -214,6 +214,9 @@ pub fn write_tree(
     if d.is_empty() {
         writeln!(w, "# both runs reached exactly the same call paths")?;
     }
+    if let Some(n) = &d.lines_note {
+        writeln!(w, "# {}", trace_format::escape::line(n))?;
+    }
     if let Some(lines) = &d.lines {
         writeln!(w, "# functions both runs reached whose lines ran differently: {}", lines.len())?;
         for l in lines {

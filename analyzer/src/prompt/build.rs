@@ -25,10 +25,10 @@ impl Model {
         let mut index = 0usize;
         // File -> why its source cannot be shown, and the first trace that said so.
         let mut unavailable_files: BTreeMap<String, (String, usize)> = BTreeMap::new();
-        // File -> the trace whose copy is shown instead, for some of its functions.
-        let mut shown_from: HashMap<String, usize> = HashMap::default();
         // (function, trace) pairs whose source was looked for again in that trace.
         let mut retried: HashSet<(FuncId, usize)> = HashSet::default();
+        // File (as shown) -> the traces that ran code of it, each with its path there.
+        let mut file_seen: BTreeMap<String, Vec<(usize, std::path::PathBuf)>> = BTreeMap::new();
         for (ti, t) in traces.iter_mut().enumerate() {
             let mut file_values: HashMap<std::path::PathBuf, std::collections::HashMap<String, ModuleValue>> = HashMap::default();
             let cwd = t.cwd.clone();
@@ -60,6 +60,13 @@ impl Model {
                             *id
                         }
                         None => {
+                            if let Some(path) = tree.func(n).and_then(|f| f.file.as_ref()) {
+                                let shown = display_path(&t.sources.resolve(path), &cwd);
+                                let seen = file_seen.entry(shown).or_default();
+                                if !seen.iter().any(|(i, _)| *i == ti) {
+                                    seen.push((ti, path.clone()));
+                                }
+                            }
                             let analysis_id = tree.func_id(n);
                             let id = match ids.get(&(interner_at, analysis_id)).copied() {
                                 Some(id) => {
@@ -75,7 +82,7 @@ impl Model {
                                         if !th.plumbing.contains(&node.func) && matches!(info.source, SourceState::Code(_)) {
                                             info.values = values_read(f, &info.source, &entry_files, &mut file_values, &mut t.sources);
                                             info.not_run = not_run(f, &info.source, &t.coverage);
-                                            adopt_source(&mut funcs[id], info, ti, &mut shown_from);
+                                            adopt_source(&mut funcs[id], info);
                                         }
                                     }
                                     id
@@ -103,7 +110,7 @@ impl Model {
                                             if matches!(funcs[id].source, SourceState::Unavailable(_))
                                                 && matches!(info.source, SourceState::Code(_))
                                             {
-                                                adopt_source(&mut funcs[id], info, ti, &mut shown_from);
+                                                adopt_source(&mut funcs[id], info);
                                             }
                                             id
                                         }
@@ -181,7 +188,7 @@ impl Model {
         rank::frame_constructors(&mut funcs, &frames);
         let outcomes: Vec<String> = mtraces.iter().flat_map(|t| t.outcome.iter().cloned()).collect();
         rank::missing_attribute(&mut funcs, &outcomes);
-        let notes = super::unavailable_notes(&unavailable_reasons(unavailable_files, &shown_from, &funcs, traces));
+        let notes = super::unavailable_notes(&file_notes(unavailable_files, &file_seen, &funcs, traces));
         let front = traces.first().map(|t| t.front).unwrap_or_default();
         Model {
             question: question.trim().to_string(),
@@ -196,46 +203,52 @@ impl Model {
     }
 }
 
-/// A function's source as trace `ti` shows it (`info`), where the trace that reached it
+/// A function's source as a later trace shows it (`info`), where the trace that reached it
 /// first could not show it: a diff of a run before an edit and one after, whose first run's
 /// copy of the edited file changed since; the later run's matches it.
-fn adopt_source(old: &mut FuncInfo, info: FuncInfo, ti: usize, shown_from: &mut HashMap<String, usize>) {
-    shown_from.entry(info.file.clone()).or_insert(ti);
+fn adopt_source(old: &mut FuncInfo, info: FuncInfo) {
     old.source = info.source;
     old.line = info.line;
     old.values = info.values;
     old.not_run = info.not_run;
 }
 
-/// The note of each file whose source some function could not show (file -> note): as its
-/// trace said, unless every such function of the file is shown from another trace's copy
-/// (`shown_from`), which the note then names, with the trace whose copy differs.
-fn unavailable_reasons(
-    files: BTreeMap<String, (String, usize)>,
-    shown_from: &HashMap<String, usize>,
+/// The note of each file whose source some function could not show (file -> note), and of
+/// each file that changed between the traces of the prompt (a diff of a run before an edit and
+/// one after): which traces' copy is the file's now, so which is shown, and which ran another
+/// copy, whose functions that no other trace reached are not shown. Other files' notes as
+/// their trace said (`unavailable`: the note and the first trace that said it).
+fn file_notes(
+    unavailable: BTreeMap<String, (String, usize)>,
+    file_seen: &BTreeMap<String, Vec<(usize, std::path::PathBuf)>>,
     funcs: &super::Funcs,
-    traces: &[PreparedTrace],
+    traces: &mut [PreparedTrace],
 ) -> BTreeMap<String, String> {
     let still: HashSet<&str> =
         funcs.values().filter(|f| matches!(f.source, SourceState::Unavailable(_))).map(|f| f.file.as_str()).collect();
-    let dir = |i: usize| traces.get(i).map(|t| t.dir.display().to_string()).unwrap_or_default();
-    files
-        .into_iter()
-        .map(|(file, (why, at))| {
-            let note = match shown_from.get(&file) {
-                Some(&from) if !still.contains(file.as_str()) => {
-                    let (shown, other) = (trace_format::escape::code_span(&dir(from)), trace_format::escape::code_span(&dir(at)));
-                    if crate::source::is_changed_note(&why) {
-                        format!("shown as {shown} ran it; the file changed since {other} ran, whose copy is not shown")
-                    } else {
-                        format!("shown as {shown} ran it; not as {other} ran it ({why})")
-                    }
-                }
-                _ => why,
-            };
-            (file, note)
-        })
-        .collect()
+    let names = |v: &[usize], traces: &[PreparedTrace]| {
+        v.iter().map(|&i| trace_format::escape::code_span(&traces[i].dir.display().to_string())).collect::<Vec<_>>().join(", ")
+    };
+    let mut out: BTreeMap<String, String> = unavailable.iter().map(|(f, (why, _))| (f.clone(), why.clone())).collect();
+    for (file, seen) in file_seen.iter().filter(|(_, v)| v.len() > 1) {
+        let (mut now, mut changed) = (Vec::new(), Vec::new());
+        for (i, path) in seen {
+            match traces[*i].sources.file(path) {
+                Ok(_) => now.push(*i),
+                Err(crate::source::Unavailable::Changed(_)) => changed.push(*i),
+                Err(_) => {}
+            }
+        }
+        if now.is_empty() || changed.is_empty() {
+            continue;
+        }
+        let mut note = format!("shown as {} ran it; the file changed since {} ran", names(&now, traces), names(&changed, traces));
+        if still.contains(file.as_str()) {
+            note.push_str(", and the functions only that run reached are not shown (their code there is not known)");
+        }
+        out.insert(file.clone(), note);
+    }
+    out
 }
 
 /// Values a Python function reads from its module ([`crate::python::values`]), each file's values

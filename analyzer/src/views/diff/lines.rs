@@ -52,41 +52,84 @@ const MAX_SPAN_LINES: u32 = 100_000;
 /// last, is not compared line by line.
 const MAX_FILE_LINES: u32 = 1_000_000;
 
-/// The functions of a run's tree (by diff key) with line data, and their lines that ran. Each
-/// line of a file is its innermost function's: the spans are laid on the file's lines longest
-/// first, each line taken by the last span laid over it. Linear in the lines of the spans.
-fn spans(t: &CallTree, cwd: &Path, coverage: &crate::coverage::LineCoverage) -> HashMap<String, Span> {
-    let mut funcs: HashMap<u32, Function> = HashMap::new();
+/// A function of a run's tree with a span: its diff key, its file as the diff shows it, its
+/// path, its first and last line.
+struct FnSpan {
+    key: String,
+    shown: String,
+    path: std::path::PathBuf,
+    first: u32,
+    last: u32,
+}
+
+/// The functions of a run's tree that have a span (of at most [`MAX_SPAN_LINES`]).
+fn fn_spans(t: &CallTree, cwd: &Path) -> Vec<FnSpan> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
     for n in t.preorder() {
-        funcs.entry(t.node(n).func).or_insert_with(|| func_of(t, n));
-    }
-    let mut by_file: HashMap<&Path, Vec<(u32, u32, &Function)>> = HashMap::new();
-    for f in funcs.values() {
+        if !seen.insert(t.node(n).func) {
+            continue;
+        }
+        let f: Function = func_of(t, n);
         if let (Some(file), Some(a), Some(b)) = (&f.file, f.first_line, f.last_line) {
-            if a <= b && b - a < MAX_SPAN_LINES && coverage.knows(file) {
-                by_file.entry(file.as_path()).or_default().push((a, b, f));
+            if a <= b && b - a < MAX_SPAN_LINES {
+                out.push(FnSpan {
+                    key: diff_key(&f, cwd),
+                    shown: crate::analysis::display_path(file, cwd),
+                    path: file.clone(),
+                    first: a,
+                    last: b,
+                });
             }
         }
     }
+    out
+}
+
+/// A run's functions (`own`, by diff key) whose file has line data, and their lines that ran.
+/// Each line of a file is its innermost function's, of the functions either run reached there
+/// (`other`: the other run's, matched by the file as the diff shows it), so that a nested
+/// function's lines are its own in both runs whether or not it ran in this one: the spans are
+/// laid on the file's lines longest first, each line taken by the last span laid over it.
+/// Linear in the lines of the spans.
+fn spans(own: &[FnSpan], other: &[FnSpan], coverage: &crate::coverage::LineCoverage) -> HashMap<String, Span> {
+    // Per file: its name as shown, and the spans laid on it (first, last, this run's key).
+    type Laid<'a> = (&'a str, Vec<(u32, u32, Option<&'a str>)>);
+    let mut by_file: HashMap<&Path, Laid> = HashMap::new();
+    for f in own.iter().filter(|f| coverage.knows(&f.path)) {
+        by_file.entry(f.path.as_path()).or_insert_with(|| (f.shown.as_str(), Vec::new())).1.push((f.first, f.last, Some(f.key.as_str())));
+    }
+    // The other run's functions that this run did not reach (a function both reached has its
+    // span from this run: it may have moved).
+    let mine: std::collections::HashSet<&str> = own.iter().map(|f| f.key.as_str()).collect();
+    let mut by_shown: HashMap<&str, Vec<(u32, u32)>> = HashMap::new();
+    for f in other.iter().filter(|f| !mine.contains(f.key.as_str())) {
+        by_shown.entry(f.shown.as_str()).or_default().push((f.first, f.last));
+    }
     let mut out = HashMap::new();
-    for (file, mut v) in by_file {
+    for (file, (shown, mut v)) in by_file {
+        v.extend(by_shown.get(shown).into_iter().flatten().map(|&(a, b)| (a, b, None)));
         let low = v.iter().map(|s| s.0).min().unwrap_or(0);
         let high = v.iter().map(|s| s.1).max().unwrap_or(0);
         if high - low >= MAX_FILE_LINES {
             continue;
         }
-        // Longest first (then by place, for a stable choice between equal spans).
-        v.sort_by_key(|&(a, b, _)| (std::cmp::Reverse(b - a), a));
+        // Longest first (then by place, then this run's before the other's, for a stable
+        // choice between equal spans).
+        v.sort_by_key(|&(a, b, k)| (std::cmp::Reverse(b - a), a, k.is_none()));
         let mut owner = vec![usize::MAX; (high - low + 1) as usize];
-        for (k, &(a, b, _)) in v.iter().enumerate() {
-            owner[(a - low) as usize..=(b - low) as usize].fill(k);
+        for (i, &(a, b, _)) in v.iter().enumerate() {
+            owner[(a - low) as usize..=(b - low) as usize].fill(i);
         }
-        for (k, &(first, last, f)) in v.iter().enumerate() {
-            let ran = (first..=last)
-                .filter(|&l| owner[(l - low) as usize] == k && coverage.state(file, l) == LineState::Ran)
-                .map(|l| l - first)
-                .collect();
-            out.insert(diff_key(f, cwd), Span { first, last, ran });
+        // Two functions with the same span (one reached by each run): their lines are both's.
+        let owns = |i: usize, l: u32| {
+            let o = owner[(l - low) as usize];
+            o == i || (o != usize::MAX && v[o].0 == v[i].0 && v[o].1 == v[i].1)
+        };
+        for (i, &(first, last, key)) in v.iter().enumerate() {
+            let Some(key) = key else { continue };
+            let ran = (first..=last).filter(|&l| owns(i, l) && coverage.state(file, l) == LineState::Ran).map(|l| l - first).collect();
+            out.insert(key.to_string(), Span { first, last, ran });
         }
     }
     out
@@ -102,7 +145,8 @@ pub fn line_differences(
     if a.2.is_empty() || b.2.is_empty() {
         return None;
     }
-    let (sa, sb) = (spans(a.0, a.1, a.2), spans(b.0, b.1, b.2));
+    let (fa, fb) = (fn_spans(a.0, a.1), fn_spans(b.0, b.1));
+    let (sa, sb) = (spans(&fa, &fb, a.2), spans(&fb, &fa, b.2));
     let mut out = Vec::new();
     let mut listed = std::collections::HashSet::new();
     for i in preorder(&d.nodes) {
@@ -153,6 +197,31 @@ mod tests {
             cov.add_native_line(Path::new("/p/m.py"), l, ran.contains(&l));
         }
         (t, cov)
+    }
+
+    /// A nested function that ran in one run only: its `def` line, which its outer function
+    /// runs in both, is the nested function's in both runs, not a line only one ran of the
+    /// outer function.
+    #[test]
+    fn a_nested_functions_lines_are_its_own_in_both_runs_whether_it_ran_or_not() {
+        let p = Path::new("/p");
+        let tree = |calls_inner: bool, ran: &[u32]| {
+            let mut funcs = py_funcs(&["main", "main.<locals>.inner"]);
+            for (f, (a, b)) in funcs.iter_mut().zip([(1, 20), (5, 8)]) {
+                f.file = Some("/p/m.py".into());
+                (f.first_line, f.last_line) = (Some(a), Some(b));
+            }
+            let evs = if calls_inner { vec![C(0), C(1), R, R] } else { vec![C(0), R] };
+            let mut cov = LineCoverage::default();
+            for l in 1..=20 {
+                cov.add_native_line(Path::new("/p/m.py"), l, ran.contains(&l));
+            }
+            (tree_with(funcs, &evs), cov)
+        };
+        let (ta, ca) = tree(false, &[1, 2, 5, 9]);
+        let (tb, cb) = tree(true, &[1, 2, 5, 6, 9]);
+        let d = super::super::diff(&ta, p, &tb, p);
+        assert_eq!(line_differences(&d, (&ta, p, &ca), (&tb, p, &cb)), Some(vec![]));
     }
 
     #[test]

@@ -88,8 +88,10 @@ pub struct Diff {
     /// Whether a node's subtree holds a one-sided node (what the views show).
     pub shown: Vec<bool>,
     /// The functions both runs reached whose lines ran differently ([`lines`]), in call order;
-    /// `None` when a run holds no line data (and for trees diffed without their traces).
+    /// `None` when they cannot be told (and for trees diffed without their traces): then
+    /// `lines_note` says why.
     pub lines: Option<Vec<LineDiff>>,
+    pub lines_note: Option<String>,
 }
 
 /// The diff key of a function: file relative to the run's directory, and qualified name.
@@ -201,7 +203,7 @@ pub fn diff(a: &CallTree, cwd_a: &Path, b: &CallTree, cwd_b: &Path) -> Diff {
             }
         }
     }
-    Diff { nodes, funcs_only_a, funcs_only_b, shown, lines: None }
+    Diff { nodes, funcs_only_a, funcs_only_b, shown, lines: None, lines_note: None }
 }
 
 fn preorder(nodes: &[DiffNode]) -> Vec<usize> {
@@ -292,7 +294,22 @@ pub fn diff_traces(a: &PreparedTrace, b: &PreparedTrace) -> Diff {
     };
     let (ta, tb) = (tree(a), tree(b));
     let mut d = diff(&ta, &a.cwd, &tb, &b.cwd);
-    d.lines = lines::line_differences(&d, (&ta, &a.cwd, &a.coverage), (&tb, &b.cwd, &b.coverage));
+    // Lines are recorded per run: they are a test's only in a run of one test.
+    let per_run = |t: &PreparedTrace| !t.tests_shown || t.tests.len() == 1;
+    let no_lines: Vec<&str> = [("A", a), ("B", b)].iter().filter(|(_, t)| t.coverage.is_empty()).map(|(n, _)| *n).collect();
+    if !(per_run(a) && per_run(b)) {
+        d.lines_note = Some(
+            "Lines are recorded per run, not per test, and a run compared here ran several tests: the lines only one test ran are not compared."
+                .to_string(),
+        );
+    } else if !no_lines.is_empty() {
+        let who = if no_lines.len() == 2 { "Neither run".to_string() } else { format!("Run {}", no_lines[0]) };
+        d.lines_note = Some(format!(
+            "{who} recorded the lines that ran (CPython 3.12 and later record them; `trace run --lines` before 3.12 and for native code), so the lines only one run ran are not compared."
+        ));
+    } else {
+        d.lines = lines::line_differences(&d, (&ta, &a.cwd, &a.coverage), (&tb, &b.cwd, &b.coverage));
+    }
     if let Some(s) = a.spectrum.as_ref().or(b.spectrum.as_ref()) {
         for v in [&mut d.funcs_only_a, &mut d.funcs_only_b] {
             for f in v.iter_mut() {

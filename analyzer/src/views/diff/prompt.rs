@@ -132,10 +132,15 @@ pub fn prompt_within(
     let sources: Vec<DocSource> = doc.traces.into_iter().flat_map(|t| t.sources).collect();
 
     let tree_lines: Vec<String> = d.text().lines().map(str::to_string).collect();
-    let relevance = |s: &DocSource| restricted.funcs.get(s.func).map_or(0.0, |f| f.relevance);
+    // The functions whose lines ran differently come first: they are where the runs part.
+    let relevance = |s: &DocSource| {
+        let first = if marks.contains_key(&s.func) { 1e12 } else { 0.0 };
+        first + restricted.funcs.get(s.func).map_or(0.0, |f| f.relevance)
+    };
     // Least relevant first: the order sources are dropped in.
     let mut drop_order: Vec<usize> = (0..sources.len()).collect();
     drop_order.sort_by(|&x, &y| relevance(&sources[x]).total_cmp(&relevance(&sources[y])).then(y.cmp(&x)));
+    let same_run = traces[0].dir == traces[1].dir;
     let ends = ends_section(traces);
     let line_text = lines_section(d);
     let render = |kept: &[bool], tree_keep: usize, list_keep: usize| -> String {
@@ -150,7 +155,19 @@ pub fn prompt_within(
             notes.push(dropped_note(&dropped, budget, restricted.tests_shown));
         }
         let shown: Vec<&DocSource> = sources.iter().zip(kept).filter(|(_, k)| **k).map(|(s, _)| s).collect();
-        write_prompt(question, &cmd_a, &cmd_b, d, &tree, &notes, &shown, (&why, &marks), list_keep, &ends, &line_text)
+        write_prompt(
+            question,
+            &cmd_a,
+            (!same_run).then_some(cmd_b.as_str()),
+            d,
+            &tree,
+            &notes,
+            &shown,
+            (&why, &marks),
+            list_keep,
+            &ends,
+            &line_text,
+        )
     };
     let all = tree_lines.len();
     // The longer of the two lists of functions only one run reached: `list_keep` caps each.
@@ -250,7 +267,8 @@ fn dropped_note(dropped: &[&str], budget: Option<DiffBudget>, tests_shown: bool)
 fn write_prompt(
     question: Option<&str>,
     cmd_a: &str,
-    cmd_b: &str,
+    // `None`: both sides are parts of one run (two tests of it).
+    cmd_b: Option<&str>,
     d: &Diff,
     tree: &str,
     notes: &[String],
@@ -266,11 +284,14 @@ fn write_prompt(
         s.push_str(&format!("# Question\n\n{q}\n\n"));
     }
     s.push_str("# Differential slice\n\n");
-    s.push_str(&format!(
-        "The program was run twice and both runs were recorded. Run A: {}. Run B: {}.\n",
-        escape::code_span(cmd_a),
-        escape::code_span(cmd_b)
-    ));
+    match cmd_b {
+        None => s.push_str(&format!("Two parts of one recorded run are compared (run A and run B below): {}.\n", escape::code_span(cmd_a))),
+        Some(cmd_b) => s.push_str(&format!(
+            "The program was run twice and both runs were recorded. Run A: {}. Run B: {}.\n",
+            escape::code_span(cmd_a),
+            escape::code_span(cmd_b)
+        )),
+    }
     s.push_str(
         "Below are how each run ended, the call paths that only one of the runs reached (each line a function that ran, indented under its caller; \
 `-`: only in run A, `+`: only in run B; unmarked lines are callers both runs share, shown for context), the functions \
@@ -286,10 +307,7 @@ whose lines ran differently, in call order.\n",
     if d.is_empty() {
         s.push_str("Both runs reached exactly the same call paths.\n");
         if d.lines.is_none() && same_paths_and_lines(d) {
-            s.push_str(
-                "A run recorded no lines, which could tell the runs apart further (`trace run --lines` records them); the source \
-below is that of the functions both ran, the most relevant first within the budget.\n",
-            );
+            s.push_str("The source below is that of the functions both ran, the most relevant first within the budget.\n");
         }
     } else {
         s.push_str(&format!("{fence}diff\n{tree}{fence}\n"));
@@ -375,14 +393,19 @@ fn ends_section(traces: &[PreparedTrace]) -> String {
 /// The functions both runs reached whose lines ran differently ([`Diff::lines`]); nothing
 /// when a run holds no line data.
 fn lines_section(d: &Diff) -> String {
-    let Some(lines) = &d.lines else { return String::new() };
+    let Some(lines) = &d.lines else {
+        return match &d.lines_note {
+            Some(n) => format!("\n## Lines that ran in only one run\n\n{n}\n"),
+            None => String::new(),
+        };
+    };
     let mut s = String::from("\n## Lines that ran in only one run\n\n");
     if lines.is_empty() {
         s.push_str("In the functions both runs reached, both ran the same lines.\n");
         if d.is_empty() {
             s.push_str(
-                "The runs took the same paths through the same lines: they differ in the values computed, not in the code that ran. \
-The source below is that of the functions both ran, the most relevant first within the budget.\n",
+                "The runs took the same paths through the same lines: they differ in the values computed, or in code changed \
+between them on lines both ran. The source below is that of the functions both ran, the most relevant first within the budget.\n",
             );
         }
         return s;
