@@ -19,6 +19,7 @@ use crate::demangle::{demangle, Lang};
 use crate::units::{die_ranges, file_index, file_path, follow_origins, Xref, R};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::rc::Rc;
 
 /// What the DIE walk learns about one subprogram.
 #[derive(Debug, Clone)]
@@ -89,9 +90,11 @@ fn in_ranges(ranges: &[(u64, u64)], a: u64) -> bool {
     ranges.iter().any(|&(b, e)| a >= b && a < e)
 }
 
-/// Walk every unit's DIEs and describe the subprograms whose code holds a wanted address.
-pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashMap<u64, Sub>, gimli::Error> {
-    let mut found: HashMap<u64, Sub> = HashMap::new();
+/// Walk every unit's DIEs and describe the subprograms whose code holds a wanted address: one
+/// description per subprogram, shared by its addresses (a large function with thousands of
+/// wanted addresses, each with its inlined frames, is described once, not once per address).
+pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashMap<u64, Rc<Sub>>, gimli::Error> {
+    let mut found: HashMap<u64, Rc<Sub>> = HashMap::new();
     let mut xref = Xref::new(dwarf);
     let mut units = dwarf.units();
     while let Some(header) = units.next()? {
@@ -246,13 +249,14 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
         last_lines(&unit, &mut subs, &mut files);
         undeclared_lines(&unit, &mut subs, &pending, &mut files);
         for (hits, sub) in subs {
+            let sub = Rc::new(sub);
             for h in hits {
                 let better = match found.get(&h) {
                     None => true,
                     Some(old) => old.entry != h && sub.entry == h,
                 };
                 if better {
-                    found.insert(h, sub.clone());
+                    found.insert(h, Rc::clone(&sub));
                 }
             }
         }
