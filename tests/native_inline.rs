@@ -105,6 +105,15 @@ fn hexyl_run_inlined_into_main_is_shown_with_its_source() {
     assert!(prompt.contains("#### `hexyl::run` (cargo-registry/hexyl-0.16.0/src/main.rs:240-450)"), "{prompt}");
     let body = block(&prompt, "hexyl::run").unwrap_or_default();
     assert!(body.starts_with("fn run() -> Result<()> {") && body.ends_with('}'), "{body}");
+    // The calls hexyl::run's code made are under it, not beside it (docs/native-recording.md,
+    // "Calls made by inlined code"): clap's parsing (main.rs:241) and the printer's
+    // `print_all` (main.rs:448) are called from code of `run` only.
+    let end = lines[run_at + 1..].iter().position(|l| indent(l) <= indent(lines[run_at])).map_or(lines.len(), |p| run_at + 1 + p);
+    let called = |name: &str| lines.iter().position(|l| l.trim_start().starts_with(name)).unwrap_or_else(|| panic!("{name}: {tree}"));
+    for name in ["clap_builder::derive::Parser::parse", "hexyl::Printer<Writer>::print_all"] {
+        let at = called(name);
+        assert!(at > run_at && at < end && indent(lines[at]) == indent(lines[run_at]) + 2, "{name} right under hexyl::run:\n{tree}");
+    }
 }
 
 /// The program's own SIGTRAP handler (installed with `sigaction` or `signal`) still gets every

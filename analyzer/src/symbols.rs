@@ -222,6 +222,11 @@ pub struct ResolvedProcess {
     /// them after its return, so that `f → (inlined) run → (inlined) parse` shows every level
     /// that ran.
     pub chains: std::collections::HashMap<u32, Vec<u32>>,
+    /// (caller, callee) (indices into `funcs`) whose every direct call site lies in the same
+    /// inlined code of the caller ([`crate::native::callsites`]): the index of the innermost
+    /// inlined function there, whose chain (`chains`) the fold opens around each call of the
+    /// callee made while the caller is the innermost open frame.
+    pub wraps: std::collections::HashMap<(u32, u32), u32>,
     /// Indices into `funcs` whose calls resume a frame rather than call (mypyc's generator
     /// bodies, the same function as the def that made the generator): folded as resumes.
     pub resumed: std::collections::HashSet<u32>,
@@ -271,6 +276,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
     let mut out: Vec<Function> = Vec::with_capacity(ids.len());
     let mut native = Vec::new();
     let mut chains = std::collections::HashMap::new();
+    let mut wraps = std::collections::HashMap::new();
     let mut resumed = std::collections::HashSet::new();
     for (&id, dense) in ids.iter_mut() {
         *dense = out.len() as u32;
@@ -323,26 +329,50 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
     if !native.is_empty() {
         // The fingerprints of the objects that ran are in the trace directory's sources.json.
         let recorded = proc.dir.parent().and_then(crate::source::SourceCache::read_sources_doc);
-        let (resolved, w) = crate::native::resolve::resolve_chains(&native, recorded.as_ref());
+        // The call sites between the recorded functions, resolved with them (the same
+        // rules make the same functions of the inlined code there as of a probe's).
+        let sites = crate::native::callsites::find(&native);
+        let with_sites: Vec<_> = native.iter().chain(&sites.addrs).cloned().collect();
+        let (mut resolved, w) = crate::native::resolve::resolve_chains(&with_sites, recorded.as_ref());
         warnings.extend(w);
+        let at_sites = resolved.split_off(native.len());
         let exe = proc.meta.exe.as_str();
         let own = |f: &mut Function| {
             f.program_library = f.object.as_deref().is_some_and(|o| o != exe && trace_format::objects::own_library(exe, o));
         };
-        for (a, (mut f, mut outer)) in native.iter().zip(resolved) {
+        let push_chain = |out: &mut Vec<Function>, outer: Vec<Function>| -> Vec<u32> {
+            outer
+                .into_iter()
+                .map(|mut g| {
+                    own(&mut g);
+                    out.push(g);
+                    (out.len() - 1) as u32
+                })
+                .collect()
+        };
+        for (a, (mut f, outer)) in native.iter().zip(resolved) {
             own(&mut f);
-            outer.iter_mut().for_each(own);
             out[a.id as usize] = f;
             if !outer.is_empty() {
-                let ids: Vec<u32> = outer
-                    .into_iter()
-                    .map(|g| {
-                        out.push(g);
-                        (out.len() - 1) as u32
-                    })
-                    .collect();
-                chains.insert(a.id, ids);
+                chains.insert(a.id, push_chain(&mut out, outer));
             }
+        }
+        // (Marked first: the program's own libraries are not the system's to `wraps`.)
+        let at_sites: Vec<_> = at_sites
+            .into_iter()
+            .map(|(mut f, mut outer)| {
+                own(&mut f);
+                outer.iter_mut().for_each(own);
+                (f, outer)
+            })
+            .collect();
+        for (pair, (f, outer)) in crate::native::callsites::wraps(&sites.pairs, at_sites, &out) {
+            let outer = push_chain(&mut out, outer);
+            let inner = push_chain(&mut out, vec![f])[0];
+            if !outer.is_empty() {
+                chains.insert(inner, outer);
+            }
+            wraps.insert(pair, inner);
         }
         mark_program_crate(&mut out, exe);
         // mypyc's compiled functions (`trace run --native-ext`) as the Python functions they
@@ -353,7 +383,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
             resumed.extend(crate::python::mypyc::map_functions(&mut out, &doc).1);
         }
     }
-    ResolvedProcess { funcs: out, ids, chains, resumed, warnings }
+    ResolvedProcess { funcs: out, ids, chains, wraps, resumed, warnings }
 }
 
 /// Mark the native functions whose source is in the cargo package of the program's own

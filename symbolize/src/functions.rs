@@ -89,7 +89,7 @@ pub enum ObjectError {
 
 /// An object file (executable or shared library), mapped read-only.
 pub struct ObjectFile {
-    map: memmap2::Mmap,
+    pub(crate) map: memmap2::Mmap,
     /// Link-time address of its first loaded page.
     bias: u64,
 }
@@ -113,6 +113,12 @@ impl ObjectFile {
     /// `addr - base + (first PT_LOAD p_vaddr, page-aligned)` (docs/trace-format.md).
     pub fn link_address(&self, addr: u64, base: u64) -> u64 {
         addr.wrapping_sub(base).wrapping_add(self.bias)
+    }
+
+    /// The run-time address of link-time address `link` in this object loaded at `base`: the
+    /// inverse of [`ObjectFile::link_address`].
+    pub fn run_address(&self, link: u64, base: u64) -> u64 {
+        link.wrapping_sub(self.bias).wrapping_add(base)
     }
 
     /// The functions holding link-time addresses `link` (see the module's rules). `path` is
@@ -183,13 +189,13 @@ pub(crate) fn find_debug_file(path: &Path, obj: &object::File) -> DebugSource {
 // Symbol tables
 // ---------------------------------------------------------------------------------------
 
-struct SymbolTable {
+pub(crate) struct SymbolTable {
     /// (address, size, raw name), sorted by address.
     syms: Vec<(u64, u64, String)>,
 }
 
 impl SymbolTable {
-    fn new(obj: &object::File) -> SymbolTable {
+    pub(crate) fn new(obj: &object::File) -> SymbolTable {
         let mut syms: Vec<(u64, u64, String)> = obj
             .symbols()
             .chain(obj.dynamic_symbols())
@@ -226,7 +232,7 @@ impl SymbolTable {
 
     /// The address range (start, end) of the function symbol holding `addr`, when its size
     /// is known.
-    fn range_at(&self, addr: u64) -> Option<(u64, u64)> {
+    pub(crate) fn range_at(&self, addr: u64) -> Option<(u64, u64)> {
         let i = self.syms.partition_point(|s| s.0 <= addr);
         let (start, size, _) = self.syms.get(i.checked_sub(1)?)?;
         (*size > 0 && addr < start + size).then_some((*start, start + size))

@@ -14,12 +14,15 @@
 //! - [`units`]: what the walks share: the DWARF sections an object carries, the table of units
 //!   for references into another unit, the chase along `DW_AT_abstract_origin` and
 //!   `DW_AT_specification`, a unit's file paths and a DIE's address ranges;
+//! - [`calls`]: the direct calls a function's machine code makes, and where (x86-64), so that a
+//!   call made by inlined code can be placed under the inlined function;
 //! - [`demangle`]: C++ and Rust names, their scope and short name.
 //!
 //! What a program's functions mean to a prompt (which are the standard library, how Rust's
 //! generic instances become one function, how far a span reaches in the source text) is the
 //! analyzer's; which inlined code gets a probe is the recorder's.
 
+pub mod calls;
 pub mod demangle;
 pub mod dwarf;
 pub mod files;

@@ -540,12 +540,12 @@ fn fold_stream(
 ) -> Result<ThreadTree, FormatError> {
     // Recorded ids to the indices into `funcs`, before anything looks a function up.
     let iter = s.events()?.map(|ev| ev.map(|ev| resolved.renumber(ev)));
-    let chains = &resolved.chains;
-    // Most processes have no inline probe: their events are folded as they are read.
+    // Most processes have no inline probe and no call made by inlined code: their events are
+    // folded as they are read.
     let (tree, info, tests) = if !funcs.iter().any(|f| f.inlined) {
         fold_events_with_tests(funcs.clone(), classes, iter)
     } else {
-        fold_events_with_tests(funcs.clone(), classes, with_inlined(iter, &funcs[..], chains))
+        fold_events_with_tests(funcs.clone(), classes, with_inlined(iter, &funcs[..], &resolved.chains, &resolved.wraps))
     };
     Ok(ThreadTree {
         tests,
@@ -563,31 +563,46 @@ fn fold_stream(
 /// not a call that took time, so its return gets the call's time (what the shim spent
 /// recording it stays with the caller); and the probe's chain of inlined functions
 /// ([`crate::symbols::ResolvedProcess::chains`]) is opened before the probe's call and closed
-/// with its return, so that every level of inlined code that ran is a node.
+/// with its return, so that every level of inlined code that ran is a node. A call that
+/// inlined code of the innermost open function made ([`crate::symbols::ResolvedProcess::wraps`])
+/// gets that inlined code's chain opened before it and closed with its return: the chain's
+/// nodes take the call's time.
 fn with_inlined<'a, I>(
     events: I,
     funcs: &'a [Function],
     chains: &'a HashMap<u32, Vec<u32>>,
+    wraps: &'a HashMap<(u32, u32), u32>,
 ) -> impl Iterator<Item = Result<Event, FormatError>> + 'a
 where
     I: IntoIterator<Item = Result<Event, FormatError>> + 'a,
 {
-    // For each open call: how many extra frames its return closes, and for an inline
-    // probe's, the time of its call.
-    let mut open: Vec<(usize, Option<u64>)> = Vec::new();
+    // For each open call: its function, how many extra frames its return closes, and for an
+    // inline probe's, the time of its call.
+    let mut open: Vec<(u32, usize, Option<u64>)> = Vec::new();
+    let chain = move |inner: u32| chains.get(&inner).map_or(&[][..], |c| c.as_slice());
     events.into_iter().flat_map(move |ev| -> Vec<Result<Event, FormatError>> {
         match ev {
             Ok(Event::Call { func, ts }) if funcs.get(func as usize).is_some_and(|f| f.inlined) => {
-                let outer = chains.get(&func).map_or(&[][..], |c| c.as_slice());
-                open.push((outer.len(), Some(ts)));
+                let outer = chain(func);
+                open.push((func, outer.len(), Some(ts)));
                 outer.iter().map(|&f| Ok(Event::Call { func: f, ts })).chain([Ok(Event::Call { func, ts })]).collect()
             }
-            Ok(Event::Call { .. } | Event::Resume { .. }) => {
-                open.push((0, None));
+            Ok(Event::Call { func, ts }) => {
+                let made_by = open.last().and_then(|&(caller, ..)| wraps.get(&(caller, func))).copied();
+                let Some(inner) = made_by else {
+                    open.push((func, 0, None));
+                    return vec![ev];
+                };
+                let outer = chain(inner);
+                open.push((func, outer.len() + 1, None));
+                outer.iter().chain([&inner, &func]).map(|&f| Ok(Event::Call { func: f, ts })).collect()
+            }
+            Ok(Event::Resume { func, .. }) => {
+                open.push((func, 0, None));
                 vec![ev]
             }
             Ok(Event::Return { ts }) => {
-                let (n, at) = open.pop().unwrap_or((0, None));
+                let (_, n, at) = open.pop().unwrap_or((u32::MAX, 0, None));
                 let ts = at.unwrap_or(ts);
                 (0..=n).map(|_| Ok(Event::Return { ts })).collect()
             }

@@ -97,11 +97,51 @@ fn an_inline_probe_opens_its_chain_of_inlined_functions_and_takes_no_time() {
     let call = |func, ts| Ok(Event::Call { func, ts });
     let ret = |ts| Ok(Event::Return { ts });
     let evs = vec![call(0, 0), call(1, 10), ret(20), call(2, 30), ret(90), call(1, 100), ret(110), ret(200)];
-    let (t, info) = fold_events(funcs.clone(), &classes, with_inlined(evs, &funcs[..], &chains));
+    let (t, info) = fold_events(funcs.clone(), &classes, with_inlined(evs, &funcs[..], &chains, &HashMap::new()));
     assert_eq!(show(&t), vec!["main x1", "  parse x2", "  run x1", "    step x1"]);
     assert_eq!((info.unmatched_returns, info.open_at_end), (0, 0));
     let time = |name: &str| t.node(t.preorder().into_iter().find(|&n| t.func(n).unwrap().name == name).unwrap()).time_ns;
     assert_eq!((time("main"), time("run"), time("step")), (200, 0, 0));
+}
+
+#[test]
+fn a_call_made_by_inlined_code_goes_under_its_chain_of_inlined_functions() {
+    // main (0) calls print (1) twice, from code of `step` (2) inlined into `run` (3) inlined
+    // into main: (main, print) is wrapped by `step`. main also calls `other` (4), from its own
+    // code, and `other` calls print: not wrapped (its caller is `other`). The probe of `step`
+    // fired too: its node is the wrapped calls' node.
+    let mut funcs = py_funcs(&["main", "print", "step", "run", "other"]);
+    for f in &mut funcs[2..4] {
+        f.inlined = true;
+    }
+    let chains: HashMap<u32, Vec<u32>> = [(2, vec![3])].into_iter().collect();
+    let wraps: HashMap<(u32, u32), u32> = [((0, 1), 2)].into_iter().collect();
+    let funcs = Arc::new(funcs);
+    let classes = vec![FoldClass::Visible; 5];
+    let call = |func, ts| Ok(Event::Call { func, ts });
+    let ret = |ts| Ok(Event::Return { ts });
+    let evs = vec![
+        call(0, 0),
+        call(2, 5),
+        ret(6),
+        call(1, 10),
+        ret(20),
+        call(4, 30),
+        call(1, 40),
+        ret(45),
+        ret(50),
+        call(1, 60),
+        ret(90),
+        ret(200),
+    ];
+    let (t, info) = fold_events(funcs.clone(), &classes, with_inlined(evs, &funcs[..], &chains, &wraps));
+    // (An inlined node's count is of the probes that fired and the calls its code made, which
+    // the views do not show as calls.)
+    assert_eq!(show(&t), vec!["main x1", "  run x3", "    step x3", "      print x2", "  other x1", "    print x1"]);
+    assert_eq!((info.unmatched_returns, info.open_at_end), (0, 0));
+    // The chain takes the wrapped calls' time: 10 + 30.
+    let time = |name: &str| t.node(t.preorder().into_iter().find(|&n| t.func(n).unwrap().name == name).unwrap()).time_ns;
+    assert_eq!((time("main"), time("run"), time("step")), (200, 40, 40));
 }
 
 #[test]

@@ -144,7 +144,8 @@ impl Model {
                     _ => {}
                 }
             }
-            // (An inlined function's count is of the probes that fired, not of calls.)
+            // (An inlined function's count is of the probes that fired and the calls its code made,
+            // not of calls of it.)
             if n.count > 1 && !n.inlined {
                 let _ = write!(out, " ×{}", n.count);
             }

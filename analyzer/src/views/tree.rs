@@ -101,7 +101,8 @@ pub fn render<W: Write + ?Sized>(out: &mut W, view: &View, cwd: &Path, pal: &Pal
         };
         paint(out, tstyle, &format!("{:>9}", human_ns(node.time_ns)))?;
         write!(out, " {:>9} ", human_ns(self_time(t, n)))?;
-        // An inlined function is not called: its count is of the inline probes that fired.
+        // An inlined function is not called: its count is of the inline probes that fired and
+        // the calls its code made.
         let calls = if f.inlined { "ran".to_string() } else { format!("×{}", node.count) };
         paint(out, pal.count, &format!("{calls:>8}"))?;
         write!(out, "  ")?;

@@ -1,0 +1,131 @@
+//! The direct calls a function's machine code makes, with the address of each call: what lets
+//! the analyzer place a recorded call under the inlined function whose code made it
+//! (docs/native-recording.md, "Calls made by inlined code").
+//!
+//! A recorded call says which function called which, not from where in the caller: a call
+//! made by code the compiler inlined into the caller (`hexyl::run` inlined into `main`) is
+//! recorded as the caller's. The call instruction's address says more: it lies in the address
+//! ranges of the inlined instances it belongs to (`DW_TAG_inlined_subroutine`), which
+//! [`crate::functions::ObjectFile::functions_at`] gives for any address. This module reads the
+//! code: every `call` with a target in the instruction (`call rel32`), and every jump with such
+//! a target outside the function (a tail call: the callee is recorded as the function's
+//! callee too). Calls through a register or memory (function pointers, virtual methods, the
+//! PLT's `jmp *got`) name no target here and are not listed.
+//!
+//! Only x86-64 code is read (the decoder is iced-x86's); elsewhere no call is listed and the
+//! tree keeps such calls beside the inlined functions, as without this module.
+
+use crate::functions::{ObjectFile, SymbolTable};
+use object::{Object, ObjectSection, SectionKind};
+
+/// One direct call in a function's code (link-time addresses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirectCall {
+    /// The call instruction's (or tail jump's) own address.
+    pub site: u64,
+    /// The address it transfers to.
+    pub target: u64,
+}
+
+/// A function longer than this is not read (no real function is; a crafted symbol size could
+/// claim gigabytes).
+pub const MAX_FUNCTION_BYTES: u64 = 1 << 20;
+
+impl ObjectFile {
+    /// For each link-time function entry of `entries`, in order: the direct calls its code
+    /// makes, and its direct jumps out of it (tail calls). Its code is the symbol table's
+    /// extent of the function symbol at the entry; a function the symbol table gives no size
+    /// (a stripped object's), code outside every section with contents, an object not built
+    /// for x86-64, or a function over [`MAX_FUNCTION_BYTES`] lists none.
+    pub fn direct_calls(&self, entries: &[u64]) -> Vec<Vec<DirectCall>> {
+        let none = || vec![Vec::new(); entries.len()];
+        let Ok(obj) = object::File::parse(&*self.map) else { return none() };
+        if obj.architecture() != object::Architecture::X86_64 {
+            return none();
+        }
+        let symbols = SymbolTable::new(&obj);
+        let texts: Vec<(u64, &[u8])> = obj
+            .sections()
+            .filter(|s| s.kind() == SectionKind::Text)
+            .filter_map(|s| s.data().ok().filter(|d| !d.is_empty()).map(|d| (s.address(), d)))
+            .collect();
+        entries
+            .iter()
+            .map(|&entry| {
+                let Some((start, end)) = symbols.range_at(entry).filter(|r| r.0 == entry && r.1 - r.0 <= MAX_FUNCTION_BYTES) else {
+                    return Vec::new();
+                };
+                let code = texts.iter().find_map(|&(addr, data)| {
+                    let from = usize::try_from(start.checked_sub(addr)?).ok()?;
+                    let to = usize::try_from(end - addr).ok()?;
+                    data.get(from..to)
+                });
+                code.map(|c| calls_in(c, start)).unwrap_or_default()
+            })
+            .collect()
+    }
+}
+
+/// The direct calls, and the direct jumps out of `code`, of x86-64 `code` that starts at `start`.
+pub fn calls_in(code: &[u8], start: u64) -> Vec<DirectCall> {
+    use iced_x86::{Decoder, DecoderOptions, FlowControl, OpKind};
+    let end = start.saturating_add(code.len() as u64);
+    let mut out = Vec::new();
+    let mut decoder = Decoder::with_ip(64, code, start, DecoderOptions::NONE);
+    for ins in &mut decoder {
+        if ins.is_invalid() || !matches!(ins.op0_kind(), OpKind::NearBranch64) {
+            continue;
+        }
+        let target = ins.near_branch_target();
+        let outside = !(start..end).contains(&target);
+        let listed = match ins.flow_control() {
+            FlowControl::Call => true,
+            FlowControl::UnconditionalBranch | FlowControl::ConditionalBranch => outside,
+            _ => false,
+        };
+        if listed {
+            out.push(DirectCall { site: ins.ip(), target });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_and_tail_jumps_are_listed_and_jumps_inside_and_indirect_calls_are_not() {
+        // At 0x1000:
+        //   call 0x2000          e8 fb 0f 00 00
+        //   jmp  0x1000          eb f9            (inside: a loop)
+        //   call rax             ff d0            (indirect)
+        //   je   0x3000          0f 84 ..         (out of the function: a tail call)
+        //   jmp  0x4000          e9 ..
+        let mut code = vec![0xe8, 0xfb, 0x0f, 0x00, 0x00, 0xeb, 0xf9, 0xff, 0xd0];
+        let je_at = 0x1000 + code.len() as u64;
+        code.extend([0x0f, 0x84]);
+        code.extend(((0x3000 - (je_at + 6)) as i32).to_le_bytes());
+        let jmp_at = 0x1000 + code.len() as u64;
+        code.push(0xe9);
+        code.extend(((0x4000 - (jmp_at + 5)) as i32).to_le_bytes());
+        let found = calls_in(&code, 0x1000);
+        assert_eq!(
+            found,
+            vec![
+                DirectCall { site: 0x1000, target: 0x2000 },
+                DirectCall { site: je_at, target: 0x3000 },
+                DirectCall { site: jmp_at, target: 0x4000 },
+            ]
+        );
+    }
+
+    #[test]
+    fn garbage_is_read_without_a_panic() {
+        let bytes: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        let found = calls_in(&bytes, 0x1000);
+        assert!(found.iter().all(|c| (0x1000..0x2000).contains(&c.site)), "{found:?}");
+        // Code at the top of the address space: no overflow.
+        calls_in(&[0xe8, 0, 0, 0, 0, 0xe8, 0, 0, 0, 0], u64::MAX - 6);
+    }
+}
