@@ -331,6 +331,26 @@ fn two_tests_are_diffed_by_the_code_under_test_within_a_budget() {
     // The first instance computed the session fixture (which filled the price cache), the
     // second reused it; the paths start at the code under test (no runner line, no test
     // function, no fixture of a test file), so line_total's calls, the same in both, meet.
+    // How each run ended, at the top: the run's exit status and counts, then the test compared.
+    let ends = "# run A ended: exit status 1 (11 tests: 2 failed, 7 passed, 1 skipped, 1 xfailed); compared here:\n\
+                #   tests/test_totals.py::test_line_total[pen-1-100]: passed\n\
+                # run B ended: exit status 1 (11 tests: 2 failed, 7 passed, 1 skipped, 1 xfailed); compared here:\n\
+                #   tests/test_totals.py::test_line_total[pen-3-300]: passed\n\
+                # functions only in A ";
+    assert_eq!(out.lines().nth(2), Some(ends.lines().next().unwrap_or_default()), "{out}");
+    assert!(out.contains(ends), "{out}");
+    // A failing test compared: its failure, as `slice tests` lists it.
+    let o = run(cmd("slice").args(["diff", t, t, "--test-a", "test_line_total[pen-1-100]", "--test-b", "failed", "--color", "never"]));
+    let (failed, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        failed.contains(
+            "compared here:\n\
+             #   tests/test_totals.py::test_bulk_discount_starts_at_ten: AssertionError: assert 1000 == 900 at tests/test_totals.py:17\n\
+             #   tests/test_unit_format.py::FormatTest::test_bulk_lamps: AssertionError: "
+        ),
+        "{failed}"
+    );
     let paths: Vec<&str> = out.lines().filter(|l| !l.starts_with("---") && !l.starts_with("+++") && !l.starts_with('#')).collect();
     assert_eq!(paths, ["- load_prices  (invoice/catalogue.py:13)", "-   parse_cents  (invoice/catalogue.py:8) ×3"], "{out}");
     assert!(out.contains("# functions only in A (1): parse_cents (invoice/catalogue.py:8)\n# functions only in B (0): none\n"), "{out}");
@@ -384,11 +404,37 @@ fn whole_runs_are_diffed_without_the_runner() {
     let (out, err) = texts(&o);
     assert!(o.status.success(), "{err}");
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines[2], "# functions only in A (1): at_least (invoice/totals.py:26)", "{out}");
+    // How each run ended comes first: the fixed run passed; the failing one's failures are
+    // listed as `slice tests` lists them.
+    let failures: Vec<String> = slice(&["tests", fail.to_str().unwrap()])
+        .lines()
+        .skip_while(|l| *l != "failures:")
+        .skip(1)
+        .take(2)
+        .map(|l| format!("# {l}"))
+        .collect();
+    assert_eq!(
+        failures,
+        [
+            "#   tests/test_totals.py::test_bulk_discount_starts_at_ten: AssertionError: assert 1000 == 900 at tests/test_totals.py:17",
+            "#   tests/test_unit_format.py::FormatTest::test_bulk_lamps: AssertionError: '305.00' != '274.50' at tests/test_unit_format.py:14",
+        ]
+    );
+    assert_eq!(
+        lines[2..6],
+        [
+            "# run A ended: exit status 0 (11 tests: 9 passed, 1 skipped, 1 xfailed)",
+            "# run B ended: exit status 1 (11 tests: 2 failed, 7 passed, 1 skipped, 1 xfailed); failing:",
+            failures[0].as_str(),
+            failures[1].as_str(),
+        ],
+        "{out}"
+    );
+    assert_eq!(lines[6], "# functions only in A (1): at_least (invoice/totals.py:26)", "{out}");
     // Only in B: nothing of the runner. (unittest's failure message builds difflib's named
     // tuples, whose `__new__` is code generated in `<string>`, with the Pythons that do so.)
-    assert!(matches!(lines[3], "# functions only in B (0): none" | "# functions only in B (1): <lambda> (<string>:1)"), "{out}");
-    let tree: Vec<&str> = lines[5..].iter().copied().filter(|l| !l.contains("(<string>:") && !l.starts_with('#')).collect();
+    assert!(matches!(lines[7], "# functions only in B (0): none" | "# functions only in B (1): <lambda> (<string>:1)"), "{out}");
+    let tree: Vec<&str> = lines[9..].iter().copied().filter(|l| !l.contains("(<string>:") && !l.starts_with('#')).collect();
     assert_eq!(
         tree,
         [

@@ -244,22 +244,10 @@ impl TestTable {
         out
     }
 
-    /// One line per failing test: its id, the first line of its failure, where.
+    /// One line per failing test: its id, the first line of its failure, where
+    /// ([`super::outcome_line`]).
     pub fn failure_lines(&self) -> Vec<String> {
-        self.tests
-            .iter()
-            .filter(|r| r.test.outcome.is_failure())
-            .map(|r| {
-                let f = r.test.failure.as_ref();
-                let head = f
-                    .and_then(|f| f.message.as_deref().or(f.report.as_deref()))
-                    .map(|m| m.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string())
-                    .unwrap_or_else(|| "(no failure recorded: the process ended inside the test)".into());
-                let at =
-                    f.and_then(|f| f.file.as_deref().map(|file| format!(" at {}", super::place(file, f.line, &r.cwd)))).unwrap_or_default();
-                format!("  {}: {}{}", escape::line(&r.test.id), escape::line(&head), escape::line(&at))
-            })
-            .collect()
+        self.tests.iter().filter(|r| r.test.outcome.is_failure()).map(|r| format!("  {}", super::outcome_line(&r.test, &r.cwd))).collect()
     }
 
     /// The ranking, with its header (empty without one).
