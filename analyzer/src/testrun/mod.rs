@@ -17,7 +17,7 @@ mod table;
 
 pub use earlier::built_earlier;
 pub use spectrum::{counted_ids, function_kind, function_kinds, FuncKind, Spectrum};
-pub use table::{RankedFunction, TestRow, TestTable};
+pub use table::{LeftOut, RankRule, RankedFunction, TestRow, TestTable};
 
 use regex::Regex;
 use std::fmt::Write as _;
