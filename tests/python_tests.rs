@@ -331,6 +331,26 @@ fn two_tests_are_diffed_by_the_code_under_test_within_a_budget() {
     // The first instance computed the session fixture (which filled the price cache), the
     // second reused it; the paths start at the code under test (no runner line, no test
     // function, no fixture of a test file), so line_total's calls, the same in both, meet.
+    // How each run ended, at the top: the run's exit status and counts, then the test compared.
+    let ends = "# run A ended: exit status 1 (11 tests: 2 failed, 7 passed, 1 skipped, 1 xfailed); compared here:\n\
+                #   tests/test_totals.py::test_line_total[pen-1-100]: passed\n\
+                # run B ended: exit status 1 (11 tests: 2 failed, 7 passed, 1 skipped, 1 xfailed); compared here:\n\
+                #   tests/test_totals.py::test_line_total[pen-3-300]: passed\n\
+                # functions only in A ";
+    assert_eq!(out.lines().nth(2), Some(ends.lines().next().unwrap_or_default()), "{out}");
+    assert!(out.contains(ends), "{out}");
+    // A failing test compared: its failure, as `slice tests` lists it.
+    let o = run(cmd("slice").args(["diff", t, t, "--test-a", "test_line_total[pen-1-100]", "--test-b", "failed", "--color", "never"]));
+    let (failed, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        failed.contains(
+            "compared here:\n\
+             #   tests/test_totals.py::test_bulk_discount_starts_at_ten: AssertionError: assert 1000 == 900 at tests/test_totals.py:17\n\
+             #   tests/test_unit_format.py::FormatTest::test_bulk_lamps: AssertionError: "
+        ),
+        "{failed}"
+    );
     let paths: Vec<&str> = out.lines().filter(|l| !l.starts_with("---") && !l.starts_with("+++") && !l.starts_with('#')).collect();
     assert_eq!(paths, ["- load_prices  (invoice/catalogue.py:13)", "-   parse_cents  (invoice/catalogue.py:8) ×3"], "{out}");
     assert!(out.contains("# functions only in A (1): parse_cents (invoice/catalogue.py:8)\n# functions only in B (0): none\n"), "{out}");
@@ -384,11 +404,37 @@ fn whole_runs_are_diffed_without_the_runner() {
     let (out, err) = texts(&o);
     assert!(o.status.success(), "{err}");
     let lines: Vec<&str> = out.lines().collect();
-    assert_eq!(lines[2], "# functions only in A (1): at_least (invoice/totals.py:26)", "{out}");
+    // How each run ended comes first: the fixed run passed; the failing one's failures are
+    // listed as `slice tests` lists them.
+    let failures: Vec<String> = slice(&["tests", fail.to_str().unwrap()])
+        .lines()
+        .skip_while(|l| *l != "failures:")
+        .skip(1)
+        .take(2)
+        .map(|l| format!("# {l}"))
+        .collect();
+    assert_eq!(
+        failures,
+        [
+            "#   tests/test_totals.py::test_bulk_discount_starts_at_ten: AssertionError: assert 1000 == 900 at tests/test_totals.py:17",
+            "#   tests/test_unit_format.py::FormatTest::test_bulk_lamps: AssertionError: '305.00' != '274.50' at tests/test_unit_format.py:14",
+        ]
+    );
+    assert_eq!(
+        lines[2..6],
+        [
+            "# run A ended: exit status 0 (11 tests: 9 passed, 1 skipped, 1 xfailed)",
+            "# run B ended: exit status 1 (11 tests: 2 failed, 7 passed, 1 skipped, 1 xfailed); failing:",
+            failures[0].as_str(),
+            failures[1].as_str(),
+        ],
+        "{out}"
+    );
+    assert_eq!(lines[6], "# functions only in A (1): at_least (invoice/totals.py:26)", "{out}");
     // Only in B: nothing of the runner. (unittest's failure message builds difflib's named
     // tuples, whose `__new__` is code generated in `<string>`, with the Pythons that do so.)
-    assert!(matches!(lines[3], "# functions only in B (0): none" | "# functions only in B (1): <lambda> (<string>:1)"), "{out}");
-    let tree: Vec<&str> = lines[5..].iter().copied().filter(|l| !l.contains("(<string>:") && !l.starts_with('#')).collect();
+    assert!(matches!(lines[7], "# functions only in B (0): none" | "# functions only in B (1): <lambda> (<string>:1)"), "{out}");
+    let tree: Vec<&str> = lines[9..].iter().copied().filter(|l| !l.contains("(<string>:") && !l.starts_with('#')).collect();
     assert_eq!(
         tree,
         [
@@ -526,8 +572,72 @@ fn a_diff_of_runs_that_call_the_same_functions_shows_the_lines_only_one_ran() {
     assert!(p.contains("#### `last_chunk` (pkg/chunks.py:1-5): both runs, the same lines\n"), "{p}");
 }
 
+/// `slice tests`' ranking leaves out what a prompt leaves out: the standard library (what the
+/// code under test called of it: `calendar.monthrange`) and framework plumbing (a framework on
+/// the list, installed in a site-packages directory, that the code under test calls and no test
+/// calls directly), each counted, and shown with `--stdlib` and `--show-plumbing`.
+#[test]
+fn the_ranking_leaves_out_the_standard_library_and_plumbing_as_a_prompt_does() {
+    let d = scratch();
+    let days = "import calendar\nimport fire\n\n\ndef last_day(year, month):\n    return fire.dispatch(_last, year, month)\n\n\n\
+                def _last(year, month):\n    return calendar.monthrange(year, month)[1]\n";
+    let test = "from pkg.days import last_day\n\n\ndef test_january():\n    assert last_day(2023, 1) == 31\n\n\n\
+                def test_february():\n    assert last_day(2024, 2) == 28\n";
+    let proj = pkg_project(&d.path().join("proj"), ("days.py", days), ("test_days.py", test));
+    let fire = d.path().join("vendor/site-packages/fire");
+    std::fs::create_dir_all(&fire).unwrap();
+    std::fs::write(
+        fire.join("__init__.py"),
+        "def dispatch(fn, *args):\n    return _call(fn, args)\n\n\ndef _call(fn, args):\n    return fn(*args)\n",
+    )
+    .unwrap();
+    let out = d.path().join("days.d");
+    let py = venv_python();
+    let o = run(cmd("trace")
+        .current_dir(&proj)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .env("PYTHONPATH", d.path().join("vendor/site-packages"))
+        .args(["run", "-q", "-o", out.to_str().unwrap(), "--", py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]));
+    assert_eq!(o.status.code(), Some(1), "{:?}", texts(&o));
+    let t = out.to_str().unwrap();
+    let ranking = |extra: &[&str]| -> Vec<String> {
+        let text = slice(&[&["tests", t, "--rank", "50"], extra].concat());
+        text.lines().skip_while(|l| !l.starts_with("functions that go with failure")).skip(1).map(str::to_string).collect()
+    };
+    let all = ranking(&["--stdlib", "--show-plumbing"]);
+    let stdlib = all.iter().filter(|l| l.contains("  (stdlib/")).count();
+    assert!(stdlib > 0 && all.iter().any(|l| l.contains("  monthrange  (stdlib/calendar.py:")), "{all:?}");
+    assert_eq!(
+        all.iter().filter(|l| l.contains("(site-packages/fire/")).map(|l| l.trim()).collect::<Vec<_>>(),
+        [
+            "0.707  failing   1  passing     1  _call  (site-packages/fire/__init__.py:5)",
+            "0.707  failing   1  passing     1  dispatch  (site-packages/fire/__init__.py:1)",
+        ],
+        "{all:?}"
+    );
+    // By default: the same ranking without them, and how many were left out.
+    let mut want: Vec<String> = all.iter().filter(|l| !l.contains("  (stdlib/") && !l.contains("(site-packages/fire/")).cloned().collect();
+    assert_eq!(
+        want,
+        [
+            "  1.000  failing   1  passing     0  test_february  (test_days.py:8)",
+            "  0.707  failing   1  passing     1  _last  (pkg/days.py:9)",
+            "  0.707  failing   1  passing     1  last_day  (pkg/days.py:5)",
+        ]
+    );
+    want.push(format!(
+        "  left out, as a prompt leaves them out: {stdlib} functions of the standard library (`--stdlib` shows them); 2 functions of \
+         framework plumbing (`--show-plumbing` shows them)"
+    ));
+    assert_eq!(ranking(&[]), want);
+    let json: serde_json::Value = serde_json::from_str(&slice(&["tests", t, "--format", "json", "--rank", "50", "--stdlib"])).unwrap();
+    assert_eq!(json["ranking_left_out"], serde_json::json!({"stdlib": 0, "plumbing": 2}));
+    assert_eq!(json["ranking"].as_array().map(Vec::len), Some(all.len() - 2), "{json}");
+}
+
 /// The spectrum query of docs/views.md, run by DuckDB (its PyPI wheel) over two shards'
-/// Parquet rows, gives `slice tests`' ranking of the same two traces.
+/// Parquet rows, gives `slice tests`' ranking of the same two traces (with the standard library
+/// and framework plumbing, which the query does not leave out).
 #[test]
 fn shards_exported_as_parquet_rank_in_duckdb_as_slice_does() {
     let d = scratch();
@@ -543,8 +653,18 @@ fn shards_exported_as_parquet_rank_in_duckdb_as_slice_does() {
         let out = shards.join(format!("shard{}.parquet", i + 1));
         run_ok(cmd("slice").args(["export", s.to_str().unwrap(), "--format", "parquet", "-o", out.to_str().unwrap()]));
     }
-    let ours: serde_json::Value =
-        serde_json::from_str(&slice(&["tests", s1.to_str().unwrap(), s2.to_str().unwrap(), "--format", "json", "--rank", "1000"])).unwrap();
+    let ours: serde_json::Value = serde_json::from_str(&slice(&[
+        "tests",
+        s1.to_str().unwrap(),
+        s2.to_str().unwrap(),
+        "--format",
+        "json",
+        "--rank",
+        "1000",
+        "--stdlib",
+        "--show-plumbing",
+    ]))
+    .unwrap();
     let ours: Vec<(String, u64, u64, String)> = ours["ranking"]
         .as_array()
         .unwrap()

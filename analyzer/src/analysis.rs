@@ -142,6 +142,10 @@ pub struct PreparedTrace {
     pub invocation_scores: Vec<(String, f64)>,
     /// Every test the run recorded, in start order (`pid`, test).
     pub tests: Vec<(u32, trace_format::TestRun)>,
+    /// The tests a view names when it says how the run ended, as indices into `tests`, in
+    /// their order: those `--test` chose, else the failing ones (`outcome` holds the blocks of
+    /// the first `WHOLE_RUN_FAILURES` of them).
+    pub ended_tests: Vec<usize>,
     /// Which functions ran in failing and passing tests, over all traces prepared together;
     /// `None` unless they hold both.
     pub spectrum: Option<std::sync::Arc<Spectrum>>,
@@ -291,6 +295,12 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     // What is shown: each thread, or with `--test` each matching test's tree.
     // (pid, test, the subtests shown with it: they ran inside it, in its tree).
     let mut chosen: Vec<(u32, &trace_format::TestRun, Vec<&trace_format::TestRun>)> = Vec::new();
+    // The tests the run's end names (see [`PreparedTrace::ended_tests`]): the chosen ones with
+    // `--test` (below), else the failing ones.
+    let mut ended_tests: Vec<usize> = Vec::new();
+    if opts.tests.is_none() {
+        ended_tests = (0..all_tests.len()).filter(|&i| all_tests[i].1.outcome.is_failure()).collect();
+    }
     let mut invocation_scores: Vec<(String, f64)> = Vec::new();
     if let Some(filter) = &opts.tests {
         if all_tests.is_empty() {
@@ -300,8 +310,11 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                 record: opts.front.record_tests(),
             });
         }
-        for p in &t.processes {
-            chosen.extend(p.tests.iter().filter_map(|x| Some((p.meta.pid, x, filter.pick(x)?))));
+        for (at, (p, x)) in t.processes.iter().flat_map(|p| p.tests.iter().map(move |x| (p, x))).enumerate() {
+            if let Some(subs) = filter.pick(x) {
+                chosen.push((p.meta.pid, x, subs));
+                ended_tests.push(at);
+            }
         }
         if chosen.is_empty() {
             let filter = match filter {
@@ -535,9 +548,9 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                 failure_frames.push(crate::testrun::failure_frames(s));
             }
         }
-    } else if all_tests.iter().any(|(_, x)| x.outcome.is_failure()) {
+    } else if !ended_tests.is_empty() {
         // The whole run's prompt says what failed too, for the first few failing tests.
-        for (_, x) in all_tests.iter().filter(|(_, x)| x.outcome.is_failure()).take(WHOLE_RUN_FAILURES) {
+        for (_, x) in ended_tests.iter().take(WHOLE_RUN_FAILURES).map(|&i| &all_tests[i]) {
             let subs = crate::testrun::failing_subtests(x);
             outcome.extend(crate::testrun::outcome_texts(x, &subs, &cwd));
             failure_frames.push(crate::testrun::failure_frames(x));
@@ -545,7 +558,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                 failure_frames.push(crate::testrun::failure_frames(s));
             }
         }
-        let failing: Vec<&str> = all_tests.iter().filter(|(_, x)| x.outcome.is_failure()).map(|(_, x)| x.id.as_str()).collect();
+        let failing: Vec<&str> = ended_tests.iter().map(|&i| all_tests[i].1.id.as_str()).collect();
         notes.push(format!(
             "This run ran {} ({}); failing: {}{}. {}",
             crate::testrun::plural(all_tests.len(), "test"),
@@ -572,6 +585,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         failure_frames,
         invocation_scores,
         tests: all_tests,
+        ended_tests,
         spectrum: None,
         interner: Default::default(),
         tests_shown: opts.tests.is_some(),

@@ -205,6 +205,22 @@ impl Plumbing {
         (self.packages.contains(&top) || (is_test_runner(&top) && self.packages.iter().any(|p| p == "pytest"))).then_some(top)
     }
 
+    /// What the rule reads of a function table (`cwd`: the run's directory), once for every
+    /// tree of that table ([`TableFacts::exempt`], [`TableFacts::plumbing`]).
+    pub fn facts(&self, funcs: &[crate::symbols::Function], cwd: &Path) -> TableFacts {
+        TableFacts {
+            pkg_of: funcs.iter().map(|f| self.package_of(f, cwd)).collect(),
+            in_test_file: funcs
+                .iter()
+                .map(|f| {
+                    f.language == crate::symbols::Language::Python
+                        && origin(f) == Origin::Program
+                        && f.file.as_deref().is_some_and(is_test_file)
+                })
+                .collect(),
+        }
+    }
+
     /// Collapse the plumbing of one tree. `entry`: the entry script's function indices (a
     /// framework the entry script belongs to is not collapsed).
     pub fn collapse(&self, tree: &CallTree, cwd: &Path, entry: &HashSet<u32>) -> Collapsed {
@@ -218,32 +234,9 @@ impl Plumbing {
             return Collapsed { tree, funcs: HashSet::new(), removed: 0, packages: BTreeSet::new() };
         }
         let mut out = Collapsed { tree: CallTree::new(tree.funcs.clone()), funcs: HashSet::new(), removed: 0, packages: BTreeSet::new() };
-        let pkg_of: Vec<Option<String>> = tree.funcs.iter().map(|f| self.package_of(f, cwd)).collect();
-        // A framework the entry script belongs to is the program (a test runner never is), and
-        // so is one that a test calls directly: click's own tests exercise click.
-        let mut exempt: HashSet<&str> =
-            entry.iter().filter_map(|&i| pkg_of.get(i as usize)?.as_deref()).filter(|p| !is_test_runner(p)).collect();
-        let in_test_file: Vec<bool> = tree
-            .funcs
-            .iter()
-            .map(|f| {
-                f.language == crate::symbols::Language::Python
-                    && origin(f) == Origin::Program
-                    && f.file.as_deref().is_some_and(is_test_file)
-            })
-            .collect();
-        for node in &tree.nodes {
-            if node.parent == ROOT || !in_test_file.get(tree.nodes[node.parent as usize].func as usize).copied().unwrap_or(false) {
-                continue;
-            }
-            if let Some(p) = pkg_of.get(node.func as usize).and_then(|p| p.as_deref()).filter(|p| !is_test_runner(p)) {
-                exempt.insert(p);
-            }
-        }
-        let plumb_func = |func: u32| -> Option<&str> {
-            let p = pkg_of.get(func as usize)?.as_deref()?;
-            (!exempt.contains(p)).then_some(p)
-        };
+        let facts = self.facts(&tree.funcs, cwd);
+        let exempt = facts.exempt(&tree, entry);
+        let plumb_func = |func: u32| facts.plumbing(func, &exempt);
         let n = tree.nodes.len();
         // Code generated at run time (`<string>`: attrs' and dataclasses' methods, `eval`'s
         // lambdas) that plumbing calls is plumbing too; parents come before children.
@@ -288,6 +281,42 @@ impl Plumbing {
         // `rebuild` asks about the nodes of `tree`, top down: a dropped node takes its subtree.
         out.tree = tree.rebuild_into(|t, id| if keep(t, id) { Keep::Keep } else { Keep::Drop });
         out
+    }
+}
+
+/// What the plumbing rule reads of each function of a table ([`Plumbing::facts`]).
+#[derive(Debug, Clone)]
+pub struct TableFacts {
+    /// The framework package of each function, if it is one of [`Plumbing::packages`].
+    pkg_of: Vec<Option<String>>,
+    /// Whether each function is the program's own Python code in a test file.
+    in_test_file: Vec<bool>,
+}
+
+impl TableFacts {
+    /// The framework packages that are not plumbing in `tree` (a tree of the table the facts
+    /// were read from; `entry`: its entry script's function indices). A framework the entry
+    /// script belongs to is the program (a test runner never is), and so is one that a test
+    /// calls directly: click's own tests exercise click.
+    pub fn exempt(&self, tree: &CallTree, entry: &HashSet<u32>) -> HashSet<&str> {
+        let mut exempt: HashSet<&str> =
+            entry.iter().filter_map(|&i| self.pkg_of.get(i as usize)?.as_deref()).filter(|p| !is_test_runner(p)).collect();
+        for node in &tree.nodes {
+            if node.parent == ROOT || !self.in_test_file.get(tree.nodes[node.parent as usize].func as usize).copied().unwrap_or(false) {
+                continue;
+            }
+            if let Some(p) = self.pkg_of.get(node.func as usize).and_then(|p| p.as_deref()).filter(|p| !is_test_runner(p)) {
+                exempt.insert(p);
+            }
+        }
+        exempt
+    }
+
+    /// The framework package of function `func` (an index into the table) when it is plumbing
+    /// in a tree whose [`TableFacts::exempt`] packages are `exempt`.
+    pub fn plumbing(&self, func: u32, exempt: &HashSet<&str>) -> Option<&str> {
+        let p = self.pkg_of.get(func as usize)?.as_deref()?;
+        (!exempt.contains(p)).then_some(p)
     }
 }
 
@@ -485,6 +514,43 @@ mod tests {
         assert!(!Plumbing::default().splices_runner(true));
         // Nothing of the runner collapsed: the tree as it was.
         assert_eq!(names(&splice_runner(t.clone(), &HashSet::new(), cwd)), names(&t));
+    }
+
+    /// The rule read once per function table and applied per tree (`slice tests`' ranking):
+    /// click is plumbing in a tree where only the program calls it, not in one where a test
+    /// file calls it; the runner always is, whoever calls it.
+    #[test]
+    fn table_facts_say_per_tree_what_is_plumbing() {
+        let funcs = Arc::new(vec![
+            f("test_cli", "/p/tests/test_cli.py"),
+            f("CliRunner.invoke", &format!("{SP}/click/testing.py")),
+            f("run", "/p/app/cli.py"),
+            f("Command.main", &format!("{SP}/click/core.py")),
+            f("_call_reprcompare", &format!("{SP}/_pytest/assertion/rewrite.py")),
+        ]);
+        let p = Plumbing::for_prompt("", &[], &Selection::default());
+        let facts = p.facts(&funcs, Path::new("/p"));
+        // test_cli -> run -> Command.main ; test_cli -> _call_reprcompare
+        let mut b = TreeBuilder::new(funcs.clone());
+        let test = b.child(ROOT, 0);
+        let run = b.child(test, 2);
+        b.child(run, 3);
+        b.child(test, 4);
+        let via_program = b.finish();
+        let exempt = facts.exempt(&via_program, &HashSet::new());
+        assert!(exempt.is_empty(), "{exempt:?}");
+        let verdicts: Vec<Option<&str>> = (0..5).map(|i| facts.plumbing(i, &exempt)).collect();
+        assert_eq!(verdicts, [None, Some("click"), None, Some("click"), Some("_pytest")]);
+        // test_cli -> CliRunner.invoke -> Command.main ; test_cli -> _call_reprcompare
+        let mut b = TreeBuilder::new(funcs);
+        let test = b.child(ROOT, 0);
+        let invoke = b.child(test, 1);
+        b.child(invoke, 3);
+        b.child(test, 4);
+        let direct = b.finish();
+        let exempt = facts.exempt(&direct, &HashSet::new());
+        let verdicts: Vec<Option<&str>> = (0..5).map(|i| facts.plumbing(i, &exempt)).collect();
+        assert_eq!(verdicts, [None, None, None, None, Some("_pytest")]);
     }
 
     #[test]

@@ -115,11 +115,27 @@ impl Selection {
             && self.max_depth.is_none()
     }
 
+    /// The origin rule (step 1): the standard library with `hide_stdlib`, installed packages
+    /// other than the program's with `hide_site_packages`. `package`: the function's top-level
+    /// package, asked only when needed.
+    fn origin_hidden(&self, origin: Origin, package: impl FnOnce() -> String) -> bool {
+        match origin {
+            Origin::Stdlib => self.hide_stdlib,
+            Origin::SitePackages => self.hide_site_packages && !self.program_packages.contains(&package()),
+            Origin::Program => false,
+        }
+    }
+
+    /// Whether the origin rule hides `f` (`cwd`: the run's directory, for module names): what
+    /// [`Selection::apply`] splices out of a tree first, for lists of functions shown without
+    /// their tree (`slice tests`' ranking).
+    pub fn hides_by_origin(&self, f: &Function, cwd: &Path) -> bool {
+        self.origin_hidden(origin(f), || module_name(f, cwd).split('.').next().unwrap_or_default().to_string())
+    }
+
     fn hidden(&self, x: &Facts) -> bool {
-        match x.origin {
-            Origin::Stdlib if self.hide_stdlib => return true,
-            Origin::SitePackages if self.hide_site_packages && !self.program_packages.contains(&x.package) => return true,
-            _ => {}
+        if self.origin_hidden(x.origin, || x.package.clone()) {
+            return true;
         }
         (!self.include.is_empty() && !any(&self.include, &x.qualname))
             || (!self.include_file.is_empty() && !any(&self.include_file, &x.file))
@@ -244,6 +260,24 @@ mod tests {
     fn hiding_stdlib_keeps_its_callbacks() {
         let s = Selection { hide_stdlib: true, ..Default::default() };
         assert_eq!(show(&s.apply(&sample(), Path::new(CWD))), vec!["main", "  cb", "  print", "    render", "  work", "    deep"]);
+    }
+
+    /// The origin rule alone, for a function outside any tree: the standard library (a
+    /// builtin too) with `hide_stdlib`; installed packages with `hide_site_packages`, less the
+    /// program's own.
+    #[test]
+    fn the_origin_rule_tells_one_function() {
+        let funcs = sample().funcs.clone();
+        let cwd = Path::new(CWD);
+        let hidden = |s: &Selection| funcs.iter().filter(|f| s.hides_by_origin(f, cwd)).map(|f| f.qualname.as_str()).collect::<Vec<_>>();
+        assert_eq!(hidden(&Selection { hide_stdlib: true, ..Default::default() }), ["loads"]);
+        assert_eq!(hidden(&Selection { hide_site_packages: true, ..Default::default() }), ["print", "render"]);
+        let own = Selection { hide_site_packages: true, program_packages: vec!["rich".into()], ..Default::default() };
+        assert!(hidden(&own).is_empty());
+        assert!(hidden(&Selection::default()).is_empty());
+        let builtin =
+            Function { language: crate::symbols::Language::Builtin, object: Some("builtins".into()), file: None, ..funcs[0].clone() };
+        assert!(Selection { hide_stdlib: true, ..Default::default() }.hides_by_origin(&builtin, cwd));
     }
 
     #[test]

@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 /// Output of `slice diff`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum DiffFormat {
-    /// The differing call paths as a tree, like a unified diff (`-` only in A, `+` only in B).
+    /// How each run ended, then the differing call paths as a tree, like a unified diff (`-`
+    /// only in A, `+` only in B).
     Tree,
     /// A Markdown prompt section: the question, the differing paths and the source of the
     /// functions where the runs part ways and on the differing paths.
@@ -183,7 +184,8 @@ pub fn run(a: DiffArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The `--format tree` text of a diff: the two runs, the functions only one reached, the
+/// The `--format tree` text of a diff: the two runs and how each ended
+/// ([`crate::views::diff::ends::lines`]), the functions only one reached, the
 /// functions both reached whose lines ran differently (when both runs recorded lines), and the
 /// differing call paths (`-` only in A, `+` only in B). Also used by `slice mcp`.
 pub fn write_tree(
@@ -208,6 +210,11 @@ pub fn write_tree(
         &trace_format::escape::line(&format!("+++ B {}: {}", tb.dir.display(), trace_format::escape::command(&tb.meta.argv))),
     )?;
     writeln!(w)?;
+    for (t, name) in [(ta, "A"), (tb, "B")] {
+        for l in crate::views::diff::ends::lines(t, name) {
+            writeln!(w, "# {l}")?;
+        }
+    }
     writeln!(w, "# functions only in A ({}): {}", d.funcs_only_a.len(), list(&d.funcs_only_a))?;
     writeln!(w, "# functions only in B ({}): {}", d.funcs_only_b.len(), list(&d.funcs_only_b))?;
     writeln!(w, "# tree nodes only in A: {only_a}, only in B: {only_b}")?;

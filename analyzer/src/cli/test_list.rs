@@ -2,7 +2,7 @@
 //! failing and passing tests the functions that go with failure.
 
 use super::output::OutputArgs;
-use crate::testrun::{TestFilter, TestTable};
+use crate::testrun::{RankRule, TestFilter, TestTable};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -16,9 +16,16 @@ pub struct TestsArgs {
     #[arg(long, value_name = "ID|GLOB|failed")]
     pub test: Option<String>,
     /// Rank the N functions that go most with failure (Ochiai; 0: none). Needs failing and
-    /// passing tests in the traces.
+    /// passing tests in the traces. Standard-library functions and framework plumbing are left
+    /// out of it, as a prompt leaves them out (the list says how many).
     #[arg(long, value_name = "N", default_value = "10")]
     pub rank: usize,
+    /// Rank standard-library functions too.
+    #[arg(long)]
+    pub stdlib: bool,
+    /// Rank framework plumbing too (click, pluggy, ... unless a test calls it directly).
+    #[arg(long)]
+    pub show_plumbing: bool,
     /// Output format: text (a table) or json (every test with its phases and failure).
     #[arg(long, value_enum, default_value = "text")]
     pub format: TestsFormat,
@@ -37,7 +44,8 @@ pub fn run(a: TestsArgs) -> anyhow::Result<()> {
         Some(t) => Some(TestFilter::parse(t).map_err(super::common::UsageError)?),
         None => None,
     };
-    let (table, warnings) = TestTable::load(&a.traces, filter.as_ref(), a.rank, crate::frontend::FrontEnd::Cli)?;
+    let rule = RankRule::prompt_default(a.stdlib, a.show_plumbing);
+    let (table, warnings) = TestTable::load(&a.traces, filter.as_ref(), a.rank, &rule, crate::frontend::FrontEnd::Cli)?;
     super::warn_all(&warnings);
     // No test to list is an error, as `--test` on the same traces is (from-trace, tree, diff):
     // a script reading the list learns it from the exit status, and nothing half-made is

@@ -200,6 +200,10 @@ pub struct TestsParams {
     pub test: Option<String>,
     /// How many functions to rank (default 10).
     pub rank: Option<u64>,
+    /// Rank the standard library too.
+    pub stdlib: Option<bool>,
+    /// Rank framework plumbing too.
+    pub show_plumbing: Option<bool>,
     /// Token limit (default 8000).
     pub max_tokens: Option<u64>,
 }

@@ -144,7 +144,8 @@ pub fn tests(p: &super::params::TestsParams) -> anyhow::Result<String> {
         None => None,
     };
     let rank = p.rank.map_or(10, |r| usize::try_from(r).unwrap_or(usize::MAX).min(1000));
-    let (table, warnings) = crate::testrun::TestTable::load(&p.trace.paths(), filter.as_ref(), rank, FrontEnd::Mcp)?;
+    let rule = crate::testrun::RankRule::prompt_default(p.stdlib.unwrap_or(false), p.show_plumbing.unwrap_or(false));
+    let (table, warnings) = crate::testrun::TestTable::load(&p.trace.paths(), filter.as_ref(), rank, &rule, FrontEnd::Mcp)?;
     // As `slice tests`: no test to list is an error, with its reason.
     if let Some(why) = table.nothing_to_list(&p.trace.paths(), p.test.as_deref(), FrontEnd::Mcp) {
         return Err(UsageError(why).into());

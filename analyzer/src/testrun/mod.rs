@@ -17,7 +17,7 @@ mod table;
 
 pub use earlier::built_earlier;
 pub use spectrum::{counted_ids, function_kind, function_kinds, FuncKind, Spectrum};
-pub use table::{RankedFunction, TestRow, TestTable};
+pub use table::{LeftOut, RankRule, RankedFunction, TestRow, TestTable};
 
 use regex::Regex;
 use std::fmt::Write as _;
@@ -119,6 +119,32 @@ pub fn failed_exit(exit: Option<&ExitStatus>) -> Option<String> {
         (Some(c), None) if c != 0 => Some(format!("exit status {c}")),
         _ => None,
     }
+}
+
+/// How a run ended, in words, whatever the status: [`failed_exit`]'s words for a failure,
+/// `exit status 0`, or `no exit status recorded` (killed with `trace`, or copied while running).
+pub fn exit_words(exit: Option<&ExitStatus>) -> String {
+    match exit {
+        Some(e) => failed_exit(Some(e)).unwrap_or_else(|| format!("exit status {}", e.code.unwrap_or(0))),
+        None => "no exit status recorded".to_string(),
+    }
+}
+
+/// One line of a test for a list of them, as `slice tests` lists its failures: the id, then for
+/// a failing test the first line of its failure and where (its [`place`] under the run's
+/// directory `cwd`), else its outcome. Escaped to one line ([`escape::line`]).
+pub fn outcome_line(t: &TestRun, cwd: &Path) -> String {
+    use trace_format::escape;
+    if !t.outcome.is_failure() {
+        return format!("{}: {}", escape::line(&t.id), t.outcome.name());
+    }
+    let f = t.failure.as_ref();
+    let head = f
+        .and_then(|f| f.message.as_deref().or(f.report.as_deref()))
+        .map(|m| m.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string())
+        .unwrap_or_else(|| "(no failure recorded: the process ended inside the test)".into());
+    let at = f.and_then(|f| f.file.as_deref().map(|file| format!(" at {}", place(file, f.line, cwd)))).unwrap_or_default();
+    format!("{}: {}{}", escape::line(&t.id), escape::line(&head), escape::line(&at))
 }
 
 /// Counts of outcomes, `3 failed, 458 passed, 2 xfailed`, most serious first.

@@ -37,6 +37,58 @@ pub struct RankedFunction {
     pub passed: u32,
 }
 
+/// Which functions the ranking leaves out, as a prompt does by default: the standard library
+/// (the selection's origin rule, [`crate::select::Selection::hides_by_origin`]) and framework
+/// plumbing ([`crate::plumbing::Plumbing`]: a framework's functions, unless a test calls the
+/// framework directly). `Default` leaves nothing out.
+#[derive(Debug, Clone, Default)]
+pub struct RankRule {
+    pub selection: crate::select::Selection,
+    pub plumbing: crate::plumbing::Plumbing,
+}
+
+impl RankRule {
+    /// A prompt's default rule (no question), less what `stdlib` and `show_plumbing` show.
+    pub fn prompt_default(stdlib: bool, show_plumbing: bool) -> RankRule {
+        let selection = crate::select::Selection { hide_stdlib: !stdlib, ..Default::default() };
+        let plumbing =
+            if show_plumbing { crate::plumbing::Plumbing::default() } else { crate::plumbing::Plumbing::for_prompt("", &[], &selection) };
+        RankRule { selection, plumbing }
+    }
+}
+
+/// Functions the ranking left out ([`RankRule`]), by why.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LeftOut {
+    pub stdlib: usize,
+    pub plumbing: usize,
+}
+
+/// Why [`RankRule`] leaves a function out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LeftOutAs {
+    Stdlib,
+    Plumbing,
+}
+
+/// The first `rank` functions of `ranked` (most suspicious first) that the rule keeps, and
+/// what it left out on the way: those ranked above the last one kept (all of them when fewer
+/// than `rank` are kept).
+fn fill_ranking(ranked: impl IntoIterator<Item = (RankedFunction, Option<LeftOutAs>)>, rank: usize) -> (Vec<RankedFunction>, LeftOut) {
+    let (mut kept, mut left_out) = (Vec::new(), LeftOut::default());
+    for (f, why) in ranked {
+        if kept.len() == rank {
+            break;
+        }
+        match why {
+            Some(LeftOutAs::Stdlib) => left_out.stdlib += 1,
+            Some(LeftOutAs::Plumbing) => left_out.plumbing += 1,
+            None => kept.push(f),
+        }
+    }
+    (kept, left_out)
+}
+
 /// The tests of several traces (the shards of one suite), and their spectrum.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct TestTable {
@@ -45,26 +97,38 @@ pub struct TestTable {
     pub failed_runs: Vec<String>,
     pub failed_total: u32,
     pub passed_total: u32,
-    /// Most suspicious first (empty without both failing and passing tests).
+    /// Most suspicious first (empty without both failing and passing tests), less what a
+    /// prompt leaves out ([`RankRule`]).
     pub ranking: Vec<RankedFunction>,
+    /// What the rule left out of `ranking`: the functions it passed over while filling it.
+    pub ranking_left_out: LeftOut,
+    /// How the options that show them are spelt (`--stdlib`, `--show-plumbing`).
+    #[serde(skip)]
+    show_hints: (String, String),
     /// Tests the traces recorded, before the filter.
     #[serde(skip)]
     pub recorded: usize,
 }
 
 impl TestTable {
-    /// Load the tests of `dirs`; `filter` keeps some; `rank` functions ranked (0: none); `front`
-    /// reads the errors.
+    /// Load the tests of `dirs`; `filter` keeps some; `rank` functions ranked (0: none), less
+    /// those `rule` leaves out; `front` reads the errors and the hints.
     pub fn load(
         dirs: &[std::path::PathBuf],
         filter: Option<&TestFilter>,
         rank: usize,
+        rule: &RankRule,
         front: crate::frontend::FrontEnd,
     ) -> Result<(TestTable, Vec<String>), crate::fold::LoadError> {
-        let mut table = TestTable::default();
+        use crate::frontend::Opt;
+        let mut table = TestTable { show_hints: (front.on(Opt::Stdlib), front.on(Opt::ShowPlumbing)), ..Default::default() };
         let mut warnings = Vec::new();
         let mut spectrum = Spectrum::default();
-        let mut where_: HashMap<crate::symbols::FuncId, (String, Option<String>, Option<u32>)> = HashMap::default();
+        // Per function: its name, file and line, and whether the standard-library rule hides it.
+        let mut where_: HashMap<crate::symbols::FuncId, (String, Option<String>, Option<u32>, bool)> = HashMap::default();
+        // Per function: whether it was framework plumbing in every test's tree it ran in (a
+        // test that calls the framework directly makes it the code under test).
+        let mut plumbing: HashMap<crate::symbols::FuncId, bool> = HashMap::default();
         let mut interner = crate::symbols::Interner::default();
         for d in dirs {
             let t = crate::fold::load_trace(d, &mut interner, front)?;
@@ -75,6 +139,7 @@ impl TestTable {
             let cwd = std::path::PathBuf::from(&t.meta.cwd);
             for p in &t.processes {
                 let kinds = function_kinds(&p.funcs, &cwd);
+                let facts = (rank > 0 && !rule.plumbing.is_off()).then(|| rule.plumbing.facts(&p.funcs, &cwd));
                 table.recorded += p.tests.len();
                 for test in &p.tests {
                     let tree = p.test_tree(test);
@@ -83,8 +148,17 @@ impl TestTable {
                         if rank > 0 {
                             for (i, f) in tree.funcs.iter().enumerate() {
                                 where_.entry(tree.id_of(i as u32)).or_insert_with(|| {
-                                    (f.qualname.clone(), f.file.as_deref().map(|p| crate::analysis::display_path(p, &cwd)), f.first_line)
+                                    let file = f.file.as_deref().map(|p| crate::analysis::display_path(p, &cwd));
+                                    (f.qualname.clone(), file, f.first_line, rule.selection.hides_by_origin(f, &cwd))
                                 });
+                            }
+                        }
+                        if let Some(facts) = &facts {
+                            // As a test's prompt has it: the tree of a test has no entry script.
+                            let exempt = facts.exempt(tree, &Default::default());
+                            for node in tree.nodes.iter().skip(1) {
+                                let is = facts.plumbing(node.func, &exempt).is_some();
+                                *plumbing.entry(tree.id_of(node.func)).or_insert(true) &= is;
                             }
                         }
                     }
@@ -122,22 +196,29 @@ impl TestTable {
         table.failed_total = spectrum.failed_total;
         table.passed_total = spectrum.passed_total;
         if rank > 0 && spectrum.informative() {
-            let mut r: Vec<(RankedFunction, &str)> = spectrum
+            // (function, its key, why the rule leaves it out)
+            let mut r: Vec<(RankedFunction, &str, Option<LeftOutAs>)> = spectrum
                 .counts
                 .iter()
                 .filter(|(_, c)| c.0 > 0)
                 .map(|(&k, &(ef, ep))| {
                     let key = interner.key(k).unwrap_or_default();
-                    let (function, file, line) = where_.get(&k).cloned().unwrap_or_else(|| (key.to_string(), None, None));
-                    (RankedFunction { function, file, line, ochiai: spectrum.ochiai(k), failed: ef, passed: ep }, key)
+                    let (function, file, line, stdlib) = where_.get(&k).cloned().unwrap_or_else(|| (key.to_string(), None, None, false));
+                    let left_out = if stdlib {
+                        Some(LeftOutAs::Stdlib)
+                    } else if plumbing.get(&k) == Some(&true) {
+                        Some(LeftOutAs::Plumbing)
+                    } else {
+                        None
+                    };
+                    (RankedFunction { function, file, line, ochiai: spectrum.ochiai(k), failed: ef, passed: ep }, key, left_out)
                 })
                 .collect();
             // Equal names last by key: one order, whatever the map's.
-            r.sort_by(|(a, ka), (b, kb)| {
+            r.sort_by(|(a, ka, _), (b, kb, _)| {
                 b.ochiai.total_cmp(&a.ochiai).then(a.passed.cmp(&b.passed)).then(a.function.cmp(&b.function)).then(ka.cmp(kb))
             });
-            r.truncate(rank);
-            table.ranking = r.into_iter().map(|(f, _)| f).collect();
+            (table.ranking, table.ranking_left_out) = fill_ranking(r.into_iter().map(|(f, _, why)| (f, why)), rank);
         }
         Ok((table, warnings))
     }
@@ -244,27 +325,16 @@ impl TestTable {
         out
     }
 
-    /// One line per failing test: its id, the first line of its failure, where.
+    /// One line per failing test: its id, the first line of its failure, where
+    /// ([`super::outcome_line`]).
     pub fn failure_lines(&self) -> Vec<String> {
-        self.tests
-            .iter()
-            .filter(|r| r.test.outcome.is_failure())
-            .map(|r| {
-                let f = r.test.failure.as_ref();
-                let head = f
-                    .and_then(|f| f.message.as_deref().or(f.report.as_deref()))
-                    .map(|m| m.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string())
-                    .unwrap_or_else(|| "(no failure recorded: the process ended inside the test)".into());
-                let at =
-                    f.and_then(|f| f.file.as_deref().map(|file| format!(" at {}", super::place(file, f.line, &r.cwd)))).unwrap_or_default();
-                format!("  {}: {}{}", escape::line(&r.test.id), escape::line(&head), escape::line(&at))
-            })
-            .collect()
+        self.tests.iter().filter(|r| r.test.outcome.is_failure()).map(|r| format!("  {}", super::outcome_line(&r.test, &r.cwd))).collect()
     }
 
-    /// The ranking, with its header (empty without one).
+    /// The ranking, with its header, then what it left out and how to show it (empty without
+    /// either).
     pub fn ranking_lines(&self) -> Vec<String> {
-        if self.ranking.is_empty() {
+        if self.ranking.is_empty() && self.ranking_left_out == LeftOut::default() {
             return Vec::new();
         }
         let mut out = vec![format!(
@@ -284,12 +354,80 @@ impl TestTable {
                     .unwrap_or_default()
             ));
         }
+        out.extend(self.left_out_line());
         out
+    }
+
+    /// What the ranking left out ([`RankRule`]), and the options that show it.
+    fn left_out_line(&self) -> Option<String> {
+        let LeftOut { stdlib, plumbing } = self.ranking_left_out;
+        let (show_stdlib, show_plumbing) = &self.show_hints;
+        let mut parts = Vec::new();
+        if stdlib > 0 {
+            parts.push(format!("{} of the standard library (`{show_stdlib}` shows them)", super::plural(stdlib, "function")));
+        }
+        if plumbing > 0 {
+            parts.push(format!("{} of framework plumbing (`{show_plumbing}` shows them)", super::plural(plumbing, "function")));
+        }
+        (!parts.is_empty()).then(|| format!("  left out, as a prompt leaves them out: {}", parts.join("; ")))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    /// The ranking keeps the first N functions the rule keeps and counts what it passed over
+    /// on the way (not what ranks below the last one kept); the text says how many and which
+    /// option shows them.
+    #[test]
+    fn the_ranking_leaves_out_the_standard_library_and_plumbing_and_says_so() {
+        use super::{fill_ranking, LeftOut, LeftOutAs};
+        let f = |name: &str, ochiai: f64| super::RankedFunction {
+            function: name.into(),
+            file: Some("pkg/m.py".into()),
+            line: Some(3),
+            ochiai,
+            failed: 2,
+            passed: 1,
+        };
+        let ranked = || {
+            vec![
+                (f("test_it", 1.0), None),
+                (f("monthrange", 0.8), Some(LeftOutAs::Stdlib)),
+                (f("Command.main", 0.8), Some(LeftOutAs::Plumbing)),
+                (f("last_day", 0.7), None),
+                (f("weekday", 0.5), Some(LeftOutAs::Stdlib)),
+            ]
+        };
+        let names = |v: &[super::RankedFunction]| v.iter().map(|f| f.function.clone()).collect::<Vec<_>>();
+        let (kept, left_out) = fill_ranking(ranked(), 2);
+        assert_eq!((names(&kept), left_out), (vec!["test_it".to_string(), "last_day".into()], LeftOut { stdlib: 1, plumbing: 1 }));
+        let (kept, left_out) = fill_ranking(ranked(), 10);
+        assert_eq!((kept.len(), left_out), (2, LeftOut { stdlib: 2, plumbing: 1 }));
+        let (kept, left_out) = fill_ranking(ranked(), 1);
+        assert_eq!((kept.len(), left_out), (1, LeftOut::default()));
+        let t = super::TestTable {
+            ranking: kept,
+            ranking_left_out: LeftOut { stdlib: 2, plumbing: 1 },
+            show_hints: ("--stdlib".into(), "--show-plumbing".into()),
+            failed_total: 2,
+            passed_total: 1,
+            ..Default::default()
+        };
+        assert_eq!(
+            t.ranking_lines(),
+            [
+                "functions that go with failure (Ochiai over 2 failing and 1 passing tests; docs/prompts.md):",
+                "  1.000  failing   2  passing     1  test_it  (pkg/m.py:3)",
+                "  left out, as a prompt leaves them out: 2 functions of the standard library (`--stdlib` shows them); 1 function \
+                 of framework plumbing (`--show-plumbing` shows them)",
+            ]
+        );
+        // Everything left out: the header and the count.
+        let t = super::TestTable { ranking: Vec::new(), ranking_left_out: LeftOut { stdlib: 1, plumbing: 0 }, ..t };
+        assert_eq!(t.ranking_lines().len(), 2);
+        assert!(super::TestTable::default().ranking_lines().is_empty());
+    }
+
     /// The text's sections are parted by one blank line, and nothing comes before the first.
     #[test]
     fn no_blank_line_before_the_first_section() {

@@ -11,6 +11,7 @@
 //! The text shows the one-sided nodes, under the callers both runs share (for context), like a
 //! unified diff: `-` only in run A, `+` only in run B.
 
+pub mod ends;
 mod lines;
 mod prompt;
 

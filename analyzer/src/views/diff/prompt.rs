@@ -141,7 +141,7 @@ pub fn prompt_within(
     let mut drop_order: Vec<usize> = (0..sources.len()).collect();
     drop_order.sort_by(|&x, &y| relevance(&sources[x]).total_cmp(&relevance(&sources[y])).then(y.cmp(&x)));
     let same_run = traces[0].dir == traces[1].dir;
-    let ends = ends_section(traces);
+    let ends = super::ends::section(traces);
     let line_text = lines_section(d);
     let render = |kept: &[bool], tree_keep: usize, list_keep: usize| -> String {
         // Most relevant first (the reverse of the order they were dropped in).
@@ -360,35 +360,6 @@ fn same_paths_and_lines(d: &Diff) -> bool {
 
 /// At most this many functions are listed whose lines ran differently (the rest counted).
 const LINE_DIFFS_LISTED: usize = 30;
-
-/// At most this many of a run's outcome blocks are shown (the rest counted).
-const OUTCOMES_SHOWN: usize = 3;
-
-/// How each run ended: its outcome blocks (the failure of a failed run, each test's outcome
-/// with `--test`; [`PreparedTrace::outcome`]), else its exit status.
-fn ends_section(traces: &[PreparedTrace]) -> String {
-    let mut s = String::from("\n## How each run ended\n");
-    for (t, name) in traces.iter().zip(["A", "B"]) {
-        if t.outcome.is_empty() {
-            let how = match t.meta.exit.as_ref() {
-                Some(e) => crate::testrun::failed_exit(Some(e)).unwrap_or_else(|| format!("exit status {}", e.code.unwrap_or(0))),
-                None => "no exit status recorded".to_string(),
-            };
-            s.push_str(&format!("\nRun {name}: {how}.\n"));
-            continue;
-        }
-        s.push_str(&format!("\nRun {name}:\n"));
-        for block in t.outcome.iter().take(OUTCOMES_SHOWN) {
-            let text = crate::testrun::clean_text(block);
-            let fence = fence_for(&[text.as_str()]);
-            s.push_str(&format!("\n{fence}text\n{}\n{fence}\n", text.trim_end()));
-        }
-        if t.outcome.len() > OUTCOMES_SHOWN {
-            s.push_str(&format!("\n({} more not shown)\n", t.outcome.len() - OUTCOMES_SHOWN));
-        }
-    }
-    s
-}
 
 /// The functions both runs reached whose lines ran differently ([`Diff::lines`]); nothing
 /// when a run holds no line data.
