@@ -572,6 +572,52 @@ fn a_diff_of_runs_that_call_the_same_functions_shows_the_lines_only_one_ran() {
     assert!(p.contains("#### `last_chunk` (pkg/chunks.py:1-5): both runs, the same lines\n"), "{p}");
 }
 
+/// Two releases of a package, each in its own checkout (the fixed one passes, the buggy one
+/// fails): the fix changed a comparison, not which lines run, so only the functions' text tells
+/// the runs apart. The diff lists the function as changed and keeps its source first, ahead of
+/// the functions both runs ran alike.
+#[test]
+fn a_diff_of_two_checkouts_lists_the_function_whose_text_differs() {
+    let d = scratch();
+    let source = |op: &str| {
+        format!(
+            "def describe(items):\n    words = [str(i) for i in items]\n    return ', '.join(words)\n\n\n\
+             def is_small(n):\n    limit = 2\n    return n {op} limit\n"
+        )
+    };
+    let test = "from pkg.sizes import describe, is_small\n\n\ndef test_two_is_small():\n    assert describe([1, 2]) == '1, 2'\n    \
+                assert is_small(2)\n";
+    let py = venv_python();
+    let mut traces = Vec::new();
+    for (name, op) in [("fixed", "<="), ("buggy", "<")] {
+        let proj = pkg_project(&d.path().join(name), ("sizes.py", &source(op)), ("test_sizes.py", test));
+        let (t, code) = record(&proj, &format!("{name}.d"), &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]);
+        assert_eq!(code, if op == "<=" { 0 } else { 1 });
+        traces.push(t);
+    }
+    let (a, b) = (traces[0].to_str().unwrap(), traces[1].to_str().unwrap());
+    let o = run(cmd("slice").args(["diff", a, b, "--format", "prompt", "--no-budget", "-q", "Why is 2 not small?"]));
+    let (p, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    // (The venv's CPython records no lines by default: only the text is compared.)
+    let lines = "Functions both runs reached whose source differs between the runs (line numbers of run B's copy of the file):\n\
+                 - `is_small` (pkg/sizes.py:6): its source differs between the runs (3 lines in run A, 3 in run B): not compared line by line\n";
+    assert!(p.contains(lines), "{p}");
+    let heading = "#### `is_small` (pkg/sizes.py:6-8): both runs; its source differs between the runs\n";
+    let at = p.find(heading).unwrap_or_else(|| panic!("{p}"));
+    // `describe`, which both ran alike, is not shown.
+    assert!(!p.contains("#### `describe`"), "{p}");
+    assert!(p[at..].contains("def is_small(n):\n    limit = 2\n    return n <= limit\n"), "run A's copy: {p}");
+    let o = run(cmd("slice").args(["diff", a, b, "--color", "never"]));
+    let (out, _) = texts(&o);
+    assert!(
+        out.contains(
+            "# functions both runs reached whose source differs: 1\n#   is_small (pkg/sizes.py:6): source differs (3 lines in A, 3 in B)\n"
+        ),
+        "{out}"
+    );
+}
+
 /// `slice tests`' ranking leaves out what a prompt leaves out: the standard library (what the
 /// code under test called of it: `calendar.monthrange`) and framework plumbing (a framework on
 /// the list, installed in a site-packages directory, that the code under test calls and no test

@@ -225,7 +225,9 @@ pub fn write_tree(
         writeln!(w, "# {}", trace_format::escape::line(n))?;
     }
     if let Some(lines) = &d.lines {
-        writeln!(w, "# functions both runs reached whose lines ran differently: {}", lines.len())?;
+        // (With a note, the lines were not compared: only the functions' text was.)
+        let what = if d.lines_note.is_some() { "whose source differs" } else { "whose lines ran differently" };
+        writeln!(w, "# functions both runs reached {what}: {}", lines.len())?;
         for l in lines {
             let what = match &l.change {
                 LineChange::Ran { only_a, only_b } => [("A", only_a), ("B", only_b)]

@@ -6,8 +6,9 @@
 //! [`crate::coverage`]), less those inside another function of the same file that ran in that
 //! run (a nested function's lines are its own: each line is its innermost function's). The two runs' lines are matched by their
 //! offset from the function's first line, so a function that moved is compared as it is; one
-//! whose number of lines differs between the runs (the edit added or removed lines) is not
-//! compared line by line and is listed as changed.
+//! whose number of lines differs between the runs (the edit added or removed lines), or whose
+//! text differs where each run's file is its own (two checkouts, two releases of a package), is
+//! not compared line by line and is listed as changed.
 
 use super::{diff_key, func_of, preorder, Diff};
 use crate::calltree::CallTree;
@@ -21,7 +22,8 @@ use std::path::Path;
 pub enum LineChange {
     /// Line numbers (of run B's copy) that ran only in run A, and only in run B.
     Ran { only_a: Vec<u32>, only_b: Vec<u32> },
-    /// Its number of lines differs between the runs (run A's, run B's): not compared.
+    /// Its source differs between the runs, in its number of lines (run A's, run B's) or, where
+    /// each run's file is its own, in its text: not compared line by line.
     Source { lines_a: u32, lines_b: u32 },
 }
 
@@ -36,9 +38,10 @@ pub struct LineDiff {
     pub change: LineChange,
 }
 
-/// One run's view of a function: its span and the lines of it that ran (offsets from its
-/// first line).
+/// One run's view of a function: its file, its span and the lines of it that ran (offsets
+/// from its first line).
 struct Span {
+    path: std::path::PathBuf,
     first: u32,
     last: u32,
     ran: Vec<u32>,
@@ -129,14 +132,14 @@ fn spans(own: &[FnSpan], other: &[FnSpan], coverage: &crate::coverage::LineCover
         for (i, &(first, last, key)) in v.iter().enumerate() {
             let Some(key) = key else { continue };
             let ran = (first..=last).filter(|&l| owns(i, l) && coverage.state(file, l) == LineState::Ran).map(|l| l - first).collect();
-            out.insert(key.to_string(), Span { first, last, ran });
+            out.insert(key.to_string(), Span { path: file.to_path_buf(), first, last, ran });
         }
     }
     out
 }
 
-/// The functions both runs reached whose lines ran differently, in call order; `None` when a
-/// run holds no line data.
+/// The functions both runs reached whose lines ran differently, or whose source differs, in
+/// call order; `None` when a run holds no line data ([`source_differences`] then).
 pub fn line_differences(
     d: &Diff,
     a: (&CallTree, &Path, &crate::coverage::LineCoverage),
@@ -146,16 +149,31 @@ pub fn line_differences(
         return None;
     }
     let (fa, fb) = (fn_spans(a.0, a.1), fn_spans(b.0, b.1));
-    let (sa, sb) = (spans(&fa, &fb, a.2), spans(&fb, &fa, b.2));
+    Some(differences(d, &spans(&fa, &fb, a.2), &spans(&fb, &fa, b.2)))
+}
+
+/// The functions both runs reached whose source differs between the runs (in its number of
+/// lines, or in its text where each run's file is its own), in call order: what can be told
+/// where the lines that ran cannot be compared (a run recorded none, or ran several tests).
+pub fn source_differences(d: &Diff, a: (&CallTree, &Path), b: (&CallTree, &Path)) -> Vec<LineDiff> {
+    let plain = |t: &CallTree, cwd: &Path| -> HashMap<String, Span> {
+        fn_spans(t, cwd).into_iter().map(|f| (f.key, Span { path: f.path, first: f.first, last: f.last, ran: Vec::new() })).collect()
+    };
+    differences(d, &plain(a.0, a.1), &plain(b.0, b.1))
+}
+
+/// [`line_differences`] of the runs' spans (their lines that ran, where known).
+fn differences(d: &Diff, sa: &HashMap<String, Span>, sb: &HashMap<String, Span>) -> Vec<LineDiff> {
     let mut out = Vec::new();
     let mut listed = std::collections::HashSet::new();
+    let mut texts = Texts::default();
     for i in preorder(&d.nodes) {
         let n = &d.nodes[i];
         if n.count_a == 0 || n.count_b == 0 || !listed.insert(n.key_id) {
             continue;
         }
         let (Some(x), Some(y)) = (sa.get(&n.key), sb.get(&n.key)) else { continue };
-        let change = if x.last - x.first != y.last - y.first {
+        let change = if x.last - x.first != y.last - y.first || texts.differ(x, y) {
             LineChange::Source { lines_a: x.last - x.first + 1, lines_b: y.last - y.first + 1 }
         } else {
             // (`ran` is ascending.)
@@ -173,7 +191,50 @@ pub fn line_differences(
         let location = format!("{file}:{}", y.first);
         out.push(LineDiff { qualname: n.func.qualname.clone(), location, node: i, change });
     }
-    Some(out)
+    out
+}
+
+/// The source files of two runs' functions, read once each, to tell whether a function's text
+/// differs between the runs.
+#[derive(Default)]
+struct Texts {
+    files: HashMap<std::path::PathBuf, Option<Vec<String>>>,
+}
+
+/// A file larger than this is not read to compare functions.
+const MAX_TEXT_BYTES: u64 = 16 << 20;
+
+impl Texts {
+    /// Whether the two runs' copies of a function (each in its own file: two checkouts, two
+    /// releases) differ in their text. The same file, a file that cannot be read (or is larger
+    /// than [`MAX_TEXT_BYTES`]), or a span past a file's end: not known to differ (only one copy
+    /// is on disk when the runs' file is the same path).
+    fn differ(&mut self, x: &Span, y: &Span) -> bool {
+        if x.path == y.path {
+            return false;
+        }
+        self.load(&x.path);
+        self.load(&y.path);
+        match (self.span(x), self.span(y)) {
+            (Some(a), Some(b)) => a != b,
+            _ => false,
+        }
+    }
+
+    fn load(&mut self, path: &Path) {
+        self.files.entry(path.to_path_buf()).or_insert_with(|| {
+            let meta = std::fs::metadata(path).ok()?;
+            if meta.len() > MAX_TEXT_BYTES {
+                return None;
+            }
+            std::fs::read_to_string(path).ok().map(|t| t.lines().map(str::to_string).collect())
+        });
+    }
+
+    fn span(&self, s: &Span) -> Option<&[String]> {
+        let lines = self.files.get(&s.path)?.as_ref()?;
+        lines.get(s.first.checked_sub(1)? as usize..s.last as usize)
+    }
 }
 
 #[cfg(test)]
@@ -222,6 +283,43 @@ mod tests {
         let (tb, cb) = tree(true, &[1, 2, 5, 6, 9]);
         let d = super::super::diff(&ta, p, &tb, p);
         assert_eq!(line_differences(&d, (&ta, p, &ca), (&tb, p, &cb)), Some(vec![]));
+    }
+
+    /// Two releases, each run from its own checkout: a function of the same length whose text
+    /// differs (the fix changed a line) is listed as changed although the same lines ran; one
+    /// whose text is the same is not.
+    #[test]
+    fn a_function_whose_text_differs_between_two_checkouts_is_listed_as_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let tree = |root: &Path, fixed: bool| {
+            std::fs::create_dir_all(root).unwrap();
+            let body = if fixed { "    return a <= b" } else { "    return a < b" };
+            std::fs::write(root.join("m.py"), format!("def main():\n    x = 1\n    return le(x, 2)\ndef le(a, b):\n{body}\n")).unwrap();
+            let mut funcs = py_funcs(&["main", "le"]);
+            for (f, (a, b)) in funcs.iter_mut().zip([(1, 3), (4, 5)]) {
+                f.file = Some(root.join("m.py"));
+                (f.first_line, f.last_line) = (Some(a), Some(b));
+            }
+            let mut cov = LineCoverage::default();
+            for l in 1..=5 {
+                cov.add_native_line(&root.join("m.py"), l, true);
+            }
+            (tree_with(funcs, &[C(0), C(1), R, R]), cov)
+        };
+        let (pa, pb) = (dir.path().join("fixed"), dir.path().join("buggy"));
+        let (ta, ca) = tree(&pa, true);
+        let (tb, cb) = tree(&pb, false);
+        let d = super::super::diff(&ta, &pa, &tb, &pb);
+        let got = line_differences(&d, (&ta, &pa, &ca), (&tb, &pb, &cb)).unwrap();
+        let got: Vec<(&str, LineChange)> = got.iter().map(|l| (l.qualname.as_str(), l.change.clone())).collect();
+        assert_eq!(got, vec![("le", LineChange::Source { lines_a: 2, lines_b: 2 })]);
+        // Without line data, the same from the text alone.
+        let got = source_differences(&d, (&ta, &pa), (&tb, &pb));
+        let got: Vec<(&str, LineChange)> = got.iter().map(|l| (l.qualname.as_str(), l.change.clone())).collect();
+        assert_eq!(got, vec![("le", LineChange::Source { lines_a: 2, lines_b: 2 })]);
+        // One checkout run twice: one copy on disk, nothing to compare the text with.
+        let d = super::super::diff(&tb, &pb, &tb, &pb);
+        assert_eq!(line_differences(&d, (&tb, &pb, &cb), (&tb, &pb, &cb)), Some(vec![]));
     }
 
     #[test]

@@ -311,6 +311,14 @@ pub fn diff_traces(a: &PreparedTrace, b: &PreparedTrace) -> Diff {
     } else {
         d.lines = lines::line_differences(&d, (&ta, &a.cwd, &a.coverage), (&tb, &b.cwd, &b.coverage));
     }
+    if d.lines_note.is_some() {
+        // The lines cannot be compared; the functions' text still can, where each run's file
+        // is its own (two checkouts, two releases).
+        let edited = lines::source_differences(&d, (&ta, &a.cwd), (&tb, &b.cwd));
+        if !edited.is_empty() {
+            d.lines = Some(edited);
+        }
+    }
     if let Some(s) = a.spectrum.as_ref().or(b.spectrum.as_ref()) {
         for v in [&mut d.funcs_only_a, &mut d.funcs_only_b] {
             for f in v.iter_mut() {

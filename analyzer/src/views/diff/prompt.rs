@@ -93,6 +93,9 @@ pub fn prompt_within(
                 _ if alike => "both runs, the same lines",
                 Side::OnlyA => "only run A reached it here",
                 Side::OnlyB => "only run B reached it here",
+                Side::Both if line_nodes.get(&i).is_some_and(|l| matches!(l.change, LineChange::Source { .. })) => {
+                    "both runs; its source differs between the runs"
+                }
                 Side::Both if line_nodes.contains_key(&i) => "both runs; its lines ran differently",
                 Side::Both if d.is_divergence(i) => "both runs; from here they call different functions",
                 Side::Both => "both runs; it calls where they part ways",
@@ -132,9 +135,17 @@ pub fn prompt_within(
     let sources: Vec<DocSource> = doc.traces.into_iter().flat_map(|t| t.sources).collect();
 
     let tree_lines: Vec<String> = d.text().lines().map(str::to_string).collect();
-    // The functions whose lines ran differently come first: they are where the runs part.
+    // The functions whose lines ran differently, or whose source differs between the runs,
+    // come first: they are where the runs part.
+    let differing: std::collections::HashSet<crate::prompt::FuncId> = line_nodes
+        .values()
+        .filter_map(|l| {
+            let n = &d.nodes[l.node];
+            model.func_of_trace(n.func_id.0 as usize, n.func_id.1)
+        })
+        .collect();
     let relevance = |s: &DocSource| {
-        let first = if marks.contains_key(&s.func) { 1e12 } else { 0.0 };
+        let first = if differing.contains(&s.func) { 1e12 } else { 0.0 };
         first + restricted.funcs.get(s.func).map_or(0.0, |f| f.relevance)
     };
     // Least relevant first: the order sources are dropped in.
@@ -371,6 +382,14 @@ fn lines_section(d: &Diff) -> String {
         };
     };
     let mut s = String::from("\n## Lines that ran in only one run\n\n");
+    if let Some(n) = &d.lines_note {
+        // Only what the functions' text says (`diff_traces`).
+        s.push_str(&format!(
+            "{n}\nFunctions both runs reached whose source differs between the runs (line numbers of run B's copy of the file):\n"
+        ));
+        list_changes(&mut s, lines);
+        return s;
+    }
     if lines.is_empty() {
         s.push_str("In the functions both runs reached, both ran the same lines.\n");
         if d.is_empty() {
@@ -382,6 +401,12 @@ between them on lines both ran. The source below is that of the functions both r
         return s;
     }
     s.push_str("Functions both runs reached whose lines ran differently (line numbers of run B's copy of the file):\n");
+    list_changes(&mut s, lines);
+    s
+}
+
+/// One line per function of `lines`, at most [`LINE_DIFFS_LISTED`].
+fn list_changes(s: &mut String, lines: &[LineDiff]) {
     for l in lines.iter().take(LINE_DIFFS_LISTED) {
         let what = match &l.change {
             LineChange::Ran { only_a, only_b } => {
@@ -403,7 +428,6 @@ between them on lines both ran. The source below is that of the functions both r
     if lines.len() > LINE_DIFFS_LISTED {
         s.push_str(&format!("- and {} more functions\n", lines.len() - LINE_DIFFS_LISTED));
     }
-    s
 }
 
 /// Per function, the lines of its source to mark and what to say there.
