@@ -608,6 +608,10 @@ fn a_diff_of_two_checkouts_lists_the_function_whose_text_differs() {
     // `describe`, which both ran alike, is not shown.
     assert!(!p.contains("#### `describe`"), "{p}");
     assert!(p[at..].contains("def is_small(n):\n    limit = 2\n    return n <= limit\n"), "run A's copy: {p}");
+    // What changed, as a unified diff of the two copies.
+    let edit = "How run B's copy differs from run A's (`-` run A's lines, `+` run B's):\n\n```diff\n@@ run B's line 7 @@\n     \
+                limit = 2\n-    return n <= limit\n+    return n < limit\n```\n";
+    assert!(p[at..].contains(edit), "{p}");
     let o = run(cmd("slice").args(["diff", a, b, "--color", "never"]));
     let (out, _) = texts(&o);
     assert!(

@@ -36,7 +36,14 @@ pub struct LineDiff {
     /// The first node of the union where it is reached (call order).
     pub node: usize,
     pub change: LineChange,
+    /// Where each run's copy of the function is on disk and they differ: how run B's copy
+    /// differs from run A's, as the lines of a unified diff (`-` run A's, `+` run B's, one line
+    /// of context, `@@ run B's line N @@` before each hunk), at most [`EDIT_LINES`] lines.
+    pub edit: Option<String>,
 }
+
+/// At most this many lines of a function's edit are shown.
+pub const EDIT_LINES: usize = 40;
 
 /// One run's view of a function: its file, its span and the lines of it that ran (offsets
 /// from its first line).
@@ -173,7 +180,8 @@ fn differences(d: &Diff, sa: &HashMap<String, Span>, sb: &HashMap<String, Span>)
             continue;
         }
         let (Some(x), Some(y)) = (sa.get(&n.key), sb.get(&n.key)) else { continue };
-        let change = if x.last - x.first != y.last - y.first || texts.differ(x, y) {
+        let edit = texts.edit(x, y);
+        let change = if x.last - x.first != y.last - y.first || edit.is_some() {
             LineChange::Source { lines_a: x.last - x.first + 1, lines_b: y.last - y.first + 1 }
         } else {
             // (`ran` is ascending.)
@@ -189,7 +197,7 @@ fn differences(d: &Diff, sa: &HashMap<String, Span>, sb: &HashMap<String, Span>)
         // Run A's file as the union shows it (`file:line`), at run B's first line.
         let file = n.location.rsplit_once(':').map_or(n.location.as_str(), |(f, _)| f);
         let location = format!("{file}:{}", y.first);
-        out.push(LineDiff { qualname: n.func.qualname.clone(), location, node: i, change });
+        out.push(LineDiff { qualname: n.func.qualname.clone(), location, node: i, change, edit });
     }
     out
 }
@@ -205,20 +213,18 @@ struct Texts {
 const MAX_TEXT_BYTES: u64 = 16 << 20;
 
 impl Texts {
-    /// Whether the two runs' copies of a function (each in its own file: two checkouts, two
-    /// releases) differ in their text. The same file, a file that cannot be read (or is larger
-    /// than [`MAX_TEXT_BYTES`]), or a span past a file's end: not known to differ (only one copy
-    /// is on disk when the runs' file is the same path).
-    fn differ(&mut self, x: &Span, y: &Span) -> bool {
+    /// How run B's copy of a function (`y`) differs from run A's (`x`) ([`LineDiff::edit`]), when
+    /// each run's copy is a file of its own (two checkouts, two releases) and their texts differ.
+    /// The same file (only one copy is on disk), a file that cannot be read (or is larger than
+    /// [`MAX_TEXT_BYTES`]), or a span past a file's end: not known to differ.
+    fn edit(&mut self, x: &Span, y: &Span) -> Option<String> {
         if x.path == y.path {
-            return false;
+            return None;
         }
         self.load(&x.path);
         self.load(&y.path);
-        match (self.span(x), self.span(y)) {
-            (Some(a), Some(b)) => a != b,
-            _ => false,
-        }
+        let (a, b) = (self.span(x)?, self.span(y)?);
+        (a != b).then(|| edit_text(a, b, y.first))
     }
 
     fn load(&mut self, path: &Path) {
@@ -235,6 +241,40 @@ impl Texts {
         let lines = self.files.get(&s.path)?.as_ref()?;
         lines.get(s.first.checked_sub(1)? as usize..s.last as usize)
     }
+}
+
+/// The unified diff of `a` (run A's lines) to `b` (run B's, starting at line `first_b` of its
+/// file), one line of context, each hunk headed by its first line in run B's file; cut at
+/// [`EDIT_LINES`] lines, saying how many more changed.
+fn edit_text(a: &[String], b: &[String], first_b: u32) -> String {
+    use similar::{ChangeTag, TextDiff};
+    let (ta, tb) = (a.join("\n") + "\n", b.join("\n") + "\n");
+    let diff = TextDiff::from_lines(&ta, &tb);
+    let mut lines: Vec<String> = Vec::new();
+    let mut changed = 0usize;
+    for group in diff.grouped_ops(1) {
+        let at = group.first().map_or(0, |op| op.new_range().start);
+        lines.push(format!("@@ run B's line {} @@", first_b as usize + at));
+        for op in &group {
+            for c in diff.iter_changes(op) {
+                let sign = match c.tag() {
+                    ChangeTag::Delete => '-',
+                    ChangeTag::Insert => '+',
+                    ChangeTag::Equal => ' ',
+                };
+                if sign != ' ' {
+                    changed += 1;
+                }
+                lines.push(format!("{sign}{}", c.value().trim_end_matches('\n')));
+            }
+        }
+    }
+    if lines.len() > EDIT_LINES {
+        let shown_changes = lines[..EDIT_LINES].iter().filter(|l| l.starts_with(['-', '+'])).count();
+        lines.truncate(EDIT_LINES);
+        lines.push(format!("… {} more changed lines", changed - shown_changes));
+    }
+    lines.join("\n")
 }
 
 #[cfg(test)]
@@ -313,6 +353,8 @@ mod tests {
         let got = line_differences(&d, (&ta, &pa, &ca), (&tb, &pb, &cb)).unwrap();
         let got: Vec<(&str, LineChange)> = got.iter().map(|l| (l.qualname.as_str(), l.change.clone())).collect();
         assert_eq!(got, vec![("le", LineChange::Source { lines_a: 2, lines_b: 2 })]);
+        let edit = line_differences(&d, (&ta, &pa, &ca), (&tb, &pb, &cb)).unwrap()[0].edit.clone();
+        assert_eq!(edit.as_deref(), Some("@@ run B's line 4 @@\n def le(a, b):\n-    return a <= b\n+    return a < b"));
         // Without line data, the same from the text alone.
         let got = source_differences(&d, (&ta, &pa), (&tb, &pb));
         let got: Vec<(&str, LineChange)> = got.iter().map(|l| (l.qualname.as_str(), l.change.clone())).collect();
@@ -320,6 +362,18 @@ mod tests {
         // One checkout run twice: one copy on disk, nothing to compare the text with.
         let d = super::super::diff(&tb, &pb, &tb, &pb);
         assert_eq!(line_differences(&d, (&tb, &pb, &cb), (&tb, &pb, &cb)), Some(vec![]));
+    }
+
+    /// A long edit is cut at EDIT_LINES lines and says how many more lines changed.
+    #[test]
+    fn a_long_edit_is_cut_and_says_how_much_more_changed() {
+        let a: Vec<String> = (0..100).map(|i| format!("a{i}")).collect();
+        let b: Vec<String> = (0..100).map(|i| format!("b{i}")).collect();
+        let e = edit_text(&a, &b, 10);
+        let lines: Vec<&str> = e.lines().collect();
+        assert_eq!(lines.len(), EDIT_LINES + 1);
+        assert_eq!(lines[0], "@@ run B's line 10 @@");
+        assert_eq!(lines[EDIT_LINES], format!("… {} more changed lines", 200 - (EDIT_LINES - 1)));
     }
 
     #[test]

@@ -144,6 +144,14 @@ pub fn prompt_within(
             model.func_of_trace(n.func_id.0 as usize, n.func_id.1)
         })
         .collect();
+    // How run B's copy of a function differs from run A's, where both are on disk.
+    let edits: HashMap<crate::prompt::FuncId, &str> = line_nodes
+        .values()
+        .filter_map(|l| {
+            let n = &d.nodes[l.node];
+            Some((model.func_of_trace(n.func_id.0 as usize, n.func_id.1)?, l.edit.as_deref()?))
+        })
+        .collect();
     let relevance = |s: &DocSource| {
         let first = if differing.contains(&s.func) { 1e12 } else { 0.0 };
         first + restricted.funcs.get(s.func).map_or(0.0, |f| f.relevance)
@@ -174,7 +182,7 @@ pub fn prompt_within(
             &tree,
             &notes,
             &shown,
-            (&why, &marks),
+            (&why, &marks, &edits),
             list_keep,
             &ends,
             &line_text,
@@ -226,7 +234,12 @@ pub fn prompt_within(
     let mut left = budget.saturating_sub(base);
     let mut chosen: Vec<usize> = Vec::new();
     for &i in drop_order.iter().rev() {
-        let cost = tok.count(&source_block(&sources[i], why.get(&sources[i].func).copied().unwrap_or(""), marks_of(&marks, &sources[i])));
+        let cost = tok.count(&source_block(
+            &sources[i],
+            why.get(&sources[i].func).copied().unwrap_or(""),
+            marks_of(&marks, &sources[i]),
+            edits.get(&sources[i].func).copied(),
+        ));
         if cost <= left {
             left -= cost;
             chosen.push(i);
@@ -284,7 +297,7 @@ fn write_prompt(
     tree: &str,
     notes: &[String],
     sources: &[&DocSource],
-    (why, marks): (&HashMap<crate::prompt::FuncId, &str>, &Marks),
+    (why, marks, edits): (&HashMap<crate::prompt::FuncId, &str>, &Marks, &HashMap<crate::prompt::FuncId, &str>),
     list_keep: usize,
     ends: &str,
     line_text: &str,
@@ -357,7 +370,7 @@ whose lines ran differently, in call order.\n",
     if !sources.is_empty() {
         s.push_str("\n## Source code\n");
         for src in sources {
-            s.push_str(&source_block(src, why.get(&src.func).copied().unwrap_or(""), marks_of(marks, src)));
+            s.push_str(&source_block(src, why.get(&src.func).copied().unwrap_or(""), marks_of(marks, src), edits.get(&src.func).copied()));
         }
     }
     s
@@ -467,7 +480,7 @@ fn mark_lines(code: &str, lang: &str, first: Option<u32>, last: Option<u32>, mar
 
 /// A source of the diff prompt: its heading (with `why` the runs reach it), note and code,
 /// with `marks` at the end of their lines ([`mark_lines`]).
-fn source_block(src: &DocSource, why: &str, marks: &[(u32, &str)]) -> String {
+fn source_block(src: &DocSource, why: &str, marks: &[(u32, &str)], edit: Option<&str>) -> String {
     let lines = match (src.first_line, src.last_line) {
         (Some(a), Some(b)) => format!(":{a}-{b}"),
         (Some(a), None) => format!(":{a}"),
@@ -480,6 +493,13 @@ fn source_block(src: &DocSource, why: &str, marks: &[(u32, &str)]) -> String {
     if let Some(code) = &src.code {
         let code = mark_lines(code, &src.lang, src.first_line, src.last_line, marks);
         s.push_str(&format!("\n{}{}\n{}\n{}\n", src.fence, escape::line(&src.lang), escape::block(&code), src.fence));
+    }
+    if let Some(edit) = edit {
+        let fence = crate::prompt::fence_for(&[edit]);
+        s.push_str(&format!(
+            "\nHow run B's copy differs from run A's (`-` run A's lines, `+` run B's):\n\n{fence}diff\n{}\n{fence}\n",
+            escape::block(edit)
+        ));
     }
     s
 }
