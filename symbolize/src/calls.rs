@@ -31,12 +31,18 @@ pub struct DirectCall {
 /// claim gigabytes).
 pub const MAX_FUNCTION_BYTES: u64 = 1 << 20;
 
+/// At most this many bytes of code are read per call of [`ObjectFile::direct_calls`] (ripgrep's
+/// 2,000 recorded functions are about 1 MB; a crafted trace could list one large function
+/// thousands of times): the functions past it list none.
+pub const MAX_TOTAL_BYTES: u64 = 64 << 20;
+
 impl ObjectFile {
     /// For each link-time function entry of `entries`, in order: the direct calls its code
     /// makes, and its direct jumps out of it (tail calls). Its code is the symbol table's
     /// extent of the function symbol at the entry; a function the symbol table gives no size
     /// (a stripped object's), code outside every section with contents, an object not built
-    /// for x86-64, or a function over [`MAX_FUNCTION_BYTES`] lists none.
+    /// for x86-64, a function over [`MAX_FUNCTION_BYTES`], or one past [`MAX_TOTAL_BYTES`] of
+    /// code read, lists none; an entry listed twice is read once.
     pub fn direct_calls(&self, entries: &[u64]) -> Vec<Vec<DirectCall>> {
         let none = || vec![Vec::new(); entries.len()];
         let Ok(obj) = object::File::parse(&*self.map) else { return none() };
@@ -49,12 +55,18 @@ impl ObjectFile {
             .filter(|s| s.kind() == SectionKind::Text)
             .filter_map(|s| s.data().ok().filter(|d| !d.is_empty()).map(|d| (s.address(), d)))
             .collect();
+        let mut read = 0u64;
+        let mut seen = std::collections::HashSet::new();
         entries
             .iter()
             .map(|&entry| {
                 let Some((start, end)) = symbols.range_at(entry).filter(|r| r.0 == entry && r.1 - r.0 <= MAX_FUNCTION_BYTES) else {
                     return Vec::new();
                 };
+                if !seen.insert(entry) || read + (end - start) > MAX_TOTAL_BYTES {
+                    return Vec::new();
+                }
+                read += end - start;
                 let code = texts.iter().find_map(|&(addr, data)| {
                     let from = usize::try_from(start.checked_sub(addr)?).ok()?;
                     let to = usize::try_from(end - addr).ok()?;

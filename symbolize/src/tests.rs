@@ -341,3 +341,19 @@ fn line_tables_only_functions_take_their_file_and_lines_from_the_line_table() {
         "{f:?}"
     );
 }
+
+/// `main` calls `compute` directly (`call rel32`): the call is listed, its site inside main's
+/// code; an entry listed twice is read once; a function no symbol sizes lists nothing.
+#[test]
+fn direct_calls_list_mains_call_of_compute_once() {
+    let d = tempfile::tempdir().unwrap();
+    let exe = build_c(d.path());
+    let obj = ObjectFile::open(&exe).unwrap();
+    let (main, size) = symbol(&exe, "main");
+    let (compute, _) = symbol(&exe, "compute");
+    let calls = obj.direct_calls(&[main, main, main + 1]);
+    let to_compute: Vec<_> = calls[0].iter().filter(|c| c.target == compute).collect();
+    assert_eq!(to_compute.len(), 1, "{calls:?}");
+    assert!((main..main + size).contains(&to_compute[0].site), "{calls:?}");
+    assert!(calls[1].is_empty() && calls[2].is_empty(), "{calls:?}");
+}
