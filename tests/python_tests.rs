@@ -612,6 +612,19 @@ fn a_diff_of_two_checkouts_lists_the_function_whose_text_differs() {
     let edit = "How run B's copy differs from run A's (`-` run A's lines, `+` run B's):\n\n```diff\n@@ run B's line 7 @@\n     \
                 limit = 2\n-    return n <= limit\n+    return n < limit\n```\n";
     assert!(p[at..].contains(edit), "{p}");
+    // A budget a few tokens short of the whole prompt: the sources stay, the edit goes first,
+    // and a note says so.
+    let tokens = |text: &str| -> usize {
+        let f = d.path().join("prompt.md");
+        std::fs::write(&f, text).unwrap();
+        run_ok(cmd("slice").arg("tokens").arg(&f)).trim().parse().unwrap()
+    };
+    let budget = (tokens(&p) - 5).to_string();
+    let o = run(cmd("slice").args(["diff", a, b, "--format", "prompt", "--budget", &budget, "-q", "Why is 2 not small?"]));
+    let (cut, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(cut.contains(heading) && !cut.contains("```diff"), "{cut}");
+    assert!(cut.contains("How run B's copy differs from run A's is left out to fit the budget for 1 function."), "{cut}");
     let o = run(cmd("slice").args(["diff", a, b, "--color", "never"]));
     let (out, _) = texts(&o);
     assert!(

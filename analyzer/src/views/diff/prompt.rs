@@ -162,7 +162,8 @@ pub fn prompt_within(
     let same_run = traces[0].dir == traces[1].dir;
     let ends = super::ends::section(traces);
     let line_text = lines_section(d);
-    let render = |kept: &[bool], tree_keep: usize, list_keep: usize| -> String {
+    // `with_edit`: the sources whose edit (how run B's copy differs from run A's) is shown.
+    let render = |kept: &[bool], with_edit: &[bool], tree_keep: usize, list_keep: usize| -> String {
         // Most relevant first (the reverse of the order they were dropped in).
         let dropped: Vec<&str> = drop_order.iter().rev().filter(|&&i| !kept[i]).map(|&i| sources[i].qualname.as_str()).collect();
         let mut tree: String = tree_lines[..tree_keep].iter().map(|l| format!("{l}\n")).collect();
@@ -173,7 +174,16 @@ pub fn prompt_within(
         if !dropped.is_empty() {
             notes.push(dropped_note(&dropped, budget, restricted.tests_shown));
         }
+        let edits_left = sources.iter().zip(kept).zip(with_edit).filter(|((s, k), e)| **k && !**e && edits.contains_key(&s.func)).count();
+        if edits_left > 0 {
+            notes.push(format!(
+                "How run B's copy differs from run A's is left out to fit the budget for {}.",
+                crate::testrun::plural(edits_left, "function")
+            ));
+        }
         let shown: Vec<&DocSource> = sources.iter().zip(kept).filter(|(_, k)| **k).map(|(s, _)| s).collect();
+        let shown_edits: HashMap<crate::prompt::FuncId, &str> =
+            sources.iter().zip(with_edit).filter(|(_, e)| **e).filter_map(|(s, _)| Some((s.func, *edits.get(&s.func)?))).collect();
         write_prompt(
             question,
             &cmd_a,
@@ -182,7 +192,7 @@ pub fn prompt_within(
             &tree,
             &notes,
             &shown,
-            (&why, &marks, &edits),
+            (&why, &marks, &shown_edits),
             list_keep,
             &ends,
             &line_text,
@@ -191,7 +201,8 @@ pub fn prompt_within(
     let all = tree_lines.len();
     // The longer of the two lists of functions only one run reached: `list_keep` caps each.
     let listed = d.funcs_only_a.len().max(d.funcs_only_b.len());
-    let text = render(&vec![true; sources.len()], all, listed);
+    let every = vec![true; sources.len()];
+    let text = render(&every, &every, all, listed);
     let Some(DiffBudget { tokens: budget, tokenizer: tok, .. }) = budget else { return Ok(text) };
     let within = |t: &str, limit: usize| tok.count(t) <= limit;
     if within(&text, budget) {
@@ -216,30 +227,26 @@ pub fn prompt_within(
     //    leaves beside the rest of the prompt while there are sources to show (half when there
     //    are none), and the call paths at most half while there are sources: a diff of two
     //    large runs has thousands of lines of paths and of names, which would leave no source.
-    let fixed = tok.count(&render(&none, first, 0));
+    let fixed = tok.count(&render(&none, &none, first, 0));
     let share = |parts: usize| fixed + budget.saturating_sub(fixed) / parts;
     let list_share = share(if sources.is_empty() { 2 } else { 4 });
     let mut list_keep = listed;
-    if !within(&render(&none, first, listed), list_share) {
-        list_keep = largest(0, listed, &|k| within(&render(&none, first, k), list_share));
+    if !within(&render(&none, &none, first, listed), list_share) {
+        list_keep = largest(0, listed, &|k| within(&render(&none, &none, first, k), list_share));
     }
     let mut tree_keep = all;
-    if !sources.is_empty() && !within(&render(&none, all, list_keep), share(2)) {
-        tree_keep = largest(first, all, &|k| within(&render(&none, k, list_keep), share(2)));
+    if !sources.is_empty() && !within(&render(&none, &none, all, list_keep), share(2)) {
+        tree_keep = largest(first, all, &|k| within(&render(&none, &none, k, list_keep), share(2)));
     }
-    // 2. The sources, most relevant first, each taken when its block fits the room left by
-    //    its own count (one large block, a module's, does not keep the smaller ones after it
+    // 2. The sources (without their edits), most relevant first, each taken when its block
+    //    fits the room left by its own count (one large block, a module's, does not keep the smaller ones after it
     //    out); then the largest part of that choice, in the same order, that fits for real.
-    let base = tok.count(&render(&none, tree_keep, list_keep));
+    let base = tok.count(&render(&none, &none, tree_keep, list_keep));
     let mut left = budget.saturating_sub(base);
     let mut chosen: Vec<usize> = Vec::new();
     for &i in drop_order.iter().rev() {
-        let cost = tok.count(&source_block(
-            &sources[i],
-            why.get(&sources[i].func).copied().unwrap_or(""),
-            marks_of(&marks, &sources[i]),
-            edits.get(&sources[i].func).copied(),
-        ));
+        let cost =
+            tok.count(&source_block(&sources[i], why.get(&sources[i].func).copied().unwrap_or(""), marks_of(&marks, &sources[i]), None));
         if cost <= left {
             left -= cost;
             chosen.push(i);
@@ -252,18 +259,29 @@ pub fn prompt_within(
         }
         kept
     };
-    let kept = kept_of(largest(0, chosen.len(), &|m| m == 0 || within(&render(&kept_of(m), tree_keep, list_keep), budget)));
+    let kept = kept_of(largest(0, chosen.len(), &|m| m == 0 || within(&render(&kept_of(m), &none, tree_keep, list_keep), budget)));
+    // Then the edits of the kept sources, in the same order, as many as fit beside them.
+    let edit_order: Vec<usize> = chosen.iter().copied().filter(|&i| kept[i] && edits.contains_key(&sources[i].func)).collect();
+    let edits_of = |m: usize| {
+        let mut e = vec![false; sources.len()];
+        for &i in &edit_order[..m] {
+            e[i] = true;
+        }
+        e
+    };
+    let with_edit =
+        edits_of(largest(0, edit_order.len(), &|m| m == 0 || within(&render(&kept, &edits_of(m), tree_keep, list_keep), budget)));
     // 3. The paths: as many lines as fit beside those sources (more than half of the budget
     //    when the sources left room; fewer when even no source leaves too little); then the
     //    lists, as many names as fit beside both (at least what step 1 gave them, unless even
     //    no source leaves too little).
-    let tree_keep = largest(first, all, &|k| within(&render(&kept, k, list_keep), budget));
-    let list_keep = if within(&render(&kept, tree_keep, list_keep), budget) {
-        largest(list_keep, listed, &|k| within(&render(&kept, tree_keep, k), budget))
+    let tree_keep = largest(first, all, &|k| within(&render(&kept, &with_edit, k, list_keep), budget));
+    let list_keep = if within(&render(&kept, &with_edit, tree_keep, list_keep), budget) {
+        largest(list_keep, listed, &|k| within(&render(&kept, &with_edit, tree_keep, k), budget))
     } else {
-        largest(0, list_keep, &|k| within(&render(&kept, tree_keep, k), budget))
+        largest(0, list_keep, &|k| within(&render(&kept, &with_edit, tree_keep, k), budget))
     };
-    let text = render(&kept, tree_keep, list_keep);
+    let text = render(&kept, &with_edit, tree_keep, list_keep);
     if within(&text, budget) {
         Ok(text)
     } else {
