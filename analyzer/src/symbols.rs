@@ -366,7 +366,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
                 (f, outer)
             })
             .collect();
-        for (pair, (f, outer)) in crate::native::callsites::wraps(&sites.pairs, at_sites, &out) {
+        for (pair, (f, outer)) in crate::native::callsites::wraps(&sites.pairs, at_sites, &out, &sites.taken) {
             let outer = push_chain(&mut out, outer);
             let inner = push_chain(&mut out, vec![f])[0];
             if !outer.is_empty() {

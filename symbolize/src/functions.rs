@@ -238,8 +238,25 @@ impl SymbolTable {
         (*size > 0 && addr < start + size).then_some((*start, start + size))
     }
 
+    /// The (start, end) of the parts GCC split off functions into `.cold` symbols, by the raw
+    /// name of the function they were split from: `main.cold` and `_Z7checkedi.cold.1` under
+    /// `main` and `_Z7checkedi`. A part holds code of its function that the function's own
+    /// symbol's extent does not (an exception handler, a path to a `noreturn` or cold call).
+    pub(crate) fn cold_parts(&self) -> std::collections::HashMap<&str, Vec<(u64, u64)>> {
+        let mut out: std::collections::HashMap<&str, Vec<(u64, u64)>> = std::collections::HashMap::new();
+        for (start, size, name) in self.syms.iter().filter(|s| s.1 > 0) {
+            let Some(at) = name.rfind(".cold") else { continue };
+            let rest = &name[at + ".cold".len()..];
+            let numbered = rest.strip_prefix('.').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            if at > 0 && (rest.is_empty() || numbered) {
+                out.entry(&name[..at]).or_default().push((*start, start + size));
+            }
+        }
+        out
+    }
+
     /// The raw name of the symbol at exactly `addr`.
-    fn exact(&self, addr: u64) -> Option<&str> {
+    pub(crate) fn exact(&self, addr: u64) -> Option<&str> {
         let i = self.syms.partition_point(|s| s.0 < addr);
         self.syms.get(i).filter(|s| s.0 == addr).map(|s| s.2.as_str())
     }

@@ -129,6 +129,53 @@ fn a_function_split_into_hot_and_cold_parts_is_named_by_its_entry() {
     }
 }
 
+const COLD_CALL_SRC: &str = "#include <cstdio>
+#include <stdexcept>
+__attribute__((noinline)) void log_line(const char *what, long v) { std::printf(\"%s %ld\\n\", what, v); }
+__attribute__((noinline)) int parse(const char *s)
+{
+    if (*s == '!')
+        throw std::runtime_error(s);
+    return *s;
+}
+static void summary(int total, int n)
+{
+    log_line(\"total\", total);
+    log_line(\"items\", n);
+}
+int main(int argc, char **argv)
+{
+    int total = 0;
+    for (int i = 1; i < argc; i++) {
+        try {
+            total += parse(argv[i]);
+        } catch (const std::exception &e) {
+            log_line(e.what(), i);
+        }
+    }
+    summary(total, argc - 1);
+    return 0;
+}
+";
+
+#[test]
+fn the_calls_of_a_function_include_those_of_its_cold_part() {
+    // main's handler calls log_line from main.cold, outside main's symbol: without that site,
+    // every site of log_line in main would be in `summary`'s inlined code, and the handler's
+    // call would be placed under `summary`.
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("cold.cpp"), COLD_CALL_SRC).unwrap();
+    sh(Command::new("c++").current_dir(d.path()).args(["-g", "-O2", "-o", "cold", "cold.cpp"]));
+    let exe = d.path().join("cold");
+    let (main, _) = symbol(&exe, "main");
+    let (log_line, _) = symbol(&exe, "log_line(char const*, long)");
+    let (cold, cold_size) = symbol(&exe, "main.cold");
+    let calls = ObjectFile::open(&exe).unwrap().direct_calls(&[main]);
+    let sites: Vec<u64> = calls[0].iter().filter(|c| c.target == log_line && !c.taken).map(|c| c.site).collect();
+    assert!(sites.iter().any(|s| (cold..cold + cold_size).contains(s)), "no call in main.cold ({cold:#x}): {sites:x?}");
+    assert!(sites.iter().any(|&s| s >= main), "the calls in main's own extent: {sites:x?}");
+}
+
 const LTO_HELPER: &str = "int helper(int x)
 {
     int s = 0;

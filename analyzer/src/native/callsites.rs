@@ -13,11 +13,14 @@
 //! the chain's functions ran, since the call did. When the sites disagree (one in inlined
 //! code, one in `f`'s own; or in two different inlined functions), which one made a given
 //! call cannot be told from the call, and the call stays beside them, as it did. Calls
-//! through a pointer name no target in the code and stay beside too.
+//! through a pointer name no target in the code and stay beside too; and when `f`'s code takes
+//! `g`'s address (`lea rcx, [rip+g]` before `qsort(.., g)`, a dispatch table filled in `f`), a
+//! recorded call from `f` to `g` may have been made through that pointer, from `f`'s own code
+//! or from a library that is not recorded, so no call of `g` from `f` is wrapped.
 
 use super::resolve::{NativeAddr, WithChain};
 use crate::symbols::Function;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use symbolize::functions::ObjectFile;
 
@@ -33,6 +36,9 @@ pub struct Sites {
     pub addrs: Vec<NativeAddr>,
     /// For each of `addrs`: (caller, callee), as the `id`s of the functions in `native`.
     pub pairs: Vec<(u32, u32)>,
+    /// The (caller, callee) pairs where the caller's code takes the callee's address: a call
+    /// through the pointer may come from anywhere.
+    pub taken: BTreeSet<(u32, u32)>,
 }
 
 /// The sites, in the code of the functions of `native` (not its inline probes), of the direct
@@ -53,6 +59,10 @@ pub fn find(native: &[NativeAddr]) -> Sites {
         for (a, calls) in funcs.iter().zip(obj.direct_calls(&link)) {
             for c in calls {
                 let Some(&callee) = by_entry.get(&c.target) else { continue };
+                if c.taken {
+                    out.taken.insert((a.id, callee));
+                    continue;
+                }
                 if out.addrs.len() >= MAX_SITES {
                     return out;
                 }
@@ -78,8 +88,14 @@ pub fn find(native: &[NativeAddr]) -> Sites {
 /// closures: the calls were made by `matched_ignore`'s code); a pair with a site in the
 /// caller's own code, or whose sites share no level, has none. `funcs`: the functions, by the
 /// ids of `pairs` (a site in no inlined code resolves to its caller, as a probe's address
-/// there would).
-pub fn wraps(pairs: &[(u32, u32)], resolved: Vec<WithChain>, funcs: &[Function]) -> BTreeMap<(u32, u32), WithChain> {
+/// there would). A pair of `taken` (the caller's code takes the callee's address) has none: a
+/// call through that pointer may have come from the caller's own code.
+pub fn wraps(
+    pairs: &[(u32, u32)],
+    resolved: Vec<WithChain>,
+    funcs: &[Function],
+    taken: &BTreeSet<(u32, u32)>,
+) -> BTreeMap<(u32, u32), WithChain> {
     // Per pair, the levels every site so far lies in, outermost first.
     let mut seen: BTreeMap<(u32, u32), Vec<Function>> = BTreeMap::new();
     for (&pair, chain) in pairs.iter().zip(resolved) {
@@ -98,6 +114,7 @@ pub fn wraps(pairs: &[(u32, u32)], resolved: Vec<WithChain>, funcs: &[Function])
         }
     }
     seen.into_iter()
+        .filter(|(pair, _)| !taken.contains(pair))
         .filter_map(|(pair, mut levels)| {
             let inner = levels.pop()?;
             Some((pair, (inner, levels)))
@@ -165,7 +182,7 @@ mod tests {
             f.file = None;
             f
         };
-        let pairs = [(1, 2), (1, 2), (1, 3), (1, 3), (1, 4), (1, 4), (1, 5), (1, 6), (1, 6), (1, 7), (1, 8), (1, 8)];
+        let pairs = [(1, 2), (1, 2), (1, 3), (1, 3), (1, 4), (1, 4), (1, 5), (1, 6), (1, 6), (1, 7), (1, 8), (1, 8), (1, 9)];
         let resolved = vec![
             run(),
             run(),
@@ -181,12 +198,17 @@ mod tests {
             (std(), vec![unnamed()]),
             run(),
             (func("step", true), vec![]),
+            run(),
         ];
-        let got = wraps(&pairs, resolved, &funcs);
+        // main's code also takes the address of 9 (`qsort(.., cmp)`, `fp = report`): a call of 9
+        // through the pointer may come from main's own code.
+        let taken = BTreeSet::from([(1, 9)]);
+        let got = wraps(&pairs, resolved, &funcs, &taken);
         // (1, 2): both sites in `run`; (1, 3): one in main's own code; (1, 4): one in `run`,
         // one in `parse` inside `run`: `run` made the calls; (1, 5): one site, in `parse`
         // inlined into `run`; (1, 6): both in `run` once the unnamed level is left out; (1, 7):
-        // in nothing shown; (1, 8): in `run` and in `step`, which share no level.
+        // in nothing shown; (1, 8): in `run` and in `step`, which share no level; (1, 9): its
+        // one site is in `run`, but main takes its address.
         assert_eq!(got.keys().copied().collect::<Vec<_>>(), vec![(1, 2), (1, 4), (1, 5), (1, 6)]);
         assert_eq!(got[&(1, 4)], run());
         assert_eq!(got[&(1, 6)], run());
