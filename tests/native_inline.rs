@@ -65,6 +65,12 @@ fn a_static_helper_inlined_at_o1_is_shown_when_it_ran_and_only_then() {
     let line = tree.lines().find(|l| l.contains("checksum")).unwrap_or_else(|| panic!("{tree}"));
     assert!(line.contains("ran") && line.contains("└─ checksum [inlined]  (") && line.ends_with("inlined.c:8)"), "{line}");
     assert!(!tree.contains("report_error"), "{tree}");
+    // The header counts the stream's events, as `trace info` does, and calls, not the inlined
+    // function's probe hit.
+    let info = run_ok(cmd("trace").arg("info").arg(&t));
+    let events = info.lines().find_map(|l| l.strip_prefix("events:")).map(str::trim).unwrap_or_else(|| panic!("{info}"));
+    assert!(tree.lines().next().is_some_and(|l| l.ends_with(&format!(", {events} events"))), "{events}: {tree}");
+    assert!(tree.contains(" ── 2 nodes, 1 calls, "), "{tree}");
 
     // The other way round: report_error ran, checksum did not.
     let t = s.path().join("fail.d");

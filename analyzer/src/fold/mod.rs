@@ -538,15 +538,24 @@ fn fold_stream(
     resolved: &ResolvedProcess,
     s: &ThreadStream,
 ) -> Result<ThreadTree, FormatError> {
+    // The stream's own calls and returns, counted as read: the inlined functions' frames that
+    // `with_inlined` adds are not events of the stream.
+    let read = std::cell::Cell::new(0u64);
     // Recorded ids to the indices into `funcs`, before anything looks a function up.
-    let iter = s.events()?.map(|ev| ev.map(|ev| resolved.renumber(ev)));
+    let iter = s.events()?.map(|ev| {
+        if matches!(ev, Ok(Event::Call { .. } | Event::Resume { .. } | Event::Return { .. })) {
+            read.set(read.get() + 1);
+        }
+        ev.map(|ev| resolved.renumber(ev))
+    });
     // Most processes have no inline probe and no call made by inlined code: their events are
     // folded as they are read.
-    let (tree, info, tests) = if !funcs.iter().any(|f| f.inlined) {
+    let (tree, mut info, tests) = if !funcs.iter().any(|f| f.inlined) {
         fold_events_with_tests(funcs.clone(), classes, iter)
     } else {
         fold_events_with_tests(funcs.clone(), classes, with_inlined(iter, &funcs[..], &resolved.chains, &resolved.wraps))
     };
+    info.events = read.get();
     Ok(ThreadTree {
         tests,
         pid: s.header.pid,

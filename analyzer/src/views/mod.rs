@@ -179,9 +179,11 @@ pub fn total_time(tree: &CallTree) -> u64 {
     tree.node(ROOT).children.iter().map(|&c| tree.node(c).time_ns).sum()
 }
 
-/// Total number of calls of a tree: the sum of its nodes' call counts.
+/// Total number of calls of a tree: the sum of its nodes' call counts, inlined functions' left out.
 pub fn total_calls(tree: &CallTree) -> u64 {
-    tree.nodes[1..].iter().map(|n| n.count).sum()
+    // (An inlined function is not called: its count is of the probes that fired and the calls
+    // its code made.)
+    (1..tree.nodes.len()).filter(|&n| !tree.func(n as _).is_some_and(|f| f.inlined)).map(|n| tree.nodes[n].count).sum()
 }
 
 /// Where a function is defined, for display: `file:line` (relative to `cwd` when inside it),
