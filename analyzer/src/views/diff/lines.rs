@@ -228,12 +228,11 @@ impl Texts {
     }
 
     fn load(&mut self, path: &Path) {
+        // (A trace names any path: only a regular file of bounded size is read, never a FIFO
+        // that would block.)
         self.files.entry(path.to_path_buf()).or_insert_with(|| {
-            let meta = std::fs::metadata(path).ok()?;
-            if meta.len() > MAX_TEXT_BYTES {
-                return None;
-            }
-            std::fs::read_to_string(path).ok().map(|t| t.lines().map(str::to_string).collect())
+            let bytes = crate::source::read_regular_file(path, MAX_TEXT_BYTES).ok()?;
+            String::from_utf8(bytes).ok().map(|t| t.lines().map(str::to_string).collect())
         });
     }
 
@@ -362,6 +361,20 @@ mod tests {
         // One checkout run twice: one copy on disk, nothing to compare the text with.
         let d = super::super::diff(&tb, &pb, &tb, &pb);
         assert_eq!(line_differences(&d, (&tb, &pb, &cb), (&tb, &pb, &cb)), Some(vec![]));
+    }
+
+    /// A trace may name a FIFO as a function's file: it is not read (a read would block until
+    /// a writer came), and the function is not known to differ.
+    #[test]
+    fn a_fifo_named_as_a_file_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let (file, fifo) = (dir.path().join("m.py"), dir.path().join("fifo.py"));
+        std::fs::write(&file, "def f():\n    return 1\n").unwrap();
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let span = |path: &Path| Span { path: path.to_path_buf(), first: 1, last: 2, ran: Vec::new() };
+        assert_eq!(Texts::default().edit(&span(&file), &span(&fifo)), None);
     }
 
     /// A long edit is cut at EDIT_LINES lines and says how many more lines changed.
