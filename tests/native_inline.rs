@@ -122,6 +122,39 @@ fn hexyl_run_inlined_into_main_is_shown_with_its_source() {
     }
 }
 
+/// A C++ lambda that `std::for_each` inlines (`examples/cpp/lambdas.cpp`, g++ -O2): its inline
+/// probe and the recorded calls of `report` that its code made name the same node, also with
+/// `--stdlib`, where the standard library's inlined frame around the lambda was kept for the
+/// probe and left out for the calls, and the lambda was shown twice (once with `report` under
+/// it, once under `for_each` without).
+#[test]
+fn a_lambda_inlined_by_the_standard_library_is_one_node_with_the_calls_it_made() {
+    let s = scratch();
+    let exe = s.path().join("lambdas");
+    let o = run(std::process::Command::new("g++").args(["-g", "-O2", "-o"]).arg(&exe).arg(example("cpp/lambdas.cpp")));
+    assert!(o.status.success(), "g++ failed: {:?}", texts(&o));
+    let t = s.path().join("l.d");
+    assert_eq!(trace_patched(&t, &exe, &["b", "a", "b"]), "a 1\nb 2\n");
+    for stdlib in [false, true] {
+        let mut c = cmd("slice");
+        c.arg("tree").arg(&t).arg("--color=never");
+        if stdlib {
+            c.arg("--stdlib");
+        }
+        let tree = run_ok(&mut c);
+        let lines: Vec<&str> = tree.lines().collect();
+        let lambda: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].contains("[inlined]") && lines[i].ends_with("lambdas.cpp:21)")).collect();
+        assert_eq!(lambda.len(), 1, "one node of the lambda (--stdlib: {stdlib}):\n{tree}");
+        let at = lambda[0];
+        let indent = |l: &str| l.find("─ ").unwrap_or(0);
+        assert!(
+            lines.get(at + 1).is_some_and(|l| l.contains("└─ report(") && l.contains("×2") && indent(l) > indent(lines[at])),
+            "report right under the lambda (--stdlib: {stdlib}):\n{tree}"
+        );
+        assert_eq!(tree.matches("report(").count(), 1, "{tree}");
+    }
+}
+
 /// The program's own SIGTRAP handler (installed with `sigaction` or `signal`) still gets every
 /// trap that is not a probe's (`raise`, its own `int3`), and `sigaction` reports it back as
 /// the current one, while the probes' handler is installed beside it; a probe still fires

@@ -350,9 +350,10 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
                 })
                 .collect()
         };
-        for (a, (mut f, outer)) in native.iter().zip(resolved) {
+        for (a, (mut f, mut outer)) in native.iter().zip(resolved) {
             own(&mut f);
             out[a.id as usize] = f;
+            outer.retain(crate::native::callsites::shown_level);
             if !outer.is_empty() {
                 chains.insert(a.id, push_chain(&mut out, outer));
             }

@@ -131,15 +131,24 @@ fn shown_levels((inner, mut outer): WithChain) -> WithChain {
     if !inner.inlined {
         return (inner, outer);
     }
-    let shown = |f: &Function| f.file.is_some() && crate::pathclass::origin(f) != crate::pathclass::Origin::Stdlib;
-    outer.retain(shown);
-    if shown(&inner) {
+    outer.retain(shown_level);
+    if shown_level(&inner) {
         return (inner, outer);
     }
     match outer.pop() {
         Some(f) => (f, outer),
         None => (Function { inlined: false, ..inner }, outer),
     }
+}
+
+/// Whether a level of a chain of inlined functions is one the tree shows: it names a file and
+/// is not the standard library's inlined code. One rule for the chains around calls made by
+/// inlined code ([`wraps`]) and for the levels around an inline probe's function
+/// ([`crate::symbols::resolve_process_with_inlined`]), so that `--stdlib` shows one node for a lambda that
+/// both a probe and a wrapped call name (`std::for_each`'s inlined frame kept by one of them
+/// gave two).
+pub fn shown_level(f: &Function) -> bool {
+    f.file.is_some() && crate::pathclass::origin(f) != crate::pathclass::Origin::Stdlib
 }
 
 #[cfg(test)]
