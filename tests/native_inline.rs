@@ -143,7 +143,8 @@ fn a_lambda_inlined_by_the_standard_library_is_one_node_with_the_calls_it_made()
         }
         let tree = run_ok(&mut c);
         let lines: Vec<&str> = tree.lines().collect();
-        let lambda: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].contains("[inlined]") && lines[i].ends_with("lambdas.cpp:21)")).collect();
+        let lambda: Vec<usize> =
+            (0..lines.len()).filter(|&i| lines[i].contains("[inlined]") && lines[i].ends_with("lambdas.cpp:21)")).collect();
         assert_eq!(lambda.len(), 1, "one node of the lambda (--stdlib: {stdlib}):\n{tree}");
         let at = lambda[0];
         let indent = |l: &str| l.find("─ ").unwrap_or(0);

@@ -114,7 +114,7 @@ Returns every call path from the root to it with call counts, its callers and it
     }
 
     #[tool(description = "Show me the exact code of this function as it ran: its source with file and line range, from \
-the file the run executed (a file changed since the run is not shown; the answer says why).", input_schema = input_schema::<FunctionParams>())]
+the file the run executed (if changed since: from git, else not shown, saying why).", input_schema = input_schema::<FunctionParams>())]
     async fn source(&self, Parameters(p): Parameters<FunctionParams>) -> CallToolResult {
         answer(vec![PathBuf::from(&p.trace)], move || query::source(&p)).await
     }

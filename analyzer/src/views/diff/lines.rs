@@ -13,6 +13,7 @@
 use super::{diff_key, func_of, preorder, Diff};
 use crate::calltree::CallTree;
 use crate::coverage::LineState;
+use crate::source::SourceCache;
 use crate::symbols::Function;
 use std::collections::HashMap;
 use std::path::Path;
@@ -151,29 +152,29 @@ pub fn line_differences(
     d: &Diff,
     a: (&CallTree, &Path, &crate::coverage::LineCoverage),
     b: (&CallTree, &Path, &crate::coverage::LineCoverage),
+    texts: &mut Texts,
 ) -> Option<Vec<LineDiff>> {
     if a.2.is_empty() || b.2.is_empty() {
         return None;
     }
     let (fa, fb) = (fn_spans(a.0, a.1), fn_spans(b.0, b.1));
-    Some(differences(d, &spans(&fa, &fb, a.2), &spans(&fb, &fa, b.2)))
+    Some(differences(d, &spans(&fa, &fb, a.2), &spans(&fb, &fa, b.2), texts))
 }
 
 /// The functions both runs reached whose source differs between the runs (in its number of
-/// lines, or in its text where each run's file is its own), in call order: what can be told
-/// where the lines that ran cannot be compared (a run recorded none, or ran several tests).
-pub fn source_differences(d: &Diff, a: (&CallTree, &Path), b: (&CallTree, &Path)) -> Vec<LineDiff> {
+/// lines, or in its text as each run executed it), in call order: what can be told where the
+/// lines that ran cannot be compared (a run recorded none, or ran several tests).
+pub fn source_differences(d: &Diff, a: (&CallTree, &Path), b: (&CallTree, &Path), texts: &mut Texts) -> Vec<LineDiff> {
     let plain = |t: &CallTree, cwd: &Path| -> HashMap<String, Span> {
         fn_spans(t, cwd).into_iter().map(|f| (f.key, Span { path: f.path, first: f.first, last: f.last, ran: Vec::new() })).collect()
     };
-    differences(d, &plain(a.0, a.1), &plain(b.0, b.1))
+    differences(d, &plain(a.0, a.1), &plain(b.0, b.1), texts)
 }
 
 /// [`line_differences`] of the runs' spans (their lines that ran, where known).
-fn differences(d: &Diff, sa: &HashMap<String, Span>, sb: &HashMap<String, Span>) -> Vec<LineDiff> {
+fn differences(d: &Diff, sa: &HashMap<String, Span>, sb: &HashMap<String, Span>, texts: &mut Texts) -> Vec<LineDiff> {
     let mut out = Vec::new();
     let mut listed = std::collections::HashSet::new();
-    let mut texts = Texts::default();
     for i in preorder(&d.nodes) {
         let n = &d.nodes[i];
         if n.count_a == 0 || n.count_b == 0 || !listed.insert(n.key_id) {
@@ -202,44 +203,34 @@ fn differences(d: &Diff, sa: &HashMap<String, Span>, sb: &HashMap<String, Span>)
     out
 }
 
-/// The source files of two runs' functions, read once each, to tell whether a function's text
-/// differs between the runs.
-#[derive(Default)]
-struct Texts {
-    files: HashMap<std::path::PathBuf, Option<Vec<String>>>,
+/// The source files of two runs' functions, each as its run executed it (the file on disk when
+/// it still has the fingerprint `trace run` took, else its version in git with that fingerprint:
+/// [`SourceCache`]), read once each, to tell whether a function's text differs between the runs:
+/// two checkouts or two releases, or one checkout edited between the runs.
+pub struct Texts {
+    a: SourceCache,
+    b: SourceCache,
 }
 
-/// A file larger than this is not read to compare functions.
-const MAX_TEXT_BYTES: u64 = 16 << 20;
-
 impl Texts {
+    /// Run A's and run B's sources.
+    pub fn new(a: SourceCache, b: SourceCache) -> Texts {
+        Texts { a, b }
+    }
+
     /// How run B's copy of a function (`y`) differs from run A's (`x`) ([`LineDiff::edit`]), when
-    /// each run's copy is a file of its own (two checkouts, two releases) and their texts differ.
-    /// The same file (only one copy is on disk), a file that cannot be read (or is larger than
-    /// [`MAX_TEXT_BYTES`]), or a span past a file's end: not known to differ.
+    /// their texts differ. A file that cannot be shown as its run executed it (changed since
+    /// the run with no version in git, unreadable, not a regular file, larger than
+    /// [`crate::source::MAX_SOURCE_BYTES`]) or a span past a file's end: not known to differ.
     fn edit(&mut self, x: &Span, y: &Span) -> Option<String> {
-        if x.path == y.path {
-            return None;
-        }
-        self.load(&x.path);
-        self.load(&y.path);
-        let (a, b) = (self.span(x)?, self.span(y)?);
+        let (fa, fb) = (self.a.file(&x.path).ok()?, self.b.file(&y.path).ok()?);
+        let (a, b) = (span(&fa.lines, x)?, span(&fb.lines, y)?);
         (a != b).then(|| edit_text(a, b, y.first))
     }
+}
 
-    fn load(&mut self, path: &Path) {
-        // (A trace names any path: only a regular file of bounded size is read, never a FIFO
-        // that would block.)
-        self.files.entry(path.to_path_buf()).or_insert_with(|| {
-            let bytes = crate::source::read_regular_file(path, MAX_TEXT_BYTES).ok()?;
-            String::from_utf8(bytes).ok().map(|t| t.lines().map(str::to_string).collect())
-        });
-    }
-
-    fn span(&self, s: &Span) -> Option<&[String]> {
-        let lines = self.files.get(&s.path)?.as_ref()?;
-        lines.get(s.first.checked_sub(1)? as usize..s.last as usize)
-    }
+fn span<'a>(lines: &'a [String], s: &Span) -> Option<&'a [String]> {
+    lines.get(s.first.checked_sub(1)? as usize..s.last as usize)
 }
 
 /// The unified diff of `a` (run A's lines) to `b` (run B's, starting at line `first_b` of its
@@ -283,6 +274,27 @@ mod tests {
     use crate::testutil::{py_funcs, Ev::C, Ev::R};
     use crate::views::tests::tree_with;
 
+    /// Each run's sources, as a trace that fingerprinted `files` (as they are now) holds them.
+    fn texts(files: &[&Path]) -> Texts {
+        use sha2::Digest;
+        let doc = || trace_format::SourcesDoc {
+            files: files
+                .iter()
+                .map(|f| {
+                    let b = std::fs::read(f).unwrap();
+                    let sha256 = sha2::Sha256::digest(&b).iter().map(|x| format!("{x:02x}")).collect();
+                    trace_format::FileFingerprint { path: f.to_string_lossy().into(), size: b.len() as u64, mtime_ns: 0, sha256 }
+                })
+                .collect(),
+        };
+        Texts::new(SourceCache::new(Some(doc()), Path::new("/")), SourceCache::new(Some(doc()), Path::new("/")))
+    }
+
+    /// No file can be shown (no sources.json).
+    fn no_texts() -> Texts {
+        Texts::new(SourceCache::new(None, Path::new("/")), SourceCache::new(None, Path::new("/")))
+    }
+
     /// A tree of `main` (lines 1-20 of /p/m.py) calling `inner` (a function nested in it, lines
     /// 5-8) and `moved` (its own span per run), and the coverage of the lines that ran.
     fn run(moved: (u32, u32), ran: &[u32]) -> (CallTree, LineCoverage) {
@@ -321,7 +333,7 @@ mod tests {
         let (ta, ca) = tree(false, &[1, 2, 5, 9]);
         let (tb, cb) = tree(true, &[1, 2, 5, 6, 9]);
         let d = super::super::diff(&ta, p, &tb, p);
-        assert_eq!(line_differences(&d, (&ta, p, &ca), (&tb, p, &cb)), Some(vec![]));
+        assert_eq!(line_differences(&d, (&ta, p, &ca), (&tb, p, &cb), &mut no_texts()), Some(vec![]));
     }
 
     /// Two releases, each run from its own checkout: a function of the same length whose text
@@ -349,18 +361,23 @@ mod tests {
         let (ta, ca) = tree(&pa, true);
         let (tb, cb) = tree(&pb, false);
         let d = super::super::diff(&ta, &pa, &tb, &pb);
-        let got = line_differences(&d, (&ta, &pa, &ca), (&tb, &pb, &cb)).unwrap();
+        let (fa, fb) = (pa.join("m.py"), pb.join("m.py"));
+        let got = line_differences(&d, (&ta, &pa, &ca), (&tb, &pb, &cb), &mut texts(&[&fa, &fb])).unwrap();
         let got: Vec<(&str, LineChange)> = got.iter().map(|l| (l.qualname.as_str(), l.change.clone())).collect();
         assert_eq!(got, vec![("le", LineChange::Source { lines_a: 2, lines_b: 2 })]);
-        let edit = line_differences(&d, (&ta, &pa, &ca), (&tb, &pb, &cb)).unwrap()[0].edit.clone();
+        let edit = line_differences(&d, (&ta, &pa, &ca), (&tb, &pb, &cb), &mut texts(&[&fa, &fb])).unwrap()[0].edit.clone();
         assert_eq!(edit.as_deref(), Some("@@ run B's line 4 @@\n def le(a, b):\n-    return a <= b\n+    return a < b"));
         // Without line data, the same from the text alone.
-        let got = source_differences(&d, (&ta, &pa), (&tb, &pb));
+        let got = source_differences(&d, (&ta, &pa), (&tb, &pb), &mut texts(&[&fa, &fb]));
         let got: Vec<(&str, LineChange)> = got.iter().map(|l| (l.qualname.as_str(), l.change.clone())).collect();
         assert_eq!(got, vec![("le", LineChange::Source { lines_a: 2, lines_b: 2 })]);
-        // One checkout run twice: one copy on disk, nothing to compare the text with.
+        // A file that changed since its run, with no version in git: not compared.
+        let mut changed = texts(&[&fa, &fb]);
+        std::fs::write(&fa, "def main():\n    x = 1\n    return le(x, 2)\ndef le(a, b):\n    return a <= b + 0\n").unwrap();
+        assert_eq!(source_differences(&d, (&ta, &pa), (&tb, &pb), &mut changed), vec![]);
+        // One checkout run twice, unchanged: the same text.
         let d = super::super::diff(&tb, &pb, &tb, &pb);
-        assert_eq!(line_differences(&d, (&tb, &pb, &cb), (&tb, &pb, &cb)), Some(vec![]));
+        assert_eq!(line_differences(&d, (&tb, &pb, &cb), (&tb, &pb, &cb), &mut texts(&[&fb])), Some(vec![]));
     }
 
     /// A trace may name a FIFO as a function's file: it is not read (a read would block until
@@ -374,7 +391,7 @@ mod tests {
         // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let span = |path: &Path| Span { path: path.to_path_buf(), first: 1, last: 2, ran: Vec::new() };
-        assert_eq!(Texts::default().edit(&span(&file), &span(&fifo)), None);
+        assert_eq!(texts(&[&file]).edit(&span(&file), &span(&fifo)), None);
     }
 
     /// A long edit is cut at EDIT_LINES lines and says how many more lines changed.
@@ -398,7 +415,7 @@ mod tests {
         let (ta, ca) = run((30, 33), &[1, 2, 3, 6, 30, 31]);
         let (tb, cb) = run((31, 34), &[1, 2, 5, 31, 33]);
         let d = super::super::diff(&ta, p, &tb, p);
-        let got = line_differences(&d, (&ta, p, &ca), (&tb, p, &cb)).unwrap();
+        let got = line_differences(&d, (&ta, p, &ca), (&tb, p, &cb), &mut no_texts()).unwrap();
         let want = [
             ("main", "m.py:1", LineChange::Ran { only_a: vec![3], only_b: vec![] }),
             ("main.<locals>.inner", "m.py:5", LineChange::Ran { only_a: vec![6], only_b: vec![5] }),
@@ -408,14 +425,14 @@ mod tests {
         assert_eq!(got, want.iter().map(|(q, l, c)| (*q, *l, c.clone())).collect::<Vec<_>>());
         // A function whose length differs between the runs is not compared line by line.
         let (tb, cb) = run((31, 36), &[1, 2, 3, 6, 31, 32]);
-        let got = line_differences(&d, (&ta, p, &ca), (&tb, p, &cb)).unwrap();
+        let got = line_differences(&d, (&ta, p, &ca), (&tb, p, &cb), &mut no_texts()).unwrap();
         assert_eq!(got.len(), 1, "{got:?}");
         assert_eq!(got[0].change, LineChange::Source { lines_a: 4, lines_b: 6 });
         // A crafted span of four billion lines is not compared (nor walked).
         let (tb, cb) = run((31, 4_000_000_000), &[1, 2, 3, 6, 31, 32]);
-        let got = line_differences(&d, (&ta, p, &ca), (&tb, p, &cb)).unwrap();
+        let got = line_differences(&d, (&ta, p, &ca), (&tb, p, &cb), &mut no_texts()).unwrap();
         assert!(got.is_empty(), "{got:?}");
         // No line data in a run: nothing to compare.
-        assert_eq!(line_differences(&d, (&ta, p, &ca), (&tb, p, &LineCoverage::default())), None);
+        assert_eq!(line_differences(&d, (&ta, p, &ca), (&tb, p, &LineCoverage::default()), &mut no_texts()), None);
     }
 }

@@ -295,6 +295,8 @@ pub fn diff_traces(a: &PreparedTrace, b: &PreparedTrace) -> Diff {
     };
     let (ta, tb) = (tree(a), tree(b));
     let mut d = diff(&ta, &a.cwd, &tb, &b.cwd);
+    let sources = |t: &PreparedTrace| crate::source::SourceCache::new(crate::source::SourceCache::read_sources_doc(&t.dir), &t.cwd);
+    let mut texts = lines::Texts::new(sources(a), sources(b));
     // Lines are recorded per run: they are a test's only in a run of one test.
     let per_run = |t: &PreparedTrace| !t.tests_shown || t.tests.len() == 1;
     let no_lines: Vec<&str> = [("A", a), ("B", b)].iter().filter(|(_, t)| t.coverage.is_empty()).map(|(n, _)| *n).collect();
@@ -309,12 +311,12 @@ pub fn diff_traces(a: &PreparedTrace, b: &PreparedTrace) -> Diff {
             "{who} recorded the lines that ran (CPython 3.12 and later record them; `trace run --lines` before 3.12 and for native code), so the lines only one run ran are not compared."
         ));
     } else {
-        d.lines = lines::line_differences(&d, (&ta, &a.cwd, &a.coverage), (&tb, &b.cwd, &b.coverage));
+        d.lines = lines::line_differences(&d, (&ta, &a.cwd, &a.coverage), (&tb, &b.cwd, &b.coverage), &mut texts);
     }
     if d.lines_note.is_some() {
         // The lines cannot be compared; the functions' text still can, where each run's file
         // is its own (two checkouts, two releases).
-        let edited = lines::source_differences(&d, (&ta, &a.cwd), (&tb, &b.cwd));
+        let edited = lines::source_differences(&d, (&ta, &a.cwd), (&tb, &b.cwd), &mut texts);
         if !edited.is_empty() {
             d.lines = Some(edited);
         }

@@ -8,6 +8,8 @@
 //! lines at or left of the `def`, are not part of it. Lambdas: their line(s). Native code:
 //! `first_line..=last_line` from the debug information.
 
+pub mod git;
+
 use crate::symbols::{Function, Language};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -92,6 +94,9 @@ pub struct SourceCache {
     sources: Option<HashMap<String, trace_format::FileFingerprint>>,
     cwd: PathBuf,
     files: HashMap<PathBuf, Result<Arc<FileText>, Unavailable>>,
+    /// The files that changed since the run whose executed version was read from git, and where
+    /// it was found ([`git::Found::from`]), in the order they were read.
+    recovered: Vec<(PathBuf, String)>,
 }
 
 impl SourceCache {
@@ -102,7 +107,14 @@ impl SourceCache {
             sources: sources.map(|d| d.files.into_iter().map(|f| (f.path.clone(), f)).collect()),
             cwd: cwd.to_path_buf(),
             files: HashMap::new(),
+            recovered: Vec::new(),
         }
+    }
+
+    /// The files read so far that changed since the run and whose executed version came from
+    /// git, each with where it was found (`the index`, `commit 1a2b3c4d`).
+    pub fn recovered(&self) -> &[(PathBuf, String)] {
+        &self.recovered
     }
 
     /// Load `sources.json` from a trace directory (absent, unreadable, not a regular file or
@@ -137,13 +149,18 @@ impl SourceCache {
     /// Read a file the trace names, as untrusted input: only a regular file (a FIFO, device
     /// or directory is refused without blocking: opened with `O_NONBLOCK`, checked with
     /// `fstat`), at most [`MAX_SOURCE_BYTES`], not binary, and only if its content matches the
-    /// fingerprint `trace run` recorded when the run ended.
-    fn load(&self, as_recorded: &Path, path: &Path) -> Result<Arc<FileText>, Unavailable> {
+    /// fingerprint `trace run` recorded when the run ended. A file that changed since the run,
+    /// or is gone, is read from git when its repository holds the version with that fingerprint
+    /// ([`git::find_version`]).
+    fn load(&mut self, as_recorded: &Path, path: &Path) -> Result<Arc<FileText>, Unavailable> {
         let name = as_recorded.to_string_lossy();
         if name.starts_with('<') {
             return Err(Unavailable::NoFile);
         }
-        let bytes = read_regular_file(path, MAX_SOURCE_BYTES)?;
+        let on_disk = read_regular_file(path, MAX_SOURCE_BYTES);
+        if let Err(e @ Unavailable::Refused(_)) = on_disk {
+            return Err(e);
+        }
         let canonical = std::fs::canonicalize(path).ok();
         let fp = self.sources.as_ref().and_then(|m| {
             m.get(name.as_ref())
@@ -151,6 +168,7 @@ impl SourceCache {
                 .or_else(|| canonical.as_ref().and_then(|c| m.get(c.to_string_lossy().as_ref())))
         });
         let Some(fp) = fp else {
+            on_disk?;
             return Err(Unavailable::Refused(match self.sources {
                 Some(_) => format!("{} is not among the files the run executed (sources.json has no fingerprint of it)", path.display()),
                 None => "the trace has no sources.json (the fingerprints of the files the run executed), so no file can be checked; record the trace again".to_string(),
@@ -158,9 +176,19 @@ impl SourceCache {
         };
         // The hash is always compared: a file edited with its size and time restored differs
         // only there.
-        if bytes.len() as u64 != fp.size || hex(&Sha256::digest(&bytes)) != fp.sha256 {
-            return Err(Unavailable::Changed("its content differs from the fingerprint in sources.json".into()));
-        }
+        let bytes = match on_disk {
+            Ok(bytes) if bytes.len() as u64 == fp.size && hex(&Sha256::digest(&bytes)) == fp.sha256 => bytes,
+            other => match git::find_version(path, fp.size, &fp.sha256, MAX_SOURCE_BYTES) {
+                Some(found) => {
+                    self.recovered.push((path.to_path_buf(), found.from));
+                    found.bytes
+                }
+                None => {
+                    other?;
+                    return Err(Unavailable::Changed("its content differs from the fingerprint in sources.json".into()));
+                }
+            },
+        };
         if bytes.contains(&0) {
             return Err(Unavailable::Refused(format!("{} is a binary file", path.display())));
         }

@@ -1,0 +1,202 @@
+//! The version of a source file that a run executed, read back from git when the file changed
+//! since the run (docs/prompts.md, "Sources"): an engineer or an agent records a failing test,
+//! edits the code, and asks about the recording; the fingerprint `trace run` took of each file
+//! (`sources.json`: size and SHA-256) says which content ran, and when that content is in the
+//! file's repository (the index, or one of the last [`HISTORY`] commits that touched the file)
+//! it is shown instead of "source not shown: the file changed since the run".
+//!
+//! Only git's plumbing runs (`rev-parse`, `log`, `cat-file`), with no pager, no terminal prompt
+//! and no optional locks; none of them runs hooks or the file-system monitor, and a repository
+//! owned by another user is refused by git itself (`safe.directory`). A content is taken only
+//! when its size and SHA-256 are the fingerprint's, so a repository can only give back the
+//! bytes the run executed. `SLICE_GIT=0` turns the lookup off.
+
+use sha2::{Digest, Sha256};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// How many of the last commits that touched a file are looked at.
+pub const HISTORY: usize = 64;
+
+/// The variable that turns the lookup off (`0`).
+pub const DISABLE_ENV: &str = "SLICE_GIT";
+
+/// A content found in git that has the run's fingerprint, and where it was found (`the index`,
+/// `commit 1a2b3c4d`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    pub bytes: Vec<u8>,
+    pub from: String,
+}
+
+/// `git` with the options every call here takes, in `dir`.
+fn git(dir: &Path) -> Command {
+    let mut c = Command::new("git");
+    c.arg("-C")
+        .arg(dir)
+        .args(["--no-pager", "--literal-pathspecs", "-c", "core.fsmonitor=false", "-c", "log.showSignature=false"])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_OPTIONAL_LOCKS", "0")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_WORK_TREE")
+        .env_remove("GIT_INDEX_FILE")
+        .stderr(Stdio::null());
+    c
+}
+
+/// The text `git ARGS` prints in `dir`, when it succeeds.
+fn output(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = git(dir).args(args).stdin(Stdio::null()).output().ok()?;
+    out.status.success().then(|| String::from_utf8(out.stdout).ok()).flatten()
+}
+
+/// The repository's top directory and `path` relative to it.
+fn in_repository(path: &Path) -> Option<(PathBuf, String)> {
+    let dir = std::fs::canonicalize(path.parent()?).ok()?;
+    let top = PathBuf::from(output(&dir, &["rev-parse", "--show-toplevel"])?.trim_end_matches('\n'));
+    let top = std::fs::canonicalize(top).ok()?;
+    let rel = dir.join(path.file_name()?).strip_prefix(&top).ok()?.to_str()?.to_string();
+    // (cat-file reads one name per line.)
+    (!rel.is_empty() && !rel.contains('\n')).then_some((top, rel))
+}
+
+/// The content of `path` whose size is `size` and whose SHA-256 is `sha256` (lowercase hex),
+/// from the last [`HISTORY`] commits that touched the file (newest first) or the index; `None`
+/// when the file is in no repository, git is not installed, no version has that fingerprint, or
+/// `SLICE_GIT=0`.
+pub fn find_version(path: &Path, size: u64, sha256: &str, cap: u64) -> Option<Found> {
+    if std::env::var_os(DISABLE_ENV).is_some_and(|v| v == "0") || size > cap {
+        return None;
+    }
+    let (top, rel) = in_repository(path)?;
+    let log = output(&top, &["log", &format!("-n{HISTORY}"), "--format=%H", "--", &rel]).unwrap_or_default();
+    // Newest first; the index after the commits, so that a content both hold is named by its
+    // commit.
+    let mut names: Vec<(String, String)> = Vec::new();
+    for h in log.lines().filter(|h| h.len() >= 7 && h.bytes().all(|b| b.is_ascii_hexdigit())) {
+        names.push((format!("{h}:{rel}"), format!("commit {}", &h[..8.min(h.len())])));
+    }
+    names.push((format!(":{rel}"), "the index".to_string()));
+    // The blobs of that size, each once, with the first (newest) place it is found in.
+    let check = batch(&top, "--batch-check=%(objectname) %(objecttype) %(objectsize)", names.iter().map(|(n, _)| n.as_str()))?;
+    let mut blobs: Vec<(String, String)> = Vec::new();
+    for (line, (_, from)) in check.lines().zip(&names) {
+        let mut f = line.split(' ');
+        let (Some(oid), Some("blob"), Some(n)) = (f.next(), f.next(), f.next()) else { continue };
+        if n.parse::<u64>().ok() == Some(size) && !blobs.iter().any(|(o, _)| o == oid) {
+            blobs.push((oid.to_string(), from.clone()));
+        }
+    }
+    if blobs.is_empty() {
+        return None;
+    }
+    let mut child = git(&top).args(["cat-file", "--batch"]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().ok()?;
+    {
+        let mut stdin = child.stdin.take()?;
+        for (oid, _) in &blobs {
+            writeln!(stdin, "{oid}").ok()?;
+        }
+    }
+    let found = read_matching(child.stdout.take()?, &blobs, size, sha256);
+    let _ = child.kill();
+    let _ = child.wait();
+    found
+}
+
+/// From `cat-file --batch`'s output for `blobs` (each `<oid> blob <size>`, the content and a
+/// newline), the first content whose SHA-256 is `sha256`.
+fn read_matching(out: impl Read, blobs: &[(String, String)], size: u64, sha256: &str) -> Option<Found> {
+    let mut r = BufReader::new(out);
+    for (_, from) in blobs {
+        let mut head = String::new();
+        r.read_line(&mut head).ok()?;
+        let n: u64 = head.trim_end().rsplit(' ').next()?.parse().ok()?;
+        if n != size {
+            return None;
+        }
+        let mut bytes = vec![0u8; usize::try_from(n).ok()?];
+        r.read_exact(&mut bytes).ok()?;
+        let mut nl = [0u8; 1];
+        r.read_exact(&mut nl).ok()?;
+        if super::hex(&Sha256::digest(&bytes)) == sha256 {
+            return Some(Found { bytes, from: from.clone() });
+        }
+    }
+    None
+}
+
+/// `git cat-file ARG` over `names`, one per line: its output.
+fn batch<'a>(top: &Path, arg: &str, names: impl Iterator<Item = &'a str>) -> Option<String> {
+    let mut child = git(top).args(["cat-file", arg]).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().ok()?;
+    let input: String = names.map(|n| format!("{n}\n")).collect();
+    // (A writer thread: the input can be larger than the pipe's buffer while git answers.)
+    let mut stdin = child.stdin.take()?;
+    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
+    let mut text = String::new();
+    child.stdout.take()?.read_to_string(&mut text).ok()?;
+    let wrote = writer.join().ok()?.is_ok();
+    (child.wait().ok()?.success() && wrote).then_some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(dir: &Path, args: &[&str]) {
+        let ok = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"])
+            .args(args)
+            .stdout(Stdio::null())
+            .status()
+            .expect("git runs (install git)")
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    fn fingerprint(b: &[u8]) -> (u64, String) {
+        (b.len() as u64, super::super::hex(&Sha256::digest(b)))
+    }
+
+    #[test]
+    fn the_version_that_ran_is_found_in_a_commit_or_the_index_and_only_by_its_fingerprint() {
+        let d = tempfile::tempdir().unwrap();
+        let repo = d.path().join("r");
+        std::fs::create_dir_all(repo.join("pkg")).unwrap();
+        let file = repo.join("pkg/m.py");
+        sh(&repo, &["init", "-q"]);
+        let v1 = b"def f():\n    return 1\n";
+        std::fs::write(&file, v1).unwrap();
+        sh(&repo, &["add", "pkg/m.py"]);
+        sh(&repo, &["commit", "-qm", "one"]);
+        let v2 = b"def f():\n    return 2\n";
+        std::fs::write(&file, v2).unwrap();
+        sh(&repo, &["commit", "-qam", "two"]);
+        let v3 = b"def f():\n    return 3\n";
+        std::fs::write(&file, v3).unwrap();
+        sh(&repo, &["add", "pkg/m.py"]);
+        std::fs::write(&file, b"def f():\n    return 4  # not saved anywhere\n").unwrap();
+
+        let (n, sha) = fingerprint(v1);
+        let got = find_version(&file, n, &sha, 1 << 20).expect("the first commit's version");
+        assert_eq!(got.bytes, v1);
+        assert!(got.from.starts_with("commit ") && got.from.len() == "commit ".len() + 8, "{got:?}");
+        let (n, sha) = fingerprint(v3);
+        assert_eq!(find_version(&file, n, &sha, 1 << 20).map(|f| f.from), Some("the index".to_string()));
+        // The same size, another content: nothing; larger than the cap: not looked for.
+        let (n, _) = fingerprint(v2);
+        assert_eq!(find_version(&file, n, &fingerprint(b"def f():\n    return 9\n").1, 1 << 20), None);
+        let (n, sha) = fingerprint(v2);
+        assert_eq!(find_version(&file, n, &sha, 4), None);
+        // A file that is no longer there is found by its directory's repository.
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(find_version(&file, n, &sha, 1 << 20).map(|f| f.bytes), Some(v2.to_vec()));
+        // Outside any repository: nothing.
+        let lone = d.path().join("lone.py");
+        std::fs::write(&lone, v1).unwrap();
+        let (n, sha) = fingerprint(v1);
+        assert_eq!(find_version(&lone, n, &sha, 1 << 20), None);
+    }
+}
