@@ -128,6 +128,17 @@ fn check(minor: u32, extra: &[&str]) {
     assert!(prompt.contains(&want), "3.{minor}: the prompt says {want:?}:\n{prompt}");
     let json: Value = serde_json::from_str(&run_ok(cmd("slice").args(["tests"]).arg(t).args(["--format", "json"]))).unwrap();
     assert_eq!(json["tests"][1]["outcome"], "failed", "3.{minor}");
+
+    // The two tests of the one run diffed: the lines each ran are compared (not the run's,
+    // which both share), and the line only the failing test ran is named.
+    let diff =
+        run_ok(cmd("slice").arg("diff").arg(t).arg(t).args(["--test-a", "test_a_small", "--test-b", "test_b_big", "--color", "never"]));
+    assert!(!diff.contains("Lines are recorded per run"), "3.{minor}: {diff}");
+    let want = format!(
+        "# functions both runs reached whose lines ran differently: 1\n#   classify (shapes.py:5): only in B: {}\n",
+        only_failing.1
+    );
+    assert!(diff.contains(&want), "3.{minor}: the diff says {want:?}:\n{diff}");
 }
 
 #[test]

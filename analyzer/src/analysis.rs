@@ -129,6 +129,10 @@ pub struct PreparedTrace {
     pub events: u64,
     /// Which source lines ran (empty without line data).
     pub coverage: LineCoverage,
+    /// With `--test`, when every chosen test's process reported lines per test (`trace run
+    /// --lines-per-test`): the lines those tests ran in the code under test ([`tests_coverage`]),
+    /// which `slice diff` compares where the whole run's lines would mix in other tests'.
+    pub tests_coverage: Option<LineCoverage>,
     /// What a prompt says first: how the run ended when it failed, and each shown test's
     /// outcome and failure ([`crate::testrun::outcome_text`]). Plain text blocks.
     pub outcome: Vec<String>,
@@ -580,6 +584,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         ));
     }
     let sources = SourceCache::new(SourceCache::read_sources_doc(&t.dir), &cwd);
+    let tests_coverage = tests_coverage(&t, &chosen, &cwd);
     Ok(PreparedTrace {
         outcome,
         failure_frames,
@@ -601,7 +606,52 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         nodes_shown: shown,
         events,
         coverage: t.coverage,
+        tests_coverage,
     })
+}
+
+/// The lines the `chosen` tests ran, in the files of the code under test (the Python functions
+/// that are neither the standard library's nor the test runner's: those the recorder re-arms
+/// in each test, shims/python/src/testscope.rs), the other files as the whole run ran them;
+/// `None` unless each chosen test's process reported lines per test. A file where a test's
+/// recorder stopped reporting a function's lines early keeps the whole run's lines.
+fn tests_coverage(
+    t: &LoadedTrace,
+    chosen: &[(u32, &trace_format::TestRun, Vec<&trace_format::TestRun>)],
+    cwd: &Path,
+) -> Option<LineCoverage> {
+    use crate::testrun::FuncKind;
+    if chosen.is_empty() {
+        return None;
+    }
+    let mut files: HashSet<PathBuf> = HashSet::new();
+    let mut uncertain: HashSet<PathBuf> = HashSet::new();
+    let mut ran: Vec<(PathBuf, u32)> = Vec::new();
+    let mut kinds_of: std::collections::HashMap<u32, Vec<FuncKind>> = std::collections::HashMap::new();
+    for (pid, test, _) in chosen {
+        let p = t.processes.iter().find(|p| p.meta.pid == *pid && p.meta.lines_per_test)?;
+        let lines = p.test_lines(test)?;
+        let kinds = kinds_of.entry(*pid).or_insert_with(|| {
+            let kinds = crate::testrun::function_kinds(&p.funcs, cwd);
+            for (f, k) in p.funcs.iter().zip(&kinds) {
+                if let (FuncKind::Other, Language::Python, Some(file)) = (k, f.language, &f.file) {
+                    files.insert(file.clone());
+                }
+            }
+            kinds
+        });
+        for &(func, line) in lines {
+            let Some(f) = p.funcs.get(func as usize).filter(|_| kinds.get(func as usize) == Some(&FuncKind::Other)) else { continue };
+            let Some(file) = &f.file else { continue };
+            if line == 0 {
+                uncertain.insert(file.clone());
+            } else {
+                ran.push((file.clone(), line));
+            }
+        }
+    }
+    files.retain(|f| !uncertain.contains(f));
+    Some(t.coverage.with_ran_in(&files, &ran))
 }
 
 /// How many failing tests' failures the prompt of a whole test run shows first (`--test failed`

@@ -146,6 +146,25 @@ impl LineCoverage {
         Some((0..n as u32).map(|i| self.state(file, first + i)).collect())
     }
 
+    /// This coverage with the lines of `files` that ran replaced by `ran` (theirs only): the
+    /// lines some tests ran, where their process reported lines per test. The other files keep
+    /// what the whole run ran (the standard library's and the runner's lines are reported once
+    /// per process, not per test), and so do the lines the recorder marked uncertain.
+    pub fn with_ran_in(&self, files: &std::collections::HashSet<PathBuf>, ran: &[(PathBuf, u32)]) -> LineCoverage {
+        let mut out = self.clone();
+        for (path, f) in out.files.iter_mut() {
+            if files.contains(path) {
+                f.ran.clear();
+            }
+        }
+        for (path, line) in ran {
+            if let Some(f) = out.files.get_mut(path).filter(|_| files.contains(path)) {
+                f.ran.insert(*line);
+            }
+        }
+        out
+    }
+
     /// Whether the trace holds any line data.
     pub fn is_empty(&self) -> bool {
         self.files.values().all(|f| f.code.is_empty())
@@ -194,6 +213,24 @@ mod tests {
             f.file = Some(PathBuf::from("/app/m.py"));
         }
         funcs
+    }
+
+    /// A test's lines replace the run's in the files of the code under test; a runner's file
+    /// keeps the whole run's.
+    #[test]
+    fn a_tests_lines_replace_the_runs_in_the_files_given() {
+        let mut c = LineCoverage::default();
+        for (file, line, ran) in [("/app/m.py", 2, true), ("/app/m.py", 3, true), ("/app/m.py", 4, false), ("/r/runner.py", 7, true)] {
+            c.add_native_line(Path::new(file), line, ran);
+        }
+        let files: std::collections::HashSet<PathBuf> = [PathBuf::from("/app/m.py")].into_iter().collect();
+        let t = c.with_ran_in(&files, &[(PathBuf::from("/app/m.py"), 3), (PathBuf::from("/r/runner.py"), 8)]);
+        let m = Path::new("/app/m.py");
+        assert_eq!(t.states(m, 2, 3), Some(vec![LineState::NotRun, LineState::Ran, LineState::NotRun]));
+        assert_eq!(t.state(Path::new("/r/runner.py"), 7), LineState::Ran);
+        assert_eq!(t.state(Path::new("/r/runner.py"), 8), LineState::Unknown);
+        // The run's own coverage is unchanged.
+        assert_eq!(c.state(m, 2), LineState::Ran);
     }
 
     #[test]

@@ -297,21 +297,26 @@ pub fn diff_traces(a: &PreparedTrace, b: &PreparedTrace) -> Diff {
     let mut d = diff(&ta, &a.cwd, &tb, &b.cwd);
     let sources = |t: &PreparedTrace| crate::source::SourceCache::new(crate::source::SourceCache::read_sources_doc(&t.dir), &t.cwd);
     let mut texts = lines::Texts::new(sources(a), sources(b));
-    // Lines are recorded per run: they are a test's only in a run of one test.
-    let per_run = |t: &PreparedTrace| !t.tests_shown || t.tests.len() == 1;
+    // Lines are recorded per run: they are a test's only in a run of one test, or where the
+    // run recorded lines per test (`trace run --lines-per-test`).
+    let per_run = |t: &PreparedTrace| !t.tests_shown || t.tests.len() == 1 || t.tests_coverage.is_some();
     let no_lines: Vec<&str> = [("A", a), ("B", b)].iter().filter(|(_, t)| t.coverage.is_empty()).map(|(n, _)| *n).collect();
     if !(per_run(a) && per_run(b)) {
-        d.lines_note = Some(
-            "Lines are recorded per run, not per test, and a run compared here ran several tests: the lines only one test ran are not compared."
-                .to_string(),
-        );
+        // (The `record` tool has no such option.)
+        let how = match a.front {
+            crate::frontend::FrontEnd::Cli => " (`trace run --lines-per-test` records them per test)",
+            crate::frontend::FrontEnd::Mcp => "",
+        };
+        d.lines_note = Some(format!(
+            "Lines are recorded per run, not per test, and a run compared here ran several tests: the lines only one test ran are not compared{how}."
+        ));
     } else if !no_lines.is_empty() {
         let who = if no_lines.len() == 2 { "Neither run".to_string() } else { format!("Run {}", no_lines[0]) };
         d.lines_note = Some(format!(
             "{who} recorded the lines that ran (CPython 3.12 and later record them; `trace run --lines` before 3.12 and for native code), so the lines only one run ran are not compared."
         ));
     } else {
-        d.lines = lines::line_differences(&d, (&ta, &a.cwd, &a.coverage), (&tb, &b.cwd, &b.coverage), &mut texts);
+        d.lines = lines::line_differences(&d, (&ta, &a.cwd, lines_of(a)), (&tb, &b.cwd, lines_of(b)), &mut texts);
     }
     if d.lines_note.is_some() {
         // The lines cannot be compared; the functions' text still can, where each run's file
@@ -346,6 +351,12 @@ fn code_under_test(t: &CallTree, cwd: &Path) -> CallTree {
             crate::calltree::Keep::Keep
         }
     })
+}
+
+/// The lines a run's compared part ran: its tests' where it recorded lines per test, else the
+/// whole run's.
+fn lines_of(t: &PreparedTrace) -> &crate::coverage::LineCoverage {
+    t.tests_coverage.as_ref().unwrap_or(&t.coverage)
 }
 
 #[cfg(test)]
