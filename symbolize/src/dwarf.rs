@@ -90,7 +90,30 @@ fn in_ranges(ranges: &[(u64, u64)], a: u64) -> bool {
     ranges.iter().any(|&(b, e)| a >= b && a < e)
 }
 
-/// Walk every unit's DIEs and describe the subprograms whose code holds a wanted address: one
+/// Whether a unit's code holds none of `wanted` (sorted) by the ranges its root gives: its DIEs
+/// need no walk (most of a large program's units hold none of the functions a run recorded).
+/// A unit whose root gives no range (a partial unit, a type unit, a producer that leaves them
+/// out) is walked.
+pub(crate) fn misses(unit: &gimli::UnitRef<R>, wanted: &[u64]) -> bool {
+    let Ok(mut ranges) = unit.unit_ranges() else { return false };
+    let mut any = false;
+    loop {
+        match ranges.next() {
+            Ok(Some(r)) => {
+                any = true;
+                let i = wanted.partition_point(|&w| w < r.begin);
+                if wanted.get(i).is_some_and(|&w| w < r.end) {
+                    return false;
+                }
+            }
+            Ok(None) => return any,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Walk the DIEs of the units whose code holds a wanted address ([`misses`]) and describe the
+/// subprograms whose code holds a wanted address: one
 /// description per subprogram, shared by its addresses (a large function with thousands of
 /// wanted addresses, each with its inlined frames, is described once, not once per address).
 pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashMap<u64, Rc<Sub>>, gimli::Error> {
@@ -103,6 +126,9 @@ pub fn walk_subprograms(dwarf: &gimli::Dwarf<R>, wanted: &[u64]) -> Result<HashM
             Err(_) => continue,
         };
         let unit = unit.unit_ref(dwarf);
+        if misses(&unit, wanted) {
+            continue;
+        }
         let mut lang = Lang::Unknown;
         let mut subs: Vec<(Vec<u64>, Sub)> = Vec::new();
         // Inlined frames whose function no DIE declares: (sub, index in its `inlined_at`,

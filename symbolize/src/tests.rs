@@ -404,3 +404,53 @@ fn direct_calls_list_mains_call_of_compute_once() {
     assert!((main..main + size).contains(&to_compute[0].site), "{calls:?}");
     assert!(calls[1].is_empty() && calls[2].is_empty(), "{calls:?}");
 }
+
+/// A unit whose code holds no wanted address is not walked (`dwarf::misses`): of a program built
+/// from two files, the unit of `a.c` holds `helper` and not `main`, and a lookup of both still
+/// finds each in its own file.
+#[test]
+fn a_unit_whose_code_holds_no_wanted_address_is_skipped_and_the_others_are_walked() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("a.c"), "__attribute__((noinline)) int helper(int x)\n{\n    return x * 7;\n}\n").unwrap();
+    std::fs::write(
+        d.path().join("b.c"),
+        "int helper(int);\nint main(int argc, char **argv)\n{\n    (void)argv;\n    return helper(argc);\n}\n",
+    )
+    .unwrap();
+    sh(Command::new("cc").current_dir(d.path()).args(["-g", "-O2", "-o", "prog", "a.c", "b.c"]));
+    let exe = d.path().join("prog");
+    let (main, _) = symbol(&exe, "main");
+    let (helper, _) = symbol(&exe, "helper");
+    let data = std::fs::read(&exe).unwrap();
+    let obj = object::File::parse(&*data).unwrap();
+    let sections = crate::units::Sections::of(&obj);
+    let dwarf = sections.dwarf();
+    let mut units = dwarf.units();
+    let mut seen = Vec::new();
+    while let Ok(Some(h)) = units.next() {
+        let unit = dwarf.unit(h).unwrap();
+        let unit = unit.unit_ref(&dwarf);
+        let name = unit.name.map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.ends_with("a.c") || name.ends_with("b.c") {
+            seen.push((
+                name.rsplit('/').next().unwrap_or_default().to_string(),
+                crate::dwarf::misses(&unit, &[main]),
+                crate::dwarf::misses(&unit, &[helper]),
+            ));
+        }
+    }
+    seen.sort();
+    assert_eq!(seen, [("a.c".to_string(), true, false), ("b.c".to_string(), false, true)]);
+    let found = ObjectFile::open(&exe).unwrap().functions_at(&exe, &[helper.min(main), helper.max(main)]);
+    let names: Vec<(&str, String)> = found
+        .funcs
+        .iter()
+        .flatten()
+        .map(|f| {
+            (f.qualname.as_str(), f.file.as_deref().and_then(Path::file_name).map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+        })
+        .collect();
+    let mut names = names;
+    names.sort();
+    assert_eq!(names, [("helper", "a.c".to_string()), ("main", "b.c".to_string())]);
+}

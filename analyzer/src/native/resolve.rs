@@ -350,13 +350,22 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
 /// Widen each function's span with its source text (see [`source_span`]); files that
 /// cannot be read keep the DWARF span.
 fn refine_spans(funcs: &mut [Resolved]) {
-    let mut cache: HashMap<PathBuf, Option<String>> = HashMap::new();
+    // Each file read and cut into lines once (a large file holds thousands of functions).
+    let mut texts: HashMap<PathBuf, String> = HashMap::new();
+    for f in funcs.iter().flat_map(|r| std::iter::once(&r.func).chain(&r.outer)) {
+        if let Some(file) = f.file.as_ref().filter(|p| !texts.contains_key(*p)) {
+            if let Ok(b) = std::fs::read(file) {
+                texts.insert(file.clone(), String::from_utf8_lossy(&b).into_owned());
+            }
+        }
+    }
+    let lines: HashMap<&Path, Vec<&str>> = texts.iter().map(|(p, t)| (p.as_path(), t.lines().collect())).collect();
     for r in funcs.iter_mut() {
         let rust = r.lang == Lang::Rust;
         let undeclared =
             std::iter::once(r.func_undeclared).chain(r.outer_undeclared.iter().copied().chain(std::iter::repeat(Undeclared::No)));
         for (f, undeclared) in std::iter::once(&mut r.func).chain(r.outer.iter_mut()).zip(undeclared) {
-            refine_span(f, rust, undeclared, &mut cache);
+            refine_span(f, rust, undeclared, &lines);
         }
     }
 }
@@ -365,16 +374,14 @@ fn refine_spans(funcs: &mut [Resolved]) {
 /// declares it): a Rust function's span then starts at the `fn` line above it that names it
 /// ([`source_span::fn_line_above`]), so that every inlined instance of it has the same span;
 /// a method named by a bare name takes its `impl` block's path ([`source_span::impl_above`]).
-fn refine_span(f: &mut Function, rust: bool, undeclared: Undeclared, cache: &mut HashMap<PathBuf, Option<String>>) {
+fn refine_span(f: &mut Function, rust: bool, undeclared: Undeclared, files: &HashMap<&Path, Vec<&str>>) {
     let (Some(file), Some(first), Some(last)) = (&f.file, f.first_line, f.last_line) else { return };
-    let text = cache.entry(file.clone()).or_insert_with(|| std::fs::read(file).ok().map(|b| String::from_utf8_lossy(&b).into_owned()));
-    if let Some(text) = text {
-        let lines: Vec<&str> = text.lines().collect();
+    if let Some(lines) = files.get(file.as_path()) {
         let first = match undeclared != Undeclared::No && rust {
-            true => match source_span::fn_line_above(&lines, first, &short_name(&erase_generics(&f.name))) {
+            true => match source_span::fn_line_above(lines, first, &short_name(&erase_generics(&f.name))) {
                 Some(at) => {
                     // A method: named after its `impl` block or trait, in its module.
-                    if let Some(block) = source_span::impl_above(&lines, at).filter(|_| undeclared == Undeclared::Bare) {
+                    if let Some(block) = source_span::impl_above(lines, at).filter(|_| undeclared == Undeclared::Bare) {
                         let module = f.qualname.strip_suffix(f.name.as_str()).and_then(|m| m.strip_suffix("::")).filter(|m| !m.is_empty());
                         f.qualname = match (block.starts_with('<'), module) {
                             (true, _) => format!("{block}::{}", f.name),
@@ -388,7 +395,7 @@ fn refine_span(f: &mut Function, rust: bool, undeclared: Undeclared, cache: &mut
             },
             false => first,
         };
-        let (a, b) = source_span::refine(&lines, first, last, rust);
+        let (a, b) = source_span::refine(lines, first, last, rust);
         f.first_line = Some(a);
         f.last_line = Some(b);
     }
