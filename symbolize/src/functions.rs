@@ -121,6 +121,25 @@ impl ObjectFile {
         link.wrapping_sub(self.bias).wrapping_add(base)
     }
 
+    /// The call sites (file, line) of the inlined instances whose code holds one of link-time
+    /// addresses `link`, at every depth, each once, sorted ([`crate::inlined::call_sites_at`]):
+    /// what [`ObjectFile::functions_at`]'s `inlined_at` frames give, without describing the
+    /// functions. `path`: as for `functions_at`. None without readable debug information.
+    pub fn inlined_call_sites(&self, path: &Path, link: &[u64]) -> Vec<(PathBuf, u32)> {
+        let Ok(obj) = object::File::parse(&*self.map) else { return Vec::new() };
+        let mut wanted = link.to_vec();
+        wanted.sort_unstable();
+        wanted.dedup();
+        match find_debug_file(path, &obj) {
+            DebugSource::Itself => crate::inlined::call_sites_at(&obj, &wanted).unwrap_or_default(),
+            DebugSource::File(p) => map_file(&p)
+                .ok()
+                .and_then(|m| object::File::parse(&*m).ok().and_then(|d| crate::inlined::call_sites_at(&d, &wanted).ok()))
+                .unwrap_or_default(),
+            DebugSource::None(_) => Vec::new(),
+        }
+    }
+
     /// The functions holding link-time addresses `link` (see the module's rules). `path` is
     /// the object's own path, for finding a separate debug file.
     pub fn functions_at(&self, path: &Path, link: &[u64]) -> Lookup {
@@ -302,6 +321,19 @@ fn dwarf_functions(obj: &object::File, link: &[u64], symbols: &SymbolTable) -> R
         .into_iter()
         .collect();
     let lines = dwarf::lines_over(&dwarf, &bare)?;
+    // Each subprogram's inlined frames by address, in their order (one pass per subprogram: a
+    // large function holds thousands of wanted addresses and of frames).
+    type At = (*const dwarf::Sub, u64);
+    let mut frames_at: std::collections::HashMap<At, Vec<&InlinedFrame>> = std::collections::HashMap::new();
+    let mut described = std::collections::HashSet::new();
+    for s in found.values() {
+        let sub = std::rc::Rc::as_ptr(s);
+        if described.insert(sub) {
+            for (h, f) in &s.inlined_at {
+                frames_at.entry((sub, *h)).or_default().push(f);
+            }
+        }
+    }
     Ok(link
         .iter()
         .map(|&a| {
@@ -338,7 +370,7 @@ fn dwarf_functions(obj: &object::File, link: &[u64], symbols: &SymbolTable) -> R
                 entry: s.entry,
                 found_in: FoundIn::Dwarf,
                 from_line_table: s.from_line_table,
-                inlined_at: nesting_path(s.inlined_at.iter().filter(|(h, _)| *h == a).map(|(_, f)| f)),
+                inlined_at: nesting_path(frames_at.get(&(std::rc::Rc::as_ptr(s), a)).into_iter().flatten().copied()),
             })
         })
         .collect())

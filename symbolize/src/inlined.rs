@@ -144,6 +144,52 @@ pub fn instance_starts(obj: &object::File, mut keep: impl FnMut(&Path) -> bool, 
     Ok(out)
 }
 
+/// The call sites (file, line) of the inlined instances of `obj`'s DWARF whose code holds one of
+/// `wanted` (link-time addresses, sorted), at every depth, each once, sorted. One walk of the
+/// DIEs of the units whose code holds a wanted address ([`crate::dwarf::misses`]), reading only
+/// the inlined instances' ranges and call sites (the analyzer's native lines: the lines calling
+/// inlined code whose probe another copy's row disarmed).
+pub fn call_sites_at(obj: &object::File, wanted: &[u64]) -> Result<Vec<(std::path::PathBuf, u32)>, gimli::Error> {
+    let sections = crate::units::Sections::of(obj);
+    let dwarf = sections.dwarf();
+    let mut out = std::collections::BTreeSet::new();
+    let mut units = dwarf.units();
+    while let Some(header) = units.next()? {
+        let Ok(unit) = dwarf.unit(header) else { continue };
+        let unit = unit.unit_ref(&dwarf);
+        if crate::dwarf::misses(&unit, wanted) {
+            continue;
+        }
+        let mut files: HashMap<u64, Option<std::path::PathBuf>> = HashMap::new();
+        let mut cursor = unit.entries();
+        while let Some((_, entry)) = cursor.next_dfs()? {
+            if entry.tag() != gimli::DW_TAG_inlined_subroutine {
+                continue;
+            }
+            let Ok(mut ranges) = unit.die_ranges(entry) else { continue };
+            let mut holds = false;
+            while let Ok(Some(r)) = ranges.next() {
+                let i = wanted.partition_point(|&w| w < r.begin);
+                if wanted.get(i).is_some_and(|&w| w < r.end) {
+                    holds = true;
+                    break;
+                }
+            }
+            if !holds {
+                continue;
+            }
+            let file = entry.attr_value(gimli::DW_AT_call_file).ok().flatten().and_then(crate::units::file_index);
+            let line = entry.attr_value(gimli::DW_AT_call_line).ok().flatten().and_then(|v| v.udata_value());
+            if let (Some(f), Some(l)) = (file, line) {
+                if let Some(path) = files.entry(f).or_insert_with(|| file_path(&unit, f)).clone() {
+                    out.insert((path, l.min(u32::MAX as u64) as u32));
+                }
+            }
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
 /// Leave out of `out` the starts of the instances `undeclared` ((instance, its starts, chain,
 /// parent)) whose own code's first row is in a file that `keep` refuses, and give the starts
 /// nested in one the parent it had.

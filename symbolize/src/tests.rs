@@ -454,3 +454,46 @@ fn a_unit_whose_code_holds_no_wanted_address_is_skipped_and_the_others_are_walke
     names.sort();
     assert_eq!(names, [("helper", "a.c".to_string()), ("main", "b.c".to_string())]);
 }
+
+/// The call sites of the inlined code at a set of addresses, from the light walk
+/// (`ObjectFile::inlined_call_sites`), are those the full lookup's inlined frames name: every
+/// address of a C program's `main` at -O2, with a helper inlined into it (two files, so that
+/// one unit is skipped), and of an LTO build, whose frames reach into the other unit.
+#[test]
+fn inlined_call_sites_are_those_of_the_full_lookups_frames() {
+    for lto in [false, true] {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a.c"), LTO_HELPER).unwrap();
+        std::fs::write(d.path().join("b.c"), LTO_MAIN).unwrap();
+        let mut c = Command::new("cc");
+        c.current_dir(d.path()).args(["-g", "-O2", "-o", "prog", "a.c", "b.c"]);
+        if lto {
+            c.arg("-flto");
+        }
+        sh(&mut c);
+        let exe = d.path().join("prog");
+        let (main, size) = symbol(&exe, "main");
+        let addrs: Vec<u64> = (main..main + size).collect();
+        let obj = ObjectFile::open(&exe).unwrap();
+        let want = |addrs: &[u64]| {
+            let mut w: Vec<(PathBuf, u32)> = obj
+                .functions_at(&exe, addrs)
+                .funcs
+                .into_iter()
+                .flatten()
+                .flat_map(|f| f.inlined_at.into_iter().filter_map(|i| Some((i.call_file?, i.call_line?))))
+                .collect();
+            w.sort_unstable();
+            w.dedup();
+            w
+        };
+        assert!(!want(&addrs).is_empty(), "lto {lto}: inlined code in main");
+        assert_eq!(obj.inlined_call_sites(&exe, &addrs), want(&addrs), "lto {lto}");
+        // Address by address: inside inlined code and outside it (main's own first bytes).
+        assert!(want(&[main]).is_empty(), "lto {lto}");
+        for &a in &addrs {
+            assert_eq!(obj.inlined_call_sites(&exe, &[a]), want(&[a]), "lto {lto}, {a:#x}");
+        }
+        assert_eq!(obj.inlined_call_sites(&exe, &[]), Vec::<(PathBuf, u32)>::new());
+    }
+}

@@ -159,16 +159,7 @@ fn call_sites(path: &Path, offsets: &[u64]) -> Vec<(PathBuf, u32)> {
     let Ok(obj) = symbolize::functions::ObjectFile::open(path) else { return Vec::new() };
     // Offsets are from the first page: the link-time address of an object loaded at 0.
     let links: Vec<u64> = offsets.iter().map(|&o| obj.link_address(o, 0)).collect();
-    let mut out: Vec<(PathBuf, u32)> = obj
-        .functions_at(path, &links)
-        .funcs
-        .into_iter()
-        .flatten()
-        .flat_map(|f| f.inlined_at.into_iter().filter_map(|i| Some((i.call_file?, i.call_line?))))
-        .collect();
-    out.sort_unstable();
-    out.dedup();
-    out
+    obj.inlined_call_sites(path, &links)
 }
 
 fn read_capped(file: &Path, cap: u64) -> std::io::Result<Vec<u8>> {
