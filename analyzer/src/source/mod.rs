@@ -97,6 +97,8 @@ pub struct SourceCache {
     /// The files that changed since the run whose executed version was read from git, and where
     /// it was found ([`git::Found::from`]), in the order they were read.
     recovered: Vec<(PathBuf, String)>,
+    /// The git lookups of the changed files ([`git::History`]).
+    history: git::History,
 }
 
 impl SourceCache {
@@ -108,6 +110,7 @@ impl SourceCache {
             cwd: cwd.to_path_buf(),
             files: HashMap::new(),
             recovered: Vec::new(),
+            history: git::History::default(),
         }
     }
 
@@ -151,7 +154,7 @@ impl SourceCache {
     /// `fstat`), at most [`MAX_SOURCE_BYTES`], not binary, and only if its content matches the
     /// fingerprint `trace run` recorded when the run ended. A file that changed since the run,
     /// or is gone, is read from git when its repository holds the version with that fingerprint
-    /// ([`git::find_version`]).
+    /// ([`git::History::find_version`]).
     fn load(&mut self, as_recorded: &Path, path: &Path) -> Result<Arc<FileText>, Unavailable> {
         let name = as_recorded.to_string_lossy();
         if name.starts_with('<') {
@@ -178,7 +181,7 @@ impl SourceCache {
         // only there.
         let bytes = match on_disk {
             Ok(bytes) if bytes.len() as u64 == fp.size && hex(&Sha256::digest(&bytes)) == fp.sha256 => bytes,
-            other => match git::find_version(path, fp.size, &fp.sha256, MAX_SOURCE_BYTES) {
+            other => match self.history.find_version(path, fp.size, &fp.sha256, MAX_SOURCE_BYTES) {
                 Some(found) => {
                     self.recovered.push((path.to_path_buf(), found.from));
                     found.bytes
