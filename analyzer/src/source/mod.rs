@@ -105,13 +105,10 @@ impl SourceCache {
     /// `sources`: the trace's `sources.json`, if it has one (without it no file is shown);
     /// `cwd`: the run's working directory (relative paths are resolved against it).
     pub fn new(sources: Option<SourcesDoc>, cwd: &Path) -> SourceCache {
-        SourceCache {
-            sources: sources.map(|d| d.files.into_iter().map(|f| (f.path.clone(), f)).collect()),
-            cwd: cwd.to_path_buf(),
-            files: HashMap::new(),
-            recovered: Vec::new(),
-            history: git::History::default(),
-        }
+        let sources: Option<HashMap<String, trace_format::FileFingerprint>> =
+            sources.map(|d| d.files.into_iter().map(|f| (f.path.clone(), f)).collect());
+        let run_files = sources.iter().flat_map(|m| m.keys()).map(|p| cwd.join(p)).collect();
+        SourceCache { sources, cwd: cwd.to_path_buf(), files: HashMap::new(), recovered: Vec::new(), history: git::History::new(run_files) }
     }
 
     /// The files read so far that changed since the run and whose executed version came from
