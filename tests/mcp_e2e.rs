@@ -373,7 +373,7 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
 }
 
 /// The worked session of docs/agents.md, with each answer trimmed and the tokens it took:
-/// `cargo build --workspace && cargo test --test mcp_e2e -- --ignored --nocapture worked_session`.
+/// `cargo build --release --workspace && cargo test --release --test mcp_e2e -- --ignored --nocapture worked_session`.
 /// Traces go to target/mcp-demo/ (relative paths, as an agent in the project would use them).
 #[test]
 #[ignore = "prints the worked session of docs/agents.md; run it by name"]

@@ -23,6 +23,37 @@ fn record(dir: &Path, out: &str) -> std::path::PathBuf {
     t
 }
 
+/// The text of the MCP `source` tool's answer for `function` in `trace` (a one-shot session:
+/// the requests written, stdin closed, the answers read to the end).
+fn mcp_source(cwd: &Path, trace: &Path, function: &str) -> String {
+    use std::io::Write;
+    let lines = [
+        serde_json::json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}),
+        serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        serde_json::json!({"jsonrpc": "2.0", "id": "src", "method": "tools/call", "params": {
+            "name": "source", "arguments": {"trace": trace.display().to_string(), "function": function}}}),
+    ];
+    let mut child = cmd("slice")
+        .current_dir(cwd)
+        .arg("mcp")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run slice mcp");
+    let input: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    child.stdin.take().expect("stdin").write_all(input.as_bytes()).expect("write the session");
+    let out = child.wait_with_output().expect("slice mcp ends");
+    let answer = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["id"] == "src")
+        .unwrap_or_else(|| panic!("no answer to the source call: {:?}", texts(&out)));
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    answer["result"]["content"][0]["text"].as_str().expect("text").to_string()
+}
+
 #[test]
 fn a_file_edited_after_its_run_is_shown_as_it_ran_from_git_and_the_diff_shows_the_edit() {
     let s = scratch();
@@ -50,9 +81,21 @@ fn a_file_edited_after_its_run_is_shown_as_it_ran_from_git_and_the_diff_shows_th
     assert!(!prompt.contains("return a - b") && !prompt.contains("return a + b"), "{prompt}");
     assert!(prompt.contains("source not shown: the file changed since the run"), "{prompt}");
 
+    // The MCP `source` tool says the same of the code it shows: an agent reading `return a - b`
+    // must not take it for the file it has just fixed.
+    let answer = mcp_source(&repo, &before, "add");
+    assert!(answer.contains("def add(a, b):\n    return a - b\n"), "{answer}");
+    assert!(answer.contains("(calc.py changed since the run: this is the version the run executed, as in commit "), "{answer}");
+    assert!(answer.contains(", read from git, not the file on disk now)"), "{answer}");
+    assert!(!mcp_source(&repo, &after, "add").contains("changed since the run"));
+
     // The diff of the two runs of one checkout: add's text differs, and the edit is shown.
     let diff = run_ok(cmd("slice").arg("diff").arg(&before).arg(&after).args(["--format", "prompt", "-q", "What fixed it?"]));
     assert!(diff.contains("- `add` (calc.py:1): its source differs between the runs (2 lines in run A, 2 in run B)"), "{diff}");
+    // Which run's file changed since: run A's (in a diff, "the run" could be either).
+    assert!(diff.contains("> Changed since run A: calc.py (as in commit "), "{diff}");
+    assert!(diff.contains("The code shown is the version run A executed, read from git"), "{diff}");
+    assert!(!diff.contains("Changed since the run") && !diff.contains("Changed since run B"), "{diff}");
     assert!(diff.contains("```diff\n@@ run B's line 1 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n```"), "{diff}");
     let diff = run_ok(cmd("slice").env("SLICE_GIT", "0").arg("diff").arg(&before).arg(&after).args([
         "--format",

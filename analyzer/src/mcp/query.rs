@@ -3,7 +3,7 @@
 
 use super::bound::{self, fit_lines, VIEW_DEFAULT};
 use super::params::FunctionParams;
-use crate::analysis::prepare;
+use crate::analysis::{display_path, prepare};
 use crate::cli::common::UsageError;
 use crate::prompt::{FuncId, FuncInfo, Model, ModelThread, SourceState};
 use crate::source::CodeKind;
@@ -87,15 +87,22 @@ fn not_found(model: &Model, p: &FunctionParams) -> anyhow::Error {
     UsageError(format!("{}: no function matching {:?} is in the call tree of this run{hidden}{hint}", p.trace, p.function)).into()
 }
 
-fn load(p: &FunctionParams) -> anyhow::Result<(Model, String)> {
+fn load(p: &FunctionParams) -> anyhow::Result<(Model, String, Recovered)> {
     let opts = p.select().args().options_for(crate::frontend::FrontEnd::Mcp, true)?;
     let (mut traces, warnings) = prepare(&[PathBuf::from(&p.trace)], &opts)?;
     let mut head = String::new();
     for w in &warnings {
         head.push_str(&format!("warning: {}\n", escape::line(w)));
     }
-    Ok((Model::build("", &mut traces), head))
+    let model = Model::build("", &mut traces);
+    let recovered =
+        traces.iter().flat_map(|t| t.sources.recovered().iter().map(|(path, from)| (display_path(path, &t.cwd), from.clone()))).collect();
+    Ok((model, head, recovered))
 }
+
+/// The files that changed since the run whose executed version was read from git
+/// ([`crate::source::git`]), as [`FuncInfo::file`] names them, with where it was found.
+type Recovered = HashMap<String, String>;
 
 /// `qualname  (file:line)`, control characters escaped.
 fn named(f: &FuncInfo) -> String {
@@ -237,7 +244,7 @@ fn path_line(model: &Model, th: &ModelThread, index: &HashMap<u32, usize>, mut i
 /// The find_calls tool.
 pub fn find_calls(p: &FunctionParams) -> anyhow::Result<String> {
     let max = bound::limit(p.max_tokens, VIEW_DEFAULT).map_err(UsageError)?;
-    let (model, mut head) = load(p)?;
+    let (model, mut head, _) = load(p)?;
     let found = matching(&model, &p.function).map_err(UsageError)?;
     if found.is_empty() {
         return Err(not_found(&model, p));
@@ -257,7 +264,7 @@ pub fn find_calls(p: &FunctionParams) -> anyhow::Result<String> {
 /// The source tool.
 pub fn source(p: &FunctionParams) -> anyhow::Result<String> {
     let max = bound::limit(p.max_tokens, VIEW_DEFAULT).map_err(UsageError)?;
-    let (model, mut head) = load(p)?;
+    let (model, mut head, recovered) = load(p)?;
     let found = matching(&model, &p.function).map_err(UsageError)?;
     if found.is_empty() {
         return Err(not_found(&model, p));
@@ -274,6 +281,9 @@ pub fn source(p: &FunctionParams) -> anyhow::Result<String> {
             SourceState::Code(e) => {
                 let fence = crate::prompt::fence_for(&[&e.code]);
                 b.push(format!("## {} — {}:{}-{}", escape::line(&f.qualname), escape::line(&f.file), e.first_line, e.last_line));
+                if let Some(from) = recovered.get(&f.file) {
+                    b.push(format!("({} changed since the run: this is the version the run executed, as in {from}, read from git, not the file on disk now)", escape::line(&f.file)));
+                }
                 if e.kind == CodeKind::Module {
                     b.push("(module body: top-level statements; the bodies of its functions and classes are elided)".into());
                 }

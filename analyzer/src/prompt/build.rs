@@ -189,7 +189,7 @@ impl Model {
         let outcomes: Vec<String> = mtraces.iter().flat_map(|t| t.outcome.iter().cloned()).collect();
         rank::missing_attribute(&mut funcs, &outcomes);
         let mut notes = super::unavailable_notes(&file_notes(unavailable_files, &file_seen, &funcs, traces));
-        notes.extend(traces.iter().filter_map(recovered_note));
+        notes.extend(traces.iter().filter_map(|t| recovered_note(t, "the run")));
         let front = traces.first().map(|t| t.front).unwrap_or_default();
         Model {
             question: question.trim().to_string(),
@@ -357,9 +357,13 @@ fn func_info(
 /// At most this many files are named by [`recovered_note`].
 const RECOVERED_NAMED: usize = 5;
 
+/// How [`recovered_note`] begins.
+pub(crate) const RECOVERED_NOTE: &str = "Changed since ";
+
 /// A trace's files that changed since the run and whose executed version was read from git
-/// (`crate::source::git`): the code shown is what ran, not what is on disk now.
-fn recovered_note(t: &PreparedTrace) -> Option<String> {
+/// (`crate::source::git`): the code shown is what ran, not what is on disk now. `run`: how the
+/// note names the run (`the run`; `run A` in a diff of two).
+pub(crate) fn recovered_note(t: &PreparedTrace, run: &str) -> Option<String> {
     let r = t.sources.recovered();
     if r.is_empty() {
         return None;
@@ -368,7 +372,7 @@ fn recovered_note(t: &PreparedTrace) -> Option<String> {
         r.iter().take(RECOVERED_NAMED).map(|(p, from)| format!("{} (as in {from})", display_path(p, &t.cwd))).collect();
     let more = if r.len() > RECOVERED_NAMED { format!(" and {} more", r.len() - RECOVERED_NAMED) } else { String::new() };
     Some(format!(
-        "Changed since the run: {}{more}. The code shown is the version the run executed, read from git (the same size and SHA-256 as when the run ended), not the file on disk now.",
+        "{RECOVERED_NOTE}{run}: {}{more}. The code shown is the version {run} executed, read from git (the same size and SHA-256 as when {run} ended), not the file on disk now.",
         named.join(", ")
     ))
 }

@@ -14,6 +14,7 @@ pub use treetext::SAME_AS_ABOVE;
 
 pub mod budget;
 mod build;
+pub(crate) use build::{recovered_note, RECOVERED_NOTE};
 mod bundled;
 mod condense;
 pub mod docstring;

@@ -97,18 +97,18 @@ pub struct SourceCache {
     /// The files that changed since the run whose executed version was read from git, and where
     /// it was found ([`git::Found::from`]), in the order they were read.
     recovered: Vec<(PathBuf, String)>,
+    /// The git lookups of the changed files ([`git::History`]).
+    history: git::History,
 }
 
 impl SourceCache {
     /// `sources`: the trace's `sources.json`, if it has one (without it no file is shown);
     /// `cwd`: the run's working directory (relative paths are resolved against it).
     pub fn new(sources: Option<SourcesDoc>, cwd: &Path) -> SourceCache {
-        SourceCache {
-            sources: sources.map(|d| d.files.into_iter().map(|f| (f.path.clone(), f)).collect()),
-            cwd: cwd.to_path_buf(),
-            files: HashMap::new(),
-            recovered: Vec::new(),
-        }
+        let sources: Option<HashMap<String, trace_format::FileFingerprint>> =
+            sources.map(|d| d.files.into_iter().map(|f| (f.path.clone(), f)).collect());
+        let run_files = sources.iter().flat_map(|m| m.keys()).map(|p| cwd.join(p)).collect();
+        SourceCache { sources, cwd: cwd.to_path_buf(), files: HashMap::new(), recovered: Vec::new(), history: git::History::new(run_files) }
     }
 
     /// The files read so far that changed since the run and whose executed version came from
@@ -151,7 +151,7 @@ impl SourceCache {
     /// `fstat`), at most [`MAX_SOURCE_BYTES`], not binary, and only if its content matches the
     /// fingerprint `trace run` recorded when the run ended. A file that changed since the run,
     /// or is gone, is read from git when its repository holds the version with that fingerprint
-    /// ([`git::find_version`]).
+    /// ([`git::History::find_version`]).
     fn load(&mut self, as_recorded: &Path, path: &Path) -> Result<Arc<FileText>, Unavailable> {
         let name = as_recorded.to_string_lossy();
         if name.starts_with('<') {
@@ -178,7 +178,7 @@ impl SourceCache {
         // only there.
         let bytes = match on_disk {
             Ok(bytes) if bytes.len() as u64 == fp.size && hex(&Sha256::digest(&bytes)) == fp.sha256 => bytes,
-            other => match git::find_version(path, fp.size, &fp.sha256, MAX_SOURCE_BYTES) {
+            other => match self.history.find_version(path, fp.size, &fp.sha256, MAX_SOURCE_BYTES) {
                 Some(found) => {
                     self.recovered.push((path.to_path_buf(), found.from));
                     found.bytes

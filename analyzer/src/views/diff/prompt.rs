@@ -115,6 +115,10 @@ pub fn prompt_within(
             Some((model.func_of_trace(n.func_id.0 as usize, n.func_id.1)?, m))
         })
         .collect();
+    // A file changed since its run is named with the run it changed since: in a diff of two
+    // runs of one checkout, "the run" could be either.
+    let mut notes: Vec<String> = model.notes.iter().filter(|n| !n.starts_with(crate::prompt::RECOVERED_NOTE)).cloned().collect();
+    notes.extend(traces.iter().zip(["run A", "run B"]).filter_map(|(t, run)| crate::prompt::recovered_note(t, run)));
     let restricted = Model {
         question: model.question.clone(),
         traces: vec![ModelTrace::one_thread(
@@ -124,7 +128,7 @@ pub fn prompt_within(
             nodes,
         )],
         funcs: model.funcs.clone(),
-        notes: model.notes.clone(),
+        notes,
         tests_shown: model.tests_shown,
         front: model.front,
         budget_by_default: false,
