@@ -152,7 +152,8 @@ pub fn run(a: DiffArgs) -> anyhow::Result<()> {
     for t in &traces {
         print_notes(t);
     }
-    let d = diff_traces(&traces[0], &traces[1]);
+    let (first, rest) = traces.split_at_mut(1);
+    let d = diff_traces(&mut first[0], &mut rest[0]);
     let (only_a, only_b) = d.counts();
     match a.format {
         DiffFormat::Prompt => {

@@ -171,7 +171,8 @@ pub fn diff(p: &DiffParams) -> anyhow::Result<String> {
         p.test_b.as_deref(),
         FrontEnd::Mcp,
     )?;
-    let d = crate::views::diff::diff_traces(&traces[0], &traces[1]);
+    let (first, rest) = traces.split_at_mut(1);
+    let d = crate::views::diff::diff_traces(&mut first[0], &mut rest[0]);
     let text = match p.question.as_deref().filter(|q| !q.trim().is_empty()) {
         // The notes below take a few lines of the limit; the error names the whole limit.
         Some(q) => crate::views::diff::prompt_within(

@@ -152,7 +152,7 @@ pub fn line_differences(
     d: &Diff,
     a: (&CallTree, &Path, &crate::coverage::LineCoverage),
     b: (&CallTree, &Path, &crate::coverage::LineCoverage),
-    texts: &mut Texts,
+    texts: &mut Texts<'_>,
 ) -> Option<Vec<LineDiff>> {
     if a.2.is_empty() || b.2.is_empty() {
         return None;
@@ -164,7 +164,7 @@ pub fn line_differences(
 /// The functions both runs reached whose source differs between the runs (in its number of
 /// lines, or in its text as each run executed it), in call order: what can be told where the
 /// lines that ran cannot be compared (a run recorded none, or ran several tests).
-pub fn source_differences(d: &Diff, a: (&CallTree, &Path), b: (&CallTree, &Path), texts: &mut Texts) -> Vec<LineDiff> {
+pub fn source_differences(d: &Diff, a: (&CallTree, &Path), b: (&CallTree, &Path), texts: &mut Texts<'_>) -> Vec<LineDiff> {
     let plain = |t: &CallTree, cwd: &Path| -> HashMap<String, Span> {
         fn_spans(t, cwd).into_iter().map(|f| (f.key, Span { path: f.path, first: f.first, last: f.last, ran: Vec::new() })).collect()
     };
@@ -172,7 +172,7 @@ pub fn source_differences(d: &Diff, a: (&CallTree, &Path), b: (&CallTree, &Path)
 }
 
 /// [`line_differences`] of the runs' spans (their lines that ran, where known).
-fn differences(d: &Diff, sa: &HashMap<String, Span>, sb: &HashMap<String, Span>, texts: &mut Texts) -> Vec<LineDiff> {
+fn differences(d: &Diff, sa: &HashMap<String, Span>, sb: &HashMap<String, Span>, texts: &mut Texts<'_>) -> Vec<LineDiff> {
     let mut out = Vec::new();
     let mut listed = std::collections::HashSet::new();
     for i in preorder(&d.nodes) {
@@ -207,14 +207,15 @@ fn differences(d: &Diff, sa: &HashMap<String, Span>, sb: &HashMap<String, Span>,
 /// it still has the fingerprint `trace run` took, else its version in git with that fingerprint:
 /// [`SourceCache`]), read once each, to tell whether a function's text differs between the runs:
 /// two checkouts or two releases, or one checkout edited between the runs.
-pub struct Texts {
-    a: SourceCache,
-    b: SourceCache,
+pub struct Texts<'a> {
+    a: &'a mut SourceCache,
+    b: &'a mut SourceCache,
 }
 
-impl Texts {
-    /// Run A's and run B's sources.
-    pub fn new(a: SourceCache, b: SourceCache) -> Texts {
+impl<'a> Texts<'a> {
+    /// Run A's and run B's sources (the prepared traces' own: what the diff reads, the prompt
+    /// shows without reading it again).
+    pub fn new(a: &'a mut SourceCache, b: &'a mut SourceCache) -> Texts<'a> {
         Texts { a, b }
     }
 
@@ -275,7 +276,7 @@ mod tests {
     use crate::views::tests::tree_with;
 
     /// Each run's sources, as a trace that fingerprinted `files` (as they are now) holds them.
-    fn texts(files: &[&Path]) -> Texts {
+    fn caches(files: &[&Path]) -> (SourceCache, SourceCache) {
         use sha2::Digest;
         let doc = || trace_format::SourcesDoc {
             files: files
@@ -287,12 +288,19 @@ mod tests {
                 })
                 .collect(),
         };
-        Texts::new(SourceCache::new(Some(doc()), Path::new("/")), SourceCache::new(Some(doc()), Path::new("/")))
+        (SourceCache::new(Some(doc()), Path::new("/")), SourceCache::new(Some(doc()), Path::new("/")))
+    }
+
+    /// `f` given the texts of [`caches`] of `files`.
+    fn with_texts<R>(files: &[&Path], f: impl FnOnce(&mut Texts<'_>) -> R) -> R {
+        let (mut a, mut b) = caches(files);
+        f(&mut Texts::new(&mut a, &mut b))
     }
 
     /// No file can be shown (no sources.json).
-    fn no_texts() -> Texts {
-        Texts::new(SourceCache::new(None, Path::new("/")), SourceCache::new(None, Path::new("/")))
+    fn no_texts<R>(f: impl FnOnce(&mut Texts<'_>) -> R) -> R {
+        let (mut a, mut b) = (SourceCache::new(None, Path::new("/")), SourceCache::new(None, Path::new("/")));
+        f(&mut Texts::new(&mut a, &mut b))
     }
 
     /// A tree of `main` (lines 1-20 of /p/m.py) calling `inner` (a function nested in it, lines
@@ -333,7 +341,7 @@ mod tests {
         let (ta, ca) = tree(false, &[1, 2, 5, 9]);
         let (tb, cb) = tree(true, &[1, 2, 5, 6, 9]);
         let d = super::super::diff(&ta, p, &tb, p);
-        assert_eq!(line_differences(&d, (&ta, p, &ca), (&tb, p, &cb), &mut no_texts()), Some(vec![]));
+        assert_eq!(no_texts(|t| line_differences(&d, (&ta, p, &ca), (&tb, p, &cb), t)), Some(vec![]));
     }
 
     /// Two releases, each run from its own checkout: a function of the same length whose text
@@ -362,22 +370,22 @@ mod tests {
         let (tb, cb) = tree(&pb, false);
         let d = super::super::diff(&ta, &pa, &tb, &pb);
         let (fa, fb) = (pa.join("m.py"), pb.join("m.py"));
-        let got = line_differences(&d, (&ta, &pa, &ca), (&tb, &pb, &cb), &mut texts(&[&fa, &fb])).unwrap();
+        let got = with_texts(&[&fa, &fb], |t| line_differences(&d, (&ta, &pa, &ca), (&tb, &pb, &cb), t)).unwrap();
         let got: Vec<(&str, LineChange)> = got.iter().map(|l| (l.qualname.as_str(), l.change.clone())).collect();
         assert_eq!(got, vec![("le", LineChange::Source { lines_a: 2, lines_b: 2 })]);
-        let edit = line_differences(&d, (&ta, &pa, &ca), (&tb, &pb, &cb), &mut texts(&[&fa, &fb])).unwrap()[0].edit.clone();
+        let edit = with_texts(&[&fa, &fb], |t| line_differences(&d, (&ta, &pa, &ca), (&tb, &pb, &cb), t)).unwrap()[0].edit.clone();
         assert_eq!(edit.as_deref(), Some("@@ run B's line 4 @@\n def le(a, b):\n-    return a <= b\n+    return a < b"));
         // Without line data, the same from the text alone.
-        let got = source_differences(&d, (&ta, &pa), (&tb, &pb), &mut texts(&[&fa, &fb]));
+        let got = with_texts(&[&fa, &fb], |t| source_differences(&d, (&ta, &pa), (&tb, &pb), t));
         let got: Vec<(&str, LineChange)> = got.iter().map(|l| (l.qualname.as_str(), l.change.clone())).collect();
         assert_eq!(got, vec![("le", LineChange::Source { lines_a: 2, lines_b: 2 })]);
         // A file that changed since its run, with no version in git: not compared.
-        let mut changed = texts(&[&fa, &fb]);
+        let (mut ca_, mut cb_) = caches(&[&fa, &fb]);
         std::fs::write(&fa, "def main():\n    x = 1\n    return le(x, 2)\ndef le(a, b):\n    return a <= b + 0\n").unwrap();
-        assert_eq!(source_differences(&d, (&ta, &pa), (&tb, &pb), &mut changed), vec![]);
+        assert_eq!(source_differences(&d, (&ta, &pa), (&tb, &pb), &mut Texts::new(&mut ca_, &mut cb_)), vec![]);
         // One checkout run twice, unchanged: the same text.
         let d = super::super::diff(&tb, &pb, &tb, &pb);
-        assert_eq!(line_differences(&d, (&tb, &pb, &cb), (&tb, &pb, &cb), &mut texts(&[&fb])), Some(vec![]));
+        assert_eq!(with_texts(&[&fb], |t| line_differences(&d, (&tb, &pb, &cb), (&tb, &pb, &cb), t)), Some(vec![]));
     }
 
     /// A trace may name a FIFO as a function's file: it is not read (a read would block until
@@ -391,7 +399,7 @@ mod tests {
         // SAFETY: a valid NUL-terminated path; mkfifo only creates the node.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         let span = |path: &Path| Span { path: path.to_path_buf(), first: 1, last: 2, ran: Vec::new() };
-        assert_eq!(texts(&[&file]).edit(&span(&file), &span(&fifo)), None);
+        assert_eq!(with_texts(&[&file], |t| t.edit(&span(&file), &span(&fifo))), None);
     }
 
     /// A long edit is cut at EDIT_LINES lines and says how many more lines changed.
@@ -415,7 +423,7 @@ mod tests {
         let (ta, ca) = run((30, 33), &[1, 2, 3, 6, 30, 31]);
         let (tb, cb) = run((31, 34), &[1, 2, 5, 31, 33]);
         let d = super::super::diff(&ta, p, &tb, p);
-        let got = line_differences(&d, (&ta, p, &ca), (&tb, p, &cb), &mut no_texts()).unwrap();
+        let got = no_texts(|t| line_differences(&d, (&ta, p, &ca), (&tb, p, &cb), t)).unwrap();
         let want = [
             ("main", "m.py:1", LineChange::Ran { only_a: vec![3], only_b: vec![] }),
             ("main.<locals>.inner", "m.py:5", LineChange::Ran { only_a: vec![6], only_b: vec![5] }),
@@ -425,14 +433,14 @@ mod tests {
         assert_eq!(got, want.iter().map(|(q, l, c)| (*q, *l, c.clone())).collect::<Vec<_>>());
         // A function whose length differs between the runs is not compared line by line.
         let (tb, cb) = run((31, 36), &[1, 2, 3, 6, 31, 32]);
-        let got = line_differences(&d, (&ta, p, &ca), (&tb, p, &cb), &mut no_texts()).unwrap();
+        let got = no_texts(|t| line_differences(&d, (&ta, p, &ca), (&tb, p, &cb), t)).unwrap();
         assert_eq!(got.len(), 1, "{got:?}");
         assert_eq!(got[0].change, LineChange::Source { lines_a: 4, lines_b: 6 });
         // A crafted span of four billion lines is not compared (nor walked).
         let (tb, cb) = run((31, 4_000_000_000), &[1, 2, 3, 6, 31, 32]);
-        let got = line_differences(&d, (&ta, p, &ca), (&tb, p, &cb), &mut no_texts()).unwrap();
+        let got = no_texts(|t| line_differences(&d, (&ta, p, &ca), (&tb, p, &cb), t)).unwrap();
         assert!(got.is_empty(), "{got:?}");
         // No line data in a run: nothing to compare.
-        assert_eq!(line_differences(&d, (&ta, p, &ca), (&tb, p, &LineCoverage::default()), &mut no_texts()), None);
+        assert_eq!(no_texts(|t| line_differences(&d, (&ta, p, &ca), (&tb, p, &LineCoverage::default()), t)), None);
     }
 }

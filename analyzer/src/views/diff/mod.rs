@@ -283,7 +283,7 @@ impl Diff {
 /// the test files' are spliced out (their callees move up), so that two different tests'
 /// calls into the same code meet at the same paths. With a spectrum (failing and passing
 /// tests in the runs), the functions only one run reached are sorted by their Ochiai score.
-pub fn diff_traces(a: &PreparedTrace, b: &PreparedTrace) -> Diff {
+pub fn diff_traces(a: &mut PreparedTrace, b: &mut PreparedTrace) -> Diff {
     let align = a.tests_shown && b.tests_shown;
     let tree = |t: &PreparedTrace| {
         let merged = merge(t.threads.iter().filter(|th| !th.earlier_state).map(|th| &th.tree));
@@ -295,12 +295,10 @@ pub fn diff_traces(a: &PreparedTrace, b: &PreparedTrace) -> Diff {
     };
     let (ta, tb) = (tree(a), tree(b));
     let mut d = diff(&ta, &a.cwd, &tb, &b.cwd);
-    let sources = |t: &PreparedTrace| crate::source::SourceCache::new(crate::source::SourceCache::read_sources_doc(&t.dir), &t.cwd);
-    let mut texts = lines::Texts::new(sources(a), sources(b));
     // Lines are recorded per run: they are a test's only in a run of one test, or where the
     // run recorded lines per test (`trace run --lines-per-test`).
     let per_run = |t: &PreparedTrace| !t.tests_shown || t.tests.len() == 1 || t.tests_coverage.is_some();
-    let no_lines: Vec<&str> = [("A", a), ("B", b)].iter().filter(|(_, t)| t.coverage.is_empty()).map(|(n, _)| *n).collect();
+    let no_lines: Vec<&str> = [("A", &*a), ("B", &*b)].iter().filter(|(_, t)| t.coverage.is_empty()).map(|(n, _)| *n).collect();
     if !(per_run(a) && per_run(b)) {
         // (The `record` tool has no such option.)
         let how = match a.front {
@@ -315,15 +313,20 @@ pub fn diff_traces(a: &PreparedTrace, b: &PreparedTrace) -> Diff {
         d.lines_note = Some(format!(
             "{who} recorded the lines that ran (CPython 3.12 and later record them; `trace run --lines` before 3.12 and for native code), so the lines only one run ran are not compared."
         ));
-    } else {
-        d.lines = lines::line_differences(&d, (&ta, &a.cwd, lines_of(a)), (&tb, &b.cwd, lines_of(b)), &mut texts);
     }
-    if d.lines_note.is_some() {
-        // The lines cannot be compared; the functions' text still can, where each run's file
-        // is its own (two checkouts, two releases).
-        let edited = lines::source_differences(&d, (&ta, &a.cwd), (&tb, &b.cwd), &mut texts);
-        if !edited.is_empty() {
-            d.lines = Some(edited);
+    // Each run's files through its own sources (read once, for the prompt too).
+    {
+        let (cov_a, cov_b) = (a.tests_coverage.as_ref().unwrap_or(&a.coverage), b.tests_coverage.as_ref().unwrap_or(&b.coverage));
+        let mut texts = lines::Texts::new(&mut a.sources, &mut b.sources);
+        if d.lines_note.is_none() {
+            d.lines = lines::line_differences(&d, (&ta, &a.cwd, cov_a), (&tb, &b.cwd, cov_b), &mut texts);
+        } else {
+            // The lines cannot be compared; the functions' text still can, where each run's
+            // copy of a file is known (two checkouts, two releases, an edit git holds).
+            let edited = lines::source_differences(&d, (&ta, &a.cwd), (&tb, &b.cwd), &mut texts);
+            if !edited.is_empty() {
+                d.lines = Some(edited);
+            }
         }
     }
     if let Some(s) = a.spectrum.as_ref().or(b.spectrum.as_ref()) {
@@ -351,12 +354,6 @@ fn code_under_test(t: &CallTree, cwd: &Path) -> CallTree {
             crate::calltree::Keep::Keep
         }
     })
-}
-
-/// The lines a run's compared part ran: its tests' where it recorded lines per test, else the
-/// whole run's.
-fn lines_of(t: &PreparedTrace) -> &crate::coverage::LineCoverage {
-    t.tests_coverage.as_ref().unwrap_or(&t.coverage)
 }
 
 #[cfg(test)]
