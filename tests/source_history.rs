@@ -104,4 +104,14 @@ fn a_file_edited_after_its_run_is_shown_as_it_ran_from_git_and_the_diff_shows_th
         "What fixed it?",
     ]));
     assert!(!diff.contains("-    return a - b"), "{diff}");
+
+    // The second run executed an edit never committed or staged: once the file changes again,
+    // git has no version of it, and the note says git was asked.
+    std::fs::write(repo.join("calc.py"), buggy.replace("a - b", "a * b")).unwrap();
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&after).args(q));
+    assert!(!prompt.contains("return a + b") && !prompt.contains("return a * b"), "{prompt}");
+    let asked = "its content differs from the fingerprint in sources.json, and no commit of its repository nor the index holds the version that ran";
+    assert!(prompt.contains(&format!("source not shown: the file changed since the run ({asked}); record the trace again")), "{prompt}");
+    let prompt = run_ok(cmd("slice").env("SLICE_GIT", "0").arg("from-trace").arg(&after).args(q));
+    assert!(prompt.contains("source not shown: the file changed since the run") && !prompt.contains(asked), "{prompt}");
 }

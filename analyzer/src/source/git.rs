@@ -197,6 +197,12 @@ impl History {
         (!rel.is_empty() && !rel.contains('\n')).then_some((top, rel))
     }
 
+    /// Whether a lookup of `path` asks a repository ([`History::find_version`] found none there:
+    /// the version that ran was never committed or staged, or is older than what it reads).
+    pub fn asks(&mut self, path: &Path) -> bool {
+        std::env::var_os(DISABLE_ENV).is_none_or(|v| v != "0") && self.in_repository(path).is_some()
+    }
+
     /// The content of `name` in `top` if it has the fingerprint.
     fn read(&mut self, top: &Path, name: &str, size: u64, sha256: &str) -> Option<Vec<u8>> {
         if !self.readers.contains_key(top) {

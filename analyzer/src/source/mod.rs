@@ -185,7 +185,11 @@ impl SourceCache {
                 }
                 None => {
                     other?;
-                    return Err(Unavailable::Changed("its content differs from the fingerprint in sources.json".into()));
+                    let why = "its content differs from the fingerprint in sources.json";
+                    return Err(Unavailable::Changed(match self.history.asks(path) {
+                        true => format!("{why}, and no commit of its repository nor the index holds the version that ran"),
+                        false => why.to_string(),
+                    }));
                 }
             },
         };
