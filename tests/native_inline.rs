@@ -20,8 +20,7 @@ fn a_static_helper_inlined_at_o1_is_shown_when_it_ran_and_only_then() {
     let s = scratch();
     let exe = s.path().join("inlined");
     let src = example("c/inlined.c");
-    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-o"]).arg(&exe).arg(&src));
-    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    compile("gcc", &["-g", "-O1"], &exe, &src, &[]);
     // Both helpers are inlined: no function of their own.
     let syms = run_ok(std::process::Command::new("nm").arg(&exe));
     assert!(!syms.contains("checksum") && !syms.contains("report_error"), "{syms}");
@@ -131,8 +130,7 @@ fn hexyl_run_inlined_into_main_is_shown_with_its_source() {
 fn a_lambda_inlined_by_the_standard_library_is_one_node_with_the_calls_it_made() {
     let s = scratch();
     let exe = s.path().join("lambdas");
-    let o = run(std::process::Command::new("g++").args(["-g", "-O2", "-o"]).arg(&exe).arg(example("cpp/lambdas.cpp")));
-    assert!(o.status.success(), "g++ failed: {:?}", texts(&o));
+    compile("g++", &["-g", "-O2"], &exe, &example("cpp/lambdas.cpp"), &[]);
     let t = s.path().join("l.d");
     assert_eq!(trace_patched(&t, &exe, &["b", "a", "b"]), "a 1\nb 2\n");
     for stdlib in [false, true] {
@@ -164,8 +162,7 @@ fn a_lambda_inlined_by_the_standard_library_is_one_node_with_the_calls_it_made()
 fn the_programs_own_sigtrap_handler_gets_the_traps_that_are_not_probes() {
     let s = scratch();
     let exe = s.path().join("traps");
-    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-o"]).arg(&exe).arg(example("c/traps.c")));
-    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    compile("gcc", &["-g", "-O1"], &exe, &example("c/traps.c"), &[]);
     for (args, expected) in [(&[][..], "2 5\n"), (&["signal"][..], "2 8\n")] {
         let untraced = run(std::process::Command::new(&exe).args(args));
         assert_eq!(texts(&untraced).0, expected);
@@ -189,8 +186,7 @@ fn a_forked_childs_hits_are_its_own_and_not_in_its_parents_inline_bin() {
     )
     .unwrap();
     let exe = s.path().join("forks");
-    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-o"]).arg(&exe).arg(&src));
-    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    compile("gcc", &["-g", "-O1"], &exe, &src, &[]);
     let syms = run_ok(std::process::Command::new("nm").arg(&exe));
     assert!(!syms.contains("before_fork") && !syms.contains("in_child"), "all inlined: {syms}");
     let t = s.path().join("forks.d");
@@ -249,8 +245,7 @@ fn a_functions_inline_probes_are_planted_at_its_first_call_and_never_if_it_never
     )
     .unwrap();
     let exe = s.path().join("lazy");
-    let o = run(std::process::Command::new("gcc").args(["-g", "-O1", "-o"]).arg(&exe).arg(&src));
-    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    compile("gcc", &["-g", "-O1"], &exe, &src, &[]);
     // Each function's offset and size (a PIE: its first page is at 0).
     let syms = run_ok(std::process::Command::new("nm").arg("-S").arg(&exe));
     let sym = |name: &str| {

@@ -44,8 +44,7 @@ fn the_branch_not_taken_is_elided_with_lines_and_shown_without() {
     let elided = cut(9, 12);
     for opt in ["-O0", "-O1"] {
         let exe = s.path().join(format!("branches{opt}"));
-        let o = run(std::process::Command::new("gcc").args(["-g", opt, "-o"]).arg(&exe).arg(&src));
-        assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+        compile("gcc", &["-g", opt], &exe, &src, &[]);
         let plain = run(std::process::Command::new(&exe).arg("42"));
         assert_eq!((texts(&plain).0.as_str(), plain.status.code()), ("small: 40\n80\n", Some(3)));
 
@@ -76,8 +75,7 @@ fn the_branch_not_taken_is_elided_with_lines_and_shown_without() {
 fn each_process_saves_its_lines_and_patch_json_counts_the_probes() {
     let s = scratch();
     let exe = s.path().join("branches");
-    let o = run(std::process::Command::new("gcc").args(["-g", "-O0", "-o"]).arg(&exe).arg(example("c/branches.c")));
-    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    compile("gcc", &["-g", "-O0"], &exe, &example("c/branches.c"), &[]);
     let t = s.path().join("t.d");
     trace(&t, &exe, true, &["7"]);
     let list: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(t.join("line-probes.json")).unwrap()).unwrap();
@@ -117,8 +115,7 @@ fn a_blocks_first_probe_marks_its_later_rows_and_a_row_after_a_branch_keeps_its_
     let s = scratch();
     let src = example("c/branches.c");
     let exe = s.path().join("branches");
-    let o = run(std::process::Command::new("gcc").args(["-g", "-O0", "-o"]).arg(&exe).arg(&src));
-    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    compile("gcc", &["-g", "-O0"], &exe, &src, &[]);
     let t = s.path().join("big.d");
     assert_eq!(trace(&t, &exe, true, &["5000"]).1, Some(0));
     let list: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(t.join("line-probes.json")).unwrap()).unwrap();
@@ -175,8 +172,7 @@ fn rows_after_a_crash_inside_their_block_may_have_run_not_ran() {
     )
     .unwrap();
     let exe = s.path().join("poke");
-    let o = run(std::process::Command::new("gcc").args(["-g", "-O0", "-o"]).arg(&exe).arg(&src));
-    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    compile("gcc", &["-g", "-O0"], &exe, &src, &[]);
     let states = |dir: &Path| {
         let loaded = analyzer::fold::load_trace(dir, &mut analyzer::symbols::Interner::default(), Default::default()).expect("a trace");
         loaded.coverage.states(&trace_format::normalize_path(&src), 6, 3)
@@ -199,8 +195,7 @@ fn a_diff_of_two_inputs_shows_the_branch_each_took() {
     let s = scratch();
     let src = example("c/branches.c");
     let exe = s.path().join("branches");
-    let o = run(std::process::Command::new("gcc").args(["-g", "-O0", "-o"]).arg(&exe).arg(&src));
-    assert!(o.status.success(), "gcc failed: {:?}", texts(&o));
+    compile("gcc", &["-g", "-O0"], &exe, &src, &[]);
     let (small, large) = (s.path().join("small.d"), s.path().join("large.d"));
     assert_eq!(trace(&small, &exe, true, &["42"]).1, Some(3));
     assert_eq!(trace(&large, &exe, true, &["5000"]).1, Some(0));

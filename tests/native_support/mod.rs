@@ -24,6 +24,13 @@ pub fn build_examples() {
     *built = true;
 }
 
+/// Compile `src` into `exe` with `cc` (`gcc`, `g++`) and `flags` (before `-o`), and `extra`
+/// after the source (libraries); fails the test with the compiler's output if it fails.
+pub fn compile(cc: &str, flags: &[&str], exe: &Path, src: &Path, extra: &[&str]) {
+    let o = run(std::process::Command::new(cc).args(flags).arg("-o").arg(exe).arg(src).args(extra));
+    assert!(o.status.success(), "{cc} failed: {}", String::from_utf8_lossy(&o.stderr));
+}
+
 pub fn example(rel: &str) -> PathBuf {
     root().join("examples").join(rel)
 }

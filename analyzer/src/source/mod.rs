@@ -566,21 +566,8 @@ f = lambda x: x + 1
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("m.py");
         std::fs::write(&p, "def f():\n    return 1\n").unwrap();
-        let f = Function {
-            language: Language::Python,
-            name: "f".into(),
-            qualname: "f".into(),
-            file: Some(p.clone()),
-            first_line: Some(1),
-            last_line: Some(2),
-            object: None,
-            program_library: false,
-            program_crate: false,
-            dependency_crate: false,
-            rust_symbol: false,
-            made_in: None,
-            inlined: false,
-        };
+        let mut f = crate::testutil::py_funcs(&["f"]).remove(0);
+        (f.file, f.first_line, f.last_line) = (Some(p.clone()), Some(1), Some(2));
         let sha = hex(&Sha256::digest(b"def f():\n    return 1\n"));
         let doc = |sha: &str| SourcesDoc {
             files: vec![trace_format::FileFingerprint { path: p.to_string_lossy().into(), size: 22, mtime_ns: 0, sha256: sha.into() }],
