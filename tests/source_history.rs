@@ -72,6 +72,24 @@ fn a_file_edited_after_its_run_is_shown_as_it_ran_from_git_and_the_diff_shows_th
     let prompt = run_ok(cmd("slice").arg("from-trace").arg(&before).args(q));
     assert_eq!(source_block(&prompt, "add"), Some("def add(a, b):\n    return a - b"), "{prompt}");
     assert!(prompt.contains("> Changed since the run: calc.py (as in commit "), "{prompt}");
+    // Run from another repository's hook (`git rebase -x`, an editor's integration): the
+    // variables that point git at that repository do not hide this one's history.
+    let other = s.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    git(&other, &["init", "-q"]);
+    let git_dir = other.join(".git");
+    let hooked = run_ok(
+        cmd("slice")
+            .env("GIT_DIR", &git_dir)
+            .env("GIT_COMMON_DIR", &git_dir)
+            .env("GIT_OBJECT_DIRECTORY", git_dir.join("objects"))
+            .env("GIT_INDEX_FILE", git_dir.join("index"))
+            .env("GIT_WORK_TREE", &other)
+            .arg("from-trace")
+            .arg(&before)
+            .args(q),
+    );
+    assert_eq!(hooked, prompt);
     // The file as it is now is the second run's.
     let prompt = run_ok(cmd("slice").arg("from-trace").arg(&after).args(q));
     assert_eq!(source_block(&prompt, "add"), Some("def add(a, b):\n    return a + b"), "{prompt}");
@@ -114,4 +132,14 @@ fn a_file_edited_after_its_run_is_shown_as_it_ran_from_git_and_the_diff_shows_th
     assert!(prompt.contains(&format!("source not shown: the file changed since the run ({asked}); record the trace again")), "{prompt}");
     let prompt = run_ok(cmd("slice").env("SLICE_GIT", "0").arg("from-trace").arg(&after).args(q));
     assert!(prompt.contains("source not shown: the file changed since the run") && !prompt.contains(asked), "{prompt}");
+
+    // The file deleted since: the first run's version is still in git, and the notes say the
+    // file is gone rather than changed.
+    std::fs::remove_file(repo.join("calc.py")).unwrap();
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&before).args(q));
+    assert_eq!(source_block(&prompt, "add"), Some("def add(a, b):\n    return a - b"), "{prompt}");
+    assert!(prompt.contains("> Changed since the run: calc.py (deleted since; as in commit "), "{prompt}");
+    let answer = mcp_source(&repo, &before, "add");
+    assert!(answer.contains("(calc.py was deleted since the run: this is the version the run executed, as in commit "), "{answer}");
+    assert!(!answer.contains("not the file on disk now"), "{answer}");
 }

@@ -95,14 +95,13 @@ fn load(p: &FunctionParams) -> anyhow::Result<(Model, String, Recovered)> {
         head.push_str(&format!("warning: {}\n", escape::line(w)));
     }
     let model = Model::build("", &mut traces);
-    let recovered =
-        traces.iter().flat_map(|t| t.sources.recovered().iter().map(|(path, from)| (display_path(path, &t.cwd), from.clone()))).collect();
+    let recovered = traces.iter().flat_map(|t| t.sources.recovered().iter().map(|r| (display_path(&r.path, &t.cwd), r.clone()))).collect();
     Ok((model, head, recovered))
 }
 
 /// The files that changed since the run whose executed version was read from git
-/// ([`crate::source::git`]), as [`FuncInfo::file`] names them, with where it was found.
-type Recovered = HashMap<String, String>;
+/// ([`crate::source::git`]), as [`FuncInfo::file`] names them.
+type Recovered = HashMap<String, crate::source::Recovered>;
 
 /// `qualname  (file:line)`, control characters escaped.
 fn named(f: &FuncInfo) -> String {
@@ -281,8 +280,12 @@ pub fn source(p: &FunctionParams) -> anyhow::Result<String> {
             SourceState::Code(e) => {
                 let fence = crate::prompt::fence_for(&[&e.code]);
                 b.push(format!("## {} — {}:{}-{}", escape::line(&f.qualname), escape::line(&f.file), e.first_line, e.last_line));
-                if let Some(from) = recovered.get(&f.file) {
-                    b.push(format!("({} changed since the run: this is the version the run executed, as in {from}, read from git, not the file on disk now)", escape::line(&f.file)));
+                if let Some(r) = recovered.get(&f.file) {
+                    let (file, from) = (escape::line(&f.file), &r.from);
+                    b.push(match r.gone {
+                        true => format!("({file} was deleted since the run: this is the version the run executed, as in {from}, read from git)"),
+                        false => format!("({file} changed since the run: this is the version the run executed, as in {from}, read from git, not the file on disk now)"),
+                    });
                 }
                 if e.kind == CodeKind::Module {
                     b.push("(module body: top-level statements; the bodies of its functions and classes are elided)".into());

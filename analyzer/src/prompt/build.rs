@@ -368,8 +368,14 @@ pub(crate) fn recovered_note(t: &PreparedTrace, run: &str) -> Option<String> {
     if r.is_empty() {
         return None;
     }
-    let named: Vec<String> =
-        r.iter().take(RECOVERED_NAMED).map(|(p, from)| format!("{} (as in {from})", display_path(p, &t.cwd))).collect();
+    let named: Vec<String> = r
+        .iter()
+        .take(RECOVERED_NAMED)
+        .map(|r| {
+            let gone = if r.gone { "deleted since; " } else { "" };
+            format!("{} ({gone}as in {})", display_path(&r.path, &t.cwd), r.from)
+        })
+        .collect();
     let more = if r.len() > RECOVERED_NAMED { format!(" and {} more", r.len() - RECOVERED_NAMED) } else { String::new() };
     Some(format!(
         "{RECOVERED_NOTE}{run}: {}{more}. The code shown is the version {run} executed, read from git (the same size and SHA-256 as when {run} ended), not the file on disk now.",

@@ -33,6 +33,18 @@ pub struct Found {
     pub from: String,
 }
 
+/// The variables that make git read another repository than the one found from its directory.
+const REDIRECTING_ENV: [&str; 8] = [
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+];
+
 /// `git` with the options every call here takes, in `dir`.
 fn git(dir: &Path) -> Command {
     let mut c = Command::new("git");
@@ -48,10 +60,13 @@ fn git(dir: &Path) -> Command {
         .env("GIT_NO_LAZY_FETCH", "1")
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GIT_OPTIONAL_LOCKS", "0")
-        .env_remove("GIT_DIR")
-        .env_remove("GIT_WORK_TREE")
-        .env_remove("GIT_INDEX_FILE")
         .stderr(Stdio::null());
+    // `slice` run from a git hook, `git rebase -x` or an editor's git integration inherits
+    // variables that point git at another repository, index or object store than the one
+    // holding the file: the repository is found from the file's directory alone.
+    for var in REDIRECTING_ENV {
+        c.env_remove(var);
+    }
     c
 }
 
@@ -167,8 +182,19 @@ impl History {
         if !self.logs.contains_key(top) {
             // (Names git would quote in its output are left to the one-file lookup.)
             let plain = |r: &str| !r.is_empty() && !r.chars().any(|c| c == '"' || c == '\\' || c.is_control());
-            let mut asked: std::collections::HashSet<String> =
-                self.run_files.iter().filter_map(|f| f.strip_prefix(top).ok()?.to_str().map(str::to_string)).filter(|r| plain(r)).collect();
+            // The run's paths as recorded may pass through a symbolic link (a venv, `/tmp`);
+            // `top` is canonical, so each file's directory is made canonical first (once per
+            // directory), or every file but the first would need a `git log` of its own.
+            let mut canonical: std::collections::HashMap<&Path, Option<PathBuf>> = std::collections::HashMap::new();
+            let mut asked: std::collections::HashSet<String> = self
+                .run_files
+                .iter()
+                .filter_map(|f| {
+                    let dir = canonical.entry(f.parent()?).or_insert_with_key(|d| std::fs::canonicalize(d).ok()).as_ref()?;
+                    dir.join(f.file_name()?).strip_prefix(top).ok()?.to_str().map(str::to_string)
+                })
+                .filter(|r| plain(r))
+                .collect();
             if plain(rel) {
                 asked.insert(rel.to_string());
             }
@@ -436,7 +462,8 @@ mod tests {
     }
 
     /// Twenty files, each edited and committed after the run: each version that ran is found
-    /// in the older commit, through one `git log` for the repository (not one per file).
+    /// in the older commit, through one `git log` for the repository (not one per file), also
+    /// when the run named them through a symbolic link.
     #[test]
     fn the_versions_of_many_files_are_found_with_a_few_processes_per_repository() {
         let d = tempfile::tempdir().unwrap();
@@ -454,6 +481,10 @@ mod tests {
             std::fs::write(f, b"def f():\n    return -1  # fixed\n").unwrap();
         }
         sh(&repo, &["commit", "-qam", "fixed"]);
+        // The run named its files through a symbolic link to the repository (a venv, `/tmp`).
+        let link = d.path().join("link");
+        std::os::unix::fs::symlink(&repo, &link).unwrap();
+        let files: Vec<PathBuf> = (0..20).map(|i| link.join(format!("pkg/m{i}.py"))).collect();
         let mut h = History::new(files.clone());
         for (f, b) in files.iter().zip(&ran) {
             let (n, sha) = fingerprint(b);

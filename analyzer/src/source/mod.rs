@@ -89,14 +89,24 @@ pub struct Extract {
 /// Marker line put in place of an elided body (after the indentation).
 pub const ELIDED_BODY: &str = "...  # body elided";
 
+/// A file that changed since the run (or was deleted) whose executed version was read from git.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recovered {
+    pub path: PathBuf,
+    /// Where it was found ([`git::Found::from`]: `the index`, `commit 1a2b3c4d`).
+    pub from: String,
+    /// The file is no longer on disk (deleted or moved since the run).
+    pub gone: bool,
+}
+
 /// Reads files once each and checks them against the trace's fingerprints.
 pub struct SourceCache {
     sources: Option<HashMap<String, trace_format::FileFingerprint>>,
     cwd: PathBuf,
     files: HashMap<PathBuf, Result<Arc<FileText>, Unavailable>>,
-    /// The files that changed since the run whose executed version was read from git, and where
-    /// it was found ([`git::Found::from`]), in the order they were read.
-    recovered: Vec<(PathBuf, String)>,
+    /// The files that changed since the run whose executed version was read from git, in the
+    /// order they were read.
+    recovered: Vec<Recovered>,
     /// The git lookups of the changed files ([`git::History`]).
     history: git::History,
 }
@@ -112,8 +122,8 @@ impl SourceCache {
     }
 
     /// The files read so far that changed since the run and whose executed version came from
-    /// git, each with where it was found (`the index`, `commit 1a2b3c4d`).
-    pub fn recovered(&self) -> &[(PathBuf, String)] {
+    /// git.
+    pub fn recovered(&self) -> &[Recovered] {
         &self.recovered
     }
 
@@ -180,7 +190,8 @@ impl SourceCache {
             Ok(bytes) if bytes.len() as u64 == fp.size && hex(&Sha256::digest(&bytes)) == fp.sha256 => bytes,
             other => match self.history.find_version(path, fp.size, &fp.sha256, MAX_SOURCE_BYTES) {
                 Some(found) => {
-                    self.recovered.push((path.to_path_buf(), found.from));
+                    let gone = matches!(other, Err(Unavailable::Missing(_)));
+                    self.recovered.push(Recovered { path: path.to_path_buf(), from: found.from, gone });
                     found.bytes
                 }
                 None => {
