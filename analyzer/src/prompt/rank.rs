@@ -43,25 +43,36 @@ pub const TREE_BOOST: f64 = 0.3;
 
 /// Add the tree's evidence to the lexical scores: `relevance(f) += TREE_BOOST ×
 /// (max score of f's callers + max score of f's callees)`, over every place f appears.
+///
+/// A function the compiler inlined is code of the function it was inlined into: the callers of
+/// a node are its parent and, while the one above is inlined, the next one up, to the first
+/// that was not (that function's body holds all of them). ripgrep's `Ignore::matched_ignore`,
+/// inlined three levels deep into `WalkParallel`'s `should_skip_entry`, is what decides which
+/// files are skipped; one level of boost reached only the inlined wrapper above it.
 pub(super) fn tree_boost(funcs: &mut Funcs, traces: &[ModelTrace]) {
     let base: Vec<f64> = funcs.values().map(|f| f.relevance).collect();
     let (mut best_caller, mut best_callee) = (vec![0.0f64; base.len()], vec![0.0f64; base.len()]);
     for th in traces.iter().flat_map(|t| t.threads.iter()) {
-        // Pre-order: a node's caller is the last node met one level up.
-        let mut path: Vec<Option<usize>> = Vec::new();
+        // Pre-order: a node's caller is the last node met one level up. Per depth: the
+        // function (when in `funcs`) and whether that node was inlined into the one above.
+        let mut path: Vec<(Option<usize>, bool)> = Vec::new();
         for n in &th.nodes {
             let d = n.depth as usize;
             let me = Some(n.func.index()).filter(|&i| i < base.len());
-            let caller = if d >= 1 { path.get(d - 1).copied().flatten() } else { None };
             path.truncate(d);
-            path.resize(d, None);
-            path.push(me);
-            let (Some(c), Some(p)) = (me, caller) else { continue };
-            if p == c {
-                continue;
+            path.resize(d, (None, false));
+            for &(caller, inlined) in path.iter().rev() {
+                if let (Some(c), Some(p)) = (me, caller) {
+                    if p != c {
+                        best_caller[c] = best_caller[c].max(base[p]);
+                        best_callee[p] = best_callee[p].max(base[c]);
+                    }
+                }
+                if !inlined {
+                    break;
+                }
             }
-            best_caller[c] = best_caller[c].max(base[p]);
-            best_callee[p] = best_callee[p].max(base[c]);
+            path.push((me, n.inlined));
         }
     }
     for (i, f) in funcs.values_mut().enumerate() {
@@ -557,6 +568,42 @@ mod tests {
         long.relevance = 10.0;
         assert_eq!(size_discounted(&short), 10.0);
         assert!((size_discounted(&long) - 5.0).abs() < 1e-9, "{}", size_discounted(&long));
+    }
+
+    /// walk -> skip (10) -> [inlined] matched -> [inlined] ignore -> [inlined] glob -> called,
+    /// and skip -> stat (a real call): the inlined chain shares skip's body, so each of its
+    /// functions counts skip as a caller (and skip each of them as a callee); `called`, a real
+    /// call from code inlined into skip, too. A real call's callee is not boosted past it.
+    #[test]
+    fn the_tree_boost_passes_through_inlined_functions_to_the_body_that_holds_them() {
+        let mut funcs = Funcs::default();
+        let names = ["walk", "skip", "matched", "ignore", "glob", "called", "stat", "deep"];
+        let ids: Vec<FuncId> = names
+            .iter()
+            .map(|k| {
+                let mut f = func(k, "src/dir.rs", Origin::Program, "fn f() {}");
+                f.relevance = if *k == "skip" { 10.0 } else { 0.0 };
+                funcs.insert(f)
+            })
+            .collect();
+        let n = |i: usize, depth: u32, inlined: bool| super::super::ModelNode {
+            inlined,
+            ..super::super::ModelNode::new(i as u32 + 1, depth, ids[i])
+        };
+        let nodes = vec![
+            n(0, 1, false),
+            n(1, 2, false),
+            n(2, 3, true),
+            n(3, 4, true),
+            n(4, 5, true),
+            n(5, 6, false),
+            n(6, 3, false),
+            n(7, 4, false),
+        ];
+        tree_boost(&mut funcs, &[ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)]);
+        let got = names.map(|k| rel(&funcs, k));
+        let b = TREE_BOOST * 10.0;
+        assert_eq!(got, [b, 10.0, b, b, b, b, b, 0.0]);
     }
 
     #[test]
