@@ -698,6 +698,50 @@ fn the_ranking_leaves_out_the_standard_library_and_plumbing_as_a_prompt_does() {
     assert_eq!(json["ranking"].as_array().map(Vec::len), Some(all.len() - 2), "{json}");
 }
 
+/// A project whose `addopts` turn pytest's colour on: a failing string comparison has pytest
+/// colour its diff with pygments (pytest's own dependency), in the failing test only. That is
+/// the runner's work: no pygments function in the test's prompt, in its tree or in the
+/// spectrum, and no terminal escapes in the failure the prompt shows.
+#[test]
+fn the_runners_coloured_report_is_its_own_work_not_the_tests() {
+    let d = scratch();
+    let module = "def ordinal(n):\n    if n % 100 in (11, 12):\n        return f\"{n}th\"\n    \
+                  return f\"{n}\" + {1: \"st\", 2: \"nd\", 3: \"rd\"}.get(n % 10, \"th\")\n";
+    let test = "from pkg.ordinal import ordinal\n\n\ndef test_eleven():\n    assert ordinal(11) == \"11th\"\n\n\n\
+                def test_thirteen():\n    assert ordinal(13) == \"13th\"\n";
+    let proj = pkg_project(&d.path().join("proj"), ("ordinal.py", module), ("test_ordinal.py", test));
+    std::fs::write(proj.join("pytest.ini"), "[pytest]\naddopts = --color=yes\n").unwrap();
+    let py = venv_python();
+    let (t, code) = record(&proj, "colour.d", &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]);
+    assert_eq!(code, 1);
+    let t = t.to_str().unwrap();
+    let q = "ordinal(13) gives 13rd instead of 13th. Why?";
+    // pygments did run, in the failing test (`--show-plumbing` shows the runner's work).
+    let all = slice(&["from-trace", t, "--test", "failed", "--show-plumbing", "-q", q]);
+    assert!(all.contains("pygments"), "{all}");
+    let prompt = slice(&["from-trace", t, "--test", "failed", "-q", q]);
+    assert!(!prompt.contains("pygments") && !prompt.contains("\x1b") && !prompt.contains('\u{1b}'), "{prompt}");
+    assert!(prompt.contains("E         - 13th\nE         + 13rd\n"), "{prompt}");
+    let tree = prompt.split("### Call tree").nth(1).and_then(|t| t.split("### Source code").next()).unwrap_or_default();
+    assert_eq!(
+        tree.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#') && !l.starts_with("```")).collect::<Vec<_>>(),
+        ["test_thirteen", "  ordinal"],
+        "{prompt}"
+    );
+    assert!(prompt.contains("    return f\"{n}\" + {1: \"st\", 2: \"nd\", 3: \"rd\"}.get(n % 10, \"th\")\n"), "{prompt}");
+    let ranking = slice(&["tests", t, "--rank", "50"]);
+    let ranked: Vec<&str> =
+        ranking.lines().skip_while(|l| !l.starts_with("functions that go with failure")).skip(1).map(str::trim).collect();
+    assert_eq!(
+        ranked,
+        [
+            "1.000  failing   1  passing     0  test_thirteen  (test_ordinal.py:8)",
+            "0.707  failing   1  passing     1  ordinal  (pkg/ordinal.py:1)",
+        ],
+        "{ranking}"
+    );
+}
+
 /// The spectrum query of docs/views.md, run by DuckDB (its PyPI wheel) over two shards'
 /// Parquet rows, gives `slice tests`' ranking of the same two traces (with the standard library
 /// and framework plumbing, which the query does not leave out).

@@ -634,14 +634,14 @@ fn tests_coverage(
         let kinds = kinds_of.entry(*pid).or_insert_with(|| {
             let kinds = crate::testrun::function_kinds(&p.funcs, cwd);
             for (f, k) in p.funcs.iter().zip(&kinds) {
-                if let (FuncKind::Other, Language::Python, Some(file)) = (k, f.language, &f.file) {
+                if let (true, Language::Python, Some(file)) = (k.is_code(), f.language, &f.file) {
                     files.insert(file.clone());
                 }
             }
             kinds
         });
         for &(func, line) in lines {
-            let Some(f) = p.funcs.get(func as usize).filter(|_| kinds.get(func as usize) == Some(&FuncKind::Other)) else { continue };
+            let Some(f) = p.funcs.get(func as usize).filter(|_| kinds.get(func as usize).is_some_and(|k| k.is_code())) else { continue };
             let Some(file) = &f.file else { continue };
             if line == 0 {
                 uncertain.insert(file.clone());

@@ -245,12 +245,24 @@ impl Plumbing {
             .iter()
             .map(|f| f.language == crate::symbols::Language::Python && f.file.as_deref().is_some_and(|p| p.to_string_lossy() == "<string>"))
             .collect();
+        // Where the test runner is plumbing, so is the installed packages' code that only the
+        // runner called (its report's colouring: `crate::testrun::runner_work`).
+        let runner_is_plumbing = self.packages.iter().any(|p| p == "pytest");
+        let kinds = if runner_is_plumbing { crate::testrun::function_kinds(&tree.funcs, cwd) } else { Vec::new() };
+        let runner_work = if runner_is_plumbing { crate::testrun::runner_work(&tree, &kinds) } else { vec![false; n] };
+        let runners_dependency =
+            |id: usize, func: u32| runner_work[id] && kinds.get(func as usize) == Some(&crate::testrun::FuncKind::Installed);
         let mut is_plumb: Vec<bool> = vec![false; n];
         for (id, node) in tree.nodes.iter().enumerate().skip(1) {
             let parent = node.parent as usize;
             is_plumb[id] = plumb_func(node.func).is_some()
-                || (parent != ROOT as usize && is_plumb[parent] && generated.get(node.func as usize).copied().unwrap_or(false));
+                || (parent != ROOT as usize && is_plumb[parent] && generated.get(node.func as usize).copied().unwrap_or(false))
+                || runners_dependency(id, node.func);
         }
+        // A function of such a package is shown without source only where no test or program
+        // code called it (a test of pygments itself calls it directly).
+        let called_by_code: HashSet<u32> =
+            tree.nodes.iter().enumerate().skip(1).filter(|&(id, _)| !is_plumb[id]).map(|(_, node)| node.func).collect();
         // Leaves up (children have larger ids than their parent): does a node's subtree hold
         // code that is not plumbing?
         let mut other_below = vec![false; n];
@@ -269,10 +281,13 @@ impl Plumbing {
         for id in 1..n as NodeId {
             let i = id as usize;
             if is_plumb[i] {
-                if let Some(p) = plumb_func(tree.nodes[i].func) {
+                let func = tree.nodes[i].func;
+                if let Some(p) = plumb_func(func) {
                     out.packages.insert(p.to_string());
+                    out.funcs.insert(func);
+                } else if !runners_dependency(i, func) || !called_by_code.contains(&func) {
+                    out.funcs.insert(func);
                 }
-                out.funcs.insert(tree.nodes[i].func);
                 if !keep(&tree, id) && keep(&tree, tree.nodes[i].parent) {
                     out.removed += sizes[i];
                 }

@@ -59,9 +59,9 @@ pub fn built_earlier(p: &crate::fold::ProcessTrees, test: &TestRun, kinds: &[Fun
             let Some(gf) = earlier.function(g) else { continue };
             let test_code = gf.file.as_deref().is_some_and(crate::plumbing::is_test_file);
             let reused = match kind(g) {
-                FuncKind::Other if !test_code => first_seen.get(&f) == Some(&j),
+                k if k.is_code() && !test_code => first_seen.get(&f) == Some(&j),
                 // A fixture this test requested, computed once by an earlier test.
-                FuncKind::Other => kind(f) == FuncKind::Runner && test.fixtures.contains(&gf.name),
+                k if k.is_code() => kind(f) == FuncKind::Runner && test.fixtures.contains(&gf.name),
                 _ => false,
             };
             if reused {

@@ -16,7 +16,7 @@ mod spectrum;
 mod table;
 
 pub use earlier::built_earlier;
-pub use spectrum::{counted_ids, function_kind, function_kinds, FuncKind, Spectrum};
+pub use spectrum::{counted_ids, function_kind, function_kinds, runner_work, FuncKind, Spectrum};
 pub use table::{LeftOut, RankRule, RankedFunction, TestRow, TestTable};
 
 use regex::Regex;

@@ -13,7 +13,18 @@ pub enum FuncKind {
     /// The test runner's own code ([`crate::plumbing::is_test_runner`]).
     Runner,
     Stdlib,
+    /// An installed package's code (site-packages, not the runner's): the code under test when
+    /// the tests or the program reach it, the runner's own work when only the runner does
+    /// (pytest's assertion report colours its diff with pygments: [`runner_work`]).
+    Installed,
     Other,
+}
+
+impl FuncKind {
+    /// Code that is neither the runner's nor the standard library's.
+    pub fn is_code(self) -> bool {
+        matches!(self, FuncKind::Installed | FuncKind::Other)
+    }
 }
 
 /// [`FuncKind`] of each function of a table.
@@ -38,24 +49,52 @@ pub fn function_kind(f: &crate::symbols::Function, cwd: &std::path::Path) -> Fun
         Origin::SitePackages if crate::plumbing::is_test_runner(module_name(f, cwd).split('.').next().unwrap_or_default()) => {
             FuncKind::Runner
         }
+        // Tests of an installed package (`pytest --pyargs pkg`) are tests, not what the runner
+        // uses.
+        Origin::SitePackages if f.file.as_deref().is_some_and(crate::plumbing::is_test_file) => FuncKind::Other,
+        Origin::SitePackages => FuncKind::Installed,
         _ => FuncKind::Other,
     }
 }
 
-/// Which nodes of a test's tree are the test's own work, by node id: not the test runner's,
-/// and standard-library code only where such work called it (pytest's failure report formats
-/// with difflib and pprint; that is the runner's work, not the test's).
+/// Which nodes of a tree are the test runner's work, by node id: the runner's own functions,
+/// and the standard library's and installed packages' code that the runner called, down to
+/// the first call back into the program (the tests, their fixtures, the code under test, an
+/// object's `__repr__`). A failing `assert` has pytest format its report, and with
+/// `--color=yes` (a project's `addopts`) colour it with pygments: 29 of a failing test's 33
+/// functions were pygments', Ochiai 1.0 each (they ran in the failing test only), and a
+/// 4,000-token prompt dropped the function with the bug to keep them. The one rule for the
+/// spectrum ([`counted_nodes`]) and for prompts ([`crate::plumbing`]).
+pub fn runner_work(tree: &CallTree, kinds: &[FuncKind]) -> Vec<bool> {
+    let kind = |n: crate::calltree::NodeId| kinds.get(tree.node(n).func as usize).copied().unwrap_or(FuncKind::Other);
+    let mut work = vec![false; tree.nodes.len()];
+    // Pre-order: a parent's verdict is known before its children's.
+    for n in tree.preorder() {
+        let parent = tree.node(n).parent;
+        let parent_work = parent != crate::calltree::ROOT && work[parent as usize];
+        work[n as usize] = match kind(n) {
+            FuncKind::Runner => true,
+            FuncKind::Stdlib | FuncKind::Installed => parent_work,
+            FuncKind::Other => false,
+        };
+    }
+    work
+}
+
+/// Which nodes of a test's tree are the test's own work, by node id: not the test runner's
+/// ([`runner_work`]), and standard-library code only where such work called it (pytest's
+/// failure report formats with difflib and pprint; that is the runner's work, not the test's).
 pub fn counted_nodes(tree: &CallTree, kinds: &[FuncKind]) -> Vec<bool> {
     let kind = |n: crate::calltree::NodeId| kinds.get(tree.node(n).func as usize).copied().unwrap_or(FuncKind::Other);
+    let work = runner_work(tree, kinds);
     // Pre-order: a parent's verdict is known before its children's.
     let mut counted = vec![false; tree.nodes.len()];
     for n in tree.preorder() {
         let parent = tree.node(n).parent;
         let parent_counted = parent != crate::calltree::ROOT && counted[parent as usize];
         counted[n as usize] = match kind(n) {
-            FuncKind::Runner => false,
             FuncKind::Stdlib => parent_counted,
-            FuncKind::Other => true,
+            _ => !work[n as usize],
         };
     }
     counted
@@ -344,6 +383,32 @@ mod tests {
 
     /// Two entries of one table with the same key (one function) count once per test, and a
     /// function whose key starts with `<` (no real file) not at all.
+    /// runner -> test -> lib.parse (an installed package the test calls: code under test)
+    /// -> json.loads (standard library it calls: counted); runner -> pygments.highlight (what
+    /// only the runner calls: its work) -> re.compile -> pygments.lex (still its work) ->
+    /// Thing.__repr__ (the program's, called back: counted again).
+    #[test]
+    fn what_only_the_runner_calls_is_its_work_down_to_the_programs_code() {
+        use FuncKind::*;
+        let funcs = Arc::new(py_funcs(&["runner", "test", "parse", "loads", "highlight", "compile", "lex", "repr"]));
+        let kinds = [Runner, Other, Installed, Stdlib, Installed, Stdlib, Installed, Other];
+        let mut b = TreeBuilder::new(funcs.clone());
+        let r = b.child(ROOT, 0);
+        let t = b.child(r, 1);
+        let p = b.child(t, 2);
+        b.child(p, 3);
+        let h = b.child(r, 4);
+        let c = b.child(h, 5);
+        let l = b.child(c, 6);
+        b.child(l, 7);
+        let tree = b.finish();
+        let by_name = |v: Vec<bool>| -> Vec<&str> {
+            tree.preorder().into_iter().filter(|&n| v[n as usize]).filter_map(|n| tree.func(n)).map(|f| f.qualname.as_str()).collect()
+        };
+        assert_eq!(by_name(runner_work(&tree, &kinds)), ["runner", "highlight", "compile", "lex"]);
+        assert_eq!(by_name(counted_nodes(&tree, &kinds)), ["test", "parse", "loads", "repr"]);
+    }
+
     #[test]
     fn functions_sharing_a_key_count_once_and_bracketed_ones_not_at_all() {
         let mut fs = py_funcs(&["f", "f", "g"]);

@@ -225,7 +225,51 @@ pub struct TestsDoc {
     pub bad_subtests: usize,
 }
 
+/// `s` without the terminal's escape sequences: a runner run with colour (`pytest
+/// --color=yes`, a project's `addopts`) writes them into its report and captured output, and
+/// a model reads `\x1b[91m- 13th\x1b[39;49;00m` as text. Removed: CSI sequences (`ESC [`
+/// parameters, a final byte: colours, cursor moves), OSC strings (`ESC ]` to BEL or `ESC \`:
+/// titles, hyperlinks), character-set designations (`ESC ( B`) and other two-byte escapes.
+pub fn strip_terminal_escapes(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains('\x1b') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\x1b' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            // CSI: parameter and intermediate bytes (0x20-0x3f), then one final byte (0x40-0x7e).
+            Some('[') => {
+                while chars.next_if(|c| ('\x20'..='\x3f').contains(c)).is_some() {}
+                chars.next_if(|c| ('\x40'..='\x7e').contains(c));
+            }
+            // OSC: to BEL or ST (`ESC \`).
+            Some(']') => {
+                while let Some(c) = chars.next() {
+                    if c == '\x07' || (c == '\x1b' && chars.next_if_eq(&'\\').is_some()) {
+                        break;
+                    }
+                }
+            }
+            // nF (`ESC ( B`: a character set): intermediate bytes, then one final byte.
+            Some(c) if ('\x20'..='\x2f').contains(&c) => {
+                while chars.next_if(|c| ('\x20'..='\x2f').contains(c)).is_some() {}
+                chars.next_if(|c| ('\x30'..='\x7e').contains(c));
+            }
+            _ => {}
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 fn cut(s: &mut String) {
+    if let std::borrow::Cow::Owned(clean) = strip_terminal_escapes(s) {
+        *s = clean;
+    }
     if s.len() > MAX_TEXT {
         let mut i = MAX_TEXT;
         while !s.is_char_boundary(i) {
@@ -434,6 +478,24 @@ mod tests {
         assert_eq!(a.output.len(), 1);
         assert_eq!(doc.tests[1].outcome, TestOutcome::Interrupted);
         assert!(TestOutcome::Interrupted.is_failure() && !TestOutcome::Skipped.is_pass());
+    }
+
+    /// pytest's coloured report, as `--color=yes` writes it into tests.jsonl: the text a model
+    /// reads has no escapes; a plain `[` and text after an OSC hyperlink stay.
+    #[test]
+    fn a_coloured_report_is_read_without_terminal_escapes() {
+        let coloured = "E         \u{1b}[0m\u{1b}[91m- 13th\u{1b}[39;49;00m\u{1b}[90m\u{1b}[39;49;00m\nE  [x] \u{1b}]8;;file:///a\u{7}a.py\u{1b}]8;;\u{1b}\\ \u{1b}(B\u{1b}[1;2Hend";
+        assert_eq!(strip_terminal_escapes(coloured), "E         - 13th\nE  [x] a.py end");
+        assert!(matches!(strip_terminal_escapes("plain [0m"), std::borrow::Cow::Borrowed("plain [0m")));
+        let d = tempfile::tempdir().unwrap();
+        let line = serde_json::json!({"event": "finish", "id": "t.py::a", "runner": "pytest", "tid": 7, "seq": 0, "outcome": "failed",
+            "failure": {"message": "assert '13rd' == '13th'", "report": coloured}, "output": {"Captured stdout call": "\u{1b}[32mok\u{1b}[0m\n"}});
+        let start = serde_json::json!({"event": "start", "id": "t.py::a", "runner": "pytest", "tid": 7, "seq": 0});
+        std::fs::write(d.path().join(TESTS_FILE), format!("{start}\n{line}\n")).unwrap();
+        let doc = read_tests(d.path()).unwrap();
+        let t = &doc.tests[0];
+        assert_eq!(t.failure.as_ref().and_then(|f| f.report.as_deref()), Some("E         - 13th\nE  [x] a.py end"));
+        assert_eq!(t.output.get("Captured stdout call").map(String::as_str), Some("ok\n"));
     }
 
     #[test]
