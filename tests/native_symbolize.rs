@@ -114,9 +114,42 @@ fn rebuilt_object_keeps_the_recorded_names_with_a_warning() {
     assert_eq!(p.warnings.len(), 1, "{:?}", p.warnings);
     let w = &p.warnings[0];
     assert!(w.contains("was rebuilt or replaced after the run") && w.contains("record the trace again"), "{w}");
-    // The names dladdr gave during the run; no source from the new build.
+    // The names dladdr gave during the run, and the static function's from the symbol table
+    // when the run ended (sources.json); no source from the new build.
     assert_eq!(p.func("main").name, "main");
+    assert_eq!(p.func("twice").name, "twice");
     assert!(p.funcs.iter().all(|f| f.file.is_none() && f.name != "padding"), "{:?}", p.funcs);
+}
+
+/// An ordinary build recorded by entry patching (no names recorded during the run), rebuilt
+/// after it: the old trace's tree names its functions by the symbols `trace run` read when the
+/// run ended, its note says the program was rebuilt (not that it lacks debug information), and
+/// its diff against a run of the new build lines the same functions up.
+#[test]
+fn a_program_rebuilt_after_its_run_keeps_its_functions_names_and_lines_up_with_the_new_run() {
+    let s = scratch();
+    let d = s.path();
+    let src = "#include <stdio.h>\n#include <stdlib.h>\n\
+               __attribute__((noinline)) int square(int x) { return x * x; }\n\
+               __attribute__((noinline)) int total(int n) { int s = 0; for (int i = 0; i < n; i++) s += square(i); return s; }\n\
+               int main(int argc, char **argv) { printf(\"%d\\n\", total(argc > 1 ? atoi(argv[1]) : 3)); return 0; }\n";
+    std::fs::write(d.join("p.c"), src).unwrap();
+    let prog = d.join("p");
+    compile("gcc", &["-g", "-O1"], &prog, &d.join("p.c"), &[]);
+    let (a, b) = (d.join("a.d"), d.join("b.d"));
+    assert!(trace(&a, &prog, &["4"]).status.success());
+    std::fs::write(d.join("p.c"), src.replace("return x * x;", "return x * x + 1;")).unwrap();
+    compile("gcc", &["-g", "-O1"], &prog, &d.join("p.c"), &[]);
+    let prompt = slice_trace_e2e::run_ok(slice_trace_e2e::cmd("slice").arg("from-trace").arg(&a).args(["-q", "What does it sum?"]));
+    assert!(prompt.contains("```text\nmain  (p)\n  total  (p)\n    square  (p) ×4\n```"), "{prompt}");
+    assert!(
+        prompt.contains("No source for 3 functions of `p` (") && prompt.contains("it was rebuilt or replaced after the run ("),
+        "{prompt}"
+    );
+    assert!(!prompt.contains("debug information that maps its code to source lines is missing"), "{prompt}");
+    assert!(trace(&b, &prog, &["4"]).status.success());
+    let diff = slice_trace_e2e::run_ok(slice_trace_e2e::cmd("slice").arg("diff").arg(&a).arg(&b));
+    assert!(diff.contains("# functions only in A (0): none\n# functions only in B (0): none\n"), "{diff}");
 }
 
 /// A large object's fingerprint in sources.json comes from the per-user cache while the file is

@@ -112,7 +112,12 @@ fn a_file_edited_after_its_run_is_shown_as_it_ran_from_git_and_the_diff_shows_th
     assert!(diff.contains("- `add` (calc.py:1): its source differs between the runs (2 lines in run A, 2 in run B)"), "{diff}");
     // Which run's file changed since: run A's (in a diff, "the run" could be either).
     assert!(diff.contains("> Changed since run A: calc.py (as in commit "), "{diff}");
-    assert!(diff.contains("The code shown is the version run A executed, read from git"), "{diff}");
+    assert!(
+        diff.contains(
+            "What is shown of run A's copy (its code, or how it differs from the other run's) is the version run A executed, read from git"
+        ),
+        "{diff}"
+    );
     assert!(!diff.contains("Changed since the run") && !diff.contains("Changed since run B"), "{diff}");
     assert!(diff.contains("```diff\n@@ run B's line 1 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n```"), "{diff}");
     let diff = run_ok(cmd("slice").env("SLICE_GIT", "0").arg("diff").arg(&before).arg(&after).args([

@@ -465,7 +465,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     if threads.iter().any(|t| t.times_estimated) {
         notes.push(crate::native::inlined::note(&t.dir));
     }
-    notes.extend(no_source_notes(&threads));
+    notes.extend(no_source_notes(&threads, &t.dir));
     let mut compiled: Vec<crate::python::compiled::CompiledPackage> = Vec::new();
     let mut native_ext = false;
     for p in &t.processes {
@@ -662,9 +662,10 @@ const WHOLE_RUN_FAILURES: usize = 3;
 const EARLIER_LABEL: &str = "built earlier, in test ";
 
 /// Per native object whose shown functions have no source (no debug information, or none
-/// that could be read: the warning on stderr says which), one note: how many, and what shows
-/// their source. In the order the objects first appear.
-fn no_source_notes(threads: &[PreparedThread]) -> Vec<String> {
+/// that could be read: the warning on stderr says which; or the object was rebuilt since the
+/// run), one note: how many, and what shows their source. In the order the objects first
+/// appear. `dir`: the trace directory (its `sources.json` says which objects changed since).
+fn no_source_notes(threads: &[PreparedThread], dir: &Path) -> Vec<String> {
     let mut objects: Vec<(String, HashSet<String>)> = Vec::new();
     for th in threads {
         let tree = &th.tree;
@@ -684,7 +685,30 @@ fn no_source_notes(threads: &[PreparedThread]) -> Vec<String> {
             }
         }
     }
-    objects.into_iter().map(|(object, names)| no_source_note(&object, &names)).collect()
+    if objects.is_empty() {
+        return Vec::new();
+    }
+    let recorded = crate::source::SourceCache::read_sources_doc(dir);
+    objects
+        .into_iter()
+        .map(|(object, names)| match crate::native::resolve::changed_since_run(Path::new(&object), recorded.as_ref()) {
+            Some(why) => rebuilt_note(&object, &why, names.len()),
+            None => no_source_note(&object, &names),
+        })
+        .collect()
+}
+
+/// The note of [`no_source_notes`] for an object rebuilt or replaced since the run: its debug
+/// information describes other code, so its functions are named by the symbols `trace run`
+/// recorded when the run ended.
+fn rebuilt_note(object: &str, why: &str, functions: usize) -> String {
+    let file = object.rsplit('/').next().unwrap_or(object);
+    format!(
+        "No source for {} of `{file}` ({object}): it was rebuilt or replaced after the run ({why}), so its debug information \
+         describes other code; {} named by the symbols recorded when the run ended. Record the trace again to see the source.",
+        crate::testrun::plural(functions, "function"),
+        if functions == 1 { "it is" } else { "they are" }
+    )
 }
 
 /// The note of [`no_source_notes`] for one object and the names of its functions shown

@@ -137,6 +137,7 @@ impl TraceBuilder {
                 size: bytes.len() as u64,
                 mtime_ns: 0,
                 sha256,
+                symbols: Vec::new(),
             });
         }
         std::fs::write(&path, serde_json::to_vec(&doc).map_err(std::io::Error::other)?)

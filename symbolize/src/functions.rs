@@ -140,6 +140,14 @@ impl ObjectFile {
         }
     }
 
+    /// The raw name of the function symbol holding each link-time address (`name+0xoff` when
+    /// the address is past the symbol's start); `None` where no symbol holds it.
+    pub fn symbol_names(&self, link: &[u64]) -> Vec<Option<String>> {
+        let Ok(obj) = object::File::parse(&*self.map) else { return vec![None; link.len()] };
+        let symbols = SymbolTable::new(&obj);
+        link.iter().map(|&a| symbols.name_at(a)).collect()
+    }
+
     /// The functions holding link-time addresses `link` (see the module's rules). `path` is
     /// the object's own path, for finding a separate debug file.
     pub fn functions_at(&self, path: &Path, link: &[u64]) -> Lookup {
@@ -224,6 +232,17 @@ impl SymbolTable {
         syms.sort();
         syms.dedup_by_key(|s| s.0);
         SymbolTable { syms }
+    }
+
+    /// The raw name of the symbol holding `addr`, `name+0xoff` past its start.
+    fn name_at(&self, addr: u64) -> Option<String> {
+        let i = self.syms.partition_point(|s| s.0 <= addr);
+        let (start, size, name) = self.syms.get(i.checked_sub(1)?)?;
+        match addr - start {
+            0 => Some(name.clone()),
+            off if off < (*size).max(1) => Some(format!("{name}+{off:#x}")),
+            _ => None,
+        }
     }
 
     /// The function symbol holding `addr`, by name only.

@@ -64,7 +64,7 @@ pub(crate) fn fingerprint(path: &Path, buf: &mut [u8], cache: Option<&Path>) -> 
             hash
         }
     };
-    Some(FileFingerprint { path: path.to_string_lossy().into_owned(), size: meta.len(), mtime_ns, sha256 })
+    Some(FileFingerprint { path: path.to_string_lossy().into_owned(), size: meta.len(), mtime_ns, sha256, symbols: Vec::new() })
 }
 
 /// The cache directory for [`fingerprint`] (made private), or `None` when there is none: then

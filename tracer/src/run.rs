@@ -419,14 +419,20 @@ fn finish_trace(out: &Path, meta: &mut TraceMeta) -> Result<stats::Summary> {
     }
     let mut files = BTreeSet::new();
     let mut modules = BTreeSet::new();
+    // Per native object, the offsets (from its load address) of the functions recorded
+    // without a symbol name: named from its symbol table below.
+    let mut unnamed: std::collections::BTreeMap<String, BTreeSet<u64>> = std::collections::BTreeMap::new();
     for p in &trace.processes {
         for f in p.funcs.iter() {
             match &f.kind {
                 FuncKind::Python { file, .. } if file.starts_with('/') => {
                     files.insert(file.clone());
                 }
-                FuncKind::Native { module, .. } => {
+                FuncKind::Native { module, addr, base, symbol, .. } => {
                     modules.insert(module.clone());
+                    if symbol.is_none() && !module.is_empty() {
+                        unnamed.entry(module.clone()).or_default().insert(addr.wrapping_sub(*base));
+                    }
                 }
                 _ => {}
             }
@@ -453,9 +459,14 @@ fn finish_trace(out: &Path, meta: &mut TraceMeta) -> Result<stats::Summary> {
     }
     let mut buf = vec![0u8; 256 << 10];
     let cache = crate::fingerprint::cache_dir();
-    let doc = SourcesDoc {
+    let mut doc = SourcesDoc {
         files: files.iter().filter_map(|f| crate::fingerprint::fingerprint(Path::new(f), &mut buf, cache.as_deref())).collect(),
     };
+    for fp in &mut doc.files {
+        if let Some(offsets) = unnamed.get(&fp.path) {
+            fp.symbols = recorded_symbols(Path::new(&fp.path), offsets);
+        }
+    }
     write_json_atomic(&out.join(SOURCES_FILE), &doc)?;
     let hooks: BTreeSet<&str> = trace.processes.iter().filter_map(|p| p.meta.hook.as_deref()).collect();
     meta.python_hooks = hooks.into_iter().map(String::from).collect();
@@ -463,6 +474,21 @@ fn finish_trace(out: &Path, meta: &mut TraceMeta) -> Result<stats::Summary> {
     trim_streams(&trace, &summary);
     write_json_atomic(&out.join(META_FILE), meta)?;
     Ok(summary)
+}
+
+/// The symbol names of the functions at `offsets` (from the load address) of the native
+/// object at `path`, as its symbol table has them now, right after the run: what `slice` shows
+/// for them if the object is rebuilt before the trace is read (docs/trace-format.md,
+/// `sources.json`). Addresses no symbol holds are left out.
+fn recorded_symbols(path: &Path, offsets: &BTreeSet<u64>) -> Vec<trace_format::RecordedSymbol> {
+    let Ok(obj) = symbolize::functions::ObjectFile::open(path) else { return Vec::new() };
+    let offsets: Vec<u64> = offsets.iter().copied().collect();
+    let link: Vec<u64> = offsets.iter().map(|&o| obj.link_address(o, 0)).collect();
+    offsets
+        .into_iter()
+        .zip(obj.symbol_names(&link))
+        .filter_map(|(offset, name)| Some(trace_format::RecordedSymbol { offset, name: name? }))
+        .collect()
 }
 
 /// The `.py` file beside an extension module (`.../black/linegen.py` of

@@ -177,7 +177,7 @@ fn fallback(a: &NativeAddr, symbol: Option<String>) -> Function {
 /// `sources.json` says so: size and modification time equal mean unchanged; otherwise the
 /// content's SHA-256 decides (a copy or a `touch` keeps it). No fingerprint (a trace from
 /// before objects were fingerprinted, or `trace` was killed): nothing to compare, trusted.
-fn changed_since_run(path: &Path, recorded: Option<&SourcesDoc>) -> Option<String> {
+pub(crate) fn changed_since_run(path: &Path, recorded: Option<&SourcesDoc>) -> Option<String> {
     use sha2::{Digest, Sha256};
     let fp = recorded?.files.iter().find(|f| Path::new(&f.path) == path)?;
     let meta = std::fs::metadata(path).ok()?;
@@ -237,12 +237,27 @@ fn resolve_module(module: &str, items: &[&NativeAddr], recorded: Option<&Sources
     }
     let path = Path::new(module);
     if let Some(why) = changed_since_run(path, recorded) {
-        return names_only(format!(
-            "{module} was rebuilt or replaced after the run ({why}): its debug information would name other functions at \
-             the recorded addresses, so {} function(s) in it are shown by the symbol names recorded at run time (or by \
-             address), without source; record the trace again to see them",
-            items.len()
-        ));
+        // The names `trace run` read from the object's symbol table when the run ended.
+        let names: std::collections::HashMap<u64, &str> = recorded
+            .and_then(|d| d.files.iter().find(|f| Path::new(&f.path) == path))
+            .map(|fp| fp.symbols.iter().map(|s| (s.offset, s.name.as_str())).collect())
+            .unwrap_or_default();
+        let funcs = items
+            .iter()
+            .map(|a| match (&a.symbol, names.get(&a.addr.wrapping_sub(a.base))) {
+                (None, Some(name)) => Resolved::plain(fallback(&NativeAddr { symbol: Some(name.to_string()), ..(*a).clone() }, None)),
+                _ => Resolved::plain(fallback(a, None)),
+            })
+            .collect();
+        return (
+            funcs,
+            Some(Warning::Text(format!(
+                "{module} was rebuilt or replaced after the run ({why}): its debug information would name other functions at \
+                 the recorded addresses, so {} function(s) in it are shown by the symbol names recorded when the run ended \
+                 (or by address), without source; record the trace again to see them",
+                items.len()
+            ))),
+        );
     }
     let obj = match ObjectFile::open(path) {
         Ok(o) => o,

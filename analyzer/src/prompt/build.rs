@@ -377,8 +377,14 @@ pub(crate) fn recovered_note(t: &PreparedTrace, run: &str) -> Option<String> {
         })
         .collect();
     let more = if r.len() > RECOVERED_NAMED { format!(" and {} more", r.len() - RECOVERED_NAMED) } else { String::new() };
+    // In a diff a function both runs reached is shown as run A's code and how run B's copy
+    // differs from it: run B's copy may be shown only as that difference.
+    let shown = match run {
+        "the run" => "The code shown is the version the run executed".to_string(),
+        _ => format!("What is shown of {run}'s copy (its code, or how it differs from the other run's) is the version {run} executed"),
+    };
     Some(format!(
-        "{RECOVERED_NOTE}{run}: {}{more}. The code shown is the version {run} executed, read from git (the same size and SHA-256 as when {run} ended), not the file on disk now.",
+        "{RECOVERED_NOTE}{run}: {}{more}. {shown}, read from git (the same size and SHA-256 as when {run} ended), not the file on disk now.",
         named.join(", ")
     ))
 }

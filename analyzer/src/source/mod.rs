@@ -581,7 +581,13 @@ f = lambda x: x + 1
         (f.file, f.first_line, f.last_line) = (Some(p.clone()), Some(1), Some(2));
         let sha = hex(&Sha256::digest(b"def f():\n    return 1\n"));
         let doc = |sha: &str| SourcesDoc {
-            files: vec![trace_format::FileFingerprint { path: p.to_string_lossy().into(), size: 22, mtime_ns: 0, sha256: sha.into() }],
+            files: vec![trace_format::FileFingerprint {
+                path: p.to_string_lossy().into(),
+                size: 22,
+                mtime_ns: 0,
+                sha256: sha.into(),
+                ..Default::default()
+            }],
         };
         // The hash matches (whatever the recorded time): shown.
         let mut c = SourceCache::new(Some(doc(&sha)), d.path());
@@ -629,7 +635,13 @@ f = lambda x: x + 1
         std::fs::write(&bin, b"\x7fELF\x00\x01def f():\n").unwrap();
         let sha = hex(&Sha256::digest(b"\x7fELF\x00\x01def f():\n"));
         let doc = SourcesDoc {
-            files: vec![trace_format::FileFingerprint { path: bin.to_string_lossy().into(), size: 15, mtime_ns: 0, sha256: sha }],
+            files: vec![trace_format::FileFingerprint {
+                path: bin.to_string_lossy().into(),
+                size: 15,
+                mtime_ns: 0,
+                sha256: sha,
+                ..Default::default()
+            }],
         };
         let mut c = SourceCache::new(Some(doc), d.path());
         assert!(matches!(c.file(&bin), Err(Unavailable::Refused(w)) if w.contains("binary")));

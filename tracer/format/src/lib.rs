@@ -30,8 +30,8 @@ pub mod writer;
 
 pub use event::{Event, StreamHeader, StreamTotals};
 pub use meta::{
-    ExitStatus, FileFingerprint, FuncKind, FuncRecord, ProcMeta, SourcesDoc, Stopped, TraceMeta, SOURCES_FILE, TRACE_FORMAT_NAME,
-    TRACE_FORMAT_VERSION,
+    ExitStatus, FileFingerprint, FuncKind, FuncRecord, ProcMeta, RecordedSymbol, SourcesDoc, Stopped, TraceMeta, SOURCES_FILE,
+    TRACE_FORMAT_NAME, TRACE_FORMAT_VERSION,
 };
 pub use reader::{EventIter, Process, StreamSummary, ThreadStream, TraceDir};
 pub use testrun::{TestFailure, TestOutcome, TestRun};

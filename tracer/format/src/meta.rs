@@ -287,7 +287,7 @@ pub struct SourcesDoc {
 }
 
 /// Fingerprint of one file.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct FileFingerprint {
     /// Absolute path as the trace names it.
     pub path: String,
@@ -296,6 +296,21 @@ pub struct FileFingerprint {
     pub mtime_ns: i128,
     /// Lowercase hex SHA-256 of the content.
     pub sha256: String,
+    /// A native object's: the symbol names of its functions that ran and were recorded without
+    /// one (entry patching records addresses), read from its symbol table when the run ended,
+    /// so that a trace of an object rebuilt since still names them. Added within version 3.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub symbols: Vec<RecordedSymbol>,
+}
+
+/// The symbol name of one recorded native address ([`FileFingerprint::symbols`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct RecordedSymbol {
+    /// The address's offset from the object's load address (`addr - base` of its
+    /// `funcs.jsonl` record).
+    pub offset: u64,
+    /// The raw (mangled) symbol name, `name+0xoff` when the address is not the symbol's start.
+    pub name: String,
 }
 
 /// `p<pid>/extensions.json`: written by `sitecustomize.py` when a Python process exits: the

@@ -284,7 +284,13 @@ mod tests {
                 .map(|f| {
                     let b = std::fs::read(f).unwrap();
                     let sha256 = sha2::Sha256::digest(&b).iter().map(|x| format!("{x:02x}")).collect();
-                    trace_format::FileFingerprint { path: f.to_string_lossy().into(), size: b.len() as u64, mtime_ns: 0, sha256 }
+                    trace_format::FileFingerprint {
+                        path: f.to_string_lossy().into(),
+                        size: b.len() as u64,
+                        mtime_ns: 0,
+                        sha256,
+                        ..Default::default()
+                    }
                 })
                 .collect(),
         };

@@ -95,9 +95,15 @@ pub struct Diff {
     pub lines_note: Option<String>,
 }
 
-/// The diff key of a function: file relative to the run's directory, and qualified name.
+/// The diff key of a function: file relative to the run's directory, and qualified name; a
+/// native function's object (its file name) and qualified name, with or without a source
+/// file: a run of an object rebuilt since names its functions by the symbols recorded when
+/// the run ended, without their files, and they are the same functions as the new run's.
 pub fn diff_key(f: &Function, cwd: &Path) -> String {
     match (&f.file, &f.object) {
+        (_, Some(o)) if f.language == crate::symbols::Language::Native => {
+            format!("{}::{}", o.rsplit('/').next().unwrap_or(o), f.qualname)
+        }
         (Some(p), _) => format!("{}::{}", display_path(p, cwd), f.qualname),
         (None, Some(o)) => format!("{}::{}", o.rsplit('/').next().unwrap_or(o), f.qualname),
         (None, None) => f.qualname.clone(),
