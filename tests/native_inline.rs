@@ -88,6 +88,37 @@ fn a_static_helper_inlined_at_o1_is_shown_when_it_ran_and_only_then() {
     assert!(prompt.contains("in inlined, no inline probe was planted") && prompt.contains("cannot be told"), "{prompt}");
 }
 
+/// `examples/c/folded.c` at `-O2`: gcc folds two one-line static predicates into `classify`'s
+/// branches and leaves no inlined instance of them in the debug information (checked: the
+/// inline list has no entry, and names them as folded). The prompt does not say they did not
+/// run: it names them as functions whose running cannot be told.
+#[test]
+fn helpers_folded_away_without_an_inlined_instance_are_named_as_unknowable() {
+    let s = scratch();
+    let exe = s.path().join("folded");
+    compile("gcc", &["-g", "-O2"], &exe, &example("c/folded.c"), &[]);
+    let t = s.path().join("f.d");
+    assert_eq!(trace_patched(&t, &exe, &["3", "4", "-2"]), "4\n16\n-1\n");
+    let list: serde_json::Value = serde_json::from_slice(&std::fs::read(t.join("inline-probes.json")).unwrap()).unwrap();
+    let folded: Vec<(&str, u64)> = list["folded"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{list}"))
+        .iter()
+        .map(|f| (f["name"].as_str().unwrap_or_default(), f["line"].as_u64().unwrap_or_default()))
+        .collect();
+    assert_eq!(folded, [("is_even", 7), ("is_negative", 8)], "{list}");
+    let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("Why is -2 classified as -1?"));
+    assert_eq!(tree_text(&prompt), "main\n  classify ×3\n", "{prompt}");
+    assert!(
+        prompt.contains(
+            "> The compiler inlined `is_even` (folded.c:7), `is_negative` (folded.c:8) into their callers leaving no code of their \
+             own in the debug information, so no probe can see them run: whether they ran cannot be told"
+        ),
+        "{prompt}"
+    );
+    assert!(prompt.contains("every one of its functions that ran with code of its own is in the tree as a call"), "{prompt}");
+}
+
 #[test]
 fn hexyl_run_inlined_into_main_is_shown_with_its_source() {
     let exe = hexyl();

@@ -464,6 +464,13 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     notes.extend(crate::empty::stdlib_note(stdlib_hidden, after_prune, shown, opts.front));
     if threads.iter().any(|t| t.times_estimated) {
         notes.push(crate::native::inlined::note(&t.dir));
+        let shown_files: HashSet<&Path> = threads
+            .iter()
+            .flat_map(|th| th.tree.funcs.iter())
+            .filter(|f| f.language == Language::Native)
+            .filter_map(|f| f.file.as_deref())
+            .collect();
+        notes.extend(crate::native::inlined::folded_note(&t.dir, &shown_files));
     }
     notes.extend(no_source_notes(&threads, &t.dir));
     let mut compiled: Vec<crate::python::compiled::CompiledPackage> = Vec::new();

@@ -49,13 +49,41 @@ fn mix(h: u64, v: u64) -> u64 {
 /// symbolizer gives it, that of the first row of the instance's own code
 /// ([`crate::dwarf::first_file`]): the standard library's code inlined into such a unit is
 /// then left out as a declared one is. Where the unit has no line table to tell, it is kept.
-pub fn instance_starts(obj: &object::File, mut keep: impl FnMut(&Path) -> bool, limit: usize) -> Result<Vec<InlinedStart>, gimli::Error> {
+pub fn instance_starts(obj: &object::File, keep: impl FnMut(&Path) -> bool, limit: usize) -> Result<Vec<InlinedStart>, gimli::Error> {
+    Ok(instance_starts_and_folded(obj, keep, limit)?.0)
+}
+
+/// A function of the program's own code that the compiler inlined everywhere leaving no code
+/// of its own in the debug information: an abstract `DW_TAG_subprogram` (`DW_AT_inline`) that
+/// no inlined instance with an address and no out-of-line copy refers to. Whether it ran cannot
+/// be told (gcc `-O2` folds a one-line `static` predicate into its caller's branch).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Folded {
+    /// `DW_AT_name` (not qualified).
+    pub name: String,
+    /// Its declaration file and line.
+    pub file: std::path::PathBuf,
+    pub line: u32,
+}
+
+/// [`instance_starts`], and the [`Folded`] functions declared in files `keep` keeps (none when
+/// the walk stopped at `limit`: the rest of the DWARF could hold their instances).
+pub fn instance_starts_and_folded(
+    obj: &object::File,
+    mut keep: impl FnMut(&Path) -> bool,
+    limit: usize,
+) -> Result<(Vec<InlinedStart>, Vec<Folded>), gimli::Error> {
     let sections = crate::units::Sections::of(obj);
     let dwarf = sections.dwarf();
     let mut xref = Xref::new(&dwarf);
     // Whether a file is kept, by (unit start, file index).
     let mut kept: HashMap<(usize, u64), bool> = HashMap::new();
     let mut out = Vec::new();
+    // Abstract functions of the kept files (by DIE, across units) and the DIEs some code
+    // instance refers to: those never referred to were folded away.
+    let mut abstracts: HashMap<u64, Folded> = HashMap::new();
+    let mut instantiated: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    let mut stopped = false;
     let mut units = dwarf.units();
     while let Some(header) = units.next()? {
         let Ok(unit) = dwarf.unit(header) else { continue };
@@ -78,7 +106,13 @@ pub fn instance_starts(obj: &object::File, mut keep: impl FnMut(&Path) -> bool, 
             }
             let (chain, inlined, parent) = match entry.tag() {
                 gimli::DW_TAG_subprogram => {
-                    open.push((depth, mix(0, here.wrapping_add(entry.offset().0) as u64), 0, 0));
+                    let key = here.wrapping_add(entry.offset().0) as u64;
+                    if has_code(&unit, entry) {
+                        instantiated.insert(origin_key(here, entry));
+                    } else if let Some(f) = abstract_function(&unit, entry, here, &mut kept, &mut keep) {
+                        abstracts.insert(key, f);
+                    }
+                    open.push((depth, mix(0, key), 0, 0));
                     instances.push(Instance { depth: depth.max(0) as u32, ranges: Vec::new(), call: None });
                     continue;
                 }
@@ -118,6 +152,9 @@ pub fn instance_starts(obj: &object::File, mut keep: impl FnMut(&Path) -> bool, 
                 .zip(entry.attr_value(gimli::DW_AT_call_line).ok().flatten().and_then(|v| v.udata_value()))
                 .map(|(f, l)| (f, l.min(u32::MAX as u64) as u32));
             instances.push(Instance { depth: depth.max(0) as u32, ranges: spans.clone(), call });
+            if !spans.is_empty() {
+                instantiated.insert(origin_key(here, entry));
+            }
             if !is_kept {
                 continue;
             }
@@ -133,15 +170,52 @@ pub fn instance_starts(obj: &object::File, mut keep: impl FnMut(&Path) -> bool, 
                 undeclared.push((instances.len() - 1, from..out.len(), chain, parent));
             }
             if out.len() >= limit {
+                stopped = true;
                 break;
             }
         }
         drop_undeclared(&unit, here, &instances, &undeclared, &mut out, &mut kept, &mut keep);
         if out.len() >= limit {
+            stopped = true;
             break;
         }
     }
-    Ok(out)
+    let mut folded: Vec<Folded> = match stopped {
+        true => Vec::new(),
+        false => abstracts.into_iter().filter(|(k, _)| !instantiated.contains(k)).map(|(_, f)| f).collect(),
+    };
+    folded.sort();
+    folded.dedup();
+    Ok((out, folded))
+}
+
+/// Whether a DIE has code: an address range or a low PC.
+fn has_code<'a>(unit: &gimli::UnitRef<R<'a>>, entry: &gimli::DebuggingInformationEntry<R<'a>>) -> bool {
+    entry.attr_value(gimli::DW_AT_low_pc).ok().flatten().is_some()
+        || unit.die_ranges(entry).is_ok_and(|mut r| matches!(r.next(), Ok(Some(r)) if r.end > r.begin))
+}
+
+/// An abstract function (`DW_AT_inline` inlined or declared inline) declared in a file `keep`
+/// keeps, with its name and declaration.
+fn abstract_function<'a>(
+    unit: &gimli::UnitRef<R<'a>>,
+    entry: &gimli::DebuggingInformationEntry<R<'a>>,
+    here: usize,
+    kept: &mut HashMap<(usize, u64), bool>,
+    keep: &mut impl FnMut(&Path) -> bool,
+) -> Option<Folded> {
+    let inline = entry.attr_value(gimli::DW_AT_inline).ok().flatten()?;
+    if !matches!(inline, gimli::AttributeValue::Inline(gimli::DW_INL_inlined | gimli::DW_INL_declared_inlined)) {
+        return None;
+    }
+    let index = decl_file(entry)?;
+    let file = file_path(unit, index)?;
+    if !*kept.entry((here, index)).or_insert_with(|| keep(&file)) {
+        return None;
+    }
+    let name = unit.attr_string(entry.attr_value(gimli::DW_AT_name).ok().flatten()?).ok()?.to_string_lossy().into_owned();
+    let line = entry.attr_value(gimli::DW_AT_decl_line).ok().flatten().and_then(|v| v.udata_value()).unwrap_or(0);
+    Some(Folded { name, file, line: line.min(u32::MAX as u64) as u32 })
 }
 
 /// The call sites (file, line) of the inlined instances of `obj`'s DWARF whose code holds one of

@@ -150,7 +150,12 @@ pub fn probe_list(path: &Path) -> Option<InlineProbeList> {
     let data = crate::detect::map_file(path).ok()?;
     let obj = object::File::parse(&*data).ok()?;
     let bias = obj.segments().map(|s| s.address()).min().map(|v| v & !0xfff)?;
-    let mut starts = symbolize::inlined::instance_starts(&obj, |f| own_code(&f.to_string_lossy()), MAX_PROBES).ok()?;
+    let (mut starts, folded) = symbolize::inlined::instance_starts_and_folded(&obj, |f| own_code(&f.to_string_lossy()), MAX_PROBES).ok()?;
+    let folded: Vec<trace_format::meta::FoldedFunction> = folded
+        .into_iter()
+        .take(trace_format::meta::MAX_FOLDED)
+        .map(|f| trace_format::meta::FoldedFunction { name: f.name, file: f.file.to_string_lossy().into_owned(), line: f.line })
+        .collect();
     // Every listed chain's parent (the nearest kept instance around it), before the addresses
     // are made unique (a chain whose every start is also a deeper one's still has a parent).
     let parent_of: HashMap<u64, u64> = starts.iter().map(|s| (s.chain, s.parent)).collect();
@@ -171,7 +176,7 @@ pub fn probe_list(path: &Path) -> Option<InlineProbeList> {
     let group_parents = parents_of_groups(&dense, &parent_of);
     let offsets: Vec<u64> = starts.iter().map(|s| s.addr - bias).collect();
     let object = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).to_string_lossy().into_owned();
-    Some(InlineProbeList { object, size: meta.len(), mtime_ns, offsets, groups, group_parents, covers: Vec::new() })
+    Some(InlineProbeList { object, size: meta.len(), mtime_ns, offsets, groups, group_parents, covers: Vec::new(), folded })
 }
 
 /// Per group of `dense` (chain to group), the group of its nearest enclosing chain that is

@@ -67,7 +67,7 @@ pub fn line_list(path: &Path) -> Option<InlineProbeList> {
     // Rows reached only by falling through from the row before them need no probe of their own.
     let covers = crate::blocks::covers_in_object(path, &offsets).filter(|c| c.iter().any(|&n| n > 0)).unwrap_or_default();
     let object = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()).to_string_lossy().into_owned();
-    Some(InlineProbeList { object, size: meta.len(), mtime_ns, offsets, groups, group_parents: Vec::new(), covers })
+    Some(InlineProbeList { object, size: meta.len(), mtime_ns, offsets, groups, group_parents: Vec::new(), covers, folded: Vec::new() })
 }
 
 #[cfg(test)]

@@ -20,6 +20,50 @@ pub fn note(dir: &Path) -> String {
     note_with(&reports, &dlopened)
 }
 
+/// Most folded functions a note names.
+const FOLDED_NAMED: usize = 8;
+
+/// The note on the program's own functions the compiler inlined leaving no code of their own in
+/// the debug information ([`trace_format::meta::InlineProbeList::folded`]), whose running no
+/// probe sees, among those declared in `shown_files` (the files of the prompt's functions):
+/// without it a model reads the note above as "not in the tree, so it did not run". `None`
+/// when there are none (or the trace's lists predate them).
+pub fn folded_note(dir: &Path, shown_files: &std::collections::HashSet<&Path>) -> Option<String> {
+    use trace_format::probes::{read_list, read_lists, ProbeKind};
+    let kind = ProbeKind::Inline;
+    let lists = read_list(&dir.join(kind.program_file()))
+        .into_iter()
+        .chain(read_lists(&dir.join(kind.libraries_file())).unwrap_or_default())
+        .collect::<Vec<_>>();
+    let mut named: Vec<String> = Vec::new();
+    let mut total = 0usize;
+    for f in lists.iter().flat_map(|l| &l.folded) {
+        if !shown_files.contains(Path::new(&f.file)) {
+            continue;
+        }
+        total += 1;
+        if named.len() < FOLDED_NAMED {
+            let file = f.file.rsplit('/').next().unwrap_or(&f.file);
+            named.push(format!("`{}` ({file}:{})", trace_format::escape::line(&f.name), f.line));
+        }
+    }
+    if total == 0 {
+        return None;
+    }
+    let more = if total > named.len() { format!(" and {} more", total - named.len()) } else { String::new() };
+    Some(format!(
+        "The compiler inlined {}{more} into {} callers leaving no code of {} own in the debug information, so no probe can \
+         see {} run: whether {} ran cannot be told, and {} never in the tree; the callers' source shows where {} called.",
+        named.join(", "),
+        if total == 1 { "its" } else { "their" },
+        if total == 1 { "its" } else { "their" },
+        if total == 1 { "it" } else { "them" },
+        if total == 1 { "it" } else { "they" },
+        if total == 1 { "it is" } else { "they are" },
+        if total == 1 { "it is" } else { "they are" },
+    ))
+}
+
 /// Why a library loaded by `dlopen` got no inline probe, from what `trace run` found after the
 /// run (`None`: it said nothing of it, as before it did; or it had no list because it has no
 /// inlined code of its own, which [`note_with`] says otherwise).
@@ -127,8 +171,8 @@ pub fn note_with(reports: &[PatchReport], dlopened: &[DlopenedList]) -> String {
     }
     if !nothing_inlined.is_empty() {
         parts.push(format!(
-            "in {}, the debug information lists none of its own code as inlined: every one of its functions that ran is in \
-             the tree as a call.",
+            "in {}, the debug information lists none of its own code as inlined: every one of its functions that ran with \
+             code of its own is in the tree as a call.",
             nothing_inlined.join(", ")
         ));
     }

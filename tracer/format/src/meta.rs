@@ -621,4 +621,21 @@ pub struct InlineProbeList {
     /// fires they ran ([`LINE_BLOCK_RAN`]); while it is armed, they did not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub covers: Vec<u32>,
+    /// Inline lists only: the program's own functions the compiler inlined leaving no code of
+    /// their own in the debug information (an abstract `DW_TAG_subprogram` no instance with an
+    /// address refers to), whose running no probe can see; at most [`MAX_FOLDED`]. Added within
+    /// version 3.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub folded: Vec<FoldedFunction>,
+}
+
+/// Most [`InlineProbeList::folded`] functions listed.
+pub const MAX_FOLDED: usize = 256;
+
+/// A function of [`InlineProbeList::folded`]: its bare name and where it is declared.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FoldedFunction {
+    pub name: String,
+    pub file: String,
+    pub line: u32,
 }
