@@ -28,7 +28,10 @@ fn read_input(path: &std::path::Path) -> anyhow::Result<String> {
         std::io::stdin().read_to_string(&mut s).context("reading standard input (it must be UTF-8 text)")?;
         Ok(s)
     } else {
-        std::fs::read_to_string(path).with_context(|| format!("{}: cannot read it as UTF-8 text", path.display()))
+        std::fs::read_to_string(path).with_context(|| match std::fs::metadata(path) {
+            Ok(_) => format!("{}: cannot read it as UTF-8 text", path.display()),
+            Err(_) => format!("{}: cannot read it", path.display()),
+        })
     }
 }
 

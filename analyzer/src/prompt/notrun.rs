@@ -44,9 +44,12 @@ pub fn note(mode: NotRun, funcs: usize, lines: usize, whose: &str, front: FrontE
         _ if funcs == 0 => return None,
         NotRun::Show => return None,
         NotRun::Auto => {
-            format!("in {funcs} {whose} that are not among the {} closest to the question", super::KEPT_EXACT_TOP)
+            // (`whose` is said of several functions: "functions outside the test files".)
+            let whose = if funcs == 1 { whose.replacen("functions", "function", 1) } else { whose.to_string() };
+            let are = if funcs == 1 { "is" } else { "are" };
+            format!("in {funcs} {whose} that {are} not among the {} closest to the question", super::KEPT_EXACT_TOP)
         }
-        NotRun::Hide => format!("in {funcs} functions"),
+        NotRun::Hide => format!("in {}", crate::testrun::plural(funcs, "function")),
     };
     Some(format!(
         "Code that did not run: {lines} lines that this run never executed (branches not taken, the rest of a \
@@ -361,5 +364,10 @@ mod tests {
         // Through MCP: the prompt tool's parameter.
         let n = note(NotRun::Hide, 3, 40, "installed packages' functions", FrontEnd::Mcp).unwrap();
         assert!(n.ends_with("`not_run: \"show\"` shows them."), "{n}");
+        // One function: said in the singular.
+        let n = note(NotRun::Hide, 1, 4, "installed packages' functions", FrontEnd::Cli).unwrap();
+        assert!(n.contains("are elided in 1 function, each"), "{n}");
+        let n = note(NotRun::Auto, 1, 4, "functions outside the test files", FrontEnd::Cli).unwrap();
+        assert!(n.contains("in 1 function outside the test files that is not among the 25 closest"), "{n}");
     }
 }
