@@ -11,7 +11,7 @@
 //! judged and explained by GoogleTest's own report.
 
 use serde_json::Value;
-use slice_trace_e2e::{cmd, root, run, scratch, texts};
+use slice_trace_e2e::{cmd, root, run, run_ok, scratch, texts};
 use std::path::Path;
 
 fn copy_dir(src: &Path, dst: &Path) {
@@ -106,6 +106,19 @@ fn cargo_test_records_each_rust_test_as_a_test() {
     // Neither the other tests' code nor the panic's reporting (the hook, backtraces).
     for absent in ["calc::largest", "largest_of_nothing_panics", "panic_with_hook", "gimli", "miniz_oxide"] {
         assert!(!prompt.contains(absent), "{absent} is not in the failing test's prompt:\n{prompt}");
+    }
+
+    // The whole run's prompt: the `main` rustc generated for the harness, declared at line 1
+    // of lib.rs, is not shown as the code there (which is another function's), and that
+    // function keeps its own block; code the binary's debug information does not describe is
+    // not blamed on a build without debug information.
+    let whole = run_ok(cmd("slice").args(["from-trace", "-q", "Why is the mean of 2 and 4 not 3?"]).arg(&t));
+    assert!(!whole.contains("#### `calc::main`"), "{whole}");
+    for f in ["calc::tests::means_of_two", "calc::mean", "calc::total", "calc::parse"] {
+        assert!(whole.contains(&format!("#### `{f}` (src/lib.rs:")), "{f}'s source is in the prompt:\n{whole}");
+    }
+    for note in whole.lines().filter(|l| l.starts_with("> No source for ")) {
+        assert!(note.contains("its debug information describes the others but not"), "{note}");
     }
 }
 

@@ -411,6 +411,12 @@ fn refine_span(f: &mut Function, rust: bool, undeclared: Undeclared, files: &Has
             false => first,
         };
         let (a, b) = source_span::refine(lines, first, last, rust);
+        // The `main` rustc generates for a test harness (`cargo test`) is declared at line 1 of
+        // the crate's root, where other code is: that is not its source.
+        if rust && f.name == "main" && !lines.iter().take(b as usize).skip(a.saturating_sub(1) as usize).any(|l| l.contains("fn main")) {
+            (f.file, f.first_line, f.last_line) = (None, None, None);
+            return;
+        }
         f.first_line = Some(a);
         f.last_line = Some(b);
     }
