@@ -144,8 +144,27 @@ impl ObjectFile {
     /// the address is past the symbol's start); `None` where no symbol holds it.
     pub fn symbol_names(&self, link: &[u64]) -> Vec<Option<String>> {
         let Ok(obj) = object::File::parse(&*self.map) else { return vec![None; link.len()] };
-        let symbols = SymbolTable::new(&obj);
-        link.iter().map(|&a| symbols.name_at(a)).collect()
+        // (Names borrowed from the mapping, not copied: `trace run` calls this after every
+        // native run, on objects of tens of thousands of symbols.)
+        let mut syms: Vec<(u64, u64, &str)> = obj
+            .symbols()
+            .chain(obj.dynamic_symbols())
+            .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
+            .filter_map(|s| s.name().ok().filter(|n| !n.is_empty()).map(|n| (s.address(), s.size(), n)))
+            .collect();
+        syms.sort_unstable();
+        syms.dedup_by_key(|s| s.0);
+        link.iter()
+            .map(|&addr| {
+                let i = syms.partition_point(|s| s.0 <= addr);
+                let (start, size, name) = syms.get(i.checked_sub(1)?)?;
+                match addr - start {
+                    0 => Some(name.to_string()),
+                    off if off < (*size).max(1) => Some(format!("{name}+{off:#x}")),
+                    _ => None,
+                }
+            })
+            .collect()
     }
 
     /// The functions holding link-time addresses `link` (see the module's rules). `path` is
@@ -232,17 +251,6 @@ impl SymbolTable {
         syms.sort();
         syms.dedup_by_key(|s| s.0);
         SymbolTable { syms }
-    }
-
-    /// The raw name of the symbol holding `addr`, `name+0xoff` past its start.
-    fn name_at(&self, addr: u64) -> Option<String> {
-        let i = self.syms.partition_point(|s| s.0 <= addr);
-        let (start, size, name) = self.syms.get(i.checked_sub(1)?)?;
-        match addr - start {
-            0 => Some(name.clone()),
-            off if off < (*size).max(1) => Some(format!("{name}+{off:#x}")),
-            _ => None,
-        }
     }
 
     /// The function symbol holding `addr`, by name only.
