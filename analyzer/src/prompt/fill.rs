@@ -338,11 +338,20 @@ impl Fill<'_> {
     pub(super) fn promote(&mut self, max_tries: usize, mut steps: Vec<Step>, mut best: Fitted) -> Result<(Vec<Step>, Fitted), BudgetError> {
         let (model, prio, est, budget) = (self.model, self.prio, self.est, self.budget);
         let mut tries = 0;
+        // What the state cut, and where in `prio` the functions it shows whole (with a block)
+        // and those it cut to their signature are: made again only when a promotion changes
+        // the state, so that a tree of 30,000 cut functions is not read 30,000 times.
+        let shown_at = |levels: &rustc_hash::FxHashMap<FuncId, CutTo>| -> (Vec<usize>, Vec<usize>) {
+            let whole = (0..prio.len()).filter(|&j| !levels.contains_key(&prio[j]) && has_block(model, prio[j])).collect();
+            let signed = (0..prio.len()).filter(|&j| levels.get(&prio[j]).is_some_and(|c| c.signed && !c.named && !c.ran)).collect();
+            (whole, signed)
+        };
+        let mut levels = cut_levels(&steps);
+        let (mut whole_at, mut signed_at) = shown_at(&levels);
         for (i, &k) in prio.iter().enumerate() {
             if tries >= max_tries {
                 break;
             }
-            let levels = cut_levels(&steps);
             let Some(&c) = levels.get(&k) else { continue };
             if !has_block(model, k) {
                 continue;
@@ -362,26 +371,27 @@ impl Fill<'_> {
             let room = budget.saturating_sub(best.tokens) as f64 * 1.25 + 16.0;
             let need = body - now - room;
             // The demotions, in the order they are made, with what each saves by the estimate.
-            let below = &prio[i + 1..];
             // (step, tokens it saves, score it costs: the function's when it was whole).
             let mut demotions: Vec<(Step, f64, f64)> = Vec::new();
             let score = |d: FuncId| model.funcs.get(d).map_or(0.0, |f| model.priority_score(f).max(0.0));
-            for &d in below.iter().rev() {
-                if levels.contains_key(&d) || !has_block(model, d) {
-                    continue;
-                }
+            // Whole ones below it, least important first; then signatures below it (cut to
+            // one, or just demoted to one) to name only.
+            let mut to_name: Vec<usize> = signed_at.iter().rev().take_while(|&&j| j > i).copied().collect();
+            for &j in whole_at.iter().rev().take_while(|&&j| j > i) {
+                let d = prio[j];
                 let (db, ds) = est.block(d);
                 if elision_saves(model, d) {
                     demotions.push((Step::Signature(d), db - ds, score(d)));
+                    to_name.push(j);
                 } else {
                     demotions.push((Step::Name(d), db, score(d)));
                 }
             }
-            for &d in below.iter().rev() {
-                let cut_to_signature = levels.get(&d).is_some_and(|c| c.signed && !c.named && !c.ran);
-                if cut_to_signature || demotions.iter().any(|(s, ..)| *s == Step::Signature(d)) {
-                    demotions.push((Step::Name(d), est.block(d).1, 0.0));
-                }
+            to_name.sort_unstable_by(|a, b| b.cmp(a));
+            to_name.dedup();
+            for j in to_name {
+                let d = prio[j];
+                demotions.push((Step::Name(d), est.block(d).1, 0.0));
             }
             let worth = score(k) * PROMOTE_WORTH;
             let total: f64 = demotions.iter().map(|(_, s, _)| s).sum();
@@ -414,6 +424,8 @@ impl Fill<'_> {
                     let (s, b) = self.refill(fill, cand, r, None)?;
                     steps = s;
                     best = b;
+                    levels = cut_levels(&steps);
+                    (whole_at, signed_at) = shown_at(&levels);
                     break;
                 }
                 if n >= demotions.len() {
