@@ -105,7 +105,7 @@ pub struct SelectFields {
     pub plumbing: Vec<String>,
     /// Show recorded tests instead of the whole run (a run of pytest or unittest): a test id
     /// (pytest's node id, unittest's id), its end ("TestClass::test_name", a parametrized
-    /// test's name for all its instances), a glob ("tests/test_x.py::*"), or "failed" for
+    /// test's name for all its instances), a glob ("tests/test_x.py::*", "test_sub*"), or "failed" for
     /// every failing test. Each test's tree starts at the test, through its fixtures; a prompt
     /// starts with its failure. `slice tests TRACE` (the tests tool) lists them.
     #[arg(long, value_name = "ID|GLOB|failed")]

@@ -29,8 +29,10 @@ use trace_format::{ExitStatus, TestOutcome, TestRun};
 pub enum TestFilter {
     /// Every failing test (failed, error, interrupted).
     Failed,
-    /// An id: exact, a glob (`*`, `?`), or the end of an id after a `::` or `.` (a parametrized
-    /// test's name takes all its instances).
+    /// An id: exact, a glob (`*`, `?`), or the end of an id after a `::`, `.` or `/` (a
+    /// parametrized test's name takes all its instances). A glob, like a name, may match the
+    /// whole id or its end after one of those separators: `test_sub*` takes
+    /// `tests/test_x.py::test_subtract`.
     Pattern { text: String, glob: Option<Regex> },
 }
 
@@ -44,7 +46,8 @@ impl TestFilter {
             return Ok(TestFilter::Failed);
         }
         let glob = if s.contains(['*', '?']) {
-            let mut re = String::from("^");
+            // The whole id, or its end after a separator (as a plain name matches).
+            let mut re = String::from(r"^(?:.*(?:::|\.|/))?");
             for c in s.chars() {
                 match c {
                     '*' => re.push_str(".*"),
@@ -456,6 +459,9 @@ mod tests {
         assert!(m("TestR::test_case", &a) && m("test_case", &a) && !m("est_case", &a));
         assert!(m("test_compact", &b) && m("test_compact[case when-x]", &b) && !m("test_comp", &b));
         assert!(m("*::TestR::*", &a) && m("*::TestR::*", &c) && !m("*::TestR::*", &b));
+        // A glob, as a name, matches the id's end after a separator, never inside a word.
+        assert!(m("test_case*", &a) && m("test_case*", &c) && !m("test_case*", &b));
+        assert!(m("TestR::test_c?se", &a) && m("test_compact[*", &b) && !m("est_case*", &a));
         assert!(m("failed", &a) && !m("failed", &b));
         assert!(TestFilter::parse(" ").is_err());
     }
