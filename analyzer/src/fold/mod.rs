@@ -123,13 +123,13 @@ struct Frame {
     /// The node the frame's callees attach to: its own node, or for a re-entry the node of the
     /// function's nearest earlier occurrence on the path.
     node: NodeId,
-    start: u64,
+    /// Its own time so far (between events while it was the innermost frame), added to its
+    /// node's when it closes.
+    own: u64,
     /// Function whose `on_path` count this frame holds, or `u32::MAX` for a transparent frame.
     func: u32,
     /// An import-machinery frame.
     import: bool,
-    /// A re-entry: the function was already on the path (see [`fold_events`]).
-    reentry: bool,
 }
 
 /// Fold a sequence of events into a call tree. `classes[id]` gives each function id's
@@ -140,9 +140,12 @@ struct Frame {
 /// reaches is folded into the function's nearest earlier occurrence on the path, with the usual
 /// merging. So the tree stays finite (plain recursion `f → f → f` is `f` with one `f ↻` child),
 /// and nothing a re-entered dispatcher calls is hidden: `render → table → render ↻ → cell` shows
-/// `cell` under the first `render`. Time follows the calls: a re-entered call's time is counted
-/// under the earlier occurrence (its marker has none), and the frames between the two
-/// occurrences do not count it again, so no node's children take more time than the node.
+/// `cell` under the first `render`. Time follows the calls: the time between two events is the
+/// self time of the innermost open frame's node, and a node's time is its own and its
+/// subtree's. So a re-entered call's time is counted under the earlier occurrence (its marker
+/// has none), the frames between the two occurrences do not count it, also when re-entries
+/// nest (pytest's hook caller re-entered from a test's failing assertion, and its `_multicall`
+/// inside that), and no node's children take more time than the node.
 ///
 /// [`Node::recursive`]: crate::calltree::Node::recursive
 pub fn fold_events<I>(funcs: Arc<Vec<Function>>, classes: &[FoldClass], events: I) -> (CallTree, FoldInfo)
@@ -268,12 +271,12 @@ impl Folder {
     /// A call (or resume) of `func` (already mapped through [`FoldClass::SameAs`]). Err: the
     /// id is far beyond the function table (damage).
     fn call(&mut self, classes: &[FoldClass], func: u32, ts: u64, resume: bool) -> Result<(), String> {
-        self.last_ts = ts;
+        self.tick(ts);
         let (cur, in_import) = match self.stack.last() {
             Some(f) => (f.node, f.import),
             None => (ROOT, false),
         };
-        let transparent = |import| Frame { node: cur, start: ts, func: u32::MAX, import, reentry: false };
+        let transparent = |import| Frame { node: cur, own: 0, func: u32::MAX, import };
         match classes.get(func as usize) {
             Some(FoldClass::Transparent | FoldClass::TestBegin | FoldClass::TestEnd) => {
                 self.stack.push(transparent(false));
@@ -311,61 +314,64 @@ impl Folder {
             node.count += 1;
         }
         self.on_path[fi] += 1;
-        self.stack.push(match earlier {
-            Some(attach) => Frame { node: attach, start: ts, func, import: false, reentry: true },
-            None => Frame { node: n, start: ts, func, import: false, reentry: false },
-        });
+        self.stack.push(Frame { node: earlier.unwrap_or(n), own: 0, func, import: false });
         Ok(())
+    }
+
+    /// The time since the last event is the innermost open frame's node's own (a transparent
+    /// frame's is its caller's, a re-entry's the earlier occurrence's); none before the first
+    /// frame of the tree (a test's tree starts inside the runner's loop).
+    #[inline]
+    fn tick(&mut self, ts: u64) {
+        if let Some(f) = self.stack.last_mut() {
+            f.own += ts.saturating_sub(self.last_ts);
+        }
+        self.last_ts = ts;
     }
 
     /// A return: closes the innermost frame; false when none was open.
     fn ret(&mut self, ts: u64) -> bool {
-        self.last_ts = ts;
+        self.tick(ts);
         match self.stack.pop() {
             Some(f) => {
-                close_frame(f, ts, &mut self.stack, &mut self.b, &mut self.on_path);
+                close_frame(f, &mut self.b, &mut self.on_path);
                 true
             }
             None => false,
         }
     }
 
-    /// Close the frames still open at `ts`; the tree and how many calls were open.
+    /// Close the frames still open at `ts`; the tree and how many calls were open. Each
+    /// node's time becomes its own and its subtree's.
     fn finish(mut self, ts: u64) -> (CallTree, u64) {
+        self.tick(ts);
         let mut open = 0;
         while let Some(f) = self.stack.pop() {
             if f.func != u32::MAX {
                 open += 1;
             }
-            close_frame(f, ts, &mut self.stack, &mut self.b, &mut self.on_path);
+            close_frame(f, &mut self.b, &mut self.on_path);
         }
-        (self.b.finish(), open)
+        let mut tree = self.b.finish();
+        // Children come after their parent.
+        for id in (1..tree.nodes.len()).rev() {
+            let (parent, t) = (tree.nodes[id].parent, tree.nodes[id].time_ns);
+            if parent != ROOT {
+                tree.nodes[parent as usize].time_ns += t;
+            }
+        }
+        (tree, open)
     }
 }
 
-/// Account for the end of frame `f` (already popped from `stack`) at time `ts`.
+/// Account for the end of frame `f` (already popped from the stack).
 #[inline]
-fn close_frame(f: Frame, ts: u64, stack: &mut [Frame], b: &mut TreeBuilder, on_path: &mut [u32]) {
-    if f.func == u32::MAX {
-        return;
+fn close_frame(f: Frame, b: &mut TreeBuilder, on_path: &mut [u32]) {
+    if f.func != u32::MAX {
+        on_path[f.func as usize] -= 1;
     }
-    on_path[f.func as usize] -= 1;
-    let d = ts.saturating_sub(f.start);
-    if !f.reentry {
-        b.node_mut(f.node).time_ns += d;
-        return;
-    }
-    // The re-entered call's time is already inside the earlier occurrence's, where its callees
-    // now are: the frames between the two must not count it again. Shifting their start by `d`
-    // removes it from them; the walk stops at the nearest frame attached to the same node, so
-    // nested re-entries each shift only their own segment.
-    for g in stack.iter_mut().rev() {
-        if g.node == f.node {
-            break;
-        }
-        if g.func != u32::MAX && !g.reentry {
-            g.start = g.start.saturating_add(d);
-        }
+    if f.node != ROOT {
+        b.node_mut(f.node).time_ns += f.own;
     }
 }
 

@@ -357,3 +357,47 @@ fn damaged_tail_keeps_events_before_it() {
     assert_eq!(t.len(), 1);
     assert!(info.damaged.unwrap().contains("t.ev"));
 }
+
+#[test]
+fn nested_re_entries_take_their_time_out_of_the_frames_between_once() {
+    // pytest's shape: hook (0) → multicall (1) → test (2) → repr (3) → hook ↻ → multicall ↻ →
+    // leaf (4). The re-entered hook's time (4..70) belongs to `hook`; the multicall inside it
+    // (5..60) to `multicall`, with `leaf` under it. `test` and `repr` keep only their own time.
+    let funcs = Arc::new(py_funcs(&["hook", "multicall", "test", "repr", "leaf"]));
+    let classes = vec![FoldClass::Visible; 5];
+    let call = |func, ts| Ok(Event::Call { func, ts });
+    let ret = |ts| Ok(Event::Return { ts });
+    let evs = vec![
+        call(0, 0),
+        call(1, 1),
+        call(2, 2),
+        call(3, 3),
+        call(0, 4),
+        call(1, 5),
+        call(4, 10),
+        ret(20),
+        ret(60),
+        ret(70),
+        ret(80),
+        ret(90),
+        ret(99),
+        ret(100),
+    ];
+    let (t, info) = fold_events(funcs, &classes, evs);
+    assert_eq!((info.unmatched_returns, info.open_at_end), (0, 0));
+    assert_eq!(
+        show(&t),
+        vec!["hook x1", "  multicall x1", "    test x1", "      repr x1", "        hook x1 R", "    leaf x1", "  multicall x1 R"]
+    );
+    let time =
+        |name: &str| t.node(t.preorder().into_iter().find(|&n| t.func(n).unwrap().name == name && !t.node(n).recursive).unwrap()).time_ns;
+    // repr: 3..4 and 70..80; test: 2..3, 80..90 and repr's; multicall: all but hook's own
+    // 0..1, 99..100 and the re-entered hook's own 4..5, 60..70.
+    assert_eq!((time("repr"), time("test"), time("leaf")), (11, 22, 10));
+    assert_eq!((time("multicall"), time("hook")), (87, 100));
+    // No node's children take more time than the node.
+    for n in t.preorder() {
+        let below: u64 = t.node(n).children.iter().map(|&c| t.node(c).time_ns).sum();
+        assert!(below <= t.node(n).time_ns, "{}", t.func(n).unwrap().name);
+    }
+}
