@@ -181,6 +181,12 @@ impl Plumbing {
         Plumbing { packages, runner_out_of_runs: true }
     }
 
+    /// Only the test runners, as [`Plumbing::test_runners`], but spliced out of tests' trees
+    /// only: for views of chosen tests (`slice tree --test ID`), whose trees start at the test.
+    pub fn test_runners_in_tests(extra: &[String]) -> Plumbing {
+        Plumbing { runner_out_of_runs: false, ..Plumbing::test_runners(extra) }
+    }
+
     /// Whether [`splice_runner`] applies to a tree: to a test's tree whenever plumbing is
     /// collapsed, to a whole run's with [`Plumbing::runner_out_of_runs`].
     pub fn splices_runner(&self, test_tree: bool) -> bool {

@@ -197,7 +197,11 @@ impl SelectArgs {
             Some(t) => Some(crate::testrun::TestFilter::parse(t).map_err(UsageError)?),
             None => None,
         };
-        Ok(Options { prune, selection, plumbing: Plumbing::default(), tests, hints: Default::default(), front })
+        // A test's tree in a view starts at the test, as in a prompt: the runner's own
+        // protocol around it is spliced out unless --show-plumbing (a whole run's view shows
+        // everything that ran).
+        let plumbing = if tests.is_some() && !f.show_plumbing { Plumbing::test_runners_in_tests(&f.plumbing) } else { Plumbing::default() };
+        Ok(Options { prune, selection, plumbing, tests, hints: Default::default(), front })
     }
 
     /// Options for a prompt about `question`: [`SelectArgs::options`] with framework plumbing

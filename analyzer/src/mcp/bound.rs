@@ -125,89 +125,89 @@ pub struct TreeLine {
     pub descendants: usize,
 }
 
-/// Cut a tree (lines in pre-order) below the deepest depth at which `head` + the lines fit in
-/// `max` tokens. Each cut is marked in place (`… N more calls below`) and `note(depth)` is
-/// appended when anything was cut. Falls back to [`fit_lines`] when even depth 1 is too long.
+/// Cut a tree (lines in pre-order, depth 0 for header lines) to fit `max` tokens with `head`,
+/// breadth first: every line of a depth before any of the next, and of the last depth that
+/// fits in part, the first in pre-order. Each cut is marked in place, after what is kept of
+/// the subtree (`… N more calls below`), and `note(depth, partial)` (the deepest depth kept
+/// whole; whether some lines of the next are kept) is appended when anything was cut.
 ///
-/// Each line's tokens are counted at most once, and only while the lines of a depth still
-/// fit: a tree of 200,000 levels is cut in about the time its kept lines take to count.
-pub fn fit_tree(head: &str, lines: &[TreeLine], max: usize, note: impl Fn(u32) -> String) -> String {
-    let mark = |l: &TreeLine| {
-        let calls = if l.descendants == 1 { "call" } else { "calls" };
-        format!("{}… {} more {calls} below\n", " ".repeat(30 + 3 * crate::views::indent_levels(l.depth + 1)), l.descendants)
+/// `head` (the run's outcome and notes) takes at most half of `max`: the tree is what was
+/// asked for. Each line's tokens are counted at most once, and only while the lines still
+/// fit: a tree of 200,000 levels is cut in about the time its kept lines take to count (the
+/// bisection then rebuilds texts of about `max` tokens, and walks the lines' depths).
+pub fn fit_tree(head: &str, lines: &[TreeLine], max: usize, note: impl Fn(u32, bool) -> String) -> String {
+    let head = if TOKENIZER.count(head) > max / 2 {
+        let head_lines: Vec<String> = head.lines().map(str::to_string).collect();
+        fit_lines("", &head_lines, max / 2, |n| format!("… {n} more lines of outcome and notes left out to fit max_tokens={max}"))
+    } else {
+        head.to_string()
     };
-    let build = |d: u32, with_note: bool| -> String {
-        let mut s = String::from(head);
-        for l in lines {
-            if l.depth > d {
-                continue;
+    // Breadth first: by depth, then in pre-order. Header lines go with the roots under them
+    // (a second thread's heading before its first call, not before the first thread's roots).
+    let mut order: Vec<usize> = (0..lines.len()).collect();
+    order.sort_by_key(|&i| (lines[i].depth.max(1), i));
+    let mark = |depth: u32, n: usize| {
+        let calls = if n == 1 { "call" } else { "calls" };
+        format!("{}… {n} more {calls} below\n", " ".repeat(30 + 3 * crate::views::indent_levels(depth + 1)))
+    };
+    // The text of the first `k` lines in `order`; None when nothing was left out.
+    let build = |k: usize| -> (String, Option<u32>) {
+        let mut kept = vec![false; lines.len()];
+        for &i in &order[..k] {
+            kept[i] = true;
+        }
+        let mut s = head.clone();
+        // Open lines: (index, the calls under its children that are not kept).
+        let mut open: Vec<(usize, usize)> = Vec::new();
+        let close = |s: &mut String, open: &mut Vec<(usize, usize)>| {
+            if let Some((i, cut)) = open.pop() {
+                if kept[i] && cut > 0 {
+                    s.push_str(&mark(lines[i].depth, cut));
+                }
+                if let Some(parent) = open.last_mut() {
+                    if !kept[i] {
+                        parent.1 += 1 + lines[i].descendants;
+                    }
+                }
             }
-            s.push_str(&l.text);
-            s.push('\n');
-            if l.depth == d && l.descendants > 0 {
-                s.push_str(&mark(l));
-            }
-        }
-        if with_note {
-            s.push_str(&note(d));
-            s.push('\n');
-        }
-        s
-    };
-    let max_depth = lines.iter().map(|l| l.depth).max().unwrap_or(0);
-    // Tokens of each line (with its newline), counted when first needed.
-    let counts: Vec<std::cell::Cell<Option<usize>>> = vec![std::cell::Cell::new(None); lines.len()];
-    let count = |i: usize| match counts[i].get() {
-        Some(c) => c,
-        None => {
-            let c = TOKENIZER.count(&lines[i].text) + 1;
-            counts[i].set(Some(c));
-            c
-        }
-    };
-    let head_tokens = TOKENIZER.count(head);
-    // The estimated tokens of the tree cut at depth `d`, or None once past `max`.
-    let estimate = |d: u32, with_note: bool| -> Option<usize> {
-        let mut used = head_tokens + if with_note { TOKENIZER.count(&note(d)) + 1 } else { 0 };
+        };
         for (i, l) in lines.iter().enumerate() {
-            if l.depth > d {
-                continue;
+            while open.last().is_some_and(|&(j, _)| lines[j].depth >= l.depth) {
+                close(&mut s, &mut open);
             }
-            used += count(i);
-            if l.depth == d && l.descendants > 0 {
-                used += TOKENIZER.count(&mark(l));
+            if kept[i] {
+                s.push_str(&l.text);
+                s.push('\n');
             }
-            if used > max {
-                return None;
-            }
+            open.push((i, 0));
         }
-        Some(used)
+        while !open.is_empty() {
+            close(&mut s, &mut open);
+        }
+        if k == lines.len() {
+            return (s, None);
+        }
+        // The deepest depth kept whole.
+        let level = |i: usize| lines[i].depth.max(1);
+        let whole = level(order[k]) - 1;
+        let partial = k > 0 && level(order[k - 1]) == whole + 1;
+        s.push_str(&note(whole, partial));
+        s.push('\n');
+        (s, Some(whole))
     };
-    if estimate(max_depth, false).is_some() {
-        let full = build(max_depth, false);
-        if TOKENIZER.count(&full) <= max {
-            return full;
+    // How many lines fit, estimated from their counts (marks and the note are a little more);
+    // counting stops past `max`.
+    let mut used = TOKENIZER.count(&head);
+    let mut k = 0;
+    for &i in &order {
+        used += TOKENIZER.count(&lines[i].text) + 1;
+        if used > max {
+            break;
         }
+        k += 1;
     }
-    // The deepest cut whose estimate fits (the estimate is monotone in the depth), then
-    // shallower ones until one fits for real.
-    let (mut lo, mut hi) = (0u32, max_depth);
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if estimate(mid, true).is_some() {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    // Every text counted for real here is about `max` tokens at most.
-    let fits = |d: usize| d == 0 || TOKENIZER.count(&build(d as u32, true)) <= max;
-    let lo = largest_fitting(lo as usize, fits) as u32;
-    if lo >= 1 {
-        return build(lo, true);
-    }
-    let texts: Vec<String> = lines.iter().map(|l| l.text.clone()).collect();
-    fit_lines(head, &texts, max, |n| format!("… {n} more tree lines left out; {}", note(1)))
+    let fits = |k: usize| k == 0 || TOKENIZER.count(&build(k).0) <= max;
+    build(largest_fitting(k, fits)).0
 }
 
 #[cfg(test)]
@@ -248,14 +248,37 @@ mod tests {
             lines.push(TreeLine { text: format!("    c{i} something long enough"), depth: 3, descendants: 1 });
             lines.push(TreeLine { text: format!("      d{i} something long enough"), depth: 4, descendants: 0 });
         }
-        let full = fit_tree("H\n", &lines, 100_000, |d| format!("cut below {d}"));
+        let full = fit_tree("H\n", &lines, 100_000, |d, _| format!("cut below {d}"));
         assert_eq!(full.lines().count(), 1 + 181);
-        let cut = fit_tree("H\n", &lines, 1200, |d| format!("cut below {d}"));
+        let cut = fit_tree("H\n", &lines, 1200, |d, _| format!("cut below {d}"));
         assert!(TOKENIZER.count(&cut) <= 1200);
         assert!(cut.contains("  b0 something") && !cut.contains("d0 something"), "{cut}");
         assert!(cut.trim_end().ends_with("cut below 2") || cut.trim_end().ends_with("cut below 3"), "{cut}");
         let marks = cut.lines().filter(|l| l.trim_start().starts_with("… ")).count();
         assert!(marks == 60, "{cut}");
+        // Breadth first: every b, then the first c's in pre-order; each line is shown or
+        // counted in exactly one mark, and a mark follows what is kept of its subtree.
+        assert!(cut.contains("    c0 something") && !cut.contains("    c59 something"), "{cut}");
+        let counted: usize = cut
+            .lines()
+            .filter_map(|l| l.trim_start().strip_prefix("… "))
+            .map(|l| l.split(' ').next().and_then(|n| n.parse::<usize>().ok()).expect("a count"))
+            .sum();
+        let shown = cut.lines().filter(|l| l.contains("something") || *l == "a").count();
+        assert_eq!(shown + counted, 181, "{cut}");
+        assert!(
+            cut.contains("  b0 something long enough\n    c0 something long enough\n") && cut.contains("… 1 more call below\n  b1 "),
+            "{cut}"
+        );
+    }
+
+    #[test]
+    fn a_long_head_leaves_half_of_the_limit_to_the_tree() {
+        let head: String = (0..300).map(|i| format!("note {i}: a test failed with a long message\n")).collect();
+        let lines: Vec<TreeLine> = (0..40).map(|i| TreeLine { text: format!("  call{i}"), depth: 1, descendants: 0 }).collect();
+        let s = fit_tree(&head, &lines, 500, |d, _| format!("cut below {d}"));
+        assert!(TOKENIZER.count(&s) <= 500, "{s}");
+        assert!(s.contains("more lines of outcome and notes left out") && s.contains("  call39\n"), "{s}");
     }
 
     #[test]

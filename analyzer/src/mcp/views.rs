@@ -127,10 +127,15 @@ pub fn tree(p: &TreeParams) -> anyhow::Result<String> {
         }
     }
     let shown_depth = p.depth.map(clamp_depth);
-    Ok(fit_tree(&head, &lines, max, |d| {
+    Ok(fit_tree(&head, &lines, max, |d, partial| {
         format!(
-            "Left out to fit max_tokens={max}: the calls below depth {d} (counted at each `… N more calls below`). \
+            "Left out to fit max_tokens={max}: {} (counted at each `… N more calls below`). \
              Ask for a part with focus: \"<function regex>\"{}, or raise max_tokens.",
+            match (d, partial) {
+                (0, _) => "some of the top calls and all below them".to_string(),
+                (d, true) => format!("some calls at depth {} and all below depth {d}", d + 1),
+                (d, false) => format!("the calls below depth {d}"),
+            },
             if shown_depth.is_none() { " and depth: N" } else { "" }
         )
     }))
