@@ -54,7 +54,9 @@ fn cargo_test_records_each_rust_test_as_a_test() {
     let o = run(cmd("trace")
         .current_dir(&proj)
         .env("CARGO_TARGET_DIR", s.path().join("target"))
-        .env_remove("RUST_BACKTRACE")
+        // A panic's backtrace runs the standard library's own dependencies (gimli,
+        // miniz_oxide), which its build leaves without debug information.
+        .env("RUST_BACKTRACE", "1")
         .env_remove("CARGO_BUILD_TARGET_DIR")
         .arg("run")
         .arg("-o")
@@ -119,6 +121,12 @@ fn cargo_test_records_each_rust_test_as_a_test() {
     }
     for note in whole.lines().filter(|l| l.starts_with("> No source for ")) {
         assert!(note.contains("its debug information describes the others but not"), "{note}");
+    }
+    // The backtrace's crates ran, and they are the standard library's: hidden with it.
+    let all = run_ok(cmd("slice").args(["tree", "--stdlib", "--color", "never"]).arg(&t));
+    assert!(all.contains("miniz_oxide::inflate") && all.contains("gimli::read"), "the backtrace ran:\n{all}");
+    for absent in ["gimli", "miniz_oxide", "addr2line"] {
+        assert!(!whole.contains(absent), "{absent} is the standard library's, hidden with it:\n{whole}");
     }
 }
 

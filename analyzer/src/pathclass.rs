@@ -37,6 +37,7 @@ pub fn origin(f: &Function) -> Origin {
         Language::Native if crate::plumbing::native_package(f).as_deref() == Some(crate::plumbing::GOOGLETEST) => Origin::SitePackages,
         // The program's own crate, built from cargo's registry (`cargo install`), or named as
         // the program's `main` is without debug information; a dependency's crate named so.
+        Language::Native if f.std_dependency => Origin::Stdlib,
         Language::Native if f.program_crate => Origin::Program,
         Language::Native if f.dependency_crate => Origin::SitePackages,
         Language::Native => match (&file, native_name_origin(&f.qualname)) {
@@ -93,6 +94,7 @@ mod tests {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            std_dependency: false,
             rust_symbol: false,
             made_in: None,
             inlined: false,
@@ -155,6 +157,7 @@ mod tests {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            std_dependency: false,
             rust_symbol: false,
             made_in: None,
             inlined: false,
@@ -237,6 +240,7 @@ mod tests {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            std_dependency: false,
             rust_symbol: false,
             made_in: None,
             inlined: false,
@@ -257,6 +261,7 @@ mod tests {
             program_library: own,
             program_crate: false,
             dependency_crate: false,
+            std_dependency: false,
             rust_symbol: false,
             made_in: None,
             ..f(q)
@@ -392,6 +397,7 @@ mod tests {
             program_library: false,
             program_crate: own,
             dependency_crate: false,
+            std_dependency: false,
             rust_symbol: false,
             made_in: None,
             inlined: false,

@@ -50,6 +50,12 @@ pub struct Function {
     /// a crate neither the program's nor the standard library's, a dependency's
     /// ([`crate::native::paths::rust_name_origin`]): shown as installed packages are.
     pub dependency_crate: bool,
+    /// Native, without a source file, in an object whose debug information describes other
+    /// functions: its demangled name is of a crate the Rust standard library links for its
+    /// own use (`miniz_oxide`, `gimli`, `addr2line`: what a panic's backtrace runs), which the
+    /// standard library's build leaves without debug information. The standard library's
+    /// code ([`crate::native::paths::STD_OWN_DEPENDENCIES`]).
+    pub std_dependency: bool,
     /// Native, without a source file: named by a Rust-mangled symbol (legacy or v0), whose
     /// demangled path, hash left out, names one source function: the copies rustc makes of it
     /// (generic instances) are one function in the tree ([`crate::fold::fold_classes`]), as
@@ -80,6 +86,7 @@ impl Function {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            std_dependency: false,
             rust_symbol: false,
             made_in: None,
             inlined: false,
@@ -292,6 +299,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
                 program_library: false,
                 program_crate: false,
                 dependency_crate: false,
+                std_dependency: false,
                 rust_symbol: false,
                 made_in: made_in.clone(),
                 inlined: false,
@@ -307,6 +315,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
                 program_library: false,
                 program_crate: false,
                 dependency_crate: false,
+                std_dependency: false,
                 rust_symbol: false,
                 made_in: None,
                 inlined: false,
@@ -395,6 +404,7 @@ pub fn resolve_process_with_inlined(proc: &Process) -> ResolvedProcess {
 /// information), by the crate of their names ([`mark_crates_by_name`]). `exe`: the process's
 /// executable.
 fn mark_program_crate(funcs: &mut [Function], exe: &str) {
+    mark_std_dependencies(funcs);
     mark_crates_by_name(funcs, exe);
     let exe_name = exe.rsplit('/').next().unwrap_or(exe);
     let mut roots: Vec<String> = Vec::new();
@@ -425,6 +435,28 @@ fn mark_program_crate(funcs: &mut [Function], exe: &str) {
                         .entry(dir.to_string())
                         .or_insert_with(|| manifest_repo(dir).is_some_and(|repo| repos.iter().any(|p| same_repository(p, &repo))))
                 }));
+    }
+}
+
+/// Mark the functions of [`Function::std_dependency`]: without a source file, in an object
+/// whose debug information gives other functions theirs, named in crates that the standard
+/// library links for itself. A program that depends on `gimli` itself, built with debug
+/// information, has its `gimli` functions' source; built without, no function of the object
+/// has a source file and none is marked.
+fn mark_std_dependencies(funcs: &mut [Function]) {
+    let described: std::collections::HashSet<String> =
+        funcs.iter().filter(|f| f.language == Language::Native && f.file.is_some()).filter_map(|f| f.object.clone()).collect();
+    if described.is_empty() {
+        return;
+    }
+    for f in funcs.iter_mut() {
+        if f.language == Language::Native
+            && f.file.is_none()
+            && f.object.as_ref().is_some_and(|o| described.contains(o))
+            && crate::native::paths::is_std_own_dependency(&f.qualname)
+        {
+            f.std_dependency = true;
+        }
     }
 }
 
@@ -555,6 +587,7 @@ mod tests {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            std_dependency: false,
             rust_symbol: false,
             made_in: None,
             inlined: false,
@@ -591,6 +624,7 @@ mod tests {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            std_dependency: false,
             rust_symbol: false,
             made_in: None,
             inlined: false,
@@ -631,6 +665,21 @@ mod tests {
             ["main", "app::Widget::draw(int)", "std::vector<int>::push_back"].iter().map(|q| native(q, "/i/bin/app")).collect();
         mark_program_crate(&mut c, "/i/bin/app");
         assert!(marks(&c).iter().all(|m| *m == no));
+
+        // A test binary with debug information: the backtrace's `gimli` without a source file
+        // is the standard library's; the program's own `gimli` use has its source, and in a
+        // binary without any debug information nothing is told so.
+        let t = "/t/target/debug/deps/calc-1234";
+        let mut calc = native("calc::mean", t);
+        calc.file = Some(PathBuf::from("/t/src/lib.rs"));
+        let mut own = native("gimli::read::Dwarf::load", t);
+        own.file = Some(PathBuf::from("/h/registry/src/index.crates.io-1949cf8c6b5b557f/gimli-0.31.1/src/read/dwarf.rs"));
+        let mut funcs =
+            vec![calc, own, native("<gimli::read::abbrev::Attributes>::push", t), native("miniz_oxide::inflate::core::decompress", t)];
+        funcs.push(native("gimli::read::Dwarf::load", "/t/bin/stripped"));
+        mark_program_crate(&mut funcs, t);
+        assert_eq!(funcs.iter().map(|f| f.std_dependency).collect::<Vec<_>>(), [false, false, true, true, false]);
+        assert_eq!(crate::pathclass::origin(&funcs[2]), crate::pathclass::Origin::Stdlib);
     }
 
     /// Registry packages published from the program's repository (by their manifests'
@@ -661,6 +710,7 @@ mod tests {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            std_dependency: false,
             rust_symbol: false,
             made_in: None,
             inlined: false,

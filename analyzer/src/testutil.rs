@@ -58,6 +58,7 @@ pub fn py_funcs(names: &[&str]) -> Vec<Function> {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            std_dependency: false,
             rust_symbol: false,
             made_in: None,
             inlined: false,

@@ -168,6 +168,7 @@ mod tests {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            std_dependency: false,
             rust_symbol: false,
             made_in: None,
             inlined,

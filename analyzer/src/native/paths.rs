@@ -92,6 +92,22 @@ pub fn native_name_origin(qualname: &str) -> Option<Origin> {
 /// of a demangled name.
 const STD_CRATES: [&str; 8] = ["std", "core", "alloc", "__rustc", "std_detect", "panic_unwind", "panic_abort", "proc_macro"];
 
+/// The crates the Rust standard library links for its own use (a panic's backtrace: reading
+/// the executable's debug information and decompressing it; its hash map), as the first
+/// segment of a demangled name. Their code in a program's executable has no source file: the
+/// standard library's build leaves it without debug information.
+pub const STD_OWN_DEPENDENCIES: [&str; 9] =
+    ["miniz_oxide", "adler", "adler2", "gimli", "addr2line", "object", "rustc_demangle", "memchr", "hashbrown"];
+
+/// Whether a demangled Rust name is of [`STD_OWN_DEPENDENCIES`] (and the standard library's
+/// crates) only: `<gimli::read::unit::Unit<R> as core::clone::Clone>::clone`.
+pub fn is_std_own_dependency(qualname: &str) -> bool {
+    name_crates(qualname).is_some_and(|crates| {
+        crates.iter().any(|c| STD_OWN_DEPENDENCIES.contains(c))
+            && crates.iter().all(|c| STD_OWN_DEPENDENCIES.contains(c) || STD_CRATES.contains(c))
+    })
+}
+
 /// The origin of a Rust function by the crate(s) of its demangled name, for code without a
 /// source file (a binary built without debug information, as `cargo install` builds by
 /// default): the rule that stands in for the path shapes of [`native_origin`].
@@ -503,6 +519,16 @@ mod tests {
         assert_eq!(rust_module_path(&format!("{rustc}core/src/slice/index.rs")).as_deref(), Some("core::slice::index"));
         assert_eq!(rust_module_path(&format!("{rustc}std/src/lib.rs")).as_deref(), Some("std"));
         assert_eq!(rust_module_path("/rust/deps/hashbrown-0.15.2/src/raw/mod.rs").as_deref(), Some("hashbrown::raw"));
+    }
+
+    #[test]
+    fn the_standard_librarys_own_dependencies_are_told_by_name() {
+        assert!(is_std_own_dependency("miniz_oxide::inflate::core::decompress"));
+        assert!(is_std_own_dependency("<gimli::read::abbrev::Attributes>::push"));
+        assert!(is_std_own_dependency("<gimli::read::abbrev::Attributes as core::ops::deref::Deref>::deref"));
+        assert!(!is_std_own_dependency("<calc::Stats as core::fmt::Debug>::fmt"));
+        assert!(!is_std_own_dependency("<regex::Regex as gimli::Reader>::read"));
+        assert!(!is_std_own_dependency("core::fmt::write") && !is_std_own_dependency("main"));
         let reg = "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/";
         assert_eq!(
             rust_module_path(&format!("{reg}clap_builder-4.5.20/src/builder/command.rs")).as_deref(),

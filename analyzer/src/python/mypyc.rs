@@ -362,6 +362,7 @@ pub fn map_functions(funcs: &mut [Function], doc: &ExtensionsDoc) -> (usize, Vec
                 program_library: false,
                 program_crate: false,
                 dependency_crate: false,
+                std_dependency: false,
                 rust_symbol: false,
                 made_in: None,
                 inlined: false,

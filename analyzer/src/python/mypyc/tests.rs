@@ -355,6 +355,7 @@ fn recorded_functions_of_the_runtime_module_become_python_functions() {
             program_library: false,
             program_crate: false,
             dependency_crate: false,
+            std_dependency: false,
             rust_symbol: false,
             made_in: None,
             inlined: false,
