@@ -518,6 +518,8 @@ fn a_failing_test_is_recorded_listed_and_explained() {
         // 13-14: the condensing options of `slice from-trace` (--not-run, --docstrings).
         {"tool": "prompt", "arguments": {"trace": t, "question": "Why?", "test": "failed", "not_run": "sometimes"}},
         {"tool": "prompt", "arguments": {"trace": t, "question": "Why?", "docstrings": "long"}},
+        // 15: a small tree of the failing tests: the outcome is cut before the tree is.
+        {"tool": "tree", "arguments": {"trace": t, "test": "failed", "max_tokens": 500}},
     ]);
     let r = session(&calls);
     // Through MCP no answer names a command-line option: the agent passes tool parameters.
@@ -626,6 +628,12 @@ fn a_failing_test_is_recorded_listed_and_explained() {
     );
     assert_eq!(result(&r, 13), (true, "slice: error: not_run \"sometimes\": not one of \"auto\", \"show\", \"hide\"".to_string()));
     assert_eq!(result(&r, 14), (true, "slice: error: docstrings \"long\": not one of \"whole\", \"auto\", \"short\"".to_string()));
+    let (err, text) = result(&r, 15);
+    assert!(!err && tokens(&text) <= 500, "{text}");
+    // The test's own tree (the runner spliced out), first of all; what was cut is counted.
+    assert!(text.contains("  test_bulk_discount_starts_at_ten  (tests/test_totals.py:16)\n"), "{text}");
+    assert!(!text.contains("_pytest") && !text.contains("pluggy"), "{text}");
+    assert!(text.contains("more lines of outcome and notes left out") && text.contains("Left out to fit max_tokens=500"), "{text}");
     assert_eq!(r["alive"], true);
 }
 

@@ -192,6 +192,33 @@ fn tests_are_chosen_by_id_name_glob_or_failure() {
         ]
     );
     assert_eq!(labels("*::FormatTest::*").len(), 2);
+    // A glob matches an id's end after a separator, as a name does.
+    assert_eq!(labels("test_line_t*").len(), 3);
+    assert_eq!(labels("FormatTest::test_bulk*"), ["#### test tests/test_unit_format.py::FormatTest::test_bulk_lamps"]);
+    // A view of a test starts at the test, as its prompt does: the runner is spliced out,
+    // and the failing test function keeps its time (pytest's hook caller, re-entered from
+    // the failing assertion, takes only its own).
+    let tree = slice(&["tree", t, "--test", "test_bulk_discount_starts_at_ten", "--color", "never"]);
+    // The function column: after the call count (`×1  `), up to the end of the first tree.
+    let calls: Vec<&str> = tree
+        .lines()
+        .skip(3)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_once('×').and_then(|(_, r)| r.split_once("  ")).map_or(l, |(_, f)| f))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            "test_bulk_discount_starts_at_ten  (tests/test_totals.py:16)",
+            "└─ line_total  (invoice/totals.py:16)",
+            "   ├─ unit_price  (invoice/catalogue.py:20)",
+            "   │  └─ load_prices  (invoice/catalogue.py:13)",
+            "   └─ bulk_discount  (invoice/totals.py:9)",
+        ],
+        "{tree}"
+    );
+    let test_line = tree.lines().nth(3).unwrap_or_default();
+    assert!(!test_line.trim_start().starts_with("0 ns"), "{tree}");
     // The second failing test made the same calls as the first: the reference names the
     // first test's tree, which this prompt shows.
     let p = slice(&["from-trace", t, "--test", "failed", "-q", "q"]);
@@ -1141,4 +1168,36 @@ fn pytest_subtests_of_unittest_and_of_the_fixture_are_recorded_under_their_test(
         "FAILED tests/test_sub.py::EvenTest::test_evens [even] (n=3)\nat tests/test_sub.py:10\n>               self.assertEqual(is_even(n), n % 2 == 0)\nE               AssertionError: True != False",
         "{p}"
     );
+}
+
+/// A bug that breaks most of a suite: `--test failed`'s prompt shows a few of the failing
+/// tests, one per way of failing first, and names the others, instead of going past its budget.
+#[test]
+fn a_prompt_of_many_failing_tests_shows_a_few_and_names_the_rest() {
+    let d = scratch();
+    let mut tests = String::from("from pkg.calc import double, halve\n");
+    for i in 0..8 {
+        tests.push_str(&format!("\ndef test_double_{i}():\n    assert double({i}) == {}\n", 2 * i));
+    }
+    tests.push_str("\ndef test_halve():\n    assert halve(None) == 0\n");
+    let proj = pkg_project(
+        &d.path().join("proj"),
+        ("calc.py", "def double(x):\n    return x + x + 1\n\n\ndef halve(x):\n    return x // 2\n"),
+        ("test_calc.py", &tests),
+    );
+    let py = venv_python();
+    let (t, code) = record(&proj, "many.d", &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]);
+    assert_eq!(code, 1);
+    let t = t.to_str().unwrap();
+    let p = slice(&["from-trace", t, "--test", "failed", "-q", "Why is double wrong?"]);
+    let shown: Vec<&str> = p.lines().filter_map(|l| l.strip_prefix("#### test test_calc.py::")).collect();
+    // The first of the AssertionErrors, then the TypeError (another way of failing), then
+    // the next in run order.
+    assert_eq!(shown, ["test_double_0", "test_double_1", "test_double_2", "test_double_3", "test_halve"], "{p}");
+    assert!(
+        p.contains("> 9 tests of the run match --test failed; this prompt shows 5 (")
+            && p.contains("Not shown: test_calc.py::test_double_4, test_calc.py::test_double_5, test_calc.py::test_double_6, test_calc.py::test_double_7. --test ID gives another's prompt"),
+        "{p}"
+    );
+    assert!(p.contains("    return x + x + 1\n"), "{p}");
 }

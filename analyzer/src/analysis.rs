@@ -39,6 +39,42 @@ pub struct Options {
     pub hints: Hints,
     /// Who reads the notes and errors: how they spell those options.
     pub front: FrontEnd,
+    /// At most this many of the tests `tests` chose (a prompt's: [`PROMPT_MAX_TESTS`]); the
+    /// rest are named in a note ([`cap_tests`]).
+    pub max_tests: Option<usize>,
+}
+
+/// The most tests a prompt shows of those `--test` chose (`failed` in a suite that a bug in
+/// the code under test breaks everywhere: cachetools' 118): their failures and trees alone
+/// would take more than a prompt's budget. A note names the others.
+pub const PROMPT_MAX_TESTS: usize = 5;
+
+/// Of the chosen tests (indices, in run order), at most `max`: first one per distinct way of
+/// failing (exception type and the innermost frame of the runner's traceback outside the
+/// tests), then the rest in run order; returned in run order.
+pub fn cap_tests(tests: &[&trace_format::TestRun], max: usize) -> Vec<usize> {
+    if tests.len() <= max {
+        return (0..tests.len()).collect();
+    }
+    // The innermost frame outside the tests (an assertion fails at each test's own line).
+    let how = |t: &trace_format::TestRun| {
+        t.failure.as_ref().map(|f| {
+            let last = f.frames.iter().rev().find(|x| !crate::plumbing::is_test_file(Path::new(&x.file)));
+            (f.exception.clone(), last.map(|x| x.file.clone()), last.and_then(|x| x.line), f.phase.clone())
+        })
+    };
+    let mut seen = HashSet::new();
+    let mut keep: Vec<usize> = (0..tests.len()).filter(|&i| seen.insert(how(tests[i]))).take(max).collect();
+    for i in 0..tests.len() {
+        if keep.len() >= max {
+            break;
+        }
+        if !keep.contains(&i) {
+            keep.push(i);
+        }
+    }
+    keep.sort_unstable();
+    keep
 }
 
 /// The command a [`prepare`] is for, so that every hint in its notes and errors names an
@@ -320,11 +356,27 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                 ended_tests.push(at);
             }
         }
+        if let Some(max) = opts.max_tests.filter(|&m| chosen.len() > m) {
+            let tests: Vec<&trace_format::TestRun> = chosen.iter().map(|c| c.1).collect();
+            let keep = cap_tests(&tests, max);
+            let left: Vec<&str> = (0..chosen.len()).filter(|i| !keep.contains(i)).map(|i| chosen[i].1.id.as_str()).collect();
+            let shown: Vec<&str> = keep.iter().map(|&i| chosen[i].1.id.as_str()).collect();
+            notes.push(format!(
+                "{} of the run match {}; this prompt shows {} ({}: one per way of failing first, then in run order). Not shown: {}. \
+                 {} gives another's prompt; `{}` lists them all.",
+                crate::testrun::plural(chosen.len(), "test"),
+                opts.front.set(opts.hints.test_option(), &filter.text()),
+                shown.len(),
+                shown.join(", "),
+                if left.len() > 10 { format!("{} and {} more", left[..10].join(", "), left.len() - 10) } else { left.join(", ") },
+                opts.front.set(opts.hints.test_option(), "ID"),
+                opts.front.list_tests(&[t.dir.display().to_string()]),
+            ));
+            chosen = keep.iter().map(|&i| chosen[i].clone()).collect();
+            ended_tests = keep.iter().map(|&i| ended_tests[i]).collect();
+        }
         if chosen.is_empty() {
-            let filter = match filter {
-                TestFilter::Failed => "failed".to_string(),
-                TestFilter::Pattern { text, .. } => text.clone(),
-            };
+            let filter = filter.text();
             let available = format!(
                 "{}: {}",
                 crate::testrun::plural(all_tests.len(), "test"),
@@ -865,5 +917,29 @@ mod label_tests {
         let long: Vec<String> = vec!["prog".into(), "a".repeat(200)];
         let l = short_argv(&long, Path::new("/"));
         assert!(l.ends_with("...") && l.chars().count() == 100);
+    }
+}
+
+#[cfg(test)]
+mod cap_tests_tests {
+    use super::cap_tests;
+    use trace_format::{TestFailure, TestOutcome, TestRun};
+
+    #[test]
+    fn a_few_tests_are_kept_one_per_way_of_failing_first() {
+        let failing = |id: &str, exception: &str| {
+            let mut t = crate::testrun::test_run(id, TestOutcome::Failed);
+            t.failure = Some(TestFailure { exception: Some(exception.into()), ..Default::default() });
+            t
+        };
+        let runs: Vec<TestRun> = ["a", "b", "c", "d"]
+            .iter()
+            .map(|id| failing(id, "AssertionError"))
+            .chain([failing("e", "KeyError"), failing("f", "AssertionError"), failing("g", "TypeError")])
+            .collect();
+        let refs: Vec<&TestRun> = runs.iter().collect();
+        assert_eq!(cap_tests(&refs, 3), [0, 4, 6]);
+        assert_eq!(cap_tests(&refs, 5), [0, 1, 2, 4, 6]);
+        assert_eq!(cap_tests(&refs[..2], 5), [0, 1]);
     }
 }

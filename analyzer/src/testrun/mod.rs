@@ -63,6 +63,14 @@ impl TestFilter {
         Ok(TestFilter::Pattern { text: s.to_string(), glob })
     }
 
+    /// The filter as it was given (`failed`, an id or a glob).
+    pub fn text(&self) -> String {
+        match self {
+            TestFilter::Failed => "failed".to_string(),
+            TestFilter::Pattern { text, .. } => text.clone(),
+        }
+    }
+
     /// What the filter picks of a test and its subtests (which run inside the test and share its
     /// tree): `None` when neither the test nor any subtest matches; else the subtests to show
     /// with it: those that match, and when the test itself matches, its failing ones too (what
