@@ -281,6 +281,9 @@ fn unittest_and_the_pytest_console_script_are_recorded_as_tests() {
     );
     assert_eq!(tests[0]["failure"]["exception"], "AssertionError");
     assert!(tests[0]["failure"]["message"].as_str().unwrap().starts_with("'305.00' != '274.50'"));
+    // unittest's message is the bare value: the listing names the exception, as pytest's does.
+    let table = slice(&["tests", t.to_str().unwrap()]);
+    assert!(table.contains("  test_unit_format.FormatTest.test_bulk_lamps: AssertionError: '305.00' != '274.50' at "), "{table}");
     let p = slice(&["from-trace", t.to_str().unwrap(), "--test", "failed", "-q", "q"]);
     assert!(p.contains("FAILED test_unit_format.FormatTest.test_bulk_lamps") && p.contains("#### `FormatTest.setUp`"), "{p}");
     // The console script, and a test that ends its process: interrupted, and still readable.

@@ -256,8 +256,7 @@ impl Plumbing {
         let runner_is_plumbing = self.packages.iter().any(|p| p == "pytest");
         let kinds = if runner_is_plumbing { crate::testrun::function_kinds(&tree.funcs, cwd) } else { Vec::new() };
         let runner_work = if runner_is_plumbing { crate::testrun::runner_work(&tree, &kinds) } else { vec![false; n] };
-        let runners_dependency =
-            |id: usize, func: u32| runner_work[id] && kinds.get(func as usize) == Some(&crate::testrun::FuncKind::Installed);
+        let runners_dependency = |id: usize, func: u32| runner_work[id] && kinds.get(func as usize).is_some_and(|k| k.is_code());
         let mut is_plumb: Vec<bool> = vec![false; n];
         for (id, node) in tree.nodes.iter().enumerate().skip(1) {
             let parent = node.parent as usize;

@@ -65,20 +65,48 @@ pub fn function_kind(f: &crate::symbols::Function, cwd: &std::path::Path) -> Fun
 /// functions were pygments', Ochiai 1.0 each (they ran in the failing test only), and a
 /// 4,000-token prompt dropped the function with the bug to keep them. The one rule for the
 /// spectrum ([`counted_nodes`]) and for prompts ([`crate::plumbing`]).
+///
+/// Where the runner describes a failure ([`describes_failure`]: pytest's `saferepr` of the
+/// values an assertion compared), everything it calls is its work, the program's code too:
+/// cachetools' `Cache.__repr__`, called only to print a failing comparison, ran in failing
+/// tests only and ranked above the function with the bug.
 pub fn runner_work(tree: &CallTree, kinds: &[FuncKind]) -> Vec<bool> {
     let kind = |n: crate::calltree::NodeId| kinds.get(tree.node(n).func as usize).copied().unwrap_or(FuncKind::Other);
     let mut work = vec![false; tree.nodes.len()];
+    let mut reporting = vec![false; tree.nodes.len()];
     // Pre-order: a parent's verdict is known before its children's.
     for n in tree.preorder() {
         let parent = tree.node(n).parent;
         let parent_work = parent != crate::calltree::ROOT && work[parent as usize];
-        work[n as usize] = match kind(n) {
-            FuncKind::Runner => true,
-            FuncKind::Stdlib | FuncKind::Installed => parent_work,
-            FuncKind::Other => false,
-        };
+        let k = kind(n);
+        reporting[n as usize] = (parent != crate::calltree::ROOT && reporting[parent as usize])
+            || (k == FuncKind::Runner && tree.func(n).is_some_and(describes_failure));
+        work[n as usize] = reporting[n as usize]
+            || match k {
+                FuncKind::Runner => true,
+                FuncKind::Stdlib | FuncKind::Installed => parent_work,
+                FuncKind::Other => false,
+            };
     }
     work
+}
+
+/// pytest's code that describes a failure for its report: the representations of the values
+/// an assertion compared (`_pytest/_io/saferepr.py`, `_pytest/assertion/util.py`, the
+/// rewritten assertion's `_saferepr` and `_call_reprcompare`), tracebacks (`_pytest/_code/`),
+/// reports and the terminal. Not its import hook (`rewrite.py` executes the test modules).
+pub fn describes_failure(f: &Function) -> bool {
+    let Some(file) = f.file.as_deref() else { return false };
+    let file = file.to_string_lossy();
+    let Some((_, rest)) = file.rsplit_once("/_pytest/") else { return false };
+    rest.starts_with("_io/")
+        || rest.starts_with("_code/")
+        || matches!(rest, "assertion/util.py" | "reports.py" | "terminal.py")
+        || (rest == "assertion/rewrite.py"
+            && matches!(
+                f.name.as_str(),
+                "_saferepr" | "_call_reprcompare" | "_format_assertmsg" | "_format_explanation" | "_format_boolop"
+            ))
 }
 
 /// Which nodes of a test's tree are the test's own work, by node id: not the test runner's
@@ -407,6 +435,42 @@ mod tests {
         };
         assert_eq!(by_name(runner_work(&tree, &kinds)), ["runner", "highlight", "compile", "lex"]);
         assert_eq!(by_name(counted_nodes(&tree, &kinds)), ["test", "parse", "loads", "repr"]);
+    }
+
+    #[test]
+    fn what_the_runner_calls_to_describe_a_failure_is_its_work_the_programs_repr_too() {
+        use FuncKind::*;
+        let mut fs =
+            py_funcs(&["runner", "test", "_saferepr", "saferepr", "repr", "Cache.__repr__", "Cache.__len__", "exec_module", "<module>"]);
+        let site = "/v/lib/python3.12/site-packages/_pytest/";
+        for (i, file) in [(0, "python.py"), (2, "assertion/rewrite.py"), (3, "_io/saferepr.py"), (7, "assertion/rewrite.py")] {
+            fs[i].file = Some(format!("{site}{file}").into());
+        }
+        fs[2].name = "_saferepr".into();
+        fs[7].name = "exec_module".into();
+        let funcs = Arc::new(fs);
+        let kinds = [Runner, Other, Runner, Runner, Stdlib, Other, Other, Runner, Other];
+        let mut b = TreeBuilder::new(funcs.clone());
+        let r = b.child(ROOT, 0);
+        let t = b.child(r, 1);
+        let sr = b.child(t, 2);
+        let s2 = b.child(sr, 3);
+        let rp = b.child(s2, 4);
+        let c = b.child(rp, 5);
+        b.child(c, 6);
+        b.child(t, 6);
+        // The assertion-rewriting import hook runs a test module's body: not a report.
+        let hook = b.child(r, 7);
+        b.child(hook, 8);
+        let tree = b.finish();
+        let by_name = |v: Vec<bool>| -> Vec<&str> {
+            tree.preorder().into_iter().filter(|&n| v[n as usize]).filter_map(|n| tree.func(n)).map(|f| f.qualname.as_str()).collect()
+        };
+        assert_eq!(
+            by_name(runner_work(&tree, &kinds)),
+            ["runner", "_saferepr", "saferepr", "repr", "Cache.__repr__", "Cache.__len__", "exec_module"]
+        );
+        assert_eq!(by_name(counted_nodes(&tree, &kinds)), ["test", "Cache.__len__", "<module>"]);
     }
 
     #[test]
