@@ -701,10 +701,14 @@ fn a_failing_subtest_is_named_by_record_and_listed_by_tests() {
     assert!(!err, "{text}");
     assert!(
         text.contains(
-            "\ntests: 1 failed\nfailed tests.test_sub.EvenTest.test_evens: contains 1 failed subtest\n  failed tests.test_sub.EvenTest.test_evens (n=3): True != False\n"
+            "\ntests: 1 failed\nfailed tests.test_sub.EvenTest.test_evens: contains 1 failed subtest\n  failed tests.test_sub.EvenTest.test_evens (n=3): AssertionError: True != False\n"
         ),
         "{text}"
     );
+    // `trace`'s last line names the trace where the answer put it, not the recording's
+    // private directory.
+    assert!(text.contains(&format!(" -> {t}\n")) && !text.contains(".recording-"), "{text}");
+    assert!(text.contains("\n1 process, 1 thread, "), "{text}");
     let (err, text) = result(&r, 1);
     assert!(!err, "{text}");
     assert!(text.starts_with("1 failed; subtests: 1 failed, 1 passed; run failed: "), "{text}");

@@ -186,7 +186,7 @@ fn ten_recordings_at_once_each_get_a_directory_holding_their_own_run() {
     for i in 0..10 {
         let (err, text) = Server::result(&s.answer(&format!("r{i}"), Duration::from_secs(180)));
         assert!(!err, "{text}");
-        assert!(text.lines().nth(2).is_some_and(|l| l.starts_with("1 processes, 1 threads, ")), "{text}");
+        assert!(text.lines().nth(2).is_some_and(|l| l.starts_with("1 process, 1 thread, ")), "{text}");
         let dir = recorded_into(&text);
         assert!(dir.starts_with(d.path().join(".slice-traces")) && p(&dir).contains("job-"), "{text}");
         assert!(dirs.insert(dir.clone()), "two calls answered the same directory {}", dir.display());
@@ -223,7 +223,7 @@ fn recordings_into_one_out_at_once_answer_their_own_run_and_leave_one_whole_trac
         let (err, text) = Server::result(&s.answer(&format!("r{i}"), Duration::from_secs(180)));
         assert!(!err, "{text}");
         let counts = text.lines().nth(2).unwrap_or_default();
-        assert!(counts.starts_with("1 processes, 1 threads, ") && !counts.contains(" 0 events"), "run {i}: {text}");
+        assert!(counts.starts_with("1 process, 1 thread, ") && !counts.contains(" 0 events"), "run {i}: {text}");
         assert_eq!(recorded_into(&text), out);
     }
     for k in 0..20 {

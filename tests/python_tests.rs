@@ -217,6 +217,16 @@ fn tests_are_chosen_by_id_name_glob_or_failure() {
         ],
         "{tree}"
     );
+    // Each tree is named: the test's, and the earlier test's part that built state it used.
+    let heads: Vec<&str> = tree.lines().filter(|l| l.starts_with("── ")).map(|l| l.split(": process ").next().unwrap_or(l)).collect();
+    assert_eq!(
+        heads,
+        [
+            "── test tests/test_totals.py::test_bulk_discount_starts_at_ten",
+            "── built earlier, in test tests/test_totals.py::test_line_total[pen-1-100]"
+        ],
+        "{tree}"
+    );
     let test_line = tree.lines().nth(3).unwrap_or_default();
     assert!(!test_line.trim_start().starts_with("0 ns"), "{tree}");
     // The second failing test made the same calls as the first: the reference names the
@@ -430,6 +440,22 @@ fn whole_runs_are_diffed_without_the_runner() {
     let py = venv_python();
     let (pass, code) = record(&proj, "pass.d", &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]);
     assert_eq!(code, 0, "the fix makes the suite pass");
+    // `--test failed` of the passing run and the failing one: in the passing run, the tests
+    // that failed in the other.
+    let o = run(cmd("slice").args(["diff", pass.to_str().unwrap(), fail.to_str().unwrap(), "--test", "failed", "--color", "never"]));
+    let (out, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    let compared: Vec<&str> = out.lines().skip_while(|l| !l.starts_with("# run A ended")).skip(1).take(2).collect();
+    assert_eq!(
+        compared,
+        [
+            "#   tests/test_totals.py::test_bulk_discount_starts_at_ten: passed",
+            "#   tests/test_unit_format.py::FormatTest::test_bulk_lamps: passed"
+        ],
+        "{out}"
+    );
+    assert!(out.contains("# functions only in A (1): at_least (invoice/totals.py:26)\n"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with('-') && l.contains(" at_least  (invoice/totals.py:26)")), "{out}");
     let o = run(cmd("slice").args(["diff", pass.to_str().unwrap(), fail.to_str().unwrap(), "--color", "never"]));
     let (out, err) = texts(&o);
     assert!(o.status.success(), "{err}");
@@ -940,7 +966,10 @@ fn a_unittest_failure_shows_the_place_the_statement_and_the_exception_as_pytests
             let p = slice(&["from-trace", t.to_str().unwrap(), "--test", "failed", "-q", "Why do they fail?"]);
             assert_eq!(failure_blocks(&p), [want_failed, want_error], "3.{minor} {name}:\n{p}");
             let table = slice(&["tests", t.to_str().unwrap()]);
-            assert!(table.contains("  tests.test_calc.CalcTest.test_add: 5 != 4 at tests/test_calc.py:8\n"), "3.{minor} {name}:\n{table}");
+            assert!(
+                table.contains("  tests.test_calc.CalcTest.test_add: AssertionError: 5 != 4 at tests/test_calc.py:8\n"),
+                "3.{minor} {name}:\n{table}"
+            );
         }
     }
     // pytest prints the failing statement whole, its first line marked (and, on CPython 3.11
@@ -1113,7 +1142,8 @@ fn unittest_subtests_are_recorded_under_their_test_on_every_cpython() {
         let table = slice(&["tests", t.to_str().unwrap(), "--rank", "0"]);
         assert!(
             table.contains("-    tests.test_sub.EvenTest.test_evens [even] (n=3)\n")
-                && table.contains("  tests.test_sub.EvenTest.test_evens [even] (n=3): True != False at tests/test_sub.py:10\n")
+                && table
+                    .contains("  tests.test_sub.EvenTest.test_evens [even] (n=3): AssertionError: True != False at tests/test_sub.py:10\n")
                 && table.contains("1 failed, 1 error, 1 passed; subtests: 1 failed, 1 error, 4 passed, 1 skipped; run failed: "),
             "3.{minor}:\n{table}"
         );

@@ -109,6 +109,21 @@ pub fn prepare_sides(
     }
     opts.hints = Hints::Diff { option: Opt::Test };
     if test_a.is_none() && test_b.is_none() {
+        // `--test failed` of a passing run and a failing one: in the passing run, the tests
+        // that failed in the other (the natural question: what did they do differently?).
+        if matches!(opts.tests, Some(crate::testrun::TestFilter::Failed)) {
+            if let Err(crate::analysis::PrepareError::NoTestMatch { .. }) = prepare(&[a.to_path_buf()], &opts) {
+                let (tb, wb) = prepare(&[b.to_path_buf()], &opts)?;
+                let failed: Vec<String> =
+                    tb.iter().flat_map(|t| t.ended_tests.iter().filter_map(|&i| t.tests.get(i)).map(|(_, x)| x.id.clone())).collect();
+                let mut o = opts.clone();
+                o.tests = Some(crate::testrun::TestFilter::Ids(failed));
+                let (mut ta, mut wa) = prepare(&[a.to_path_buf()], &o)?;
+                ta.extend(tb);
+                wa.extend(wb);
+                return Ok((ta, wa));
+            }
+        }
         return Ok(prepare(&[a.to_path_buf(), b.to_path_buf()], &opts)?);
     }
     // Each side with its own tests: prepared apart (each side's spectrum is its own).

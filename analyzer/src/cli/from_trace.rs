@@ -109,18 +109,22 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
             }
         } else {
             eprintln!(
-                "slice: budget {}{}: kept {} functions whole, elided {} bodies, dropped {} sources{}{}",
+                "slice: budget {}{}: kept {} whole, elided {} bodies, dropped {} sources{}{}",
                 r.budget,
                 match (a.prompt.budget, model.tests_shown) {
                     (Some(_), _) => "",
                     (None, true) => " (a test's prompt's default; --no-budget shows everything)",
                     (None, false) => " (the default; --no-budget shows everything)",
                 },
-                r.kept,
+                crate::testrun::plural(r.kept, "function"),
                 r.elided.len(),
                 r.dropped.len(),
                 if r.collapsed_repeats { ", repeated sources shown once" } else { "" },
-                r.tree_depth.map(|d| format!(", tree cut below depth {d}")).unwrap_or_default()
+                match (r.tree_depth, r.tree_to_sources) {
+                    (Some(_), true) => ", tree cut to its first level and the paths to the functions shown".to_string(),
+                    (Some(d), false) => format!(", tree cut below depth {d}"),
+                    (None, _) => String::new(),
+                }
             );
             if !r.ran.is_empty() {
                 eprintln!("slice: shown as the code that ran{}", most_relevant_first(&r.ran));

@@ -50,11 +50,16 @@ fn matching(model: &Model, function: &str) -> Result<Vec<FuncId>, String> {
             })
             .collect(),
         Matcher::Name(name) => {
+            // A private method by the name Python mangles it to (`_LRUCache__update`).
+            let unmangled = unmangle_private(&name);
+            let names: Vec<&str> = std::iter::once(name.as_str()).chain(unmangled.as_deref()).collect();
             let by_name: Vec<(FuncId, &FuncInfo)> = funcs
                 .iter()
                 .copied()
                 .filter(|(_, f)| {
-                    f.qualname == name || f.qualname.ends_with(&format!(".{name}")) || f.qualname.ends_with(&format!("::{name}"))
+                    names.iter().any(|name| {
+                        f.qualname == *name || f.qualname.ends_with(&format!(".{name}")) || f.qualname.ends_with(&format!("::{name}"))
+                    })
                 })
                 .collect();
             if !by_name.is_empty() {
@@ -68,6 +73,15 @@ fn matching(model: &Model, function: &str) -> Result<Vec<FuncId>, String> {
         }
     };
     Ok(found.into_iter().map(|(id, _)| id).collect())
+}
+
+/// `Class.__name` of a private method's mangled name `_Class__name` (Python strips the class
+/// name's leading underscores), else None.
+fn unmangle_private(name: &str) -> Option<String> {
+    let rest = name.strip_prefix('_')?;
+    let (class, method) = rest.split_once("__")?;
+    let ident = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_alphanumeric() || c == '_');
+    (ident(class) && !class.starts_with('_') && ident(method) && !method.ends_with("__")).then(|| format!("{class}.__{method}"))
 }
 
 /// The error for a `function` that matched nothing, with the names that look closest.
@@ -323,7 +337,16 @@ pub fn source(p: &FunctionParams) -> anyhow::Result<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::Matcher;
+    use super::{unmangle_private, Matcher};
+
+    #[test]
+    fn a_private_methods_mangled_name_is_its_method() {
+        assert_eq!(unmangle_private("_LRUCache__update").as_deref(), Some("LRUCache.__update"));
+        assert_eq!(unmangle_private("_Cache_v2__pop_item").as_deref(), Some("Cache_v2.__pop_item"));
+        for not in ["__init__", "_private", "update", "_X__", "__x", "_A__init__"] {
+            assert_eq!(unmangle_private(not), None, "{not}");
+        }
+    }
 
     #[test]
     fn function_arguments() {

@@ -500,7 +500,15 @@ pub fn record_until(p: &RecordParams, stop: &dyn Fn() -> Option<StopReason>) -> 
                 let grace = tracer_grace_note(st.killed);
                 s.push_str(&format!("trace forwarded signal {} to the program's process group{grace}.\n", st.signal));
             }
-            s.push_str(&format!("{} processes, {threads} threads, {events} events, {} functions called\n", t.processes.len(), funcs.len()));
+            s.push_str(&format!(
+                "{}, {}, {events} events, {} called\n",
+                match t.processes.len() {
+                    1 => "1 process".to_string(),
+                    n => format!("{n} processes"),
+                },
+                crate::testrun::plural(threads, "thread"),
+                crate::testrun::plural(funcs.len(), "function")
+            ));
             for w in t.warnings.iter().take(10) {
                 s.push_str(&at_out(format!("warning: {w}\n")));
             }
@@ -562,7 +570,8 @@ pub fn record_until(p: &RecordParams, stop: &dyn Fn() -> Option<StopReason>) -> 
         })?;
     }
     s.push_str(&shown("stdout", &out_buf));
-    s.push_str(&shown("stderr", &err_buf));
+    // (`trace`'s own last line names the directory it wrote: the one published.)
+    s.push_str(&at_out(shown("stderr", &err_buf)));
     Ok(s)
 }
 

@@ -111,6 +111,9 @@ pub struct BudgetReport {
     pub ran: Vec<String>,
     pub collapsed_repeats: bool,
     pub tree_depth: Option<u32>,
+    /// The tree was cut to its first level and the paths to the functions whose source is
+    /// shown (not at a depth).
+    pub tree_to_sources: bool,
     /// Functions whose whole source was kept.
     pub kept: usize,
 }
@@ -209,6 +212,7 @@ fn report(model: &Model, plan: &Plan, cut: &Cut, sources: bool, budget: usize) -
         ran: names(model, &cut.ran),
         collapsed_repeats: plan.collapse_repeats,
         tree_depth: plan.tree_depth,
+        tree_to_sources: plan.tree_to_sources,
         kept: if sources {
             model.funcs.iter().filter(|(id, f)| matches!(f.source, SourceState::Code(_)) && plan.level(*id) == Level::Body).count()
         } else {
@@ -254,7 +258,10 @@ pub(super) fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sourc
                 ran.push(k);
             }
             Step::TreeDepth(d) => plan.tree_depth = Some(d),
-            Step::TreeToSources => plan.tree_depth = Some(1),
+            Step::TreeToSources => {
+                plan.tree_depth = Some(1);
+                plan.tree_to_sources = true;
+            }
         }
     }
     let sig: Vec<FuncId> = sig.into_iter().flatten().filter(|&k| plan.level(k) == Level::Signature).collect();
@@ -292,9 +299,10 @@ pub(super) fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sourc
         }
         if !name.is_empty() {
             parts.push(format!(
-                "{} functions are shown by name only (marked `{}` in the tree): {}",
+                "{} functions are shown by name only (marked `{}` in the tree{}): {}",
                 name.len(),
                 NAME_ONLY_MARK.trim(),
+                if plan.tree_depth.is_some() { " where the cut tree still shows them" } else { "" },
                 most_relevant_of(model, &name)
             ));
         }

@@ -166,6 +166,9 @@ pub struct Plan {
     pub collapse_repeats: bool,
     /// Cut the trees below this depth...
     pub tree_depth: Option<u32>,
+    /// (The cut is the budget's last one: the first level and the paths to the functions
+    /// whose source is shown, `tree_depth` 1.)
+    pub tree_to_sources: bool,
     /// ...except the paths from the root to every node of these functions...
     pub tree_keep: HashSet<FuncId>,
     /// ...or, when set, only to the first node of each of them in each thread: where its

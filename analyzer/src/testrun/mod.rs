@@ -34,6 +34,9 @@ pub enum TestFilter {
     /// whole id or its end after one of those separators: `test_sub*` takes
     /// `tests/test_x.py::test_subtract`.
     Pattern { text: String, glob: Option<Regex> },
+    /// These ids exactly (`slice diff pass.d fail.d --test failed`: in the run where they
+    /// passed, the tests that failed in the other).
+    Ids(Vec<String>),
 }
 
 impl TestFilter {
@@ -68,6 +71,7 @@ impl TestFilter {
         match self {
             TestFilter::Failed => "failed".to_string(),
             TestFilter::Pattern { text, .. } => text.clone(),
+            TestFilter::Ids(ids) => ids.join(" "),
         }
     }
 
@@ -85,6 +89,11 @@ impl TestFilter {
         match self {
             TestFilter::Failed => t.outcome.is_failure(),
             TestFilter::Pattern { glob: Some(re), .. } => re.is_match(&t.id),
+            // (Two runs from different directories name a test's file from each one.)
+            TestFilter::Ids(ids) => ids.iter().any(|id| {
+                let (long, short) = if id.len() >= t.id.len() { (id.as_str(), t.id.as_str()) } else { (t.id.as_str(), id.as_str()) };
+                long == short || long.strip_suffix(short).is_some_and(|head| head.ends_with('/'))
+            }),
             TestFilter::Pattern { text, glob: None } => {
                 let id = t.id.as_str();
                 // `name[param]` instances of a parametrized `name`.
@@ -480,6 +489,8 @@ mod tests {
         assert!(m("test_case*", &a) && m("test_case*", &c) && !m("test_case*", &b));
         assert!(m("TestR::test_c?se", &a) && m("test_compact[*", &b) && !m("est_case*", &a));
         assert!(m("failed", &a) && !m("failed", &b));
+        let ids = TestFilter::Ids(vec!["examples/p/tests/test_f.py::TestR::test_case".into()]);
+        assert!(ids.matches(&a) && !ids.matches(&c));
         assert!(TestFilter::parse(" ").is_err());
     }
 
