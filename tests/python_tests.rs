@@ -652,6 +652,9 @@ fn a_diff_of_two_checkouts_lists_the_function_whose_text_differs() {
         traces.push(t);
     }
     let (a, b) = (traces[0].to_str().unwrap(), traces[1].to_str().unwrap());
+    // The summary counts it as a function whose source differs, not one that ran other lines.
+    let (_, err) = texts(&run(cmd("slice").args(["diff", a, b])));
+    assert!(err.contains("; 1 function both reached has different source\n") && !err.contains("ran different lines"), "{err}");
     let o = run(cmd("slice").args(["diff", a, b, "--format", "prompt", "--no-budget", "-q", "Why is 2 not small?"]));
     let (p, err) = texts(&o);
     assert!(o.status.success(), "{err}");

@@ -187,8 +187,24 @@ pub fn run(a: DiffArgs) -> anyhow::Result<()> {
         }
     }
     let plural = crate::testrun::plural;
+    // (Functions whose source differs are counted apart: their lines are not compared.)
     let lines = match &d.lines {
-        Some(l) => format!("; {} both reached ran different lines", plural(l.len(), "function")),
+        Some(l) => {
+            let source = l.iter().filter(|x| matches!(x.change, crate::views::diff::LineChange::Source { .. })).count();
+            let ran = l.len() - source;
+            let mut s = String::new();
+            if ran > 0 || source == 0 {
+                s.push_str(&format!("; {} both reached ran different lines", plural(ran, "function")));
+            }
+            if source > 0 {
+                s.push_str(&format!(
+                    "; {} both reached {} different source",
+                    plural(source, "function"),
+                    if source == 1 { "has" } else { "have" }
+                ));
+            }
+            s
+        }
         None => String::new(),
     };
     eprintln!(
