@@ -517,7 +517,7 @@ pub fn record_until(p: &RecordParams, stop: &dyn Fn() -> Option<StopReason>) -> 
                 s.push_str(&format!("tests: {}\n", crate::testrun::outcome_counts(tests.iter().copied())));
                 let failing: Vec<&&trace_format::TestRun> = tests.iter().filter(|x| x.outcome.is_failure()).collect();
                 let first = |x: &trace_format::TestRun| -> String {
-                    x.failure.as_ref().map(crate::testrun::failure_head).unwrap_or_else(|| "(the process ended inside the test)".into())
+                    crate::testrun::failure_head(x).unwrap_or_else(|| "(the process ended inside the test)".into())
                 };
                 for x in failing.iter().take(RECORD_FAILURES) {
                     s.push_str(&crate::testrun::clean_text(&format!("{} {}: {}\n", x.outcome.name(), x.id, first(x))));

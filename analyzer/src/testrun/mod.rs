@@ -159,21 +159,26 @@ pub fn outcome_line(t: &TestRun, cwd: &Path) -> String {
         return format!("{}: {}", escape::line(&t.id), t.outcome.name());
     }
     let f = t.failure.as_ref();
-    let head = f.map(failure_head).unwrap_or_else(|| "(no failure recorded: the process ended inside the test)".into());
+    let head = failure_head(t).unwrap_or_else(|| "(no failure recorded: the process ended inside the test)".into());
     let at = f.and_then(|f| f.file.as_deref().map(|file| format!(" at {}", place(file, f.line, cwd)))).unwrap_or_default();
     format!("{}: {}{}", escape::line(&t.id), escape::line(&head), escape::line(&at))
 }
 
-/// The first line of a failure: its message's (else the report's), named by its exception
-/// type as pytest names it (`KeyError: 2`; unittest's message is the bare `2`).
-pub fn failure_head(f: &trace_format::TestFailure) -> String {
+/// The first line of a test's failure (None without one): its message's (else the report's),
+/// for Python's runners named by its exception type as pytest names it (`KeyError: 2`;
+/// unittest's message is the bare `2`). libtest's `panic` is a kind, not a type: its message
+/// is as libtest prints it.
+pub fn failure_head(t: &TestRun) -> Option<String> {
+    let f = t.failure.as_ref()?;
     let head = f.message.as_deref().or(f.report.as_deref()).and_then(|m| m.lines().find(|l| !l.trim().is_empty())).unwrap_or("").trim();
-    match f.exception.as_deref().map(str::trim).filter(|e| !e.is_empty()) {
+    // (A subtest, recorded inside its Python test, names no runner.)
+    let python = matches!(t.runner.as_str(), "pytest" | "unittest" | "");
+    Some(match f.exception.as_deref().map(str::trim).filter(|e| python && !e.is_empty()) {
         Some(e) if head.is_empty() => e.to_string(),
         // `AssertionError: ...`, `E   KeyError ...`, `builtins.KeyError: 2`, a report line.
         Some(e) if !head.contains(e.rsplit('.').next().unwrap_or(e)) && f.message.is_some() => format!("{e}: {head}"),
         _ => head.to_string(),
-    }
+    })
 }
 
 /// Counts of outcomes, `3 failed, 458 passed, 2 xfailed`, most serious first.
@@ -496,17 +501,26 @@ mod tests {
 
     #[test]
     fn a_failures_first_line_names_its_exception() {
-        let f = |exception: Option<&str>, message: Option<&str>| trace_format::TestFailure {
-            exception: exception.map(str::to_string),
-            message: message.map(str::to_string),
-            ..Default::default()
+        let with = |runner: &str, exception: Option<&str>, message: Option<&str>| {
+            let mut t = run("t.py::test_x", TestOutcome::Failed);
+            t.runner = runner.into();
+            t.failure = Some(trace_format::TestFailure {
+                exception: exception.map(str::to_string),
+                message: message.map(str::to_string),
+                ..Default::default()
+            });
+            failure_head(&t).unwrap_or_default()
         };
-        assert_eq!(failure_head(&f(Some("KeyError"), Some("2"))), "KeyError: 2");
-        assert_eq!(failure_head(&f(Some("KeyError"), Some("KeyError: 2\nmore"))), "KeyError: 2");
-        assert_eq!(failure_head(&f(Some("AssertionError"), Some("assert 1 == 2"))), "AssertionError: assert 1 == 2");
-        assert_eq!(failure_head(&f(Some("KeyError"), Some(""))), "KeyError");
-        assert_eq!(failure_head(&f(None, Some("boom"))), "boom");
-        assert_eq!(failure_head(&f(Some("x.Err"), Some("x.Err: bad"))), "x.Err: bad");
+        let f = |exception: Option<&str>, message: Option<&str>| with("unittest", exception, message);
+        // libtest's panic is a kind, not a type.
+        assert_eq!(with("libtest", Some("panic"), Some("assertion failed")), "assertion failed");
+        assert_eq!(with("pytest", Some("KeyError"), Some("2")), "KeyError: 2");
+        assert_eq!(f(Some("KeyError"), Some("2")), "KeyError: 2");
+        assert_eq!(f(Some("KeyError"), Some("KeyError: 2\nmore")), "KeyError: 2");
+        assert_eq!(f(Some("AssertionError"), Some("assert 1 == 2")), "AssertionError: assert 1 == 2");
+        assert_eq!(f(Some("KeyError"), Some("")), "KeyError");
+        assert_eq!(f(None, Some("boom")), "boom");
+        assert_eq!(f(Some("x.Err"), Some("x.Err: bad")), "x.Err: bad");
     }
 
     #[test]
