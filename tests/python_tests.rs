@@ -327,6 +327,29 @@ fn a_failed_run_says_so_without_tests() {
     assert!(texts(&o).1.contains("the trace recorded no tests"), "{:?}", texts(&o));
 }
 
+/// pytest that selected no test (`-k` matching nothing, exit status 5) is not a run without the
+/// recorder: `slice tests` and `--test` say what pytest's status means and do not tell the user
+/// to record the pytest run they recorded.
+#[test]
+fn a_pytest_run_that_selected_no_test_says_so() {
+    let d = scratch();
+    let proj = project(d.path());
+    let py = venv_python();
+    let (t, code) = record(&proj, "none.d", &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "nomatch"]);
+    assert_eq!(code, 5, "pytest's exit status (no tests collected) passes through");
+    let why = format!(
+        "none.d: the trace recorded no tests; `{} -m pytest -q -p no:cacheprovider -k nomatch` ended with exit status 5: pytest \
+         collected no tests, or its options (`-k`, `-m`, a node id) selected none",
+        py.display()
+    );
+    for args in [vec!["tests", t.to_str().unwrap()], vec!["from-trace", t.to_str().unwrap(), "--test", "failed", "-q", "q"]] {
+        let o = run(cmd("slice").args(&args));
+        let (out, err) = texts(&o);
+        assert_eq!((o.status.code(), out.as_str()), (Some(1), ""), "{args:?}: {err}");
+        assert!(err.contains(&why) && !err.contains("trace run -- python -m pytest"), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn a_traceback_names_the_function_of_every_frame_pytest_shows() {
     // pytest's long-style entries (the test's frame, the innermost one) say no function name:
@@ -531,7 +554,7 @@ fn whole_runs_are_diffed_without_the_runner() {
     assert_eq!(code, 0);
     let o = run(cmd("slice").args(["diff", fail.to_str().unwrap(), plain.to_str().unwrap(), "--test-a", "failed", "--test-b", "main"]));
     assert_eq!(o.status.code(), Some(1));
-    assert!(texts(&o).1.contains("plain.d: the trace recorded no tests (`--test-b` needs a run of pytest"), "{:?}", texts(&o));
+    assert!(texts(&o).1.contains("plain.d: the trace recorded no tests; `--test-b` needs a run of pytest"), "{:?}", texts(&o));
     // `slice tests` on it: an error, as `--test` is, and nothing on standard output.
     let o = run(cmd("slice").args(["tests", plain.to_str().unwrap()]));
     let (out, err) = texts(&o);

@@ -210,12 +210,10 @@ pub enum PrepareError {
     /// recorder may not have been active; `front`: who reads it ([`FrontEnd::recorder`]).
     #[error("{path}: the trace recorded no function calls ({why}); record it again with {}", .front.recorder())]
     NoCalls { path: PathBuf, why: String, front: FrontEnd },
-    /// `option`: the option that asked for tests (`--test`, `--test-a`, ...), `record`: how to
-    /// record a test run, both as the front end spells them ([`FrontEnd`]).
-    #[error(
-        "{path}: the trace recorded no tests (`{option}` needs a run of pytest, unittest, `cargo test` or a GoogleTest binary: `{record}`)"
-    )]
-    NoTests { path: PathBuf, option: &'static str, record: &'static str },
+    /// `why`: what the run's command and status say of it ([`crate::testrun::why_no_tests`]),
+    /// else which runs `--test` reads and how to record one, as the front end spells them.
+    #[error("{path}: the trace recorded no tests; {why}")]
+    NoTests { path: PathBuf, why: String },
     /// `list`: how to list the tests ([`FrontEnd::list_tests`]).
     #[error("{path}: no recorded test matches {filter:?} ({available}); `{list}` lists them")]
     NoTestMatch { path: PathBuf, filter: String, available: String, list: String },
@@ -344,11 +342,14 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     let mut invocation_scores: Vec<(String, f64)> = Vec::new();
     if let Some(filter) = &opts.tests {
         if all_tests.is_empty() {
-            return Err(PrepareError::NoTests {
-                path: t.dir.clone(),
-                option: opts.front.name(opts.hints.test_option()),
-                record: opts.front.record_tests(),
+            let why = crate::testrun::why_no_tests(&t.meta.argv, t.meta.exit.as_ref()).unwrap_or_else(|| {
+                format!(
+                    "`{}` needs a run of pytest, unittest, `cargo test` or a GoogleTest binary (`{}`)",
+                    opts.front.name(opts.hints.test_option()),
+                    opts.front.record_tests()
+                )
             });
+            return Err(PrepareError::NoTests { path: t.dir.clone(), why });
         }
         for (at, (p, x)) in t.processes.iter().flat_map(|p| p.tests.iter().map(move |x| (p, x))).enumerate() {
             if let Some(subs) = filter.pick(x) {

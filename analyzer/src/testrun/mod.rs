@@ -141,6 +141,43 @@ pub fn failed_exit(exit: Option<&ExitStatus>) -> Option<String> {
     }
 }
 
+/// Why a run of a test runner recorded no test, when its command and exit status tell: a
+/// pytest or unittest command that ended with one of the runner's own statuses (pytest's 5: it
+/// collected or selected none; 2: collection errors or an interrupt; 4: a usage error such as a
+/// path that does not exist). None when the command is not a test runner's, or the status says
+/// nothing of it (the recorder's pytest plugin then did not load: see docs/tests.md).
+pub fn why_no_tests(argv: &[String], exit: Option<&ExitStatus>) -> Option<String> {
+    let runner = test_runner_of(argv)?;
+    let code = exit.and_then(|e| if e.signal.is_none() { e.code } else { None });
+    let why = match (runner, code) {
+        ("pytest", Some(5)) => "pytest collected no tests, or its options (`-k`, `-m`, a node id) selected none",
+        ("pytest", Some(2)) => "pytest stopped before running tests: errors while collecting them, or an interrupt (its output names them)",
+        ("pytest", Some(4)) => "pytest refused its command line: a usage error, or a path that does not exist (its output names it)",
+        ("pytest", Some(3)) => "pytest failed inside itself (an internal error; its output shows it)",
+        ("unittest", Some(5)) => "unittest found no tests to run",
+        _ => return None,
+    };
+    let command = argv.iter().map(|a| trace_format::escape::line(a)).collect::<Vec<_>>().join(" ");
+    Some(format!("`{command}` ended with exit status {}: {why}", code.unwrap_or_default()))
+}
+
+/// `pytest` or `unittest` when `argv` runs that test runner (`pytest ...`, `py.test ...`,
+/// `python -m pytest ...`, `python3.12 -m unittest ...`).
+fn test_runner_of(argv: &[String]) -> Option<&'static str> {
+    let name = |a: &str| match a {
+        "pytest" | "py.test" => Some("pytest"),
+        "unittest" => Some("unittest"),
+        _ => None,
+    };
+    let base = |a: &String| Path::new(a).file_name().and_then(|n| n.to_str()).map(str::to_string).unwrap_or_default();
+    if let Some(r) = argv.first().and_then(|a| name(&base(a))) {
+        return Some(r);
+    }
+    let python = argv.first().map(base).is_some_and(|b| b.starts_with("python"));
+    let m = argv.iter().position(|a| a == "-m")?;
+    python.then(|| argv.get(m + 1).and_then(|a| name(a))).flatten()
+}
+
 /// How a run ended, in words, whatever the status: [`failed_exit`]'s words for a failure,
 /// `exit status 0`, or `no exit status recorded` (killed with `trace`, or copied while running).
 pub fn exit_words(exit: Option<&ExitStatus>) -> String {
@@ -497,6 +534,25 @@ mod tests {
         let ids = TestFilter::Ids(vec!["examples/p/tests/test_f.py::TestR::test_case".into()]);
         assert!(ids.matches(&a) && !ids.matches(&c));
         assert!(TestFilter::parse(" ").is_err());
+    }
+
+    /// A test runner's run that recorded no test says why when its status tells: pytest's
+    /// "no tests collected" (5) is not a missing recorder; a program's status is nobody's.
+    #[test]
+    fn a_runners_status_says_why_it_recorded_no_tests() {
+        let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        let exit = |code| ExitStatus { code: Some(code), signal: None, core_dumped: false };
+        let why = super::why_no_tests(&argv("python3 -m pytest -k nomatch"), Some(&exit(5))).expect("pytest's 5");
+        assert_eq!(why, "`python3 -m pytest -k nomatch` ended with exit status 5: pytest collected no tests, or its options (`-k`, `-m`, a node id) selected none");
+        assert!(super::why_no_tests(&argv("/venv/bin/pytest tests/nope.py"), Some(&exit(4))).is_some_and(|w| w.contains("usage error")));
+        assert!(super::why_no_tests(&argv("py.test"), Some(&exit(2))).is_some_and(|w| w.contains("collecting")));
+        assert!(super::why_no_tests(&argv("python3.12 -m unittest discover"), Some(&exit(5)))
+            .is_some_and(|w| w.contains("unittest found no tests")));
+        // Not a runner's status, or not a runner.
+        assert_eq!(super::why_no_tests(&argv("python3 -m pytest"), Some(&exit(1))), None);
+        assert_eq!(super::why_no_tests(&argv("python3 -m pytest"), None), None);
+        assert_eq!(super::why_no_tests(&argv("./app -m pytest"), Some(&exit(5))), None);
+        assert_eq!(super::why_no_tests(&argv("python3 app.py"), Some(&exit(5))), None);
     }
 
     #[test]

@@ -108,6 +108,11 @@ pub struct TestTable {
     /// Tests the traces recorded, before the filter.
     #[serde(skip)]
     pub recorded: usize,
+    /// Per trace without tests whose run's command and status say why: `t.d: the trace
+    /// recorded no tests; why`
+    /// ([`super::why_no_tests`]).
+    #[serde(skip)]
+    no_tests_why: Vec<String>,
 }
 
 impl TestTable {
@@ -135,6 +140,11 @@ impl TestTable {
             warnings.extend(t.warnings.iter().cloned());
             if let Some(how) = failed_exit(t.meta.exit.as_ref()) {
                 table.failed_runs.push(format!("{}: {how}", d.display()));
+            }
+            if t.processes.iter().all(|p| p.tests.is_empty()) {
+                if let Some(why) = super::why_no_tests(&t.meta.argv, t.meta.exit.as_ref()) {
+                    table.no_tests_why.push(format!("{}: the trace recorded no tests; {why}", d.display()));
+                }
             }
             let cwd = std::path::PathBuf::from(&t.meta.cwd);
             for p in &t.processes {
@@ -231,7 +241,9 @@ impl TestTable {
             return None;
         }
         let names: Vec<String> = traces.iter().map(|d| d.display().to_string()).collect();
-        Some(if self.recorded == 0 {
+        Some(if self.recorded == 0 && !self.no_tests_why.is_empty() {
+            self.no_tests_why.join("; ")
+        } else if self.recorded == 0 {
             format!(
                 "{}: {} no tests ({} lists the tests of a run of pytest, unittest, `cargo test` or a GoogleTest binary: `{}`)",
                 names.join(", "),
