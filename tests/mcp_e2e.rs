@@ -359,7 +359,9 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
     let (err, text) = result(&r, 24);
     assert!(!err && tokens(&text) <= 200, "{} tokens: {text}", tokens(&text));
     assert!(
-        text.starts_with("# 2 functions match \"main\"; each is shown in call order\n\n## main — examples/python/shop_app.py:53-"),
+        text.starts_with(
+            "# 2 functions match \"main\"; each is shown, the program's first, in call order\n\n## main — examples/python/shop_app.py:53-"
+        ),
         "{text}"
     );
     assert!(

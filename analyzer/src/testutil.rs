@@ -201,6 +201,7 @@ pub fn func_info(key: &str, file: &str, origin: crate::pathclass::Origin, code: 
         line: Some(1),
         module: String::new(),
         origin,
+        kind: Default::default(),
         source: SourceState::Code(Extract { kind: CodeKind::Function, first_line: 1, last_line: 2, code: code.into(), signature: None }),
         min_depth: 1,
         first_index: 0,

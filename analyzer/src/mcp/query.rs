@@ -7,6 +7,7 @@ use crate::analysis::{display_path, prepare};
 use crate::cli::common::UsageError;
 use crate::prompt::{FuncId, FuncInfo, Model, ModelThread, SourceState};
 use crate::source::CodeKind;
+use crate::testrun::FuncKind;
 use regex::Regex;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -34,9 +35,13 @@ impl Matcher {
     }
 }
 
-/// The functions of the model that `function` names, in call order: the argument is resolved to
-/// ids here, once, and the tools walk the trees by id. A name that matches no qualified name
-/// exactly (nor its last dotted parts) is tried as a regular expression.
+/// The functions of the model that `function` names: the program's first, then installed
+/// packages', the test runner's, the standard library's ([`whose`]), each in call order. The
+/// argument is resolved to ids here, once, and the tools walk the trees by id. A name that
+/// matches no qualified name exactly (nor its last dotted parts) is tried as a regular
+/// expression. A plain name whose matches are none of the program's also takes the program's
+/// private methods of that name (`update` finds `LRUCache.__update` beside pytest's
+/// `NodeKeywords.update`).
 fn matching(model: &Model, function: &str) -> Result<Vec<FuncId>, String> {
     let mut funcs: Vec<(FuncId, &FuncInfo)> = model.funcs.iter().collect();
     funcs.sort_by_key(|(_, f)| f.first_index);
@@ -53,15 +58,18 @@ fn matching(model: &Model, function: &str) -> Result<Vec<FuncId>, String> {
             // A private method by the name Python mangles it to (`_LRUCache__update`).
             let unmangled = unmangle_private(&name);
             let names: Vec<&str> = std::iter::once(name.as_str()).chain(unmangled.as_deref()).collect();
-            let by_name: Vec<(FuncId, &FuncInfo)> = funcs
-                .iter()
-                .copied()
-                .filter(|(_, f)| {
-                    names.iter().any(|name| {
-                        f.qualname == *name || f.qualname.ends_with(&format!(".{name}")) || f.qualname.ends_with(&format!("::{name}"))
-                    })
+            let named_by = |f: &FuncInfo, names: &[&str]| {
+                names.iter().any(|name| {
+                    f.qualname == *name || f.qualname.ends_with(&format!(".{name}")) || f.qualname.ends_with(&format!("::{name}"))
                 })
-                .collect();
+            };
+            let mut by_name: Vec<(FuncId, &FuncInfo)> = funcs.iter().copied().filter(|(_, f)| named_by(f, &names)).collect();
+            let plain = !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_') && !name.starts_with('_');
+            if plain && by_name.iter().all(|(_, f)| f.kind != FuncKind::Other) {
+                let private = [format!("_{name}"), format!("__{name}")];
+                let private: Vec<&str> = private.iter().map(String::as_str).collect();
+                by_name.extend(funcs.iter().copied().filter(|(_, f)| f.kind == FuncKind::Other && named_by(f, &private)));
+            }
             if !by_name.is_empty() {
                 by_name
             } else {
@@ -72,7 +80,21 @@ fn matching(model: &Model, function: &str) -> Result<Vec<FuncId>, String> {
             }
         }
     };
+    // Stable: call order within each kind.
+    let mut found = found;
+    found.sort_by_key(|(_, f)| whose(f));
     Ok(found.into_iter().map(|(id, _)| id).collect())
+}
+
+/// Where [`matching`] lists a function: the program's first, then installed packages', the test
+/// runner's, the standard library's.
+fn whose(f: &FuncInfo) -> u8 {
+    match f.kind {
+        FuncKind::Other => 0,
+        FuncKind::Installed => 1,
+        FuncKind::Runner => 2,
+        FuncKind::Stdlib => 3,
+    }
 }
 
 /// `Class.__name` of a private method's mangled name `_Class__name` (Python strips the class
@@ -283,7 +305,11 @@ pub fn source(p: &FunctionParams) -> anyhow::Result<String> {
         return Err(not_found(&model, p));
     }
     if found.len() > 1 {
-        head.push_str(&format!("# {} functions match {:?}; each is shown in call order\n\n", found.len(), p.function));
+        head.push_str(&format!(
+            "# {} functions match {:?}; each is shown, the program's first, in call order\n\n",
+            found.len(),
+            p.function
+        ));
     }
     // One block per function (its lines joined): whole blocks are kept or left out, so that
     // no code fence is left open; a first block longer than the limit is cut line by line.
@@ -346,6 +372,45 @@ mod tests {
         for not in ["__init__", "_private", "update", "_X__", "__x", "_A__init__"] {
             assert_eq!(unmangle_private(not), None, "{not}");
         }
+    }
+
+    /// A name lists the program's functions before the runner's, and a plain name that only
+    /// the runner's code has also finds the program's private method of that name.
+    #[test]
+    fn a_name_finds_the_programs_functions_first_its_private_ones_too() {
+        use crate::pathclass::Origin;
+        use crate::testrun::FuncKind;
+        let mut funcs = crate::prompt::Funcs::default();
+        let mut add = |qualname: &str, kind: FuncKind, index: usize| {
+            let mut f = crate::testutil::func_info(&format!("{index}:{qualname}"), "f.py", Origin::Program, "def f():\n    pass\n");
+            (f.qualname, f.kind, f.first_index) = (qualname.into(), kind, index);
+            funcs.insert(f)
+        };
+        let runner = add("NodeKeywords.update", FuncKind::Runner, 0);
+        let dict = add("OrderedDict.update", FuncKind::Stdlib, 1);
+        let private = add("LRUCache.__update", FuncKind::Other, 2);
+        let installed = add("Store.update", FuncKind::Installed, 3);
+        let get = add("Cache.get", FuncKind::Runner, 4);
+        let program_get = add("Cache.get", FuncKind::Other, 5);
+        let _other_private = add("Cache._get", FuncKind::Other, 6);
+        let model = crate::prompt::Model {
+            question: String::new(),
+            traces: Vec::new(),
+            funcs,
+            notes: Vec::new(),
+            tests_shown: false,
+            front: Default::default(),
+            budget_by_default: false,
+            analysis_ids: Default::default(),
+        };
+        let m = |name: &str| super::matching(&model, name).expect("a name");
+        assert_eq!(m("update"), [private, installed, runner, dict]);
+        assert_eq!(m("Store.update"), [installed]);
+        assert_eq!(m("_LRUCache__update"), [private]);
+        // The program has a `get`: its private `_get` is not added.
+        assert_eq!(m("get"), [program_get, get]);
+        // No name ends in `._update`: the regular expression finds it.
+        assert_eq!(m("_update"), [private]);
     }
 
     #[test]

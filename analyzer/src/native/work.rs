@@ -154,6 +154,7 @@ mod tests {
             line: Some(1),
             module: String::new(),
             origin: Origin::Program,
+            kind: Default::default(),
             source: SourceState::Code(Extract { kind: CodeKind::Range, first_line: 1, last_line: lines as u32, code, signature: None }),
             min_depth: 1,
             first_index: 0,

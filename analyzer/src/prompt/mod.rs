@@ -252,6 +252,9 @@ pub struct FuncInfo {
     pub line: Option<u32>,
     pub module: String,
     pub origin: Origin,
+    /// The program's, an installed package's, the test runner's or the standard library's
+    /// ([`crate::testrun::function_kind`]).
+    pub kind: crate::testrun::FuncKind,
     pub source: SourceState,
     /// Smallest depth at which it appears in any tree.
     pub min_depth: u32,

@@ -162,6 +162,7 @@ mod tests {
             line: Some(1),
             module: String::new(),
             origin: Origin::SitePackages,
+            kind: Default::default(),
             source: SourceState::Code(Extract { kind: CodeKind::Function, first_line: 1, last_line: lines as u32, code, signature: None }),
             min_depth: 1,
             first_index: 0,

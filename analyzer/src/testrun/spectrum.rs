@@ -8,7 +8,7 @@ use std::sync::Arc;
 use trace_format::TestOutcome;
 
 /// What the spectrum needs to know of a function ([`Spectrum::add`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FuncKind {
     /// The test runner's own code ([`crate::plumbing::is_test_runner`]).
     Runner,
@@ -17,6 +17,8 @@ pub enum FuncKind {
     /// the tests or the program reach it, the runner's own work when only the runner does
     /// (pytest's assertion report colours its diff with pygments: [`runner_work`]).
     Installed,
+    /// The program's code (tests included).
+    #[default]
     Other,
 }
 
