@@ -581,7 +581,12 @@ fn a_failing_test_is_recorded_listed_and_explained() {
         ),
         "{text}"
     );
-    assert!(text.contains("ran standard-library code and are not shown (") && text.contains("; `stdlib: true` shows them.\n"), "{text}");
+    assert!(
+        text.contains("ran standard-library code and are not shown; ")
+            && text.contains(" more are left out by the rules the other notes name (the test runner, plumbing, filters), and ")
+            && text.contains(" shown. `stdlib: true` shows the standard library's.\n"),
+        "{text}"
+    );
     let (err, text) = result(&r, 6);
     assert!(!err, "{text}");
     assert!(

@@ -23,11 +23,19 @@ pub fn count_origin(t: &CallTree, which: Origin) -> usize {
 pub const STDLIB_NOTE_START: &str = "The standard library is hidden by default:";
 
 /// The note for a prompt that the default hiding of the standard library left nearly empty
-/// (it hid more than four times what is shown), or None.
+/// (it hid more than four times what is shown), or None. Its counts add up to `after_prune`:
+/// the standard library's nodes, those the other rules left out (the test runner, framework
+/// plumbing, filters: their own notes say which), and those shown.
 pub fn stdlib_note(hidden_stdlib: usize, after_prune: usize, shown: usize, front: FrontEnd) -> Option<String> {
     (hidden_stdlib > 4 * shown).then(|| {
+        let other = after_prune.saturating_sub(hidden_stdlib + shown);
+        let other = match other {
+            0 => String::new(),
+            n => format!("{n} more are left out by the rules the other notes name (the test runner, plumbing, filters), and "),
+        };
         format!(
-            "{STDLIB_NOTE_START} {hidden_stdlib} of the {after_prune} tree nodes left after start-up pruning ran standard-library code and are not shown ({shown} shown); `{}` shows them.",
+            "{STDLIB_NOTE_START} of the {after_prune} tree nodes left after start-up pruning, {hidden_stdlib} ran standard-library code and are not shown; {other}{shown} {} shown. `{}` shows the standard library's.",
+            if shown == 1 { "is" } else { "are" },
             front.on(Opt::Stdlib)
         )
     })
@@ -138,14 +146,29 @@ mod tests {
             "the run recorded 2 tree nodes; start-up pruning removed 3 as work done while importing modules (`prune_startup: \"off\"` keeps them); \
              2 of the 2 left are standard-library functions, hidden by default (`stdlib: true` shows them); `stdlib: true` shows 2 tree nodes"
         );
-        assert!(stdlib_note(291, 292, 1, FrontEnd::Mcp).unwrap().ends_with("`stdlib: true` shows them."));
+        assert!(stdlib_note(291, 292, 1, FrontEnd::Mcp).unwrap().ends_with("`stdlib: true` shows the standard library's."));
     }
 
     #[test]
     fn stdlib_note_only_when_the_stdlib_dwarfs_what_is_shown() {
         assert_eq!(stdlib_note(40, 50, 10, FrontEnd::Cli), None);
         let n = stdlib_note(291, 292, 1, FrontEnd::Cli).unwrap();
-        assert!(n.starts_with(STDLIB_NOTE_START) && n.contains("291 of the 292") && n.ends_with("`--stdlib` shows them."), "{n}");
+        assert_eq!(
+            n,
+            format!(
+                "{STDLIB_NOTE_START} of the 292 tree nodes left after start-up pruning, 291 ran standard-library code and are not \
+                 shown; 1 is shown. `--stdlib` shows the standard library's."
+            )
+        );
+        // The nodes other rules left out (the test runner's) are counted: the three add up.
+        let n = stdlib_note(762, 1393, 26, FrontEnd::Cli).unwrap();
+        assert!(
+            n.contains(
+                "of the 1393 tree nodes left after start-up pruning, 762 ran standard-library code and are not shown; 605 more are \
+                 left out by the rules the other notes name (the test runner, plumbing, filters), and 26 are shown."
+            ),
+            "{n}"
+        );
     }
 
     #[test]
