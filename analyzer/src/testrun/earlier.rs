@@ -18,16 +18,24 @@ const EARLIER_FUNCTIONS: usize = 20;
 /// only. Per earlier test (first builder first, at most [`EARLIER_TESTS`]): its `seq`, the
 /// calls found, and the part of its tree that holds them (those calls with everything under
 /// them, under their callers).
+///
+/// A function defined inside `F` (`F.<locals>.g`, a lambda) is not state: each call of `F`
+/// makes it anew, so a call of it is a branch the test did not take.
 pub fn built_earlier(p: &crate::fold::ProcessTrees, test: &TestRun, kinds: &[FuncKind]) -> Vec<(usize, Vec<String>, CallTree)> {
     let Some(th) = p.threads.iter().find(|th| th.tid == test.tid) else { return Vec::new() };
-    let Some(tree) = th.tests.get(test.seq as usize) else { return Vec::new() };
+    in_thread(&th.tests, test, kinds)
+}
+
+/// [`built_earlier`] over the trees of the tests of `test`'s thread, in order.
+fn in_thread(tests: &[CallTree], test: &TestRun, kinds: &[FuncKind]) -> Vec<(usize, Vec<String>, CallTree)> {
+    let Some(tree) = tests.get(test.seq as usize) else { return Vec::new() };
     let in_test: HashSet<u32> = tree.nodes.iter().skip(1).map(|n| n.func).collect();
     let kind = |f: u32| kinds.get(f as usize).copied().unwrap_or(FuncKind::Other);
     // Over the thread's tests: the first test each function ran in, and in how many tests
     // each call (caller, callee) was made.
     let mut first_seen: HashMap<u32, usize> = HashMap::default();
     let mut edge_tests: HashMap<(u32, u32), u32> = HashMap::default();
-    for (j, t) in th.tests.iter().enumerate() {
+    for (j, t) in tests.iter().enumerate() {
         let mut edges: HashSet<(u32, u32)> = HashSet::default();
         for node in t.nodes.iter().skip(1) {
             first_seen.entry(node.func).or_insert(j);
@@ -41,7 +49,7 @@ pub fn built_earlier(p: &crate::fold::ProcessTrees, test: &TestRun, kinds: &[Fun
     }
     let mut flagged_funcs: HashSet<u32> = HashSet::default();
     let mut out = Vec::new();
-    for (j, earlier) in th.tests.iter().enumerate().take(test.seq as usize) {
+    for (j, earlier) in tests.iter().enumerate().take(test.seq as usize) {
         if out.len() >= EARLIER_TESTS || flagged_funcs.len() >= EARLIER_FUNCTIONS {
             break;
         }
@@ -57,6 +65,10 @@ pub fn built_earlier(p: &crate::fold::ProcessTrees, test: &TestRun, kinds: &[Fun
                 continue;
             }
             let Some(gf) = earlier.function(g) else { continue };
+            let made_by_caller = earlier.function(f).is_some_and(|ff| gf.qualname.starts_with(&format!("{}.<locals>.", ff.qualname)));
+            if made_by_caller {
+                continue;
+            }
             let test_code = gf.file.as_deref().is_some_and(crate::plumbing::is_test_file);
             let reused = match kind(g) {
                 k if k.is_code() && !test_code => first_seen.get(&f) == Some(&j),
@@ -104,4 +116,29 @@ pub fn built_earlier(p: &crate::fold::ProcessTrees, test: &TestRun, kinds: &[Fun
         out.push((j, names, part));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::{py_funcs, Ev};
+    use Ev::{C, R};
+
+    /// `lexer` filled a cache in the first test (the second only reads it): flagged. `key`
+    /// made a lambda and called it in the first test only: each call of `key` makes its
+    /// lambda anew, so that is a branch, not state.
+    #[test]
+    fn a_cache_filled_earlier_is_state_a_callers_own_lambda_is_not() {
+        let names = ["test_a", "test_b", "tokenize", "lexer", "key", "key.<locals>.<lambda>"];
+        let funcs = std::sync::Arc::new(py_funcs(&names));
+        let classes: Vec<_> = funcs.iter().map(crate::fold::fold_class).collect();
+        let fold = |evs: &[Ev]| crate::fold::fold_events(funcs.clone(), &classes, Ev::events(evs)).0;
+        let first = fold(&[C(0), C(2), C(3), R, R, C(2), R, C(4), C(5), R, R, R]);
+        let second = fold(&[C(1), C(2), R, C(4), R, R]);
+        let mut test = crate::testrun::test_run("t.py::test_b", trace_format::TestOutcome::Failed);
+        test.seq = 1;
+        let kinds = vec![super::FuncKind::Other; names.len()];
+        let found = super::in_thread(&[first, second], &test, &kinds);
+        let names: Vec<(usize, Vec<String>)> = found.into_iter().map(|(j, n, _)| (j, n)).collect();
+        assert_eq!(names, [(0, vec!["`tokenize` → `lexer`".to_string()])]);
+    }
 }
