@@ -1234,14 +1234,19 @@ fn pytest_subtests_of_unittest_and_of_the_fixture_are_recorded_under_their_test(
 #[test]
 fn a_prompt_of_many_failing_tests_shows_a_few_and_names_the_rest() {
     let d = scratch();
-    let mut tests = String::from("from pkg.calc import double, halve\n");
+    let mut tests = String::from("from pkg.calc import double, halve, quadruple\n");
     for i in 0..8 {
-        tests.push_str(&format!("\ndef test_double_{i}():\n    assert double({i}) == {}\n", 2 * i));
+        // test_double_6 reaches double through quadruple: code no other test ran.
+        let call = if i == 6 { format!("quadruple({i}) // 2") } else { format!("double({i})") };
+        tests.push_str(&format!("\ndef test_double_{i}():\n    assert {call} == {}\n", 2 * i));
     }
     tests.push_str("\ndef test_halve():\n    assert halve(None) == 0\n");
     let proj = pkg_project(
         &d.path().join("proj"),
-        ("calc.py", "def double(x):\n    return x + x + 1\n\n\ndef halve(x):\n    return x // 2\n"),
+        (
+            "calc.py",
+            "def double(x):\n    return x + x + 1\n\n\ndef quadruple(x):\n    return double(double(x))\n\n\ndef halve(x):\n    return x // 2\n",
+        ),
         ("test_calc.py", &tests),
     );
     let py = venv_python();
@@ -1250,12 +1255,12 @@ fn a_prompt_of_many_failing_tests_shows_a_few_and_names_the_rest() {
     let t = t.to_str().unwrap();
     let p = slice(&["from-trace", t, "--test", "failed", "-q", "Why is double wrong?"]);
     let shown: Vec<&str> = p.lines().filter_map(|l| l.strip_prefix("#### test test_calc.py::")).collect();
-    // The first of the AssertionErrors, then the TypeError (another way of failing), then
-    // the next in run order.
-    assert_eq!(shown, ["test_double_0", "test_double_1", "test_double_2", "test_double_3", "test_halve"], "{p}");
+    // The first of the AssertionErrors and the TypeError (another way of failing), then the
+    // test that ran code those did not (quadruple), then the next in run order.
+    assert_eq!(shown, ["test_double_0", "test_double_1", "test_double_2", "test_double_6", "test_halve"], "{p}");
     assert!(
         p.contains("> 9 tests of the run match --test failed; this prompt shows 5 (")
-            && p.contains("Not shown: test_calc.py::test_double_4, test_calc.py::test_double_5, test_calc.py::test_double_6, test_calc.py::test_double_7. --test ID gives another's prompt"),
+            && p.contains("Not shown: test_calc.py::test_double_3, test_calc.py::test_double_4, test_calc.py::test_double_5, test_calc.py::test_double_7. --test ID gives another's prompt"),
         "{p}"
     );
     assert!(p.contains("    return x + x + 1\n"), "{p}");

@@ -11,7 +11,7 @@ use crate::select::Selection;
 use crate::source::SourceCache;
 use crate::symbols::{Interner, Language};
 use crate::testrun::{Spectrum, TestFilter};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use trace_format::{escape, TraceMeta};
 
@@ -40,7 +40,7 @@ pub struct Options {
     /// Who reads the notes and errors: how they spell those options.
     pub front: FrontEnd,
     /// At most this many of the tests `tests` chose (a prompt's: [`PROMPT_MAX_TESTS`]); the
-    /// rest are named in a note ([`cap_tests`]).
+    /// rest are named in a note ([`crate::testrun::cap_tests`]).
     pub max_tests: Option<usize>,
 }
 
@@ -48,34 +48,6 @@ pub struct Options {
 /// the code under test breaks everywhere: cachetools' 118): their failures and trees alone
 /// would take more than a prompt's budget. A note names the others.
 pub const PROMPT_MAX_TESTS: usize = 5;
-
-/// Of the chosen tests (indices, in run order), at most `max`: first one per distinct way of
-/// failing (exception type and the innermost frame of the runner's traceback outside the
-/// tests), then the rest in run order; returned in run order.
-pub fn cap_tests(tests: &[&trace_format::TestRun], max: usize) -> Vec<usize> {
-    if tests.len() <= max {
-        return (0..tests.len()).collect();
-    }
-    // The innermost frame outside the tests (an assertion fails at each test's own line).
-    let how = |t: &trace_format::TestRun| {
-        t.failure.as_ref().map(|f| {
-            let last = f.frames.iter().rev().find(|x| !crate::plumbing::is_test_file(Path::new(&x.file)));
-            (f.exception.clone(), last.map(|x| x.file.clone()), last.and_then(|x| x.line), f.phase.clone())
-        })
-    };
-    let mut seen = HashSet::new();
-    let mut keep: Vec<usize> = (0..tests.len()).filter(|&i| seen.insert(how(tests[i]))).take(max).collect();
-    for i in 0..tests.len() {
-        if keep.len() >= max {
-            break;
-        }
-        if !keep.contains(&i) {
-            keep.push(i);
-        }
-    }
-    keep.sort_unstable();
-    keep
-}
 
 /// The command a [`prepare`] is for, so that every hint in its notes and errors names an
 /// option that command has.
@@ -359,11 +331,32 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         }
         if let Some(max) = opts.max_tests.filter(|&m| chosen.len() > m) {
             let tests: Vec<&trace_format::TestRun> = chosen.iter().map(|c| c.1).collect();
-            let keep = cap_tests(&tests, max);
+            // The code under test each ran (the runner's, the standard library's and the
+            // test files' left out), by function id across processes.
+            let mut kinds_of: HashMap<u32, Vec<crate::testrun::FuncKind>> = HashMap::new();
+            let code: Vec<rustc_hash::FxHashSet<crate::symbols::FuncId>> = chosen
+                .iter()
+                .map(|(pid, test, _)| {
+                    let Some(p) = t.processes.iter().find(|p| p.meta.pid == *pid) else { return Default::default() };
+                    let Some(tree) = p.test_tree(test) else { return Default::default() };
+                    let kinds = kinds_of.entry(*pid).or_insert_with(|| crate::testrun::function_kinds(&p.funcs, &cwd));
+                    tree.nodes
+                        .iter()
+                        .skip(1)
+                        .map(|n| n.func)
+                        .filter(|&f| {
+                            kinds.get(f as usize).is_some_and(|k| k.is_code())
+                                && !tree.function(f).and_then(|x| x.file.as_deref()).is_some_and(crate::plumbing::is_test_file)
+                        })
+                        .map(|f| tree.id_of(f))
+                        .collect()
+                })
+                .collect();
+            let keep = crate::testrun::cap_tests(&tests, &code, max);
             let left: Vec<&str> = (0..chosen.len()).filter(|i| !keep.contains(i)).map(|i| chosen[i].1.id.as_str()).collect();
             let shown: Vec<&str> = keep.iter().map(|&i| chosen[i].1.id.as_str()).collect();
             notes.push(format!(
-                "{} of the run match {}; this prompt shows {} ({}: one per way of failing first, then in run order). Not shown: {}. \
+                "{} of the run match {}; this prompt shows {} ({}: one per way of failing first, then those that ran the most code the others did not). Not shown: {}. \
                  {} gives another's prompt; `{}` lists them all.",
                 crate::testrun::plural(chosen.len(), "test"),
                 opts.front.set(opts.hints.test_option(), &filter.text()),
@@ -918,29 +911,5 @@ mod label_tests {
         let long: Vec<String> = vec!["prog".into(), "a".repeat(200)];
         let l = short_argv(&long, Path::new("/"));
         assert!(l.ends_with("...") && l.chars().count() == 100);
-    }
-}
-
-#[cfg(test)]
-mod cap_tests_tests {
-    use super::cap_tests;
-    use trace_format::{TestFailure, TestOutcome, TestRun};
-
-    #[test]
-    fn a_few_tests_are_kept_one_per_way_of_failing_first() {
-        let failing = |id: &str, exception: &str| {
-            let mut t = crate::testrun::test_run(id, TestOutcome::Failed);
-            t.failure = Some(TestFailure { exception: Some(exception.into()), ..Default::default() });
-            t
-        };
-        let runs: Vec<TestRun> = ["a", "b", "c", "d"]
-            .iter()
-            .map(|id| failing(id, "AssertionError"))
-            .chain([failing("e", "KeyError"), failing("f", "AssertionError"), failing("g", "TypeError")])
-            .collect();
-        let refs: Vec<&TestRun> = runs.iter().collect();
-        assert_eq!(cap_tests(&refs, 3), [0, 4, 6]);
-        assert_eq!(cap_tests(&refs, 5), [0, 1, 2, 4, 6]);
-        assert_eq!(cap_tests(&refs[..2], 5), [0, 1]);
     }
 }

@@ -12,10 +12,12 @@ mod earlier;
 pub mod gtest;
 pub mod invocations;
 pub mod libtest;
+mod pick;
 mod spectrum;
 mod table;
 
 pub use earlier::built_earlier;
+pub use pick::cap_tests;
 pub use spectrum::{counted_ids, function_kind, function_kinds, runner_work, FuncKind, Spectrum};
 pub use table::{LeftOut, RankRule, RankedFunction, TestRow, TestTable};
 
