@@ -95,6 +95,8 @@ pub struct PreparedThread {
     /// chosen test reused ([`crate::testrun::built_earlier`]): context for a prompt, left out
     /// where runs are compared.
     pub earlier_state: bool,
+    /// A chosen test's tree (`--test`), labelled `test ID`.
+    pub test: bool,
 }
 
 impl PreparedThread {
@@ -391,7 +393,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         }
         let nthreads = p.threads.len();
         let command = short_argv(&p.meta.argv, &cwd);
-        let mut units: Vec<(String, &crate::fold::ThreadTree, std::borrow::Cow<CallTree>)> = Vec::new();
+        let mut units: Vec<(Unit, &crate::fold::ThreadTree, std::borrow::Cow<CallTree>)> = Vec::new();
         if opts.tests.is_some() {
             let kinds = crate::testrun::function_kinds(&p.funcs, &cwd);
             let mut earlier_shown: HashSet<u32> = HashSet::new();
@@ -406,7 +408,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                     }
                 }
                 let (Some(th), Some(tree)) = (p.threads.iter().find(|th| th.tid == test.tid), p.test_tree(test)) else { continue };
-                units.push((format!("test {}", test.id), th, std::borrow::Cow::Borrowed(tree)));
+                units.push((Unit::Test(&test.id), th, std::borrow::Cow::Borrowed(tree)));
                 for (seq, names, part) in crate::testrun::built_earlier(p, test, &kinds) {
                     let Some(by) = p.tests.iter().find(|x| x.tid == test.tid && x.seq as usize == seq) else { continue };
                     notes.push(format!(
@@ -416,17 +418,18 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                         names.join(", ")
                     ));
                     if earlier_shown.insert(by.seq) {
-                        units.push((format!("{EARLIER_LABEL}{}", by.id), th, std::borrow::Cow::Owned(part)));
+                        units.push((Unit::Earlier(&by.id), th, std::borrow::Cow::Owned(part)));
                     }
                 }
             }
         } else {
-            units.extend(p.threads.iter().map(|th| (String::new(), th, std::borrow::Cow::Borrowed(&th.tree))));
+            units.extend(p.threads.iter().map(|th| (Unit::Thread, th, std::borrow::Cow::Borrowed(&th.tree))));
         }
         for th in &p.threads {
             events += th.info.events;
         }
-        for (test_label, th, unit_tree) in units {
+        for (unit, th, unit_tree) in units {
+            let test_label = unit.label();
             let unit_tree: &CallTree = &unit_tree;
             recorded += unit_tree.len();
             let is_main = th.is_main && test_label.is_empty();
@@ -478,7 +481,8 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                 entry,
                 plumbing: collapsed.funcs,
                 times_estimated: p.times_estimated,
-                earlier_state: test_label.starts_with(EARLIER_LABEL),
+                earlier_state: matches!(unit, Unit::Earlier(_)),
+                test: matches!(unit, Unit::Test(_)),
             };
             if !test_label.is_empty() {
                 pt.label = if nproc > 1 { format!("{test_label} (process {} ({}))", pt.pid, pt.command) } else { test_label };
@@ -711,8 +715,25 @@ fn tests_coverage(
 /// shows them all).
 const WHOLE_RUN_FAILURES: usize = 3;
 
-/// The label of a tree that shows state an earlier test built ([`PreparedThread::earlier_state`]).
-const EARLIER_LABEL: &str = "built earlier, in test ";
+/// What a tree of [`prepare_one`] shows: a thread's whole tree, a chosen test's
+/// ([`PreparedThread::test`]), or the part of an earlier test's that built state a chosen test
+/// reused ([`PreparedThread::earlier_state`]).
+enum Unit<'a> {
+    Thread,
+    Test(&'a str),
+    Earlier(&'a str),
+}
+
+impl Unit<'_> {
+    /// Its label: empty for a thread, `test ID`, `built earlier, in test ID`.
+    fn label(&self) -> String {
+        match self {
+            Unit::Thread => String::new(),
+            Unit::Test(id) => format!("test {id}"),
+            Unit::Earlier(id) => format!("built earlier, in test {id}"),
+        }
+    }
+}
 
 /// Per native object whose shown functions have no source (no debug information, or none
 /// that could be read: the warning on stderr says which; or the object was rebuilt since the

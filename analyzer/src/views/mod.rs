@@ -67,7 +67,7 @@ pub fn views(trace: &PreparedTrace, mode: Threads) -> Vec<View> {
                 // A test's tree, or the part of an earlier test's that built state it used:
                 // named so (`test tests/x.py::test_a`, `built earlier, in test ...`), then
                 // where it ran.
-                label: if th.label.starts_with("test ") || th.earlier_state {
+                label: if th.test || th.earlier_state {
                     let label = th.label.split(" (process ").next().unwrap_or(&th.label);
                     format!("{label}: {}", th.full_label())
                 } else {
