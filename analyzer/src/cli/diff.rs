@@ -112,7 +112,13 @@ pub fn prepare_sides(
         // `--test failed` of a passing run and a failing one: in the passing run, the tests
         // that failed in the other (the natural question: what did they do differently?).
         if matches!(opts.tests, Some(crate::testrun::TestFilter::Failed)) {
-            if let Err(crate::analysis::PrepareError::NoTestMatch { .. }) = prepare(&[a.to_path_buf()], &opts) {
+            // Whether A has failing tests: from its test list when the runner recorded one,
+            // else (tests read from the tree) by preparing A alone.
+            let a_passed = match crate::testrun::recorded_failures(a) {
+                Some(failed) => !failed,
+                None => matches!(prepare(&[a.to_path_buf()], &opts), Err(crate::analysis::PrepareError::NoTestMatch { .. })),
+            };
+            if a_passed {
                 let (tb, wb) = prepare(&[b.to_path_buf()], &opts)?;
                 let failed: Vec<String> =
                     tb.iter().flat_map(|t| t.ended_tests.iter().filter_map(|&i| t.tests.get(i)).map(|(_, x)| x.id.clone())).collect();

@@ -180,6 +180,22 @@ fn test_runner_of(argv: &[String]) -> Option<&'static str> {
     python.then(|| argv.get(m + 1).and_then(|a| name(a))).flatten()
 }
 
+/// Whether the tests a trace's runner recorded (`tests.jsonl`) include a failing one, read
+/// without folding the streams: None when it recorded none (a Rust or GoogleTest binary's tests
+/// are read from the tree, so only the fold can tell) or the trace cannot be read.
+pub fn recorded_failures(dir: &Path) -> Option<bool> {
+    let td = trace_format::reader::TraceDir::open_with(dir, trace_format::reader::FuncTables::Count).ok()?;
+    let mut any = false;
+    for p in &td.processes {
+        let doc = trace_format::testrun::read_tests(&p.dir).ok()?;
+        any |= !doc.tests.is_empty();
+        if doc.tests.iter().any(|t| t.outcome.is_failure() || t.subtests.iter().any(|s| s.outcome.is_failure())) {
+            return Some(true);
+        }
+    }
+    any.then_some(false)
+}
+
 /// How a run ended, in words, whatever the status: [`failed_exit`]'s words for a failure,
 /// `exit status 0`, or `no exit status recorded` (killed with `trace`, or copied while running).
 pub fn exit_words(exit: Option<&ExitStatus>) -> String {
