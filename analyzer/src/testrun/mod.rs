@@ -147,7 +147,7 @@ pub fn failed_exit(exit: Option<&ExitStatus>) -> Option<String> {
 /// pytest or unittest command that ended with one of the runner's own statuses (pytest's 5: it
 /// collected or selected none; 2: collection errors or an interrupt; 4: a usage error such as a
 /// path that does not exist). None when the command is not a test runner's, or the status says
-/// nothing of it (the recorder's pytest plugin then did not load: see docs/tests.md).
+/// nothing of it (see docs/trace-format.md, "tests.jsonl", for how the runner is recorded).
 pub fn why_no_tests(argv: &[String], exit: Option<&ExitStatus>) -> Option<String> {
     let runner = test_runner_of(argv)?;
     let code = exit.and_then(|e| if e.signal.is_none() { e.code } else { None });
@@ -175,9 +175,23 @@ fn test_runner_of(argv: &[String]) -> Option<&'static str> {
     if let Some(r) = argv.first().and_then(|a| name(&base(a))) {
         return Some(r);
     }
-    let python = argv.first().map(base).is_some_and(|b| b.starts_with("python"));
-    let m = argv.iter().position(|a| a == "-m")?;
-    python.then(|| argv.get(m + 1).and_then(|a| name(a))).flatten()
+    if !argv.first().map(base).is_some_and(|b| b.starts_with("python")) {
+        return None;
+    }
+    // The interpreter's options up to `-m` (`-X dev`, `-W error` take a value); a script or
+    // `-c` before it runs something else.
+    let mut args = argv.iter().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "-m" => return args.next().and_then(|m| name(m)),
+            "-X" | "-W" => {
+                args.next();
+            }
+            o if o.starts_with('-') && o != "-c" => {}
+            _ => return None,
+        }
+    }
+    None
 }
 
 /// Whether the tests a trace's runner recorded (`tests.jsonl`) include a failing one, read
@@ -570,6 +584,9 @@ mod tests {
         assert_eq!(super::why_no_tests(&argv("python3 -m pytest"), Some(&exit(1))), None);
         assert_eq!(super::why_no_tests(&argv("python3 -m pytest"), None), None);
         assert_eq!(super::why_no_tests(&argv("./app -m pytest"), Some(&exit(5))), None);
+        assert_eq!(super::why_no_tests(&argv("python3 app.py -m pytest"), Some(&exit(5))), None);
+        assert_eq!(super::why_no_tests(&argv("python3 -c pass -m pytest"), Some(&exit(5))), None);
+        assert!(super::why_no_tests(&argv("python3 -X dev -B -m pytest"), Some(&exit(5))).is_some());
         assert_eq!(super::why_no_tests(&argv("python3 app.py"), Some(&exit(5))), None);
     }
 
