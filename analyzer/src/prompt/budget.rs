@@ -131,19 +131,34 @@ pub struct Fitted {
 
 #[derive(Debug, thiserror::Error)]
 pub enum BudgetError {
-    #[error(
-        "{} {budget} is too small for this prompt: even with every function body dropped and the tree cut to one level, it takes {needed} tokens ({tokenizer}); raise {}, narrow it with {}, or ask for {} (the tree only)",
-        .front.name(Opt::Budget), .front.name(Opt::Budget), .front.name(Opt::Focus), .front.set(Opt::Variant, "T")
-    )]
+    #[error("{}", too_small(*.budget, *.needed, .tokenizer, *.front, *.tree_only))]
     TooSmall {
         budget: usize,
         needed: usize,
         tokenizer: &'static str,
         /// Who reads it: how it names the options.
         front: crate::frontend::FrontEnd,
+        /// The layout was the tree only already (`--variant T`): not suggested again.
+        tree_only: bool,
     },
     #[error(transparent)]
     Template(#[from] TemplateError),
+}
+
+/// [`BudgetError::TooSmall`]'s words.
+fn too_small(budget: usize, needed: usize, tokenizer: &str, front: crate::frontend::FrontEnd, tree_only: bool) -> String {
+    let (b, focus) = (front.name(Opt::Budget), front.name(Opt::Focus));
+    let what = if tree_only {
+        "even with the tree cut to one level"
+    } else {
+        "even with every function body dropped and the tree cut to one level"
+    };
+    let remedy = if tree_only {
+        format!("raise {b} or narrow it with {focus}")
+    } else {
+        format!("raise {b}, narrow it with {focus}, or ask for {} (the tree only)", front.set(Opt::Variant, "T"))
+    };
+    format!("{b} {budget} is too small for this prompt: {what}, it takes {needed} tokens ({tokenizer}); {remedy}")
 }
 
 pub(super) fn has_block(model: &Model, k: FuncId) -> bool {
@@ -284,8 +299,8 @@ pub(super) fn plan_for(model: &Model, steps: &[Step], top: Option<FuncId>, sourc
         }
         if !sig.is_empty() {
             parts.push(format!(
-                "the bodies of {} functions are elided (signature kept, marked `body elided`): {}",
-                sig.len(),
+                "the bodies of {} are elided (signature kept, marked `body elided`): {}",
+                crate::testrun::plural(sig.len(), "function"),
                 most_relevant_of(model, &sig)
             ));
         }
@@ -480,7 +495,13 @@ pub fn fit(model: &Model, layout: Layout, renderer: &Renderer, tok: Tokenizer, b
         let mut fill = Fill { model, prio: &prio, est: &est, budget, eval: &mut eval };
         return Ok(fill.run(refill_tries(model), state(&base, &steps, k), best)?.1);
     }
-    Err(BudgetError::TooSmall { budget, needed: smallest.unwrap_or(tokens), tokenizer: tok.name(), front: model.front })
+    Err(BudgetError::TooSmall {
+        budget,
+        needed: smallest.unwrap_or(tokens),
+        tokenizer: tok.name(),
+        front: model.front,
+        tree_only: !layout.sources,
+    })
 }
 
 /// [`fit`] by the estimate whatever the prompt's size (for tests of that path).
@@ -580,5 +601,11 @@ fn fit_by_estimate(
             return Ok(out);
         }
     }
-    Err(BudgetError::TooSmall { budget, needed: smallest.unwrap_or(budget + 1), tokenizer: tok.name(), front: model.front })
+    Err(BudgetError::TooSmall {
+        budget,
+        needed: smallest.unwrap_or(budget + 1),
+        tokenizer: tok.name(),
+        front: model.front,
+        tree_only: !layout.sources,
+    })
 }

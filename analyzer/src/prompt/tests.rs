@@ -357,6 +357,15 @@ fn budget_is_never_exceeded_and_degrades_in_order() {
     }
     assert!(saw_elided && saw_dropped && saw_cut, "{saw_elided} {saw_dropped} {saw_cut}");
     assert!(matches!(fit(&m, Variant::Full.layout(), &r, tok, Some(10)), Err(BudgetError::TooSmall { .. })));
+    // The remedies name the tree-only layout, unless that is the layout asked for.
+    let too_small = |v: Variant| fit(&m, v.layout(), &r, tok, Some(10)).err().map(|e| e.to_string()).unwrap_or_default();
+    let full = too_small(Variant::Full);
+    assert!(full.contains("with every function body dropped") && full.ends_with("or ask for --variant T (the tree only)"), "{full}");
+    let tree = too_small(Variant::T);
+    assert!(
+        tree.contains(": even with the tree cut to one level, it takes ") && tree.ends_with("; raise --budget or narrow it with --focus"),
+        "{tree}"
+    );
 }
 
 #[test]
