@@ -146,7 +146,7 @@ pub fn failed_exit(exit: Option<&ExitStatus>) -> Option<String> {
 /// Why a run of a test runner recorded no test, when its command and exit status tell: a
 /// pytest or unittest command that ended with one of the runner's own statuses (pytest's 5: it
 /// collected or selected none; 2: collection errors or an interrupt; 4: a usage error such as a
-/// path that does not exist). None when the command is not a test runner's, or the status says
+/// path that does not exist; unittest's 5, or 0 before Python 3.12: it found none). None when the command is not a test runner's, or the status says
 /// nothing of it (see docs/trace-format.md, "tests.jsonl", for how the runner is recorded).
 pub fn why_no_tests(argv: &[String], exit: Option<&ExitStatus>) -> Option<String> {
     let runner = test_runner_of(argv)?;
@@ -157,6 +157,8 @@ pub fn why_no_tests(argv: &[String], exit: Option<&ExitStatus>) -> Option<String
         ("pytest", Some(4)) => "pytest refused its command line: a usage error, or a path that does not exist (its output names it)",
         ("pytest", Some(3)) => "pytest failed inside itself (an internal error; its output shows it)",
         ("unittest", Some(5)) => "unittest found no tests to run",
+        // Before Python 3.12 unittest ends with 0 when it ran none (`Ran 0 tests`).
+        ("unittest", Some(0)) => "unittest found no tests to run (its output says `Ran 0 tests`; before Python 3.12 it exits 0 then)",
         _ => return None,
     };
     let command = argv.iter().map(|a| trace_format::escape::line(a)).collect::<Vec<_>>().join(" ");
@@ -580,6 +582,7 @@ mod tests {
         assert!(super::why_no_tests(&argv("py.test"), Some(&exit(2))).is_some_and(|w| w.contains("collecting")));
         assert!(super::why_no_tests(&argv("python3.12 -m unittest discover"), Some(&exit(5)))
             .is_some_and(|w| w.contains("unittest found no tests")));
+        assert!(super::why_no_tests(&argv("python3.11 -m unittest"), Some(&exit(0))).is_some_and(|w| w.contains("`Ran 0 tests`")));
         // Not a runner's status, or not a runner.
         assert_eq!(super::why_no_tests(&argv("python3 -m pytest"), Some(&exit(1))), None);
         assert_eq!(super::why_no_tests(&argv("python3 -m pytest"), None), None);
