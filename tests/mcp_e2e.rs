@@ -152,6 +152,9 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
         {"tool": "tests", "arguments": {"trace": p(&shop)}},
         // 27: a system program that started nothing recorded.
         {"tool": "record", "arguments": {"argv": ["sh", "-c", "echo to-stderr >&2"], "out": p(&d.join("sh.d"))}},
+        // 28-29: several functions cut: how to ask for one of them; one function cut: raise the limit.
+        {"tool": "find_calls", "arguments": {"trace": p(&shop), "function": "main", "max_tokens": 200}},
+        {"tool": "find_calls", "arguments": {"trace": p(&shop), "function": "examples/python/shop_app.py:53", "max_tokens": 200}},
     ]);
     let r = session(&calls);
     // What each answer cost (`cargo test --test mcp_e2e -- --nocapture`; docs/agents.md).
@@ -313,8 +316,8 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
         "16000",
     ]));
     // The same prompt but for its hints, which name the tool's parameters, not the CLI's options.
-    assert!(cli.contains("; `--stdlib` shows them."), "{cli}");
-    assert_eq!(text, cli.replace("; `--stdlib` shows them.", "; `stdlib: true` shows them."));
+    assert!(cli.contains(". `--stdlib` shows the standard library's."), "{cli}");
+    assert_eq!(text, cli.replace(". `--stdlib` shows the standard library's.", ". `stdlib: true` shows the standard library's."));
     assert!(text.contains("## Run 2: `") && text.contains("      emojize  (examples/python/views_demo.py:31)\n"), "{text}");
     // `trace`'s own refusal is the reason given, and the fresh directory made for the trace
     // does not stay behind.
@@ -367,6 +370,20 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
     assert!(
         text.contains("lines of this function are left out to fit max_tokens=200")
             && text.ends_with("and 1 more matching functions; raise max_tokens to see it whole\n"),
+        "{text}"
+    );
+    let (err, text) = result(&r, 28);
+    assert!(
+        !err && text.ends_with(
+            "left out to fit max_tokens=200; ask for one of them by its file:line (as its heading gives it) or by an anchored \
+             regular expression (`^name$`), or raise max_tokens\n"
+        ),
+        "{text}"
+    );
+    let (err, text) = result(&r, 29);
+    assert!(
+        !err && text.starts_with("# 1 function(s) matching \"examples/python/shop_app.py:53\"")
+            && text.ends_with("left out to fit max_tokens=200; raise max_tokens\n"),
         "{text}"
     );
     let (err, text) = result(&r, 18);

@@ -58,9 +58,18 @@ fn matching(model: &Model, function: &str) -> Result<Vec<FuncId>, String> {
             // A private method by the name Python mangles it to (`_LRUCache__update`).
             let unmangled = unmangle_private(&name);
             let names: Vec<&str> = std::iter::once(name.as_str()).chain(unmangled.as_deref()).collect();
+            // The qualified name, its last parts, or the module's name before it (`parse.parse`,
+            // `pkg.mod.Class.method`).
+            let in_module = |f: &FuncInfo, name: &str| {
+                let module = name.strip_suffix(f.qualname.as_str()).and_then(|m| m.strip_suffix('.'));
+                !f.module.is_empty() && module.is_some_and(|m| f.module == m || f.module.ends_with(&format!(".{m}")))
+            };
             let named_by = |f: &FuncInfo, names: &[&str]| {
                 names.iter().any(|name| {
-                    f.qualname == *name || f.qualname.ends_with(&format!(".{name}")) || f.qualname.ends_with(&format!("::{name}"))
+                    f.qualname == *name
+                        || f.qualname.ends_with(&format!(".{name}"))
+                        || f.qualname.ends_with(&format!("::{name}"))
+                        || in_module(f, name)
                 })
             };
             let mut by_name: Vec<(FuncId, &FuncInfo)> = funcs.iter().copied().filter(|(_, f)| named_by(f, &names)).collect();
@@ -118,7 +127,8 @@ fn not_found(model: &Model, p: &FunctionParams) -> anyhow::Error {
     similar.sort_unstable();
     similar.dedup();
     similar.truncate(10);
-    let hidden = if p.stdlib == Some(true) { "" } else { " (standard-library code is hidden: pass stdlib: true to search it)" };
+    let hidden =
+        if p.stdlib == Some(true) { "" } else { " (if it is the standard library's: its code is hidden, pass stdlib: true to search it)" };
     let hint = if similar.is_empty() { String::new() } else { format!("; similar names: {}", escape::line(&similar.join(", "))) };
     UsageError(format!("{}: no function matching {:?} is in the call tree of this run{hidden}{hint}", p.trace, p.function)).into()
 }
@@ -288,12 +298,20 @@ pub fn find_calls(p: &FunctionParams) -> anyhow::Result<String> {
     head.push_str(&format!("# {} function(s) matching {:?} in {}\n\n", found.len(), p.function, p.trace));
     let places = Places::new(&model, &found);
     let lines: Vec<String> = found.iter().flat_map(|&f| calls_of(&model, &places, f, multi)).collect();
+    let narrow = narrow_hint(found.len());
     Ok(fit_lines(&head, &lines, max, |n| {
-        format!(
-            "… {n} more lines (call paths, callers, callees or further functions) left out to fit max_tokens={max}; \
-             ask for one function by its exact name or file:line, or raise max_tokens"
-        )
+        format!("… {n} more lines (call paths, callers, callees or further functions) left out to fit max_tokens={max}; {narrow}raise max_tokens")
     }))
+}
+
+/// How to ask for fewer of the `found` functions, before "raise max_tokens": with several, by
+/// one's `file:line` as its heading gives it, or an anchored regular expression; nothing with one.
+fn narrow_hint(found: usize) -> &'static str {
+    if found > 1 {
+        "ask for one of them by its file:line (as its heading gives it) or by an anchored regular expression (`^name$`), or "
+    } else {
+        ""
+    }
 }
 
 /// The source tool.
@@ -341,12 +359,8 @@ pub fn source(p: &FunctionParams) -> anyhow::Result<String> {
         blocks.push(b);
     }
     let joined: Vec<String> = blocks.iter().map(|b| b.join("\n")).collect();
-    let left_out = |n: usize| {
-        format!(
-            "… {n} more functions left out to fit max_tokens={max}; ask for one function by its exact name or file:line, \
-             or raise max_tokens"
-        )
-    };
+    let narrow = narrow_hint(found.len());
+    let left_out = |n: usize| format!("… {n} more functions left out to fit max_tokens={max}; {narrow}raise max_tokens");
     let first_fits = joined.first().is_none_or(|b| bound::TOKENIZER.count(&format!("{head}{b}\n{}\n", left_out(joined.len()))) <= max);
     if first_fits {
         return Ok(fit_lines(&head, &joined, max, left_out));
@@ -393,6 +407,7 @@ mod tests {
         let get = add("Cache.get", FuncKind::Runner, 4);
         let program_get = add("Cache.get", FuncKind::Other, 5);
         let _other_private = add("Cache._get", FuncKind::Other, 6);
+        funcs[installed].module = "pkg.store".into();
         let model = crate::prompt::Model {
             question: String::new(),
             traces: Vec::new(),
@@ -407,6 +422,10 @@ mod tests {
         assert_eq!(m("update"), [private, installed, runner, dict]);
         assert_eq!(m("Store.update"), [installed]);
         assert_eq!(m("_LRUCache__update"), [private]);
+        // A name with its module before it.
+        assert_eq!(m("pkg.store.Store.update"), [installed]);
+        assert_eq!(m("store.Store.update"), [installed]);
+        assert_eq!(m("other.Store.update"), Vec::<crate::prompt::FuncId>::new());
         // The program has a `get`: its private `_get` is not added.
         assert_eq!(m("get"), [program_get, get]);
         // No name ends in `._update`: the regular expression finds it.
