@@ -35,7 +35,7 @@ fn json_tool_prompt_names_the_stdlib_option() {
     let (stdout, stderr) = texts(&o);
     if o.status.success() {
         let note = "The standard library is hidden by default: ";
-        assert!(stdout.contains(note) && stdout.contains("`--stdlib` shows the standard library's."), "{stdout}");
+        assert!(stdout.contains(note) && stdout.contains("`--stdlib` shows its code."), "{stdout}");
         assert!(stderr.contains(note), "{stderr}");
     } else {
         assert!(stderr.contains("(`--stdlib` shows them)"), "{stderr}");

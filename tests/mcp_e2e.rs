@@ -316,8 +316,8 @@ fn an_agent_session_records_asks_finds_reads_diffs_and_survives_bad_inputs() {
         "16000",
     ]));
     // The same prompt but for its hints, which name the tool's parameters, not the CLI's options.
-    assert!(cli.contains(". `--stdlib` shows the standard library's."), "{cli}");
-    assert_eq!(text, cli.replace(". `--stdlib` shows the standard library's.", ". `stdlib: true` shows the standard library's."));
+    assert!(cli.contains("; `--stdlib` shows its code."), "{cli}");
+    assert_eq!(text, cli.replace("; `--stdlib` shows its code.", "; `stdlib: true` shows its code."));
     assert!(text.contains("## Run 2: `") && text.contains("      emojize  (examples/python/views_demo.py:31)\n"), "{text}");
     // `trace`'s own refusal is the reason given, and the fresh directory made for the trace
     // does not stay behind.
@@ -599,9 +599,9 @@ fn a_failing_test_is_recorded_listed_and_explained() {
         "{text}"
     );
     assert!(
-        text.contains("ran standard-library code and are not shown; ")
-            && text.contains(" more are left out by the rules the other notes name (the test runner, plumbing, filters), and ")
-            && text.contains(" shown. `stdlib: true` shows the standard library's.\n"),
+        text.contains(" ran its code and are not shown, ")
+            && text.contains(" the other notes' rules leave out, and ")
+            && text.contains(" shown; `stdlib: true` shows its code.\n"),
         "{text}"
     );
     let (err, text) = result(&r, 6);

@@ -28,13 +28,12 @@ pub const STDLIB_NOTE_START: &str = "The standard library is hidden by default:"
 /// plumbing, filters: their own notes say which), and those shown.
 pub fn stdlib_note(hidden_stdlib: usize, after_prune: usize, shown: usize, front: FrontEnd) -> Option<String> {
     (hidden_stdlib > 4 * shown).then(|| {
-        let other = after_prune.saturating_sub(hidden_stdlib + shown);
-        let other = match other {
+        let other = match after_prune.saturating_sub(hidden_stdlib + shown) {
             0 => String::new(),
-            n => format!("{n} more are left out by the rules the other notes name (the test runner, plumbing, filters), and "),
+            n => format!(", {n} the other notes' rules leave out"),
         };
         format!(
-            "{STDLIB_NOTE_START} of the {after_prune} tree nodes left after start-up pruning, {hidden_stdlib} ran standard-library code and are not shown; {other}{shown} {} shown. `{}` shows the standard library's.",
+            "{STDLIB_NOTE_START} of the {after_prune} tree nodes left after start-up pruning, {hidden_stdlib} ran its code and are not shown{other}, and {shown} {} shown; `{}` shows its code.",
             if shown == 1 { "is" } else { "are" },
             front.on(Opt::Stdlib)
         )
@@ -146,7 +145,7 @@ mod tests {
             "the run recorded 2 tree nodes; start-up pruning removed 3 as work done while importing modules (`prune_startup: \"off\"` keeps them); \
              2 of the 2 left are standard-library functions, hidden by default (`stdlib: true` shows them); `stdlib: true` shows 2 tree nodes"
         );
-        assert!(stdlib_note(291, 292, 1, FrontEnd::Mcp).unwrap().ends_with("`stdlib: true` shows the standard library's."));
+        assert!(stdlib_note(291, 292, 1, FrontEnd::Mcp).unwrap().ends_with("`stdlib: true` shows its code."));
     }
 
     #[test]
@@ -156,16 +155,16 @@ mod tests {
         assert_eq!(
             n,
             format!(
-                "{STDLIB_NOTE_START} of the 292 tree nodes left after start-up pruning, 291 ran standard-library code and are not \
-                 shown; 1 is shown. `--stdlib` shows the standard library's."
+                "{STDLIB_NOTE_START} of the 292 tree nodes left after start-up pruning, 291 ran its code and are not shown, and 1 is \
+                 shown; `--stdlib` shows its code."
             )
         );
         // The nodes other rules left out (the test runner's) are counted: the three add up.
         let n = stdlib_note(762, 1393, 26, FrontEnd::Cli).unwrap();
         assert!(
             n.contains(
-                "of the 1393 tree nodes left after start-up pruning, 762 ran standard-library code and are not shown; 605 more are \
-                 left out by the rules the other notes name (the test runner, plumbing, filters), and 26 are shown."
+                "of the 1393 tree nodes left after start-up pruning, 762 ran its code and are not shown, 605 the other notes' rules \
+                 leave out, and 26 are shown;"
             ),
             "{n}"
         );
