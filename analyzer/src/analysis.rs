@@ -42,6 +42,9 @@ pub struct Options {
     /// At most this many of the tests `tests` chose (a prompt's: [`PROMPT_MAX_TESTS`]); the
     /// rest are named in a note ([`crate::testrun::cap_tests`]).
     pub max_tests: Option<usize>,
+    /// The question's words ([`crate::testrun::id_words`]): among the tests `max_tests` leaves
+    /// out, those whose ids name them are kept first (`ordinalize(13)` -> `test_ordinalize[13-13th]`).
+    pub question_words: rustc_hash::FxHashSet<String>,
 }
 
 /// The most tests a prompt shows of those `--test` chose (`failed` in a suite that a bug in
@@ -354,11 +357,11 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                         .collect()
                 })
                 .collect();
-            let keep = crate::testrun::cap_tests(&tests, &code, max);
+            let keep = crate::testrun::cap_tests(&tests, &code, &opts.question_words, max);
             let left: Vec<&str> = (0..chosen.len()).filter(|i| !keep.contains(i)).map(|i| chosen[i].1.id.as_str()).collect();
             let shown: Vec<&str> = keep.iter().map(|&i| chosen[i].1.id.as_str()).collect();
             notes.push(format!(
-                "{} of the run match {}; this prompt shows {} ({}: one per way of failing first, then those that ran the most code the others did not). Not shown: {}. \
+                "{} of the run match {}; this prompt shows {} ({}: one per way of failing first, then those that ran the most code the others did not, then those the question names). Not shown: {}. \
                  {} gives another's prompt; `{}` lists them all.",
                 crate::testrun::plural(chosen.len(), "test"),
                 opts.front.set(opts.hints.test_option(), &filter.text()),

@@ -201,7 +201,16 @@ impl SelectArgs {
         // protocol around it is spliced out unless --show-plumbing (a whole run's view shows
         // everything that ran).
         let plumbing = if tests.is_some() && !f.show_plumbing { Plumbing::test_runners_in_tests(&f.plumbing) } else { Plumbing::default() };
-        Ok(Options { prune, selection, plumbing, tests, hints: Default::default(), front, max_tests: None })
+        Ok(Options {
+            prune,
+            selection,
+            plumbing,
+            tests,
+            hints: Default::default(),
+            front,
+            max_tests: None,
+            question_words: Default::default(),
+        })
     }
 
     /// Options for a prompt about `question`: [`SelectArgs::options`] with framework plumbing
@@ -214,6 +223,7 @@ impl SelectArgs {
     pub fn prompt_options_for(&self, front: FrontEnd, question: &str) -> Result<Options, UsageError> {
         let mut o = self.options_for(front, true)?;
         o.max_tests = Some(crate::analysis::PROMPT_MAX_TESTS);
+        o.question_words = crate::testrun::id_words(question);
         if !self.fields.show_plumbing {
             o.plumbing = Plumbing::for_prompt(question, &self.fields.plumbing, &o.selection);
         }

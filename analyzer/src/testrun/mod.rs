@@ -17,7 +17,7 @@ mod spectrum;
 mod table;
 
 pub use earlier::built_earlier;
-pub use pick::cap_tests;
+pub use pick::{cap_tests, id_words};
 pub use spectrum::{counted_ids, function_kind, function_kinds, runner_work, FuncKind, Spectrum};
 pub use table::{LeftOut, RankRule, RankedFunction, TestRow, TestTable};
 

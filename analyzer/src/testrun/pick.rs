@@ -4,16 +4,30 @@ use rustc_hash::FxHashSet as HashSet;
 use std::path::Path;
 use trace_format::TestRun;
 
+/// The words of a test id or a question, to match one against the other: split at every
+/// character that is not a letter or digit, lowercased, numbers kept (`test_ordinalize[13-13th]`:
+/// `test`, `ordinalize`, `13`, `13th`).
+pub fn id_words(text: &str) -> HashSet<String> {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
+}
+
 /// Of the chosen tests (in run order) with the code under test each ran (`code`: function ids,
 /// one set per test), at most `max`: first one per distinct way of failing (exception type and
-/// the innermost frame of the runner's traceback outside the tests, in run order), then the
-/// tests that ran the most code the kept ones did not (a bug in shared code fails every test
-/// alike: the tests of other classes and paths show where else it reaches), then the rest in
-/// run order. Returned in run order.
-pub fn cap_tests<F: Eq + std::hash::Hash + Copy>(tests: &[&TestRun], code: &[HashSet<F>], max: usize) -> Vec<usize> {
+/// the innermost frame of the runner's traceback outside the tests; of each, the test whose id
+/// shares the most of `question`'s words ([`id_words`]), else the first), then the tests that
+/// ran the most code the kept ones did not (a bug in shared code fails every test alike: the
+/// tests of other classes and paths show where else it reaches), among equals those whose ids
+/// share the most words with the question, then run order. Returned in run order.
+pub fn cap_tests<F: Eq + std::hash::Hash + Copy>(
+    tests: &[&TestRun],
+    code: &[HashSet<F>],
+    question: &HashSet<String>,
+    max: usize,
+) -> Vec<usize> {
     if tests.len() <= max {
         return (0..tests.len()).collect();
     }
+    let named: Vec<usize> = tests.iter().map(|t| id_words(&t.id).intersection(question).count()).collect();
     // The innermost frame outside the tests (an assertion fails at each test's own line).
     let how = |t: &TestRun| {
         t.failure.as_ref().map(|f| {
@@ -21,18 +35,28 @@ pub fn cap_tests<F: Eq + std::hash::Hash + Copy>(tests: &[&TestRun], code: &[Has
             (f.exception.clone(), last.map(|x| x.file.clone()), last.and_then(|x| x.line), f.phase.clone())
         })
     };
-    let mut seen = HashSet::default();
-    let mut keep: Vec<usize> = (0..tests.len()).filter(|&i| seen.insert(how(tests[i]))).take(max).collect();
+    // Per way, in order of first appearance: the test the question names most, else the first.
+    let mut ways: Vec<(_, usize)> = Vec::new();
+    for i in 0..tests.len() {
+        let w = how(tests[i]);
+        match ways.iter_mut().find(|(x, _)| *x == w) {
+            Some((_, best)) if named[i] > named[*best] => *best = i,
+            Some(_) => {}
+            None => ways.push((w, i)),
+        }
+    }
+    let mut keep: Vec<usize> = ways.into_iter().map(|(_, i)| i).take(max).collect();
     let empty = HashSet::default();
     let code_of = |i: usize| code.get(i).unwrap_or(&empty);
     let mut covered: HashSet<F> = keep.iter().flat_map(|&i| code_of(i).iter().copied()).collect();
     while keep.len() < max {
-        // The first (in run order) of those adding the most; none adding any: run order.
+        // Of those adding the most (none adding any: all), the one the question names most,
+        // then the first in run order.
         let best = (0..tests.len())
             .filter(|i| !keep.contains(i))
-            .map(|i| (code_of(i).iter().filter(|f| !covered.contains(f)).count(), i))
-            .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        let Some((_, i)) = best else { break };
+            .map(|i| (code_of(i).iter().filter(|f| !covered.contains(f)).count(), named[i], i))
+            .max_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)).then(b.2.cmp(&a.2)));
+        let Some((_, _, i)) = best else { break };
         covered.extend(code_of(i).iter().copied());
         keep.push(i);
     }
@@ -61,10 +85,11 @@ mod tests {
             .collect();
         let refs: Vec<&TestRun> = runs.iter().collect();
         let same: Vec<HashSet<u32>> = vec![HashSet::from_iter([1]); runs.len()];
-        assert_eq!(cap_tests(&refs, &same, 3), [0, 4, 6]);
+        let none = HashSet::default();
+        assert_eq!(cap_tests(&refs, &same, &none, 3), [0, 4, 6]);
         // Nothing new to add: run order.
-        assert_eq!(cap_tests(&refs, &same, 5), [0, 1, 2, 4, 6]);
-        assert_eq!(cap_tests(&refs[..2], &same, 5), [0, 1]);
+        assert_eq!(cap_tests(&refs, &same, &none, 5), [0, 1, 2, 4, 6]);
+        assert_eq!(cap_tests(&refs[..2], &same, &none, 5), [0, 1]);
     }
 
     /// Every test fails alike: after the first, those that ran code the kept ones did not,
@@ -73,13 +98,38 @@ mod tests {
     fn tests_that_fail_alike_are_picked_by_the_code_they_add() {
         let runs: Vec<TestRun> = (0..6).map(|i| failing(&format!("t{i}"), "AssertionError")).collect();
         let refs: Vec<&TestRun> = runs.iter().collect();
+        let none = HashSet::default();
         let code: Vec<HashSet<u32>> = [&[1, 2][..], &[1, 2], &[1, 2, 3], &[1, 4, 5, 6], &[1, 2], &[1, 4, 5, 6, 7]]
             .iter()
             .map(|c| c.iter().copied().collect())
             .collect();
         // t0, then t5 (4 new), then t2 (3; t3 adds nothing after t5).
-        assert_eq!(cap_tests(&refs, &code, 3), [0, 2, 5]);
+        assert_eq!(cap_tests(&refs, &code, &none, 3), [0, 2, 5]);
         // Then run order among those adding nothing.
-        assert_eq!(cap_tests(&refs, &code, 4), [0, 1, 2, 5]);
+        assert_eq!(cap_tests(&refs, &code, &none, 4), [0, 1, 2, 5]);
+    }
+
+    /// The tests the question names come first among equals: as the one of their way of
+    /// failing, and when they add no code the others did not.
+    #[test]
+    fn the_tests_the_question_names_are_kept_among_equals() {
+        let ids = [
+            "t.py::test_ordinal[1-1st]",
+            "t.py::test_ordinal[13-13th]",
+            "t.py::test_ordinalize[1-1st]",
+            "t.py::test_ordinalize[13-13th]",
+            "t.py::test_ordinal[2-2nd]",
+        ];
+        let runs: Vec<TestRun> = ids.iter().map(|id| failing(id, "AssertionError")).collect();
+        let refs: Vec<&TestRun> = runs.iter().collect();
+        // test_ordinalize ran ordinalize too.
+        let code: Vec<HashSet<u32>> = [&[1][..], &[1], &[1, 2], &[1, 2], &[1]].iter().map(|c| c.iter().copied().collect()).collect();
+        let q = super::id_words("ordinalize(13) gives '13rd' instead of '13th'");
+        assert!(q.contains("13") && q.contains("13th") && q.contains("ordinalize"), "{q:?}");
+        // The one way of failing: its test the question names most (3 words: test_ordinalize's
+        // 13th); no other adds code it did not run, so the next the question names (2 words).
+        assert_eq!(cap_tests(&refs, &code, &q, 2), [1, 3]);
+        // Without the question: the first, then the first adding ordinalize.
+        assert_eq!(cap_tests(&refs, &code, &HashSet::default(), 2), [0, 2]);
     }
 }
