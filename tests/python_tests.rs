@@ -417,8 +417,9 @@ fn two_tests_are_diffed_by_the_code_under_test_within_a_budget() {
     let paths: Vec<&str> = out.lines().filter(|l| !l.starts_with("---") && !l.starts_with("+++") && !l.starts_with('#')).collect();
     assert_eq!(paths, ["- load_prices  (invoice/catalogue.py:13)", "-   parse_cents  (invoice/catalogue.py:8) ×3"], "{out}");
     assert!(out.contains("# functions only in A (1): parse_cents (invoice/catalogue.py:8)\n# functions only in B (0): none\n"), "{out}");
-    // Lines are the run's, not a test's: two tests of a run of eleven are not compared by them.
-    assert!(out.contains("\n# Lines are recorded per run, not per test, and a run compared here ran several tests"), "{out}");
+    // The venv's CPython recorded no lines: that is what the note says (not that they are the
+    // run's rather than a test's).
+    assert!(out.contains("\n# Neither run recorded the lines that ran (") && !out.contains("per run, not per test"), "{out}");
     // A prompt within a budget: sources dropped (said), never over it; too small is an error.
     let q = "Why does the first test take longer?";
     let prompt = |extra: &[&str]| {
@@ -613,7 +614,9 @@ fn a_diff_of_runs_that_call_the_same_functions_shows_the_lines_only_one_ran() {
     assert!(o.status.success(), "{err}");
     assert!(
         out.contains(
-            "# both runs reached exactly the same call paths\n# functions both runs reached whose lines ran differently: 1\n\
+            "# both runs reached exactly the same call paths\n# pkg/chunks.py: its content differs between the runs (the \
+             fingerprints each run took), but run A's copy is neither on disk nor in git, so whether the functions in it both runs \
+             reached changed cannot be told: last_chunk.\n# functions both runs reached whose lines ran differently: 1\n\
              #   last_chunk (pkg/chunks.py:1): only in A: 4; only in B: 5\n"
         ),
         "{out}"
@@ -711,10 +714,64 @@ fn a_diff_of_two_checkouts_lists_the_function_whose_text_differs() {
     let (out, _) = texts(&o);
     assert!(
         out.contains(
-            "# functions both runs reached whose source differs: 1\n#   is_small (pkg/sizes.py:6): source differs (3 lines in A, 3 in B)\n"
+            "# functions both runs reached whose source differs: 1 (`--format prompt` shows how their source differs)\n#   is_small \
+             (pkg/sizes.py:6): source differs (3 lines in A, 3 in B)\n"
         ),
         "{out}"
     );
+}
+
+/// One checkout outside git, edited between a passing and a failing run: neither copy can be
+/// shown as the other run ran it, but the fingerprints each run took say the file differs. The
+/// diff says so (text and prompt) and claims neither the same lines nor per-test lines when no
+/// run recorded lines.
+#[test]
+fn a_file_edited_between_runs_outside_git_is_named_as_differing() {
+    let d = scratch();
+    let source = |op: &str| format!("def is_small(n):\n    limit = 2\n    return n {op} limit\n");
+    let test = "from pkg.sizes import is_small\n\n\ndef test_two():\n    assert is_small(2)\n\n\ndef test_one():\n    assert is_small(1)\n";
+    let proj = pkg_project(&d.path().join("proj"), ("sizes.py", &source("<=")), ("test_sizes.py", test));
+    let py = venv_python();
+    let args = |name: &str| {
+        vec![
+            "--no-lines".to_string(),
+            "--".into(),
+            py.display().to_string(),
+            "-m".into(),
+            "pytest".into(),
+            "-q".into(),
+            "-p".into(),
+            "no:cacheprovider".into(),
+            format!("--basetemp={}", d.path().join(name).display()),
+        ]
+    };
+    let rec = |name: &str| {
+        let out = d.path().join(name);
+        let o = run(cmd("trace").current_dir(&proj).env("PYTHONDONTWRITEBYTECODE", "1").arg("run").arg("-o").arg(&out).args(args(name)));
+        (out, o.status.code())
+    };
+    let (pass, code) = rec("pass.d");
+    assert_eq!(code, Some(0));
+    std::fs::write(proj.join("pkg/sizes.py"), source("<")).unwrap();
+    let (fail, code) = rec("fail.d");
+    assert_eq!(code, Some(1));
+    let (pass, fail) = (pass.to_str().unwrap(), fail.to_str().unwrap());
+    let o = run(cmd("slice").args(["diff", pass, fail, "--test", "failed", "--color", "never"]));
+    let (out, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    let sentence = "pkg/sizes.py: its content differs between the runs (the fingerprints each run took), but run A's copy is neither \
+                    on disk nor in git, so whether the functions in it both runs reached changed cannot be told: is_small.";
+    assert!(out.contains(&format!("\n# {sentence}\n")), "{out}");
+    assert!(
+        out.contains("\n# Neither run recorded the lines that ran") && !out.contains("Lines are recorded per run, not per test"),
+        "{out}"
+    );
+    let o =
+        run(cmd("slice").args(["diff", pass, fail, "--test", "failed", "--format", "prompt", "--no-budget", "-q", "Why is 2 not small?"]));
+    let (p, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(p.contains(&format!("\n> {sentence}\n")), "{p}");
+    assert!(p.contains("#### `is_small` (pkg/sizes.py:1-3): both runs, the same calls\n") && !p.contains("the same lines"), "{p}");
 }
 
 /// `slice tests`' ranking leaves out what a prompt leaves out: the standard library (what the

@@ -262,10 +262,14 @@ pub fn write_tree(
     if let Some(n) = &d.lines_note {
         writeln!(w, "# {}", trace_format::escape::line(n))?;
     }
+    for u in &d.unread {
+        writeln!(w, "# {}", trace_format::escape::line(&u.sentence()))?;
+    }
     if let Some(lines) = &d.lines {
         // (With a note, the lines were not compared: only the functions' text was.)
         let what = if d.lines_note.is_some() { "whose source differs" } else { "whose lines ran differently" };
-        writeln!(w, "# functions both runs reached {what}: {}", lines.len())?;
+        let how = if lines.iter().any(|l| l.edit.is_some()) { " (`--format prompt` shows how their source differs)" } else { "" };
+        writeln!(w, "# functions both runs reached {what}: {}{how}", lines.len())?;
         for l in lines {
             let what = match &l.change {
                 LineChange::Ran { only_a, only_b } => [("A", only_a), ("B", only_b)]

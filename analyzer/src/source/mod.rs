@@ -171,12 +171,7 @@ impl SourceCache {
         if let Err(e @ Unavailable::Refused(_)) = on_disk {
             return Err(e);
         }
-        let canonical = std::fs::canonicalize(path).ok();
-        let fp = self.sources.as_ref().and_then(|m| {
-            m.get(name.as_ref())
-                .or_else(|| m.get(path.to_string_lossy().as_ref()))
-                .or_else(|| canonical.as_ref().and_then(|c| m.get(c.to_string_lossy().as_ref())))
-        });
+        let fp = self.fingerprint_of(as_recorded, path).cloned();
         let Some(fp) = fp else {
             on_disk?;
             return Err(Unavailable::Refused(match self.sources {
@@ -211,6 +206,22 @@ impl SourceCache {
         let lines: Vec<String> = text.lines().map(|l| l.trim_end_matches('\r').to_string()).collect();
         let logical_start = logical_starts(&lines);
         Ok(Arc::new(FileText { lines, logical_start }))
+    }
+
+    /// The fingerprint `trace run` took of a file (as the trace names it), if `sources.json`
+    /// has one.
+    pub fn fingerprint(&self, file: &Path) -> Option<&trace_format::FileFingerprint> {
+        self.fingerprint_of(file, &self.resolve(file))
+    }
+
+    /// [`SourceCache::fingerprint`] of a file named `as_recorded`, at `path`: by that name, the
+    /// absolute path, or the canonical one.
+    fn fingerprint_of(&self, as_recorded: &Path, path: &Path) -> Option<&trace_format::FileFingerprint> {
+        let m = self.sources.as_ref()?;
+        m.get(as_recorded.to_string_lossy().as_ref()).or_else(|| m.get(path.to_string_lossy().as_ref())).or_else(|| {
+            let c = std::fs::canonicalize(path).ok()?;
+            m.get(c.to_string_lossy().as_ref())
+        })
     }
 
     /// Extract a function's source. `elide_defs` (for a module body): keep top-level

@@ -182,6 +182,11 @@ fn differences(d: &Diff, sa: &HashMap<String, Span>, sb: &HashMap<String, Span>,
         }
         let (Some(x), Some(y)) = (sa.get(&n.key), sb.get(&n.key)) else { continue };
         let edit = texts.edit(x, y);
+        // Run A's file as the union shows it (`file:line`).
+        let file = n.location.rsplit_once(':').map_or(n.location.as_str(), |(f, _)| f);
+        if edit.is_none() {
+            texts.note_unread(x, y, file, &n.func.qualname);
+        }
         let change = if x.last - x.first != y.last - y.first || edit.is_some() {
             LineChange::Source { lines_a: x.last - x.first + 1, lines_b: y.last - y.first + 1 }
         } else {
@@ -195,8 +200,7 @@ fn differences(d: &Diff, sa: &HashMap<String, Span>, sb: &HashMap<String, Span>,
             }
             LineChange::Ran { only_a, only_b }
         };
-        // Run A's file as the union shows it (`file:line`), at run B's first line.
-        let file = n.location.rsplit_once(':').map_or(n.location.as_str(), |(f, _)| f);
+        // At run B's first line.
         let location = format!("{file}:{}", y.first);
         out.push(LineDiff { qualname: n.func.qualname.clone(), location, node: i, change, edit });
     }
@@ -210,13 +214,66 @@ fn differences(d: &Diff, sa: &HashMap<String, Span>, sb: &HashMap<String, Span>,
 pub struct Texts<'a> {
     a: &'a mut SourceCache,
     b: &'a mut SourceCache,
+    /// Files whose content differs between the runs (their fingerprints) where a run's copy
+    /// cannot be read: the functions in them both runs reached cannot be compared.
+    pub unread: Vec<Unread>,
+}
+
+/// A file that differs between the runs, by the fingerprints each run took, of which a run's
+/// copy cannot be read (changed since that run and not in git, or gone): [`Texts::unread`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unread {
+    /// As run A's tree names it.
+    pub file: String,
+    /// Whether run A's copy, and run B's, cannot be read.
+    pub unreadable: (bool, bool),
+    /// The functions in it both runs reached, in call order.
+    pub functions: Vec<String>,
+}
+
+impl Unread {
+    /// One sentence for a note.
+    pub fn sentence(&self) -> String {
+        let copy = match self.unreadable {
+            (true, true) => "neither run's copy is on disk or in git",
+            (true, false) => "run A's copy is neither on disk nor in git",
+            _ => "run B's copy is neither on disk nor in git",
+        };
+        const LISTED: usize = 10;
+        let mut functions = self.functions.iter().take(LISTED).cloned().collect::<Vec<_>>().join(", ");
+        if self.functions.len() > LISTED {
+            functions.push_str(&format!(" and {} more", self.functions.len() - LISTED));
+        }
+        format!(
+            "{}: its content differs between the runs (the fingerprints each run took), but {copy}, so whether the functions in it both runs reached changed cannot be told: {}.",
+            self.file, functions
+        )
+    }
 }
 
 impl<'a> Texts<'a> {
     /// Run A's and run B's sources (the prepared traces' own: what the diff reads, the prompt
     /// shows without reading it again).
     pub fn new(a: &'a mut SourceCache, b: &'a mut SourceCache) -> Texts<'a> {
-        Texts { a, b }
+        Texts { a, b, unread: Vec::new() }
+    }
+
+    /// Note `qualname` in [`Texts::unread`] when its file (`file` as run A's tree names it)
+    /// differs between the runs by their fingerprints and a run's copy cannot be read.
+    fn note_unread(&mut self, x: &Span, y: &Span, file: &str, qualname: &str) {
+        let (Some(fa), Some(fb)) = (self.a.fingerprint(&x.path), self.b.fingerprint(&y.path)) else { return };
+        if fa.sha256 == fb.sha256 {
+            return;
+        }
+        let unreadable = (self.a.file(&x.path).is_err(), self.b.file(&y.path).is_err());
+        // Both readable: [`Texts::edit`] compared them.
+        if unreadable == (false, false) {
+            return;
+        }
+        match self.unread.iter_mut().find(|u| u.file == file) {
+            Some(u) => u.functions.push(qualname.to_string()),
+            None => self.unread.push(Unread { file: file.to_string(), unreadable, functions: vec![qualname.to_string()] }),
+        }
     }
 
     /// How run B's copy of a function (`y`) differs from run A's (`x`) ([`LineDiff::edit`]), when

@@ -93,6 +93,9 @@ pub struct Diff {
     /// `lines_note` says why.
     pub lines: Option<Vec<LineDiff>>,
     pub lines_note: Option<String>,
+    /// Files that differ between the runs of which a run's copy cannot be read: the functions
+    /// in them are not compared ([`lines::Unread`]).
+    pub unread: Vec<lines::Unread>,
 }
 
 /// The diff key of a function: file relative to the run's directory, and qualified name; a
@@ -210,7 +213,7 @@ pub fn diff(a: &CallTree, cwd_a: &Path, b: &CallTree, cwd_b: &Path) -> Diff {
             }
         }
     }
-    Diff { nodes, funcs_only_a, funcs_only_b, shown, lines: None, lines_note: None }
+    Diff { nodes, funcs_only_a, funcs_only_b, shown, lines: None, lines_note: None, unread: Vec::new() }
 }
 
 fn preorder(nodes: &[DiffNode]) -> Vec<usize> {
@@ -305,19 +308,18 @@ pub fn diff_traces(a: &mut PreparedTrace, b: &mut PreparedTrace) -> Diff {
     // run recorded lines per test (`trace run --lines-per-test`).
     let per_run = |t: &PreparedTrace| !t.tests_shown || t.tests.len() == 1 || t.tests_coverage.is_some();
     let no_lines: Vec<&str> = [("A", &*a), ("B", &*b)].iter().filter(|(_, t)| t.coverage.is_empty()).map(|(n, _)| *n).collect();
-    if !(per_run(a) && per_run(b)) {
-        // (The `record` tool has no such option.)
-        let how = match a.front {
-            crate::frontend::FrontEnd::Cli => " (`trace run --lines-per-test` records them per test)",
-            crate::frontend::FrontEnd::Mcp => "",
-        };
+    // (The `record` tool has no option for lines.)
+    let cli = a.front == crate::frontend::FrontEnd::Cli;
+    if !no_lines.is_empty() {
+        let who = if no_lines.len() == 2 { "Neither run".to_string() } else { format!("Run {}", no_lines[0]) };
+        let how = if cli { "; `trace run --lines` before 3.12 and for native code" } else { "" };
+        d.lines_note = Some(format!(
+            "{who} recorded the lines that ran (CPython 3.12 and later record them{how}), so the lines only one run ran are not compared."
+        ));
+    } else if !(per_run(a) && per_run(b)) {
+        let how = if cli { " (`trace run --lines-per-test` records them per test)" } else { "" };
         d.lines_note = Some(format!(
             "Lines are recorded per run, not per test, and a run compared here ran several tests: the lines only one test ran are not compared{how}."
-        ));
-    } else if !no_lines.is_empty() {
-        let who = if no_lines.len() == 2 { "Neither run".to_string() } else { format!("Run {}", no_lines[0]) };
-        d.lines_note = Some(format!(
-            "{who} recorded the lines that ran (CPython 3.12 and later record them; `trace run --lines` before 3.12 and for native code), so the lines only one run ran are not compared."
         ));
     }
     // Each run's files through its own sources (read once, for the prompt too).
@@ -334,6 +336,7 @@ pub fn diff_traces(a: &mut PreparedTrace, b: &mut PreparedTrace) -> Diff {
                 d.lines = Some(edited);
             }
         }
+        d.unread = std::mem::take(&mut texts.unread);
     }
     if let Some(s) = a.spectrum.as_ref().or(b.spectrum.as_ref()) {
         for v in [&mut d.funcs_only_a, &mut d.funcs_only_b] {

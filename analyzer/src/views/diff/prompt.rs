@@ -90,7 +90,9 @@ pub fn prompt_within(
         .filter_map(|i| {
             let n = &d.nodes[i];
             let why = match n.side() {
-                _ if alike => "both runs, the same lines",
+                // (Without line data, only the calls were compared.)
+                _ if alike && d.lines_note.is_none() => "both runs, the same lines",
+                _ if alike => "both runs, the same calls",
                 Side::OnlyA => "only run A reached it here",
                 Side::OnlyB => "only run B reached it here",
                 Side::Both if line_nodes.get(&i).is_some_and(|l| matches!(l.change, LineChange::Source { .. })) => {
@@ -119,6 +121,7 @@ pub fn prompt_within(
     // runs of one checkout, "the run" could be either.
     let mut notes: Vec<String> = model.notes.iter().filter(|n| !n.starts_with(crate::prompt::RECOVERED_NOTE)).cloned().collect();
     notes.extend(traces.iter().zip(["run A", "run B"]).filter_map(|(t, run)| crate::prompt::recovered_note(t, run)));
+    notes.extend(d.unread.iter().map(|u| u.sentence()));
     let restricted = Model {
         question: model.question.clone(),
         traces: vec![ModelTrace::one_thread(
