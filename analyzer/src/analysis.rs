@@ -39,7 +39,7 @@ pub struct Options {
     pub hints: Hints,
     /// Who reads the notes and errors: how they spell those options.
     pub front: FrontEnd,
-    /// At most this many of the tests `tests` chose (a prompt's: [`PROMPT_MAX_TESTS`]); the
+    /// At most this many of the tests `tests` chose (a prompt's: [`prompt_max_tests`]); the
     /// rest are named in a note ([`crate::testrun::cap_tests`]).
     pub max_tests: Option<usize>,
     /// The question's words ([`crate::testrun::id_words`]): among the tests `max_tests` leaves
@@ -51,6 +51,17 @@ pub struct Options {
 /// the code under test breaks everywhere: cachetools' 118): their failures and trees alone
 /// would take more than a prompt's budget. A note names the others.
 pub const PROMPT_MAX_TESTS: usize = 5;
+
+/// Tokens of budget per test a prompt shows ([`prompt_max_tests`]): a failure block and the
+/// test's own code, with room left for the code under test.
+pub const TOKENS_PER_SHOWN_TEST: usize = 2000;
+
+/// The most tests a prompt of `budget` tokens shows: [`PROMPT_MAX_TESTS`], fewer under a small
+/// budget (one per [`TOKENS_PER_SHOWN_TEST`], at least one), where five failures alike would
+/// leave no room for the code that fails.
+pub fn prompt_max_tests(budget: Option<usize>) -> usize {
+    budget.map_or(PROMPT_MAX_TESTS, |b| (b / TOKENS_PER_SHOWN_TEST).clamp(1, PROMPT_MAX_TESTS))
+}
 
 /// The command a [`prepare`] is for, so that every hint in its notes and errors names an
 /// option that command has.
@@ -880,6 +891,13 @@ fn no_calls_reason(dir: &Path, front: FrontEnd) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// A prompt shows five tests, fewer under a small budget: one per 2,000 tokens, at least one.
+    #[test]
+    fn a_small_budget_shows_fewer_tests() {
+        let shown: Vec<usize> = [None, Some(20_000), Some(8000), Some(4000), Some(1200)].into_iter().map(super::prompt_max_tests).collect();
+        assert_eq!(shown, [5, 5, 4, 2, 1]);
+    }
+
     use super::*;
 
     /// A Rust program without debug information is told how cargo builds it with some;

@@ -53,7 +53,9 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
     if question.trim().is_empty() {
         return Err(super::common::UsageError("the question is empty: pass it with -q \"...\"".into()).into());
     }
-    let opts = a.select.prompt_options(&question)?;
+    let mut opts = a.select.prompt_options(&question)?;
+    // (Without --budget, a test's prompt's default budget: the most tests.)
+    opts.max_tests = Some(crate::analysis::prompt_max_tests(a.prompt.budget));
     let template = a.prompt.template()?;
     let renderer = Renderer::new(a.prompt.format, template)?;
     a.prompt.tokenizer.prewarm();

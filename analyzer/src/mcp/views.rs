@@ -47,7 +47,8 @@ pub fn prompt(p: &PromptParams) -> anyhow::Result<String> {
     let format = Format::from_str(p.format.as_deref().unwrap_or("markdown")).map_err(UsageError)?;
     let docstrings: Docstrings = choice("docstrings", p.docstrings.as_deref())?;
     let not_run: NotRun = choice("not_run", p.not_run.as_deref())?;
-    let opts = p.select.args().prompt_options_for(FrontEnd::Mcp, &p.question)?;
+    let mut opts = p.select.args().prompt_options_for(FrontEnd::Mcp, &p.question)?;
+    opts.max_tests = Some(crate::analysis::prompt_max_tests(Some(max)));
     let renderer = Renderer::new(format, None)?;
     let (mut traces, warnings) = prepare(&p.trace.paths(), &opts)?;
     let mut model = Model::build(&p.question, &mut traces);
