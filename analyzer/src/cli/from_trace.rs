@@ -111,7 +111,7 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
             }
         } else {
             eprintln!(
-                "slice: budget {}{}: kept {} whole, elided {} bodies, dropped {} sources{}{}",
+                "slice: budget {}{}: kept {} whole, elided {}, dropped {}{}{}",
                 r.budget,
                 match (a.prompt.budget, model.tests_shown) {
                     (Some(_), _) => "",
@@ -119,8 +119,8 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
                     (None, false) => " (the default; --no-budget shows everything)",
                 },
                 crate::testrun::plural(r.kept, "function"),
-                r.elided.len(),
-                r.dropped.len(),
+                crate::testrun::plural_of(r.elided.len(), "body", "bodies"),
+                crate::testrun::plural(r.dropped.len(), "source"),
                 if r.collapsed_repeats { ", repeated sources shown once" } else { "" },
                 match (r.tree_depth, r.tree_to_sources) {
                     (Some(_), true) => ", tree cut to its first level and the paths to the functions shown".to_string(),

@@ -122,6 +122,11 @@ pub fn plural(n: usize, word: &str) -> String {
     format!("{n} {word}{}", if n == 1 { "" } else { "s" })
 }
 
+/// `1 body`, `2 bodies`: [`plural`] of a word whose plural is not its `-s` form.
+pub fn plural_of(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// A duration for people: `12 ms`, `1.4 s`.
 pub fn duration(ns: u64) -> String {
     if ns >= 1_000_000_000 {
