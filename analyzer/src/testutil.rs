@@ -212,3 +212,18 @@ pub fn func_info(key: &str, file: &str, origin: crate::pathclass::Origin, code: 
         spectrum: None,
     }
 }
+
+/// A prompt model of `traces` and `funcs` for `question`, with every other field at its
+/// default (no notes, no tests shown, the command line's wording).
+pub fn model(question: &str, traces: Vec<crate::prompt::ModelTrace>, funcs: crate::prompt::Funcs) -> crate::prompt::Model {
+    crate::prompt::Model {
+        question: question.into(),
+        traces,
+        funcs,
+        notes: Vec::new(),
+        tests_shown: false,
+        front: Default::default(),
+        budget_by_default: false,
+        analysis_ids: Default::default(),
+    }
+}

@@ -270,16 +270,7 @@ mod tests {
     /// `--no-budget` says otherwise.
     #[test]
     fn a_tests_prompt_has_a_default_budget_that_the_options_override() {
-        let model = |tests_shown| crate::prompt::Model {
-            question: String::new(),
-            traces: Vec::new(),
-            funcs: Default::default(),
-            notes: Vec::new(),
-            tests_shown,
-            front: Default::default(),
-            budget_by_default: false,
-            analysis_ids: Default::default(),
-        };
+        let model = |tests_shown| crate::prompt::Model { tests_shown, ..crate::testutil::model("", Vec::new(), Default::default()) };
         let budget = |args: &[&str], tests_shown| {
             let argv: Vec<&str> = ["slice", "from-trace", "t.d", "-q", "why?"].iter().chain(args).copied().collect();
             let Command::FromTrace(a) = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}")).command else {

@@ -408,16 +408,7 @@ mod tests {
         let program_get = add("Cache.get", FuncKind::Other, 5);
         let _other_private = add("Cache._get", FuncKind::Other, 6);
         funcs[installed].module = "pkg.store".into();
-        let model = crate::prompt::Model {
-            question: String::new(),
-            traces: Vec::new(),
-            funcs,
-            notes: Vec::new(),
-            tests_shown: false,
-            front: Default::default(),
-            budget_by_default: false,
-            analysis_ids: Default::default(),
-        };
+        let model = crate::testutil::model("", Vec::new(), funcs);
         let m = |name: &str| super::matching(&model, name).expect("a name");
         assert_eq!(m("update"), [private, installed, runner, dict]);
         assert_eq!(m("Store.update"), [installed]);

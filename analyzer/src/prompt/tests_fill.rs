@@ -37,16 +37,7 @@ fn model(below_from: f64) -> (Model, FuncId, Vec<FuncId>, Vec<FuncId>) {
     }
     nodes[0].descendants = nodes.len() - 1;
     let traces = vec![ModelTrace::one_thread(String::new(), String::new(), String::new(), nodes)];
-    let m = Model {
-        question: "q".into(),
-        traces,
-        funcs,
-        notes: Vec::new(),
-        tests_shown: false,
-        front: Default::default(),
-        budget_by_default: false,
-        analysis_ids: Default::default(),
-    };
+    let m = crate::testutil::model("q", traces, funcs);
     (m, big, above, below)
 }
 
