@@ -199,10 +199,25 @@ fn tests_are_chosen_by_id_name_glob_or_failure() {
     // and the failing test function keeps its time (pytest's hook caller, re-entered from
     // the failing assertion, takes only its own).
     let tree = slice(&["tree", t, "--test", "test_bulk_discount_starts_at_ten", "--color", "never"]);
+    // First, as in its prompt, how the run ended and the test's failure.
+    let (outcome, trees) = tree.split_once("\n── ").unwrap_or_default();
+    assert_eq!(
+        // (the test's duration, after its id, varies)
+        outcome.lines().skip(1).map(|l| if l.starts_with("FAILED") { l.split(", ").next().unwrap_or(l) } else { l }).collect::<Vec<_>>(),
+        [
+            "The run failed: exit status 1 (11 tests: 2 failed, 7 passed, 1 skipped, 1 xfailed).",
+            "FAILED tests/test_totals.py::test_bulk_discount_starts_at_ten",
+            "at tests/test_totals.py:17",
+            ">       assert line_total(\"pen\", 10) == 900",
+            "E       AssertionError: assert 1000 == 900",
+            "E        +  where 1000 = line_total('pen', 10)",
+        ],
+        "{tree}"
+    );
     // The function column: after the call count (`×1  `), up to the end of the first tree.
-    let calls: Vec<&str> = tree
+    let calls: Vec<&str> = trees
         .lines()
-        .skip(3)
+        .skip(2)
         .take_while(|l| !l.is_empty())
         .map(|l| l.split_once('×').and_then(|(_, r)| r.split_once("  ")).map_or(l, |(_, f)| f))
         .collect();
@@ -227,7 +242,7 @@ fn tests_are_chosen_by_id_name_glob_or_failure() {
         ],
         "{tree}"
     );
-    let test_line = tree.lines().nth(3).unwrap_or_default();
+    let test_line = trees.lines().nth(2).unwrap_or_default();
     assert!(!test_line.trim_start().starts_with("0 ns"), "{tree}");
     // The second failing test made the same calls as the first: the reference names the
     // first test's tree, which this prompt shows.

@@ -35,6 +35,14 @@ pub fn run(a: TreeArgs) -> anyhow::Result<()> {
         let head = format!("# {}: {}{exit}, {} events", t.dir.display(), trace_format::escape::command(&t.meta.argv), t.events);
         tree::paint(w, pal.header, &trace_format::escape::line(&head))?;
         writeln!(w)?;
+        // How the run ended when it failed, and the shown tests' outcomes and failures: what the
+        // prompt says first and the MCP tree shows, ahead of the trees.
+        for o in &t.outcome {
+            writeln!(w, "{}", crate::testrun::clean_text(o))?;
+        }
+        if !t.outcome.is_empty() {
+            writeln!(w)?;
+        }
         tree::render_all(w, &vs, &t.cwd, &pal)
     })
 }
