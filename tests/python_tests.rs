@@ -736,6 +736,48 @@ fn a_diff_of_two_checkouts_lists_the_function_whose_text_differs() {
     );
 }
 
+/// A diff whose runs part ways below a caller, where the function that decides the way changed
+/// between the checkouts: that function's source comes first, ahead of its caller and of what
+/// each run then called, which follow in call order.
+#[test]
+fn a_diff_prompt_leads_with_the_function_whose_source_changed() {
+    let d = scratch();
+    let source = |op: &str| {
+        format!(
+            "def label(n):\n    if is_small(n):\n        return small_name()\n    return big_name()\n\n\n\
+             def is_small(n):\n    return n {op} 2\n\n\n\
+             def small_name():\n    return 'small'\n\n\n\
+             def big_name():\n    return 'big'\n"
+        )
+    };
+    let test = "from pkg.sizes import label\n\n\ndef test_two_is_small():\n    assert label(2) == 'small'\n";
+    let py = venv_python();
+    let mut traces = Vec::new();
+    for (name, op) in [("fixed", "<="), ("buggy", "<")] {
+        let proj = pkg_project(&d.path().join(name), ("sizes.py", &source(op)), ("test_sizes.py", test));
+        let (t, code) = record(&proj, &format!("{name}.d"), &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]);
+        assert_eq!(code, if op == "<=" { 0 } else { 1 });
+        traces.push(t);
+    }
+    let (a, b) = (traces[0].to_str().unwrap(), traces[1].to_str().unwrap());
+    let o = run(cmd("slice").args(["diff", a, b, "--format", "prompt", "--no-budget", "-q", "Why is 2 not small?"]));
+    let (p, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    let headings: Vec<&str> = p.lines().filter(|l| l.starts_with("#### ")).collect();
+    assert_eq!(
+        headings,
+        [
+            "#### `is_small` (pkg/sizes.py:7-8): both runs; its source differs between the runs",
+            "#### `test_two_is_small` (test_sizes.py:4-5): both runs; it calls where they part ways",
+            "#### `label` (pkg/sizes.py:1-4): both runs; from here they call different functions",
+            "#### `small_name` (pkg/sizes.py:11-12): only run A reached it here",
+            "#### `big_name` (pkg/sizes.py:15-16): only run B reached it here",
+        ],
+        "{p}"
+    );
+    assert!(p.contains(", in call order, except that the function whose source differs between the runs comes first.\n"), "{p}");
+}
+
 /// One checkout outside git, edited between a passing and a failing run: neither copy can be
 /// shown as the other run ran it, but the fingerprints each run took say the file differs. The
 /// diff says so (text and prompt) and claims neither the same lines nor per-test lines when no

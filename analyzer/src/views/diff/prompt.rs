@@ -95,9 +95,7 @@ pub fn prompt_within(
                 _ if alike => "both runs, the same calls",
                 Side::OnlyA => "only run A reached it here",
                 Side::OnlyB => "only run B reached it here",
-                Side::Both if line_nodes.get(&i).is_some_and(|l| matches!(l.change, LineChange::Source { .. })) => {
-                    "both runs; its source differs between the runs"
-                }
+                Side::Both if line_nodes.get(&i).is_some_and(|l| matches!(l.change, LineChange::Source { .. })) => SOURCE_DIFFERS,
                 Side::Both if line_nodes.contains_key(&i) => "both runs; its lines ran differently",
                 Side::Both if d.is_divergence(i) => "both runs; from here they call different functions",
                 Side::Both => "both runs; it calls where they part ways",
@@ -312,6 +310,9 @@ fn dropped_note(dropped: &[&str], budget: Option<DiffBudget>, tests_shown: bool)
 }
 
 /// The diff prompt's text (see [`prompt`]).
+/// What a diff prompt says of a function both runs reached whose text differs between them.
+const SOURCE_DIFFERS: &str = "both runs; its source differs between the runs";
+
 #[allow(clippy::too_many_arguments)]
 fn write_prompt(
     question: Option<&str>,
@@ -346,8 +347,19 @@ fn write_prompt(
 `-`: only in run A, `+`: only in run B; unmarked lines are callers both runs share, shown for context), the functions \
 only one run reached at all, the lines that ran in only one run of the functions both reached (when the runs recorded lines), \
 and the source code of the functions where the runs part ways, of the functions on the differing paths and of those \
-whose lines ran differently, in call order.\n",
+whose lines ran differently, in call order",
     );
+    // A function whose text changed between the runs is the change itself: its source leads.
+    let changed = |src: &&&DocSource| why.get(&src.func).is_some_and(|w| *w == SOURCE_DIFFERS);
+    let (first, rest): (Vec<&&DocSource>, Vec<&&DocSource>) = sources.iter().partition(changed);
+    if !first.is_empty() {
+        s.push_str(&format!(
+            ", except that {} whose source differs between the runs {} first",
+            if first.len() == 1 { "the function" } else { "the functions" },
+            if first.len() == 1 { "comes" } else { "come" }
+        ));
+    }
+    s.push_str(".\n");
     for n in notes {
         s.push_str(&format!("\n> {}\n", escape::line(n)));
     }
@@ -394,7 +406,7 @@ whose lines ran differently, in call order.\n",
     s.push_str(line_text);
     if !sources.is_empty() {
         s.push_str("\n## Source code\n");
-        for src in sources {
+        for src in first.into_iter().chain(rest) {
             s.push_str(&source_block(src, why.get(&src.func).copied().unwrap_or(""), marks_of(marks, src), edits.get(&src.func).copied()));
         }
     }
