@@ -309,6 +309,16 @@ impl TestTable {
         if self.tests.iter().any(|r| r.test.parent.is_some()) {
             let _ = write!(s, "; subtests: {}", outcome_counts(self.tests.iter().map(|r| &r.test).filter(|t| t.parent.is_some())));
         }
+        // The recorder keeps a test's first subtests and counts the rest (docs/trace-format.md):
+        // the runner's own count is the sum, and the table says so.
+        let dropped: u64 = self.tests.iter().filter(|r| r.test.parent.is_none()).map(|r| u64::from(r.test.subtests_dropped)).sum();
+        if dropped > 0 {
+            let _ = write!(
+                s,
+                "{} {dropped} more not recorded (a trace keeps a test's first subtests and counts the rest)",
+                if self.tests.iter().any(|r| r.test.parent.is_some()) { "," } else { "; subtests:" },
+            );
+        }
         if !self.failed_runs.is_empty() {
             let _ = write!(s, "; run failed: {}", escape::line(&self.failed_runs.join(", ")));
         }
@@ -492,6 +502,14 @@ mod tests {
              \x20 t.py::test_x (i=1): assert 1 == 2\n\
              \n\
              1 failed; subtests: 1 failed\n"
+        );
+        // Subtests past what the recorder keeps are counted, as the runner counts them.
+        let (mut many, sub) = (t.tests[0].test.clone(), t.tests[1].test.clone());
+        many.subtests_dropped = 1600;
+        let t = super::TestTable { tests: vec![row(many.clone(), 40), row(sub, 0), row(many, 7)], ..Default::default() };
+        assert_eq!(
+            t.summary(),
+            "2 failed; subtests: 1 failed, 3200 more not recorded (a trace keeps a test's first subtests and counts the rest)"
         );
     }
 }
