@@ -1379,8 +1379,16 @@ fn a_prompt_of_many_failing_tests_shows_a_few_and_names_the_rest() {
     );
     assert!(p.contains("    return x + x + 1\n"), "{p}");
     // A small budget shows fewer (one per 2,000 tokens): room is left for the code.
-    let p = slice(&["from-trace", t, "--test", "failed", "-q", "Why is double wrong?", "--budget", "4000"]);
+    let o = run(cmd("slice").args(["from-trace", t, "--test", "failed", "-q", "Why is double wrong?", "--budget", "4000"]));
+    let (p, err) = texts(&o);
     let shown: Vec<&str> = p.lines().filter_map(|l| l.strip_prefix("#### test test_calc.py::")).collect();
     assert_eq!(shown, ["test_double_0", "test_halve"], "{p}");
     assert!(p.contains("> 9 tests of the run match --test failed; this prompt shows 2 (") && p.contains("    return x + x + 1\n"), "{p}");
+    // What the two tests ran fits: stderr does not say that everything does.
+    assert!(
+        err.contains(
+            "slice: budget 4000: what is shown fits whole, but 7 tests that --test chose are left out (a prompt shows one test per 2000 tokens of budget, and names the others)\n"
+        ),
+        "{err}"
+    );
 }

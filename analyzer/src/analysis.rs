@@ -179,6 +179,9 @@ pub struct PreparedTrace {
     pub spectrum: Option<std::sync::Arc<Spectrum>>,
     /// Its threads are tests' trees (`--test`), not whole threads.
     pub tests_shown: bool,
+    /// Tests `--test` chose that the prompt leaves out ([`Options::max_tests`]; a note names
+    /// them): a budget that cut nothing else did not fit everything.
+    pub tests_left_out: usize,
     /// Who reads what is made of it: how its hints spell options ([`Options::front`]).
     pub front: FrontEnd,
     /// The interner its trees' [`crate::symbols::FuncId`]s point into, shared by every trace
@@ -324,6 +327,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
     // The tests the run's end names (see [`PreparedTrace::ended_tests`]): the chosen ones with
     // `--test` (below), else the failing ones.
     let mut ended_tests: Vec<usize> = Vec::new();
+    let mut tests_left_out = 0;
     if opts.tests.is_none() {
         ended_tests = (0..all_tests.len()).filter(|&i| all_tests[i].1.outcome.is_failure()).collect();
     }
@@ -382,6 +386,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                 opts.front.set(opts.hints.test_option(), "ID"),
                 opts.front.list_tests(&[t.dir.display().to_string()]),
             ));
+            tests_left_out = left.len();
             chosen = keep.iter().map(|&i| chosen[i].clone()).collect();
             ended_tests = keep.iter().map(|&i| ended_tests[i]).collect();
         }
@@ -665,6 +670,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         spectrum: None,
         interner: Default::default(),
         tests_shown: opts.tests.is_some(),
+        tests_left_out,
         front: opts.front,
         dir: t.dir,
         meta: t.meta,

@@ -70,6 +70,7 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
             eprintln!("slice: {}", escape::line(&format!("{}: {n}", t.dir.display())));
         }
     }
+    let tests_left_out: usize = traces.iter().map(|t| t.tests_left_out).sum();
     let mut model = Model::build(&question, &mut traces);
     // The analysis is no longer needed: the prompt is laid out from the model.
     drop(traces);
@@ -107,7 +108,16 @@ pub fn run(a: FromTraceArgs) -> anyhow::Result<()> {
         if r.elided.is_empty() && r.dropped.is_empty() && r.ran.is_empty() && r.tree_depth.is_none() && !r.collapsed_repeats {
             // A default budget that cut nothing is not worth a line.
             if a.prompt.budget.is_some() {
-                eprintln!("slice: budget {}: everything fits", r.budget);
+                match tests_left_out {
+                    0 => eprintln!("slice: budget {}: everything fits", r.budget),
+                    n => eprintln!(
+                        "slice: budget {}: what is shown fits whole, but {} that --test chose {} left out (a prompt shows one test per {} tokens of budget, and names the others)",
+                        r.budget,
+                        crate::testrun::plural(n, "test"),
+                        if n == 1 { "is" } else { "are" },
+                        crate::analysis::TOKENS_PER_SHOWN_TEST
+                    ),
+                }
             }
         } else {
             eprintln!(
