@@ -650,7 +650,7 @@ fn a_diff_of_runs_that_call_the_same_functions_shows_the_lines_only_one_ran() {
                  copy of the file):\n- `last_chunk` (pkg/chunks.py:1): only in run A: line 4; only in run B: line 5\n";
     assert!(p.contains(lines), "{p}");
     let code =
-        "#### `last_chunk` (pkg/chunks.py:1-5): both runs; its lines ran differently\n\n_ran in 1 of 1 failing test, 1 of 1 passing \
+        "#### `last_chunk` (pkg/chunks.py:1-5): both runs; its lines ran differently\n\n_over both runs' tests: ran in 1 of 1 failing test, 1 of 1 passing \
                 (Ochiai 0.71)_\n\n```python\ndef last_chunk(items, n):\n    \
                 rest = len(items) % n\n    if rest == 1:\n        return items[-n:]  # <- ran only in run A\n    return items[-rest:]  \
                 # <- ran only in run B\n```\n";
@@ -703,7 +703,7 @@ fn a_diff_of_two_checkouts_lists_the_function_whose_text_differs() {
     let lines = "Functions both runs reached whose source differs between the runs (line numbers of run B's copy of the file):\n\
                  - `is_small` (pkg/sizes.py:6): its source differs between the runs (3 lines in run A, 3 in run B): not compared line by line\n";
     assert!(p.contains(lines), "{p}");
-    let heading = "#### `is_small` (pkg/sizes.py:6-8): both runs; its source differs between the runs\n";
+    let heading = "#### `is_small` (pkg/sizes.py:6-8): both runs; its source differs between the runs (shown as run A ran it)\n";
     let at = p.find(heading).unwrap_or_else(|| panic!("{p}"));
     // `describe`, which both ran alike, is not shown.
     assert!(!p.contains("#### `describe`"), "{p}");
@@ -767,7 +767,7 @@ fn a_diff_prompt_leads_with_the_function_whose_source_changed() {
     assert_eq!(
         headings,
         [
-            "#### `is_small` (pkg/sizes.py:7-8): both runs; its source differs between the runs",
+            "#### `is_small` (pkg/sizes.py:7-8): both runs; its source differs between the runs (shown as run A ran it)",
             "#### `test_two_is_small` (test_sizes.py:4-5): both runs; it calls where they part ways",
             "#### `label` (pkg/sizes.py:1-4): both runs; from here they call different functions",
             "#### `small_name` (pkg/sizes.py:11-12): only run A reached it here",
@@ -776,6 +776,11 @@ fn a_diff_prompt_leads_with_the_function_whose_source_changed() {
         "{p}"
     );
     assert!(p.contains(", in call order, except that the function whose source differs between the runs comes first.\n"), "{p}");
+    // The counts pool both runs' tests, and say so.
+    assert!(
+        p.contains("only run B reached it here\n\n_over both runs' tests: ran in 1 of 1 failing test, 0 of 1 passing (Ochiai 1.00)_\n"),
+        "{p}"
+    );
 }
 
 /// One checkout outside git, edited between a passing and a failing run: neither copy can be

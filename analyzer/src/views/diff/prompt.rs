@@ -120,6 +120,19 @@ pub fn prompt_within(
     let mut notes: Vec<String> = model.notes.iter().filter(|n| !n.starts_with(crate::prompt::RECOVERED_NOTE)).cloned().collect();
     notes.extend(traces.iter().zip(["run A", "run B"]).filter_map(|(t, run)| crate::prompt::recovered_note(t, run)));
     notes.extend(d.unread.iter().map(|u| u.sentence()));
+    // Two runs' tests make one spectrum (as shards do): a source's counts say so, since run A's
+    // passing tests may have run another copy of the function than run B's failing ones.
+    let mut funcs = model.funcs.clone();
+    if traces[0].dir != traces[1].dir {
+        let ids: Vec<crate::prompt::FuncId> = funcs.iter().map(|(id, _)| id).collect();
+        for id in ids {
+            if let Some(f) = funcs.get_mut(id) {
+                if let Some(s) = f.spectrum.take() {
+                    f.spectrum = Some(format!("over both runs' tests: {s}"));
+                }
+            }
+        }
+    }
     let restricted = Model {
         question: model.question.clone(),
         traces: vec![ModelTrace::one_thread(
@@ -128,7 +141,7 @@ pub fn prompt_within(
             traces[0].meta.cwd.clone(),
             nodes,
         )],
-        funcs: model.funcs.clone(),
+        funcs,
         notes,
         tests_shown: model.tests_shown,
         front: model.front,
@@ -311,7 +324,7 @@ fn dropped_note(dropped: &[&str], budget: Option<DiffBudget>, tests_shown: bool)
 
 /// The diff prompt's text (see [`prompt`]).
 /// What a diff prompt says of a function both runs reached whose text differs between them.
-const SOURCE_DIFFERS: &str = "both runs; its source differs between the runs";
+const SOURCE_DIFFERS: &str = "both runs; its source differs between the runs (shown as run A ran it)";
 
 #[allow(clippy::too_many_arguments)]
 fn write_prompt(
