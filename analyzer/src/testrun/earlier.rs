@@ -20,7 +20,8 @@ const EARLIER_FUNCTIONS: usize = 20;
 /// them, under their callers).
 ///
 /// A function defined inside `F` (`F.<locals>.g`, a lambda) is not state: each call of `F`
-/// makes it anew, so a call of it is a branch the test did not take.
+/// makes it anew, so a call of it is a branch the test did not take. Nor is code compiled
+/// from a string (a doctest's examples, `<doctest m.f[0]>`): each test compiles its own.
 pub fn built_earlier(p: &crate::fold::ProcessTrees, test: &TestRun, kinds: &[FuncKind]) -> Vec<(usize, Vec<String>, CallTree)> {
     let Some(th) = p.threads.iter().find(|th| th.tid == test.tid) else { return Vec::new() };
     in_thread(&th.tests, test, kinds)
@@ -66,7 +67,10 @@ fn in_thread(tests: &[CallTree], test: &TestRun, kinds: &[FuncKind]) -> Vec<(usi
             }
             let Some(gf) = earlier.function(g) else { continue };
             let made_by_caller = earlier.function(f).is_some_and(|ff| gf.qualname.starts_with(&format!("{}.<locals>.", ff.qualname)));
-            if made_by_caller {
+            // Code compiled from a string (a doctest's examples, `exec`): its file is a name in
+            // angle brackets, and each compile makes new code, as a lambda is made anew.
+            let from_string = gf.file.is_some() && gf.key_is_bracketed();
+            if made_by_caller || from_string {
                 continue;
             }
             let test_code = gf.file.as_deref().is_some_and(crate::plumbing::is_test_file);
@@ -125,15 +129,19 @@ mod tests {
 
     /// `lexer` filled a cache in the first test (the second only reads it): flagged. `key`
     /// made a lambda and called it in the first test only: each call of `key` makes its
-    /// lambda anew, so that is a branch, not state.
+    /// lambda anew, so that is a branch, not state. Nor is the code `run` compiled from a
+    /// string and ran in the first test only (a doctest's example: each test's is its own).
     #[test]
     fn a_cache_filled_earlier_is_state_a_callers_own_lambda_is_not() {
-        let names = ["test_a", "test_b", "tokenize", "lexer", "key", "key.<locals>.<lambda>"];
-        let funcs = std::sync::Arc::new(py_funcs(&names));
+        let names = ["test_a", "test_b", "tokenize", "lexer", "key", "key.<locals>.<lambda>", "run", "<module>", "<module>"];
+        let mut funcs = py_funcs(&names);
+        funcs[7].file = Some("<doctest m.a[0]>".into());
+        funcs[8].file = Some("<doctest m.b[0]>".into());
+        let funcs = std::sync::Arc::new(funcs);
         let classes: Vec<_> = funcs.iter().map(crate::fold::fold_class).collect();
         let fold = |evs: &[Ev]| crate::fold::fold_events(funcs.clone(), &classes, Ev::events(evs)).0;
-        let first = fold(&[C(0), C(2), C(3), R, R, C(2), R, C(4), C(5), R, R, R]);
-        let second = fold(&[C(1), C(2), R, C(4), R, R]);
+        let first = fold(&[C(0), C(2), C(3), R, R, C(2), R, C(4), C(5), R, R, C(6), C(7), R, R, R]);
+        let second = fold(&[C(1), C(2), R, C(4), R, C(6), C(8), R, R, R]);
         let mut test = crate::testrun::test_run("t.py::test_b", trace_format::TestOutcome::Failed);
         test.seq = 1;
         let kinds = vec![super::FuncKind::Other; names.len()];

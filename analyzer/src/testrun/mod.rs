@@ -236,8 +236,32 @@ pub fn outcome_line(t: &TestRun, cwd: &Path) -> String {
     }
     let f = t.failure.as_ref();
     let head = failure_head(t).unwrap_or_else(|| "(no failure recorded: the process ended inside the test)".into());
-    let at = f.and_then(|f| f.file.as_deref().map(|file| format!(" at {}", place(file, f.line, cwd)))).unwrap_or_default();
+    let at = f.and_then(failure_place).map(|(file, line)| format!(" at {}", place(&file, line, cwd))).unwrap_or_default();
     format!("{}: {}{}", escape::line(&t.id), escape::line(&head), escape::line(&at))
+}
+
+/// Where a failure happened (file as the runner gives it, line): the place the runner
+/// recorded, except for a doctest run by unittest (`DocTestCase`), whose recorded place is
+/// doctest's own `raise` (`stdlib/doctest.py:2247`) while its message names the first failing
+/// example's: `File "/p/m/more.py", line 1929, in m.more.divide` after a line of dashes.
+pub fn failure_place(f: &trace_format::TestFailure) -> Option<(String, Option<u32>)> {
+    let message = f.message.as_deref().unwrap_or("");
+    if message.starts_with("Failed doctest test for ") {
+        let mut lines = message.lines();
+        while let Some(l) = lines.next() {
+            if !(l.len() >= 10 && l.bytes().all(|b| b == b'-')) {
+                continue;
+            }
+            let example = lines.next().and_then(|l| l.trim().strip_prefix("File \"")).and_then(|r| r.split_once("\", line "));
+            if let Some((file, rest)) = example {
+                let line = rest.split(|c: char| !c.is_ascii_digit()).next().and_then(|n| n.parse().ok());
+                if line.is_some() {
+                    return Some((file.to_string(), line));
+                }
+            }
+        }
+    }
+    Some((f.file.clone()?, f.line))
 }
 
 /// The first line of a test's failure (None without one): its message's (else the report's),
@@ -296,7 +320,15 @@ pub fn outcome_texts(t: &TestRun, subs: &[&TestRun], cwd: &Path) -> Vec<String> 
 /// ranking ([`crate::analysis::PreparedTrace::failure_frames`]); none for other outcomes.
 pub fn failure_frames(t: &TestRun) -> Vec<(String, u32)> {
     match (&t.failure, t.outcome.is_failure()) {
-        (Some(f), true) => f.frames.iter().filter_map(|fr| Some((fr.file.clone(), fr.line?))).collect(),
+        (Some(f), true) => {
+            let mut frames: Vec<(String, u32)> = f.frames.iter().filter_map(|fr| Some((fr.file.clone(), fr.line?))).collect();
+            // A doctest's failing example, in the docstring of the function it documents, is
+            // where it failed: the innermost frame.
+            if let Some((file, Some(line))) = failure_place(f).filter(|(file, _)| Some(file) != f.file.as_ref()) {
+                frames.push((file, line));
+            }
+            frames
+        }
         _ => Vec::new(),
     }
 }
@@ -329,8 +361,8 @@ pub fn outcome_text(t: &TestRun, cwd: &Path) -> String {
         s.push_str("The test never finished: its process ended inside it (a crash, os._exit, a kill or a timeout).\n");
     }
     if let Some(f) = &t.failure {
-        if let Some(file) = &f.file {
-            let _ = writeln!(s, "at {}", place(file, f.line, cwd));
+        if let Some((file, line)) = failure_place(f) {
+            let _ = writeln!(s, "at {}", place(&file, line, cwd));
         }
         match (&f.report, &f.message) {
             (Some(r), _) => {
@@ -550,6 +582,38 @@ pub(crate) fn test_run(id: &str, outcome: TestOutcome) -> TestRun {
 
 #[cfg(test)]
 mod tests {
+    /// A doctest that unittest ran failed at its first failing example, which its message
+    /// names, not at doctest's own `raise`; other failures are where the runner put them.
+    #[test]
+    fn a_doctest_fails_at_its_first_failing_example() {
+        let mut t = super::test_run("m.more.divide", trace_format::TestOutcome::Failed);
+        let message = "Failed doctest test for m.more.divide\n  File \"/p/m/more.py\", line 1915, in divide\n\n\
+                       ----------------------------------------------------------------------\n\
+                       File \"/p/m/more.py\", line 1929, in m.more.divide\nFailed example:\n    divide(3, x)\n";
+        t.failure = Some(trace_format::TestFailure {
+            exception: Some("AssertionError".into()),
+            message: Some(message.into()),
+            file: Some("/usr/lib/python3.12/doctest.py".into()),
+            line: Some(2247),
+            frames: vec![trace_format::testrun::TestFrame {
+                file: "/usr/lib/python3.12/doctest.py".into(),
+                line: Some(2247),
+                message: Some("runTest".into()),
+                function: None,
+            }],
+            ..Default::default()
+        });
+        let cwd = std::path::Path::new("/p");
+        assert_eq!(super::outcome_line(&t, cwd), "m.more.divide: AssertionError: Failed doctest test for m.more.divide at m/more.py:1929");
+        assert!(super::outcome_text(&t, cwd).contains("\nat m/more.py:1929\n"), "{}", super::outcome_text(&t, cwd));
+        assert_eq!(super::failure_frames(&t), [("/usr/lib/python3.12/doctest.py".to_string(), 2247), ("/p/m/more.py".to_string(), 1929)]);
+        // Not a doctest's message: the recorded place.
+        if let Some(f) = t.failure.as_mut() {
+            f.message = Some(message.replace("Failed doctest test for", "Failed test for"));
+        }
+        assert_eq!(super::failure_place(t.failure.as_ref().unwrap()), Some(("/usr/lib/python3.12/doctest.py".into(), Some(2247))));
+    }
+
     use super::*;
 
     fn run(id: &str, outcome: TestOutcome) -> TestRun {
