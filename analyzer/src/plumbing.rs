@@ -21,7 +21,7 @@ use crate::native::paths::cargo_crate;
 use crate::pathclass::{module_name, origin, Origin};
 use crate::select::Selection;
 use regex::Regex;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
 /// Installed packages that only parse a command line, dispatch to the program or manage
@@ -346,16 +346,47 @@ impl TableFacts {
 /// (the tests, their fixtures, the code under test) moves up to their callers. The one rule for
 /// tests' trees ([`crate::analysis::prepare`]) and, with [`Plumbing::test_runners`], for whole
 /// runs' (`slice diff`); [`Plumbing::splices_runner`] says when.
+///
+/// The standard library the runner called for its own work (pathlib for collecting, `ast` for
+/// rewriting assertions, `inspect` for reports: what `--stdlib` shows) goes with it: a standard
+/// library call of a runner function that reaches no code but the runner's and the standard
+/// library's is dropped, with its callees. One that leads to a test (unittest's `TestCase.run`
+/// under pytest) stays.
 pub fn splice_runner(tree: CallTree, collapsed: &HashSet<u32>, cwd: &Path) -> CallTree {
-    let runner: HashSet<u32> = collapsed
-        .iter()
-        .copied()
-        .filter(|&f| tree.function(f).is_some_and(|f| crate::testrun::function_kind(f, cwd) == crate::testrun::FuncKind::Runner))
-        .collect();
+    use crate::testrun::{function_kind, FuncKind};
+    let runner: HashSet<u32> =
+        collapsed.iter().copied().filter(|&f| tree.function(f).is_some_and(|f| function_kind(f, cwd) == FuncKind::Runner)).collect();
     if runner.is_empty() {
         return tree;
     }
-    tree.rebuild_into(|t, n| if runner.contains(&t.node(n).func) { Keep::Splice } else { Keep::Keep })
+    let mut kinds: HashMap<u32, FuncKind> = HashMap::new();
+    let mut kind = |f: u32| *kinds.entry(f).or_insert_with(|| tree.function(f).map_or(FuncKind::Other, |x| function_kind(x, cwd)));
+    // Whether each node's subtree holds code that is neither the runner's nor the standard
+    // library's (children have larger ids than their parent).
+    let n = tree.len() + 1; // (the root included)
+    let mut reaches_code = vec![false; n];
+    for id in (1..n).rev() {
+        let node = tree.node(id as NodeId);
+        reaches_code[id] |= kind(node.func).is_code();
+        if reaches_code[id] {
+            reaches_code[node.parent as usize] = true;
+        }
+    }
+    let runners_stdlib: Vec<bool> = (0..n)
+        .map(|id| {
+            let node = tree.node(id as NodeId);
+            id != 0 && !reaches_code[id] && runner.contains(&tree.node(node.parent).func) && kind(node.func) == FuncKind::Stdlib
+        })
+        .collect();
+    tree.rebuild_into(|t, n| {
+        if runners_stdlib[n as usize] {
+            Keep::Drop
+        } else if runner.contains(&t.node(n).func) {
+            Keep::Splice
+        } else {
+            Keep::Keep
+        }
+    })
 }
 
 #[cfg(test)]
@@ -507,15 +538,24 @@ mod tests {
             f("pytest_runtest_makereport", &format!("{SP}/_pytest/runner.py")),
             f("Item.repr_failure", &format!("{SP}/_pytest/python.py")),
             f("Options.__repr__", "/p/app/options.py"),
+            f("Path.exists", "/v/lib/python3.11/pathlib.py"),
+            f("TestCase.run", "/v/lib/python3.11/unittest/case.py"),
+            f("TestCase.assertEqual", "/v/lib/python3.11/unittest/case.py"),
         ]);
         let mut b = TreeBuilder::new(funcs);
         let main = b.child(ROOT, 0);
         let hook = b.child(main, 1);
+        // The runner's own use of the standard library (what `--stdlib` keeps): dropped.
+        b.child(hook, 10);
         let call = b.child(hook, 2);
         let test = b.child(call, 3);
         let invoke = b.child(test, 4);
         b.child(invoke, 5);
         b.child(test, 6);
+        // The standard library that leads to a test, and that a test calls: kept.
+        let run = b.child(call, 11);
+        let unit = b.child(run, 3);
+        b.child(unit, 12);
         let report = b.child(hook, 7);
         let repr = b.child(report, 8);
         b.child(repr, 9);
@@ -527,7 +567,15 @@ mod tests {
         assert!(diff.splices_runner(false) && diff.splices_runner(true));
         assert_eq!(
             names(&splice_runner(c.tree, &c.funcs, cwd)),
-            ["test_option_parsing", "  CliRunner.invoke", "    Parser.parse_args", "Options.__repr__"]
+            [
+                "test_option_parsing",
+                "  CliRunner.invoke",
+                "    Parser.parse_args",
+                "TestCase.run",
+                "  test_option_parsing",
+                "    TestCase.assertEqual",
+                "Options.__repr__"
+            ]
         );
         // A prompt's rule splices the runner out of tests' trees only; without plumbing, never.
         let prompt = Plumbing::for_prompt("Why?", &[], &Selection::default());
