@@ -333,6 +333,19 @@ pub fn failure_frames(t: &TestRun) -> Vec<(String, u32)> {
     }
 }
 
+/// How long a test took: as its runner measured it where it did (pytest's setup, call and
+/// teardown phases, what `pytest --durations` reports), else the recorder's time from the
+/// test's start to its end, which also holds the runner's own work inside it (under tracing,
+/// formatting a failure's report can take longer than the test).
+pub fn test_duration(t: &TestRun) -> Option<u64> {
+    let phases: u64 = t.phases.iter().map(|p| p.duration_ns).sum();
+    if phases > 0 {
+        Some(phases)
+    } else {
+        t.duration_ns
+    }
+}
+
 /// A place a runner reported (a failure's file and line, a traceback frame's), as the rest of a
 /// prompt shows paths ([`crate::analysis::display_path`]'s rule, unescaped: the caller escapes
 /// the whole text): pytest gives paths relative to the directory it ran in, unittest absolute
@@ -353,7 +366,7 @@ pub fn outcome_text(t: &TestRun, cwd: &Path) -> String {
     if let Some(p) = phase {
         let _ = write!(s, " (in {p})");
     }
-    if let Some(d) = t.duration_ns {
+    if let Some(d) = test_duration(t) {
         let _ = write!(s, ", {}", duration(d));
     }
     s.push('\n');
@@ -582,6 +595,24 @@ pub(crate) fn test_run(id: &str, outcome: TestOutcome) -> TestRun {
 
 #[cfg(test)]
 mod tests {
+    /// A pytest test's duration is its phases' (what pytest measured), not the recorder's time
+    /// from its start to its end, which holds the report's formatting; without phases
+    /// (unittest), the latter.
+    #[test]
+    fn a_tests_duration_is_the_runners_where_it_measured_one() {
+        let mut t = super::test_run("t.py::test_x", trace_format::TestOutcome::Failed);
+        t.duration_ns = Some(375_000_000);
+        assert_eq!(super::test_duration(&t), Some(375_000_000));
+        t.phases = ["setup", "call", "teardown"]
+            .iter()
+            .zip([1_000_000, 2_000_000, 500_000])
+            .map(|(w, d)| trace_format::testrun::TestPhase { when: w.to_string(), outcome: "passed".into(), duration_ns: d })
+            .collect();
+        assert_eq!(super::test_duration(&t), Some(3_500_000));
+        let text = super::outcome_text(&t, std::path::Path::new("/p"));
+        assert_eq!(text, format!("FAILED t.py::test_x, {}", super::duration(3_500_000)));
+    }
+
     /// A doctest that unittest ran failed at its first failing example, which its message
     /// names, not at doctest's own `raise`; other failures are where the runner put them.
     #[test]

@@ -338,7 +338,7 @@ impl TestTable {
             out.push(format!(
                 "{:<11} {:>9} {:>9}  {}{}",
                 t.outcome.name(),
-                t.duration_ns.map(duration).unwrap_or_else(|| "-".into()),
+                super::test_duration(t).map(duration).unwrap_or_else(|| "-".into()),
                 if sub { "-".to_string() } else { r.calls.to_string() },
                 if sub { "  " } else { "" },
                 escape::line(&t.id)
