@@ -873,6 +873,26 @@ fn a_reference_into_another_tree_names_that_tree() {
     assert!(tb.ends_with(" [same calls as above, in `test t.py::test_a of run 1`]"), "{tb}");
 }
 
+/// A reference to another function of the same name (each doctest example is a `<module>` of
+/// its own) gives that function's place: the name alone would read as the line's own.
+#[test]
+fn a_reference_to_a_namesake_gives_its_place() {
+    let fx = fixture();
+    let mut m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
+    let a = m.traces[0].threads[0].clone();
+    let top = a.nodes[0].func;
+    let Some(mut twin) = m.funcs.get(top).cloned() else { panic!("the top function") };
+    let (name, place) = (twin.qualname.clone(), format!("{}:{}", twin.file, twin.line.unwrap_or(0)));
+    twin.key = format!("{}#twin", twin.key).into();
+    twin.file = "<doctest m.f[1]>".into();
+    let mut b = a.clone();
+    b.nodes[0].func = m.funcs.insert(twin);
+    m.traces[0].threads = vec![a, b];
+    let doc = m.doc(Layout::DEFAULT, &Plan::default());
+    let tb = &doc.traces[0].threads[1].tree;
+    assert!(tb.lines().next().unwrap_or("").contains(&format!(" [same calls as `{name}` ({place}), in ")), "{tb}");
+}
+
 /// The context explains a tree mark only when a shown tree carries it: each legend line with
 /// its mark, in both bundled templates, and none of them for a tree without marks.
 #[test]

@@ -96,10 +96,19 @@ impl Model {
                 if n.descendants > 0 && whole {
                     match seen.get(&calls[i]) {
                         Some(&(k, at)) => {
-                            let what = if k == n.func {
-                                "above".to_string()
-                            } else {
-                                escape::code_span(self.funcs.get(k).map_or("", |f| f.qualname.as_str()))
+                            let what = match (self.funcs.get(k), self.funcs.get(n.func)) {
+                                _ if k == n.func => "above".to_string(),
+                                // Another function of the same name (each doctest example's
+                                // `<module>`): its place tells them apart.
+                                (Some(f), Some(own)) if f.qualname == own.qualname => format!(
+                                    "{} ({})",
+                                    escape::code_span(&f.qualname),
+                                    escape::line(&match f.line {
+                                        Some(l) => format!("{}:{l}", f.file),
+                                        None => f.file.clone(),
+                                    })
+                                ),
+                                (f, _) => escape::code_span(f.map_or("", |f| f.qualname.as_str())),
                             };
                             same = Some(match trees.get(at).filter(|_| at != tree) {
                                 Some(name) => format!(" [same calls as {what}, in {}]", escape::code_span(name)),
