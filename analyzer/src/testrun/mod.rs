@@ -245,23 +245,25 @@ pub fn outcome_line(t: &TestRun, cwd: &Path) -> String {
 /// doctest's own `raise` (`stdlib/doctest.py:2247`) while its message names the first failing
 /// example's: `File "/p/m/more.py", line 1929, in m.more.divide` after a line of dashes.
 pub fn failure_place(f: &trace_format::TestFailure) -> Option<(String, Option<u32>)> {
-    let message = f.message.as_deref().unwrap_or("");
-    if message.starts_with("Failed doctest test for ") {
-        let mut lines = message.lines();
-        while let Some(l) = lines.next() {
-            if !(l.len() >= 10 && l.bytes().all(|b| b == b'-')) {
-                continue;
-            }
-            let example = lines.next().and_then(|l| l.trim().strip_prefix("File \"")).and_then(|r| r.split_once("\", line "));
-            if let Some((file, rest)) = example {
-                let line = rest.split(|c: char| !c.is_ascii_digit()).next().and_then(|n| n.parse().ok());
-                if line.is_some() {
-                    return Some((file.to_string(), line));
-                }
+    doctest_example(f).map(|(file, line)| (file, Some(line))).or_else(|| Some((f.file.clone()?, f.line)))
+}
+
+/// The place of a failed doctest's first failing example, from its message ([`failure_place`]).
+fn doctest_example(f: &trace_format::TestFailure) -> Option<(String, u32)> {
+    let message = f.message.as_deref().filter(|m| m.starts_with("Failed doctest test for "))?;
+    let mut lines = message.lines();
+    while let Some(l) = lines.next() {
+        if !(l.len() >= 10 && l.bytes().all(|b| b == b'-')) {
+            continue;
+        }
+        let example = lines.next().and_then(|l| l.trim().strip_prefix("File \"")).and_then(|r| r.split_once("\", line "));
+        if let Some((file, rest)) = example {
+            if let Some(line) = rest.split(|c: char| !c.is_ascii_digit()).next().and_then(|n| n.parse().ok()) {
+                return Some((file.to_string(), line));
             }
         }
     }
-    Some((f.file.clone()?, f.line))
+    None
 }
 
 /// The first line of a test's failure (None without one): its message's (else the report's),
@@ -377,7 +379,9 @@ pub fn outcome_text(t: &TestRun, cwd: &Path) -> String {
         if let Some((file, line)) = failure_place(f) {
             let _ = writeln!(s, "at {}", place(&file, line, cwd));
         }
-        match (&f.report, &f.message) {
+        // A doctest's report quotes doctest's own `raise`; its message is the examples'.
+        let report = f.report.as_ref().filter(|_| doctest_example(f).is_none());
+        match (report, &f.message) {
             (Some(r), _) => {
                 s.push_str(r.trim_end());
                 s.push('\n');
@@ -636,7 +640,11 @@ mod tests {
         });
         let cwd = std::path::Path::new("/p");
         assert_eq!(super::outcome_line(&t, cwd), "m.more.divide: AssertionError: Failed doctest test for m.more.divide at m/more.py:1929");
-        assert!(super::outcome_text(&t, cwd).contains("\nat m/more.py:1929\n"), "{}", super::outcome_text(&t, cwd));
+        if let Some(f) = t.failure.as_mut() {
+            f.report = Some(">   raise self.failureException(self.format_failure(new.getvalue()))\nE   AssertionError: Failed".into());
+        }
+        let text = super::outcome_text(&t, cwd);
+        assert!(text.contains("\nat m/more.py:1929\nAssertionError: Failed doctest test for m.more.divide\n") && !text.contains("raise"), "{text}");
         assert_eq!(super::failure_frames(&t), [("/usr/lib/python3.12/doctest.py".to_string(), 2247), ("/p/m/more.py".to_string(), 1929)]);
         // Not a doctest's message: the recorded place.
         if let Some(f) = t.failure.as_mut() {
