@@ -783,6 +783,40 @@ fn a_diff_prompt_leads_with_the_function_whose_source_changed() {
     );
 }
 
+/// Doctests that unittest runs (a test module's `load_tests` adds them): a failing one is
+/// placed at its first failing example, in the docstring of the function it documents, and its
+/// prompt shows the examples' report, the function's source, and no other doctest's code as
+/// state built earlier.
+#[test]
+fn a_failing_doctest_is_placed_at_its_example() {
+    let d = scratch();
+    // (unittest runs a module's doctests by name: `double`'s, then the failing `halve`'s.)
+    let module = "def double(x):\n    \"\"\"Twice x.\n\n    >>> double(2)\n    4\n    \"\"\"\n    return x + x\n\n\n\
+                  def halve(x):\n    \"\"\"Half x.\n\n    >>> halve(4)\n    2\n    \"\"\"\n    return x // 2 + 1\n";
+    let test = "import doctest\nimport pkg.calc\n\n\ndef load_tests(loader, tests, ignore):\n    \
+                tests.addTests(doctest.DocTestSuite(pkg.calc))\n    return tests\n";
+    let proj = pkg_project(&d.path().join("proj"), ("calc.py", module), ("test_calc.py", test));
+    let py = venv_python();
+    let (t, code) = record(&proj, "doc.d", &[py.to_str().unwrap(), "-m", "unittest", "test_calc"]);
+    assert_eq!(code, 1);
+    let t = t.to_str().unwrap();
+    let table = slice(&["tests", t]);
+    assert!(table.contains("  pkg.calc.halve: AssertionError: Failed doctest test for pkg.calc.halve at pkg/calc.py:13\n"), "{table}");
+    let o = run(cmd("slice").current_dir(&proj).args(["from-trace", t, "--test", "pkg.calc.halve", "-q", "Why is halve(4) 3?"]));
+    let (p, err) = texts(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        p.contains("FAILED pkg.calc.halve, ")
+            && p.contains("\nat pkg/calc.py:13\nAssertionError: Failed doctest test for pkg.calc.halve\n"),
+        "{p}"
+    );
+    assert!(
+        p.contains("Failed example:\n    halve(4)\nExpected:\n    2\nGot:\n    3\n") && !p.contains("raise self.failureException"),
+        "{p}"
+    );
+    assert!(p.contains("#### `halve` (pkg/calc.py:10-16)") && !p.contains("built earlier") && !p.contains("`double`"), "{p}");
+}
+
 /// One checkout outside git, edited between a passing and a failing run: neither copy can be
 /// shown as the other run ran it, but the fingerprints each run took say the file differs. The
 /// diff says so (text and prompt) and claims neither the same lines nor per-test lines when no

@@ -21,7 +21,8 @@ const EARLIER_FUNCTIONS: usize = 20;
 ///
 /// A function defined inside `F` (`F.<locals>.g`, a lambda) is not state: each call of `F`
 /// makes it anew, so a call of it is a branch the test did not take. Nor is code compiled
-/// from a string (a doctest's examples, `<doctest m.f[0]>`): each test compiles its own.
+/// from a string (a doctest's examples, `<doctest m.f[0]>`): each test compiles its own; nor
+/// an import hook's method (`find_spec`, `exec_module`, ...): the import system's work.
 pub fn built_earlier(p: &crate::fold::ProcessTrees, test: &TestRun, kinds: &[FuncKind]) -> Vec<(usize, Vec<String>, CallTree)> {
     let Some(th) = p.threads.iter().find(|th| th.tid == test.tid) else { return Vec::new() };
     in_thread(&th.tests, test, kinds)
@@ -70,7 +71,11 @@ fn in_thread(tests: &[CallTree], test: &TestRun, kinds: &[FuncKind]) -> Vec<(usi
             // Code compiled from a string (a doctest's examples, `exec`): its file is a name in
             // angle brackets, and each compile makes new code, as a lambda is made anew.
             let from_string = gf.file.is_some() && gf.key_is_bracketed();
-            if made_by_caller || from_string {
+            // An import hook's method (setuptools' `DistutilsMetaFinder.find_spec`), which the
+            // import system called because a module was imported for the first time: the
+            // module is state an earlier test left, but the hook is not the code under test.
+            let import_hook = matches!(gf.name.as_str(), "find_spec" | "find_module" | "create_module" | "exec_module" | "load_module");
+            if made_by_caller || from_string || import_hook {
                 continue;
             }
             let test_code = gf.file.as_deref().is_some_and(crate::plumbing::is_test_file);
@@ -133,14 +138,25 @@ mod tests {
     /// string and ran in the first test only (a doctest's example: each test's is its own).
     #[test]
     fn a_cache_filled_earlier_is_state_a_callers_own_lambda_is_not() {
-        let names = ["test_a", "test_b", "tokenize", "lexer", "key", "key.<locals>.<lambda>", "run", "<module>", "<module>"];
+        let names = [
+            "test_a",
+            "test_b",
+            "tokenize",
+            "lexer",
+            "key",
+            "key.<locals>.<lambda>",
+            "run",
+            "<module>",
+            "<module>",
+            "DistutilsMetaFinder.find_spec",
+        ];
         let mut funcs = py_funcs(&names);
         funcs[7].file = Some("<doctest m.a[0]>".into());
         funcs[8].file = Some("<doctest m.b[0]>".into());
         let funcs = std::sync::Arc::new(funcs);
         let classes: Vec<_> = funcs.iter().map(crate::fold::fold_class).collect();
         let fold = |evs: &[Ev]| crate::fold::fold_events(funcs.clone(), &classes, Ev::events(evs)).0;
-        let first = fold(&[C(0), C(2), C(3), R, R, C(2), R, C(4), C(5), R, R, C(6), C(7), R, R, R]);
+        let first = fold(&[C(0), C(2), C(3), R, R, C(2), R, C(4), C(5), R, R, C(6), C(7), R, C(9), R, R, R]);
         let second = fold(&[C(1), C(2), R, C(4), R, C(6), C(8), R, R, R]);
         let mut test = crate::testrun::test_run("t.py::test_b", trace_format::TestOutcome::Failed);
         test.seq = 1;

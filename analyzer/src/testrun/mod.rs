@@ -644,7 +644,10 @@ mod tests {
             f.report = Some(">   raise self.failureException(self.format_failure(new.getvalue()))\nE   AssertionError: Failed".into());
         }
         let text = super::outcome_text(&t, cwd);
-        assert!(text.contains("\nat m/more.py:1929\nAssertionError: Failed doctest test for m.more.divide\n") && !text.contains("raise"), "{text}");
+        assert!(
+            text.contains("\nat m/more.py:1929\nAssertionError: Failed doctest test for m.more.divide\n") && !text.contains("raise"),
+            "{text}"
+        );
         assert_eq!(super::failure_frames(&t), [("/usr/lib/python3.12/doctest.py".to_string(), 2247), ("/p/m/more.py".to_string(), 1929)]);
         // Not a doctest's message: the recorded place.
         if let Some(f) = t.failure.as_mut() {
