@@ -669,6 +669,22 @@ fn a_diff_of_runs_that_call_the_same_functions_shows_the_lines_only_one_ran() {
     assert!(p.contains("#### `last_chunk` (pkg/chunks.py:1-5): both runs, the same lines\n"), "{p}");
 }
 
+/// Two checkouts of `pkg/sizes.py` (`source` of its comparison operator) with one test file,
+/// `fixed` (`<=`, the test passes) and `buggy` (`<`, it fails), each recorded by pytest: their
+/// traces.
+fn fixed_and_buggy(dir: &Path, source: &dyn Fn(&str) -> String, test: &str) -> (PathBuf, PathBuf) {
+    let py = venv_python();
+    let mut traces = Vec::new();
+    for (name, op) in [("fixed", "<="), ("buggy", "<")] {
+        let proj = pkg_project(&dir.join(name), ("sizes.py", &source(op)), ("test_sizes.py", test));
+        let (t, code) = record(&proj, &format!("{name}.d"), &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]);
+        assert_eq!(code, if op == "<=" { 0 } else { 1 });
+        traces.push(t);
+    }
+    let b = traces.pop().unwrap();
+    (traces.pop().unwrap(), b)
+}
+
 /// Two releases of a package, each in its own checkout (the fixed one passes, the buggy one
 /// fails): the fix changed a comparison, not which lines run, so only the functions' text tells
 /// the runs apart. The diff lists the function as changed and keeps its source first, ahead of
@@ -684,15 +700,8 @@ fn a_diff_of_two_checkouts_lists_the_function_whose_text_differs() {
     };
     let test = "from pkg.sizes import describe, is_small\n\n\ndef test_two_is_small():\n    assert describe([1, 2]) == '1, 2'\n    \
                 assert is_small(2)\n";
-    let py = venv_python();
-    let mut traces = Vec::new();
-    for (name, op) in [("fixed", "<="), ("buggy", "<")] {
-        let proj = pkg_project(&d.path().join(name), ("sizes.py", &source(op)), ("test_sizes.py", test));
-        let (t, code) = record(&proj, &format!("{name}.d"), &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]);
-        assert_eq!(code, if op == "<=" { 0 } else { 1 });
-        traces.push(t);
-    }
-    let (a, b) = (traces[0].to_str().unwrap(), traces[1].to_str().unwrap());
+    let (a, b) = fixed_and_buggy(d.path(), &source, test);
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
     // The summary counts it as a function whose source differs, not one that ran other lines.
     let (_, err) = texts(&run(cmd("slice").args(["diff", a, b])));
     assert!(err.contains("; 1 function both reached has different source\n") && !err.contains("ran different lines"), "{err}");
@@ -751,15 +760,8 @@ fn a_diff_prompt_leads_with_the_function_whose_source_changed() {
         )
     };
     let test = "from pkg.sizes import label\n\n\ndef test_two_is_small():\n    assert label(2) == 'small'\n";
-    let py = venv_python();
-    let mut traces = Vec::new();
-    for (name, op) in [("fixed", "<="), ("buggy", "<")] {
-        let proj = pkg_project(&d.path().join(name), ("sizes.py", &source(op)), ("test_sizes.py", test));
-        let (t, code) = record(&proj, &format!("{name}.d"), &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]);
-        assert_eq!(code, if op == "<=" { 0 } else { 1 });
-        traces.push(t);
-    }
-    let (a, b) = (traces[0].to_str().unwrap(), traces[1].to_str().unwrap());
+    let (a, b) = fixed_and_buggy(d.path(), &source, test);
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
     let o = run(cmd("slice").args(["diff", a, b, "--format", "prompt", "--no-budget", "-q", "Why is 2 not small?"]));
     let (p, err) = texts(&o);
     assert!(o.status.success(), "{err}");
