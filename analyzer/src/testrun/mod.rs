@@ -326,9 +326,7 @@ pub fn failure_frames(t: &TestRun) -> Vec<(String, u32)> {
             let mut frames: Vec<(String, u32)> = f.frames.iter().filter_map(|fr| Some((fr.file.clone(), fr.line?))).collect();
             // A doctest's failing example, in the docstring of the function it documents, is
             // where it failed: the innermost frame.
-            if let Some((file, Some(line))) = failure_place(f).filter(|(file, _)| Some(file) != f.file.as_ref()) {
-                frames.push((file, line));
-            }
+            frames.extend(doctest_example(f));
             frames
         }
         _ => Vec::new(),
