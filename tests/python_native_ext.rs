@@ -186,17 +186,20 @@ fn python_callbacks_of_a_c_function_nest_under_it_and_what_follows_does_not() {
         .current_dir(d.path())
         .args(["run", "-q", "-o", "cb.d", "--native-ext", "--"])
         .arg(&py)
-        .args(["callback_ext.py", "2000"]));
+        .args(["callback_ext.py", "100000"]));
     let (out, err) = texts(&o);
     assert!(o.status.success(), "{err}");
-    assert_eq!(out, "applied: 39973341\n", "the program's own output, untouched");
+    assert_eq!(out, "applied: 99998666671\n", "the program's own output, untouched");
     let tree = Tree::of(d.path(), "cb.d");
     let t = &tree.text;
     assert_eq!(tree.under("apply", "run").as_deref(), Some("×1"), "{t}");
-    assert_eq!(tree.under("item_weight", "apply").as_deref(), Some("×2000"), "{t}");
+    assert_eq!(tree.under("item_weight", "apply").as_deref(), Some("×100000"), "{t}");
     // Every callback, the last one too: the native shim closes `apply` at the first Python
     // call after it returned (`finish`), not at the native stream's next call (there is none).
-    assert_eq!(tree.under("scale", "apply").as_deref(), Some("×2000"), "{t}");
+    // And each one after `item_weight` returned, also where the returns did not fit in what
+    // was left of the native stream's window (100000 rounds fill several).
+    assert_eq!(tree.under("scale", "apply").as_deref(), Some("×100000"), "{t}");
+    assert_eq!(tree.under("scale", "item_weight"), None, "no callback under the helper that returned before it:\n{t}");
     assert_eq!(tree.under("scale", "run"), None, "no callback beside apply:\n{t}");
     assert_eq!(tree.under("finish", "run").as_deref(), Some("×1"), "finish beside apply, not under it:\n{t}");
 }
@@ -287,11 +290,24 @@ fn a_killed_trace_is_merged_when_it_is_read() {
         assert!(start.elapsed() < std::time::Duration::from_secs(20), "the program still runs");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    let native_funcs = std::fs::read_to_string(before[1].join("funcs.jsonl")).unwrap_or_default();
     let tree = Tree::of(d.path(), "k.d");
     let t = &tree.text;
     for (callee, caller) in [("apply", "run"), ("item_weight", "apply"), ("scale", "apply"), ("finish", "run")] {
-        assert!(tree.under(callee, caller).is_some(), "{callee} not under {caller}:\n{t}");
+        if tree.under(callee, caller).is_none() {
+            // What to look at if this fails again (seen once in CI, not reproduced since): the
+            // native records before the merge, and the merged stream's calls per function.
+            let o = run(cmd("trace").current_dir(d.path()).args(["dump", "k.d"]));
+            let mut calls = std::collections::BTreeMap::<String, usize>::new();
+            for l in String::from_utf8_lossy(&o.stdout).lines().filter(|l| l.contains("\"kind\":\"call\"")) {
+                let name = l.split("\"name\":\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("?");
+                *calls.entry(name.to_string()).or_default() += 1;
+            }
+            let slice_err = texts(&run(cmd("slice").current_dir(d.path()).args(["tree", "--color", "never", "k.d"]))).1;
+            panic!("{callee} not under {caller}:\n{t}\nslice's notes:\n{slice_err}\nnative funcs.jsonl before the merge:\n{native_funcs}\ncalls in the merged trace: {calls:?}");
+        }
     }
+    assert_eq!(tree.under("scale", "item_weight"), None, "{t}");
     assert_eq!(procs().len(), 1, "merged on disk, once: {:?}", procs());
     // Read again: nothing left to merge, the same tree.
     assert_eq!(Tree::of(d.path(), "k.d").text, tree.text);

@@ -66,8 +66,43 @@ pub extern "C" fn slice_trace_python_entry_ns() -> u64 {
         (lo, hi) if lo <= sp && sp < hi => hi,
         _ => 0,
     };
+    let mut full: libc::c_int = 0;
     // SAFETY: an event of the calling thread; `hi` is 0 or the top of the stack `sp` is on.
-    unsafe { slt_python_entry(sp, hi) }
+    let ns = unsafe { slt_python_entry(sp, hi, &mut full) };
+    if full == 0 {
+        return ns;
+    }
+    // SAFETY: this thread's block; `hi` as above.
+    unsafe { python_entry_slow(slt_thread_state(), sp, hi) };
+    // Read after the returns were written: they are not later than the Python event.
+    // SAFETY: reads the clock; keeps errno.
+    unsafe { slt_clock_now() }
+}
+
+/// The returns of [`slice_trace_python_entry_ns`] that found too little room in the window:
+/// written through the thread's writer, which moves to the next window, as an exit's slow
+/// path does ([`slt_exit_slow`]). A path of this thread that is live (the Python call runs in
+/// a signal handler that interrupted it) keeps the window: nothing is closed then.
+///
+/// # Safety
+/// `t` is the calling thread's block; `hi` is 0 or the top of the stack `sp` is on.
+unsafe fn python_entry_slow(t: *mut SltThread, sp: u64, hi: u64) {
+    // SAFETY: `t` is this thread's block (the contract), alive as long as the thread.
+    let _signals = near_window_end(unsafe { &*t });
+    // SAFETY: as above.
+    if held_by_live_path(unsafe { &*t }, sp) {
+        return;
+    }
+    let _busy = BusySp::set(t, frames::stack_pointer());
+    // SAFETY: as above; a live path this call interrupts made it return above.
+    let t = unsafe { &mut *t };
+    if !begin_slow(t) {
+        return;
+    }
+    // SAFETY: the thread is BUSY (this path holds the window); `hi` as the contract says.
+    let n = unsafe { slt_python_entry_ended(t, sp, hi) } as usize;
+    t.depth -= n as u64;
+    write_returns(t, n, false);
 }
 
 /// The clock's refinement, exported with [`slice_trace_clock_ns`]: hot.c moves to the refined

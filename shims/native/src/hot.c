@@ -625,19 +625,39 @@ static inline int python_entry_running(const struct slt_thread *t, uint64_t k, u
     return *(const uint64_t *)(f - 8) == r;
 }
 
+/* How many of the open calls, innermost first, have returned by a Python call at stack
+ * pointer `sp` (python_entry_running): up to the first one that may still run. */
+static inline uint64_t python_entry_ended(const struct slt_thread *t, uint64_t d, uint64_t sp, uint64_t hi)
+{
+    uint64_t n = 0;
+    while (n < d && !python_entry_running(t, d - 1 - n, sp, hi))
+        n++;
+    return n;
+}
+
+/* The same count for Rust's slow path (hooks.rs), which holds the window (mode BUSY). */
+SLT_HIDDEN uint64_t slt_python_entry_ended(const struct slt_thread *t, uint64_t sp, uint64_t hi)
+{
+    uint64_t d = t->depth;
+    return d > SLT_STACK_CAP || hi == 0 ? 0 : python_entry_ended(t, d, sp, hi);
+}
+
 /* A Python call or resume is about to be recorded (the Python shim, `trace run --native-ext`,
  * through hooks.rs's slice_trace_python_entry_ns): the open calls that have returned are
  * closed now, innermost first, up to the first one that may still run (python_entry_running),
  * so that the merge of the two streams (trace_format::pyext) finds each native frame's return
  * before the Python calls that follow it, and none before a callback it makes. Returns the
- * time, which the Python event takes: the returns written here are not later than it. Without
- * the window (a path holds it, the thread does not record, too little room), more open calls
- * than the shadow stack holds, or on an unknown stack, nothing is closed. */
-SLT_HIDDEN uint64_t slt_python_entry(uint64_t sp, uint64_t hi)
+ * time, which the Python event takes: the returns written here are not later than it. More
+ * open calls than the shadow stack holds, or an unknown stack: nothing is closed. A window
+ * that a path holds (a signal handler's call into Python inside a fast path): nothing either.
+ * A free window with too little room for the returns: nothing is written here and `*full` is
+ * set; Rust's slow path (hooks.rs) then writes them in the next window, as an exit does. */
+SLT_HIDDEN uint64_t slt_python_entry(uint64_t sp, uint64_t hi, int *full)
 {
     struct slt_thread *t = &slt_tls;
     uint64_t ns = event_ns(calibration());
     uint64_t d = t->depth;
+    *full = 0;
     if (LIKELY(d == 0))
         return ns ? ns : slt_now_slow();
     if (ns == 0)
@@ -645,22 +665,19 @@ SLT_HIDDEN uint64_t slt_python_entry(uint64_t sp, uint64_t hi)
     if (d > SLT_STACK_CAP || hi == 0)
         return ns;
     uint8_t *lim = take_limit(t, marker(sp), 1);
-    uint8_t *p = t->pos;
-    if (!((intptr_t)p < (intptr_t)lim)) {
-        if (taken(lim))
-            give_limit(t, lim);
+    if (!taken(lim))
         return ns;
-    }
-    uint64_t n = 0;
-    while (n < d && !python_entry_running(t, d - 1 - n, sp, hi))
-        n++;
-    if (n > 0 && (uint64_t)(lim - p) > n * SLT_EVENT_MAX) {
+    uint8_t *p = t->pos;
+    uint64_t n = python_entry_ended(t, d, sp, hi);
+    if (n > 0 && (intptr_t)p < (intptr_t)lim && (uint64_t)(lim - p) > n * SLT_EVENT_MAX) {
         for (uint64_t i = 0; i < n; i++)
             p = encode_return(p, delta(t, ns));
         __atomic_signal_fence(__ATOMIC_SEQ_CST);
         t->pos = p;
         t->depth = d - n;
         t->returns += n;
+    } else if (n > 0) {
+        *full = 1;
     }
     give_limit(t, lim);
     return ns;

@@ -89,7 +89,10 @@ extern "C" {
     pub(crate) fn slt_clock_now() -> u64;
     /// An event of the calling thread, whose stack pointer is `sp`; `hi` is 0 or the top of
     /// the stack `sp` is on (hot.c reads return-address slots between the two).
-    pub(crate) fn slt_python_entry(sp: u64, hi: u64) -> u64;
+    /// `full` is set when returns are due but the window has too little room for them.
+    pub(crate) fn slt_python_entry(sp: u64, hi: u64, full: *mut libc::c_int) -> u64;
+    /// The thread's block (`t`, BUSY: the caller holds the window); `sp`, `hi` as above.
+    pub(crate) fn slt_python_entry_ended(t: *const SltThread, sp: u64, hi: u64) -> u64;
 }
 
 /// Let hot.c read the clock's TSC calibration (it asks Rust's clock while there is none).
