@@ -483,7 +483,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                 // A test's tree starts at the test: the runner's lines on the way to it (its
                 // per-test protocol, the hook calls) are spliced out, what they led to stays.
                 // (A whole run's too for `slice diff`.)
-                tree = crate::plumbing::splice_runner(tree, &collapsed.funcs, &cwd);
+                tree = crate::plumbing::splice_runner(tree, &collapsed.funcs, &cwd, !test_label.is_empty());
             }
             shown += tree.len();
             if tree.is_empty() {

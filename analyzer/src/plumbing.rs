@@ -350,12 +350,28 @@ impl TableFacts {
 /// The standard library the runner called for its own work (pathlib for collecting, `ast` for
 /// rewriting assertions, `inspect` for reports: what `--stdlib` shows) goes with it: a standard
 /// library call of a runner function that reaches no code but the runner's and the standard
-/// library's is dropped, with its callees. One that leads to a test (unittest's `TestCase.run`
-/// under pytest) stays.
-pub fn splice_runner(tree: CallTree, collapsed: &HashSet<u32>, cwd: &Path) -> CallTree {
+/// library's is dropped, with its callees. One that leads to a test stays.
+///
+/// unittest's runner is the standard library's: `--stdlib` shows it instead of collapsing it,
+/// and a test's tree under `python -m unittest --stdlib` began with the runner's per-test
+/// protocol (`TestResult.startTest`, `_Outcome`, `TestCase._callSetUp`) and its failure report
+/// (`TextTestResult.addFailure` formatting the traceback, 100 of 173 nodes). Its functions are
+/// spliced as the collapsed runner's are, except where a test calls one itself (an assertion
+/// helper, `TestCase.assertEqual`): that call is the test's code, and stays (the standard
+/// library it called for its message goes, as under a collapsed runner's function).
+///
+/// `test_tree`: the tree is a test's, whose first level the runner called (unittest's
+/// `TestCase.run` is the test's boundary, not in the tree): a standard library call there
+/// that reaches no code (the `with` of `_Outcome.testPartExecutor`) is the runner's too.
+pub fn splice_runner(tree: CallTree, collapsed: &HashSet<u32>, cwd: &Path, test_tree: bool) -> CallTree {
+    use crate::pathclass::{origin, Origin};
     use crate::testrun::{function_kind, FuncKind};
-    let runner: HashSet<u32> =
+    let stdlib_runner = |f: &crate::symbols::Function| origin(f) == Origin::Stdlib && function_kind(f, cwd) == FuncKind::Runner;
+    let mut runner: HashSet<u32> =
         collapsed.iter().copied().filter(|&f| tree.function(f).is_some_and(|f| function_kind(f, cwd) == FuncKind::Runner)).collect();
+    let shown_runner: HashSet<u32> =
+        tree.nodes.iter().skip(1).map(|n| n.func).filter(|&f| tree.function(f).is_some_and(stdlib_runner)).collect();
+    runner.extend(shown_runner.iter().copied());
     if runner.is_empty() {
         return tree;
     }
@@ -372,16 +388,26 @@ pub fn splice_runner(tree: CallTree, collapsed: &HashSet<u32>, cwd: &Path) -> Ca
             reaches_code[node.parent as usize] = true;
         }
     }
+    // A shown runner function that a test calls itself (root's children: the test's own).
+    let called_by_code: Vec<bool> = (0..n)
+        .map(|id| {
+            let node = tree.node(id as NodeId);
+            id != 0 && shown_runner.contains(&node.func) && node.parent != 0 && kind(tree.node(node.parent).func).is_code()
+        })
+        .collect();
     let runners_stdlib: Vec<bool> = (0..n)
         .map(|id| {
             let node = tree.node(id as NodeId);
-            id != 0 && !reaches_code[id] && runner.contains(&tree.node(node.parent).func) && kind(node.func) == FuncKind::Stdlib
+            id != 0
+                && !reaches_code[id]
+                && (if node.parent == 0 { test_tree } else { runner.contains(&tree.node(node.parent).func) })
+                && kind(node.func) == FuncKind::Stdlib
         })
         .collect();
     tree.rebuild_into(|t, n| {
         if runners_stdlib[n as usize] {
             Keep::Drop
-        } else if runner.contains(&t.node(n).func) {
+        } else if runner.contains(&t.node(n).func) && !called_by_code[n as usize] {
             Keep::Splice
         } else {
             Keep::Keep
@@ -552,7 +578,8 @@ mod tests {
         let invoke = b.child(test, 4);
         b.child(invoke, 5);
         b.child(test, 6);
-        // The standard library that leads to a test, and that a test calls: kept.
+        // unittest's runner (`--stdlib` shows it) that leads to a test: spliced; what a test
+        // calls of it: kept.
         let run = b.child(call, 11);
         let unit = b.child(run, 3);
         b.child(unit, 12);
@@ -566,23 +593,76 @@ mod tests {
         let c = diff.collapse(&t, cwd, &entry);
         assert!(diff.splices_runner(false) && diff.splices_runner(true));
         assert_eq!(
-            names(&splice_runner(c.tree, &c.funcs, cwd)),
-            [
-                "test_option_parsing",
-                "  CliRunner.invoke",
-                "    Parser.parse_args",
-                "TestCase.run",
-                "  test_option_parsing",
-                "    TestCase.assertEqual",
-                "Options.__repr__"
-            ]
+            names(&splice_runner(c.tree, &c.funcs, cwd, false)),
+            ["test_option_parsing", "  CliRunner.invoke", "    Parser.parse_args", "  TestCase.assertEqual", "Options.__repr__"]
         );
         // A prompt's rule splices the runner out of tests' trees only; without plumbing, never.
         let prompt = Plumbing::for_prompt("Why?", &[], &Selection::default());
         assert!(prompt.splices_runner(true) && !prompt.splices_runner(false));
         assert!(!Plumbing::default().splices_runner(true));
-        // Nothing of the runner collapsed: the tree as it was.
-        assert_eq!(names(&splice_runner(t.clone(), &HashSet::new(), cwd)), names(&t));
+        // Nothing of the runner collapsed (a question that names pytest): pytest's lines stay;
+        // unittest's, which no rule collapses (the standard library's), go all the same.
+        assert_eq!(
+            names(&splice_runner(t.clone(), &HashSet::new(), cwd, false)),
+            [
+                "<module>",
+                "  _multicall",
+                "    Path.exists",
+                "    pytest_pyfunc_call",
+                "      test_option_parsing",
+                "        CliRunner.invoke",
+                "          Parser.parse_args",
+                "        _call_reprcompare",
+                "        TestCase.assertEqual",
+                "    pytest_runtest_makereport",
+                "      Item.repr_failure",
+                "        Options.__repr__"
+            ]
+        );
+    }
+
+    /// `python -m unittest --stdlib`: unittest's runner is the standard library's, shown, not
+    /// collapsed. A test's tree starts at the test all the same: the runner's per-test protocol
+    /// and its failure report (with the standard library it called for them) are gone; the
+    /// assertion helper the test called stays, without the standard library it called for its
+    /// message (difflib), as pytest's assertion report goes.
+    #[test]
+    fn unittests_runner_shown_with_the_standard_library_is_spliced_out_of_a_tests_tree() {
+        let ut = "/v/lib/python3.11/unittest";
+        let funcs = Arc::new(vec![
+            f("TestCase.run", &format!("{ut}/case.py")),
+            f("TestResult.startTest", &format!("{ut}/result.py")),
+            f("_GeneratorContextManager.__enter__", "/v/lib/python3.11/contextlib.py"),
+            f("_Outcome.testPartExecutor", &format!("{ut}/case.py")),
+            f("DivideTest.test_basic", "/p/tests/test_more.py"),
+            f("divide", "/p/more_itertools/more.py"),
+            f("TestCase.assertEqual", &format!("{ut}/case.py")),
+            f("SequenceMatcher.get_opcodes", "/v/lib/python3.11/difflib.py"),
+            f("TextTestResult.addFailure", &format!("{ut}/runner.py")),
+            f("extract_tb", "/v/lib/python3.11/traceback.py"),
+        ]);
+        let mut b = TreeBuilder::new(funcs);
+        // The test's tree: what `TestCase.run` (its boundary, not in the tree) called.
+        b.child(ROOT, 1);
+        let enter = b.child(ROOT, 2);
+        b.child(enter, 3);
+        let part = b.child(ROOT, 3);
+        let test = b.child(part, 4);
+        b.child(test, 5);
+        let assert = b.child(test, 6);
+        b.child(assert, 7);
+        let report = b.child(ROOT, 8);
+        b.child(report, 9);
+        let t = b.finish();
+        assert_eq!(
+            names(&splice_runner(t.clone(), &HashSet::new(), Path::new("/p"), true)),
+            ["DivideTest.test_basic", "  divide", "  TestCase.assertEqual"]
+        );
+        // A whole run's tree (`slice diff`): the first level is the program's.
+        assert_eq!(
+            names(&splice_runner(t, &HashSet::new(), Path::new("/p"), false)),
+            ["_GeneratorContextManager.__enter__", "DivideTest.test_basic", "  divide", "  TestCase.assertEqual"]
+        );
     }
 
     /// The rule read once per function table and applied per tree (`slice tests`' ranking):
