@@ -353,17 +353,53 @@ impl Identity {
     }
 }
 
-/// Each row of `unit`'s line table that has a line, as (address, file index, line), in the
-/// table's order (ends of sequences left out).
-fn each_row(unit: &gimli::UnitRef<R>, mut f: impl FnMut(u64, u64, u32)) {
+/// Each row of `unit`'s line table that has a line and covers code, as (address, file index,
+/// line), in the table's order (ends of sequences left out). A row covers the addresses up to
+/// the next row's: one followed by a row at the same address covers none. GCC at `-O2` ends
+/// a function with such rows (cmark-gfm's `commonmark_render`: line 599 at the address where
+/// `free_row_cells` begins, then line 50 there), which, taken as code, made `free_row_cells`
+/// end at line 601, its source 552 lines long.
+fn each_row(unit: &gimli::UnitRef<R>, f: impl FnMut(u64, u64, u32)) {
     let Some(program) = unit.line_program.clone() else { return };
     let mut rows = program.rows();
-    while let Ok(Some((_, row))) = rows.next_row() {
-        if row.end_sequence() {
+    let table = std::iter::from_fn(move || {
+        let (_, row) = rows.next_row().ok()??;
+        let line = row.line().map(|l| l.get().min(u32::MAX as u64) as u32);
+        Some(TableRow { address: row.address(), end_sequence: row.end_sequence(), file: row.file_index(), line })
+    });
+    covering_rows(table, f);
+}
+
+/// One row of a line table as [`covering_rows`] reads it.
+#[derive(Debug, Clone, Copy)]
+struct TableRow {
+    address: u64,
+    end_sequence: bool,
+    file: u64,
+    /// `None`: line 0, no line.
+    line: Option<u32>,
+}
+
+/// [`each_row`]'s rule: the rows that have a line and cover code (the next row, or the end of
+/// their sequence, is at a higher address), as (address, file, line).
+fn covering_rows(table: impl Iterator<Item = TableRow>, mut f: impl FnMut(u64, u64, u32)) {
+    // The row before, waiting for the next one's address.
+    let mut pending: Option<(u64, u64, u32)> = None;
+    for row in table {
+        if let Some(p) = pending.take() {
+            if row.address > p.0 {
+                f(p.0, p.1, p.2);
+            }
+        }
+        if row.end_sequence {
             continue;
         }
-        let Some(line) = row.line() else { continue };
-        f(row.address(), row.file_index(), line.get().min(u32::MAX as u64) as u32);
+        if let Some(line) = row.line {
+            pending = Some((row.address, row.file, line));
+        }
+    }
+    if let Some(p) = pending {
+        f(p.0, p.1, p.2);
     }
 }
 
@@ -596,6 +632,28 @@ pub fn lines_over(dwarf: &gimli::Dwarf<R>, ranges: &[(u64, u64)]) -> Result<Hash
 
 #[cfg(test)]
 mod tests {
+
+    /// A row covers the addresses up to the next row's: cmark-gfm's `commonmark_render` (lines
+    /// 562-601) ended with a row of line 599 at the address where `free_row_cells` (lines
+    /// 50-56) begins, followed by that function's first row there.
+    #[test]
+    fn a_row_followed_by_one_at_the_same_address_covers_no_code() {
+        let row = |address, line| TableRow { address, end_sequence: false, file: 1, line: Some(line) };
+        let table = [
+            row(0x3cd70, 564),
+            row(0x3cd70, 565),
+            row(0x3cf7b, 599),
+            row(0x3cf80, 599),
+            row(0x3cf80, 50),
+            TableRow { address: 0x3cf84, end_sequence: false, file: 1, line: None },
+            row(0x3cf90, 52),
+            TableRow { address: 0x3cfa0, end_sequence: true, file: 1, line: None },
+        ];
+        let mut seen = Vec::new();
+        covering_rows(table.into_iter(), |a, _, l| seen.push((a, l)));
+        assert_eq!(seen, [(0x3cd70, 565), (0x3cf7b, 599), (0x3cf80, 50), (0x3cf90, 52)]);
+    }
+
     use super::*;
 
     /// An instance's own code is its ranges less its nested instances', and the call sites of
