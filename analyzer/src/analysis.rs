@@ -461,7 +461,17 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             pruned += removed;
             after_prune += tree.len();
             if opts.selection.hide_stdlib {
-                stdlib_hidden += crate::empty::count_origin(&tree, crate::pathclass::Origin::Stdlib);
+                // What `--stdlib` would show: in a test's tree, not the standard library the
+                // runner called for its own work, which goes with the runner
+                // (`plumbing::splice_runner`); counted, the note told of 642 hidden nodes in a
+                // test whose tree `--stdlib` left at the same 4.
+                let counted = if !test_label.is_empty() && opts.plumbing.splices_runner(true) {
+                    let every: std::collections::HashSet<u32> = (0..tree.funcs.len() as u32).collect();
+                    std::borrow::Cow::Owned(crate::plumbing::splice_runner(tree.clone(), &every, &cwd, true))
+                } else {
+                    std::borrow::Cow::Borrowed(&tree)
+                };
+                stdlib_hidden += crate::empty::count_origin(&counted, crate::pathclass::Origin::Stdlib);
             }
             // `--no-site-packages` keeps a program that is itself an installed package.
             let program_selection;
@@ -621,8 +631,14 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
         );
     }
     if opts.tests.is_some() {
+        let mut shown_failures = crate::testrun::ShownFailures::default();
         for (_, x, subs) in &chosen {
-            outcome.extend(crate::testrun::outcome_texts(x, subs, &cwd));
+            outcome.extend(
+                crate::testrun::outcome_texts(x, subs, &cwd)
+                    .into_iter()
+                    .zip(std::iter::once(&**x).chain(subs.iter().copied()))
+                    .map(|(text, t)| shown_failures.say(&t.id, text)),
+            );
             failure_frames.push(crate::testrun::failure_frames(x));
             for s in subs {
                 failure_frames.push(crate::testrun::failure_frames(s));

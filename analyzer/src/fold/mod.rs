@@ -582,6 +582,12 @@ fn fold_stream(
 /// inlined code of the innermost open function made ([`crate::symbols::ResolvedProcess::wraps`])
 /// gets that inlined code's chain opened before it and closed with its return: the chain's
 /// nodes take the call's time.
+///
+/// A level of a chain that is the function of the level right above it (the frame it runs
+/// in, or the open call's) is that function's own code, not a call: GCC at `-O2` describes
+/// some inlined functions as an instance of themselves inside their inlined instance (and an
+/// out-of-line function as holding one of itself), which showed as `incr_table_row_count
+/// [inlined]` under itself, "recursive". Such a level opens no node ([`same_function`]).
 fn with_inlined<'a, I>(
     events: I,
     funcs: &'a [Function],
@@ -591,39 +597,61 @@ fn with_inlined<'a, I>(
 where
     I: IntoIterator<Item = Result<Event, FormatError>> + 'a,
 {
-    // For each open call: its function, how many extra frames its return closes, and for an
-    // inline probe's, the time of its call.
-    let mut open: Vec<(u32, usize, Option<u64>)> = Vec::new();
+    // For each open call: its function, the innermost frame it opened (or the one it runs in,
+    // when it opened none), how many frames its return closes, and for an inline probe's, the
+    // time of its call.
+    let mut open: Vec<(u32, u32, usize, Option<u64>)> = Vec::new();
     let chain = move |inner: u32| chains.get(&inner).map_or(&[][..], |c| c.as_slice());
+    let same =
+        move |a: u32, b: u32| a == b || matches!((funcs.get(a as usize), funcs.get(b as usize)), (Some(x), Some(y)) if same_function(x, y));
+    // The frames of `levels` that open a node under `top`: each one not the function above it.
+    let frames = move |top: Option<u32>, levels: &mut dyn Iterator<Item = u32>| -> Vec<u32> {
+        let mut out: Vec<u32> = Vec::new();
+        for f in levels {
+            if !out.last().copied().or(top).is_some_and(|above| same(above, f)) {
+                out.push(f);
+            }
+        }
+        out
+    };
     events.into_iter().flat_map(move |ev| -> Vec<Result<Event, FormatError>> {
+        let top = open.last().map(|&(_, inner, ..)| inner);
         match ev {
             Ok(Event::Call { func, ts }) if funcs.get(func as usize).is_some_and(|f| f.inlined) => {
-                let outer = chain(func);
-                open.push((func, outer.len(), Some(ts)));
-                outer.iter().map(|&f| Ok(Event::Call { func: f, ts })).chain([Ok(Event::Call { func, ts })]).collect()
+                let opened = frames(top, &mut chain(func).iter().copied().chain([func]));
+                open.push((func, opened.last().copied().or(top).unwrap_or(func), opened.len(), Some(ts)));
+                opened.into_iter().map(|f| Ok(Event::Call { func: f, ts })).collect()
             }
             Ok(Event::Call { func, ts }) => {
                 let made_by = open.last().and_then(|&(caller, ..)| wraps.get(&(caller, func))).copied();
                 let Some(inner) = made_by else {
-                    open.push((func, 0, None));
+                    open.push((func, func, 1, None));
                     return vec![ev];
                 };
-                let outer = chain(inner);
-                open.push((func, outer.len() + 1, None));
-                outer.iter().chain([&inner, &func]).map(|&f| Ok(Event::Call { func: f, ts })).collect()
+                let mut opened = frames(top, &mut chain(inner).iter().copied().chain([inner]));
+                opened.push(func);
+                open.push((func, func, opened.len(), None));
+                opened.into_iter().map(|f| Ok(Event::Call { func: f, ts })).collect()
             }
             Ok(Event::Resume { func, .. }) => {
-                open.push((func, 0, None));
+                open.push((func, func, 1, None));
                 vec![ev]
             }
             Ok(Event::Return { ts }) => {
-                let (_, n, at) = open.pop().unwrap_or((u32::MAX, 0, None));
+                let (_, _, n, at) = open.pop().unwrap_or((u32::MAX, u32::MAX, 1, None));
                 let ts = at.unwrap_or(ts);
-                (0..=n).map(|_| Ok(Event::Return { ts })).collect()
+                (0..n).map(|_| Ok(Event::Return { ts })).collect()
             }
             other => vec![other],
         }
     })
+}
+
+/// Whether two function records are one function of the source (an inlined instance's
+/// record and the out-of-line function's, or two instances'): the same name, file and first
+/// line.
+fn same_function(a: &Function, b: &Function) -> bool {
+    a.qualname == b.qualname && a.file == b.file && a.first_line == b.first_line
 }
 
 #[cfg(test)]

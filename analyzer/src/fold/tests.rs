@@ -104,6 +104,41 @@ fn an_inline_probe_opens_its_chain_of_inlined_functions_and_takes_no_time() {
     assert_eq!((time("main"), time("run"), time("step")), (200, 0, 0));
 }
 
+/// GCC at `-O2` (cmark-gfm): an inlined function described as an instance of itself inside
+/// its inlined instance, and an out-of-line function holding an inlined instance of itself.
+/// A level that is the function of the level above it is its own code: one node, not a
+/// "recursive" one under it.
+#[test]
+fn an_inlined_function_inside_an_instance_of_itself_is_one_node() {
+    // main (0) and table_add_align (1) out of line; inlined records: incr (2), incr again (3,
+    // the nested instance: same name, file, line), free_row (4), table_add_align (5).
+    let mut funcs = py_funcs(&["main", "table_add_align", "incr", "incr", "free_row", "table_add_align"]);
+    for f in &mut funcs[2..] {
+        f.inlined = true;
+    }
+    for f in funcs.iter_mut() {
+        f.file = Some("table.c".into());
+        f.first_line = Some(match f.name.as_str() {
+            "incr" => 98,
+            "free_row" => 58,
+            "table_add_align" => 729,
+            _ => 1,
+        });
+    }
+    // Probe 3 (incr in incr), probe 4 (free_row in itself: chain [4]), probe 5 in the
+    // out-of-line table_add_align (chain [5]: it within itself).
+    let chains: HashMap<u32, Vec<u32>> = [(3, vec![2]), (4, vec![4]), (5, vec![])].into_iter().collect();
+    let funcs = Arc::new(funcs);
+    let classes = vec![FoldClass::Visible; 6];
+    let call = |func, ts| Ok(Event::Call { func, ts });
+    let ret = |ts| Ok(Event::Return { ts });
+    let evs = vec![call(0, 0), call(3, 10), ret(11), call(4, 20), ret(21), call(1, 30), call(5, 31), ret(32), ret(40), ret(100)];
+    let (t, info) = fold_events(funcs.clone(), &classes, with_inlined(evs, &funcs[..], &chains, &HashMap::new()));
+    assert_eq!(show(&t), vec!["main x1", "  incr x1", "  free_row x1", "  table_add_align x1"]);
+    assert_eq!((info.unmatched_returns, info.open_at_end), (0, 0));
+    assert!(t.preorder().into_iter().all(|n| !t.node(n).recursive));
+}
+
 #[test]
 fn a_call_made_by_inlined_code_goes_under_its_chain_of_inlined_functions() {
     // main (0) calls print (1) twice, from code of `step` (2) inlined into `run` (3) inlined

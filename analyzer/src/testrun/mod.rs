@@ -318,6 +318,31 @@ pub fn outcome_texts(t: &TestRun, subs: &[&TestRun], cwd: &Path) -> Vec<String> 
     out
 }
 
+/// The failures a prompt has shown, to say a repeated one in a line: tests that fail alike (one
+/// bug under a parametrized test) have the same place, report and traceback, and a prompt of
+/// five of them repeated one block four times (about 100 tokens each).
+#[derive(Default)]
+pub struct ShownFailures {
+    /// (what follows the first line of an [`outcome_text`], the test's id).
+    seen: Vec<(String, String)>,
+}
+
+impl ShownFailures {
+    /// `text` (the [`outcome_text`] of test `id`), or its first line and a line naming the test
+    /// above whose failure reads the same.
+    pub fn say(&mut self, id: &str, text: String) -> String {
+        let Some((head, body)) = text.split_once('\n') else { return text };
+        if body.trim().is_empty() {
+            return text;
+        }
+        if let Some((_, earlier)) = self.seen.iter().find(|(b, _)| b == body) {
+            return format!("{head}\nFailed as {earlier} above: the same place, report and traceback.");
+        }
+        self.seen.push((body.to_string(), id.to_string()));
+        text
+    }
+}
+
 /// The traceback frames of a failing test (file as the runner gives it, line), for the
 /// ranking ([`crate::analysis::PreparedTrace::failure_frames`]); none for other outcomes.
 pub fn failure_frames(t: &TestRun) -> Vec<(String, u32)> {
@@ -681,6 +706,22 @@ mod tests {
 
     /// A test runner's run that recorded no test says why when its status tells: pytest's
     /// "no tests collected" (5) is not a missing recorder; a program's status is nobody's.
+    #[test]
+    fn a_failure_that_reads_as_one_shown_above_is_said_in_a_line() {
+        let mut shown = super::ShownFailures::default();
+        let a = "FAILED t.py::test_calc[a], 2 ms\nat pkg/duration.py:175\nE   ValueError: day is out of range".to_string();
+        let b = "FAILED t.py::test_calc[b], 3 ms\nat pkg/duration.py:175\nE   ValueError: day is out of range".to_string();
+        let c = "FAILED t.py::test_sub[c], 1 ms\nat pkg/duration.py:190\nE   ValueError: day is out of range".to_string();
+        assert_eq!(shown.say("t.py::test_calc[a]", a.clone()), a);
+        assert_eq!(
+            shown.say("t.py::test_calc[b]", b),
+            "FAILED t.py::test_calc[b], 3 ms\nFailed as t.py::test_calc[a] above: the same place, report and traceback."
+        );
+        assert_eq!(shown.say("t.py::test_sub[c]", c.clone()), c);
+        // A passing test's one line stays.
+        assert_eq!(shown.say("t.py::ok", "PASSED t.py::ok, 1 ms\n".into()), "PASSED t.py::ok, 1 ms\n");
+    }
+
     #[test]
     fn a_runners_status_says_why_it_recorded_no_tests() {
         let argv = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
