@@ -376,7 +376,7 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
             let left: Vec<&str> = (0..chosen.len()).filter(|i| !keep.contains(i)).map(|i| chosen[i].1.id.as_str()).collect();
             let shown: Vec<&str> = keep.iter().map(|&i| chosen[i].1.id.as_str()).collect();
             notes.push(format!(
-                "{} of the run match {}; this prompt shows {} ({}: one per way of failing first, then those that ran the most code the others did not, then those the question names). Not shown: {}. \
+                "{} of the run match {}; this prompt shows {} ({}: one per way of failing first, the most common first, then those that ran the most code the others did not, then those the question names). Not shown: {}. \
                  {} gives another's prompt; `{}` lists them all.",
                 crate::testrun::plural(chosen.len(), "test"),
                 opts.front.set(opts.hints.test_option(), &filter.text()),

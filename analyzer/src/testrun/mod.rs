@@ -578,7 +578,9 @@ pub fn shorten_outcome(text: &str, max: usize) -> String {
         let cut = |a: usize, b: usize| -> Vec<String> {
             let n = full.len() - a - b;
             let mut r: Vec<String> = full[..a].to_vec();
-            r.push(format!("E   [… {} cut]", plural(n, "line")));
+            // `E` marks the runner's error lines: a cut of the statement's source lines is not one.
+            let prefix = if full[a..full.len() - b].iter().all(|l| l.starts_with('E')) { "E" } else { " " };
+            r.push(format!("{prefix}   [… {} cut]", plural(n, "line")));
             r.extend(full[full.len() - b..].iter().cloned());
             r
         };
@@ -911,6 +913,11 @@ mod tests {
         assert!(short.len() <= 300, "{} chars:\n{short}", short.len());
         assert!(short.contains("Lists differ") && short.contains("undefined name 'a'") && short.contains("lines cut]"), "{short}");
         assert!(short.ends_with("  t.py:5\n  h.py:27 (in flakes)"), "{short}");
+        // The failing statement's own lines cut: marked without the `E` of the runner's error
+        // lines.
+        let t = "FAILED t.py::test_z, 1 ms\nat d.py:175\n>           newdt = other.replace(\n                year=int(newyear),\n                month=int(newmonth),\n                day=int(newday),\n            )\nE           ValueError: day is out of range for month\ntraceback (innermost last):\n  t.py:5\n  d.py:175 (in __add__: ValueError)";
+        let short = shorten_outcome(t, 260);
+        assert!(short.contains("\n    [… 3 lines cut]\n") && !short.contains("E   […"), "{short}");
     }
 
     #[test]
