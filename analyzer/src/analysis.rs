@@ -897,7 +897,30 @@ pub(crate) fn shortened_path(file: &Path, cwd: &Path) -> String {
             return format!("stdlib/{}", &s[i..]);
         }
     }
-    s.into_owned()
+    near_cwd(file, cwd).unwrap_or_else(|| s.into_owned())
+}
+
+/// How many directories up from the run's directory a path may be named relative to it.
+const NEAR_LEVELS: usize = 2;
+
+/// `file` relative to `cwd` through at most [`NEAR_LEVELS`] `..`, when the two share a
+/// directory below the root's children (`/tmp/x`, `/home/u`): a program run from its build
+/// directory (`cd build && trace run -- ./app`) or a sibling of its checkout reads
+/// `../src/table.c`, as a shell there names it, not `/home/u/proj/src/table.c`.
+fn near_cwd(file: &Path, cwd: &Path) -> Option<String> {
+    use std::path::Component;
+    if !file.is_absolute() || !cwd.is_absolute() {
+        return None;
+    }
+    let (f, c): (Vec<Component>, Vec<Component>) = (file.components().collect(), cwd.components().collect());
+    let common = f.iter().zip(&c).take_while(|(a, b)| a == b).count();
+    let ups = c.len() - common;
+    // The root and one directory under it (`/`, `/tmp`) are no shared project.
+    if common < 3 || ups == 0 || ups > NEAR_LEVELS || common >= f.len() {
+        return None;
+    }
+    let rest: PathBuf = f[common..].iter().collect();
+    Some(format!("{}{}", "../".repeat(ups), rest.display()))
 }
 
 /// Why a trace holds no call: what its processes' `patch.json` say when entry patching
@@ -949,6 +972,15 @@ mod tests {
         assert_eq!(display_path(Path::new("/usr/lib/python3.11/json/decoder.py"), cwd), "stdlib/json/decoder.py");
         assert_eq!(display_path(Path::new("/opt/x.py"), cwd), "/opt/x.py");
         assert_eq!(display_path(Path::new("/home/u/proj/tests/../pkg/./gen.py"), cwd), "pkg/gen.py");
+        // Run from a build directory or beside the checkout: named as a shell there names it,
+        // two levels up at most; a directory under the root is no shared project.
+        let build = Path::new("/home/u/proj/build");
+        assert_eq!(display_path(Path::new("/home/u/proj/src/table.c"), build), "../src/table.c");
+        assert_eq!(display_path(Path::new("/home/u/other/x.c"), build), "../../other/x.c");
+        assert_eq!(display_path(Path::new("/home/v/x.c"), build), "/home/v/x.c");
+        assert_eq!(display_path(Path::new("/tmp/trial/cmark/table.c"), Path::new("/tmp/trial/b")), "../cmark/table.c");
+        assert_eq!(display_path(Path::new("/tmp/a.c"), Path::new("/tmp/b")), "/tmp/a.c");
+        assert_eq!(display_path(Path::new("/home/u/proj/.venv/lib/python3.12/site-packages/x/y.py"), build), "site-packages/x/y.py");
     }
 }
 
