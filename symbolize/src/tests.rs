@@ -97,6 +97,22 @@ fn c_functions_lines_and_inlined_code_from_one_lookup() {
     );
 }
 
+/// A unit whose paths were mapped to a relative directory (`-fdebug-prefix-map=DIR=./sub`, as
+/// Debian builds its libc: `./csu`): the compilation directory and the line table's directory 0
+/// are both `./sub`, one directory, not `sub/sub`.
+#[test]
+fn a_relative_compilation_directory_is_not_doubled() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("prog.c"), C_SRC).unwrap();
+    let map = format!("-fdebug-prefix-map={}=./sub", d.path().display());
+    sh(Command::new("cc").current_dir(d.path()).args(["-g", "-gdwarf-5", "-O2", &map, "-o", "prog", "prog.c"]));
+    let exe = d.path().join("prog");
+    let (compute, _) = symbol(&exe, "compute");
+    let found = ObjectFile::open(&exe).unwrap().functions_at(&exe, &[compute]);
+    let f = found.funcs[0].as_ref().unwrap();
+    assert_eq!(f.file.as_deref(), Some(Path::new("sub/prog.c")));
+}
+
 const COLD_SRC: &str = "#include <stdexcept>
 __attribute__((noinline)) int checked(int x)
 {

@@ -210,7 +210,11 @@ pub(crate) fn entry_path<'a>(
     if let Some(cd) = &unit.comp_dir {
         p.push(cd.to_string_lossy().as_ref());
     }
-    if let Some(dir) = fe.directory(header) {
+    // In DWARF 5 the directory table's entry 0 is the compilation directory itself, not a
+    // directory under it: joined to a relative `DW_AT_comp_dir` it doubled (Debian's libc,
+    // built with its paths mapped to `./csu`, read `csu/csu/errno-loc.c`).
+    let is_comp_dir = header.version() >= 5 && fe.directory_index() == 0 && unit.comp_dir.is_some();
+    if let Some(dir) = fe.directory(header).filter(|_| !is_comp_dir) {
         if let Ok(d) = unit.attr_string(dir) {
             p.push(d.to_string_lossy().as_ref());
         }
