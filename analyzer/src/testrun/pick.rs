@@ -53,7 +53,7 @@ pub fn cap_tests<F: Eq + std::hash::Hash + Copy>(
     // The way most tests fail first (stable: then first appearance): where fewer tests than ways
     // fit (a small budget), the one shown is the bug's common face, not whichever came first
     // (isodate: 1 `test_sub_date` of 9 failures shown, 8 were `test_calc_date`'s).
-    ways.sort_by(|a, b| b.2.cmp(&a.2));
+    ways.sort_by_key(|w| std::cmp::Reverse(w.2));
     let mut keep: Vec<usize> = ways.into_iter().map(|(_, i, _)| i).take(max).collect();
     let empty = HashSet::default();
     let code_of = |i: usize| code.get(i).unwrap_or(&empty);
