@@ -118,6 +118,17 @@ fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
+/// Why an object that is not the program's own code got no inline probe: only the program's
+/// code and its own libraries get them.
+fn system_reason(path: &str, program: Option<&str>) -> &'static str {
+    match trace_format::objects::not_the_programs(path, program) {
+        Some("the C runtime") => "it is the C runtime, whose inlined code is never probed, with debug information or without",
+        Some("the Rust toolchain") => "it is the Rust toolchain's, whose inlined code is never probed",
+        Some("a system program") => "it is a system program, whose inlined code is never probed",
+        _ => "it is a system library, whose inlined code is never probed, with debug information or without",
+    }
+}
+
 /// [`note`] from the processes' reports and what `trace run` found about the libraries loaded
 /// by `dlopen` that got no probe (`dlopened`).
 pub fn note_with(reports: &[PatchReport], dlopened: &[DlopenedList]) -> String {
@@ -128,7 +139,8 @@ pub fn note_with(reports: &[PatchReport], dlopened: &[DlopenedList]) -> String {
     let mut nothing_inlined: Vec<&str> = Vec::new();
     let mut unprobed: Vec<&str> = Vec::new();
     let mut unprobed_why: BTreeMap<&str, &str> = BTreeMap::new();
-    for o in reports.iter().flat_map(|r| &r.objects) {
+    // Each object with its process's program (the first object of its report).
+    for (program, o) in reports.iter().flat_map(|r| r.objects.iter().map(move |o| (r.objects.first().map(|p| p.path.as_str()), o))) {
         let name = file_name(&o.path);
         let found = dlopened.iter().find(|d| o.dlopened && d.object == o.path);
         match &o.inline_probes {
@@ -143,6 +155,11 @@ pub fn note_with(reports: &[PatchReport], dlopened: &[DlopenedList]) -> String {
                 Some((d, None)) if d.listed == Some(0) && !nothing_inlined.contains(&name) => nothing_inlined.push(name),
                 None if !o.dlopened && started_reason(o.unlisted).is_some() => {
                     unprobed_why.insert(name, started_reason(o.unlisted).unwrap_or_default());
+                }
+                // libc patched under SLICE_TRACE_PATCH=all: never probed, debug information or
+                // not (libc6-dbg installed, its lines read, the note said "no debug information").
+                None if trace_format::objects::not_the_programs(&o.path, program).is_some() => {
+                    unprobed_why.insert(name, system_reason(&o.path, program));
                 }
                 _ if !unprobed.contains(&name) => unprobed.push(name),
                 _ => {}
@@ -161,7 +178,8 @@ pub fn note_with(reports: &[PatchReport], dlopened: &[DlopenedList]) -> String {
              probe at the start of its inlined code fired (the first time it ran in the process, under the function running \
              then); inlined code whose probe did not fire did not run and is not shown. Inlined code of the standard library \
              and of system headers has no probe and is never shown (a dependency's, from cargo's registry or a \
-             vendored directory, has probes like the program's); the caller's source shows where it is called.",
+             vendored directory, a Rust program's, has probes like the program's); the caller's source shows where it is \
+             called.",
             names.join(", ")
         ));
         let lost: u64 = probed.values().sum();
@@ -240,6 +258,25 @@ mod tests {
         }]);
         assert!(o0.contains("in app, the debug information lists none of its own code as inlined"), "{o0}");
         assert!(o0.contains("in libshapes.so, a function the compiler inlined") && !o0.contains("cannot be told"), "{o0}");
+        // libc patched (SLICE_TRACE_PATCH=all): never probed by rule, not for want of debug
+        // information.
+        let all = note_from(&[PatchReport {
+            patched: 8,
+            objects: vec![obj("/w/app", 3, None), obj("/usr/lib/x86_64-linux-gnu/libc.so.6", 5, None)],
+            ..PatchReport::default()
+        }]);
+        assert!(
+            all.contains("in libc.so.6, no inline probe was planted (it is the C runtime, whose inlined code is never probed"),
+            "{all}"
+        );
+        assert!(all.contains("in app, no inline probe was planted (no debug information"), "{all}");
+        // A library of the program's own installed beside the system's (jq's libjq) is not one.
+        let jq = note_from(&[PatchReport {
+            patched: 8,
+            objects: vec![obj("/usr/bin/jq", 0, None), obj("/usr/lib/x86_64-linux-gnu/libjq.so.1.0.4", 8, None)],
+            ..PatchReport::default()
+        }]);
+        assert!(jq.contains("in libjq.so.1.0.4, no inline probe was planted (no debug information"), "{jq}");
     }
 
     #[test]
