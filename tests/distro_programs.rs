@@ -137,4 +137,12 @@ fn a_system_program_that_started_nothing_says_so() {
             && err.contains("SLICE_TRACE_PATCH=all"),
         "{err}"
     );
+    // Debian's `ls` is stripped and its debug symbols are not installed: even
+    // SLICE_TRACE_PATCH=all would find none of its functions, and the line says so.
+    assert!(
+        err.contains("/ls` is stripped: it has no symbol table and no separate debug information (/usr/lib/debug/.build-id/")
+            && err.contains("the `-dbgsym` package of the package that installs it, which `dpkg -S /")
+            && err.contains("/ls` names)"),
+        "{err}"
+    );
 }

@@ -290,7 +290,7 @@ fn execute(opts: &RunOptions, plan: &Plan, runtime: Option<tempfile::TempDir>) -
     } else if let Some(note) = exit.signal.and_then(|sig| death_note(&opts.command[0], sig)) {
         eprintln!("{note}");
     }
-    settle(&output, finished, &meta, opts)?;
+    settle(&output, finished, &meta, opts, &plan.program)?;
     if let Some(sig) = exit.signal {
         launch::die_by_signal(sig);
     }
@@ -358,12 +358,17 @@ fn stop_note(program: &std::ffi::OsStr, stopped: Option<trace_format::Stopped>) 
 
 /// Put the finished recording in place of an earlier trace (or keep the earlier one when the
 /// run recorded nothing) and say what was recorded.
-fn settle(output: &Output, finished: Result<stats::Summary>, meta: &TraceMeta, opts: &RunOptions) -> Result<()> {
+fn settle(output: &Output, finished: Result<stats::Summary>, meta: &TraceMeta, opts: &RunOptions, program: &Path) -> Result<()> {
     let shown = &opts.output;
+    // A system program that recorded nothing: also why `SLICE_TRACE_PATCH=all` would not help.
+    let why = |s: &stats::Summary| match detect::stripped_note(program).filter(|_| meta.target_kind == "other") {
+        Some(stripped) => format!("{}; {stripped}", s.why_nothing(meta)),
+        None => s.why_nothing(meta),
+    };
     match finished {
         Ok(s) if s.processes == 0 && output.rec != output.out => {
             output.discard();
-            eprintln!("{NOTHING_RECORDED} ({}); the earlier trace in {} is kept", s.why_nothing(meta), shown.display());
+            eprintln!("{NOTHING_RECORDED} ({}); the earlier trace in {} is kept", why(&s), shown.display());
         }
         Ok(s) => {
             output.commit()?;
@@ -371,7 +376,7 @@ fn settle(output: &Output, finished: Result<stats::Summary>, meta: &TraceMeta, o
                 eprintln!("trace: warning: the trace in {} is incomplete: {why}", shown.display());
             }
             if s.events == 0 {
-                eprintln!("{NOTHING_RECORDED} in {} ({})", shown.display(), s.why_nothing(meta));
+                eprintln!("{NOTHING_RECORDED} in {} ({})", shown.display(), why(&s));
             } else if !opts.quiet {
                 eprintln!(
                     "trace: {} events, {} process{}, {} thread{} -> {}",

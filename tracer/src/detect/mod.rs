@@ -331,6 +331,37 @@ pub fn elf_info(data: &[u8]) -> ElfInfo {
     ElfInfo { links_libpython, instrumented, x86_64, functions, dynamic, needed }
 }
 
+/// Why a program's own functions cannot be recorded, even with `SLICE_TRACE_PATCH=all`: a
+/// stripped ELF file (no `.symtab`; its dynamic symbols name only what it exports, none for
+/// Debian's `/usr/bin/cmark`, with libcmark linked in) whose separate debug file, where they
+/// would be, is not installed. `None` for any other file.
+pub fn stripped_note(program: &Path) -> Option<String> {
+    let map = map_file(program).ok()?;
+    let file = object::File::parse(&*map).ok()?;
+    // Stripped: no `.symtab`; what `.dynsym` defines is only what it exports.
+    if file.format() != object::BinaryFormat::Elf || file.symbols().next().is_some() {
+        return None;
+    }
+    let exported = elf_info(&map).functions;
+    let build_id = file.build_id().ok().flatten();
+    let link = file.gnu_debuglink().ok().flatten().map(|(name, _)| name);
+    let candidates = trace_format::objects::debug_file_candidates(program, build_id, link);
+    if candidates.iter().any(|c| c.is_file()) {
+        return None;
+    }
+    let p = trace_format::escape::line(&program.to_string_lossy()).into_owned();
+    let looked = candidates.first().map(|c| format!(" ({} is not there)", c.display())).unwrap_or_default();
+    let found = match exported {
+        0 => "none of its own functions can be found".to_string(),
+        n => format!("only the {n} functions it exports can be found, not the rest of its code"),
+    };
+    Some(format!(
+        "`{p}` is stripped: it has no symbol table and no separate debug information{looked}, so even with \
+         SLICE_TRACE_PATCH=all {found}; its debug symbols would name them (on Debian and Ubuntu, the `-dbgsym` package of \
+         the package that installs it, which `dpkg -S {p}` names)"
+    ))
+}
+
 /// The CPython `major.minor` the Python shim was built for (its exported
 /// `SLICETRACE_PYTHON_VERSION`).
 pub fn shim_python_version(data: &[u8]) -> Option<String> {
