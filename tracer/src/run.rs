@@ -361,7 +361,7 @@ fn stop_note(program: &std::ffi::OsStr, stopped: Option<trace_format::Stopped>) 
 fn settle(output: &Output, finished: Result<stats::Summary>, meta: &TraceMeta, opts: &RunOptions, program: &Path) -> Result<()> {
     let shown = &opts.output;
     // A system program that recorded nothing: also why `SLICE_TRACE_PATCH=all` would not help.
-    let why = |s: &stats::Summary| match detect::stripped_note(program).filter(|_| meta.target_kind == "other") {
+    let why = |s: &stats::Summary| match (meta.target_kind == "other").then(|| detect::stripped_note(program)).flatten() {
         Some(stripped) => format!("{}; {stripped}", s.why_nothing(meta)),
         None => s.why_nothing(meta),
     };
