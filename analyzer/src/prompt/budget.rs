@@ -174,7 +174,33 @@ pub(super) fn elision_saves(model: &Model, k: FuncId) -> bool {
 }
 
 fn names(model: &Model, keys: &[FuncId]) -> Vec<String> {
-    keys.iter().map(|&k| model.funcs.get(k).map(|f| f.qualname.clone()).unwrap_or_default()).collect()
+    let same = namesakes(model);
+    keys.iter().map(|&k| name_of(model, k, &same)).collect()
+}
+
+/// The qualified names that more than one function of the model has: C's `static` functions of
+/// one name in several files (cmark-gfm's `html_render` in its renderer and in two extensions),
+/// Python's functions of one name in two modules.
+fn namesakes(model: &Model) -> rustc_hash::FxHashSet<&str> {
+    let mut seen = rustc_hash::FxHashSet::default();
+    let mut twice = rustc_hash::FxHashSet::default();
+    for (_, f) in model.funcs.iter() {
+        if !seen.insert(f.qualname.as_str()) {
+            twice.insert(f.qualname.as_str());
+        }
+    }
+    twice
+}
+
+/// How the budget's lists name a function: its qualified name, followed by its file when it
+/// has namesakes (`html_render (extensions/table.c)`), so that a list of what was cut never
+/// leaves the reader to guess which of them it means.
+fn name_of(model: &Model, k: FuncId, same: &rustc_hash::FxHashSet<&str>) -> String {
+    match model.funcs.get(k) {
+        Some(f) if same.contains(f.qualname.as_str()) => format!("{} ({})", f.qualname, f.file),
+        Some(f) => f.qualname.clone(),
+        None => String::new(),
+    }
 }
 
 /// At most this many names per list of the prompt's budget note: the most relevant of what was
@@ -206,7 +232,9 @@ pub(super) fn most_relevant(names: &[String]) -> String {
 
 /// [`most_relevant`] of functions: only the names it shows are looked up.
 fn most_relevant_of(model: &Model, ids: &[FuncId]) -> String {
-    list_of(ids.iter().rev().map(|&k| model.funcs.get(k).map_or("", |f| f.qualname.as_str())), ids.len(), NOTE_NAMES)
+    let same = namesakes(model);
+    let shown: Vec<String> = ids.iter().rev().take(NOTE_NAMES).map(|&k| name_of(model, k, &same)).collect();
+    list_of(shown.iter().map(String::as_str), ids.len(), NOTE_NAMES)
 }
 
 /// The functions a state cut, in step order: elided to their signature (and not dropped by a

@@ -817,6 +817,29 @@ fn the_budget_note_names_the_most_relevant_cuts_first() {
     assert_eq!(super::budget::most_relevant(&names), "`f11`, `f10`, `f9`, `f8`, `f7`, `f6`, `f5`, `f4`, `f3`, `f2` and 2 more");
 }
 
+/// Two cut functions of one name (C's `static` functions in two files) are told apart by their
+/// files in the budget's note and report; a name no other function has stays bare.
+#[test]
+fn the_budget_note_gives_namesakes_their_files() {
+    const BUDGET: usize = 380;
+    let fx = fixture();
+    let mut m = model_with(std::slice::from_ref(&fx.trace), &opts(), Q);
+    let r = Renderer::new(Format::Markdown, None).unwrap();
+    let rep = fit(&m, Layout::DEFAULT, &r, Tokenizer::O200kBase, Some(BUDGET)).unwrap().report.unwrap();
+    assert!(rep.dropped.len() >= 3, "{rep:?}");
+    let by_name = |m: &Model, n: &str| m.funcs.iter().find(|(_, f)| f.qualname == n).map(|(id, _)| id).unwrap();
+    let (a, b) = (by_name(&m, &rep.dropped[0]), by_name(&m, &rep.dropped[1]));
+    let (fa, fb) = (m.funcs[a].file.clone(), m.funcs[b].file.clone());
+    let lone = rep.dropped[2].clone();
+    m.funcs[a].qualname = "twin".into();
+    m.funcs[b].qualname = "twin".into();
+    let f = fit(&m, Layout::DEFAULT, &r, Tokenizer::O200kBase, Some(BUDGET)).unwrap();
+    let rep = f.report.unwrap();
+    assert!(rep.dropped.contains(&format!("twin ({fa})")) && rep.dropped.contains(&format!("twin ({fb})")), "{rep:?}");
+    assert!(rep.dropped.contains(&lone), "{rep:?}");
+    assert!(f.text.contains(&format!("`twin ({fa})`")) && f.text.contains(&format!("`{lone}`")), "{}", f.text);
+}
+
 #[test]
 fn past_twenty_thousand_functions_the_estimate_counts_a_sample_of_blocks() {
     use super::estimate::Estimator;
