@@ -389,6 +389,42 @@ fn a_traceback_names_the_function_of_every_frame_pytest_shows() {
 }
 
 #[test]
+fn a_failing_parametrized_test_says_the_values_it_failed_with() {
+    // The id names the instance (`[m1-3]`), not the values: the recorder keeps pytest's
+    // parameters of a failing test, bounded reprs taken after its end boundary, so that the
+    // values' `__repr__` is no call of the test's.
+    let d = scratch();
+    let cwd = pkg_project(
+        &d.path().join("params"),
+        ("money.py", "class Money:\n    def __init__(self, cents):\n        self.cents = cents\n\n    def __repr__(self):\n        return 'Money(%d)' % self.cents\n\n\ndef half(m):\n    return m.cents // 2\n"),
+        (
+            "test_money.py",
+            "import pytest\nfrom pkg.money import Money, half\n\n\n@pytest.mark.parametrize('m, want', [(Money(4), 2), (Money(5), 3)])\ndef test_half(m, want):\n    assert half(m) == want\n\n\n@pytest.mark.parametrize('s', ['x' * 500])\ndef test_long(s):\n    assert not s\n",
+        ),
+    );
+    let py = venv_python();
+    let (t, code) = record(&cwd, "params.d", &[py.to_str().unwrap(), "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_money.py"]);
+    assert_eq!(code, 1);
+    let json: serde_json::Value = serde_json::from_str(&slice(&["tests", t.to_str().unwrap(), "--format", "json"])).unwrap();
+    let tests = json["tests"].as_array().unwrap();
+    let by_id = |id: &str| tests.iter().find(|x| x["id"] == id).unwrap_or_else(|| panic!("{id}: {json}"));
+    assert_eq!(by_id("test_money.py::test_half[m1-3]")["failure"]["params"], serde_json::json!([["m", "Money(5)"], ["want", "3"]]));
+    assert_eq!(by_id("test_money.py::test_half[m0-2]")["outcome"], "passed");
+    assert!(by_id("test_money.py::test_half[m0-2]").get("failure").is_none_or(|f| f.get("params").is_none()), "{json}");
+    // reprlib bounds a long value.
+    let long = tests.iter().find(|x| x["id"].as_str().is_some_and(|i| i.starts_with("test_money.py::test_long["))).unwrap()["failure"]
+        ["params"][0][1]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(long.len() <= 160 && long.starts_with("'xxx") && long.contains("..."), "{long}");
+    let p = slice(&["from-trace", t.to_str().unwrap(), "--test", "test_half[m1-3]", "-q", "Why is half of 5 cents wrong?"]);
+    assert!(p.contains("FAILED test_money.py::test_half[m1-3]") && p.contains("\nwith parameters m=Money(5), want=3\n"), "{p}");
+    let tree = slice(&["tree", t.to_str().unwrap(), "--test", "test_half[m1-3]"]);
+    assert!(tree.contains("half") && !tree.contains("__repr__"), "{tree}");
+}
+
+#[test]
 fn two_tests_are_diffed_by_the_code_under_test_within_a_budget() {
     let d = scratch();
     let (_, t) = suite(d.path());

@@ -25,6 +25,8 @@ _STATEMENT_LINES = 20  # lines of a failing statement kept
 _SUBTESTS = 200  # subtests kept per test (the rest counted in "subtests_dropped")
 _SUBTEST_FAILURES = 20  # failing subtests per test kept with their whole failure
 _SUBTEST_ID = 1000  # characters of a subtest's id
+_PARAMS = 20  # parameters of a failing parametrized test kept
+_PARAM_TEXT = 160  # characters of a parameter's repr
 
 
 def _slicetrace_test_begin():
@@ -105,6 +107,29 @@ def _now():
     return time.monotonic_ns() if hasattr(time, "monotonic_ns") else int(time.monotonic() * 1e9)
 
 
+def _params_text(params):
+    """A parametrized test's parameters: [name, value's repr] pairs, each repr bounded by
+    reprlib (nesting, items, characters), at most _PARAMS of them."""
+    try:
+        import reprlib
+
+        r = reprlib.Repr()
+        r.maxstring = r.maxother = _PARAM_TEXT
+        r.maxlevel = 3
+        r.maxlist = r.maxtuple = r.maxset = r.maxfrozenset = r.maxdeque = r.maxarray = 8
+        r.maxdict = 6
+        out = []
+        for name, value in list(params.items())[:_PARAMS]:
+            try:
+                text = r.repr(value)
+            except Exception as e:
+                text = "<repr failed: %s>" % type(e).__name__
+            out.append([_text(name, 200), _text(text, _PARAM_TEXT)])
+        return out
+    except Exception:
+        return []
+
+
 def _begin(test_id, runner, file=None, line=None, fixtures=None):
     tid = _tid()
     if _out() is None:
@@ -122,9 +147,13 @@ def _begin(test_id, runner, file=None, line=None, fixtures=None):
     _slicetrace_test_begin()
 
 
-def _end(record):
+def _end(record, params=None):
     tid = _tid()
     _slicetrace_test_end()
+    if params and record.get("outcome") in ("failed", "error") and record.get("failure") is not None:
+        # After the test's end boundary: the values' __repr__ (the user's code) is not a call
+        # of the test's.
+        record["failure"]["params"] = _params_text(params)
     opened = _state["open"].pop(tid, None)
     if opened is None:
         return
@@ -179,7 +208,7 @@ def _subtests_verdict(record):
 # ---------------------------------------------------------------- pytest
 
 
-_pytest_state = {"config": None, "reports": {}, "items": {}, "names": {}}
+_pytest_state = {"config": None, "reports": {}, "items": {}, "names": {}, "params": {}}
 
 
 def pytest_configure(config):
@@ -203,7 +232,13 @@ def pytest_runtest_protocol(item, nextitem):
     # Only looks: the item's file and fixtures, for the start line. Returns None, so pytest's
     # own protocol (and any plugin's) runs the test as always.
     try:
-        _pytest_state["items"][item.nodeid] = (str(getattr(item, "path", None) or item.fspath), list(item.fixturenames))
+        callspec = getattr(item, "callspec", None)
+        params = getattr(callspec, "params", None) if callspec is not None else None
+        _pytest_state["items"][item.nodeid] = (
+            str(getattr(item, "path", None) or item.fspath),
+            list(item.fixturenames),
+            params if isinstance(params, dict) and params else None,
+        )
     except Exception:
         pass
 
@@ -218,7 +253,9 @@ def pytest_runtest_logstart(nodeid, location):
         line = None if location[1] is None else int(location[1]) + 1
     except Exception:
         pass
-    path, fixtures = _pytest_state["items"].pop(nodeid, (None, None))
+    path, fixtures, params = _pytest_state["items"].pop(nodeid, (None, None, None))
+    if params:
+        _pytest_state["params"][nodeid] = params
     _begin(nodeid, "pytest", path or file, line, fixtures)
 
 
@@ -356,7 +393,7 @@ def pytest_runtest_logfinish(nodeid, location):
     for sub in subtests:
         _add_subtest(record, sub)
     _subtests_verdict(record)
-    _end(record)
+    _end(record, _pytest_state["params"].pop(nodeid, None))
 
 
 def _pytest_failure(report):

@@ -252,6 +252,7 @@ pub fn read_from_trees(dir: &std::path::Path, p: &mut ProcessTrees) {
                     line: printed_panic.and_then(|pn| pn.line).or_else(|| last.as_ref().and_then(|f| f.line)),
                     frames,
                     report: printed_panic.map(|pn| pn.text.clone()),
+                    params: Vec::new(),
                 })
             }
             (None, TestOutcome::Failed) => Some(TestFailure {
@@ -262,6 +263,7 @@ pub fn read_from_trees(dir: &std::path::Path, p: &mut ProcessTrees) {
                 line,
                 frames: Vec::new(),
                 report: None,
+                params: Vec::new(),
             }),
             _ => None,
         };

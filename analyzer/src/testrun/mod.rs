@@ -402,6 +402,10 @@ pub fn outcome_text(t: &TestRun, cwd: &Path) -> String {
         if let Some((file, line)) = failure_place(f) {
             let _ = writeln!(s, "at {}", place(&file, line, cwd));
         }
+        if let Some(p) = params_line(&f.params) {
+            s.push_str(&p);
+            s.push('\n');
+        }
         // A doctest's report quotes doctest's own `raise`; its message is the examples'.
         let report = f.report.as_ref().filter(|_| doctest_example(f).is_none());
         match (report, &f.message) {
@@ -440,6 +444,20 @@ pub fn outcome_text(t: &TestRun, cwd: &Path) -> String {
         }
     }
     s.trim_end().to_string()
+}
+
+/// How a failure's text gives a parametrized test's parameters (one line, never cut by
+/// [`shorten_outcome`]): `with start=datetime.date(2096, 2, 29), duration=Duration(...)`. The
+/// test's id names its instance (`test_calc_date[start4-duration4-expectation4]`) but not the
+/// values it failed with, which the code under test computed from.
+const PARAMS_HEAD: &str = "with parameters ";
+
+fn params_line(params: &[(String, String)]) -> Option<String> {
+    if params.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = params.iter().map(|(n, v)| format!("{n}={}", v.trim().replace('\n', " "))).collect();
+    Some(format!("{PARAMS_HEAD}{}", list.join(", ")))
 }
 
 /// What a traceback line says after `file:line`: the runner's text of the frame (pytest: `in f`
@@ -504,7 +522,12 @@ pub fn shorten_outcome(text: &str, max: usize) -> String {
         } else if part != Part::Output && line == "traceback (innermost last):" {
             part = Part::Frames;
             continue;
-        } else if part == Part::Head && i > 0 && !line.starts_with("at ") && !line.starts_with("The test never finished") {
+        } else if part == Part::Head
+            && i > 0
+            && !line.starts_with("at ")
+            && !line.starts_with(PARAMS_HEAD)
+            && !line.starts_with("The test never finished")
+        {
             part = Part::Report;
         }
         match part {
@@ -785,6 +808,7 @@ mod tests {
                 function: None,
             }],
             report: Some(">       assert f() == 2\nE       assert 1 == 2".into()),
+            params: Vec::new(),
         });
         t.output.insert("Captured stdout call".into(), "hello\n".into());
         assert_eq!(
@@ -868,6 +892,7 @@ mod tests {
                 },
             ],
             report: Some(">   self.assertEqual(add(1, 2), 4)\nE   AssertionError: 3 != 4".into()),
+            params: Vec::new(),
         });
         assert_eq!(
             outcome_text(&t, cwd),
@@ -918,6 +943,27 @@ mod tests {
         let t = "FAILED t.py::test_z, 1 ms\nat d.py:175\n>           newdt = other.replace(\n                year=int(newyear),\n                month=int(newmonth),\n                day=int(newday),\n            )\nE           ValueError: day is out of range for month\ntraceback (innermost last):\n  t.py:5\n  d.py:175 (in __add__: ValueError)";
         let short = shorten_outcome(t, 260);
         assert!(short.contains("\n    [… 3 lines cut]\n") && !short.contains("E   […"), "{short}");
+    }
+
+    #[test]
+    fn a_parametrized_failure_gives_its_parameters_in_its_head_which_no_cut_takes() {
+        let mut t = run("t.py::test_half[m1-3]", TestOutcome::Failed);
+        t.failure = Some(trace_format::TestFailure {
+            phase: Some("call".into()),
+            file: Some("t.py".into()),
+            line: Some(7),
+            report: Some(format!(">       assert half(m) == want\n{}E       assert 2 == 3", "E         detail\n".repeat(30))),
+            params: vec![("m".into(), "Money(5)".into()), ("want".into(), "3\n".into())],
+            ..Default::default()
+        });
+        let text = outcome_text(&t, Path::new("/w"));
+        assert!(
+            text.starts_with("FAILED t.py::test_half[m1-3], 12 ms\nat t.py:7\nwith parameters m=Money(5), want=3\n>       assert"),
+            "{text}"
+        );
+        let short = shorten_outcome(&text, 150);
+        assert!(short.contains("\nwith parameters m=Money(5), want=3\n>       assert half(m) == want\n"), "{short}");
+        assert!(short.contains("lines cut]"), "{short}");
     }
 
     #[test]

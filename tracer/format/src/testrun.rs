@@ -120,7 +120,18 @@ pub struct TestFailure {
     /// `E` lines).
     #[serde(default)]
     pub report: Option<String>,
+    /// A parametrized test's parameters (pytest's `callspec.params`: name, bounded `repr` of
+    /// the value, in the order pytest gives them), taken after the test ended. Added within
+    /// version 3.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub params: Vec<(String, String)>,
 }
+
+/// Most parameters read of one failure.
+pub const MAX_PARAMS: usize = 32;
+
+/// Most characters of a parameter's value kept by a reader (the recorder keeps fewer).
+pub const MAX_PARAM_TEXT: usize = 400;
 
 /// The `seq` of a test that ran no code and so has no tree ([`TestOutcome::Disabled`],
 /// [`TestOutcome::Ignored`]).
@@ -267,11 +278,17 @@ pub fn strip_terminal_escapes(s: &str) -> std::borrow::Cow<'_, str> {
 }
 
 fn cut(s: &mut String) {
+    cut_at(s, MAX_TEXT);
+}
+
+/// `s` without terminal escapes, cut to at most `max` bytes (at a character boundary) and then
+/// marked `...`.
+fn cut_at(s: &mut String, max: usize) {
     if let std::borrow::Cow::Owned(clean) = strip_terminal_escapes(s) {
         *s = clean;
     }
-    if s.len() > MAX_TEXT {
-        let mut i = MAX_TEXT;
+    if s.len() > max {
+        let mut i = max;
         while !s.is_char_boundary(i) {
             i -= 1;
         }
@@ -292,6 +309,11 @@ fn cut_failure(f: &mut TestFailure) {
     cut_opt(&mut f.exception);
     cut_opt(&mut f.file);
     cut_opt(&mut f.phase);
+    f.params.truncate(MAX_PARAMS);
+    for (name, value) in &mut f.params {
+        cut_at(name, 200);
+        cut_at(value, MAX_PARAM_TEXT);
+    }
     let skip = f.frames.len().saturating_sub(64);
     f.frames.drain(..skip);
     for fr in &mut f.frames {
