@@ -373,10 +373,20 @@ fn prepare_one(t: LoadedTrace, opts: &Options, baseline: Option<&Baseline>) -> R
                 })
                 .collect();
             let keep = crate::testrun::cap_tests(&tests, &code, &opts.question_words, max);
-            let left: Vec<&str> = (0..chosen.len()).filter(|i| !keep.contains(i)).map(|i| chosen[i].1.id.as_str()).collect();
+            // Those not shown, the failing ones first and said to have failed.
+            let mut left: Vec<(bool, String)> = (0..chosen.len())
+                .filter(|i| !keep.contains(i))
+                .map(|i| {
+                    let t = chosen[i].1;
+                    let failed = t.outcome.is_failure();
+                    (failed, if failed { format!("{} ({})", t.id, t.outcome.name()) } else { t.id.clone() })
+                })
+                .collect();
+            left.sort_by_key(|l| !l.0);
+            let left: Vec<String> = left.into_iter().map(|l| l.1).collect();
             let shown: Vec<&str> = keep.iter().map(|&i| chosen[i].1.id.as_str()).collect();
             notes.push(format!(
-                "{} of the run match {}; this prompt shows {} ({}: one per way of failing first, the most common first, then those that ran the most code the others did not, then those the question names). Not shown: {}. \
+                "{} of the run match {}; this prompt shows {} ({}: one per way of failing first, the most common first, then the other failing tests, then those that ran the most code the others did not, then those the question names). Not shown: {}. \
                  {} gives another's prompt; `{}` lists them all.",
                 crate::testrun::plural(chosen.len(), "test"),
                 opts.front.set(opts.hints.test_option(), &filter.text()),

@@ -14,8 +14,9 @@ pub fn id_words(text: &str) -> HashSet<String> {
 /// Of the chosen tests (in run order) with the code under test each ran (`code`: function ids,
 /// one set per test), at most `max`: first one per distinct way of failing (exception type and
 /// the innermost frame of the runner's traceback outside the tests; of each, the test whose id
-/// shares the most of `question`'s words ([`id_words`]), else the first), then the tests that
-/// ran the most code the kept ones did not (a bug in shared code fails every test alike: the
+/// shares the most of `question`'s words ([`id_words`]), else the first; most common first;
+/// when no test failed, one per way of passing or skipping), then the failing tests left, then
+/// the tests that ran the most code the kept ones did not (a bug in shared code fails every test alike: the
 /// tests of other classes and paths show where else it reaches), among equals those whose ids
 /// share the most words with the question, then run order. Returned in run order.
 pub fn cap_tests<F: Eq + std::hash::Hash + Copy>(
@@ -53,19 +54,25 @@ pub fn cap_tests<F: Eq + std::hash::Hash + Copy>(
     // The way most tests fail first (stable: then first appearance): where fewer tests than ways
     // fit (a small budget), the one shown is the bug's common face, not whichever came first
     // (isodate: 1 `test_sub_date` of 9 failures shown, 8 were `test_calc_date`'s).
+    // A way of failing before a way of passing or skipping, however many passed: `--test
+    // 'tests/test_compare.py::*'` matched 89 tests, 4 of them failing, and the passing ones
+    // were the most common way.
+    let failed = |i: usize| tests[i].outcome.is_failure();
     ways.sort_by_key(|w| std::cmp::Reverse(w.2));
-    let mut keep: Vec<usize> = ways.into_iter().map(|(_, i, _)| i).take(max).collect();
+    // The ways of failing; with none, the others (a glob of passing tests: the first of each).
+    let any_failed = ways.iter().any(|w| failed(w.1));
+    let mut keep: Vec<usize> = ways.into_iter().filter(|w| failed(w.1) == any_failed).map(|(_, i, _)| i).take(max).collect();
     let empty = HashSet::default();
     let code_of = |i: usize| code.get(i).unwrap_or(&empty);
     let mut covered: HashSet<F> = keep.iter().flat_map(|&i| code_of(i).iter().copied()).collect();
     while keep.len() < max {
-        // Of those adding the most (none adding any: all), the one the question names most,
-        // then the first in run order.
+        // Failing tests first; of those adding the most (none adding any: all), the one the
+        // question names most, then the first in run order.
         let best = (0..tests.len())
             .filter(|i| !keep.contains(i))
-            .map(|i| (code_of(i).iter().filter(|f| !covered.contains(f)).count(), named[i], i))
-            .max_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)).then(b.2.cmp(&a.2)));
-        let Some((_, _, i)) = best else { break };
+            .map(|i| (failed(i), code_of(i).iter().filter(|f| !covered.contains(f)).count(), named[i], i))
+            .max_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)).then(b.3.cmp(&a.3)));
+        let Some((_, _, _, i)) = best else { break };
         covered.extend(code_of(i).iter().copied());
         keep.push(i);
     }
@@ -105,6 +112,31 @@ mod tests {
         let refs: Vec<&TestRun> = runs.iter().collect();
         assert_eq!(cap_tests(&refs, &same, &none, 1), [1]);
         assert_eq!(cap_tests(&refs, &same, &none, 2), [0, 1]);
+    }
+
+    /// Failing tests come before passing ones, however many passed alike (`--test GLOB`
+    /// matching a few failures among many passing tests).
+    #[test]
+    fn failing_tests_are_kept_before_passing_ones() {
+        let passing = |id: &str| crate::testrun::test_run(id, TestOutcome::Passed);
+        let runs: Vec<TestRun> = vec![
+            passing("p0"),
+            passing("p1"),
+            failing("f2", "AssertionError"),
+            passing("p3"),
+            failing("f4", "AssertionError"),
+            passing("p5"),
+        ];
+        let refs: Vec<&TestRun> = runs.iter().collect();
+        // The passing tests ran more code than the failing ones.
+        let code: Vec<HashSet<u32>> =
+            [&[1, 2, 3][..], &[4, 5, 6], &[1], &[7, 8], &[1], &[9, 10]].iter().map(|c| c.iter().copied().collect()).collect();
+        let none = HashSet::default();
+        assert_eq!(cap_tests(&refs, &code, &none, 1), [2]);
+        assert_eq!(cap_tests(&refs, &code, &none, 2), [2, 4]);
+        // Then the passing tests that ran the most code the kept ones did not.
+        assert_eq!(cap_tests(&refs, &code, &none, 3), [1, 2, 4]);
+        assert_eq!(cap_tests(&refs, &code, &none, 4), [0, 1, 2, 4]);
     }
 
     /// Every test fails alike: after the first, those that ran code the kept ones did not,
