@@ -679,7 +679,7 @@ fn a_diff_of_runs_that_call_the_same_functions_shows_the_lines_only_one_ran() {
     let note = format!("> pkg/chunks.py: shown as `{fail}` ran it; the file changed since `{pass}` ran\n");
     assert!(p.contains(&note), "{p}");
     let ends =
-        "## How each run ended\n\nRun A: exit status 0.\n\nRun B:\n\n```text\nThe run failed: exit status 1 (1 test: 1 failed).\n```\n";
+        "## How each run ended\n\nRun A: exit status 0 (1 test: 1 passed).\n\nRun B:\n\n```text\nThe run failed: exit status 1 (1 test: 1 failed).\n```\n";
     assert!(p.contains(ends), "{p}");
     assert!(p.contains("```text\nFAILED test_chunks.py::test_even, "), "{p}");
     let lines = "## Lines that ran in only one run\n\nFunctions both runs reached whose lines ran differently (line numbers of run B's \
@@ -1451,7 +1451,10 @@ fn a_prompt_of_many_failing_tests_shows_a_few_and_names_the_rest() {
     assert_eq!(shown, ["test_double_0", "test_double_1", "test_double_2", "test_double_6", "test_halve"], "{p}");
     assert!(
         p.contains("> 9 tests of the run match --test failed; this prompt shows 5 (")
-            && p.contains("Not shown: test_calc.py::test_double_3, test_calc.py::test_double_4, test_calc.py::test_double_5, test_calc.py::test_double_7. --test ID gives another's prompt"),
+            && p.contains(
+                "Not shown: test_calc.py::test_double_3 (failed), test_calc.py::test_double_4 (failed), test_calc.py::test_double_5 (failed), \
+                 test_calc.py::test_double_7 (failed). --test ID gives another's prompt"
+            ),
         "{p}"
     );
     assert!(p.contains("    return x + x + 1\n"), "{p}");

@@ -59,8 +59,11 @@ pub const FRAMEWORKS: &[&str] = &[
 /// Test runners and their plugins (top-level import names; also every `pytest_*` plugin
 /// package): plumbing for every prompt, also when the run's entry is the runner (`python -m
 /// pytest`), since a test's question is about the code under test. unittest's runner is in the
-/// standard library, hidden with it.
-pub const TEST_RUNNERS: &[&str] = &["pytest", "_pytest", "pluggy", "xdist", "execnet", "iniconfig", "_hypothesis_pytestplugin", GOOGLETEST];
+/// standard library, hidden with it. coverage.py measures the run (pytest-cov starts it, and its
+/// `atexit` handler saves the data: semver's `.pytest.ini` turns it on for every run) and is
+/// no code under test.
+pub const TEST_RUNNERS: &[&str] =
+    &["pytest", "_pytest", "pluggy", "xdist", "execnet", "iniconfig", "_hypothesis_pytestplugin", "coverage", GOOGLETEST];
 
 /// GoogleTest's package name here (its C++ namespace is `testing`).
 pub const GOOGLETEST: &str = "googletest";

@@ -21,7 +21,9 @@ pub fn section(traces: &[PreparedTrace]) -> String {
     let mut s = String::from("\n## How each run ended\n");
     for (t, name) in traces.iter().zip(["A", "B"]) {
         if t.outcome.is_empty() {
-            s.push_str(&format!("\nRun {name}: {}.\n", exit_words(t.meta.exit.as_ref())));
+            // A run that recorded tests says how many and how they ended, as a failed run's
+            // block does (`exit status 0 (1 test: 1 passed)`).
+            s.push_str(&format!("\nRun {name}: {}{}.\n", exit_words(t.meta.exit.as_ref()), test_counts(&t.tests)));
             continue;
         }
         s.push_str(&format!("\nRun {name}:\n"));
@@ -35,6 +37,14 @@ pub fn section(traces: &[PreparedTrace]) -> String {
         }
     }
     s
+}
+
+/// ` (3 tests: 1 failed, 2 passed)` of a run's recorded tests; empty without tests.
+fn test_counts(tests: &[(u32, TestRun)]) -> String {
+    if tests.is_empty() {
+        return String::new();
+    }
+    format!(" ({}: {})", plural(tests.len(), "test"), outcome_counts(tests.iter().map(|(_, x)| x)))
 }
 
 /// The tree view's lines for run `name` (`A` or `B`), without the `# ` the view puts first:
@@ -58,11 +68,7 @@ fn end_lines(
     cwd: &Path,
     list: &str,
 ) -> Vec<String> {
-    let counts = if tests.is_empty() {
-        String::new()
-    } else {
-        format!(" ({}: {})", plural(tests.len(), "test"), outcome_counts(tests.iter().map(|(_, x)| x)))
-    };
+    let counts = test_counts(tests);
     let which = match (named.is_empty(), compared) {
         (true, _) => "",
         (false, true) => "; compared here:",
