@@ -97,6 +97,30 @@ fn uninstrumented_c_at_o0_and_o2_records_the_true_tree() {
     }
 }
 
+/// A caller that pushes a call's stack arguments (more than six) starts that call below the
+/// frames of the calls that returned before it (`allocate`, and the malloc wrapper it called
+/// through a pointer, a tail call at -O2); the CFA rule alone nested `weigh` under
+/// `default_alloc` (brotli's encoder under its malloc wrapper). The new call's return address
+/// lies in `main`, so both frames are closed (shims/native/src/frames.rs, `returned_above`).
+#[test]
+fn a_call_with_stack_arguments_after_returned_calls_is_its_callers_callee() {
+    let s = scratch();
+    for cc in ["cc", "clang"] {
+        for opt in ["-O0", "-O2"] {
+            let exe = build(cc, &["c/stackargs.c"], &s.path().join(format!("stackargs-{cc}{opt}")), &[opt]);
+            let t = s.path().join(format!("sa-{cc}{opt}.d"));
+            let out = trace_patched(&t, &exe, &[]);
+            assert!(out.status.success(), "{cc} {opt}: {:?}", texts(&out));
+            assert_eq!(texts(&out).0, texts(&untraced(&exe, &[])).0);
+            let p = &load(&t)[0];
+            assert_eq!(p.callees("main"), ["allocate", "weigh"], "{cc} {opt}: {:?}", p.sequence(0));
+            assert_eq!(p.callees("allocate"), ["default_alloc"], "{cc} {opt}");
+            assert!(p.callees("default_alloc").is_empty() && p.callees("weigh").is_empty(), "{cc} {opt}: {:?}", p.sequence(0));
+            assert_eq!(p.count("weigh"), 3, "{cc} {opt}");
+        }
+    }
+}
+
 /// The C runtime calls the constructors and then `main` from frames of its own, unpatched
 /// code; `main` starts below the CFA of the constructors' frames, so the frame repair alone
 /// nested the whole run under the last constructor (`setup → add → main`: every C++ program

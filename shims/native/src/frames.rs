@@ -61,6 +61,92 @@ pub(crate) fn set_cfa_offsets(addrs: &[u64], off: u32) {
     OFFSETS_LOCK.unlock();
 }
 
+/// Function address -> its size in bytes (at most `u32::MAX`), for the entry-patched
+/// functions (patch.rs, from their symbols): which function a return address lies in, for
+/// [`returned_above`]. Kept across `fork`.
+static EXTENTS: AtomicPtr<Table> = AtomicPtr::new(null_mut());
+static EXTENTS_LOCK: SpinLock = SpinLock::new();
+
+/// Register the extents `(start, end)` of patched functions, under one taking of the lock.
+pub(crate) fn set_extents(funcs: &[(u64, u64)]) {
+    EXTENTS_LOCK.lock();
+    for &(start, end) in funcs {
+        if start != 0 && end > start && Table::get_in(&EXTENTS, start).is_none() {
+            Table::insert_in(&EXTENTS, start, u32::try_from(end - start).unwrap_or(u32::MAX));
+        }
+    }
+    EXTENTS_LOCK.unlock();
+}
+
+/// The end of the patched function that starts at `addr` (None: not one, or not patched).
+fn extent(addr: u64) -> Option<u64> {
+    Table::get_in(&EXTENTS, addr).map(|n| addr + u64::from(n))
+}
+
+/// How many of the innermost open frames (`stack`, `cfas`, `rets`: their functions, CFAs and
+/// return addresses, innermost last; those the rule of [`dead_frames`] closes already left
+/// out) have returned although a call at `cfa` starts below them on the thread's stack.
+///
+/// Entry patching sees no returns, and a caller may move its stack pointer down between two
+/// calls: gcc pushes the stack arguments of a call with more than six (brotli's
+/// `EncodeData` calling `WriteMetaBlockInternal` after `BrotliAllocate` and the malloc
+/// wrapper below it returned), so the new call starts below the dead frames, and the CFA rule
+/// nests it under them. Two witnesses tell:
+/// 1. `ret`, the new call's return address (None for an inline probe's hit, which has none):
+///    it lies in the function that makes the call. The innermost open frame whose patched
+///    function holds it ([`set_extents`]) is the caller, and every frame above it has returned
+///    (a running callee of it would be making the call). When the innermost frame holds it,
+///    none has.
+/// 2. When no open frame's function is known to hold it (a function without extent, a call
+///    from code that was not patched): a frame whose return-address slot (its CFA - 8) no
+///    longer holds the address its call pushed there has returned, as `slt_python_entry`
+///    reads it (the pushed arguments overwrote it); innermost first, to the first that holds it.
+///
+/// Only frames on the thread's stack (`stack_range`) above the call are judged: that memory is
+/// mapped (the running code's stack, between its stack pointer and the top); `read` reads it.
+pub(crate) fn returned_above(stack: &[u64], cfas: &[u64], rets: &[u64], cfa: u64, ret: Option<u64>) -> usize {
+    // SAFETY: `returned_above_on` reads only the slots of frames on the thread's own stack
+    // above `cfa`, the CFA of the call being entered on that stack: between the running code's
+    // stack pointer and the stack's top, mapped memory of this thread.
+    let read = |a: u64| unsafe { *(a as *const u64) };
+    returned_above_on(stack, cfas, rets, cfa, ret, thread_stack(), &extent, &read)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn returned_above_on(
+    stack: &[u64],
+    cfas: &[u64],
+    rets: &[u64],
+    cfa: u64,
+    ret: Option<u64>,
+    (lo, hi): (u64, u64),
+    extent: &dyn Fn(u64) -> Option<u64>,
+    read: &dyn Fn(u64) -> u64,
+) -> usize {
+    let n = cfas.len().min(stack.len()).min(rets.len());
+    if cfa == 0 || cfa < lo || cfa >= hi {
+        return 0;
+    }
+    // A frame above the call on the thread's stack.
+    let judged = |k: usize| cfas[k] > cfa && cfas[k] < hi;
+    if let Some(pc) = ret.filter(|&r| r != 0).map(|r| r - 1) {
+        for k in (0..n).rev() {
+            let start = stack[k] & !crate::filter::ROOT_BIT;
+            if extent(start).is_some_and(|end| start <= pc && pc < end) {
+                return if (k + 1..n).all(judged) { n - 1 - k } else { 0 };
+            }
+        }
+    }
+    let mut m = 0;
+    for k in (0..n).rev() {
+        if !judged(k) || rets[k] == 0 || read(cfas[k] - 8) == rets[k] {
+            break;
+        }
+        m += 1;
+    }
+    m
+}
+
 /// The CFA offset of the function at `addr` from the hook's stack pointer `sp`, measured
 /// the first time (0: unknown).
 pub(crate) fn cfa_offset(addr: u64, sp: u64) -> u32 {
@@ -347,5 +433,45 @@ mod tests {
         assert_eq!(stack_switch_on(&[0x707f_f000, 0, co], 0x707f_e000, STACK), Switch::Same);
         assert_eq!(stack_switch_on(&[], 0x707f_e000, STACK), Switch::Same);
         assert_eq!(stack_switch_on(&open, 0, STACK), Switch::Same);
+    }
+
+    /// brotli's `EncodeData` (`main` here) called `BrotliAllocate` (`alloc`), which called the
+    /// malloc wrapper (`wrap`); both returned, then `main` pushed three stack arguments and
+    /// called `weigh` below their frames.
+    #[test]
+    fn a_call_below_returned_frames_closes_them_by_its_return_address_or_their_slots() {
+        use std::collections::HashMap;
+        let (main, alloc, wrap) = (0x1000u64, 0x2000u64, 0x3000u64);
+        let ext: HashMap<u64, u64> = [(main, 0x1100), (alloc, 0x2040), (wrap, 0x3010)].into();
+        let extent = |a: u64| ext.get(&a).copied();
+        let s = 0x707f_e000u64;
+        let stack = [main, alloc, wrap];
+        let cfas = [s + 0x40, s, s - 0x10];
+        let rets = [0x9999, 0x10aa, 0x2010];
+        // The memory: alloc's slot overwritten by a pushed argument, wrap's too.
+        let mut mem: HashMap<u64, u64> = [(s + 0x38, 0x9999), (s - 8, 9), (s - 0x18, 8)].into();
+        let read = |a: u64| *mem.get(&a).unwrap_or(&0);
+        let cfa = s - 0x20;
+        // By the return address: main makes the call, both frames above it returned.
+        assert_eq!(returned_above_on(&stack, &cfas, &rets, cfa, Some(0x10de), STACK, &extent, &read), 2);
+        // The innermost frame makes the call: none returned, whatever the slots say.
+        assert_eq!(returned_above_on(&stack, &cfas, &rets, cfa, Some(0x3005), STACK, &extent, &read), 0);
+        assert_eq!(returned_above_on(&stack, &cfas, &rets, cfa, Some(0x2020), STACK, &extent, &read), 1);
+        // No extent holds it (a hit, code that was not patched): the slots tell, innermost first.
+        assert_eq!(returned_above_on(&stack, &cfas, &rets, cfa, None, STACK, &extent, &read), 2);
+        assert_eq!(returned_above_on(&stack, &cfas, &rets, cfa, Some(0x8000), STACK, &extent, &read), 2);
+        mem.insert(s - 8, 0x10aa);
+        let read = |a: u64| *mem.get(&a).unwrap_or(&0);
+        assert_eq!(returned_above_on(&stack, &cfas, &rets, cfa, None, STACK, &extent, &read), 1);
+        // A frame whose slot still holds its return address stops the count.
+        mem.insert(s - 0x18, 0x2010);
+        let read = |a: u64| *mem.get(&a).unwrap_or(&0);
+        assert_eq!(returned_above_on(&stack, &cfas, &rets, cfa, None, STACK, &extent, &read), 0);
+        // Off the thread's stack, or no CFA: nothing is judged.
+        assert_eq!(returned_above_on(&stack, &cfas, &rets, 0, Some(0x10de), STACK, &extent, &read), 0);
+        assert_eq!(returned_above_on(&stack, &cfas, &rets, 0x1000_0000, Some(0x10de), STACK, &extent, &read), 0);
+        // A frame above the caller that is not above the call on this stack: not closed.
+        let far = [s + 0x40, 0x1000_8000, s - 0x10];
+        assert_eq!(returned_above_on(&stack, &far, &rets, cfa, Some(0x10de), STACK, &extent, &read), 0);
     }
 }

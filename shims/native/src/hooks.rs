@@ -211,7 +211,7 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
         depth
     } else if depth <= STACK_CAP {
         // SAFETY: the thread has its state (the contract), and depth <= STACK_CAP.
-        let (dead, switch) = unsafe { closed_by(t, cfa) };
+        let (dead, switch) = unsafe { closed_by(t, addr, cfa) };
         entered = switch == frames::Switch::Enter;
         dead
     } else {
@@ -281,7 +281,7 @@ pub(crate) unsafe fn enter_recorded(t: &mut SltThread, addr: u64, sp: u64, root:
 ///
 /// # Safety
 /// The thread has its state (`t.rust` is set; see [`SltThread`]) and `t.depth <= STACK_CAP`.
-unsafe fn closed_by(t: &mut SltThread, cfa: u64) -> (usize, frames::Switch) {
+unsafe fn closed_by(t: &mut SltThread, addr: u64, cfa: u64) -> (usize, frames::Switch) {
     let depth = t.depth as usize;
     // SAFETY: the thread has its state, whose `cfas` holds STACK_CAP entries, and depth <=
     // STACK_CAP (the contract).
@@ -309,6 +309,21 @@ unsafe fn closed_by(t: &mut SltThread, cfa: u64) -> (usize, frames::Switch) {
                 st.suspended.suspend(&left[..n], parent);
             }
             (depth - k - 1) + frames::dead_frames(&cfas[..=k], cfa)
+        }
+        frames::Switch::Same if cfa != 0 => {
+            let by_cfa = frames::dead_frames(cfas, cfa);
+            let left = depth - by_cfa;
+            // SAFETY: as for `cfas`: `stack` holds STACK_CAP entries, `cfas` 2 * STACK_CAP
+            // (their return addresses from STACK_CAP on: thread::set_frame).
+            let (stack, rets) =
+                unsafe { (std::slice::from_raw_parts(t.stack, left), std::slice::from_raw_parts(t.cfas.add(STACK_CAP), left)) };
+            // The call's return address, in the function that makes it: at its CFA - 8, on
+            // this stack above the stack pointer (a real call's; an inline probe's hit has
+            // none: its CFA is the interrupted stack pointer).
+            // SAFETY: `cfa` is the CFA of the function being entered, which is running on
+            // this thread's stack: its return-address slot is mapped.
+            let ret = (addr & crate::probe::INLINE_BIT == 0).then(|| unsafe { *((cfa - 8) as *const u64) });
+            by_cfa + frames::returned_above(stack, &cfas[..left], rets, cfa, ret)
         }
         _ => frames::dead_frames(cfas, cfa),
     };

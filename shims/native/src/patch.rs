@@ -201,6 +201,7 @@ pub(crate) fn patch_object_with<I: Isa>(base: u64, syms: &crate::filter::Symbols
     }
     I::code_written(area, size);
     frames::set_cfa_offsets(&patches.iter().map(|p| p.0).collect::<Vec<_>>(), I::ENTRY_CFA);
+    frames::set_extents(&patches.iter().map(|p| (p.0, p.2 .1)).collect::<Vec<_>>());
     patches.sort_unstable_by_key(|p| p.0);
     for run in page_runs(&patches, jump_len) {
         let (page, end) = (run[0].0 & !4095, (run[run.len() - 1].0 + jump_len).next_multiple_of(4096));
