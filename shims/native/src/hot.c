@@ -103,10 +103,10 @@ struct slt_thread {
     /* The stack pointer of the slow path that runs (mode BUSY) at its shallowest, 0: none;
      * thread.rs's recover_busy. */
     uint64_t busy_sp;
-    /* The thread's own stack, [stack_lo, stack_hi) (both 0: unknown), set when the thread
-     * starts recording: top_maybe_returned reads frames' slots only there. */
+    /* The thread's own stack, [stack_lo, stack_lo + stack_span) (span 0: unknown), set when
+     * the thread starts recording: top_slot_reused reads frames' slots only there. */
     uint64_t stack_lo;
-    uint64_t stack_hi;
+    uint64_t stack_span;
 };
 
 /* Keep in sync with trace_format::clock::TscCalibration (#[repr(C)]). */
@@ -477,21 +477,18 @@ static inline int top_is_dead(const struct slt_thread *t, uint64_t cfa)
 /* Whether an entry at `cfa` below the innermost open frame may find that frame returned all
  * the same (frames.rs returned_above decides, in the slow path): a caller can move its stack
  * pointer down between two calls (gcc pushes a call's stack arguments), so the next call starts
- * below the frames of the calls that returned. Two cheap signs: that frame's return-address
- * slot (its CFA - 8) no longer holds the address its call pushed (the pushed arguments
- * overwrote it), or the new call's return address lies below that frame's function (a call
- * made from inside it returns into it). Read only on the thread's own stack, between the new
- * call's CFA and the frame's: mapped memory of the running code. With top_is_dead false and
- * both CFAs known, the frame's CFA is above the new one. */
-static inline int top_maybe_returned(const struct slt_thread *t, uint64_t cfa)
+ * below the frames of the calls that returned. The sign: that frame's return-address slot (its
+ * CFA - 8) no longer holds the address its call pushed there (the pushed arguments overwrote
+ * it). Read only when that CFA lies on the thread's own stack: a thread's stack stays mapped
+ * while the thread lives, so a slot that held a return address once can be read. Two loads and
+ * a compare beside top_is_dead's; the slow path also looks at the new call's return address. */
+static inline int top_slot_reused(const struct slt_thread *t, uint64_t cfa)
 {
     uint64_t d = t->depth;
-    if (cfa == 0 || d - 1 >= SLT_STACK_CAP || cfa < t->stack_lo)
+    if (cfa == 0 || d - 1 >= SLT_STACK_CAP)
         return 0;
-    uint64_t f = t->cfas[d - 1], r = SLT_RETS(t)[d - 1];
-    if (f == 0 || r == 0 || f <= cfa || f >= t->stack_hi)
-        return 0;
-    return *(const uint64_t *)(f - 8) != r || *(const uint64_t *)(cfa - 8) < (t->stack[d - 1] & ~SLT_ROOT_BIT);
+    uint64_t f = t->cfas[d - 1];
+    return f - t->stack_lo < t->stack_span && *(const uint64_t *)(f - 8) != SLT_RETS(t)[d - 1];
 }
 
 /* Entry patching sees no exits: most entries close frames (a sibling's, after its return).
@@ -595,7 +592,7 @@ SLT_HIDDEN void slt_enter(void *this_fn, uint64_t sp)
         enter_after_dead(t, addr, sp, e, lim, ns);
         return;
     }
-    if (UNLIKELY(top_maybe_returned(t, cfa)))
+    if (UNLIKELY(top_slot_reused(t, cfa)))
         goto slow;
     if (UNLIKELY(ns == 0)) {
         enter_slow_clock(t, addr, SLT_CODE(e), cfa, p, lim);

@@ -64,10 +64,10 @@ pub(crate) struct SltThread {
     pub(crate) cfas: *mut u64,
     /// Stack pointer of the running slow path at its shallowest (0: none): `recover_busy`.
     pub(crate) busy_sp: u64,
-    /// The thread's own stack, `[stack_lo, stack_hi)` (both 0: unknown), set by
-    /// `thread::start_thread`: hot.c's `top_maybe_returned` reads open frames' slots only there.
+    /// The thread's own stack, `[stack_lo, stack_lo + stack_span)` (span 0: unknown), set by
+    /// `thread::start_thread`: hot.c's `top_slot_reused` reads open frames' slots only there.
     pub(crate) stack_lo: u64,
-    pub(crate) stack_hi: u64,
+    pub(crate) stack_span: u64,
 }
 
 // hot.c's functions. What a caller must hold, beyond the C signature:

@@ -269,7 +269,7 @@ pub(crate) fn start_thread(t: &mut SltThread) {
     st.suspended.clear();
     // The thread's stack, where hot.c may read open frames' slots (frames.rs's bounds).
     let (lo, hi) = crate::frames::thread_stack();
-    (t.stack_lo, t.stack_hi) = if lo < hi { (lo, hi) } else { (0, 0) };
+    (t.stack_lo, t.stack_span) = if lo < hi { (lo, hi - lo) } else { (0, 0) };
     st.writer = open_stream(t.depth as usize, &st.stack[..]);
     // The cursor of the new stream (a forked child's block still holds its parent's).
     t.push();
