@@ -92,6 +92,47 @@ fn a_static_helper_inlined_at_o1_is_shown_when_it_ran_and_only_then() {
 /// branches and leaves no inlined instance of them in the debug information (checked: the
 /// inline list has no entry, and names them as folded). The prompt does not say they did not
 /// run: it names them as functions whose running cannot be told.
+/// gcc -O2 keeps one copy of the `memset` both inlined helpers end in (cross-jumping) and the
+/// debug information gives it to `prepare_long`, whose code `prepare_short`'s jumps to: a probe
+/// there showed `prepare_long` as run when only `prepare_short` ran (brotli's `PrepareH68` at
+/// quality 5). That range start gets no probe (tracer/src/blocks.rs, `cross_jumped`); each
+/// helper is still seen by its entry.
+#[test]
+fn code_two_inlined_helpers_share_does_not_show_the_other_as_run() {
+    let s = scratch();
+    let exe = s.path().join("crossjump");
+    compile("gcc", &["-g", "-O2"], &exe, &example("c/crossjump.c"), &[]);
+    // The premise: prepare_short's code jumps into prepare_long's (objdump -l names the
+    // function of each run of instructions).
+    let dis = run_ok(std::process::Command::new("objdump").args(["-d", "-l", "--no-show-raw-insn"]).arg(&exe));
+    let (mut func, mut at_long, mut jumps_from_short) = ("", Vec::new(), Vec::new());
+    for l in dis.lines() {
+        if let Some(f) = l.strip_suffix("():") {
+            func = f;
+            continue;
+        }
+        let Some((addr, ins)) = l.trim().split_once(":\t") else { continue };
+        let Ok(addr) = u64::from_str_radix(addr, 16) else { continue };
+        if func == "prepare_long" {
+            at_long.push(addr);
+        }
+        if func == "prepare_short" && ins.starts_with('j') {
+            jumps_from_short.extend(ins.split_whitespace().nth(1).and_then(|t| u64::from_str_radix(t, 16).ok()));
+        }
+    }
+    assert!(jumps_from_short.iter().any(|t| at_long.contains(t)), "gcc -O2 no longer shares the memset:\n{dis}");
+    for (arg, want) in [
+        ("1", "main\n  prepare\n    prepare_short [inlined]\n"),
+        ("2", "main\n  prepare\n    prepare_long [inlined]\n"),
+        ("3", "main\n  prepare\n"),
+    ] {
+        let t = s.path().join(format!("k{arg}.d"));
+        assert_eq!(trace_patched(&t, &exe, &[arg]), run_ok(std::process::Command::new(&exe).arg(arg)));
+        let prompt = run_ok(cmd("slice").arg("from-trace").arg(&t).arg("-q").arg("Which table was prepared?"));
+        assert_eq!(tree_text(&prompt), want, "kind {arg}: {prompt}");
+    }
+}
+
 #[test]
 fn helpers_folded_away_without_an_inlined_instance_are_named_as_unknowable() {
     let s = scratch();

@@ -24,6 +24,20 @@ pub struct InlinedStart {
     /// instance is inlined straight into its function, or only through instances left out).
     /// When code of `chain` ran, code of `parent` ran: it holds it.
     pub parent: u64,
+    /// The instance's entry (`DW_AT_entry_pc`; without one, its first range's start), not the
+    /// start of a later range.
+    pub entry: bool,
+    /// The instance, an index into [`InlinedCode::instances`].
+    pub instance: u32,
+}
+
+/// What [`inlined_code`] reads: the probes' starts, the folded functions, and the address
+/// ranges of every inlined instance with code (kept or not), by [`InlinedStart::instance`].
+#[derive(Debug, Clone, Default)]
+pub struct InlinedCode {
+    pub starts: Vec<InlinedStart>,
+    pub folded: Vec<Folded>,
+    pub instances: Vec<Vec<(u64, u64)>>,
 }
 
 /// Where a DIE's `DW_AT_abstract_origin` points, as one number across units (0: none).
@@ -50,7 +64,7 @@ fn mix(h: u64, v: u64) -> u64 {
 /// ([`crate::dwarf::first_file`]): the standard library's code inlined into such a unit is
 /// then left out as a declared one is. Where the unit has no line table to tell, it is kept.
 pub fn instance_starts(obj: &object::File, keep: impl FnMut(&Path) -> bool, limit: usize) -> Result<Vec<InlinedStart>, gimli::Error> {
-    Ok(instance_starts_and_folded(obj, keep, limit)?.0)
+    Ok(inlined_code(obj, keep, limit)?.starts)
 }
 
 /// A function of the program's own code that the compiler inlined everywhere leaving no code
@@ -66,13 +80,10 @@ pub struct Folded {
     pub line: u32,
 }
 
-/// [`instance_starts`], and the [`Folded`] functions declared in files `keep` keeps (none when
-/// the walk stopped at `limit`: the rest of the DWARF could hold their instances).
-pub fn instance_starts_and_folded(
-    obj: &object::File,
-    mut keep: impl FnMut(&Path) -> bool,
-    limit: usize,
-) -> Result<(Vec<InlinedStart>, Vec<Folded>), gimli::Error> {
+/// [`instance_starts`], the [`Folded`] functions declared in files `keep` keeps (none when
+/// the walk stopped at `limit`: the rest of the DWARF could hold their instances), and every
+/// inlined instance's ranges.
+pub fn inlined_code(obj: &object::File, mut keep: impl FnMut(&Path) -> bool, limit: usize) -> Result<InlinedCode, gimli::Error> {
     let sections = crate::units::Sections::of(obj);
     let dwarf = sections.dwarf();
     let mut xref = Xref::new(&dwarf);
@@ -84,6 +95,7 @@ pub fn instance_starts_and_folded(
     let mut abstracts: HashMap<u64, Folded> = HashMap::new();
     let mut instantiated: std::collections::HashSet<u64> = std::collections::HashSet::new();
     let mut stopped = false;
+    let mut all_ranges: Vec<Vec<(u64, u64)>> = Vec::new();
     let mut units = dwarf.units();
     while let Some(header) = units.next()? {
         let Ok(unit) = dwarf.unit(header) else { continue };
@@ -155,17 +167,25 @@ pub fn instance_starts_and_folded(
             if !spans.is_empty() {
                 instantiated.insert(origin_key(here, entry));
             }
+            let instance = all_ranges.len() as u32;
+            if !spans.is_empty() {
+                all_ranges.push(spans.clone());
+            }
             if !is_kept {
                 continue;
             }
             let from = out.len();
-            let start = |addr| InlinedStart { addr, depth: inlined, chain, parent };
-            if let Some(a) = entry.attr_value(gimli::DW_AT_entry_pc).ok().flatten().and_then(|v| unit.attr_address(v).ok().flatten()) {
-                if spans.iter().any(|&(b, e)| (b..e).contains(&a)) {
-                    out.push(start(a));
-                }
+            let start = |addr, entry| InlinedStart { addr, depth: inlined, chain, parent, entry, instance };
+            let entry_pc = entry
+                .attr_value(gimli::DW_AT_entry_pc)
+                .ok()
+                .flatten()
+                .and_then(|v| unit.attr_address(v).ok().flatten())
+                .filter(|a| spans.iter().any(|&(b, e)| (b..e).contains(a)));
+            if let Some(a) = entry_pc {
+                out.push(start(a, true));
             }
-            out.extend(spans.iter().map(|&(b, _)| start(b)));
+            out.extend(spans.iter().enumerate().map(|(k, &(b, _))| start(b, entry_pc.map_or(k == 0, |a| a == b))));
             if !declared {
                 undeclared.push((instances.len() - 1, from..out.len(), chain, parent));
             }
@@ -186,7 +206,7 @@ pub fn instance_starts_and_folded(
     };
     folded.sort();
     folded.dedup();
-    Ok((out, folded))
+    Ok(InlinedCode { starts: out, folded, instances: all_ranges })
 }
 
 /// Whether a DIE has code: an address range or a low PC.

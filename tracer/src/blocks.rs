@@ -229,6 +229,86 @@ pub(crate) fn covers_in_object(path: &Path, offsets: &[u64]) -> Option<Vec<u32>>
     Some(covers(&img, &blocks, &rows))
 }
 
+/// The later range starts of inlined instances (not their entries) that code of another
+/// instance jumps to: the compiler merged identical code of two instances into one copy
+/// (cross-jumping, tail merging) and the debug information gives it to one of them, so a probe
+/// there fires when the other ran. brotli's `PrepareH58` and `PrepareH68` end in the same
+/// `memset(..., 0xff, ...)`; gcc -O2 kept one copy, in `PrepareH68`'s second range, which
+/// `PrepareH58`'s code jumps to, and `PrepareH68` showed as run at quality 5, which never runs
+/// it. A direct jump into the start `S` of a range of instance `I` comes from foreign code
+/// when its source lies outside `I`'s ranges, in an instance whose ranges do not hold `S` (not
+/// one around `I`: code of the function or of an instance around it jumping to a later range
+/// of `I` is code motion, as hexyl's `Unit::get_multiplier` has). Returns (start, instance)
+/// pairs; only the functions holding a later range start are decoded. x86-64 only (empty
+/// elsewhere).
+pub(crate) fn cross_jumped(obj: &object::File, code: &symbolize::inlined::InlinedCode) -> std::collections::HashSet<(u64, u32)> {
+    use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind};
+    use object::{Object, ObjectSymbol};
+    let mut out = std::collections::HashSet::new();
+    if obj.architecture() != object::Architecture::X86_64 {
+        return out;
+    }
+    let later: Vec<&symbolize::inlined::InlinedStart> = code.starts.iter().filter(|s| !s.entry).collect();
+    if later.is_empty() {
+        return out;
+    }
+    let mut funcs: Vec<(u64, u64)> = obj
+        .symbols()
+        .chain(obj.dynamic_symbols())
+        .filter(|s| s.kind() == object::SymbolKind::Text && s.size() > 0)
+        .map(|s| (s.address(), s.address() + s.size()))
+        .collect();
+    funcs.sort_unstable();
+    funcs.dedup();
+    let func_of = |a: u64| {
+        let i = funcs.partition_point(|f| f.0 <= a);
+        (i > 0 && a < funcs[i - 1].1).then(|| funcs[i - 1])
+    };
+    // Every instance's ranges, by start: (begin, end, instance).
+    let mut ranges: Vec<(u64, u64, u32)> =
+        code.instances.iter().enumerate().flat_map(|(k, rs)| rs.iter().map(move |&(b, e)| (b, e, k as u32))).collect();
+    ranges.sort_unstable();
+    let holds = |k: u32, a: u64| code.instances.get(k as usize).is_some_and(|rs| rs.iter().any(|&(b, e)| b <= a && a < e));
+    let targets: std::collections::HashSet<u64> = later.iter().map(|s| s.addr).collect();
+    let mut by_func: std::collections::BTreeMap<(u64, u64), ()> = std::collections::BTreeMap::new();
+    for s in &later {
+        if let Some(f) = func_of(s.addr) {
+            by_func.insert(f, ());
+        }
+    }
+    let (sections, _) = sections(obj);
+    // Sources of the jumps to each target.
+    let mut sources: std::collections::HashMap<u64, Vec<u64>> = std::collections::HashMap::new();
+    let mut ins = Instruction::default();
+    for &(start, end) in by_func.keys() {
+        let Some(bytes) = Image::bytes_at(&sections, start, (end - start) as usize) else { continue };
+        let mut dec = Decoder::with_ip(64, bytes, start, DecoderOptions::NONE);
+        while dec.can_decode() {
+            dec.decode_out(&mut ins);
+            if ins.is_invalid() {
+                break;
+            }
+            if matches!(ins.op0_kind(), OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64)
+                && targets.contains(&ins.near_branch_target())
+            {
+                sources.entry(ins.near_branch_target()).or_default().push(ins.ip());
+            }
+        }
+    }
+    for s in later {
+        let Some(from) = sources.get(&s.addr) else { continue };
+        let Some((fs, fe)) = func_of(s.addr) else { continue };
+        // The instances with a range in the function.
+        let lo = ranges.partition_point(|r| r.0 < fs);
+        let here = &ranges[lo..ranges.partition_point(|r| r.0 < fe)];
+        let foreign = from.iter().any(|&a| !holds(s.instance, a) && here.iter().any(|&(b, e, k)| b <= a && a < e && !holds(k, s.addr)));
+        if foreign {
+            out.insert((s.addr, s.instance));
+        }
+    }
+    out
+}
+
 /// The object's allocated sections with contents: (executable ones, the others), each as
 /// (address, bytes).
 pub(crate) type Sections<'a> = (Vec<(u64, &'a [u8])>, Vec<(u64, &'a [u8])>);

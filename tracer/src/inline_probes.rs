@@ -28,8 +28,9 @@ const MAX_PROBES: usize = 1_000_000;
 /// instance's entry outside its ranges gets no probe. 9: an inlined function no DIE declares
 /// (line tables only) is judged by the file of its own code's first row, so the standard
 /// library's code inlined into such a unit gets none; and `/rust/deps/`, the crates `std`
-/// vendors, is the standard library's.)
-const LIST_RULES: u32 = 9;
+/// vendors, is the standard library's. 10: a later range's start that another instance's code
+/// jumps to gets no probe, `blocks::cross_jumped`.)
+const LIST_RULES: u32 = 10;
 
 /// Lists kept in the cache (the most recently used).
 const CACHE_KEEP: usize = 64;
@@ -150,7 +151,11 @@ pub fn probe_list(path: &Path) -> Option<InlineProbeList> {
     let data = crate::detect::map_file(path).ok()?;
     let obj = object::File::parse(&*data).ok()?;
     let bias = obj.segments().map(|s| s.address()).min().map(|v| v & !0xfff)?;
-    let (mut starts, folded) = symbolize::inlined::instance_starts_and_folded(&obj, |f| own_code(&f.to_string_lossy()), MAX_PROBES).ok()?;
+    let code = symbolize::inlined::inlined_code(&obj, |f| own_code(&f.to_string_lossy()), MAX_PROBES).ok()?;
+    // Code two instances share gets no probe: its hit would not tell which of them ran.
+    let shared = crate::blocks::cross_jumped(&obj, &code);
+    let symbolize::inlined::InlinedCode { mut starts, folded, .. } = code;
+    starts.retain(|s| !shared.contains(&(s.addr, s.instance)));
     let folded: Vec<trace_format::meta::FoldedFunction> = folded
         .into_iter()
         .take(trace_format::meta::MAX_FOLDED)
