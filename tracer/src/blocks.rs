@@ -238,7 +238,8 @@ pub(crate) fn covers_in_object(path: &Path, offsets: &[u64]) -> Option<Vec<u32>>
 /// it. A direct jump into the start `S` of a range of instance `I` comes from foreign code
 /// when its source lies outside `I`'s ranges, in an instance whose ranges do not hold `S` (not
 /// one around `I`: code of the function or of an instance around it jumping to a later range
-/// of `I` is code motion, as hexyl's `Unit::get_multiplier` has). Returns (start, instance)
+/// of `I` is code motion, as hexyl's `Unit::get_multiplier` has); the range is shared when
+/// `I`'s own code reaches it too. Returns (start, instance)
 /// pairs; only the functions holding a later range start are decoded. x86-64 only (empty
 /// elsewhere).
 pub(crate) fn cross_jumped(obj: &object::File, code: &symbolize::inlined::InlinedCode) -> std::collections::HashSet<(u64, u32)> {
@@ -302,7 +303,12 @@ pub(crate) fn cross_jumped(obj: &object::File, code: &symbolize::inlined::Inline
         let lo = ranges.partition_point(|r| r.0 < fs);
         let here = &ranges[lo..ranges.partition_point(|r| r.0 < fe)];
         let foreign = from.iter().any(|&a| !holds(s.instance, a) && here.iter().any(|&(b, e, k)| b <= a && a < e && !holds(k, s.addr)));
-        if foreign {
+        // And reached from the instance's own code too (a jump, or falling through from its
+        // code just before): code both reach. A range reached only from another instance is
+        // the rest of the work after it (ripgrep's `Builder::from_config` jumps on to the
+        // loop of `Builder::extend`, which adds the patterns).
+        let own = holds(s.instance, s.addr.wrapping_sub(1)) || from.iter().any(|&a| holds(s.instance, a));
+        if foreign && own {
             out.insert((s.addr, s.instance));
         }
     }

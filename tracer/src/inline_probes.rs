@@ -29,8 +29,8 @@ const MAX_PROBES: usize = 1_000_000;
 /// (line tables only) is judged by the file of its own code's first row, so the standard
 /// library's code inlined into such a unit gets none; and `/rust/deps/`, the crates `std`
 /// vendors, is the standard library's. 10: a later range's start that another instance's code
-/// jumps to gets no probe, `blocks::cross_jumped`.)
-const LIST_RULES: u32 = 10;
+/// jumps to, and its own code reaches too, gets no probe, `blocks::cross_jumped`.)
+const LIST_RULES: u32 = 11;
 
 /// Lists kept in the cache (the most recently used).
 const CACHE_KEEP: usize = 64;
