@@ -65,6 +65,22 @@ impl SpinLock {
         }
     }
 
+    /// [`SpinLock::lock_blocked`] that gives up after `tries` attempts, each but the first
+    /// after a `sched_yield`: true when the lock is taken (release it with
+    /// [`SpinLock::unlock_blocked`]).
+    pub(crate) fn try_lock_blocked(&self, tries: u32) -> bool {
+        for k in 0..tries.max(1) {
+            if k > 0 {
+                // SAFETY: sched_yield has no preconditions (and is async-signal-safe).
+                unsafe { libc::sched_yield() };
+            }
+            if self.0.compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Release a lock taken with [`SpinLock::lock_blocked`].
     pub(crate) fn unlock_blocked(&self) {
         self.0.store(false, Ordering::Release);
@@ -76,5 +92,23 @@ impl SpinLock {
         self.0.store(false, Ordering::Release);
         // SAFETY: the mask saved by `lock`.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, null_mut()) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SpinLock;
+
+    /// A lock another holder keeps is given up after the tries; a free one is taken at once.
+    #[test]
+    fn a_bounded_lock_gives_up_on_a_lock_held_for_ever() {
+        let l = SpinLock::new();
+        assert!(l.try_lock_blocked(1));
+        let t0 = std::time::Instant::now();
+        assert!(!l.try_lock_blocked(1000));
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5));
+        l.unlock_blocked();
+        assert!(l.try_lock_blocked(1));
+        l.unlock_blocked();
     }
 }

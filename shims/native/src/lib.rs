@@ -35,6 +35,15 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 
+/// The shim's own heap: dlmalloc on pages of its own, never the C library's malloc. The shim's
+/// slow paths allocate (a function's record, a stream's buffers), and under
+/// `SLICE_TRACE_PATCH=all` they can be entered from the C library's own functions, some of which
+/// malloc calls with its arena locked: an allocation there through malloc waited for that lock
+/// for ever (Debian's zstd hung at its second thread). `lifecycle::setup` makes it safe across
+/// `fork` (`enable_alloc_after_fork`).
+#[global_allocator]
+static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+
 mod arch;
 mod ask;
 mod filter;

@@ -51,6 +51,11 @@ pub(crate) fn setup_once() -> bool {
 }
 
 pub(crate) fn setup() {
+    // The shim's heap (lib.rs, `ALLOC`) stays usable in a child forked while another thread
+    // allocated (its lock is taken around `fork`).
+    // SAFETY: called once (SETUP), before this library allocates: set-up is the first thing
+    // its constructor and its hooks do.
+    unsafe { dlmalloc::enable_alloc_after_fork() };
     let Some(dir) = std::env::var_os(ENV_TRACE_DIR).filter(|d| !d.is_empty()) else { return };
     let mut dir = PathBuf::from(dir);
     if dir.is_relative() {

@@ -187,13 +187,27 @@ pub(crate) fn register(addr: u64) -> Option<u32> {
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
     }
-    COLD.lock();
-    let r = register_locked(addr);
-    COLD.unlock();
+    // A bounded wait: the holder may be waiting for a lock this thread holds. With
+    // `SLICE_TRACE_PATCH=all` the C library's own functions are patched, and malloc calls some
+    // of them with its arena locked; a thread registering a function (its record's buffer
+    // grows through realloc) then waits for that arena while the thread inside malloc waits
+    // here: Debian's zstd hung for ever. Giving up leaves this call unrecorded (the function
+    // is registered at a later call) and lets malloc go on.
+    let r = if COLD.try_lock_blocked(REGISTER_TRIES) {
+        let r = register_locked(addr);
+        COLD.unlock_blocked();
+        r
+    } else {
+        None
+    };
     // SAFETY: as above.
     unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, null_mut()) };
     r
 }
+
+/// Attempts at the registration lock before a call goes unrecorded ([`register`]): about
+/// 10-50 ms of `sched_yield`s, far beyond the microseconds a registration holds it.
+const REGISTER_TRIES: u32 = 1 << 15;
 
 /// [`register`] from a signal handler that runs with every signal blocked (probe.rs's
 /// `on_trap`): the same, without the two mask calls.
