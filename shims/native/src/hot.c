@@ -103,8 +103,9 @@ struct slt_thread {
     /* The stack pointer of the slow path that runs (mode BUSY) at its shallowest, 0: none;
      * thread.rs's recover_busy. */
     uint64_t busy_sp;
-    /* The thread's own stack, [stack_lo, stack_lo + stack_span) (span 0: unknown), set when
-     * the thread starts recording: top_slot_reused reads frames' slots only there. */
+    /* The thread's own stack, [stack_lo, stack_lo + stack_span) (span 0: unknown, or no entry
+     * of the process is patched), set when the thread starts recording: top_slot_reused
+     * reads frames' slots only there. */
     uint64_t stack_lo;
     uint64_t stack_span;
 };
@@ -484,11 +485,11 @@ static inline int top_is_dead(const struct slt_thread *t, uint64_t cfa)
  * a compare beside top_is_dead's; the slow path also looks at the new call's return address. */
 static inline int top_slot_reused(const struct slt_thread *t, uint64_t cfa)
 {
-    uint64_t d = t->depth;
-    if (cfa == 0 || d - 1 >= SLT_STACK_CAP)
+    uint64_t d = t->depth, span = t->stack_span;
+    if (span == 0 || cfa == 0 || d - 1 >= SLT_STACK_CAP)
         return 0;
     uint64_t f = t->cfas[d - 1];
-    return f - t->stack_lo < t->stack_span && *(const uint64_t *)(f - 8) != SLT_RETS(t)[d - 1];
+    return f - t->stack_lo < span && *(const uint64_t *)(f - 8) != SLT_RETS(t)[d - 1];
 }
 
 /* Entry patching sees no exits: most entries close frames (a sibling's, after its return).

@@ -120,6 +120,16 @@ fn is_runtime<I: Isa>(name: &str) -> bool {
     NAMES.contains(&name) || name.starts_with("__libc_csu") || I::runtime_helper(name)
 }
 
+/// Whether this process has entry-patched functions: only their frames close without an exit
+/// event (a `-finstrument-functions` build's exits close its own), so only then do threads
+/// watch open frames' return-address slots (hot.c `top_slot_reused`; `thread::start_thread`).
+static PATCHED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// [`PATCHED`].
+pub(crate) fn any_patched() -> bool {
+    PATCHED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Patch the functions of the object loaded at `base` (its first page: symbol offsets count
 /// from there), whose symbols are `syms`. Its code must not be running in another thread:
 /// objects.rs calls this from the constructor (one thread) and right after `dlopen` loaded
@@ -200,6 +210,7 @@ pub(crate) fn patch_object_with<I: Isa>(base: u64, syms: &crate::filter::Symbols
         return report;
     }
     I::code_written(area, size);
+    PATCHED.store(true, std::sync::atomic::Ordering::Relaxed);
     frames::set_cfa_offsets(&patches.iter().map(|p| p.0).collect::<Vec<_>>(), I::ENTRY_CFA);
     frames::set_extents(&patches.iter().map(|p| (p.0, p.2 .1)).collect::<Vec<_>>());
     patches.sort_unstable_by_key(|p| p.0);

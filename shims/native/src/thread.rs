@@ -267,9 +267,10 @@ pub(crate) fn start_thread(t: &mut SltThread) {
     // SAFETY: this thread's own state.
     let st = unsafe { &mut *(t.rust as *mut ThreadState) };
     st.suspended.clear();
-    // The thread's stack, where hot.c may read open frames' slots (frames.rs's bounds).
+    // The thread's stack, where hot.c may read open frames' slots (frames.rs's bounds), in a
+    // process with patched entries (whose frames see no exits).
     let (lo, hi) = crate::frames::thread_stack();
-    (t.stack_lo, t.stack_span) = if lo < hi { (lo, hi - lo) } else { (0, 0) };
+    (t.stack_lo, t.stack_span) = if lo < hi && crate::patch::any_patched() { (lo, hi - lo) } else { (0, 0) };
     st.writer = open_stream(t.depth as usize, &st.stack[..]);
     // The cursor of the new stream (a forked child's block still holds its parent's).
     t.push();
