@@ -195,7 +195,7 @@ pub(crate) fn covers(img: &Image, blocks: &Blocks, rows: &[u64]) -> Vec<u32> {
 /// them, ascending) of the ELF object at `path`; `None` when it is not an x86-64 ELF object
 /// that can be read (every row then has a probe of its own).
 pub(crate) fn covers_in_object(path: &Path, offsets: &[u64]) -> Option<Vec<u32>> {
-    use object::{Object, ObjectSegment, ObjectSymbol};
+    use object::{Object, ObjectSegment};
     let file = std::fs::File::open(path).ok()?;
     // SAFETY: a read-only mapping of the object; `trace` reads it before the program runs.
     let map = unsafe { memmap2::Mmap::map(&file) }.ok()?;
@@ -205,14 +205,7 @@ pub(crate) fn covers_in_object(path: &Path, offsets: &[u64]) -> Option<Vec<u32>>
     }
     let bias = obj.segments().map(|s| s.address()).min().map_or(0, |v| v & !0xfff);
     let (code, data) = sections(&obj);
-    let mut funcs: Vec<(u64, u64)> = obj
-        .symbols()
-        .chain(obj.dynamic_symbols())
-        .filter(|s| s.kind() == object::SymbolKind::Text && s.size() > 0)
-        .map(|s| (s.address(), s.address() + s.size()))
-        .collect();
-    funcs.sort_unstable();
-    funcs.dedup();
+    let funcs = function_extents(&obj);
     let mut taken = Vec::new();
     if let Some(relocs) = obj.dynamic_relocations() {
         for (_, r) in relocs {
@@ -244,7 +237,7 @@ pub(crate) fn covers_in_object(path: &Path, offsets: &[u64]) -> Option<Vec<u32>>
 /// elsewhere).
 pub(crate) fn cross_jumped(obj: &object::File, code: &symbolize::inlined::InlinedCode) -> std::collections::HashSet<(u64, u32)> {
     use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind};
-    use object::{Object, ObjectSymbol};
+    use object::Object;
     let mut out = std::collections::HashSet::new();
     if obj.architecture() != object::Architecture::X86_64 {
         return out;
@@ -253,14 +246,7 @@ pub(crate) fn cross_jumped(obj: &object::File, code: &symbolize::inlined::Inline
     if later.is_empty() {
         return out;
     }
-    let mut funcs: Vec<(u64, u64)> = obj
-        .symbols()
-        .chain(obj.dynamic_symbols())
-        .filter(|s| s.kind() == object::SymbolKind::Text && s.size() > 0)
-        .map(|s| (s.address(), s.address() + s.size()))
-        .collect();
-    funcs.sort_unstable();
-    funcs.dedup();
+    let funcs = function_extents(obj);
     let func_of = |a: u64| {
         let i = funcs.partition_point(|f| f.0 <= a);
         (i > 0 && a < funcs[i - 1].1).then(|| funcs[i - 1])
@@ -313,6 +299,21 @@ pub(crate) fn cross_jumped(obj: &object::File, code: &symbolize::inlined::Inline
         }
     }
     out
+}
+
+/// The object's function symbols (both tables) as (start, end) link-time addresses, sorted,
+/// without empty ones.
+fn function_extents(obj: &object::File) -> Vec<(u64, u64)> {
+    use object::{Object, ObjectSymbol};
+    let mut funcs: Vec<(u64, u64)> = obj
+        .symbols()
+        .chain(obj.dynamic_symbols())
+        .filter(|s| s.kind() == object::SymbolKind::Text && s.size() > 0)
+        .map(|s| (s.address(), s.address() + s.size()))
+        .collect();
+    funcs.sort_unstable();
+    funcs.dedup();
+    funcs
 }
 
 /// The object's allocated sections with contents: (executable ones, the others), each as
