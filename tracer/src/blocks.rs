@@ -257,17 +257,17 @@ pub(crate) fn cross_jumped(obj: &object::File, code: &symbolize::inlined::Inline
     ranges.sort_unstable();
     let holds = |k: u32, a: u64| code.instances.get(k as usize).is_some_and(|rs| rs.iter().any(|&(b, e)| b <= a && a < e));
     let targets: std::collections::HashSet<u64> = later.iter().map(|s| s.addr).collect();
-    let mut by_func: std::collections::BTreeMap<(u64, u64), ()> = std::collections::BTreeMap::new();
+    let mut by_func: std::collections::BTreeSet<(u64, u64)> = std::collections::BTreeSet::new();
     for s in &later {
         if let Some(f) = func_of(s.addr) {
-            by_func.insert(f, ());
+            by_func.insert(f);
         }
     }
     let (sections, _) = sections(obj);
     // Sources of the jumps to each target.
     let mut sources: std::collections::HashMap<u64, Vec<u64>> = std::collections::HashMap::new();
     let mut ins = Instruction::default();
-    for &(start, end) in by_func.keys() {
+    for &(start, end) in &by_func {
         let Some(bytes) = Image::bytes_at(&sections, start, (end - start) as usize) else { continue };
         let mut dec = Decoder::with_ip(64, bytes, start, DecoderOptions::NONE);
         while dec.can_decode() {
